@@ -1,0 +1,33 @@
+# refind — two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: install test demo bench lock clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest
+
+demo: install
+	$(PY) -m refind_cli.demo
+
+bench: install
+	$(PY) bench/run_all.py
+
+# Re-resolve the pinned dependency set after editing pyproject.toml (needs network access to PyPI).
+lock:
+	$(PYTHON) -m pip install --quiet uv
+	$(PYTHON) -m uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes -o requirements.lock
+
+clean:
+	rm -rf $(VENV) demo.db .pytest_cache

@@ -1,0 +1,3 @@
+from refind_cli.cli import main
+
+main()

@@ -1,0 +1,75 @@
+"""The `refind` command line: the app, its commands (one module each under ``commands/``) and error handling."""
+
+from __future__ import annotations
+
+import click
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from .errors import RefindError
+
+HELP = """\
+refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
+
+Replay a conversation, then search it:
+
+  refind add --file fixtures/conversations.jsonl
+  refind search "where did Caroline go hiking" --user alice --mode bm25
+
+A replay file is JSONL; each line is either an Add request in the contest's shape
+
+  {"request_id": "r1", "user_id": "alice", "session_id": "s1",
+   "messages": [{"role": "user", "content": "Alice: hi", "timestamp": 1700000000000}]}
+
+or a single message (consecutive lines of one user and session are grouped into requests):
+
+  {"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi", "timestamp": 1700000000000}
+"""
+
+class RefindGroup(TyperGroup):
+    """Turns a RefindError from any command into one red line on stderr and the error's exit code."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except RefindError as exc:
+            from .render import error_console
+
+            error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=RefindGroup,
+    help=HELP,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print refind's version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from . import __version__
+
+        typer.echo(f"refind {__version__}")
+        raise typer.Exit()
+
+
+def _register() -> None:
+    from .commands import add
+
+    add.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Console entry point (``refind`` and ``python -m refind_cli``)."""
+    app()

@@ -1,0 +1,142 @@
+"""`refind add`: one message from the shell, or a JSONL replay."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+
+from .. import render
+from ..contract import Message, parse_add
+from ..errors import Conflict, InvalidInput
+from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
+from ..replay import auto_request_id, replay
+
+ADD_HELP = """\
+Store messages verbatim: one message from the shell, or a JSONL replay with --file.
+
+One message:
+
+  refind add "Caroline: I went hiking at Mount Rainier" --user alice --session s1 --at 2023-05-08T13:56
+
+Without --request-id the request id is 'cli-' plus a hash of the payload (user, session, role, content,
+timestamp), so running the same command twice stores the message once; pass --request-id to store
+identical text twice.
+
+A replay (--file PATH, '-' for stdin, .gz accepted) reads one JSON object per line, in either shape:
+
+  {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "hi"}]}
+
+  {"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi", "timestamp": 1700000000000}
+
+Message lines of one user and session in a row become one request: with their request_id when they carry
+one, else up to 20 at a time under the id 'auto-<hash of the group>'. A bad line is reported as FILE:LINE
+and skipped; every valid line is stored; the exit code is non-zero when anything was refused. Replaying a
+file again (also after an interruption) stores nothing twice.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("add", help=ADD_HELP, no_args_is_help=True)(add)
+
+
+def add(
+    text: Annotated[Optional[str], typer.Argument(help="The message content (omit with --file).")] = None,
+    file: Annotated[
+        Optional[str], typer.Option("--file", "-f", help="Replay a JSONL file ('-' = stdin; .gz accepted).")
+    ] = None,
+    user: Annotated[Optional[str], typer.Option("--user", "-u", help="User id (one message).")] = None,
+    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Session id (one message).")] = None,
+    role: Annotated[str, typer.Option("--role", help="user, assistant or system.")] = "user",
+    timestamp: Annotated[
+        Optional[int], typer.Option("--timestamp", help="When it was said, Unix milliseconds.")
+    ] = None,
+    at: Annotated[
+        Optional[str], typer.Option("--at", help="When it was said, ISO 8601 (UTC unless it names a zone).")
+    ] = None,
+    request_id: Annotated[Optional[str], typer.Option("--request-id", help="Request id (default: a hash).")] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse unknown fields; check the whole file first, store nothing if bad.")
+    ] = False,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    if (text is None) == (file is None):
+        raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
+    with open_store(db, retention) as store:
+        if file is not None:
+            if user or session or request_id or timestamp is not None or at:
+                raise InvalidInput("--user, --session, --request-id, --timestamp and --at are for one message, "
+                                   "not --file (each line carries its own)")
+            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet)
+            return
+        if not user or not session:
+            raise InvalidInput("one message needs --user and --session")
+        if timestamp is not None and at:
+            raise InvalidInput("give --timestamp or --at, not both")
+        ts = _parse_at(at) if at else timestamp
+        message = Message(role=role, content=text or "", timestamp=ts)
+        rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-"):]
+        body = {"request_id": rid, "user_id": user, "session_id": session,
+                "messages": [{"role": role, "content": text, "timestamp": ts}]}
+        outcome = store.add(parse_add(body))
+    result = {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
+              "session_id": outcome.session_id, "status": outcome.status, "messages": outcome.messages}
+    if as_json:
+        render.print_json(result)
+    else:
+        word = "stored" if outcome.status == "added" else "already stored (identical replay, nothing written)"
+        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}")
+
+
+def _parse_at(value: str) -> int:
+    try:
+        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
+    err = render.error_console()
+    show_bar = not quiet and not as_json and err.is_terminal
+    progress = task = None
+    if show_bar:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("replaying"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                            console=err, transient=True)
+        task = progress.add_task("replay", total=None)
+        progress.start()
+
+    def on_progress(done: int, total: int | None) -> None:
+        if progress is not None:
+            progress.update(task, completed=done, total=total)
+
+    def on_problem(line: str) -> None:
+        if not as_json:
+            (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)
+    finally:
+        if progress is not None:
+            progress.stop()
+    data = summary.as_dict()
+    if as_json:
+        render.print_json(data)
+    else:
+        for w in summary.warnings[:20]:
+            err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+        if len(summary.warnings) > 20:
+            err.print(f"warning: … and {len(summary.warnings) - 20} more lines with unknown fields", markup=False)
+        render.console().print(render.replay_summary(data))
+    if summary.invalid_lines:
+        raise typer.Exit(InvalidInput.exit_code)
+    if summary.conflicts:
+        raise typer.Exit(Conflict.exit_code)

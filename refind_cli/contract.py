@@ -1,0 +1,182 @@
+"""The Agent Memory Leaderboard Add/Search contract: request shapes, validation, canonical hashing.
+
+Shared by the CLI (``refind add``, replay) and the server, so both refuse exactly the same input with exactly the
+same message. Validation is written out by hand rather than delegated to a schema library because every fault needs
+a message that names the field and says what would be accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidInput
+
+ROLES = ("user", "assistant", "system")
+# Unix milliseconds between 1973-03-03 and 2286-11-20. Below that a value is almost surely seconds, not ms.
+MIN_TIMESTAMP_MS = 100_000_000_000
+MAX_TIMESTAMP_MS = 10_000_000_000_000
+
+ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
+MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
+SEARCH_FIELDS = frozenset({"query", "user_id", "top_k", "options"})
+MAX_TOP_K = 1000
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+    timestamp: int | None = None  # Unix ms when said; None when unknown
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    request_id: str
+    user_id: str
+    session_id: str
+    messages: tuple[Message, ...]
+    unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+
+    def canonical(self) -> dict[str, Any]:
+        """The payload that identifies this request: what an identical replay must repeat exactly."""
+        return {
+            "request_id": self.request_id,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "messages": [
+                {"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in self.messages
+            ],
+        }
+
+    def payload_hash(self) -> str:
+        body = dict(self.canonical())
+        del body["request_id"], body["user_id"]  # the key, not the payload
+        data = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    user_id: str
+    top_k: int
+    options: tuple[str, ...] = ()
+    unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+
+
+def _require_str(obj: dict, key: str, where: str = "") -> str:
+    name = f"{where}{key}"
+    if key not in obj or obj[key] is None:
+        raise InvalidInput(f"{name}: required")
+    value = obj[key]
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name}: must be a string, got {_json_type(value)}")
+    if not value.strip():
+        raise InvalidInput(f"{name}: must be a non-empty string")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def parse_timestamp(value: Any, name: str = "timestamp") -> int | None:
+    """Unix milliseconds as an integer (an integral float is accepted), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise InvalidInput(f"{name}: must be a whole number of milliseconds, got {value!r}")
+        value = int(value)
+    if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
+        hint = " (that looks like seconds; multiply by 1000)" if 0 < value < MIN_TIMESTAMP_MS / 100 else ""
+        raise InvalidInput(
+            f"{name}: {value} is outside the accepted range of Unix milliseconds "
+            f"[{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) (1973-03-03 to 2286-11-20){hint}"
+        )
+    return value
+
+
+def parse_message(obj: Any, where: str) -> tuple[Message, list[str]]:
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"{where.rstrip('.')}: must be an object with role and content, got {_json_type(obj)}")
+    role = _require_str(obj, "role", where)
+    if role not in ROLES:
+        raise InvalidInput(f"{where}role: must be one of {', '.join(ROLES)}; got {role!r}")
+    content = obj.get("content")
+    if content is None:
+        raise InvalidInput(f"{where}content: required")
+    if not isinstance(content, str):
+        raise InvalidInput(f"{where}content: must be a string, got {_json_type(content)}")
+    if not content.strip():
+        raise InvalidInput(f"{where}content: must be a non-empty string")
+    ts = parse_timestamp(obj.get("timestamp"), f"{where}timestamp")
+    unknown = [f"{where}{k}" for k in obj if k not in MESSAGE_FIELDS]
+    return Message(role=role, content=content, timestamp=ts), unknown
+
+
+def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
+    """Validate one Add request body. Unknown fields are kept as names in ``unknown_fields`` (refused if strict)."""
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"request: must be a JSON object, got {_json_type(obj)}")
+    request_id = _require_str(obj, "request_id")
+    user_id = _require_str(obj, "user_id")
+    session_id = _require_str(obj, "session_id")
+    raw = obj.get("messages")
+    if raw is None:
+        raise InvalidInput("messages: required")
+    if not isinstance(raw, list):
+        raise InvalidInput(f"messages: must be an array, got {_json_type(raw)}")
+    if not raw:
+        raise InvalidInput("messages: must hold at least one message")
+    unknown = [k for k in obj if k not in ADD_FIELDS]
+    messages = []
+    for i, item in enumerate(raw):
+        message, extra = parse_message(item, f"messages[{i}].")
+        messages.append(message)
+        unknown.extend(extra)
+    if strict and unknown:
+        raise InvalidInput(f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}")
+    return AddRequest(request_id, user_id, session_id, tuple(messages), tuple(unknown))
+
+
+def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"request: must be a JSON object, got {_json_type(obj)}")
+    query = _require_str(obj, "query")
+    user_id = _require_str(obj, "user_id")
+    top_k = obj.get("top_k")
+    if top_k is None:
+        raise InvalidInput("top_k: required")
+    if isinstance(top_k, float) and top_k.is_integer():
+        top_k = int(top_k)
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise InvalidInput(f"top_k: must be an integer, got {_json_type(top_k)}")
+    if not 1 <= top_k <= max_top_k:
+        raise InvalidInput(f"top_k: must be between 1 and {max_top_k}, got {top_k}")
+    options = obj.get("options")
+    if options is None:
+        options = []
+    if isinstance(options, dict):  # some datasets carry choices as {"A": ...}; keep their values
+        options = list(options.values())
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise InvalidInput("options: must be an array of strings")
+    unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
+    return SearchRequest(query, user_id, top_k, tuple(options), unknown)

@@ -1,0 +1,144 @@
+"""The schema, as one ordered list of small named migrations applied on open.
+
+Never rename, reorder or edit a migration that has shipped: append a new one. ``_migrations`` records what ran.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def _script(conn: sqlite3.Connection, sql: str) -> None:
+    """Run ``;``-separated statements inside the caller's transaction (``executescript`` would commit it)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+@migration
+def m001_core(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        -- One row per Add request: the idempotency key is (user_id, request_id), never request_id alone.
+        CREATE TABLE requests (
+            user_id       TEXT NOT NULL,
+            request_id    TEXT NOT NULL,
+            session_id    TEXT NOT NULL,
+            payload_hash  TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            recorded_at   INTEGER NOT NULL,
+            PRIMARY KEY (user_id, request_id)
+        ) WITHOUT ROWID;
+
+        -- Messages verbatim. seq is arrival order, id is stable: derived from (user, request, index).
+        CREATE TABLE messages (
+            seq         INTEGER PRIMARY KEY,
+            id          TEXT NOT NULL UNIQUE,
+            user_id     TEXT NOT NULL,
+            session_id  TEXT NOT NULL,
+            request_id  TEXT NOT NULL,
+            idx         INTEGER NOT NULL,
+            role        TEXT NOT NULL,
+            content     TEXT NOT NULL,
+            said_at     INTEGER,
+            recorded_at INTEGER NOT NULL,
+            FOREIGN KEY (user_id, request_id) REFERENCES requests (user_id, request_id) ON DELETE CASCADE
+        );
+        CREATE INDEX messages_by_user ON messages (user_id, seq);
+        CREATE INDEX messages_by_session ON messages (user_id, session_id);
+        CREATE INDEX messages_by_request ON messages (user_id, request_id);
+        CREATE INDEX messages_by_recorded ON messages (recorded_at);
+
+        -- A per-user counter bumped by every mutation of that user's data: caches key on it.
+        CREATE TABLE users (
+            user_id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+
+        -- The audit log: every mutation appends one event. Never message text.
+        CREATE TABLE events (
+            id         INTEGER PRIMARY KEY,
+            at         INTEGER NOT NULL,
+            kind       TEXT NOT NULL,
+            user_id    TEXT,
+            session_id TEXT,
+            request_id TEXT,
+            rows       INTEGER NOT NULL DEFAULT 0,
+            detail     TEXT
+        );
+        CREATE INDEX events_by_user ON events (user_id, id);
+
+        -- What forget removed: scope, ids, counts and content hashes. Never message text.
+        CREATE TABLE tombstones (
+            id             INTEGER PRIMARY KEY,
+            at             INTEGER NOT NULL,
+            scope          TEXT NOT NULL,
+            user_id        TEXT NOT NULL,
+            session_id     TEXT,
+            request_id     TEXT,
+            rows           INTEGER NOT NULL,
+            message_ids    TEXT NOT NULL,
+            content_hashes TEXT NOT NULL
+        );
+        CREATE INDEX tombstones_by_user ON tombstones (user_id, request_id);
+
+        -- Stored planner runs, re-viewable with `refind inspect search ID`.
+        CREATE TABLE searches (
+            id                TEXT PRIMARY KEY,
+            user_id           TEXT NOT NULL,
+            at                INTEGER NOT NULL,
+            query             TEXT NOT NULL,
+            mode              TEXT NOT NULL,
+            model             TEXT,
+            duration_ms       REAL NOT NULL,
+            llm_calls         INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cost              REAL,
+            returned_ids      TEXT NOT NULL,
+            trace             TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX searches_by_user ON searches (user_id, at);
+        """
+    )
+
+
+def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction. Returns the names applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    if all(name in done for name, _ in MIGRATIONS):
+        return []
+    applied = []
+    conn.execute("BEGIN IMMEDIATE")  # serialise concurrent first opens; re-read under the lock
+    try:
+        done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        for name, fn in MIGRATIONS:
+            if name in done:
+                continue
+            fn(conn)
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, now_ms))
+            conn.execute(
+                "INSERT INTO events (at, kind, rows, detail) VALUES (?, 'migrate', 0, ?)", (now_ms, name)
+            )
+            applied.append(name)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM _migrations").fetchone()[0]

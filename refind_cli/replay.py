@@ -1,0 +1,343 @@
+"""JSONL replay: stream a file of Add requests or single messages into the store.
+
+Two line shapes, detected per line:
+
+* an **Add request** in the contract's shape: ``{"request_id", "user_id", "session_id", "messages": [...]}``
+* one **message**: ``{"user_id", "session_id", "role", "content", "timestamp"?, "request_id"?}``. Consecutive
+  message lines of one user and session become one Add request: with their ``request_id`` when they carry one,
+  else in groups of at most ``GROUP_SIZE`` with the id ``auto-<hash of the group's payload>``, so replaying the same
+  file again (or again after an interruption) stores nothing twice.
+
+The file is read line by line (``-`` for stdin, ``.gz`` decompressed on the fly), so its size does not matter.
+Requests are written in batches, one transaction each and one savepoint per request: a bad request never takes a
+good one down with it, and a killed replay re-run stores each message exactly once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .contract import AddRequest, Message, parse_add, parse_message
+from .errors import InvalidInput, RefindError
+from .store import Store
+
+GROUP_SIZE = 20
+BATCH_SIZE = 500
+MESSAGE_LINE_FIELDS = frozenset({"user_id", "session_id", "request_id", "role", "content", "timestamp"})
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One request ready to store, with the file lines it came from."""
+
+    request: AddRequest
+    first_line: int
+    last_line: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LineError:
+    line: int
+    message: str
+
+
+@dataclass
+class ReplaySummary:
+    source: str
+    requests_added: int = 0
+    messages_added: int = 0
+    duplicates: int = 0
+    conflicts: int = 0
+    invalid_lines: int = 0
+    lines: int = 0
+    problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
+    warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
+
+    @property
+    def refused(self) -> int:
+        return self.conflicts + self.invalid_lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "lines": self.lines,
+            "requests_added": self.requests_added,
+            "messages_added": self.messages_added,
+            "duplicates": self.duplicates,
+            "conflicts": self.conflicts,
+            "invalid_lines": self.invalid_lines,
+            "problems": self.problems,
+            "warnings": self.warnings,
+        }
+
+
+class _Counting:
+    """Wraps a binary stream to report how many bytes of the underlying file were consumed."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.done = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.done += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int], int | None]:
+    """(numbered raw lines, bytes-consumed probe, total bytes or None). ``-`` reads stdin."""
+    if path == "-":
+        raw: Any = _Counting(sys.stdin.buffer)
+        total = None
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise RefindError(f"{path}: no such file")
+        raw = _Counting(p.open("rb"))
+        total = p.stat().st_size
+    head = _peek(raw)
+    stream: IO[bytes]
+    if head.startswith(b"\x1f\x8b"):
+        stream = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[arg-type]
+    else:
+        stream = _Prefixed(head, raw)  # type: ignore[assignment]
+
+    def numbered() -> Iterator[tuple[int, bytes]]:
+        try:
+            for n, line in enumerate(_iter_lines(stream), start=1):
+                yield n, line
+        except (OSError, EOFError) as exc:
+            raise RefindError(f"{path}: cannot read: {exc}") from exc
+        finally:
+            if path != "-":
+                raw.raw.close()
+
+    return numbered(), (lambda: raw.done), total
+
+
+def _peek(raw: _Counting) -> bytes:
+    return raw.read(2)
+
+
+class _Prefixed:
+    def __init__(self, head: bytes, raw: _Counting) -> None:
+        self.head = head
+        self.raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n is None or n < 0:
+                data, self.head = self.head + self.raw.read(), b""
+                return data
+            data, self.head = self.head[:n], self.head[n:]
+            if len(data) < n:
+                data += self.raw.read(n - len(data))
+            return data
+        return self.raw.read(n)
+
+    def readable(self) -> bool:
+        return True
+
+
+def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
+    buf = b""
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        yield from lines
+    if buf:
+        yield buf
+
+
+def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError]:
+    """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
+    group: list[tuple[int, Message, list[str]]] = []
+    key: tuple[str, str, str | None] | None = None
+
+    def flush() -> Iterator[Parsed]:
+        nonlocal group, key
+        if group and key is not None:
+            yield _group_request(key, group)
+        group, key = [], None
+
+    for n, raw in lines:
+        if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            obj = json.loads(text.decode("utf-8"))
+        except UnicodeDecodeError:
+            yield LineError(n, "not valid UTF-8")
+            continue
+        except json.JSONDecodeError as exc:
+            yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if isinstance(obj, dict) and "messages" in obj:
+            yield from flush()
+            try:
+                request = parse_add(obj, strict=strict)
+            except InvalidInput as exc:
+                yield LineError(n, exc.message)
+                continue
+            yield Parsed(request, n, n, _warning(request.unknown_fields))
+            continue
+        if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
+            yield from flush()
+            yield LineError(
+                n, "neither an Add request (an object with messages) nor a message (an object with role and content)"
+            )
+            continue
+        try:
+            line_key, message, unknown = _parse_message_line(obj, strict=strict)
+        except InvalidInput as exc:
+            yield LineError(n, exc.message)
+            continue
+        if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
+            yield from flush()
+        key = line_key
+        group.append((n, message, unknown))
+    yield from flush()
+
+
+def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
+    ids = []
+    for name in ("user_id", "session_id"):
+        value = obj.get(name)
+        if value is None:
+            raise InvalidInput(f"{name}: required")
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(f"{name}: must be a non-empty string")
+        ids.append(value)
+    request_id = obj.get("request_id")
+    if request_id is not None and (not isinstance(request_id, str) or not request_id.strip()):
+        raise InvalidInput("request_id: must be a non-empty string when given")
+    message, _ = parse_message(obj, "")
+    unknown = [k for k in obj if k not in MESSAGE_LINE_FIELDS]
+    if strict and unknown:
+        raise InvalidInput(f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}")
+    return (ids[0], ids[1], request_id), message, unknown
+
+
+def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) -> str:
+    """The id of a request built without one: a hash of its payload, so a replay of it is recognised."""
+    body = json.dumps(
+        [user_id, session_id, [[m.role, m.content, m.timestamp] for m in messages]],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return "auto-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
+
+
+def _group_request(key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]]) -> Parsed:
+    user_id, session_id, request_id = key
+    messages = tuple(m for _, m, _ in group)
+    rid = request_id or auto_request_id(user_id, session_id, messages)
+    unknown = sorted({f for _, _, fields in group for f in fields})
+    return Parsed(AddRequest(rid, user_id, session_id, messages, tuple(unknown)), group[0][0], group[-1][0],
+                  _warning(tuple(unknown)))
+
+
+def _warning(unknown: tuple[str, ...]) -> tuple[str, ...]:
+    if not unknown:
+        return ()
+    return (f"ignored unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",)
+
+
+def replay(
+    store: Store,
+    path: str,
+    *,
+    strict: bool = False,
+    batch_size: int = BATCH_SIZE,
+    on_progress: Callable[[int, int | None], None] | None = None,
+    on_problem: Callable[[str], None] | None = None,
+) -> ReplaySummary:
+    """Replay a JSONL file into the store. With ``strict``, check the whole file first and store nothing if any
+    line is bad (stdin is spooled to a temporary file for the second pass)."""
+    name = "<stdin>" if path == "-" else path
+    summary = ReplaySummary(source=name)
+    spool: str | None = None
+    try:
+        if strict:
+            if path == "-":
+                fd, spool = tempfile.mkstemp(prefix="refind-replay-")
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(sys.stdin.buffer, out)
+                path = spool
+            lines, _, _ = open_lines(path)
+            errors = [item for item in parse_lines(lines, strict=True) if isinstance(item, LineError)]
+            if errors:
+                for err in errors:
+                    _problem(summary, f"{name}:{err.line}: {err.message}", on_problem)
+                summary.invalid_lines = len(errors)
+                summary.problems.append(f"{name}: --strict: nothing stored because {len(errors)} line(s) are invalid")
+                return summary
+        lines, done, total = open_lines(path)
+        batch: list[Parsed] = []
+        for item in parse_lines(_counted(lines, summary), strict=strict):
+            if isinstance(item, LineError):
+                summary.invalid_lines += 1
+                _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
+                continue
+            summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+            batch.append(item)
+            if len(batch) >= batch_size:
+                _store_batch(store, batch, summary, name, on_problem)
+                batch = []
+                if on_progress:
+                    on_progress(done(), total)
+        if batch:
+            _store_batch(store, batch, summary, name, on_problem)
+        if on_progress:
+            on_progress(done(), total)
+        return summary
+    finally:
+        if spool:
+            os.unlink(spool)
+
+
+def _counted(lines: Iterable[tuple[int, bytes]], summary: ReplaySummary) -> Iterator[tuple[int, bytes]]:
+    for n, line in lines:
+        summary.lines = n
+        yield n, line
+
+
+def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None] | None) -> None:
+    summary.problems.append(text)
+    if on_problem:
+        on_problem(text)
+
+
+def _store_batch(
+    store: Store, batch: list[Parsed], summary: ReplaySummary, name: str, on_problem: Callable[[str], None] | None
+) -> None:
+    outcomes = store.add_many(item.request for item in batch)
+    for item, outcome in zip(batch, outcomes):
+        if isinstance(outcome, RefindError):
+            summary.conflicts += 1
+            where = f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
+            _problem(summary, f"{name}:{where}: {outcome.message}", on_problem)
+        elif outcome.status == "duplicate":
+            summary.duplicates += 1
+        else:
+            summary.requests_added += 1
+            summary.messages_added += outcome.messages

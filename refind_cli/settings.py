@@ -1,0 +1,37 @@
+"""Every setting of refind in one place: defaults, the REFIND_* environment variables, and how they parse.
+
+The CLI's shared options (``refind_cli/options.py``) and the server read these; domain modules take plain values.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import RefindError
+
+DEFAULT_DB = "refind.db"
+DEFAULT_RETENTION_DAYS = 30.0
+
+ENV_DB = "REFIND_DB"
+ENV_RETENTION_DAYS = "REFIND_RETENTION_DAYS"
+
+OFF_WORDS = frozenset({"off", "none", "never"})
+
+
+def parse_retention(value: str | float | None) -> float | None:
+    """Retention in days (default 30). ``off`` turns it off explicitly; values below 1 are refused."""
+    if value is None or value == "":
+        return DEFAULT_RETENTION_DAYS
+    if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
+        return None
+    try:
+        days = float(value)
+    except (TypeError, ValueError):
+        raise RefindError(f"retention: {value!r} is not a number of days (or 'off')") from None
+    if not days >= 1:
+        raise RefindError(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
+    return days
+
+
+def retention_from_env() -> float | None:
+    return parse_retention(os.environ.get(ENV_RETENTION_DAYS))

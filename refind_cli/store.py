@@ -1,0 +1,261 @@
+"""The SQLite store: verbatim messages, idempotent Adds, one scoped read per user, the audit log.
+
+Built on sqlite-utils over one ``sqlite3`` connection per ``Store`` (one per thread in the server). WAL, foreign
+keys, a busy timeout, and ``synchronous=FULL`` so an acknowledged Add survives a power cut, not only a crash.
+Writers take the lock up front (``BEGIN IMMEDIATE``) so two processes adding the same new request serialise: one
+writes, the other sees its row and reports a duplicate or a conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from . import migrations
+from .contract import AddRequest
+from .errors import Conflict, RefindError
+
+Clock = Callable[[], int]
+DAY_MS = 86_400_000
+
+
+def system_clock() -> int:
+    """Now, in Unix milliseconds (UTC)."""
+    return time.time_ns() // 1_000_000
+
+
+def message_id(user_id: str, request_id: str, index: int) -> str:
+    """A message's stable id: derived from its source, never from how turns are grouped when read."""
+    raw = f"{user_id}\x1f{request_id}\x1f{index}".encode()
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    seq: int  # arrival order across the whole store
+    id: str
+    user_id: str
+    session_id: str
+    request_id: str
+    idx: int  # position inside its Add request
+    role: str
+    content: str
+    said_at: int | None  # Unix ms when said (the request's timestamp), None when unknown
+    recorded_at: int  # Unix ms when this store received it
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    request_id: str
+    user_id: str
+    session_id: str
+    status: str  # "added" | "duplicate"
+    messages: int
+
+
+MESSAGE_COLUMNS = "seq, id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at"
+
+
+class Store:
+    """One SQLite database file. Not shared across threads: open one per thread."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock = system_clock,
+        retention_days: float | None = None,
+        busy_timeout_s: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.retention_days = retention_days
+        if self.path.parent and not self.path.parent.exists():
+            raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
+        try:
+            conn = sqlite3.connect(
+                str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrations.apply(conn, self.clock())
+        except sqlite3.DatabaseError as exc:
+            raise RefindError(f"cannot open database {self.path}: {exc}") from exc
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing -------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite_utils.Database]:
+        """A write transaction that holds SQLite's write lock from its first statement."""
+        if self.conn.in_transaction:
+            with self.db.atomic():
+                yield self.db
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def add(self, request: AddRequest) -> AddOutcome:
+        """Store one Add request all-or-nothing. Identical replay → ``duplicate``; other payload → Conflict."""
+        outcome = self.add_many([request])[0]
+        if isinstance(outcome, RefindError):
+            raise outcome
+        return outcome
+
+    def add_many(self, requests: Iterable[AddRequest]) -> list[AddOutcome | RefindError]:
+        """Store many requests in one transaction, each inside its own savepoint (all-or-nothing per request).
+
+        Returns one outcome per request, in order: an AddOutcome, or the RefindError that refused it.
+        """
+        outcomes: list[AddOutcome | RefindError] = []
+        with self.write():
+            now = self.clock()
+            for request in requests:
+                try:
+                    with self.db.atomic():
+                        outcomes.append(self._add_one(request, now))
+                except RefindError as exc:
+                    outcomes.append(exc)
+        return outcomes
+
+    def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
+        digest = req.payload_hash()
+        row = self.conn.execute(
+            "SELECT payload_hash FROM requests WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
+        ).fetchone()
+        if row is not None:
+            if row[0] == digest:
+                return AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0)
+            raise Conflict(
+                f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
+                "payload; an identical replay is accepted, a changed one is not"
+            )
+        self.conn.execute(
+            "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (req.user_id, req.request_id, req.session_id, digest, len(req.messages), now),
+        )
+        self.conn.executemany(
+            "INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    message_id(req.user_id, req.request_id, i),
+                    req.user_id,
+                    req.session_id,
+                    req.request_id,
+                    i,
+                    m.role,
+                    m.content,
+                    m.timestamp,
+                    now,
+                )
+                for i, m in enumerate(req.messages)
+            ],
+        )
+        self.bump_user(req.user_id)
+        self.record_event(
+            "add", user_id=req.user_id, session_id=req.session_id, request_id=req.request_id, rows=len(req.messages)
+        )
+        return AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages))
+
+    def bump_user(self, user_id: str) -> None:
+        """Mark a user's data as changed: every cache keyed on the user's version becomes stale."""
+        self.conn.execute(
+            "INSERT INTO users (user_id, version) VALUES (?, 1) "
+            "ON CONFLICT (user_id) DO UPDATE SET version = version + 1",
+            (user_id,),
+        )
+
+    def record_event(
+        self,
+        kind: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        request_id: str | None = None,
+        rows: int = 0,
+        detail: dict | None = None,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO events (at, kind, user_id, session_id, request_id, rows, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.clock(),
+                kind,
+                user_id,
+                session_id,
+                request_id,
+                rows,
+                json.dumps(detail, ensure_ascii=False, sort_keys=True) if detail else None,
+            ),
+        )
+
+    # ---- reading -------------------------------------------------------------------------------------------
+
+    def retention_cutoff(self) -> int | None:
+        """The oldest recorded-at still visible, or None when retention is off."""
+        if self.retention_days is None:
+            return None
+        return self.clock() - int(self.retention_days * DAY_MS)
+
+    def visible(self, *, as_of: int | None = None, alias: str = "") -> tuple[str, list[int]]:
+        """The read-time predicate every read of message rows must apply: retention, and what was stored by as_of."""
+        col = f"{alias}recorded_at"
+        clauses, params = [], []
+        cutoff = self.retention_cutoff()
+        if cutoff is not None:
+            clauses.append(f"{col} >= ?")
+            params.append(cutoff)
+        if as_of is not None:
+            clauses.append(f"{col} <= ?")
+            params.append(as_of)
+        return (" AND ".join(clauses) or "1"), params
+
+    def user_messages(self, user_id: str, *, as_of: int | None = None) -> list[StoredMessage]:
+        """Every visible message of one user, in arrival order: the only path by which content reaches retrieval."""
+        predicate, params = self.visible(as_of=as_of)
+        rows = self.conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND {predicate} ORDER BY seq",
+            [user_id, *params],
+        )
+        return [StoredMessage(*row) for row in rows]
+
+    def user_version(self, user_id: str) -> int:
+        row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()
+        return row[0] if row else 0
+
+    def counts(self) -> dict[str, int]:
+        q = self.conn.execute
+        return {
+            "users": q("SELECT count(DISTINCT user_id) FROM messages").fetchone()[0],
+            "sessions": q("SELECT count(*) FROM (SELECT DISTINCT user_id, session_id FROM messages)").fetchone()[0],
+            "requests": q("SELECT count(*) FROM requests").fetchone()[0],
+            "messages": q("SELECT count(*) FROM messages").fetchone()[0],
+        }
