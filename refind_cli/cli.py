@@ -62,9 +62,10 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add
+    from .commands import add, evaluate, inspect, lifecycle, search, serve
 
-    add.register(app)
+    for module in (add, search, evaluate, serve, lifecycle, inspect):
+        module.register(app)
 
 
 _register()
