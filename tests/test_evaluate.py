@@ -180,11 +180,12 @@ def test_evaluate_passes_options_suffix_top_k_and_limit():
         calls.append((query, options, top_k))
         return Hits([])
 
-    evaluate(MEMDAILY, systems={"r": record}, settings=EvalSettings(limit=3, top_k=7, query_suffix="Answer briefly."))
+    evaluate(MEMDAILY, systems={"r": record}, settings=EvalSettings(limit=3, top_k=7, query_suffix="Answer briefly.",
+                                                                    warm_up=False))
     assert len(calls) == 3
     assert all(q.endswith(" Answer briefly.") and opts and k == 7 for q, opts, k in calls)
     calls.clear()
-    evaluate(MEMDAILY, systems={"r": record}, settings=EvalSettings(limit=2, options=False))
+    evaluate(MEMDAILY, systems={"r": record}, settings=EvalSettings(limit=2, options=False, warm_up=False))
     assert [opts for _, opts, _ in calls] == [(), ()]
 
 
@@ -204,3 +205,18 @@ def test_wrong_format_is_an_error_not_a_traceback():
         evaluate(LOCOMO, fmt="memdaily", systems={})
     with pytest.raises(RefindError, match="unknown format"):
         evaluate(LOCOMO, fmt="csv", systems={})
+
+
+def test_warm_up_asks_each_users_first_question_once_more_untimed():
+    calls = []
+
+    def record(store, *, user_id, query, options, top_k):
+        calls.append(user_id)
+        return Hits([])
+
+    report = evaluate(LOCOMO, systems={"r": record})
+    assert len(calls) == report["questions"] + report["users"]
+    assert report["systems"]["r"]["questions"] == report["questions"]
+    calls.clear()
+    evaluate(LOCOMO, systems={"r": record}, settings=EvalSettings(mode="agent"))
+    assert len(calls) == report["questions"]  # never in agent mode: a warm-up would cost LLM calls
