@@ -67,3 +67,23 @@ def fill(store, user_id: str, turns: int, *, seed: int = 0, batch: int = 500) ->
             pending = []
     if pending:
         store.add_many(pending)
+
+
+def fill_interleaved(store, users: dict[str, int], *, seed: int = 0, batch: int = 500) -> None:
+    """Several users' histories with their Adds interleaved in time (each user's Adds spread evenly over the whole
+    fill, as a shared server receives them), so each user's rows are scattered through the file."""
+    import heapq
+
+    def timed(user: str, turns: int):
+        count = -(-turns // SESSION_LEN)
+        for i, req in enumerate(requests(user, turns, seed=seed)):
+            yield ((i + 0.5) / count, user, req)
+
+    pending: list[AddRequest] = []
+    for _, _, req in heapq.merge(*(timed(u, n) for u, n in users.items())):
+        pending.append(req)
+        if len(pending) >= batch:
+            store.add_many(pending)
+            pending = []
+    if pending:
+        store.add_many(pending)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from . import settings
 from .errors import InvalidInput
 from .index import TurnIndex, bm25_scores, build_index, eligible, from_blob, fuse, neighbours, to_blob
 from .tokenize import analyze
@@ -318,7 +319,7 @@ def render_line(said_at: int | None, role: str, content: str) -> str:
 
 _CACHE: OrderedDict[tuple, UserIndex] = OrderedDict()
 _LOCK = threading.Lock()
-CACHE_SIZE = 8
+CACHE_SIZE = settings.index_cache_from_env()
 
 
 def _db_key(store: Store) -> str:
