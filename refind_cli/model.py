@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import settings
 from .errors import ModelError
 
-DEFAULT_MODEL = "openai/gpt-4o-mini"
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
 DEFAULT_MAX_TOKENS = 512
-DEFAULT_RETRIES = 3
+DEFAULT_RETRIES = settings.DEFAULT_LLM_RETRIES
 DEFAULT_BACKOFF_S = 1.0
 PLACEHOLDER_KEY = "refind-no-key"  # sent to a local --api-base server when no key is configured
 FIXES = "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), " \
@@ -110,6 +110,17 @@ def litellm_complete(
         )
 
     return complete
+
+
+def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Complete, str]:
+    """The litellm ``Complete`` configured by flags, else REFIND_MODEL / REFIND_API_BASE / REFIND_LLM_*."""
+    name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
+    base = api_base or os.environ.get(settings.ENV_API_BASE) or None
+    timeout = settings.positive_number(settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT),
+                                       settings.DEFAULT_LLM_TIMEOUT_S)
+    retries = settings.positive_number(settings.ENV_LLM_RETRIES, os.environ.get(settings.ENV_LLM_RETRIES),
+                                       settings.DEFAULT_LLM_RETRIES, integer=True)
+    return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
 
 def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # type: ignore[no-untyped-def]
