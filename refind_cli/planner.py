@@ -349,9 +349,9 @@ class _Run:
         hi = _min(bounds[1], self.outer[1])
         if lo is not None and hi is not None and lo > hi:
             raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
-        ids = self.seen_sessions if skip_mode == "session" else self.seen_turns
+        ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
         hits = self.index.search(keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi,
-                                 skip=Skip(skip_mode, frozenset(ids)))
+                                 skip=Skip(skip_mode, ids))
         self.stats.searches += 1
         self.last_hits = hits
         if hits:
@@ -419,8 +419,9 @@ class _Run:
 
 
 def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str) -> str:
-    seen = f" ({skipped} {'session' if skip_mode == 'session' else 'result'}{'s' if skipped != 1 else ''} shown " \
-           "before were skipped)" if skipped else ""
+    unit = "session" if skip_mode == "session" else "result"
+    seen = (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} "
+            "skipped)") if skipped else ""
     if not hits:
         return (f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "
                 "wider date range, or finish.")
