@@ -133,7 +133,8 @@ def searches_table(rows: list[StoredSearch]) -> Table:
     for name, justify in (("id", "left"), ("when (UTC)", "left"), ("user", "left"), ("query", "left"),
                           ("model", "left"), ("calls", "right"), ("tokens", "right"), ("cost", "right"),
                           ("ms", "right"), ("returned", "right")):
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, no_wrap=name in ("id", "when (UTC)"),
+                         overflow="fold", ratio=2 if name == "query" else None)
     for r in rows:
         table.add_row(r.id, _day(r.at), r.user_id, _cut(r.query, 60), r.model or "", str(r.llm_calls),
                       f"{r.prompt_tokens + r.completion_tokens:,}", "" if r.cost is None else f"${r.cost:.5f}",
