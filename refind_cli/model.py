@@ -119,7 +119,7 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
     timeout = settings.positive_number(settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT),
                                        settings.DEFAULT_LLM_TIMEOUT_S)
     retries = settings.positive_number(settings.ENV_LLM_RETRIES, os.environ.get(settings.ENV_LLM_RETRIES),
-                                       settings.DEFAULT_LLM_RETRIES, integer=True)
+                                       settings.DEFAULT_LLM_RETRIES, integer=True, allow_zero=True)
     return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
 

@@ -56,14 +56,30 @@ def retention_from_env() -> float | None:
     return parse_retention(os.environ.get(ENV_RETENTION_DAYS))
 
 
-def positive_number(name: str, value: str | float | int | None, default: float, *, integer: bool = False) -> float:
-    """A positive number from a flag or variable (``default`` when unset); a clear error otherwise."""
+def positive_number(
+    name: str, value: str | float | int | None, default: float, *, integer: bool = False, allow_zero: bool = False
+) -> float:
+    """A positive (or, with ``allow_zero``, non-negative) number from a flag or variable; ``default`` when unset."""
     if value is None or value == "":
         return default
     try:
         number = int(value) if integer else float(value)
     except (TypeError, ValueError):
         raise RefindError(f"{name}: {value!r} is not a{'n integer' if integer else ' number'}") from None
-    if number <= 0 and not (integer and number == 0 and name.endswith("RETRIES")):
-        raise RefindError(f"{name}: must be positive, got {value!r}")
+    if number < 0 or (number == 0 and not allow_zero):
+        raise RefindError(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
     return number
+
+
+def index_cache_from_env() -> int:
+    """How many per-user search indexes one process keeps in memory (REFIND_INDEX_CACHE, default 8; 0 = none)."""
+    raw = os.environ.get(ENV_INDEX_CACHE, "")
+    if not raw.strip():
+        return DEFAULT_INDEX_CACHE
+    try:
+        size = int(raw)
+    except ValueError:
+        raise RefindError(f"{ENV_INDEX_CACHE}: {raw!r} is not a whole number of indexes") from None
+    if size < 0:
+        raise RefindError(f"{ENV_INDEX_CACHE}: must be 0 or more, got {size}")
+    return size

@@ -91,3 +91,43 @@ def test_cache_key_separates_databases(tmp_path):
     add(b, "alice", "s", ("user", "canoe in database b"), at=T0)
     assert S.search(a, "alice", "kayak", top_k=3) and not S.search(b, "alice", "kayak", top_k=3)
     a.close(), b.close()
+
+
+def _persisted(store, user):
+    return store.conn.execute("SELECT count(*) FROM search_index WHERE user_id = ?", (user,)).fetchone()[0]
+
+
+def test_the_index_persists_for_the_next_process_and_equals_a_rebuild(store):
+    _fill(store)
+    first = S.search(store, "alice", "Lisbon Maya", top_k=10)
+    assert _persisted(store, "alice") == 1
+    S.clear()  # a new process: nothing in memory
+    ui = S.user_index(store, "alice")
+    assert ui.loaded
+    for q in QUERIES:
+        assert ui.search(q, top_k=10) == _naive(store, "alice", q)
+    assert ui.search("Lisbon Maya", top_k=10) == first
+
+
+def test_every_change_of_a_user_deletes_its_persisted_index(store):
+    _fill(store, "alice")
+    _fill(store, "bob")
+    S.search(store, "alice", "Lisbon", top_k=3)
+    S.search(store, "bob", "Lisbon", top_k=3)
+    add(store, "alice", "s9", ("user", "more"), at=T0)  # the version bump's trigger clears alice only
+    assert _persisted(store, "alice") == 0 and _persisted(store, "bob") == 1
+    with store.write():  # what forget does: delete rows, bump the version
+        store.conn.execute("DELETE FROM messages WHERE user_id = 'bob'")
+        store.bump_user("bob")
+    assert _persisted(store, "bob") == 0
+    S.clear()
+    assert S.search(store, "bob", "Lisbon", top_k=3) == []
+
+
+def test_an_index_built_before_a_change_is_not_persisted_after_it(store):
+    _fill(store)
+    version = store.user_version("alice")
+    built = S.UserIndex(store.user_messages("alice"))
+    add(store, "alice", "s9", ("user", "a change between the read and the write"), at=T0)
+    S._save_persisted(store, "alice", version, S.SearchConfig(), built)
+    assert _persisted(store, "alice") == 0
