@@ -105,10 +105,21 @@ def load(path: str | Path, fmt: str | None = None, *, role_faithful: bool = Fals
     skipped = skipped if skipped is not None else Skipped()
     p = Path(path)
     if fmt == "locomo":
-        return (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
-    if fmt == "longmemeval":
-        return _longmemeval(_expect_list(_read_json(p), p), role_faithful, skipped)
-    return _memdaily(p, skipped)
+        samples = (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
+    elif fmt == "longmemeval":
+        samples = _longmemeval(_expect_list(_read_json(p), p), role_faithful, skipped)
+    else:
+        samples = _memdaily(p, skipped)
+    return _checked(samples, p, fmt)
+
+
+def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample]:
+    """A file that is not of the format it was read as fails with a message, not a traceback."""
+    try:
+        yield from samples
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise RefindError(f"{path}: not a {fmt} file as expected ({type(exc).__name__}: {exc}); "
+                          "check --format") from exc
 
 
 def _read_json(path: Path) -> Any:

@@ -90,6 +90,14 @@ class AgentResult:
     path: str  # "notes" | "last_search" | "direct_bm25"
     search_id: str | None = None  # the stored search (None when not recorded)
 
+    @property
+    def llm_calls(self) -> int:
+        return self.stats.llm_calls
+
+    @property
+    def tokens(self) -> int:
+        return self.stats.prompt_tokens + self.stats.completion_tokens
+
     def trace_dicts(self) -> list[dict[str, Any]]:
         return [e.as_dict() for e in self.events]
 

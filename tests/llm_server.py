@@ -6,7 +6,8 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 - ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
 - ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts).
 
-Every request body and its headers are recorded in ``requests``. When the script runs out the server answers 500.
+Every request body and its headers are recorded in ``requests``. When the script runs out the server answers
+``default`` when set, else 500.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ScriptedLLM:
     script: list = field(default_factory=list)
     requests: list = field(default_factory=list)
     headers: list = field(default_factory=list)
+    default: str | None = None  # answered once the script runs out (None: HTTP 500 "script exhausted")
 
     @property
     def url(self) -> str:
@@ -85,7 +87,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
             with lock:
                 llm.requests.append(body)
                 llm.headers.append(dict(self.headers))
-                entry = llm.script.pop(0) if llm.script else Fail(500, "script exhausted")
+                entry = llm.script.pop(0) if llm.script else llm.default or Fail(500, "script exhausted")
             if isinstance(entry, Fail):
                 self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}})
                 return

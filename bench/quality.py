@@ -1,0 +1,150 @@
+"""Retrieval quality of every SearchConfig variant (and query variant) against plain BM25, in one run per dataset.
+
+    .venv/bin/python bench/quality.py [--datasets ../shared/datasets] [--limit N] [--top-k 100] [--out FILE]
+                                      [--only locomo,longmemeval,memdaily,longmemeval-rf]
+
+Each dataset is replayed once (contest-style) into a temporary database; every question is then asked of every
+system in turn — the plain BM25 baseline, refind's defaults, one-field-at-a-time changes to SearchConfig, a few
+combinations, and query variants (options dropped, instructions appended) — so all numbers of a table come from
+the same run. ``longmemeval-rf`` replays LongMemEval role-faithfully (real user/assistant roles), where the paper's
+user+assistant turn (``turn_unit=pair``) means something. MemDaily adds the English-only tokenizer baseline.
+
+Prints markdown tables (recall at 2k/8k/32k characters, p50/p95 ms) and writes them to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from refind_cli.evaluate import (  # noqa: E402
+    BUDGETS,
+    BaselineBM25,
+    EvalSettings,
+    Hits,
+    evaluate,
+    refind_bm25,
+    search_config,
+)
+
+INSTRUCTIONS = {
+    "+ 'Answer in one word.'": "Answer in one word.",
+    "+ multiple-choice preamble": ("Choose the single correct option from the choices below and reply with its "
+                                   "letter (A, B, C or D) only; do not explain your answer."),
+}
+
+# one field at a time from the defaults, then a few combinations (KEY=VALUE as `refind eval --variant` takes them)
+GRID: list[tuple[str, ...]] = [
+    (),
+    ("neighbours=0",),
+    ("neighbours=1",),
+    ("neighbours=3",),
+    ("session_fusion=off",),
+    ("rrf_k=20",),
+    ("overlap=repeat",),
+    ("neighbour_roles=same",),
+    ("neighbour_chars=200",),
+    ("neighbour_chars=500",),
+    ("neighbour_chars=1000",),
+    ("index_labels=off",),
+    ("options_in_query=off",),
+    ("neighbours=1", "neighbour_chars=300"),
+    ("neighbours=2", "neighbour_chars=300"),
+    ("neighbours=2", "neighbour_chars=200", "overlap=trim"),
+    ("session_fusion=off", "neighbours=0"),
+]
+PAIR_GRID: list[tuple[str, ...]] = [
+    ("turn_unit=pair",),
+    ("turn_unit=pair", "neighbours=1"),
+    ("turn_unit=pair", "neighbour_chars=300"),
+]
+
+
+def label(variant: tuple[str, ...]) -> str:
+    return "defaults" if not variant else ", ".join(variant)
+
+
+def with_query(searcher, *, suffix: str = "", keep_options: bool = True):
+    """The searcher asked the question with an instruction appended, or without its options."""
+
+    def run(store, *, user_id, query, options=(), top_k):
+        return searcher(store, user_id=user_id, query=f"{query} {suffix}" if suffix else query,
+                        options=options if keep_options else (), top_k=top_k)
+
+    return run
+
+
+def systems_for(dataset: str) -> dict:
+    systems: dict = {"baseline (plain BM25)": BaselineBM25("analyze")}
+    grid = GRID + (PAIR_GRID if dataset == "longmemeval-rf" else [])
+    for variant in grid:
+        systems[label(variant)] = refind_bm25(search_config(tuple(v.split("=", 1) for v in variant)))
+    default = refind_bm25(search_config())
+    if dataset == "memdaily":
+        systems["defaults, options not passed"] = with_query(default, keep_options=False)
+        systems["baseline, options not passed"] = with_query(BaselineBM25("analyze"), keep_options=False)
+        systems["baseline, English-only tokenizer"] = BaselineBM25("plain")
+        systems["baseline, English-only tokenizer, options not passed"] = with_query(BaselineBM25("plain"),
+                                                                                    keep_options=False)
+    for name, suffix in INSTRUCTIONS.items():
+        systems[f"defaults {name}"] = with_query(default, suffix=suffix)
+        systems[f"baseline {name}"] = with_query(BaselineBM25("analyze"), suffix=suffix)
+    return systems
+
+
+def table(report: dict) -> list[str]:
+    rows = [f"### {report['dataset']} — {report['questions']} questions, {report['users']} users, "
+            f"{report['messages']:,} messages, top_k {report['settings']['top_k']}"
+            + (", role-faithful" if report["settings"]["role_faithful"] else ""),
+            "",
+            "| system / variant | R@2k | R@8k | R@32k | p50 ms | p95 ms |",
+            "|---|---|---|---|---|---|"]
+    for name, s in report["systems"].items():
+        r = s["recall"]
+        rows.append(f"| {name} | " + " | ".join(f"{r[str(b)]:.3f}" for b in BUDGETS)
+                    + f" | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
+    best = max((n for n in report["systems"] if not n.startswith("baseline") and "+" not in n
+                and "not passed" not in n), key=lambda n: _score(report["systems"][n]))
+    rows += ["", f"Best SearchConfig variant by R@8k (then R@2k, R@32k): **{best}**.", ""]
+    return rows
+
+
+def _score(s: dict) -> tuple:
+    r = s["recall"]
+    return (r["8000"], r["2000"], r["32000"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="../shared/datasets", help="folder holding the three sets")
+    ap.add_argument("--limit", type=int, default=None, help="at most N questions per dataset")
+    ap.add_argument("--top-k", type=int, default=100)
+    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily")
+    ap.add_argument("--out", default=None, help="also write the markdown here")
+    args = ap.parse_args()
+    root = Path(args.datasets)
+    paths = {
+        "locomo": root / "locomo10.json",
+        "longmemeval": root / "longmemeval_s_dev.json.gz",
+        "longmemeval-rf": root / "longmemeval_s_dev.json.gz",
+        "memdaily": root / "memdaily_dev",
+    }
+    lines = [f"Command: `.venv/bin/python bench/quality.py --datasets {args.datasets} --top-k {args.top_k}"
+             + (f" --limit {args.limit}" if args.limit else "") + f" --only {args.only}`", ""]
+    for name in args.only.split(","):
+        started = time.perf_counter()
+        settings = EvalSettings(top_k=args.top_k, limit=args.limit, role_faithful=name == "longmemeval-rf")
+        report = evaluate(paths[name], settings=settings, systems=systems_for(name))
+        lines += table(report)
+        print("\n".join(table(report)), flush=True)
+        print(f"({name}: {time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

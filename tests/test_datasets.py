@@ -1,0 +1,199 @@
+"""Loaders of the labelled sets, on the small fixtures under fixtures/eval/ (never the real datasets)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from refind_cli import datasets
+from refind_cli.datasets import SESSION_CHUNK, Skipped, detect_format, load
+from refind_cli.errors import RefindError
+
+from conftest import FIXTURES
+
+EVAL = FIXTURES / "eval"
+LOCOMO = EVAL / "locomo_small.json"
+LONGMEMEVAL = EVAL / "longmemeval_small.json"
+MEMDAILY = EVAL / "memdaily"
+
+
+def utc_ms(*args: int) -> int:
+    return int(datetime(*args, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def raw(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def all_messages(sample):
+    return [m for r in sample.requests for m in r.messages]
+
+
+# ---- format detection ----------------------------------------------------------------------------------------
+
+
+def test_detects_each_format_from_its_shape(tmp_path):
+    assert detect_format(LOCOMO) == "locomo"
+    assert detect_format(LONGMEMEVAL) == "longmemeval"
+    assert detect_format(MEMDAILY) == "memdaily"
+    assert detect_format(MEMDAILY / "01_simple_items.json") == "memdaily"
+    gz = tmp_path / "lme.json.gz"
+    gz.write_bytes(gzip.compress(LONGMEMEVAL.read_bytes()))
+    assert detect_format(gz) == "longmemeval"
+
+
+@pytest.mark.parametrize("content", ['{"a": 1}', '[{"x": 1}]', "[]", "not json"])
+def test_unknown_shapes_are_refused_with_a_hint(tmp_path, content):
+    path = tmp_path / "odd.json"
+    path.write_text(content)
+    with pytest.raises(RefindError, match="odd.json"):
+        detect_format(path)
+
+
+def test_missing_path_and_empty_folder_are_refused(tmp_path):
+    with pytest.raises(RefindError, match="no such file"):
+        detect_format(tmp_path / "nope.json")
+    with pytest.raises(RefindError, match="MemDaily"):
+        detect_format(tmp_path)
+
+
+# ---- LoCoMo --------------------------------------------------------------------------------------------------
+
+
+def test_locomo_contest_style_requests():
+    data = raw(LOCOMO)
+    samples = list(load(LOCOMO))
+    assert [s.user_id for s in samples] == [d["sample_id"] for d in data]
+    a = samples[0]
+    turns = data[0]["conversation"]["session_1"] + data[0]["conversation"]["session_2"]
+    msgs = all_messages(a)
+    assert [m.content for m in msgs] == [f"{t['speaker']}: {t['text']}" for t in turns]
+    assert {m.role for m in msgs} == {"user"}
+    # one Add per session, split every 20 messages; every request holds one user and one session
+    s1 = len(data[0]["conversation"]["session_1"])
+    assert s1 > SESSION_CHUNK
+    sizes = [(r.session_id, len(r.messages)) for r in a.requests]
+    assert sizes == [("session_1", SESSION_CHUNK), ("session_1", s1 - SESSION_CHUNK), ("session_2", 3)]
+    assert len({r.request_id for r in a.requests}) == len(a.requests)
+    assert {r.user_id for r in a.requests} == {"conv-a"}
+    # "1:56 pm on 8 May, 2023" → Unix ms (UTC)
+    assert msgs[0].timestamp == utc_ms(2023, 5, 8, 13, 56)
+    assert msgs[-1].timestamp == utc_ms(2023, 6, 20, 10, 15)
+
+
+def test_locomo_questions_evidence_and_what_is_skipped():
+    skipped = Skipped()
+    a, b = load(LOCOMO, skipped=skipped)
+    conv = raw(LOCOMO)[0]["conversation"]
+
+    def text(session: int, turn: int) -> str:
+        t = conv[f"session_{session}"][turn - 1]
+        return f"{t['speaker']}: {t['text']}"
+
+    by_text = {q.text: q for q in a.questions}
+    assert by_text["What is the name of Ana's dog?"].evidence == (text(1, 3),)
+    assert by_text["What is the name of Ana's dog?"].category == "4 single-hop"
+    # packed ids "D1:5; D2:1" are split; the unresolvable "D9:9" is dropped; "D2:03" names D2:3
+    assert by_text["Which class did Ana sign up for, and what race did Ben run?"].evidence == (text(1, 5), text(2, 1))
+    assert by_text["When did Ben run the half marathon?"].evidence == (text(2, 1),)
+    assert by_text["How long did Ben's half marathon take?"].evidence == (text(2, 3),)
+    # category 5 is not scored, a question without evidence is skipped — and both are counted
+    assert len(a.questions) == 4 and len(b.questions) == 1
+    assert skipped.as_dict() == {
+        "locomo category 5 (not scored)": 1,
+        "locomo evidence id that names no turn (dropped)": 1,
+        "locomo question without evidence": 1,
+    }
+
+
+@pytest.mark.parametrize("entry, ids", [
+    ("D8:6; D9:17", ["D8:6", "D9:17"]),
+    ("D9:1 D4:4 D4:6", ["D9:1", "D4:4", "D4:6"]),
+    ("D1:2,D1:3", ["D1:2", "D1:3"]),
+    ("D3:7", ["D3:7"]),
+])
+def test_locomo_evidence_entries_are_split(entry, ids):
+    assert datasets.split_evidence(entry) == ids
+
+
+# ---- LongMemEval ---------------------------------------------------------------------------------------------
+
+
+def test_longmemeval_contest_style_and_skips():
+    skipped = Skipped()
+    samples = list(load(LONGMEMEVAL, skipped=skipped))
+    assert [s.user_id for s in samples] == ["q-hike"]
+    assert skipped.as_dict() == {"longmemeval abstention question": 1,
+                                 "longmemeval question without has_answer turns": 1}
+    s = samples[0]
+    item = raw(LONGMEMEVAL)[0]
+    msgs = all_messages(s)
+    expected = [f"{t['role']}: {t['content']}" for sess in item["haystack_sessions"] for t in sess
+                if t["content"].strip()]  # the contract refuses blank content: such turns are left out
+    assert [m.content for m in msgs] == expected
+    assert {m.role for m in msgs} == {"user"}
+    # the haystack names "s1" twice: two sessions' Adds under the same session id, distinct request ids
+    assert [r.session_id for r in s.requests] == ["s1", "s2", "s1"]
+    assert len({r.request_id for r in s.requests}) == 3
+    assert msgs[0].timestamp == utc_ms(2023, 5, 20, 2, 21)
+    (q,) = s.questions
+    assert q.evidence == ("user: Last weekend I hiked the Skyline Trail with my brother and loved it.",)
+    assert q.category == "single-session-user" and q.options == ()
+
+
+def test_longmemeval_role_faithful_keeps_roles_and_plain_content():
+    (s,) = load(LONGMEMEVAL, role_faithful=True)
+    item = raw(LONGMEMEVAL)[0]
+    turns = [t for sess in item["haystack_sessions"] for t in sess if t["content"].strip()]
+    msgs = all_messages(s)
+    assert [(m.role, m.content) for m in msgs] == [(t["role"], t["content"]) for t in turns]
+    assert s.questions[0].evidence == ("Last weekend I hiked the Skyline Trail with my brother and loved it.",)
+
+
+# ---- MemDaily ------------------------------------------------------------------------------------------------
+
+
+def test_memdaily_groups_timelines_into_users():
+    skipped = Skipped()
+    samples = list(load(MEMDAILY, skipped=skipped))
+    items = raw(MEMDAILY / "01_simple_items.json")
+    assert len(items) > datasets.MEMDAILY_GROUP
+    assert [s.user_id for s in samples] == ["01_simple_items:0", "01_simple_items:1", "02_conditional_events:0"]
+    first = samples[0]
+    # one session per timeline, role user, the message verbatim, its time as the timestamp
+    assert [r.session_id for r in first.requests] == [f"t{t['tid']}" for t in items[:20]]
+    assert [m.content for m in all_messages(first)] == [m["message"] for t in items[:20] for m in t["message_list"]]
+    assert {m.role for m in all_messages(first)} == {"user"}
+    assert all_messages(first)[0].timestamp == utc_ms(2024, 4, 1, 8, 30)
+    assert len(samples[1].requests) == len(items) - 20
+    # the question with an unknown target_step_id is skipped and counted
+    assert skipped.as_dict() == {"memdaily question without resolvable target_step_id": 1}
+    asked = sum(len(t["question_list"]) for f in sorted(MEMDAILY.iterdir()) for t in raw(f))
+    assert sum(len(s.questions) for s in samples) == asked - 1
+
+
+def test_memdaily_evidence_and_options():
+    (s, *_rest) = load(MEMDAILY)
+    items = raw(MEMDAILY / "01_simple_items.json")
+    q0 = s.questions[0]
+    t0 = items[0]
+    assert q0.evidence == tuple(m["message"] for m in t0["message_list"] if m["mid"] in t0["question_list"][0]["target_step_id"])
+    assert q0.category == "01_simple_items"
+    # choices {"B":…, "A":…} become options in letter order; a string choice is one option
+    choices = t0["question_list"][0]["choices"]
+    assert q0.options == tuple(choices[k] for k in sorted(choices))
+    q3 = next(q for q in s.questions if q.id.endswith(":t3:q0"))
+    assert q3.options == (items[3]["question_list"][0]["choices"],)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("2024年04月01日 周一 08:30", utc_ms(2024, 4, 1, 8, 30)),
+    ("2024年4月1日 9:05", utc_ms(2024, 4, 1, 9, 5)),
+    ("someday", None),
+    (None, None),
+])
+def test_memdaily_time(value, expected):
+    assert datasets.parse_memdaily_time(value) == expected

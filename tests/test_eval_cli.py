@@ -1,0 +1,67 @@
+"""`refind eval` through the CLI, on the small fixtures."""
+
+from __future__ import annotations
+
+import json
+
+from refind_cli import datasets
+
+from conftest import FIXTURES
+
+EVAL = FIXTURES / "eval"
+
+
+def questions_in(path, **kw) -> int:
+    return sum(len(s.questions) for s in datasets.load(path, **kw))
+
+
+def test_eval_json_report(cli):
+    path = EVAL / "locomo_small.json"
+    result = cli("eval", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["format"] == "locomo"
+    assert report["questions"] == questions_in(path)
+    assert list(report["systems"]) == ["refind", "baseline"]
+    for s in report["systems"].values():
+        assert set(s["recall"]) == {"2000", "8000", "32000"}
+        assert all(0.0 <= v <= 1.0 for v in s["recall"].values())
+        assert s["by_category"]
+
+
+def test_eval_tables(cli):
+    result = cli("eval", str(EVAL / "longmemeval_small.json"), "--quiet")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Evidence recall" in out and "R@8k" in out and "p95 ms" in out
+    assert "refind" in out and "baseline" in out
+    assert "single-session-user" in out  # the per-category breakdown
+    assert "abstention" in out  # what was left out is said
+
+
+def test_eval_memdaily_folder_with_flags(cli):
+    result = cli("eval", str(EVAL / "memdaily"), "--json", "--limit", "4", "--top-k", "5", "--no-options",
+                 "--append", "Answer in one word.", "--baseline-tokenizer", "plain", "-V", "neighbours=0")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["format"] == "memdaily" and report["questions"] == 4
+    s = report["settings"]
+    assert (s["top_k"], s["options"], s["query_suffix"], s["tokenizer"], s["variants"]) == (
+        5, False, "Answer in one word.", "plain", {"neighbours": "0"})
+
+
+def test_eval_role_faithful(cli):
+    result = cli("eval", str(EVAL / "longmemeval_small.json"), "--role-faithful", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["settings"]["role_faithful"] is True
+
+
+def test_eval_errors_are_one_line(cli):
+    bad = cli("eval", str(EVAL / "locomo_small.json"), "--variant", "nope=1")
+    assert bad.exit_code == 1 and "no such field" in bad.output
+    wrong = cli("eval", str(EVAL / "locomo_small.json"), "--format", "memdaily")
+    assert wrong.exit_code == 1 and "check --format" in wrong.output
+    missing = cli("eval", str(EVAL / "nope.json"))
+    assert missing.exit_code == 1 and "no such file" in missing.output
+    mode = cli("eval", str(EVAL / "locomo_small.json"), "--mode", "fast")
+    assert mode.exit_code == 1 and "unknown mode" in mode.output
