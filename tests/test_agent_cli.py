@@ -153,3 +153,16 @@ def test_the_import_check_can_fail(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in __import__("os").environ.items() if k != "OPENAI_API_KEY"})
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_server, monkeypatch):
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    llm_server.default = SEARCH  # every question: keep searching until the budget runs out
+    out = cli("eval", str(FIXTURES / "eval" / "locomo_small.json"), "--mode", "agent", "--limit", "2", "--json",
+              "--top-k", "5")
+    assert out.exit_code == 0, out.output
+    refind = json.loads(out.stdout)["systems"]["refind"]
+    assert refind["questions"] == 2
+    assert refind["llm_calls"] == len(llm_server.requests) == 2 * 4  # the default budget, per question
+    assert refind["tokens"] > 0
