@@ -1,0 +1,168 @@
+"""`refind search --mode agent` and `refind inspect search(es)` through the CLI, against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from refind_cli import search as S
+
+from conftest import FIXTURES
+from helpers_retrieval import DAY, T0, add
+
+SEARCH = '{"thought": "look for the hike", "action": "search_chatrecord", "keywords": "hiking Rainier"}'
+NOTE = '{"thought": "this answers it", "action": "take_note", "results": [1]}'
+FINISH = '{"thought": "enough", "action": "finish_search"}'
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    S.clear()
+    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    S.clear()
+
+
+@pytest.fixture
+def filled(store):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0),
+        ("assistant", "Great hike!", T0 + 60_000))
+    add(store, "alice", "dog", ("user", "Caroline: my dog Rex", T0 + DAY))
+    add(store, "bob", "b1", ("user", "Bob: hiking Rainier is my secret too", T0))
+    return store
+
+
+def agent(cli, llm, *extra):
+    return cli("search", "where did Caroline go hiking", "--user", "alice", "--mode", "agent",
+               "--model", "openai/scripted", "--api-base", llm.url, *extra)
+
+
+def test_trace_shows_every_step_and_inspect_re_renders_it_exactly(cli, filled, llm_server):
+    llm_server.play(SEARCH, NOTE, FINISH)
+    live = agent(cli, llm_server, "--trace")
+    assert live.exit_code == 0, live.output
+    for part in ("agent search", "step 1", "thought look for the hike", "action search_chatrecord",
+                 "1 hit for 'hiking Rainier'", "▶", "kept result 1", "the planner finished", "evidence",
+                 "3 LLM calls", "Mount Rainier"):
+        assert part in live.output, part
+    search_id = live.output.strip().split("agent search ")[-1].split()[0]
+    shown = cli("inspect", "search", search_id)
+    assert shown.exit_code == 0
+    start = shown.output.index("agent search ─")
+    header, replay = shown.output[:start], shown.output[start:]
+    assert search_id in header and "user alice" in header
+    assert replay in live.output  # the stored trace renders exactly as it did live
+    assert live.output.index(replay) == 0
+
+
+def test_json_includes_the_trace_and_the_contract_items(cli, filled, llm_server):
+    llm_server.play(SEARCH, NOTE, FINISH)
+    out = agent(cli, llm_server, "--json", "--trace")  # --trace goes to stderr with --json
+    data = json.loads(out.stdout)
+    assert [set(d) for d in data["data"]] == [{"id", "content", "score", "created_at"}]
+    assert "Mount Rainier" in data["data"][0]["content"]
+    assert data["path"] == "notes" and data["stats"]["llm_calls"] == 3
+    assert [e["kind"] for e in data["trace"]][0] == "start" and data["trace"][-1]["kind"] == "evidence"
+    stored = json.loads(cli("inspect", "search", data["search_id"], "--json").stdout)
+    assert stored["events"] == data["trace"] and stored["returned_ids"] == [d["id"] for d in data["data"]]
+
+
+def test_inspect_searches_lists_per_user(cli, filled, llm_server):
+    llm_server.play(FINISH)
+    assert agent(cli, llm_server, "--json").exit_code == 0
+    mine = json.loads(cli("inspect", "searches", "--user", "alice", "--json").stdout)["searches"]
+    assert len(mine) == 1 and mine[0]["query"] == "where did Caroline go hiking" and mine[0]["llm_calls"] == 1
+    assert json.loads(cli("inspect", "searches", "--user", "bob", "--json").stdout)["searches"] == []
+    table = cli("inspect", "searches")
+    assert mine[0]["id"] in table.output
+    missing = cli("inspect", "search", "nope")
+    assert missing.exit_code == 4 and "no stored search" in missing.output
+
+
+def test_missing_credentials_fail_fast_naming_both_fixes_never_bm25(cli, filled, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    r = cli("search", "hiking", "--user", "alice")  # default mode agent, default model openai/gpt-4o-mini
+    assert r.exit_code == 5
+    assert "OPENAI_API_KEY" in r.output and "--model" in r.output and "--mode bm25" in r.output
+    assert "Rainier" not in r.output  # no silent bm25 answer
+    assert json.loads(cli("inspect", "searches", "--json").stdout)["searches"] == []
+
+
+def test_unknown_model_fails_fast(cli, filled):
+    r = cli("search", "hiking", "--user", "alice", "--model", "no-such-provider-model")
+    assert r.exit_code == 5 and "--mode bm25" in r.output
+
+
+def test_provider_401_is_one_red_line(cli, filled, llm_server):
+    from llm_server import Fail
+
+    llm_server.play(Fail(401, "Incorrect API key provided"))
+    r = agent(cli, llm_server)
+    assert r.exit_code == 5 and "Incorrect API key provided" in r.output and "Traceback" not in r.output
+
+
+def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
+    llm_server.play(SEARCH, SEARCH, SEARCH)
+    data = json.loads(agent(cli, llm_server, "--json", "--max-actions", "2").stdout)
+    assert data["stats"]["llm_calls"] == 2 and len(llm_server.requests) == 2
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "1")
+    llm_server.play(SEARCH, SEARCH)
+    data = json.loads(agent(cli, llm_server, "--json").stdout)
+    assert data["stats"]["llm_calls"] == 1
+
+
+def _imports_after(args_list, tmp_path):
+    db = tmp_path / "x.db"
+    code = (
+        "import sys\nfrom refind_cli.cli import main\n"
+        f"for args in {args_list!r}:\n"
+        f"    sys.argv = ['refind', *args, '--db', {str(db)!r}] if args != ['--help'] else ['refind', '--help']\n"
+        "    try:\n        main()\n    except SystemExit as e:\n        assert not e.code, (args, e.code)\n"
+        "print('LOADED', [m for m in ('litellm', 'openai') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_help_and_bm25_commands_never_import_litellm(tmp_path):
+    line = _imports_after([
+        ["--help"],
+        ["add", "--file", str(FIXTURES / "conversations.jsonl"), "-q"],
+        ["search", "Lisbon", "--user", "alice", "--mode", "bm25"],
+        ["search", "--help"],
+        ["inspect", "searches"],
+    ], tmp_path)
+    assert line == "LOADED []"
+
+
+def test_the_import_check_can_fail(tmp_path, monkeypatch):
+    # the same probe sees litellm once agent mode runs (it fails fast without a key, after importing litellm)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    db = tmp_path / "x.db"
+    code = (
+        "import sys\nfrom refind_cli.cli import main\n"
+        f"sys.argv = ['refind', 'search', 'x', '--user', 'a', '--mode', 'agent', '--db', {str(db)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in __import__("os").environ.items() if k != "OPENAI_API_KEY"})
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_server, monkeypatch):
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    llm_server.default = SEARCH  # every question: keep searching until the budget runs out
+    out = cli("eval", str(FIXTURES / "eval" / "locomo_small.json"), "--mode", "agent", "--limit", "2", "--json",
+              "--top-k", "5")
+    assert out.exit_code == 0, out.output
+    refind = json.loads(out.stdout)["systems"]["refind"]
+    assert refind["questions"] == 2
+    assert refind["llm_calls"] == len(llm_server.requests) == 2 * 4  # the default budget, per question
+    assert refind["tokens"] > 0
