@@ -40,7 +40,7 @@ from importlib import resources
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from . import trace
+from . import settings, trace
 from .errors import InvalidInput, RefindError
 from .model import Complete, Reply
 from .trace import Event
@@ -55,8 +55,8 @@ ACTION_FIELDS = {
     "take_note": {"results"},
     "finish_search": set(),
 }
-DEFAULT_MAX_ACTIONS = 4
-DEFAULT_HITS_PER_SEARCH = 5
+DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
+DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
 
 
 @dataclass
