@@ -375,20 +375,27 @@ class _Run:
     def _note(self, action: Action) -> None:
         if not self.last_hits:
             raise ReplyError("take_note keeps results of the last search, and no search has shown results yet")
-        numbers = action.args["results"]
-        bad = [n for n in numbers if not 1 <= n <= len(self.last_hits)]
-        if bad:
-            raise ReplyError(f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
-                             f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
-                             f"1 to {len(self.last_hits)}")
+        numbers = list(dict.fromkeys(action.args["results"]))
+        good = [n for n in numbers if 1 <= n <= len(self.last_hits)]
+        bad = [n for n in numbers if n not in good]
+        problem = (f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
+                   f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
+                   f"1 to {len(self.last_hits)}") if bad else ""
+        if not good:
+            raise ReplyError(problem)
         ids = []
-        for n in dict.fromkeys(numbers):
+        for n in good:
             block = self.last_hits[n - 1]
             self.kept.setdefault(block.id, block)
             ids.append(block.id)
-        self.emit("note", results=list(dict.fromkeys(numbers)), ids=ids, kept=len(self.kept))
-        self._say(f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all). "
-                  + self._left())
+        self.emit("note", results=good, ids=ids, kept=len(self.kept))
+        said = f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all)."
+        if bad:  # the valid numbers are kept; the unknown ones are corrected
+            message = f"{said} Not kept: {problem}. {self._left()}"
+            self.emit("correction", reason=problem, reply=None, message=message)
+            self._say(message)
+            return
+        self._say(f"{said} {self._left()}")
 
     # ---- the evidence ------------------------------------------------------------------------------------
     def result(self) -> AgentResult:
