@@ -209,6 +209,16 @@ def test_top_k_caps_every_path(memory, llm_server):
     assert len(run(memory, llm_server, top_k=1).blocks) == 1
 
 
+def test_long_hits_are_clipped_for_the_planner_but_returned_whole(store, llm_server):
+    page = "kayak " + "lorem ipsum dolor " * 2000  # ~36k characters, like a pasted page
+    add(store, "alice", "s", ("user", "before", T0), ("user", page, T0 + 60_000), ("user", "after", T0 + 120_000))
+    llm_server.play(search_("kayak"), note(1))
+    result = run(store, llm_server, max_actions=2, hit_chars=1000)
+    shown = llm_server.requests[1]["messages"][-1]["content"]
+    assert len(shown) < 2000 and "…" in shown and "before" in shown and "after" in shown
+    assert page in result.blocks[0].content
+
+
 def test_options_reach_the_planner(memory, llm_server):
     llm_server.play(FINISH)
     run(memory, llm_server, question="Which mountain did Caroline climb first?", options=("Mount Hood", "Rainier"))
