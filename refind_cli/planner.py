@@ -474,7 +474,8 @@ def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: 
 def _hit(n: int, b: Block, hit_chars: int) -> dict[str, Any]:
     """A hit in the trace: as the planner saw it (clipped the same way), with its ids."""
     return {"n": n, "id": b.id, "session_id": b.session_id, "said_at": b.said_at, "score": round(b.score, 6),
-            "content": clip(b.content, b.anchor_lines, hit_chars), "anchor_lines": list(b.anchor_lines)}
+            "content": clip(b.content, b.anchor_lines, hit_chars), "anchor_lines": list(b.anchor_lines),
+            "message_ids": list(b.message_ids)}
 
 
 def _chronological(blocks: list[Block]) -> list[Block]:
