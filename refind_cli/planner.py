@@ -40,7 +40,7 @@ from importlib import resources
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from . import trace
+from . import settings, trace
 from .errors import InvalidInput, RefindError
 from .model import Complete, Reply
 from .trace import Event
@@ -55,8 +55,9 @@ ACTION_FIELDS = {
     "take_note": {"results"},
     "finish_search": set(),
 }
-DEFAULT_MAX_ACTIONS = 4
-DEFAULT_HITS_PER_SEARCH = 5
+DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
+DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
+DEFAULT_HIT_CHARS = 4000  # the most characters of one hit the planner is shown (the evidence itself is never cut)
 
 
 @dataclass
@@ -192,6 +193,7 @@ def agent_search(
     model_name: str | None = None,
     max_actions: int = DEFAULT_MAX_ACTIONS,
     hits_per_search: int = DEFAULT_HITS_PER_SEARCH,
+    hit_chars: int = DEFAULT_HIT_CHARS,
     as_of: int | None = None,
     config: SearchConfig | None = None,
     date_from: str | int | None = None,
@@ -219,7 +221,7 @@ def agent_search(
         model, model_name = from_env()
     run = _Run(store=store, user_id=user_id, question=question, top_k=top_k, options=tuple(options),
                model=model, model_name=model_name, max_actions=max_actions, hits_per_search=hits_per_search,
-               on_event=on_event, outer=outer, clock=clock or store.clock)
+               hit_chars=hit_chars, on_event=on_event, outer=outer, clock=clock or store.clock)
     try:
         index = retrieval.user_index(store, user_id, as_of=as_of, config=config)
         run.index = index
@@ -239,7 +241,8 @@ class _Run:
     """The state of one planner run: the conversation, the last hits, the skip set, what was kept."""
 
     def __init__(self, *, store, user_id, question, top_k, options, model, model_name, max_actions,
-                 hits_per_search, on_event, outer, clock) -> None:  # type: ignore[no-untyped-def]
+                 hits_per_search, hit_chars, on_event, outer, clock) -> None:  # type: ignore[no-untyped-def]
+        self.hit_chars = hit_chars
         self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
         self.options, self.model, self.model_name = options, model, model_name
         self.max_actions, self.hits_per_search = max_actions, hits_per_search
@@ -367,28 +370,35 @@ class _Run:
             self.searches_with_hits += 1
         self.emit("search", keywords=keywords, date_from=action.args.get("date_from"),
                   date_to=action.args.get("date_to"), skipped=len(ids), skip=skip_mode,
-                  hits=[_hit(i, b) for i, b in enumerate(hits, 1)])
+                  hits=[_hit(i, b, self.hit_chars) for i, b in enumerate(hits, 1)])
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
-        self._say(_results_message(keywords, hits, len(ids), skip_mode) + " " + self._left())
+        self._say(_results_message(keywords, hits, len(ids), skip_mode, self.hit_chars) + " " + self._left())
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
             raise ReplyError("take_note keeps results of the last search, and no search has shown results yet")
-        numbers = action.args["results"]
-        bad = [n for n in numbers if not 1 <= n <= len(self.last_hits)]
-        if bad:
-            raise ReplyError(f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
-                             f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
-                             f"1 to {len(self.last_hits)}")
+        numbers = list(dict.fromkeys(action.args["results"]))
+        good = [n for n in numbers if 1 <= n <= len(self.last_hits)]
+        bad = [n for n in numbers if n not in good]
+        problem = (f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
+                   f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
+                   f"1 to {len(self.last_hits)}") if bad else ""
+        if not good:
+            raise ReplyError(problem)
         ids = []
-        for n in dict.fromkeys(numbers):
+        for n in good:
             block = self.last_hits[n - 1]
             self.kept.setdefault(block.id, block)
             ids.append(block.id)
-        self.emit("note", results=list(dict.fromkeys(numbers)), ids=ids, kept=len(self.kept))
-        self._say(f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all). "
-                  + self._left())
+        self.emit("note", results=good, ids=ids, kept=len(self.kept))
+        said = f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all)."
+        if bad:  # the valid numbers are kept; the unknown ones are corrected
+            message = f"{said} Not kept: {problem}. {self._left()}"
+            self.emit("correction", reason=problem, reply=None, message=message)
+            self._say(message)
+            return
+        self._say(f"{said} {self._left()}")
 
     # ---- the evidence ------------------------------------------------------------------------------------
     def result(self) -> AgentResult:
@@ -426,7 +436,27 @@ class _Run:
         return search_id
 
 
-def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str) -> str:
+def clip(content: str, anchor_lines: tuple[int, int], limit: int) -> str:
+    """A hit as the planner sees it: at most about ``limit`` characters, half of them for the anchor's lines.
+
+    Real logs hold messages of thousands of characters (pasted pages); five such hits per search would overflow the
+    planner's context window within two searches. Lines are cut with "…"; the returned evidence is never cut."""
+    if len(content) <= limit:
+        return content
+    lines = content.split("\n")
+    a, b = anchor_lines
+    n_anchor = max(1, b - a)
+    n_other = max(1, len(lines) - (b - a))
+    anchor_cap = max(200, limit // 2 // n_anchor)
+    other_cap = max(100, limit // 2 // n_other)
+    out = []
+    for i, line in enumerate(lines):
+        cap = anchor_cap if a <= i < b else other_cap
+        out.append(line if len(line) <= cap else line[: cap - 1] + "…")
+    return "\n".join(out)
+
+
+def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, hit_chars: int) -> str:
     unit = "session" if skip_mode == "session" else "result"
     seen = (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} "
             "skipped)") if skipped else ""
@@ -436,14 +466,16 @@ def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: 
     parts = [f"Search {json.dumps(keywords, ensure_ascii=False)} found {len(hits)} result"
              f"{'s' if len(hits) != 1 else ''}{seen}:"]
     for i, b in enumerate(hits, 1):
-        parts.append(f"\n[{i}] session {b.session_id}\n{b.content}")
+        parts.append(f"\n[{i}] session {b.session_id}\n{clip(b.content, b.anchor_lines, hit_chars)}")
     parts.append("\nKeep the useful ones with take_note (by number), search again, or finish.")
     return "\n".join(parts)
 
 
-def _hit(n: int, b: Block) -> dict[str, Any]:
+def _hit(n: int, b: Block, hit_chars: int) -> dict[str, Any]:
+    """A hit in the trace: as the planner saw it (clipped the same way), with its ids."""
     return {"n": n, "id": b.id, "session_id": b.session_id, "said_at": b.said_at, "score": round(b.score, 6),
-            "content": b.content, "anchor_lines": list(b.anchor_lines)}
+            "content": clip(b.content, b.anchor_lines, hit_chars), "anchor_lines": list(b.anchor_lines),
+            "message_ids": list(b.message_ids)}
 
 
 def _chronological(blocks: list[Block]) -> list[Block]:

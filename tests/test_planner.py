@@ -132,6 +132,16 @@ def test_unknown_result_number_is_corrected_and_nothing_is_kept(memory, llm_serv
     assert [b.id for b in result.blocks] == [h["id"] for h in events(result, "search")[0].data["hits"]]
 
 
+def test_partly_unknown_numbers_keep_the_valid_ones_and_correct_the_rest(memory, llm_server):
+    llm_server.play(search_("hiking Mount"), note(1, 9), FINISH)
+    result = run(memory, llm_server)
+    (kept,) = events(result, "note")
+    (corr,) = events(result, "correction")
+    assert kept.data["results"] == [1] and "9 does not exist" in corr.data["reason"]
+    assert "Not kept: result number 9" in llm_server.requests[2]["messages"][-1]["content"]
+    assert result.path == "notes" and [b.id for b in result.blocks] == kept.data["ids"]
+
+
 def test_bad_date_is_corrected_not_searched_unfiltered(memory, llm_server):
     llm_server.play(search_("hiking", date_from="last tuesday"), search_("hiking", date_from="2023/06/05"), note(1))
     result = run(memory, llm_server, max_actions=3)
@@ -197,6 +207,16 @@ def test_top_k_caps_every_path(memory, llm_server):
     assert len(run(memory, llm_server, top_k=1).blocks) == 1
     llm_server.play(FINISH)
     assert len(run(memory, llm_server, top_k=1).blocks) == 1
+
+
+def test_long_hits_are_clipped_for_the_planner_but_returned_whole(store, llm_server):
+    page = "kayak " + "lorem ipsum dolor " * 2000  # ~36k characters, like a pasted page
+    add(store, "alice", "s", ("user", "before", T0), ("user", page, T0 + 60_000), ("user", "after", T0 + 120_000))
+    llm_server.play(search_("kayak"), note(1))
+    result = run(store, llm_server, max_actions=2, hit_chars=1000)
+    shown = llm_server.requests[1]["messages"][-1]["content"]
+    assert len(shown) < 2000 and "…" in shown and "before" in shown and "after" in shown
+    assert page in result.blocks[0].content
 
 
 def test_options_reach_the_planner(memory, llm_server):
