@@ -25,7 +25,6 @@ from refind_cli.evaluate import (  # noqa: E402
     BUDGETS,
     BaselineBM25,
     EvalSettings,
-    Hits,
     evaluate,
     refind_bm25,
     search_config,
