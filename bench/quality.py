@@ -25,7 +25,6 @@ from refind_cli.evaluate import (  # noqa: E402
     BUDGETS,
     BaselineBM25,
     EvalSettings,
-    Hits,
     evaluate,
     refind_bm25,
     search_config,
@@ -78,11 +77,19 @@ def with_query(searcher, *, suffix: str = "", keep_options: bool = True):
     return run
 
 
-def systems_for(dataset: str) -> dict:
+def parse_grid(text: str) -> list[tuple[str, ...]]:
+    """``"neighbours=1,neighbour_chars=500;overlap=repeat"`` → [("neighbours=1", "neighbour_chars=500"), …]."""
+    return [tuple(p.strip() for p in group.split(",") if p.strip()) for group in text.split(";")]
+
+
+def systems_for(dataset: str, grid: list[tuple[str, ...]] | None = None, extras: bool = True) -> dict:
     systems: dict = {"baseline (plain BM25)": BaselineBM25("analyze")}
-    grid = GRID + (PAIR_GRID if dataset == "longmemeval-rf" else [])
+    if grid is None:
+        grid = GRID + (PAIR_GRID if dataset == "longmemeval-rf" else [])
     for variant in grid:
         systems[label(variant)] = refind_bm25(search_config(tuple(v.split("=", 1) for v in variant)))
+    if not extras:
+        return systems
     default = refind_bm25(search_config())
     if dataset == "memdaily":
         systems["defaults, options not passed"] = with_query(default, keep_options=False)
@@ -125,6 +132,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily")
     ap.add_argument("--out", default=None, help="also write the markdown here")
+    ap.add_argument("--grid", default=None,
+                    help="variants instead of the built-in grid: 'K=V,K=V;K=V' (';' between variants, '' = defaults)")
     args = ap.parse_args()
     root = Path(args.datasets)
     paths = {
@@ -133,12 +142,14 @@ def main() -> None:
         "longmemeval-rf": root / "longmemeval_s_dev.json.gz",
         "memdaily": root / "memdaily_dev",
     }
+    grid = parse_grid(args.grid) if args.grid is not None else None
     lines = [f"Command: `.venv/bin/python bench/quality.py --datasets {args.datasets} --top-k {args.top_k}"
-             + (f" --limit {args.limit}" if args.limit else "") + f" --only {args.only}`", ""]
+             + (f" --limit {args.limit}" if args.limit else "") + f" --only {args.only}"
+             + (f" --grid '{args.grid}'" if args.grid is not None else "") + "`", ""]
     for name in args.only.split(","):
         started = time.perf_counter()
         settings = EvalSettings(top_k=args.top_k, limit=args.limit, role_faithful=name == "longmemeval-rf")
-        report = evaluate(paths[name], settings=settings, systems=systems_for(name))
+        report = evaluate(paths[name], settings=settings, systems=systems_for(name, grid, extras=grid is None))
         lines += table(report)
         print("\n".join(table(report)), flush=True)
         print(f"({name}: {time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)

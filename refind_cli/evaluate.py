@@ -15,7 +15,7 @@ per-user index build (measured by the scale benchmark instead) stays out of the 
 * ``baseline`` — plain BM25 (bm25s, k1 = 1.2, b = 0.75): one document per message, the same tokenizer, no session
   fusion, no neighbours, the top_k messages rendered one per line as refind renders a message.
 
-A searcher is any callable ``(store, question_text, options, user_id, top_k) -> Hits``; adding one is a small change.
+A searcher is any callable ``(store, *, user_id, query, options, top_k) -> Hits``; adding one is a small change.
 """
 
 from __future__ import annotations
@@ -390,19 +390,3 @@ def replay_sample(store: Store, sample: Sample) -> int:
         if isinstance(outcome, RefindError):
             raise RefindError(f"replaying user {sample.user_id}: {outcome.message}")
     return sum(len(r.messages) for r in sample.requests)
-
-
-# ---- plain-text tables (bench/ and BENCHMARKS.md) --------------------------------------------------------------
-
-
-def markdown_rows(report: dict[str, Any], label: str = "") -> list[str]:
-    """``| label | system | R@2k | R@8k | R@32k | p50 | p95 |`` rows of one report."""
-    rows = []
-    for name, s in report["systems"].items():
-        r = s["recall"]
-        rows.append(f"| {label} | {name} | " + " | ".join(f"{r[str(b)]:.3f}" for b in BUDGETS)
-                    + f" | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
-    return rows
-
-
-MARKDOWN_HEADER = ["| variant | system | R@2k | R@8k | R@32k | p50 ms | p95 ms |", "|---|---|---|---|---|---|---|"]
