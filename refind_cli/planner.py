@@ -317,7 +317,6 @@ class _Run:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent:]
-        self.sent = len(self.messages)
         reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
@@ -377,7 +376,8 @@ class _Run:
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
-            raise ReplyError("take_note keeps results of the last search, and no search has shown results yet")
+            raise ReplyError("take_note keeps results of the last search, and "
+                             + ("it showed none" if self.stats.searches else "no search has run yet"))
         numbers = list(dict.fromkeys(action.args["results"]))
         good = [n for n in numbers if 1 <= n <= len(self.last_hits)]
         bad = [n for n in numbers if n not in good]
