@@ -115,9 +115,17 @@ class Action:
     ignored: tuple[str, ...] = ()  # fields the planner sent that no action takes (user ids, …): never used
 
 
-def system_prompt(*, max_actions: int, hits_per_search: int) -> str:
+SKIP_RULES = {
+    "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
+               "conversations.",
+    "turn": "Hits already shown by an earlier search are skipped, so a later search always shows new messages.",
+}
+
+
+def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "session") -> str:
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
-    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search)
+    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search,
+                                          skip_rule=SKIP_RULES[skip])
 
 
 def parse_reply(text: str) -> Action:
@@ -280,9 +288,11 @@ class _Run:
                   top_k=self.top_k, skip=skip_mode, turns=len(index), latest=latest)
         self.messages = [
             {"role": "system", "content": system_prompt(max_actions=self.max_actions,
-                                                        hits_per_search=self.hits_per_search)},
+                                                        hits_per_search=self.hits_per_search, skip=skip_mode)},
             {"role": "user", "content": self._opening(latest)},
         ]
+        if len(index) == 0:  # nothing to search: asking the model would only cost money
+            return
         while self.step < self.max_actions:
             self.step += 1
             reply = self._call()
@@ -413,7 +423,8 @@ class _Run:
             blocks = self.last_shown[:limit]
         else:
             path, limit = "direct_bm25", per_search
-            reason = "no search ran" if not self.stats.searches else "no search showed any hit"
+            reason = ("the user has no stored turns" if len(self.index) == 0
+                      else "no search ran" if not self.stats.searches else "no search showed any hit")
             self.emit("fallback", reason=reason, path=path)
             blocks = self.index.search(self.question, top_k=limit, options=self.options,
                                        date_from=self.outer[0], date_to=self.outer[1])

@@ -189,6 +189,12 @@ def test_no_search_falls_back_to_bm25_on_the_question_with_the_same_limit(memory
     assert any("hiking" in b.content for b in result.blocks)
 
 
+def test_an_unknown_user_costs_no_model_call(store, llm_server):
+    result = agent_search(store, "nobody", "anything", top_k=10, model=model_for(llm_server))
+    assert result.blocks == [] and llm_server.requests == [] and result.stats.llm_calls == 0
+    assert events(result, "fallback")[0].data["reason"] == "the user has no stored turns"
+
+
 def test_a_succeeding_planner_is_never_outnumbered_by_a_failing_one(memory, llm_server):
     llm_server.play(search_("hiking Mount Rex dog job"), note(1, 2, 3), search_("beach nurse sister"), note(1))
     ok = run(memory, llm_server, top_k=100, hits_per_search=3)
