@@ -222,7 +222,7 @@ def agent_search(
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
     if max_actions < 1 or hits_per_search < 1:
         raise InvalidInput("max_actions and hits_per_search must be at least 1")
-    outer = (retrieval._bound(date_from, end=False), retrieval._bound(date_to, end=True))
+    outer = (_date_bound(date_from, end=False), _date_bound(date_to, end=True))
     if model is None:
         from .model import from_env
 
@@ -512,6 +512,15 @@ def _latest_said(index: UserIndex) -> str | None:
     if said.size == 0 or bool(np.isnan(said).all()):
         return None
     return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
+
+
+def _date_bound(value: str | int | None, *, end: bool) -> int | None:
+    """A caller's date bound as Unix ms (an int passes through; a string is parsed, InvalidInput when bad)."""
+    if value is None or isinstance(value, int):
+        return value
+    from .search import parse_date
+
+    return parse_date(value, end=end)
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -153,6 +153,17 @@ def test_bad_date_is_corrected_not_searched_unfiltered(memory, llm_server):
     assert {h["session_id"] for h in searches[0].data["hits"]} == {"hike2"}
 
 
+def test_caller_date_bounds_apply_to_every_search_and_a_bad_one_calls_no_model(memory, llm_server):
+    llm_server.play(search_("hiking Mount"), FINISH)
+    result = run(memory, llm_server, date_from="2023/06/05")
+    assert {h["session_id"] for h in events(result, "search")[0].data["hits"]} == {"hike2"}
+    from refind_cli.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        run(memory, llm_server, date_to="someday")
+    assert len(llm_server.requests) == 2
+
+
 @pytest.mark.parametrize("mode", ["session", "turn"])
 def test_skip_set_hides_what_earlier_searches_showed(memory, llm_server, mode):
     llm_server.play(search_("hiking Mount"), search_("hiking Mount"), FINISH)
