@@ -333,3 +333,16 @@ def test_parse_reply_accepts_fences_prose_and_loose_shapes():
     assert a.name == "take_note" and a.args == {"results": [2, 3]}
     b = parse_reply('{"action": "search_chatrecord", "keywords": ["red", "kayak"], "date_to": ""}')
     assert b.args == {"keywords": "red kayak"}
+
+
+def test_cost_is_known_for_a_priced_model_and_adds_up(memory, llm_server):
+    # litellm prices gpt-4o-mini from its local cost map (no network): 0.15 $/M prompt, 0.60 $/M completion tokens
+    llm_server.play(search_("hiking"), FINISH)
+    model = litellm_complete("openai/gpt-4o-mini", llm_server.url, timeout_s=5)
+    result = agent_search(memory, "alice", "hiking?", top_k=5, model=model, model_name="openai/gpt-4o-mini")
+    calls = events(result, "model_call")
+    assert all(c.data["cost"] and c.data["cost"] > 0 for c in calls)
+    assert result.stats.cost == pytest.approx(sum(c.data["cost"] for c in calls))
+    expected = (result.stats.prompt_tokens * 0.15 + result.stats.completion_tokens * 0.60) / 1e6
+    assert result.stats.cost == pytest.approx(expected, rel=0.01)
+    assert trace.load(memory, result.search_id).cost == pytest.approx(result.stats.cost)
