@@ -25,6 +25,7 @@ DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_RETRIES = settings.DEFAULT_LLM_RETRIES
 DEFAULT_BACKOFF_S = 1.0
+MAX_WAIT_S = 30.0  # the longest one backoff (or a provider's Retry-After) may hold a search
 PLACEHOLDER_KEY = "refind-no-key"  # sent to a local --api-base server when no key is configured
 FIXES = "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), " \
         "or search without a model with --mode bm25"
@@ -96,7 +97,7 @@ def litellm_complete(
                     raise ModelError(f"model {model}: {_describe(exc)}") from None
                 if attempt > retries:
                     raise ModelError(f"model {model}: {_describe(exc)} (gave up after {attempt} attempts)") from None
-                sleep(backoff_s * 2 ** (attempt - 1))
+                sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
         content = response.choices[0].message.content or ""
         return Reply(
@@ -141,6 +142,16 @@ def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # ty
         raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set; "
                          f"set it, or {FIXES}")
     return None
+
+
+def _retry_after(exc: BaseException) -> float:
+    """Seconds a provider asked us to wait (a Retry-After header of seconds), else 0."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("retry-after") or 0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _describe(exc: BaseException) -> str:

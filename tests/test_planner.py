@@ -264,6 +264,14 @@ def test_429_then_success_is_retried_with_backoff(memory, llm_server):
     assert result.path == "notes"
 
 
+def test_429_retry_after_is_honoured(memory, llm_server):
+    waits = []
+    model = litellm_complete("openai/scripted", llm_server.url, timeout_s=5, backoff_s=0.01, sleep=waits.append)
+    llm_server.play(Fail(429, "Rate limit reached", retry_after=7), FINISH)
+    run(memory, llm_server, model=model)
+    assert waits == [7.0]
+
+
 def test_5xx_retries_are_bounded(memory, llm_server):
     llm_server.play(Fail(503, "overloaded"), Fail(500, "boom"), Fail(502, "bad gateway"), FINISH)
     with pytest.raises(ModelError) as err:
