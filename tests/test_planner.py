@@ -354,3 +354,13 @@ def test_cost_is_known_for_a_priced_model_and_adds_up(memory, llm_server):
     expected = (result.stats.prompt_tokens * 0.15 + result.stats.completion_tokens * 0.60) / 1e6
     assert result.stats.cost == pytest.approx(expected, rel=0.01)
     assert trace.load(memory, result.search_id).cost == pytest.approx(result.stats.cost)
+
+
+def test_reasoning_models_get_no_temperature_and_a_larger_cap(llm_server):
+    # gpt-5-mini (the paper's model) refuses temperature 0: litellm would raise before sending anything
+    llm_server.play(FINISH, FINISH)
+    litellm_complete("openai/gpt-5-mini", llm_server.url, timeout_s=5)([{"role": "user", "content": "hi"}])
+    litellm_complete("openai/gpt-4o-mini", llm_server.url, timeout_s=5)([{"role": "user", "content": "hi"}])
+    reasoning, plain = llm_server.requests
+    assert "temperature" not in reasoning and reasoning["max_completion_tokens"] == 4096
+    assert plain["temperature"] == 0 and plain["max_tokens"] == 512
