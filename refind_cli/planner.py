@@ -171,23 +171,35 @@ def parse_reply(text: str) -> Action:
     return Action(name=name, thought=thought, args=args, ignored=ignored)
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)  # local reasoning models (qwen, deepseek) think aloud
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    body = _FENCE.sub("", (text or "").strip())
+    """The first JSON object in the reply that names an action (else the first object): code fences, prose around
+    it and a leading <think> block are tolerated."""
+    body = _THINK.sub("", text or "")
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    error: json.JSONDecodeError | None = None
     start = body.find("{")
-    if start < 0:
-        raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
-                         '{"thought": "…", "action": "finish_search"}')
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at character {exc.pos + 1}); reply with exactly "
-                         "one JSON object") from None
-    if not isinstance(obj, dict):
-        raise ReplyError("the reply must be one JSON object")
-    return obj
+    while start >= 0:
+        try:
+            obj, _ = decoder.raw_decode(body[start:])
+        except json.JSONDecodeError as exc:
+            error = error or exc
+        else:
+            if isinstance(obj, dict):
+                if "action" in obj:
+                    return obj
+                first = first or obj
+        start = body.find("{", start + 1)
+    if first is not None:
+        return first
+    if error is not None:
+        raise ReplyError(f"the reply is not valid JSON ({error.msg} at character {error.pos + 1}); reply with "
+                         "exactly one JSON object")
+    raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
+                     '{"thought": "…", "action": "finish_search"}')
 
 
 def agent_search(

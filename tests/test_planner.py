@@ -341,6 +341,10 @@ def test_parse_reply_accepts_fences_prose_and_loose_shapes():
     assert a.name == "take_note" and a.args == {"results": [2, 3]}
     b = parse_reply('{"action": "search_chatrecord", "keywords": ["red", "kayak"], "date_to": ""}')
     assert b.args == {"keywords": "red kayak"}
+    c = parse_reply('<think>maybe {"action": "finish_search"}?</think>\n{"action": "take_note", "results": [1]}')
+    assert c.name == "take_note"
+    d = parse_reply('I will use {braces} first, then {"action": "finish_search", "thought": "done"}')
+    assert d.name == "finish_search" and d.thought == "done"
 
 
 def test_cost_is_known_for_a_priced_model_and_adds_up(memory, llm_server):
