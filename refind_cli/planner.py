@@ -13,14 +13,14 @@ also lets the trace show exactly what the model said, and a parse failure become
 on instead of a provider error. The parser accepts a JSON object wrapped in a code fence or surrounded by prose.
 
 **Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
-``limit = min(top_k, hits_per_search × searches that showed hits)``, at least ``min(top_k, hits_per_search)``.
 
 * ``notes`` — the planner kept something: the kept blocks (deduplicated), grouped by session, sessions in
-  chronological order, blocks chronological inside each — at most ``min(top_k, kept)``, and the planner can keep at
-  most ``hits_per_search`` per search;
-* ``last_search`` — nothing kept: the hits of the last search that showed any (at most ``hits_per_search``);
-* ``direct_bm25`` — no search showed any hit (or none ran): BM25 on the question itself (with the options), top
-  ``hits_per_search``.
+  chronological order, blocks chronological inside each; at most ``min(top_k, hits_per_search × searches that
+  showed hits)``, since a note can only keep hits of the last search;
+* ``last_search`` — nothing kept: the hits of the last search that showed any, at most
+  ``min(top_k, hits_per_search)``;
+* ``direct_bm25`` — no search showed any hit (or none ran, or the user has nothing stored): BM25 on the question
+  itself (with the options), at most ``min(top_k, hits_per_search)``.
 
 So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
 are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
