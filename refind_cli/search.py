@@ -67,6 +67,7 @@ class SearchConfig:
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
     options_in_query: bool = True  # append the multiple-choice options to the query
+    strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
@@ -169,6 +170,25 @@ def iso_utc(ms: int) -> str:
 # ---- the per-user index ----------------------------------------------------------------------------------------
 
 
+_INSTRUCTION = None
+
+
+def strip_instructions(query: str) -> str:
+    """The query without sentences that instruct the answerer rather than describe what to find — "Answer in one
+    word.", "Choose the correct option and reply with its letter only." — when some other sentence remains."""
+    import re
+
+    global _INSTRUCTION
+    if _INSTRUCTION is None:
+        verbs = (r"answer|choose|select|pick|reply|respond|output|return|give|provide|use|format|write|keep|"
+                 r"do not|don't|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
+                 r"think step|explain")
+        _INSTRUCTION = re.compile(rf"^\s*(?:{verbs})\b", re.IGNORECASE)
+    sentences = re.split(r"(?<=[.!?。！？])\s+|\n+", query.strip())
+    kept = [x for x in sentences if x and not _INSTRUCTION.match(x)]
+    return " ".join(kept) if kept else query
+
+
 def _strip_label(content: str) -> str:
     """Content without a leading speaker label such as 'Caroline: ' (up to 40 characters, no newline)."""
     head, sep, rest = content.partition(": ")
@@ -240,7 +260,7 @@ class UserIndex:
         lo, hi = _bound(date_from, end=False), _bound(date_to, end=True)
         if top_k <= 0:
             return []
-        text = query
+        text = strip_instructions(query) if cfg.strip_instructions else query
         if cfg.options_in_query and options:
             text = "\n".join([query, *options])
         tokens = analyze(text)
