@@ -141,11 +141,8 @@ def fingerprint(turns: Sequence[Turn]) -> str:
     """A digest of the turn list (ids and order): a persisted index is used only for exactly these turns."""
     import hashlib
 
-    h = hashlib.sha256()
-    for t in turns:
-        h.update(t.id.encode())
-        h.update(b"\x1f%d\x1e" % len(t.messages))
-    return h.hexdigest()
+    text = "\x1e".join([f"{t.id}\x1f{len(t.messages)}" for t in turns])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def to_blob(index: TurnIndex) -> bytes:
