@@ -125,15 +125,24 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
     return scores
 
 
+def drop_common(index: TurnIndex, tokens: Sequence[str], share: float) -> list[str]:
+    """The query tokens without those found in more than ``share`` of the turns — unless that leaves none."""
+    n = max(len(index), 1)
+
+    def df(token: str) -> int:
+        row = index.vocab.get(token)
+        return 0 if row is None else int(index.indptr[row + 1] - index.indptr[row])
+
+    kept = [t for t in tokens if df(t) <= share * n]
+    return kept if any(df(t) for t in kept) else list(tokens)
+
+
 def fingerprint(turns: Sequence[Turn]) -> str:
     """A digest of the turn list (ids and order): a persisted index is used only for exactly these turns."""
     import hashlib
 
-    h = hashlib.sha256()
-    for t in turns:
-        h.update(t.id.encode())
-        h.update(b"\x1f%d\x1e" % len(t.messages))
-    return h.hexdigest()
+    text = "\x1e".join([f"{t.id}\x1f{len(t.messages)}" for t in turns])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def to_blob(index: TurnIndex) -> bytes:

@@ -5,9 +5,10 @@ string, optionally a local OpenAI-compatible ``api_base``); tests point that sam
 loopback. litellm is imported here, inside :func:`litellm_complete`, and nowhere else: ``refind --help`` and bm25
 mode never pay its ~3 s import.
 
-Policy of every call: temperature 0, a cap on output tokens, an explicit timeout (litellm's own default is 6,000 s),
-no hidden retries inside litellm or the OpenAI SDK, and our own bounded retries with exponential backoff on 429, 5xx,
-timeouts and dropped connections. Every other provider failure — and a retryable one that outlives the retries —
+Policy of every call: temperature 0 (dropped for models that refuse it, such as reasoning models, which only run
+at their default), a cap on output tokens (512; 4,096 for reasoning models, whose hidden reasoning counts), an
+explicit timeout (litellm's own default is 6,000 s), no hidden retries inside litellm or the OpenAI SDK, and our own
+bounded retries with exponential backoff on 429, 5xx, timeouts and dropped connections. Every other provider failure — and a retryable one that outlives the retries —
 becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own message.
 """
 
@@ -22,9 +23,11 @@ from . import settings
 from .errors import ModelError
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = 512  # one JSON action is ~50 tokens
+REASONING_MAX_TOKENS = 4096  # a reasoning model spends its hidden reasoning from the same cap
 DEFAULT_RETRIES = settings.DEFAULT_LLM_RETRIES
 DEFAULT_BACKOFF_S = 1.0
+MAX_WAIT_S = 30.0  # the longest one backoff (or a provider's Retry-After) may hold a search
 PLACEHOLDER_KEY = "refind-no-key"  # sent to a local --api-base server when no key is configured
 FIXES = "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), " \
         "or search without a model with --mode bm25"
@@ -51,7 +54,7 @@ def litellm_complete(
     api_base: str | None = None,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens: int | None = None,
     retries: int = DEFAULT_RETRIES,
     backoff_s: float = DEFAULT_BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
@@ -64,6 +67,8 @@ def litellm_complete(
 
     litellm.suppress_debug_info = True
     api_key = _check_model(litellm, model, api_base)
+    if max_tokens is None:
+        max_tokens = REASONING_MAX_TOKENS if _reasoning(litellm, model) else DEFAULT_MAX_TOKENS
     transient = (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError)
 
     def retryable(exc: Exception) -> bool:
@@ -86,6 +91,7 @@ def litellm_complete(
                     timeout=timeout_s,
                     num_retries=0,
                     max_retries=0,
+                    drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
                 )
                 break
             except Exception as exc:
@@ -96,7 +102,7 @@ def litellm_complete(
                     raise ModelError(f"model {model}: {_describe(exc)}") from None
                 if attempt > retries:
                     raise ModelError(f"model {model}: {_describe(exc)} (gave up after {attempt} attempts)") from None
-                sleep(backoff_s * 2 ** (attempt - 1))
+                sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
         content = response.choices[0].message.content or ""
         return Reply(
@@ -141,6 +147,23 @@ def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # ty
         raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set; "
                          f"set it, or {FIXES}")
     return None
+
+
+def _reasoning(litellm, model: str) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        return bool(litellm.supports_reasoning(model))
+    except Exception:
+        return False
+
+
+def _retry_after(exc: BaseException) -> float:
+    """Seconds a provider asked us to wait (a Retry-After header of seconds), else 0."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("retry-after") or 0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _describe(exc: BaseException) -> str:

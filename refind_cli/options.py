@@ -42,7 +42,8 @@ ModelOption = Annotated[
 ApiBaseOption = Annotated[
     Optional[str],
     typer.Option("--api-base", envvar=settings.ENV_API_BASE,
-                 help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1."),
+                 help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), "
+                      "e.g. http://127.0.0.1:11434/v1."),
 ]
 MaxActionsOption = Annotated[
     int,

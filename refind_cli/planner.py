@@ -13,14 +13,14 @@ also lets the trace show exactly what the model said, and a parse failure become
 on instead of a provider error. The parser accepts a JSON object wrapped in a code fence or surrounded by prose.
 
 **Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
-``limit = min(top_k, hits_per_search × searches that showed hits)``, at least ``min(top_k, hits_per_search)``.
 
 * ``notes`` — the planner kept something: the kept blocks (deduplicated), grouped by session, sessions in
-  chronological order, blocks chronological inside each — at most ``min(top_k, kept)``, and the planner can keep at
-  most ``hits_per_search`` per search;
-* ``last_search`` — nothing kept: the hits of the last search that showed any (at most ``hits_per_search``);
-* ``direct_bm25`` — no search showed any hit (or none ran): BM25 on the question itself (with the options), top
-  ``hits_per_search``.
+  chronological order, blocks chronological inside each; at most ``min(top_k, hits_per_search × searches that
+  showed hits)``, since a note can only keep hits of the last search;
+* ``last_search`` — nothing kept: the hits of the last search that showed any, at most
+  ``min(top_k, hits_per_search)``;
+* ``direct_bm25`` — no search showed any hit (or none ran, or the user has nothing stored): BM25 on the question
+  itself (with the options), at most ``min(top_k, hits_per_search)``.
 
 So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
 are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
@@ -115,9 +115,17 @@ class Action:
     ignored: tuple[str, ...] = ()  # fields the planner sent that no action takes (user ids, …): never used
 
 
-def system_prompt(*, max_actions: int, hits_per_search: int) -> str:
+SKIP_RULES = {
+    "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
+               "conversations.",
+    "turn": "Hits already shown by an earlier search are skipped, so a later search always shows new messages.",
+}
+
+
+def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "session") -> str:
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
-    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search)
+    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search,
+                                          skip_rule=SKIP_RULES[skip])
 
 
 def parse_reply(text: str) -> Action:
@@ -163,23 +171,35 @@ def parse_reply(text: str) -> Action:
     return Action(name=name, thought=thought, args=args, ignored=ignored)
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)  # local reasoning models (qwen, deepseek) think aloud
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    body = _FENCE.sub("", (text or "").strip())
+    """The first JSON object in the reply that names an action (else the first object): code fences, prose around
+    it and a leading <think> block are tolerated."""
+    body = _THINK.sub("", text or "")
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    error: json.JSONDecodeError | None = None
     start = body.find("{")
-    if start < 0:
-        raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
-                         '{"thought": "…", "action": "finish_search"}')
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at character {exc.pos + 1}); reply with exactly "
-                         "one JSON object") from None
-    if not isinstance(obj, dict):
-        raise ReplyError("the reply must be one JSON object")
-    return obj
+    while start >= 0:
+        try:
+            obj, _ = decoder.raw_decode(body[start:])
+        except json.JSONDecodeError as exc:
+            error = error or exc
+        else:
+            if isinstance(obj, dict):
+                if "action" in obj:
+                    return obj
+                first = first or obj
+        start = body.find("{", start + 1)
+    if first is not None:
+        return first
+    if error is not None:
+        raise ReplyError(f"the reply is not valid JSON ({error.msg} at character {error.pos + 1}); reply with "
+                         "exactly one JSON object")
+    raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
+                     '{"thought": "…", "action": "finish_search"}')
 
 
 def agent_search(
@@ -214,7 +234,7 @@ def agent_search(
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
     if max_actions < 1 or hits_per_search < 1:
         raise InvalidInput("max_actions and hits_per_search must be at least 1")
-    outer = (retrieval._bound(date_from, end=False), retrieval._bound(date_to, end=True))
+    outer = (_date_bound(date_from, end=False), _date_bound(date_to, end=True))
     if model is None:
         from .model import from_env
 
@@ -280,9 +300,11 @@ class _Run:
                   top_k=self.top_k, skip=skip_mode, turns=len(index), latest=latest)
         self.messages = [
             {"role": "system", "content": system_prompt(max_actions=self.max_actions,
-                                                        hits_per_search=self.hits_per_search)},
+                                                        hits_per_search=self.hits_per_search, skip=skip_mode)},
             {"role": "user", "content": self._opening(latest)},
         ]
+        if len(index) == 0:  # nothing to search: asking the model would only cost money
+            return
         while self.step < self.max_actions:
             self.step += 1
             reply = self._call()
@@ -317,7 +339,6 @@ class _Run:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent:]
-        self.sent = len(self.messages)
         reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
@@ -377,7 +398,8 @@ class _Run:
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
-            raise ReplyError("take_note keeps results of the last search, and no search has shown results yet")
+            raise ReplyError("take_note keeps results of the last search, and "
+                             + ("it showed none" if self.stats.searches else "no search has run yet"))
         numbers = list(dict.fromkeys(action.args["results"]))
         good = [n for n in numbers if 1 <= n <= len(self.last_hits)]
         bad = [n for n in numbers if n not in good]
@@ -413,7 +435,8 @@ class _Run:
             blocks = self.last_shown[:limit]
         else:
             path, limit = "direct_bm25", per_search
-            reason = "no search ran" if not self.stats.searches else "no search showed any hit"
+            reason = ("the user has no stored turns" if len(self.index) == 0
+                      else "no search ran" if not self.stats.searches else "no search showed any hit")
             self.emit("fallback", reason=reason, path=path)
             blocks = self.index.search(self.question, top_k=limit, options=self.options,
                                        date_from=self.outer[0], date_to=self.outer[1])
@@ -501,6 +524,15 @@ def _latest_said(index: UserIndex) -> str | None:
     if said.size == 0 or bool(np.isnan(said).all()):
         return None
     return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
+
+
+def _date_bound(value: str | int | None, *, end: bool) -> int | None:
+    """A caller's date bound as Unix ms (an int passes through; a string is parsed, InvalidInput when bad)."""
+    if value is None or isinstance(value, int):
+        return value
+    from .search import parse_date
+
+    return parse_date(value, end=end)
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import InvalidInput
-from .index import TurnIndex, bm25_scores, build_index, eligible, from_blob, fuse, neighbours, to_blob
+from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, neighbours, to_blob
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn, build_turns
 
@@ -67,10 +67,17 @@ class SearchConfig:
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
     options_in_query: bool = True  # append the multiple-choice options to the query
+    strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
+    common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
+    neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
+    context_blocks: int | None = None  # only the first N blocks get neighbours, later ones show the anchor alone
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
+    neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
+    anchor_chars: int | None = 1000  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
+    block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
 
@@ -163,6 +170,25 @@ def iso_utc(ms: int) -> str:
 # ---- the per-user index ----------------------------------------------------------------------------------------
 
 
+_INSTRUCTION = None
+
+
+def strip_instructions(query: str) -> str:
+    """The query without sentences that instruct the answerer rather than describe what to find — "Answer in one
+    word.", "Choose the correct option and reply with its letter only." — when some other sentence remains."""
+    import re
+
+    global _INSTRUCTION
+    if _INSTRUCTION is None:
+        verbs = (r"answer|choose|select|pick|reply|respond|output|return|give|provide|use|format|write|keep|"
+                 r"do not|don't|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
+                 r"think step|explain")
+        _INSTRUCTION = re.compile(rf"^\s*(?:{verbs})\b", re.IGNORECASE)
+    sentences = re.split(r"(?<=[.!?。！？])\s+|\n+", query.strip())
+    kept = [x for x in sentences if x and not _INSTRUCTION.match(x)]
+    return " ".join(kept) if kept else query
+
+
 def _strip_label(content: str) -> str:
     """Content without a leading speaker label such as 'Caroline: ' (up to 40 characters, no newline)."""
     head, sep, rest = content.partition(": ")
@@ -234,13 +260,15 @@ class UserIndex:
         lo, hi = _bound(date_from, end=False), _bound(date_to, end=True)
         if top_k <= 0:
             return []
-        text = query
+        text = strip_instructions(query) if cfg.strip_instructions else query
         if cfg.options_in_query and options:
             text = "\n".join([query, *options])
         tokens = analyze(text)
         if not tokens or len(self.index) == 0:
             return []
         idx = self.index
+        if cfg.common_df is not None:
+            tokens = drop_common(idx, tokens, cfg.common_df)
         scores = bm25_scores(idx, tokens)
         mask = eligible(
             idx,
@@ -264,25 +292,17 @@ def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> l
         anchor = idx.turns[pos]
         if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
             continue  # already shown in full by a better block
-        role = anchor.messages[0].role
+        plain = cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks
+        chosen = _compose(idx, pos, cfg.with_(neighbours=0) if plain else cfg, shown)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
-        for j in neighbours(idx, pos, cfg.neighbours):
-            turn = idx.turns[j]
-            is_anchor = j == pos
-            if not is_anchor and cfg.neighbour_roles == "same" and turn.messages[0].role != role:
-                continue
+        for j in sorted(chosen):
             first_line = len(lines)
-            for m in turn.messages:
-                if cfg.overlap == "trim" and m.id in shown and not is_anchor:
-                    continue
-                text = m.content
-                if not is_anchor and cfg.neighbour_chars is not None and len(text) > cfg.neighbour_chars:
-                    text = text[: cfg.neighbour_chars].rstrip() + " …"
+            for m, text in chosen[j]:
                 lines.extend(render_line(m.said_at, m.role, text).split("\n"))
                 ids.append(m.id)
-            if is_anchor:
+            if j == pos:
                 anchor_lines = (first_line, len(lines))
         shown.update(ids)
         score = min(score, _below(last_score))
@@ -301,6 +321,40 @@ def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> l
             )
         )
     return blocks
+
+
+def _cut(text: str, cap: int | None) -> str:
+    return text if cap is None or len(text) <= cap else text[:cap].rstrip() + " …"
+
+
+def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> dict[int, list]:
+    """Which messages a block shows, by turn index: the anchor's, then neighbours nearest first, each kept only if
+    it passes the role, length, overlap and block-size rules. Returns {turn index: [(message, text)]}."""
+    anchor = idx.turns[pos]
+    chosen = {pos: [(m, _cut(m.content, cfg.anchor_chars)) for m in anchor.messages]}
+    size = sum(len(t) for _, t in chosen[pos])
+    role = anchor.messages[0].role
+    window = neighbours(idx, pos, cfg.neighbours)
+    before = cfg.neighbours if cfg.neighbours_before is None else cfg.neighbours_before
+    nearest = sorted((j for j in window if j != pos and j >= pos - before), key=lambda j: (abs(j - pos), j))
+    for j in nearest:
+        turn = idx.turns[j]
+        if cfg.neighbour_roles == "same" and turn.messages[0].role != role:
+            continue
+        kept = []
+        for m in turn.messages:
+            if cfg.overlap == "trim" and m.id in shown:
+                continue
+            if cfg.neighbour_max_chars is not None and len(m.content) > cfg.neighbour_max_chars:
+                continue
+            text = _cut(m.content, cfg.neighbour_chars)
+            if cfg.block_chars is not None and size + len(text) > cfg.block_chars:
+                continue
+            size += len(text)
+            kept.append((m, text))
+        if kept:
+            chosen[j] = kept
+    return chosen
 
 
 def _below(x: float) -> float:

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Fail:
     status: int
     message: str = "scripted failure"
+    retry_after: float | None = None  # sent as a Retry-After header (seconds)
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,12 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
         def log_message(self, *args) -> None:  # quiet
             pass
 
-        def _send(self, status: int, body: dict) -> None:
+        def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -89,7 +92,9 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 llm.headers.append(dict(self.headers))
                 entry = llm.script.pop(0) if llm.script else llm.default or Fail(500, "script exhausted")
             if isinstance(entry, Fail):
-                self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}})
+                extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else None
+                self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}},
+                           extra)
                 return
             if isinstance(entry, Slow):
                 time.sleep(entry.seconds)

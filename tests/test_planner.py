@@ -153,6 +153,17 @@ def test_bad_date_is_corrected_not_searched_unfiltered(memory, llm_server):
     assert {h["session_id"] for h in searches[0].data["hits"]} == {"hike2"}
 
 
+def test_caller_date_bounds_apply_to_every_search_and_a_bad_one_calls_no_model(memory, llm_server):
+    llm_server.play(search_("hiking Mount"), FINISH)
+    result = run(memory, llm_server, date_from="2023/06/05")
+    assert {h["session_id"] for h in events(result, "search")[0].data["hits"]} == {"hike2"}
+    from refind_cli.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        run(memory, llm_server, date_to="someday")
+    assert len(llm_server.requests) == 2
+
+
 @pytest.mark.parametrize("mode", ["session", "turn"])
 def test_skip_set_hides_what_earlier_searches_showed(memory, llm_server, mode):
     llm_server.play(search_("hiking Mount"), search_("hiking Mount"), FINISH)
@@ -189,6 +200,12 @@ def test_no_search_falls_back_to_bm25_on_the_question_with_the_same_limit(memory
     assert any("hiking" in b.content for b in result.blocks)
 
 
+def test_an_unknown_user_costs_no_model_call(store, llm_server):
+    result = agent_search(store, "nobody", "anything", top_k=10, model=model_for(llm_server))
+    assert result.blocks == [] and llm_server.requests == [] and result.stats.llm_calls == 0
+    assert events(result, "fallback")[0].data["reason"] == "the user has no stored turns"
+
+
 def test_a_succeeding_planner_is_never_outnumbered_by_a_failing_one(memory, llm_server):
     llm_server.play(search_("hiking Mount Rex dog job"), note(1, 2, 3), search_("beach nurse sister"), note(1))
     ok = run(memory, llm_server, top_k=100, hits_per_search=3)
@@ -213,10 +230,13 @@ def test_long_hits_are_clipped_for_the_planner_but_returned_whole(store, llm_ser
     page = "kayak " + "lorem ipsum dolor " * 2000  # ~36k characters, like a pasted page
     add(store, "alice", "s", ("user", "before", T0), ("user", page, T0 + 60_000), ("user", "after", T0 + 120_000))
     llm_server.play(search_("kayak"), note(1))
-    result = run(store, llm_server, max_actions=2, hit_chars=1000)
+    result = run(store, llm_server, max_actions=2, hit_chars=600)
     shown = llm_server.requests[1]["messages"][-1]["content"]
-    assert len(shown) < 2000 and "…" in shown and "before" in shown and "after" in shown
-    assert page in result.blocks[0].content
+    assert len(shown) < 1600 and "…" in shown and "before" in shown and "after" in shown
+    # the planner cuts only its own view: the evidence is the block exactly as retrieval rendered it
+    (block,) = result.blocks
+    assert block.content == {b.id: b for b in S.search(store, "alice", "kayak", top_k=5)}[block.id].content
+    assert len(block.content) > len(shown.split("[1] session s\n", 1)[1])
 
 
 def test_options_reach_the_planner(memory, llm_server):
@@ -245,6 +265,14 @@ def test_429_then_success_is_retried_with_backoff(memory, llm_server):
     first_call = events(result, "model_call")[0]
     assert first_call.data["attempts"] == 2
     assert result.path == "notes"
+
+
+def test_429_retry_after_is_honoured(memory, llm_server):
+    waits = []
+    model = litellm_complete("openai/scripted", llm_server.url, timeout_s=5, backoff_s=0.01, sleep=waits.append)
+    llm_server.play(Fail(429, "Rate limit reached", retry_after=7), FINISH)
+    run(memory, llm_server, model=model)
+    assert waits == [7.0]
 
 
 def test_5xx_retries_are_bounded(memory, llm_server):
@@ -316,3 +344,30 @@ def test_parse_reply_accepts_fences_prose_and_loose_shapes():
     assert a.name == "take_note" and a.args == {"results": [2, 3]}
     b = parse_reply('{"action": "search_chatrecord", "keywords": ["red", "kayak"], "date_to": ""}')
     assert b.args == {"keywords": "red kayak"}
+    c = parse_reply('<think>maybe {"action": "finish_search"}?</think>\n{"action": "take_note", "results": [1]}')
+    assert c.name == "take_note"
+    d = parse_reply('I will use {braces} first, then {"action": "finish_search", "thought": "done"}')
+    assert d.name == "finish_search" and d.thought == "done"
+
+
+def test_cost_is_known_for_a_priced_model_and_adds_up(memory, llm_server):
+    # litellm prices gpt-4o-mini from its local cost map (no network): 0.15 $/M prompt, 0.60 $/M completion tokens
+    llm_server.play(search_("hiking"), FINISH)
+    model = litellm_complete("openai/gpt-4o-mini", llm_server.url, timeout_s=5)
+    result = agent_search(memory, "alice", "hiking?", top_k=5, model=model, model_name="openai/gpt-4o-mini")
+    calls = events(result, "model_call")
+    assert all(c.data["cost"] and c.data["cost"] > 0 for c in calls)
+    assert result.stats.cost == pytest.approx(sum(c.data["cost"] for c in calls))
+    expected = (result.stats.prompt_tokens * 0.15 + result.stats.completion_tokens * 0.60) / 1e6
+    assert result.stats.cost == pytest.approx(expected, rel=0.01)
+    assert trace.load(memory, result.search_id).cost == pytest.approx(result.stats.cost)
+
+
+def test_reasoning_models_get_no_temperature_and_a_larger_cap(llm_server):
+    # gpt-5-mini (the paper's model) refuses temperature 0: litellm would raise before sending anything
+    llm_server.play(FINISH, FINISH)
+    litellm_complete("openai/gpt-5-mini", llm_server.url, timeout_s=5)([{"role": "user", "content": "hi"}])
+    litellm_complete("openai/gpt-4o-mini", llm_server.url, timeout_s=5)([{"role": "user", "content": "hi"}])
+    reasoning, plain = llm_server.requests
+    assert "temperature" not in reasoning and reasoning["max_completion_tokens"] == 4096
+    assert plain["temperature"] == 0 and plain["max_tokens"] == 512

@@ -50,7 +50,9 @@ def searches(
 
 
 def search(
-    search_id: Annotated[str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")],
+    search_id: Annotated[
+        str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")
+    ],
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
     as_json: JsonOption = False,

@@ -1,0 +1,106 @@
+"""How blocks are composed: neighbour rules, caps, overlap policy, context blocks, query clean-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from refind_cli import search as S
+
+from helpers_retrieval import MIN, T0, add
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    S.clear()
+    yield
+    S.clear()
+
+
+def _lines(block):
+    return [line.split("] user: ", 1)[1] for line in block.content.split("\n")]
+
+
+def _session(store, *texts, session="s", at=T0):
+    add(store, "u", session, *[("user", t) for t in texts], at=at)
+
+
+def test_neighbours_plus_minus_two_in_order(store):
+    _session(store, "a0", "a1", "a2 kayak", "a3", "a4", "a5")
+    (b,) = S.search(store, "u", "kayak", top_k=1)
+    assert _lines(b) == ["a0", "a1", "a2 kayak", "a3", "a4"]
+    assert b.anchor_lines == (2, 3)
+
+
+def test_long_neighbours_are_left_out_and_long_anchors_cut(store):
+    _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
+    (b,) = S.search(store, "u", "kayak", top_k=1)
+    lines = _lines(b)
+    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 1000 + 2
+    assert lines[1:] == ["short"]  # the 500-character neighbour is over neighbour_max_chars=400
+    whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(anchor_chars=None, neighbour_max_chars=None))
+    assert _lines(whole[0]) == ["x" * 500, "kayak " + "y" * 2000, "short"]
+
+
+def test_trim_shows_each_message_once_and_repeat_does_not(store):
+    _session(store, "kayak one", "kayak two", "other")
+    trim = S.search(store, "u", "kayak", top_k=5)
+    shown = [m for b in trim for m in b.message_ids]
+    assert len(shown) == len(set(shown)) and len(trim) == 1  # the second hit is inside the first block
+    repeat = S.search(store, "u", "kayak", top_k=5, config=S.SearchConfig(overlap="repeat"))
+    assert len(repeat) == 2 and repeat[0].message_ids == repeat[1].message_ids
+
+
+def test_same_role_neighbours(store):
+    add(store, "u", "s", ("user", "q kayak"), ("assistant", "reply"), ("user", "follow-up"), at=T0)
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_roles="same"))
+    assert [line.split(": ", 1)[1] for line in b.content.split("\n")] == ["q kayak", "follow-up"]
+
+
+def test_block_chars_adds_nearest_neighbours_first(store):
+    _session(store, "far", "near", "kayak", "n2", "far2")
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(block_chars=len("kayak") + 8))
+    assert _lines(b) == ["near", "kayak", "n2"]
+
+
+def test_context_blocks_limits_neighbours_to_the_first_blocks(store):
+    _session(store, "c0", "kayak red", "c2", session="s1")
+    _session(store, "d0", "kayak", "d2", session="s2", at=T0 + 60 * MIN)
+    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1))
+    assert _lines(blocks[0]) == ["c0", "kayak red", "c2"]
+    assert _lines(blocks[1]) == ["kayak"]
+
+
+def test_neighbours_before_zero_shows_only_what_follows(store):
+    _session(store, "b1", "kayak", "f1", "f2")
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbours_before=0))
+    assert _lines(b) == ["kayak", "f1", "f2"]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did Caroline go hiking? Answer in one word.", "When did Caroline go hiking?"),
+        ("What did I buy? Choose the correct option and reply with its letter only.", "What did I buy?"),
+        ("Answer in one word.", "Answer in one word."),  # nothing else left: kept as is
+        ("Where is the answer key?", "Where is the answer key?"),
+    ],
+)
+def test_instructions_are_stripped_from_queries(query, expected):
+    assert S.strip_instructions(query) == expected
+
+
+def test_appended_instruction_does_not_change_results(store):
+    _session(store, "we went hiking at Rainier", "the reply was short", "answer keys and one word games")
+    plain = S.search(store, "u", "where did we go hiking?", top_k=3)
+    assert plain == S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3)
+    raw = S.SearchConfig(strip_instructions=False)
+    assert S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3, config=raw) != plain
+
+
+def test_common_words_are_dropped_from_the_query_when_configured(store):
+    for i in range(10):
+        _session(store, f"Caroline: note {i}", session=f"s{i}", at=T0 + i * MIN)
+    _session(store, "Melanie: the pottery class", session="p", at=T0 + 99 * MIN)
+    cfg = S.SearchConfig(common_df=0.5, neighbours=0)
+    assert [b.session_id for b in S.search(store, "u", "Caroline pottery", top_k=1, config=cfg)] == ["p"]
+    assert S.search(store, "u", "Caroline", top_k=1, config=cfg)  # only common words: kept
