@@ -1,0 +1,246 @@
+"""Ranking one user's turns: BM25 scoring, the eligibility mask (date range, skip set), session fusion, neighbours.
+
+Each stage is a small function over numpy arrays so it can be tested on a toy corpus ranked by hand:
+
+* :func:`bm25_scores` — Lucene BM25 (k1 = 1.2, b = 0.75 by default) over every turn. bm25s builds the index (its
+  eager sparse matrix of per-token, per-turn scores); scoring a query sums that matrix's rows for the query's tokens,
+  as ``bm25s.BM25.get_scores`` does, directly on the arrays — so an index loaded from the database
+  (:func:`to_blob` / :func:`from_blob`) scores without importing bm25s or scipy;
+* :func:`eligible` — the mask applied **before** ranking: said-at inside the date range (a turn without a said-at
+  is left out of any date-bounded search, since it cannot be shown to lie inside the range), not in the skip set;
+* :func:`fuse` — reciprocal rank fusion, k = 60: a turn's rank among turns with a positive score and its session's
+  rank (session score = the sum of its turns' positive scores), ``1/(k + turn rank) + 1/(k + session rank)``;
+* :func:`neighbours` — ±N turns around an anchor, cut at the session's edges.
+
+Heavy imports (numpy, bm25s) happen on first use, never at module import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .turns import Turn
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass
+class TurnIndex:
+    """The BM25 index of one user's turns plus the per-turn arrays ranking needs. Built once, read many times."""
+
+    turns: list[Turn]  # session by session, chronological within each (as turns.build_turns returns them)
+    vocab: dict[str, int]  # token → row of the score matrix
+    data: np.ndarray  # float32 BM25 contributions, CSC by token: token t's turns are indices[indptr[t]:indptr[t+1]]
+    indices: np.ndarray  # int32 turn numbers
+    indptr: np.ndarray  # int64, len(vocab) + 1
+    session_ix: np.ndarray  # int32: the session number of each turn
+    session_ids: list[str]  # session number → session id
+    session_start: np.ndarray  # int64: index of each session's first turn
+    session_end: np.ndarray  # int64: one past each session's last turn
+    said_at: np.ndarray  # float64 Unix ms; NaN when unknown
+    min_recorded_at: int | None  # the oldest recorded-at of any message in the index
+    turn_pos: dict[str, int]  # turn id → index
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+
+def build_index(
+    turns: list[Turn], *, tokenize: Callable[[Turn], list[str]], k1: float = 1.2, b: float = 0.75
+) -> TurnIndex:
+    """Index ``turns`` (which must be grouped by session, as ``build_turns`` returns them)."""
+    import numpy as np
+
+    corpus = [tokenize(t) for t in turns]
+    vocab: dict[str, int] = {}
+    data = np.zeros(0, dtype=np.float32)
+    indices = np.zeros(0, dtype=np.int32)
+    indptr = np.zeros(1, dtype=np.int64)
+    if any(corpus):
+        import bm25s
+
+        bm25 = bm25s.BM25(k1=k1, b=b)
+        bm25.index(corpus, show_progress=False)
+        vocab = dict(bm25.vocab_dict)
+        data = np.asarray(bm25.scores["data"], dtype=np.float32)
+        indices = np.asarray(bm25.scores["indices"], dtype=np.int32)
+        indptr = np.asarray(bm25.scores["indptr"], dtype=np.int64)
+    return assemble(turns, vocab, data, indices, indptr)
+
+
+def assemble(turns: list[Turn], vocab: dict[str, int], data, indices, indptr) -> TurnIndex:
+    """A TurnIndex from turns and a score matrix (freshly built, or loaded with :func:`from_blob`)."""
+    import numpy as np
+
+    session_ids: list[str] = []
+    session_ix = np.empty(len(turns), dtype=np.int32)
+    starts: list[int] = []
+    for i, t in enumerate(turns):
+        if not session_ids or session_ids[-1] != t.session_id:
+            session_ids.append(t.session_id)
+            starts.append(i)
+        session_ix[i] = len(session_ids) - 1
+    session_start = np.asarray(starts, dtype=np.int64)
+    session_end = np.append(session_start[1:], len(turns)).astype(np.int64)
+    said = np.array([_turn_said_at(t) for t in turns], dtype=np.float64)
+    recorded = [m.recorded_at for t in turns for m in t.messages]
+    return TurnIndex(
+        turns=turns,
+        vocab=vocab,
+        data=data,
+        indices=indices,
+        indptr=indptr,
+        session_ix=session_ix,
+        session_ids=session_ids,
+        session_start=session_start,
+        session_end=session_end,
+        said_at=said,
+        min_recorded_at=min(recorded) if recorded else None,
+        turn_pos={t.id: i for i, t in enumerate(turns)},
+    )
+
+
+def _turn_said_at(turn: Turn) -> float:
+    for m in turn.messages:
+        if m.said_at is not None:
+            return float(m.said_at)
+    return float("nan")
+
+
+def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
+    """Every turn's BM25 score for the query (zeros when no query token is in the user's vocabulary)."""
+    import numpy as np
+
+    scores = np.zeros(len(index), dtype=np.float32)
+    vocab = index.vocab
+    for token in query_tokens:  # a repeated query token counts again, as in bm25s
+        row = vocab.get(token) if token else None
+        if row is None:
+            continue
+        start, end = index.indptr[row], index.indptr[row + 1]
+        np.add.at(scores, index.indices[start:end], index.data[start:end])
+    return scores
+
+
+def fingerprint(turns: Sequence[Turn]) -> str:
+    """A digest of the turn list (ids and order): a persisted index is used only for exactly these turns."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in turns:
+        h.update(t.id.encode())
+        h.update(b"\x1f%d\x1e" % len(t.messages))
+    return h.hexdigest()
+
+
+def to_blob(index: TurnIndex) -> bytes:
+    """The score matrix and vocabulary as bytes (with the turn fingerprint), for the search_index table."""
+    import json
+
+    header = json.dumps(
+        {
+            "fingerprint": fingerprint(index.turns),
+            "vocab": sorted(index.vocab, key=index.vocab.__getitem__),
+            "sizes": [int(index.data.size), int(index.indices.size), int(index.indptr.size)],
+        },
+        ensure_ascii=False,
+    ).encode()
+    parts = [len(header).to_bytes(8, "little"), header]
+    parts += [index.data.astype("<f4").tobytes(), index.indices.astype("<i4").tobytes(),
+              index.indptr.astype("<i8").tobytes()]
+    return b"".join(parts)
+
+
+def from_blob(blob: bytes, turns: list[Turn]) -> TurnIndex | None:
+    """The index stored by :func:`to_blob`, or None when it was built for other turns than ``turns``."""
+    import json
+
+    import numpy as np
+
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    if header["fingerprint"] != fingerprint(turns):
+        return None
+    n_data, n_idx, n_ptr = header["sizes"]
+    at = 8 + size
+    data = np.frombuffer(blob, dtype="<f4", count=n_data, offset=at)
+    at += 4 * n_data
+    indices = np.frombuffer(blob, dtype="<i4", count=n_idx, offset=at)
+    at += 4 * n_idx
+    indptr = np.frombuffer(blob, dtype="<i8", count=n_ptr, offset=at)
+    vocab = {token: i for i, token in enumerate(header["vocab"])}
+    return assemble(turns, vocab, data, indices, indptr)
+
+
+def eligible(
+    index: TurnIndex,
+    *,
+    date_from: int | None = None,
+    date_to: int | None = None,
+    skip_sessions: Sequence[str] = (),
+    skip_turns: Sequence[str] = (),
+) -> np.ndarray:
+    """The boolean mask of turns a search may rank (see the module docstring)."""
+    import numpy as np
+
+    mask = np.ones(len(index), dtype=bool)
+    if date_from is not None or date_to is not None:
+        said = index.said_at
+        known = ~np.isnan(said)
+        mask &= known
+        if date_from is not None:
+            mask &= np.where(known, said, 0) >= date_from
+        if date_to is not None:
+            mask &= np.where(known, said, 0) <= date_to
+    if skip_sessions:
+        wanted = set(skip_sessions)
+        for s, sid in enumerate(index.session_ids):
+            if sid in wanted:
+                mask[index.session_start[s] : index.session_end[s]] = False
+    for tid in skip_turns:
+        pos = index.turn_pos.get(tid)
+        if pos is not None:
+            mask[pos] = False
+    return mask
+
+
+def fuse(
+    scores: np.ndarray, session_ix: np.ndarray, *, rrf_k: int = 60, use_sessions: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rank the turns with a positive score. Returns (turn indices best first, their fused scores).
+
+    Ties break on the higher BM25 score, then on the earlier turn. Without ``use_sessions`` the fused score is
+    ``1/(k + turn rank)`` alone (the plain BM25 order).
+    """
+    import numpy as np
+
+    cand = np.flatnonzero(scores > 0)
+    if cand.size == 0:
+        return cand, np.zeros(0)
+    s = scores[cand].astype(np.float64)
+    by_score = np.lexsort((cand, -s))  # best first; ties → earlier turn
+    turn_rank = np.empty(cand.size, dtype=np.float64)
+    turn_rank[by_score] = np.arange(1, cand.size + 1)
+    fused = 1.0 / (rrf_k + turn_rank)
+    if use_sessions:
+        sess = session_ix[cand]
+        n_sessions = int(session_ix.max()) + 1 if session_ix.size else 0
+        sums = np.bincount(sess, weights=s, minlength=n_sessions)
+        present = np.flatnonzero(sums > 0)
+        order = present[np.lexsort((present, -sums[present]))]
+        session_rank = np.zeros(n_sessions, dtype=np.float64)
+        session_rank[order] = np.arange(1, order.size + 1)
+        fused = fused + 1.0 / (rrf_k + session_rank[sess])
+    final = np.lexsort((turn_rank, -fused))
+    return cand[final], fused[final]
+
+
+def neighbours(index: TurnIndex, pos: int, n: int) -> range:
+    """The turn indices of the anchor at ``pos`` and its ±n neighbours inside its session."""
+    s = index.session_ix[pos]
+    lo = max(int(index.session_start[s]), pos - n)
+    hi = min(int(index.session_end[s]), pos + n + 1)
+    return range(lo, hi)
