@@ -119,8 +119,15 @@ def _session_messages(store: Store, user_id: str, session_id: str) -> list[Store
 
 
 def _turns(messages: list[StoredMessage]) -> list[dict[str, Any]]:
-    """The session as the index sees it. Until a turn builder exists each message is its own turn (id = its id)."""
-    return [{"id": m.id, "session_id": m.session_id, "messages": [_message_dict(m)]} for m in messages]
+    """The session as the index sees it: the retrieval's turns (default unit), chronological, with stable ids."""
+    from .search import SearchConfig
+    from .turns import build_turns
+
+    return [
+        {"id": t.id, "session_id": t.session_id, "said_at": t.said_at, "recorded_at": t.recorded_at,
+         "messages": [_message_dict(m) for m in t.messages]}
+        for t in build_turns(messages, SearchConfig().turn_unit)
+    ]
 
 
 def session(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
@@ -132,7 +139,8 @@ def session(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
 
 
 def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
-    """One turn by id, with up to ``neighbours`` turns either side inside its session."""
+    """One turn by id (or the turn holding the message with that id), with up to ``neighbours`` turns either side
+    inside its session."""
     predicate, params = store.visible()
     row = store.conn.execute(
         f"SELECT user_id, session_id FROM messages WHERE id = ? AND {predicate}", [turn_id, *params]
@@ -141,7 +149,7 @@ def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[st
         raise NotFound(f"no visible turn with id {turn_id!r} (ids are shown by `refind inspect session USER SESSION`)")
     user_id, session_id = row
     turns = _turns(_session_messages(store, user_id, session_id))
-    at = next(i for i, t in enumerate(turns) if t["id"] == turn_id)
+    at = next(i for i, t in enumerate(turns) if any(m["id"] == turn_id for m in t["messages"]))
     return {
         "user_id": user_id,
         "session_id": session_id,
