@@ -61,6 +61,9 @@ def test_export_keeps_ids_order_whitespace_and_missing_timestamps(runner, tmp_pa
 
 def test_export_of_nothing_fails_and_writes_no_file(runner, tmp_path: Path) -> None:
     db, target = tmp_path / "x.db", tmp_path / "out.jsonl"
+    assert _run(runner, db, "export", "--user", "alice").exit_code == 4  # no database there: none is created
+    assert not db.exists()
+    assert _run(runner, db, "add", "hello", "--user", "alice", "--session", "s1").exit_code == 0
     result = _run(runner, db, "export", "--user", "nobody", "--output", str(target))
-    assert result.exit_code == 4
+    assert result.exit_code == 4 and "nothing to export" in result.output
     assert not target.exists() and list(tmp_path.glob(".out.jsonl.*")) == []

@@ -88,6 +88,20 @@ def test_every_inspect_command_renders_a_table(cli, loaded) -> None:
     assert turn.exit_code == 0 and "turn 2 of 3" in turn.output and "Lisbon" in turn.output
 
 
+def test_options_before_the_subcommand_are_honoured_and_no_database_is_created(runner, cli, loaded, db_path,
+                                                                               tmp_path: Path) -> None:
+    from refind_cli.cli import app
+
+    ids = [u["user_id"] for u in json.loads(runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "users"],
+                                                          env={"REFIND_DB": ""}).output)]
+    assert ids == ["alice", "bob", "carol", "dave"]
+    missing = tmp_path / "typo.db"
+    for args in (["inspect", "--db", str(missing)], ["inspect", "users", "--db", str(missing)],
+                 ["expire", "--db", str(missing)], ["export", "--user", "alice", "--db", str(missing)]):
+        assert runner.invoke(app, args).exit_code == 4, args
+    assert not missing.exists()
+
+
 def test_unknown_things_are_not_found(cli, loaded) -> None:
     for args in (["inspect", "user", "nobody"], ["inspect", "session", "alice", "nope"], ["inspect", "turn", "f00"]):
         result = cli(*args)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from .. import render
+from ..errors import NotFound
 from ..options import DbOption, JsonOption, RetentionOption, open_store
 
 inspect_app = typer.Typer(
@@ -25,7 +27,35 @@ def register(app: typer.Typer) -> None:
     app.add_typer(inspect_app, name="inspect")
 
 
-def _show(data, as_json: bool, table) -> None:
+
+def _open(ctx: typer.Context, db: Path, retention: str | None):
+    """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
+    db, retention = _shared(ctx, db=db, retention=retention)
+    return open_existing(db, retention)
+
+
+def open_existing(db: Path, retention: str | None):
+    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
+    if not Path(db).exists():
+        raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
+    return open_store(db, retention)
+
+
+def _shared(ctx: typer.Context, **values):
+    parent = ctx.parent
+    out = []
+    for name, value in values.items():
+        # compared by name: the enum class differs between click and the click that typer may bundle
+        mine = getattr(ctx.get_parameter_source(name), "name", None)
+        theirs = getattr(parent.get_parameter_source(name), "name", None) if parent is not None else None
+        if mine != "COMMANDLINE" and theirs == "COMMANDLINE":
+            value = parent.params[name]
+        out.append(value)
+    return out
+
+
+def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
+    (as_json,) = _shared(ctx, as_json=as_json)
     if as_json:
         render.print_json(data)
     else:
@@ -41,24 +71,32 @@ def overview(
 ) -> None:
     """Database path and size, schema version, users, sessions, messages, time ranges and retention."""
     if ctx.invoked_subcommand is not None:
-        return
+        return  # the subcommand reads these options from ctx.parent
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.overview(store), as_json, render.overview)
+    with open_existing(db, retention) as store:
+        data = review.overview(store)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.console().print(render.overview(data))
 
 
 @inspect_app.command("users")
-def users(db: DbOption = "refind.db", retention: RetentionOption = None, as_json: JsonOption = False) -> None:
+def users(
+    ctx: typer.Context, db: DbOption = "refind.db", retention: RetentionOption = None, as_json: JsonOption = False
+) -> None:
     """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.users(store), as_json, render.users_table)
+    with _open(ctx, db, retention) as store:
+        data = review.users(store)
+    _show(ctx, data, as_json, render.users_table)
 
 
 @inspect_app.command("user")
 def user(
+    ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
@@ -70,12 +108,14 @@ def user(
     """
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.user(store, user_id), as_json, render.user_sessions)
+    with _open(ctx, db, retention) as store:
+        data = review.user(store, user_id)
+    _show(ctx, data, as_json, render.user_sessions)
 
 
 @inspect_app.command("session")
 def session(
+    ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
     session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")],
     db: DbOption = "refind.db",
@@ -88,12 +128,14 @@ def session(
     """
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.session(store, user_id, session_id), as_json, render.session_transcript)
+    with _open(ctx, db, retention) as store:
+        data = review.session(store, user_id, session_id)
+    _show(ctx, data, as_json, render.session_transcript)
 
 
 @inspect_app.command("turn")
 def turn(
+    ctx: typer.Context,
     turn_id: Annotated[str, typer.Argument(metavar="ID", help="A turn id (from `inspect session` or a search).")],
     neighbours: Annotated[int, typer.Option("--neighbours", "-n", min=0, help="Turns to show either side.")] = 2,
     db: DbOption = "refind.db",
@@ -103,12 +145,14 @@ def turn(
     """One turn with its neighbours in the same session."""
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.turn(store, turn_id, neighbours=neighbours), as_json, render.turn_view)
+    with _open(ctx, db, retention) as store:
+        data = review.turn(store, turn_id, neighbours=neighbours)
+    _show(ctx, data, as_json, render.turn_view)
 
 
 @inspect_app.command("events")
 def events(
+    ctx: typer.Context,
     user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's events.")] = None,
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")
@@ -121,5 +165,6 @@ def events(
     """The audit log, newest first: every add, forget, expire and migration (counts and ids, never text)."""
     from .. import review
 
-    with open_store(db, retention) as store:
-        _show(review.events(store, user_id=user_id, kind=kind, limit=limit), as_json, render.events_table)
+    with _open(ctx, db, retention) as store:
+        data = review.events(store, user_id=user_id, kind=kind, limit=limit)
+    _show(ctx, data, as_json, render.events_table)

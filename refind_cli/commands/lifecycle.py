@@ -12,7 +12,8 @@ import typer
 
 from .. import render
 from ..errors import InvalidInput
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption, open_store
+from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
+from .inspect import open_existing
 
 EXPIRE_HELP = """\
 Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
@@ -61,7 +62,7 @@ def expire(
 ) -> None:
     from .. import lifecycle
 
-    with open_store(db, retention) as store:
+    with open_existing(db, retention) as store:
         result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
     data = result.as_dict()
     if as_json:
@@ -90,7 +91,7 @@ def forget(
         if not sys.stdin.isatty():
             raise InvalidInput(f"refusing to forget {what} without confirmation: pass --yes")
         typer.confirm(f"Permanently delete {what}?", abort=True, err=True)
-    with open_store(db, retention) as store:
+    with open_existing(db, retention) as store:
         result = lifecycle.forget(store, user, session_id=session, request_id=request_id)
     data = result.as_dict()
     if as_json:
@@ -111,7 +112,7 @@ def export(
 ) -> None:
     from .. import lifecycle
 
-    with open_store(db, retention) as store:
+    with open_existing(db, retention) as store:
         if output is None or str(output) == "-":
             lifecycle.export(store, user, sys.stdout, session_id=session)
             sys.stdout.flush()
