@@ -101,3 +101,35 @@ def test_forget_clears_the_persisted_index_and_the_cache(db_path: Path) -> None:
     assert _found(store, "alice", "safe combination hallway wedding") == set()
     assert _found(store, "alice", "tomatoes")
     store.close()
+
+
+def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, db_path: Path, llm_server) -> None:
+    """Real planner runs (litellm over HTTP to a scripted model) store traces quoting what they found; forgetting a
+    session removes exactly the traces that quote it, and no byte of its text stays in the files."""
+    from refind_cli import trace
+    from refind_cli.model import litellm_complete
+    from refind_cli.planner import agent_search
+
+    secret = "Caroline: the hiking trail to the hidden waterfall starts behind the old sawmill on Route 9"
+    _add(store, "hike", "alice", secret, session="hike")
+    _add(store, "dog", "alice", "Caroline: my dog Rex loves the beach at sunset", session="dog")
+    model = litellm_complete("openai/scripted", llm_server.url, timeout_s=5, retries=1, backoff_s=0.01)
+
+    def plan(question: str, keywords: str) -> str:
+        llm_server.play(json.dumps({"thought": "look", "action": "search_chatrecord", "keywords": keywords}),
+                        json.dumps({"thought": "useful", "action": "take_note", "results": [1]}),
+                        '{"thought": "enough", "action": "finish_search"}')
+        return agent_search(store, "alice", question, top_k=5, model=model, model_name="openai/scripted").search_id
+
+    quoting = plan("where does the waterfall trail start", "waterfall trail sawmill")
+    other = plan("what does Rex love", "dog Rex beach")
+    assert secret in json.dumps([e.as_dict() for e in trace.load(store, quoting).events], ensure_ascii=False)
+    assert "sawmill" not in json.dumps([e.as_dict() for e in trace.load(store, other).events])
+    assert secret.encode() in _raw(db_path)
+
+    result = lifecycle.forget(store, "alice", session_id="hike")
+
+    assert result.searches == 1
+    assert [r[0] for r in store.conn.execute("SELECT id FROM searches")] == [other]
+    data, raw = secret.encode(), _raw(db_path)
+    assert not [data[i:i + 16] for i in range(len(data) - 15) if data[i:i + 16] in raw]
