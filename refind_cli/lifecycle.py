@@ -163,7 +163,8 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
             store.conn.execute("DELETE FROM requests WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
             _delete_searches(store, plan.searches)
             counts[uid] = UserExpiry(plan.messages, plan.requests, len(plan.searches))
-            store.bump_user(uid)
+            if plan.messages or plan.requests:
+                store.bump_user(uid)  # only a change of messages makes the user's indexes stale
             store.record_event(
                 "expire", user_id=uid, rows=plan.messages,
                 detail={"cutoff": cutoff, "requests": plan.requests, "searches": len(plan.searches)},

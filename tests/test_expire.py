@@ -7,25 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers_lifecycle import T0, Clock
+from helpers_lifecycle import add as _add
 from refind_cli import lifecycle, review
-from refind_cli.contract import parse_add
 from refind_cli.store import DAY_MS, Store
-
-T0 = 1_750_000_000_000  # recorded-at of the first batch (Unix ms)
-
-
-class Clock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def _add(store: Store, request_id: str, user: str, session: str, *contents: str) -> None:
-    store.add(parse_add({"request_id": request_id, "user_id": user, "session_id": session,
-                         "messages": [{"role": "user", "content": c, "timestamp": 1_600_000_000_000 + i}
-                                      for i, c in enumerate(contents)]}))
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers_lifecycle import add as _add
 from refind_cli import lifecycle
 from refind_cli.contract import parse_add
 from refind_cli.errors import Forgotten, InvalidInput, NotFound
@@ -18,14 +19,6 @@ SECRET_A = "Alice: my locker code is 58-13-77 and the spare key hides under the 
 SECRET_B = "Alice: 我的银行密码藏在书架第三层的红色字典里，别告诉任何人。" * 30
 KEEP_S1 = "Alice: the Lisbon trip is booked for the second week of June with Maya."
 BOB = "Bob: the garage opener battery died again on Tuesday evening, so I parked on the street."
-
-
-def _add(store: Store, request_id: str, user: str, session: str, *contents: str, ts: int | None = None) -> None:
-    store.add(parse_add({
-        "request_id": request_id, "user_id": user, "session_id": session,
-        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": c,
-                      "timestamp": None if ts is None else ts + i} for i, c in enumerate(contents)],
-    }))
 
 
 def _trace(store: Store, search_id: str, user: str, quoted: str) -> None:

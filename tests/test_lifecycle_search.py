@@ -6,25 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers_lifecycle import T0, Clock
+from helpers_lifecycle import add as _add
 from refind_cli import lifecycle, search
-from refind_cli.contract import parse_add
 from refind_cli.store import DAY_MS, Store
-
-T0 = 1_750_000_000_000
-
-
-class Clock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def _add(store: Store, request_id: str, user: str, *contents: str, session: str = "s1") -> None:
-    store.add(parse_add({"request_id": request_id, "user_id": user, "session_id": session,
-                         "messages": [{"role": "user", "content": c, "timestamp": 1_700_000_000_000}
-                                      for c in contents]}))
 
 
 def _raw(db_path: Path) -> bytes:
@@ -38,9 +23,9 @@ def _found(store: Store, user: str, query: str) -> set[str]:
 def test_search_never_returns_an_expired_row_before_the_sweep(db_path: Path) -> None:
     clock = Clock(T0)
     store = Store(db_path, clock=clock, retention_days=30)
-    _add(store, "old", "alice", "the kayak trip on lake tahoe")
+    _add(store, "old", "alice", "s1", "the kayak trip on lake tahoe")
     clock.now = T0 + 20 * DAY_MS
-    _add(store, "new", "alice", "another kayak outing at the coast")
+    _add(store, "new", "alice", "s1", "another kayak outing at the coast")
     ids = {m.request_id: m.id for m in store.user_messages("alice")}
     # Searched while both are visible: builds the in-process cache and the persisted index.
     assert _found(store, "alice", "kayak") == {ids["old"], ids["new"]}
@@ -61,11 +46,11 @@ def test_search_never_returns_an_expired_row_before_the_sweep(db_path: Path) -> 
 def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> None:
     clock = Clock(T0)
     with Store(db_path, clock=clock, retention_days=None) as store:
-        _add(store, "r1", "alice", "we adopted a puppy named biscuit")
+        _add(store, "r1", "alice", "s1", "we adopted a puppy named biscuit")
         clock.now = T0 + DAY_MS
-        _add(store, "r2", "alice", "biscuit learned to sit", session="s2")
+        _add(store, "r2", "alice", "s2", "biscuit learned to sit")
         clock.now = T0 + 2 * DAY_MS
-        _add(store, "r3", "alice", "biscuit chewed the sofa", session="s3")
+        _add(store, "r3", "alice", "s3", "biscuit chewed the sofa")
         ids = {m.request_id: m.id for m in store.user_messages("alice")}
 
     def found(*extra: str) -> list[str]:
@@ -83,9 +68,9 @@ def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> Non
 def test_forget_clears_the_persisted_index_and_the_cache(db_path: Path) -> None:
     secret = "Alice: the safe combination is 4417 and it sits behind the wedding photo in the hallway"
     store = Store(db_path, retention_days=None)
-    _add(store, "keep", "alice", "Alice: tomatoes and basil are growing well in the garden")
-    _add(store, "gone", "alice", secret, session="s2")
-    _add(store, "bob", "bob", "Bob: the garage opener battery died again on Tuesday")
+    _add(store, "keep", "alice", "s1", "Alice: tomatoes and basil are growing well in the garden")
+    _add(store, "gone", "alice", "s2", secret)
+    _add(store, "bob", "bob", "s1", "Bob: the garage opener battery died again on Tuesday")
     assert _found(store, "alice", "safe combination")  # cached and persisted
     assert _found(store, "bob", "garage")
     stems = (b"combin", b"hallway", b"photo")  # what the persisted index keeps of the secret
@@ -111,8 +96,8 @@ def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, 
     from refind_cli.planner import agent_search
 
     secret = "Caroline: the hiking trail to the hidden waterfall starts behind the old sawmill on Route 9"
-    _add(store, "hike", "alice", secret, session="hike")
-    _add(store, "dog", "alice", "Caroline: my dog Rex loves the beach at sunset", session="dog")
+    _add(store, "hike", "alice", "hike", secret)
+    _add(store, "dog", "alice", "dog", "Caroline: my dog Rex loves the beach at sunset")
     model = litellm_complete("openai/scripted", llm_server.url, timeout_s=5, retries=1, backoff_s=0.01)
 
     def plan(question: str, keywords: str) -> str:
