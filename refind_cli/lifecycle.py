@@ -242,7 +242,8 @@ def forget(
         where, params = where + " AND request_id = ?", [*params, request_id]
     with scrubbing(store), store.write():
         q = store.conn.execute
-        rows = q(f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq", params).fetchall()
+        rows = q(f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq",
+                 params).fetchall()
         n_requests = q(f"SELECT count(*) FROM requests WHERE {where}", params).fetchone()[0]
         if scope == "user":
             searches = [r[0] for r in q("SELECT id FROM searches WHERE user_id = ?", (user_id,))]

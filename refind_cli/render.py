@@ -201,7 +201,8 @@ def _turn_table(title: str) -> Table:
 
 
 def session_transcript(data: dict[str, Any]) -> Table:
-    table = _turn_table(f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: {len(data['turns']):,} turn(s)")
+    table = _turn_table(f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: "
+                        f"{len(data['turns']):,} turn(s)")
     _turn_rows(table, data["turns"])
     return table
 

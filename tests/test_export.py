@@ -19,7 +19,8 @@ def _run(runner, db: Path, *args: str):
 def _rows(db: Path) -> list[tuple]:
     with Store(db, retention_days=None) as s:
         return s.conn.execute(
-            "SELECT id, user_id, session_id, request_id, idx, role, content, said_at FROM messages ORDER BY user_id, seq"
+            "SELECT id, user_id, session_id, request_id, idx, role, content, said_at FROM messages "
+            "ORDER BY user_id, seq"
         ).fetchall()
 
 
