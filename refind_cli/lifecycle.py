@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -44,8 +43,11 @@ def scrubbing(store: Store) -> Iterator[None]:
         store.conn.execute(f"PRAGMA secure_delete = {int(before)}")
 
 
-def checkpoint(store: Store, *, attempts: int = CHECKPOINT_ATTEMPTS, wait_s: float = CHECKPOINT_WAIT_S) -> bool:
-    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy."""
+def checkpoint(store: Store, *, attempts: int | None = None, wait_s: float | None = None) -> bool:
+    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy
+    (``attempts`` tries ``wait_s`` apart; the module's CHECKPOINT_* by default)."""
+    attempts = CHECKPOINT_ATTEMPTS if attempts is None else attempts
+    wait_s = CHECKPOINT_WAIT_S if wait_s is None else wait_s
     for attempt in range(attempts):
         busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if not busy:
@@ -56,12 +58,12 @@ def checkpoint(store: Store, *, attempts: int = CHECKPOINT_ATTEMPTS, wait_s: flo
 
 
 def _evict(user_ids: Iterable[str]) -> None:
-    """Drop the retrieval module's in-process cache for these users, if that module is loaded in this process."""
-    search = sys.modules.get("refind_cli.search")
-    evict = getattr(search, "evict", None)
-    if callable(evict):
-        for user_id in user_ids:
-            evict(user_id)
+    """Drop the retrieval's in-process index cache for these users (the version bump already makes it stale;
+    this frees it now). The persisted index went in the same transaction, by the trigger on users.version."""
+    from .search import evict
+
+    for user_id in user_ids:
+        evict(user_id)
 
 
 def content_hash(content: str) -> str:
@@ -116,7 +118,7 @@ class ExpireResult:
     cutoff: int | None  # messages recorded before this Unix ms are expired
     dry_run: bool
     users: dict[str, UserExpiry] = field(default_factory=dict)
-    checkpointed: bool | None = None  # None when nothing was deleted
+    checkpointed: bool | None = None  # None for a dry run
 
     @property
     def messages(self) -> int:
@@ -151,24 +153,24 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
     """
     cutoff = store.retention_cutoff()
     if cutoff is None:
-        return ExpireResult(None, None, dry_run)
+        return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
     with scrubbing(store), store.write():
-        users = _expiry_plan(store, cutoff, user_id)
-        if dry_run or not users:
-            counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in users.items()}
-            return ExpireResult(store.retention_days, cutoff, dry_run, counts)
-        counts = {}
-        for uid, plan in users.items():
+        plans = _expiry_plan(store, cutoff, user_id)
+        counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
+        if dry_run:
+            return ExpireResult(store.retention_days, cutoff, True, counts)
+        for uid, plan in plans.items():
             store.conn.execute("DELETE FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
             store.conn.execute("DELETE FROM requests WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
             _delete_searches(store, plan.searches)
-            counts[uid] = UserExpiry(plan.messages, plan.requests, len(plan.searches))
             if plan.messages or plan.requests:
                 store.bump_user(uid)  # only a change of messages makes the user's indexes stale
             store.record_event(
                 "expire", user_id=uid, rows=plan.messages,
                 detail={"cutoff": cutoff, "requests": plan.requests, "searches": len(plan.searches)},
             )
+    # Every real sweep truncates the WAL, also when nothing expired: that finishes the scrub of an earlier forget
+    # whose checkpoint found readers in the way.
     done = checkpoint(store)
     _evict(counts)
     return ExpireResult(store.retention_days, cutoff, False, counts, done)

@@ -159,3 +159,22 @@ def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_pat
     assert out.exit_code != 0
     summary = json.loads(out.output)
     assert summary["requests_added"] == 0 and "was forgotten (tombstone" in summary["problems"][0]
+
+
+def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(filled: Store, db_path: Path,
+                                                                                monkeypatch) -> None:
+    import sqlite3
+
+    monkeypatch.setattr(lifecycle, "CHECKPOINT_ATTEMPTS", 2)
+    monkeypatch.setattr(lifecycle, "CHECKPOINT_WAIT_S", 0.01)
+    reader = sqlite3.connect(db_path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot from before the forget
+    result = lifecycle.forget(filled, "alice", session_id="s2")
+    assert result.checkpointed is False  # said, not hidden
+    assert _leaks(db_path, SECRET_A)  # the reader's snapshot still needs the old pages
+    reader.execute("COMMIT")
+    reader.close()
+    sweep = lifecycle.expire(filled)  # retention is off here: nothing expires, but the WAL is truncated
+    assert (sweep.messages, sweep.checkpointed) == (0, True)
+    assert _leaks(db_path, SECRET_A, SECRET_B) == []
