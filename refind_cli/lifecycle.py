@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -24,8 +23,7 @@ from typing import IO, Any
 from .errors import InvalidInput, NotFound
 from .store import Store
 
-CHECKPOINT_ATTEMPTS = 50
-CHECKPOINT_WAIT_S = 0.1
+CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget or sweep waits for readers before it reports the WAL busy
 QUOTE_PREFIX_CHARS = 32  # a stored trace quoting this much of a message's text counts as quoting the message
 
 
@@ -43,18 +41,20 @@ def scrubbing(store: Store) -> Iterator[None]:
         store.conn.execute(f"PRAGMA secure_delete = {int(before)}")
 
 
-def checkpoint(store: Store, *, attempts: int | None = None, wait_s: float | None = None) -> bool:
-    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy
-    (``attempts`` tries ``wait_s`` apart; the module's CHECKPOINT_* by default)."""
-    attempts = CHECKPOINT_ATTEMPTS if attempts is None else attempts
-    wait_s = CHECKPOINT_WAIT_S if wait_s is None else wait_s
-    for attempt in range(attempts):
+def checkpoint(store: Store, *, timeout_s: float | None = None) -> bool:
+    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy.
+
+    SQLite waits for readers through the busy handler, and new writers wait while it does: the wait is capped at
+    ``timeout_s`` (CHECKPOINT_TIMEOUT_S by default), not the connection's long busy timeout.
+    """
+    timeout_ms = int((CHECKPOINT_TIMEOUT_S if timeout_s is None else timeout_s) * 1000)
+    before = store.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    store.conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+    try:
         busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            return True
-        if attempt + 1 < attempts:
-            time.sleep(wait_s)
-    return False
+    finally:
+        store.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
+    return not busy
 
 
 def _evict(user_ids: Iterable[str]) -> None:

@@ -165,8 +165,7 @@ def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(f
                                                                                 monkeypatch) -> None:
     import sqlite3
 
-    monkeypatch.setattr(lifecycle, "CHECKPOINT_ATTEMPTS", 2)
-    monkeypatch.setattr(lifecycle, "CHECKPOINT_WAIT_S", 0.01)
+    monkeypatch.setattr(lifecycle, "CHECKPOINT_TIMEOUT_S", 0.05)
     reader = sqlite3.connect(db_path, isolation_level=None)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot from before the forget
