@@ -177,3 +177,39 @@ def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(f
     sweep = lifecycle.expire(filled)  # retention is off here: nothing expires, but the WAL is truncated
     assert (sweep.messages, sweep.checkpointed) == (0, True)
     assert _leaks(db_path, SECRET_A, SECRET_B) == []
+
+
+@pytest.mark.parametrize("answer, gone", [("y", True), ("n", False)])
+def test_forget_asks_on_a_terminal(filled: Store, db_path: Path, answer: str, gone: bool) -> None:
+    """Through a real pseudo-terminal: the question is asked, and only 'y' deletes."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "REFIND_DB": str(db_path), "COLUMNS": "120"}
+    proc = subprocess.Popen([sys.executable, "-m", "refind_cli", "forget", "--user", "alice", "--session", "s2"],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
+    os.close(secondary)
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"Permanently delete" not in seen and time.monotonic() < deadline and proc.poll() is None:
+        if select.select([primary], [], [], 0.5)[0]:
+            seen += os.read(primary, 1024)
+    os.write(primary, answer.encode() + b"\n")
+    proc.wait(timeout=30)
+    while select.select([primary], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(primary, 1024)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    assert b"Permanently delete session 's2' of user 'alice'?" in seen
+    assert (proc.returncode == 0) == gone
+    assert len(filled.user_messages("alice")) == (2 if gone else 5)
