@@ -227,3 +227,13 @@ def events_table(rows: list[dict[str, Any]]) -> Table:
         table.add_row(str(e["id"]), when(e["at"]), e["kind"], Text(e["user_id"] or ""), Text(e["session_id"] or ""),
                       Text(e["request_id"] or ""), f"{e['rows']:,}", Text(str(detail or "")))
     return table
+
+
+def tombstones_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"{len(rows):,} tombstone(s), newest first", title_justify="left")
+    for col in ("id", "at", "scope", "user", "session", "request", "messages"):
+        table.add_column(col, justify="right" if col in ("id", "messages") else "left", overflow="fold")
+    for t in rows:
+        table.add_row(str(t["id"]), when(t["at"]), t["scope"], Text(t["user_id"]), Text(t["session_id"] or ""),
+                      Text(t["request_id"] or ""), f"{t['rows']:,}")
+    return table

@@ -147,6 +147,10 @@ def test_forget_cli_needs_yes_off_a_terminal_and_reports(cli, filled: Store) -> 
     assert len(filled.user_messages("alice")) == 2
     missing = cli("forget", "--user", "alice", "--session", "s2", "--yes")
     assert missing.exit_code == 4
+    stones = json.loads(cli("inspect", "tombstones", "--user", "alice", "--json").output)
+    assert [(t["id"], t["scope"], t["session_id"], t["rows"]) for t in stones] == [
+        (data["tombstone_id"], "session", "s2", 3)]
+    assert "s2" in cli("inspect", "tombstones").output
 
 
 def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_path: Path) -> None:

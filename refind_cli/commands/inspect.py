@@ -168,3 +168,19 @@ def events(
     with _open(ctx, db, retention) as store:
         data = review.events(store, user_id=user_id, kind=kind, limit=limit)
     _show(ctx, data, as_json, render.events_table)
+
+
+@inspect_app.command("tombstones")
+def tombstones(
+    ctx: typer.Context,
+    user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What forget removed, newest first: scope, ids, counts and content hashes (never text)."""
+    from .. import lifecycle
+
+    with _open(ctx, db, retention) as store:
+        data = lifecycle.tombstones(store, user_id=user_id)
+    _show(ctx, data, as_json, render.tombstones_table)
