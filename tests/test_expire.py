@@ -120,3 +120,5 @@ def test_cli_expire_counts_per_user(cli, db_path: Path) -> None:
         assert [m.content for m in s.user_messages("alice")] == ["fresh message"]
     assert "nothing to expire" in cli("expire").output
     assert cli("expire", "--retention-days", "0.5").exit_code != 0  # below one day is refused
+    assert cli("expire", "--days", "0").exit_code != 0
+    assert json.loads(cli("expire", "--days", "off", "--json").output)["retention_days"] is None

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import render
+from .. import render, settings
 from ..errors import InvalidInput
 from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
@@ -23,7 +23,7 @@ expired messages even before a sweep; expire removes them from the file (scrubbe
 request rows and stored planner searches that quote them.
 
   refind expire --dry-run            # what would go, per user
-  refind expire --retention-days 7   # delete what was recorded more than 7 days ago
+  refind expire --days 7             # delete what was recorded more than 7 days ago
 """
 
 FORGET_HELP = """\
@@ -47,6 +47,16 @@ order and said-at timestamps. `refind add --file` reads it back into an identica
 """
 
 
+# The shared --retention-days, with the issue's shorter spelling for the command whose whole job it is.
+ExpireDaysOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--retention-days", "--days", envvar=settings.ENV_RETENTION_DAYS,
+        help="Expire messages recorded more than this many days ago (default 30, at least 1; 'off': nothing).",
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     app.command("expire", help=EXPIRE_HELP)(expire)
     app.command("forget", help=FORGET_HELP, no_args_is_help=True)(forget)
@@ -57,7 +67,7 @@ def expire(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
     user: OptionalUserOption = None,
     db: DbOption = "refind.db",
-    retention: RetentionOption = None,
+    retention: ExpireDaysOption = None,
     as_json: JsonOption = False,
 ) -> None:
     from .. import lifecycle
