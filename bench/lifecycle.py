@@ -53,6 +53,44 @@ def _plain_delete(store: Store, where: str, params: list) -> None:
         store.conn.execute(f"DELETE FROM requests WHERE {where}", params)
 
 
+def scrub_check(folder: Path, users: int, messages: int, *, secure: bool) -> tuple[int, int, bool]:
+    """Plant unique secrets in one user's history while the store grows around them (page splits, overflow pages,
+    WAL resets), forget that user, and count the secrets any byte of which (a 16-byte window) is still in the
+    database or WAL files. Returns (leaked, planted, checkpointed)."""
+    import secrets as rnd
+
+    path = folder / f"scrub-{'on' if secure else 'off'}.db"
+    store = Store(path, retention_days=None)
+    if not secure:  # the baseline: a store that does not zero freed bytes (the build default on some systems)
+        store.conn.execute("PRAGMA secure_delete = OFF")
+    planted = []
+    for u in range(users):
+        for chunk in range(4):
+            if u == users // 2:
+                text = f"secret {rnd.token_hex(24)} " * 3 + "x" * (chunk * 2000)  # some spill to overflow pages
+                planted.append(text)
+                from refind_cli.contract import parse_add
+
+                store.add(parse_add({"request_id": f"secret-{chunk}", "user_id": f"user{u}", "session_id": "vault",
+                                     "messages": [{"role": "user", "content": text}]}))
+            synth.fill(store, f"user{u}", messages // 4, seed=chunk)
+    victim = f"user{users // 2}"
+    if secure:
+        checkpointed = lifecycle.forget(store, victim).checkpointed
+    else:  # the baseline: a plain DELETE, no scrubbing, no checkpoint
+        _plain_delete(store, "user_id = ?", [victim])
+        checkpointed = False
+    raw = b"".join(Path(f"{path}{sfx}").read_bytes() for sfx in ("", "-wal") if Path(f"{path}{sfx}").exists())
+    leaked = 0
+    for text in planted:
+        data = text.encode()
+        head = data[: data.index(b" x") if b" x" in data else len(data)]  # the unique part
+        if any(head[i:i + 16] in raw for i in range(len(head) - 15)):
+            leaked += 1
+    store.close()
+    return leaked, len(planted), checkpointed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--users", type=int, default=20)
@@ -113,12 +151,18 @@ def main() -> None:
                      f"{t_select * 1000:,.1f} ms", t_export / t_select))
         s_on.close()
         s_off.close()
+        scrub = {secure: scrub_check(Path(tmp), min(args.users, 10), args.messages, secure=secure)
+                 for secure in (True, False)}
 
     print(f"users={args.users} messages/user={args.messages} (total {total:,})\n")
     print("| operation | refind (scrubbed) | baseline | ratio |")
     print("|---|---:|---:|---:|")
     for name, a, b, ratio in rows:
         print(f"| {name} | {a} | {b} | {ratio:.2f}× |")
+    for secure, (leaked, planted, done) in scrub.items():
+        how = "refind forget" if secure else "baseline: plain DELETE, secure_delete OFF, no checkpoint"
+        print(f"\nscrub check ({how}): {leaked} of {planted} forgotten secrets still have bytes in the database "
+              f"or WAL (WAL truncated: {done})")
     print("\nbaselines: add with PRAGMA secure_delete=OFF; forget/expire = plain DELETE of the same rows with "
           "secure_delete=OFF and no checkpoint; export = the SELECT of the same rows")
 
