@@ -219,7 +219,8 @@ def turn_view(data: dict[str, Any]) -> Table:
 def events_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows):,} event(s), newest first", title_justify="left")
     for col in ("id", "at", "kind", "user", "session", "request", "rows", "detail"):
-        table.add_column(col, justify="right" if col in ("id", "rows") else "left", overflow="fold")
+        table.add_column(col, justify="right" if col in ("id", "rows") else "left",
+                         no_wrap=col == "at", overflow="fold")
     for e in rows:
         detail = e["detail"]
         if isinstance(detail, dict):
@@ -232,7 +233,8 @@ def events_table(rows: list[dict[str, Any]]) -> Table:
 def tombstones_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows):,} tombstone(s), newest first", title_justify="left")
     for col in ("id", "at", "scope", "user", "session", "request", "messages"):
-        table.add_column(col, justify="right" if col in ("id", "messages") else "left", overflow="fold")
+        table.add_column(col, justify="right" if col in ("id", "messages") else "left",
+                         no_wrap=col == "at", overflow="fold")
     for t in rows:
         table.add_row(str(t["id"]), when(t["at"]), t["scope"], Text(t["user_id"]), Text(t["session_id"] or ""),
                       Text(t["request_id"] or ""), f"{t['rows']:,}")
