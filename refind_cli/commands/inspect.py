@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
-inspect_app = typer.Typer(help="Look into the database: users, sessions, turns, events and stored planner searches.",
-                          no_args_is_help=False)
+from .. import render
+from ..errors import NotFound
+from ..options import DbOption, JsonOption, RetentionOption, open_store
+
+inspect_app = typer.Typer(
+    help="Look into the database: users, sessions, turns, events and stored planner searches.\n\n"
+    "Without a subcommand: an overview (file size, schema version, counts, said-at and recorded-at ranges, "
+    "retention). Everything past retention is hidden, as from search.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -13,3 +25,162 @@ def register(app: typer.Typer) -> None:
 
     traces.register(inspect_app)
     app.add_typer(inspect_app, name="inspect")
+
+
+
+def _open(ctx: typer.Context, db: Path, retention: str | None):
+    """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
+    db, retention = _shared(ctx, db=db, retention=retention)
+    return open_existing(db, retention)
+
+
+def open_existing(db: Path, retention: str | None):
+    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
+    if not Path(db).exists():
+        raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
+    return open_store(db, retention)
+
+
+def _shared(ctx: typer.Context, **values):
+    parent = ctx.parent
+    out = []
+    for name, value in values.items():
+        # compared by name: the enum class differs between click and the click that typer may bundle
+        mine = getattr(ctx.get_parameter_source(name), "name", None)
+        theirs = getattr(parent.get_parameter_source(name), "name", None) if parent is not None else None
+        if mine != "COMMANDLINE" and theirs == "COMMANDLINE":
+            value = parent.params[name]
+        out.append(value)
+    return out
+
+
+def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
+    (as_json,) = _shared(ctx, as_json=as_json)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.console().print(table(data))
+
+
+@inspect_app.callback()
+def overview(
+    ctx: typer.Context,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Database path and size, schema version, users, sessions, messages, time ranges and retention."""
+    if ctx.invoked_subcommand is not None:
+        return  # the subcommand reads these options from ctx.parent
+    from .. import review
+
+    with open_existing(db, retention) as store:
+        data = review.overview(store)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.console().print(render.overview(data))
+
+
+@inspect_app.command("users")
+def users(
+    ctx: typer.Context, db: DbOption = "refind.db", retention: RetentionOption = None, as_json: JsonOption = False
+) -> None:
+    """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
+    from .. import review
+
+    with _open(ctx, db, retention) as store:
+        data = review.users(store)
+    _show(ctx, data, as_json, render.users_table)
+
+
+@inspect_app.command("user")
+def user(
+    ctx: typer.Context,
+    user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One user's sessions with dates and counts.
+
+      refind inspect user alice
+    """
+    from .. import review
+
+    with _open(ctx, db, retention) as store:
+        data = review.user(store, user_id)
+    _show(ctx, data, as_json, render.user_sessions)
+
+
+@inspect_app.command("session")
+def session(
+    ctx: typer.Context,
+    user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
+    session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")],
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One session's transcript as the index sees it: turns with their stable ids.
+
+      refind inspect session alice s1
+    """
+    from .. import review
+
+    with _open(ctx, db, retention) as store:
+        data = review.session(store, user_id, session_id)
+    _show(ctx, data, as_json, render.session_transcript)
+
+
+@inspect_app.command("turn")
+def turn(
+    ctx: typer.Context,
+    turn_id: Annotated[str, typer.Argument(metavar="ID", help="A turn id (from `inspect session` or a search).")],
+    neighbours: Annotated[int, typer.Option("--neighbours", "-n", min=0, help="Turns to show either side.")] = 2,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One turn with its neighbours in the same session."""
+    from .. import review
+
+    with _open(ctx, db, retention) as store:
+        data = review.turn(store, turn_id, neighbours=neighbours)
+    _show(ctx, data, as_json, render.turn_view)
+
+
+@inspect_app.command("events")
+def events(
+    ctx: typer.Context,
+    user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's events.")] = None,
+    kind: Annotated[
+        Optional[str], typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Newest N events (0 = all).")] = 100,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The audit log, newest first: every add, forget, expire and migration (counts and ids, never text)."""
+    from .. import review
+
+    with _open(ctx, db, retention) as store:
+        data = review.events(store, user_id=user_id, kind=kind, limit=limit)
+    _show(ctx, data, as_json, render.events_table)
+
+
+@inspect_app.command("tombstones")
+def tombstones(
+    ctx: typer.Context,
+    user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What forget removed, newest first: scope, ids, counts and content hashes (never text)."""
+    from .. import lifecycle
+
+    with _open(ctx, db, retention) as store:
+        data = lifecycle.tombstones(store, user_id=user_id)
+    _show(ctx, data, as_json, render.tombstones_table)
