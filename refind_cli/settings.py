@@ -35,3 +35,16 @@ def parse_retention(value: str | float | None) -> float | None:
 
 def retention_from_env() -> float | None:
     return parse_retention(os.environ.get(ENV_RETENTION_DAYS))
+
+# ---- `refind serve` ----------------------------------------------------------------------------------------------
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_BODY_MB = 32.0
+DEFAULT_SEARCH_THREADS = 256
+DEFAULT_EXPIRE_INTERVAL_S = 3600.0
+
+ENV_SERVER_TOKEN = "REFIND_SERVER_TOKEN"
+ENV_SERVER_MAX_BODY_MB = "REFIND_SERVER_MAX_BODY_MB"
+ENV_SERVER_SEARCH_THREADS = "REFIND_SERVER_SEARCH_THREADS"
+ENV_EXPIRE_INTERVAL_S = "REFIND_EXPIRE_INTERVAL_S"
