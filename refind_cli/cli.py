@@ -14,16 +14,19 @@ refind — agent memory over raw chat logs, stored verbatim in SQLite and search
 
 Replay a conversation, then search it:
 
+\b
   refind add --file fixtures/conversations.jsonl
   refind search "where did Caroline go hiking" --user alice --mode bm25
 
 A replay file is JSONL; each line is either an Add request in the contest's shape
 
+\b
   {"request_id": "r1", "user_id": "alice", "session_id": "s1",
    "messages": [{"role": "user", "content": "Alice: hi", "timestamp": 1700000000000}]}
 
 or a single message (consecutive lines of one user and session are grouped into requests):
 
+\b
   {"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi", "timestamp": 1700000000000}
 """
 

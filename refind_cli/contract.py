@@ -106,7 +106,7 @@ def parse_timestamp(value: Any, name: str = "timestamp") -> int | None:
             raise InvalidInput(f"{name}: must be a whole number of milliseconds, got {value!r}")
         value = int(value)
     if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
-        hint = " (that looks like seconds; multiply by 1000)" if 0 < value < MIN_TIMESTAMP_MS / 100 else ""
+        hint = " (that looks like seconds; multiply by 1000)" if 1_000_000 < value < MIN_TIMESTAMP_MS else ""
         raise InvalidInput(
             f"{name}: {value} is outside the accepted range of Unix milliseconds "
             f"[{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) (1973-03-03 to 2286-11-20){hint}"

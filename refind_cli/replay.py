@@ -292,6 +292,8 @@ def replay(
                 summary.problems.append(f"{name}: --strict: nothing stored because {len(errors)} line(s) are invalid")
                 return summary
         lines, done, total = open_lines(path)
+        if on_progress:
+            on_progress(0, total)
         batch: list[Parsed] = []
         for item in parse_lines(_counted(lines, summary), strict=strict):
             if isinstance(item, LineError):

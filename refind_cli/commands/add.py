@@ -18,6 +18,7 @@ Store messages verbatim: one message from the shell, or a JSONL replay with --fi
 
 One message:
 
+\b
   refind add "Caroline: I went hiking at Mount Rainier" --user alice --session s1 --at 2023-05-08T13:56
 
 Without --request-id the request id is 'cli-' plus a hash of the payload (user, session, role, content,
@@ -26,8 +27,10 @@ identical text twice.
 
 A replay (--file PATH, '-' for stdin, .gz accepted) reads one JSON object per line, in either shape:
 
+\b
   {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "hi"}]}
 
+\b
   {"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi", "timestamp": 1700000000000}
 
 Message lines of one user and session in a row become one request: with their request_id when they carry

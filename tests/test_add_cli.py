@@ -1,0 +1,185 @@
+"""`refind add` through the real CLI (CliRunner) on a real SQLite file: one message, replays, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+
+from conftest import FIXTURES
+
+from refind_cli.store import Store
+
+
+def rows(db_path, sql="SELECT user_id, session_id, role, content FROM messages ORDER BY seq"):
+    conn = sqlite3.connect(db_path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def jsonl(path, *objs_or_lines) -> str:
+    with open(path, "w", encoding="utf-8") as f:
+        for item in objs_or_lines:
+            f.write((item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)) + "\n")
+    return str(path)
+
+
+def add_line(rid, user="u1", session="s1", content="hello", **extra):
+    return {"request_id": rid, "user_id": user, "session_id": session,
+            "messages": [{"role": "user", "content": content, "timestamp": 1_700_000_000_000}], **extra}
+
+
+def test_help_explains_both_line_shapes(cli) -> None:
+    for args in (["--help"], ["add", "--help"]):
+        out = cli(*args).output
+        assert '"messages": [{"role": "user"' in out
+        assert '{"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi"' in out
+
+
+def test_one_message_from_the_shell(cli, db_path) -> None:
+    result = cli("add", "Alice: I adopted a cat named Biscuit", "--user", "alice", "--session", "s1",
+                 "--at", "2023-05-08T13:56", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["success"] is True and out["status"] == "added" and out["request_id"].startswith("cli-")
+    said = rows(db_path, "SELECT said_at FROM messages")[0][0]
+    assert said == 1_683_554_160_000  # 2023-05-08T13:56Z
+    again = cli("add", "Alice: I adopted a cat named Biscuit", "--user", "alice", "--session", "s1",
+                "--at", "2023-05-08T13:56", "--json")
+    assert json.loads(again.output)["status"] == "duplicate"
+    assert len(rows(db_path)) == 1
+
+
+def test_one_message_with_explicit_request_id_conflicts_on_other_text(cli, db_path) -> None:
+    assert cli("add", "first", "-u", "u", "-s", "s", "--request-id", "r1").exit_code == 0
+    result = cli("add", "second", "-u", "u", "-s", "s", "--request-id", "r1")
+    assert result.exit_code == 3
+    assert "request_id 'r1' of user 'u' is already stored with a different payload" in result.output
+    assert rows(db_path) == [("u", "s", "user", "first")]
+
+
+def test_one_message_faults(cli) -> None:
+    assert "one message needs --user and --session" in cli("add", "x", "--user", "u").output
+    bad_role = cli("add", "x", "-u", "u", "-s", "s", "--role", "robot")
+    assert bad_role.exit_code == 2
+    assert "messages[0].role: must be one of user, assistant, system; got 'robot'" in bad_role.output
+    assert "is not an ISO 8601 time" in cli("add", "x", "-u", "u", "-s", "s", "--at", "yesterday").output
+    assert "give either the message TEXT or --file PATH" in cli("add", "x", "--file", "f.jsonl").output
+
+
+def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
+    first = cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["messages_added"] == 13
+    second = cli("add", "--file", str(FIXTURES / "messages.jsonl"), "--json")
+    summary = json.loads(second.output)
+    assert (summary["requests_added"], summary["messages_added"], summary["invalid_lines"]) == (4, 9, 0)
+    stored = rows(db_path)
+    assert len(stored) == 22
+    # A session opening with an assistant message, multi-line and non-ASCII text, verbatim whitespace.
+    assert ("alice", "s3", "assistant", "Welcome back! Last time you mentioned planning a garden.") in stored
+    assert ("bob", "s1", "user", "Bob: 我上周去了杭州，西湖的风景真美。") in stored
+    assert ("alice", "s2", "assistant", "  Poor Biscuit. A grain-free salmon formula often helps with allergies.  ") in stored
+    # Message lines carrying a request_id are grouped under it.
+    assert rows(db_path, "SELECT count(*) FROM messages WHERE request_id = 'carol-recital'")[0][0] == 2
+    # Replaying both again adds nothing.
+    for name in ("conversations.jsonl", "messages.jsonl"):
+        again = json.loads(cli("add", "--file", str(FIXTURES / name), "--json").output)
+        assert again["messages_added"] == 0 and again["duplicates"] > 0
+    assert len(rows(db_path)) == 22
+
+
+def test_two_users_sharing_a_session_id_stay_apart(cli, db_path) -> None:
+    cli("add", "--file", str(FIXTURES / "messages.jsonl"))
+    store = Store(db_path)
+    assert {m.user_id for m in store.user_messages("carol")} == {"carol"}
+    assert [m.session_id for m in store.user_messages("dave")] == ["s1", "s1"]
+    store.close()
+
+
+def test_bad_line_7_is_reported_and_everything_valid_is_stored(cli, db_path, tmp_path) -> None:
+    lines = [add_line(f"r{i}", content=f"message {i}") for i in range(1, 7)]
+    lines.append('{"request_id": "r7", "user_id": "u1", "session_id": "s1", "messages": [')  # line 7: broken JSON
+    lines += [add_line(f"r{i}", content=f"message {i}") for i in range(8, 11)]
+    path = jsonl(tmp_path / "replay.jsonl", *lines)
+    result = cli("add", "--file", path)
+    assert result.exit_code == 2
+    assert f"{path}:7: not valid JSON" in result.output
+    assert sorted(r[3] for r in rows(db_path)) == sorted(f"message {i}" for i in range(1, 11) if i != 7)
+
+
+def test_every_kind_of_bad_line_names_file_and_line(cli, db_path, tmp_path) -> None:
+    path = jsonl(
+        tmp_path / "bad.jsonl",
+        add_line("ok1"),
+        '"just a string"',
+        {"foo": 1},
+        add_line("r", content=""),
+        {"user_id": "u1", "session_id": "s1", "role": "user"},
+        {"user_id": "u1", "role": "user", "content": "no session"},
+        {"user_id": "u1", "session_id": "s1", "role": "user", "content": "ok", "timestamp": "noon"},
+        add_line("ok2"),
+    )
+    with open(path, "ab") as f:
+        f.write(b'{"user_id": "u1", "session_id": "s1", "role": "user", "content": "\xff\xfe"}\n')
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert summary["problems"] == [
+        f"{path}:2: neither an Add request (an object with messages) nor a message (an object with role and content)",
+        f"{path}:3: neither an Add request (an object with messages) nor a message (an object with role and content)",
+        f"{path}:4: messages[0].content: must be a non-empty string",
+        f"{path}:5: content: required",
+        f"{path}:6: session_id: required",
+        f"{path}:7: timestamp: must be Unix milliseconds (an integer) or null, got string",
+        f"{path}:9: not valid UTF-8",
+    ]
+    assert summary["requests_added"] == 2 and summary["invalid_lines"] == 7
+
+
+def test_conflict_in_a_replay_is_reported_with_its_line(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "c.jsonl", add_line("r1", content="one"), add_line("r1", content="two"),
+                 add_line("r1", user="u2", content="two"))
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 3
+    assert summary["conflicts"] == 1 and summary["requests_added"] == 2
+    assert summary["problems"] == [
+        f"{path}:2: request_id 'r1' of user 'u1' is already stored with a different payload; "
+        "an identical replay is accepted, a changed one is not"
+    ]
+
+
+def test_strict_checks_the_whole_file_first_and_stores_nothing(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "s.jsonl", add_line("r1"), add_line("r2", metadata={"x": 1}), add_line("r3"))
+    result = cli("add", "--file", path, "--strict")
+    assert result.exit_code == 2
+    assert f"{path}:2: unknown field (refused by --strict): metadata" in result.output
+    assert rows(db_path) == []
+    lenient = cli("add", "--file", path)
+    assert lenient.exit_code == 0
+    assert f"warning: {path}:2: ignored unknown field: metadata" in lenient.output
+    assert len(rows(db_path)) == 3
+
+
+def test_stdin_and_gzip(cli, db_path, tmp_path) -> None:
+    payload = "\n".join(json.dumps(add_line(f"r{i}", content=f"gz {i}")) for i in range(5)) + "\n"
+    gz = tmp_path / "r.jsonl.gz"
+    gz.write_bytes(gzip.compress(payload.encode()))
+    assert cli("add", "--file", str(gz)).exit_code == 0
+    assert len(rows(db_path)) == 5
+    result = cli("add", "--file", "-", "--json", input=json.dumps(add_line("stdin-1", content="from stdin")) + "\n")
+    assert json.loads(result.output)["messages_added"] == 1
+    assert len(rows(db_path)) == 6
+
+
+def test_message_lines_group_by_session_in_runs_of_twenty(cli, db_path, tmp_path) -> None:
+    lines = [{"user_id": "u", "session_id": "s1", "role": "user", "content": f"m{i}"} for i in range(45)]
+    lines.append({"user_id": "u", "session_id": "s2", "role": "user", "content": "other session"})
+    path = jsonl(tmp_path / "m.jsonl", *lines)
+    summary = json.loads(cli("add", "--file", path, "--json").output)
+    assert (summary["requests_added"], summary["messages_added"]) == (4, 46)
+    sizes = rows(db_path, "SELECT message_count FROM requests")
+    assert sorted(s[0] for s in sizes) == [1, 5, 20, 20]

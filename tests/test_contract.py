@@ -1,0 +1,119 @@
+"""Add/Search validation: one precise message per fault, unknown fields reported, never a reason to lose a memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from refind_cli.contract import parse_add, parse_search
+from refind_cli.errors import InvalidInput
+
+GOOD = {"request_id": "r1", "user_id": "u1", "session_id": "s1",
+        "messages": [{"role": "user", "content": "Alice: hi", "timestamp": 1_700_000_000_000}]}
+
+
+def with_(**changes):
+    body = {**GOOD, **changes}
+    return {k: v for k, v in body.items() if v is not DROP}
+
+
+def msg(**changes):
+    m = {**GOOD["messages"][0], **changes}
+    return with_(messages=[{k: v for k, v in m.items() if v is not DROP}])
+
+
+DROP = object()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([1, 2], "request: must be a JSON object, got array"),
+        (with_(request_id=DROP), "request_id: required"),
+        (with_(request_id=None), "request_id: required"),
+        (with_(request_id=7), "request_id: must be a string, got number"),
+        (with_(request_id="  "), "request_id: must be a non-empty string"),
+        (with_(user_id=DROP), "user_id: required"),
+        (with_(user_id=""), "user_id: must be a non-empty string"),
+        (with_(session_id=["s"]), "session_id: must be a string, got array"),
+        (with_(messages=DROP), "messages: required"),
+        (with_(messages={"role": "user"}), "messages: must be an array, got object"),
+        (with_(messages=[]), "messages: must hold at least one message"),
+        (with_(messages=["hi"]), "messages[0]: must be an object with role and content, got string"),
+        (msg(role=DROP), "messages[0].role: required"),
+        (msg(role="tool"), "messages[0].role: must be one of user, assistant, system; got 'tool'"),
+        (msg(role="User"), "messages[0].role: must be one of user, assistant, system; got 'User'"),
+        (msg(content=DROP), "messages[0].content: required"),
+        (msg(content=5), "messages[0].content: must be a string, got number"),
+        (msg(content=" \n "), "messages[0].content: must be a non-empty string"),
+        (msg(timestamp="2023-01-01"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (msg(timestamp=True), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got boolean"),
+        (msg(timestamp=1.5e12 + 0.5), "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5"),
+        (msg(timestamp=1_700_000_000),
+         "messages[0].timestamp: 1700000000 is outside the accepted range of Unix milliseconds "
+         "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20) (that looks like seconds; multiply by 1000)"),
+        (msg(timestamp=-1),
+         "messages[0].timestamp: -1 is outside the accepted range of Unix milliseconds "
+         "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20)"),
+    ],
+)
+def test_each_fault_has_a_precise_message(body, message) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_add(body)
+    assert info.value.message == message
+
+
+def test_second_message_fault_names_its_index() -> None:
+    body = with_(messages=[GOOD["messages"][0], {"role": "assistant", "content": ""}])
+    with pytest.raises(InvalidInput, match=r"^messages\[1\]\.content: must be a non-empty string$"):
+        parse_add(body)
+
+
+def test_content_and_ids_are_kept_byte_for_byte() -> None:
+    content = "  Caroline: 周末去爬山吧 🏔\r\n  second line  "
+    req = parse_add(with_(request_id="eval:run_abc:sample-3:chunk-0", messages=[{"role": "user", "content": content}]))
+    assert req.messages[0].content == content
+    assert req.request_id == "eval:run_abc:sample-3:chunk-0"
+
+
+def test_timestamp_may_be_absent_null_or_an_integral_float() -> None:
+    assert parse_add(msg(timestamp=DROP)).messages[0].timestamp is None
+    assert parse_add(msg(timestamp=None)).messages[0].timestamp is None
+    assert parse_add(msg(timestamp=1.7e12)).messages[0].timestamp == 1_700_000_000_000
+
+
+def test_unknown_fields_are_reported_not_refused_unless_strict() -> None:
+    body = with_(metadata={"x": 1}, agent_id="a", messages=[{"role": "user", "content": "hi", "name": "Al"}])
+    req = parse_add(body)
+    assert req.unknown_fields == ("metadata", "agent_id", "messages[0].name")
+    with pytest.raises(InvalidInput, match=r"unknown fields \(refused by --strict\): metadata, agent_id, messages\[0\]\.name"):
+        parse_add(body, strict=True)
+
+
+def test_payload_hash_ignores_key_order_and_unknown_fields_but_not_content() -> None:
+    a = parse_add(GOOD)
+    b = parse_add({"messages": [{"timestamp": 1_700_000_000_000, "content": "Alice: hi", "role": "user", "x": 1}],
+                   "session_id": "s1", "user_id": "u1", "request_id": "r1", "app_id": "z"})
+    c = parse_add(msg(content="Alice: hi "))
+    assert a.payload_hash() == b.payload_hash() != c.payload_hash()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"user_id": "u", "top_k": 5}, "query: required"),
+        ({"query": "q", "top_k": 5}, "user_id: required"),
+        ({"query": "q", "user_id": "u"}, "top_k: required"),
+        ({"query": "q", "user_id": "u", "top_k": "5"}, "top_k: must be an integer, got string"),
+        ({"query": "q", "user_id": "u", "top_k": 0}, "top_k: must be between 1 and 1000, got 0"),
+        ({"query": "q", "user_id": "u", "top_k": 5, "options": "A"}, "options: must be an array of strings"),
+    ],
+)
+def test_search_faults(body, message) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_search(body)
+    assert info.value.message == message
+
+
+def test_search_accepts_options_and_ignores_unknown_fields() -> None:
+    req = parse_search({"query": "q", "user_id": "u", "top_k": 100, "options": ["A. tea", "B. coffee"], "filters": {}})
+    assert req.options == ("A. tea", "B. coffee") and req.unknown_fields == ("filters",)

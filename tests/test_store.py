@@ -1,0 +1,150 @@
+"""The store: schema by migrations, idempotent all-or-nothing Adds, per-user idempotency keys, the scoped read."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from refind_cli import migrations
+from refind_cli.contract import AddRequest, Message, parse_add
+from refind_cli.errors import Conflict
+from refind_cli.store import Store, message_id
+
+
+def req(rid: str = "r1", user: str = "u1", session: str = "s1", *texts: str, ts: int | None = None) -> AddRequest:
+    texts = texts or ("hello",)
+    return AddRequest(rid, user, session, tuple(Message("user", t, ts) for t in texts))
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def test_empty_database_migrates_to_the_full_schema(db_path) -> None:
+    store = Store(db_path)
+    conn = store.conn
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"_migrations", "requests", "messages", "users", "events", "tombstones", "searches"} <= tables
+    assert columns(conn, "messages") == [
+        "seq", "id", "user_id", "session_id", "request_id", "idx", "role", "content", "said_at", "recorded_at",
+    ] + columns(conn, "messages")[10:]
+    assert columns(conn, "requests")[:4] == ["user_id", "request_id", "session_id", "payload_hash"]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+    names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+    assert names == [name for name, _ in migrations.MIGRATIONS]
+    assert migrations.schema_version(conn) == len(migrations.MIGRATIONS)
+    migrate_events = conn.execute("SELECT count(*) FROM events WHERE kind = 'migrate'").fetchone()[0]
+    assert migrate_events == len(migrations.MIGRATIONS)
+    store.close()
+    # Reopening applies nothing twice.
+    again = Store(db_path)
+    assert [r[0] for r in again.conn.execute("SELECT name FROM _migrations")] == names
+    assert again.conn.execute("SELECT count(*) FROM events WHERE kind = 'migrate'").fetchone()[0] == migrate_events
+    again.close()
+
+
+def test_add_stores_verbatim_with_stable_ids_and_both_time_axes(db_path) -> None:
+    clock = iter([1_700_000_000_000 + i for i in range(100)])
+    store = Store(db_path, clock=lambda: next(clock))
+    content = "  Alice: 我去了杭州\nline two\t "
+    outcome = store.add(AddRequest("eval:run_abc:0:chunk-0", "u1", "s:1",
+                                   (Message("user", content, 1_690_000_000_000), Message("assistant", "ok"))))
+    assert (outcome.status, outcome.messages) == ("added", 2)
+    rows = store.user_messages("u1")
+    assert [m.content for m in rows] == [content, "ok"]
+    assert rows[0].id == message_id("u1", "eval:run_abc:0:chunk-0", 0)
+    assert rows[0].said_at == 1_690_000_000_000 and rows[1].said_at is None
+    assert rows[0].recorded_at >= 1_700_000_000_000
+    assert rows[0].session_id == "s:1" and rows[0].request_id == "eval:run_abc:0:chunk-0"
+    event = store.conn.execute("SELECT kind, user_id, request_id, rows FROM events WHERE kind = 'add'").fetchone()
+    assert event == ("add", "u1", "eval:run_abc:0:chunk-0", 2)
+
+
+def test_identical_replay_is_a_noop_and_changed_payload_a_conflict(store) -> None:
+    assert store.add(req("r1", "u1", "s1", "a", "b")).status == "added"
+    assert store.add(req("r1", "u1", "s1", "a", "b")).status == "duplicate"
+    with pytest.raises(Conflict, match="request_id 'r1' of user 'u1' is already stored with a different payload"):
+        store.add(req("r1", "u1", "s1", "a", "CHANGED"))
+    assert [m.content for m in store.user_messages("u1")] == ["a", "b"]
+    assert store.conn.execute("SELECT count(*) FROM events WHERE kind = 'add'").fetchone()[0] == 1
+
+
+def test_unknown_fields_do_not_change_identity(store) -> None:
+    body = {"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "x"}]}
+    assert store.add(parse_add(body)).status == "added"
+    noisy = dict(body, metadata={"a": 1}, messages=[{"role": "user", "content": "x", "timestamp": None, "extra": 1}])
+    assert store.add(parse_add(noisy)).status == "duplicate"
+
+
+def test_same_request_id_under_two_users_is_two_requests(store) -> None:
+    assert store.add(req("shared", "u1", "s1", "from u1")).status == "added"
+    assert store.add(req("shared", "u2", "s1", "from u2")).status == "added"
+    assert [m.content for m in store.user_messages("u1")] == ["from u1"]
+    assert [m.content for m in store.user_messages("u2")] == ["from u2"]
+
+
+def test_add_many_is_all_or_nothing_per_request(store) -> None:
+    store.add(req("r1", "u1", "s1", "original"))
+    outcomes = store.add_many([req("r0", "u1", "s1", "ok 0"), req("r1", "u1", "s1", "clash"), req("r2", "u1", "s1", "ok 2")])
+    assert [type(o).__name__ if isinstance(o, Exception) else o.status for o in outcomes] == [
+        "added", "Conflict", "added"]
+    assert sorted(m.content for m in store.user_messages("u1")) == ["ok 0", "ok 2", "original"]
+
+
+def test_a_failing_request_leaves_no_partial_rows(store, monkeypatch) -> None:
+    """A write that breaks half-way (here: the event insert) rolls the whole request back."""
+    def boom(*args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "record_event", boom)
+    with pytest.raises(sqlite3.OperationalError):
+        store.add(req("r1", "u1", "s1", "a", "b"))
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    assert store.conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
+    assert store.user_version("u1") == 0
+
+
+def test_every_mutation_bumps_the_user_version(store) -> None:
+    assert store.user_version("u1") == 0
+    store.add(req("r1", "u1"))
+    store.add(req("r1", "u1"))  # duplicate: not a mutation
+    assert store.user_version("u1") == 1
+    store.add(req("r2", "u1"))
+    assert (store.user_version("u1"), store.user_version("u2")) == (2, 0)
+
+
+def test_scoped_read_never_returns_another_users_rows(store) -> None:
+    store.add(req("r1", "alice", "shared-session", "alice secret"))
+    store.add(req("r1", "bob", "shared-session", "bob secret"))
+    assert {m.user_id for m in store.user_messages("alice")} == {"alice"}
+    assert store.user_messages("nobody") == []
+
+
+def test_retention_and_as_of_hide_rows_at_read_time(db_path) -> None:
+    now = [1_700_000_000_000]
+    store = Store(db_path, clock=lambda: now[0], retention_days=30)
+    store.add(req("old", "u", "s", "old text"))
+    now[0] += 10 * 86_400_000
+    store.add(req("new", "u", "s", "new text"))
+    assert [m.content for m in store.user_messages("u", as_of=now[0] - 1)] == ["old text"]
+    now[0] += 25 * 86_400_000  # old is 35 days old, new is 25
+    assert [m.content for m in store.user_messages("u")] == ["new text"]
+
+
+def test_open_reports_a_missing_folder_clearly(tmp_path) -> None:
+    from refind_cli.errors import RefindError
+
+    with pytest.raises(RefindError, match="folder .* does not exist"):
+        Store(tmp_path / "nope" / "x.db")
+
+
+def test_open_reports_a_file_that_is_not_a_database(tmp_path) -> None:
+    from refind_cli.errors import RefindError
+
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(RefindError, match="cannot open database"):
+        Store(bad)
