@@ -39,3 +39,31 @@ def replay_summary(summary: dict[str, Any]) -> Table:
 
 def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
+
+
+
+def print_blocks(blocks, *, query: str) -> None:
+    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    out = console()
+    if not blocks:
+        out.print(f"no match for {query!r}", markup=False)
+        return
+    for rank, block in enumerate(blocks, 1):
+        body = Text()
+        start, end = block.anchor_lines
+        for i, line in enumerate(block.content.split("\n")):
+            body.append(line + "\n", style="bold yellow" if start <= i < end else "")
+        body.rstrip()
+        title = f"#{rank}  score {block.score:.4f}  session {block.session_id}"
+        said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
+        subtitle = f"{said}recorded {block.created_at} · id {block.id}"
+        out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
+
+
+def _minute(ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")

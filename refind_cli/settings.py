@@ -15,6 +15,12 @@ DEFAULT_RETENTION_DAYS = 30.0
 ENV_DB = "REFIND_DB"
 ENV_RETENTION_DAYS = "REFIND_RETENTION_DAYS"
 
+# Search (retrieval)
+DEFAULT_MODE = "agent"
+ENV_MODE = "REFIND_MODE"  # `refind search --mode`: agent | bm25
+DEFAULT_INDEX_CACHE = 8
+ENV_INDEX_CACHE = "REFIND_INDEX_CACHE"  # how many per-user indexes a process keeps in memory
+
 OFF_WORDS = frozenset({"off", "none", "never"})
 
 

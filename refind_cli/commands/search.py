@@ -1,9 +1,100 @@
-"""`refind search` — not built yet (see the issue that owns it)."""
+"""`refind search`: one user's evidence blocks — by the LLM planner (agent mode) or by BM25 alone (bm25 mode)."""
 
 from __future__ import annotations
 
+import os
+from typing import Annotated, Optional
+
 import typer
+
+from .. import render, settings
+from ..errors import InvalidInput, RefindError
+from ..options import DbOption, JsonOption, RetentionOption, UserOption, open_store
+
+SEARCH_HELP = """\
+Search one user's memory and print evidence blocks, best first.
+
+  refind search "where did Caroline go hiking" --user alice --mode bm25
+  refind search "hiking" --user alice --mode bm25 --date-from 2023/05/01 --date-to 2023/05/31 --json
+
+bm25 mode ranks the user's turns with BM25, fuses each turn's rank with its session's rank, and shows each hit
+with its neighbouring turns. agent mode lets an LLM planner run several such searches. --json prints the
+contract's search response: {"data": [{"id", "content", "score", "created_at"}]}; no match prints {"data": []}.
+"""
+
+MODES = ("agent", "bm25")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's command(s) to the app."""
+    app.command("search", help=SEARCH_HELP, no_args_is_help=True)(search)
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    user: UserOption,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="At most this many blocks.", min=1, max=1000)] = 10,
+    date_from: Annotated[
+        Optional[str], typer.Option("--date-from", help="Only turns said on/after this date (YYYY/MM/DD or ISO).")
+    ] = None,
+    date_to: Annotated[
+        Optional[str], typer.Option("--date-to", help="Only turns said on/before this date (YYYY/MM/DD or ISO).")
+    ] = None,
+    mode: Annotated[
+        Optional[str],
+        typer.Option("--mode", envvar=settings.ENV_MODE, help="agent (LLM planner) or bm25. Default: agent."),
+    ] = None,
+    options: Annotated[
+        Optional[list[str]], typer.Option("--option", help="A multiple-choice answer option (repeatable).")
+    ] = None,
+    as_of: Annotated[
+        Optional[str], typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
+    ] = None,
+    db: DbOption = settings.DEFAULT_DB,
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
+    if mode not in MODES:
+        raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
+    from ..search import parse_date
+
+    if date_from:
+        parse_date(date_from)
+    if date_to:
+        parse_date(date_to, end=True)
+    cutoff = _parse_as_of(as_of)
+    with open_store(db, retention) as store:
+        if mode == "agent":
+            blocks = _agent(store, user, query, top_k, date_from, date_to, options or [], cutoff)
+        else:
+            from ..search import search as bm25_search
+
+            blocks = bm25_search(
+                store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
+                options=tuple(options or ()), as_of=cutoff,
+            )
+    blocks = blocks[:top_k]
+    if as_json:
+        render.print_json({"data": [b.as_contract() for b in blocks]})
+        return
+    render.print_blocks(blocks, query=query)
+
+
+def _agent(store, user, query, top_k, date_from, date_to, options, as_of):
+    try:
+        from ..planner import agent_search  # written by the planner work
+    except ImportError:
+        raise RefindError("agent mode is not available yet: use --mode bm25 (or REFIND_MODE=bm25)") from None
+    return agent_search(store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
+                        options=tuple(options), as_of=as_of)
+
+
+def _parse_as_of(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    from ..search import parse_date
+
+    return parse_date(text, end=True)

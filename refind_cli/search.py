@@ -1,0 +1,389 @@
+"""Search one user's memory: evidence blocks from BM25 over turns, with session fusion and neighbouring turns.
+
+Library API (the CLI, the planner, the server and the evaluation all call these):
+
+* :func:`search` — one call: the user's (cached) index, then :meth:`UserIndex.search`;
+* :func:`user_index` — the per-user index, built from ONE ``store.user_messages(user_id, as_of=…)`` read and kept
+  in an in-process LRU cache keyed by (database file, user, ``users.version``, as_of, index settings). Every
+  mutation of a user bumps its version, so a changed user is re-read; an entry holding a message that has since
+  fallen out of the retention window is rebuilt before it is used; :func:`evict` / :func:`clear` drop entries;
+* :func:`parse_date` — the date bounds a search accepts.
+
+Every variant the evaluation measures is a field of :class:`SearchConfig`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from .errors import InvalidInput
+from .index import TurnIndex, build_index, bm25_scores, eligible, fuse, neighbours
+from .tokenize import analyze
+from .turns import TURN_UNITS, Turn, build_turns
+
+if TYPE_CHECKING:
+    from .store import Store, StoredMessage
+
+SKIP_MODES = ("session", "turn")
+OVERLAP_POLICIES = ("repeat", "trim")
+NEIGHBOUR_ROLES = ("all", "same")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological."""
+
+    id: str  # the anchor turn's stable id
+    content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (no date part when unknown)
+    score: float  # strictly decreasing with rank
+    created_at: str  # ISO 8601 UTC recorded-at of the anchor turn
+    session_id: str
+    said_at: int | None  # the anchor's said-at (Unix ms)
+    message_ids: tuple[str, ...]  # every message shown in the block, chronological
+    anchor_ids: tuple[str, ...]  # the anchor turn's message ids
+    anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
+
+    def as_contract(self) -> dict:
+        """The contract's search item."""
+        return {"id": self.id, "content": self.content, "score": self.score, "created_at": self.created_at}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Every retrieval variant, one field each. The defaults are the ones chosen by measurement (BENCHMARKS.md)."""
+
+    # index (changing these builds another index)
+    turn_unit: str = "message"  # "message" | "pair"
+    index_labels: bool = True  # index a leading "Name: " speaker label (False strips it before tokenizing)
+    k1: float = 1.2
+    b: float = 0.75
+    # ranking
+    session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
+    rrf_k: int = 60
+    options_in_query: bool = True  # append the multiple-choice options to the query
+    # rendering
+    neighbours: int = 2  # ±N turns of context within the session
+    neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
+    neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
+    overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
+    skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
+
+    def __post_init__(self) -> None:
+        _check("turn_unit", self.turn_unit, TURN_UNITS)
+        _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
+        _check("overlap", self.overlap, OVERLAP_POLICIES)
+        _check("skip", self.skip, SKIP_MODES)
+        if self.neighbours < 0:
+            raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
+
+    def index_key(self) -> tuple:
+        """The fields that shape the index (the rest only change how it is queried and rendered)."""
+        return (self.turn_unit, self.index_labels, self.k1, self.b)
+
+    def with_(self, **changes) -> SearchConfig:
+        return replace(self, **changes)
+
+
+def _check(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class Skip:
+    """What a later planner round leaves out: whole sessions (``mode="session"``, session ids) or single turns
+    (``mode="turn"``, turn/block ids)."""
+
+    mode: str = "session"
+    ids: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        _check("skip mode", self.mode, SKIP_MODES)
+        object.__setattr__(self, "ids", frozenset(self.ids))
+
+
+# ---- dates ---------------------------------------------------------------------------------------------------
+
+_DATE_FORMATS = ("%Y/%m/%d", "%Y-%m-%d", "%Y%m%d")
+
+
+def parse_date(text: str, *, end: bool = False) -> int:
+    """YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 datetime (UTC unless it names a zone) → Unix ms.
+
+    A bare date means the start of that day (UTC), or its last millisecond with ``end=True``.
+    """
+    raw = (text or "").strip() if isinstance(text, str) else text
+    if not isinstance(raw, str) or not raw:
+        raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
+    for fmt in _DATE_FORMATS:
+        try:
+            day = datetime.strptime(raw, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        ms = int(day.timestamp() * 1000)
+        return ms + 86_400_000 - 1 if end else ms
+    try:
+        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as "
+            "2023-05-08T13:56"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def _bound(value: str | int | None, *, end: bool) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return parse_date(value, end=end)
+
+
+def format_time(ms: int | None, *, seconds: bool = False) -> str:
+    if ms is None:
+        return ""
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def iso_utc(ms: int) -> str:
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ---- the per-user index ----------------------------------------------------------------------------------------
+
+
+def _strip_label(content: str) -> str:
+    """Content without a leading speaker label such as 'Caroline: ' (up to 40 characters, no newline)."""
+    head, sep, rest = content.partition(": ")
+    if sep and 0 < len(head) <= 40 and "\n" not in head:
+        return rest
+    return content
+
+
+def turn_tokenizer(config: SearchConfig):
+    def tokenize(turn: Turn) -> list[str]:
+        parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
+        return analyze("\n".join(parts))
+
+    return tokenize
+
+
+class UserIndex:
+    """One user's turns, indexed. Built from one scoped read; searched many times (thread-safe: read-only)."""
+
+    def __init__(self, messages: Sequence[StoredMessage], config: SearchConfig | None = None) -> None:
+        self.config = config or SearchConfig()
+        turns = build_turns(messages, self.config.turn_unit)
+        self.index: TurnIndex = build_index(
+            turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
+        )
+        self._message_session = {m.id: m.session_id for t in turns for m in t.messages}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def turns(self) -> list[Turn]:
+        return self.index.turns
+
+    def session_of(self, block_or_turn_id: str) -> str | None:
+        """The session of a block, turn or message id (None when unknown to this index)."""
+        pos = self.index.turn_pos.get(block_or_turn_id)
+        if pos is not None:
+            return self.index.turns[pos].session_id
+        return self._message_session.get(block_or_turn_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        date_from: str | int | None = None,
+        date_to: str | int | None = None,
+        skip: Skip | None = None,
+        options: Sequence[str] = (),
+        config: SearchConfig | None = None,
+    ) -> list[Block]:
+        """The best ``top_k`` evidence blocks for ``query`` (fewer when fewer turns match; none for no match).
+
+        ``config`` may override the query-time and rendering fields; the index fields must match this index.
+        """
+        cfg = config or self.config
+        if cfg.index_key() != self.config.index_key():
+            raise ValueError("config changes how the index is built: get another user_index for it")
+        lo, hi = _bound(date_from, end=False), _bound(date_to, end=True)
+        if top_k <= 0:
+            return []
+        text = query
+        if cfg.options_in_query and options:
+            text = "\n".join([query, *options])
+        tokens = analyze(text)
+        if not tokens or len(self.index) == 0:
+            return []
+        idx = self.index
+        scores = bm25_scores(idx, tokens)
+        mask = eligible(
+            idx,
+            date_from=lo,
+            date_to=hi,
+            skip_sessions=skip.ids if skip and skip.mode == "session" else (),
+            skip_turns=skip.ids if skip and skip.mode == "turn" else (),
+        )
+        scores = scores * mask
+        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion)
+        return _render(idx, order, fused, top_k=top_k, cfg=cfg)
+
+
+def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> list[Block]:
+    blocks: list[Block] = []
+    shown: set[str] = set()  # message ids already shown (overlap="trim")
+    last_score = float("inf")
+    for pos, score in zip(order.tolist(), fused.tolist()):
+        if len(blocks) >= top_k:
+            break
+        anchor = idx.turns[pos]
+        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
+            continue  # already shown in full by a better block
+        role = anchor.messages[0].role
+        lines: list[str] = []
+        ids: list[str] = []
+        anchor_lines = (0, 0)
+        for j in neighbours(idx, pos, cfg.neighbours):
+            turn = idx.turns[j]
+            is_anchor = j == pos
+            if not is_anchor and cfg.neighbour_roles == "same" and turn.messages[0].role != role:
+                continue
+            first_line = len(lines)
+            for m in turn.messages:
+                if cfg.overlap == "trim" and m.id in shown and not is_anchor:
+                    continue
+                text = m.content
+                if not is_anchor and cfg.neighbour_chars is not None and len(text) > cfg.neighbour_chars:
+                    text = text[: cfg.neighbour_chars].rstrip() + " …"
+                lines.extend(render_line(m.said_at, m.role, text).split("\n"))
+                ids.append(m.id)
+            if is_anchor:
+                anchor_lines = (first_line, len(lines))
+        shown.update(ids)
+        score = min(score, _below(last_score))
+        last_score = score
+        blocks.append(
+            Block(
+                id=anchor.id,
+                content="\n".join(lines),
+                score=score,
+                created_at=iso_utc(anchor.recorded_at),
+                session_id=anchor.session_id,
+                said_at=anchor.said_at,
+                message_ids=tuple(ids),
+                anchor_ids=anchor.message_ids,
+                anchor_lines=anchor_lines,
+            )
+        )
+    return blocks
+
+
+def _below(x: float) -> float:
+    """The largest float below x (keeps scores strictly decreasing even when fused scores tie)."""
+    import math
+
+    return math.nextafter(x, float("-inf"))
+
+
+def render_line(said_at: int | None, role: str, content: str) -> str:
+    stamp = format_time(said_at)
+    return f"[{stamp}] {role}: {content}" if stamp else f"{role}: {content}"
+
+
+# ---- the cache ----------------------------------------------------------------------------------------------
+
+_CACHE: OrderedDict[tuple, UserIndex] = OrderedDict()
+_LOCK = threading.Lock()
+CACHE_SIZE = 8
+
+
+def _db_key(store: Store) -> str:
+    try:
+        return str(store.path.resolve())
+    except OSError:
+        return str(store.path)
+
+
+def user_index(
+    store: Store, user_id: str, *, as_of: int | None = None, config: SearchConfig | None = None
+) -> UserIndex:
+    """The user's index, from the cache when the user has not changed since it was built."""
+    config = config or SearchConfig()
+    version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
+    key = (_db_key(store), user_id, version, as_of, config.index_key())
+    cutoff = store.retention_cutoff()
+    with _LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None:
+            oldest = entry.index.min_recorded_at
+            if cutoff is not None and oldest is not None and oldest < cutoff:
+                del _CACHE[key]  # something in it has expired since it was built
+                entry = None
+            else:
+                _CACHE.move_to_end(key)
+    if entry is not None:
+        return entry if entry.config == config else _with_config(entry, config)
+    built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
+    with _LOCK:
+        for old in [k for k in _CACHE if k[:2] == key[:2] and k[2] < version]:
+            del _CACHE[old]  # older versions of this user are dead
+        _CACHE[key] = built
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return built
+
+
+def _with_config(entry: UserIndex, config: SearchConfig) -> UserIndex:
+    view = object.__new__(UserIndex)
+    view.__dict__.update(entry.__dict__)
+    view.config = config
+    return view
+
+
+def evict(user_id: str) -> None:
+    """Drop every cached index of ``user_id`` (all databases): forget/expire call this."""
+    with _LOCK:
+        for key in [k for k in _CACHE if k[1] == user_id]:
+            del _CACHE[key]
+
+
+def clear() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def search(
+    store: Store,
+    user_id: str,
+    query: str,
+    *,
+    top_k: int,
+    date_from: str | int | None = None,
+    date_to: str | int | None = None,
+    options: Sequence[str] = (),
+    as_of: int | None = None,
+    config: SearchConfig | None = None,
+    skip: Skip | None = None,
+) -> list[Block]:
+    """One user's best ``top_k`` evidence blocks for ``query``: ``[]`` when nothing matches or the user is unknown.
+
+    An unparsable date raises InvalidInput (checked before anything is read).
+    """
+    _bound(date_from, end=False), _bound(date_to, end=True)
+    ui = user_index(store, user_id, as_of=as_of, config=config)
+    return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)

@@ -1,0 +1,121 @@
+"""One tokenizer for corpus and query, in every language the contest sends.
+
+``analyze(text)``:
+
+1. NFKC-normalise (full-width Latin letters and digits become ASCII) and lowercase;
+2. split on whitespace and punctuation (a token is a run of letters, marks and digits; ``_`` splits too);
+3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
+   a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``;
+4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
+   stemmed with the full Snowball English stemmer (PyStemmer);
+5. numbers and words of any other script (Cyrillic, Greek, Arabic, Devanagari, …) are kept intact.
+
+``plain_tokenize(text)`` is the English-only word splitter that the evaluation compares against: the same steps
+without 3 (a run of Han characters stays one token).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+# Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
+# Hangul syllables and jamo, CJK symbols such as 々 and 〆.
+_CJK_CLASS = (
+    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+# Combining marks (which ``\w`` leaves out) of the scripts that need them inside words: Latin/Greek/Cyrillic
+# diacritics, Hebrew and Arabic points, the Indic scripts (Devanagari … Malayalam, minus the danda punctuation), Thai.
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f"
+    "\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0900-\u0963\u0966-\u0d7f\u0e00-\u0e7f"
+    "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+)
+_WORD = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")
+_CJK_SPLIT = re.compile(f"([{_CJK_CLASS}]+)")
+_LATIN = re.compile(r"[0-9a-z\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]+")
+
+# English stop-words (the NLTK list, which bm25s also uses), applied to lowercased Latin words before stemming.
+STOPWORDS_EN = frozenset(
+    """
+    a about above after again against ain all am an and any are aren aren't as at be because been before being
+    below between both but by can couldn couldn't d did didn didn't do does doesn doesn't doing don don't down
+    during each few for from further had hadn hadn't has hasn hasn't have haven haven't having he her here hers
+    herself him himself his how i if in into is isn isn't it it's its itself just ll m ma me mightn mightn't more
+    most mustn mustn't my myself needn needn't no nor not now o of off on once only or other our ours ourselves
+    out over own re s same shan shan't she she's should should've shouldn shouldn't so some such t than that
+    that'll the their theirs them themselves then there these they this those through to too under until up ve
+    very was wasn wasn't we were weren weren't what when where which while who whom why will with won won't
+    wouldn wouldn't y you you'd you'll you're you've your yours yourself yourselves
+    """.split()
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer  # PyStemmer: C Snowball stemmers
+
+    return Stemmer.Stemmer("english")
+
+
+_STEM_CACHE: dict[str, str] = {}
+
+
+def _stem(word: str) -> str:
+    stem = _STEM_CACHE.get(word)
+    if stem is None:
+        if len(_STEM_CACHE) > 500_000:
+            _STEM_CACHE.clear()
+        stem = _STEM_CACHE[word] = _stemmer().stemWord(word)
+    return stem
+
+
+def _latin_or_other(piece: str, out: list[str]) -> None:
+    """A non-CJK word: stop-word removal and stemming when Latin-script, else kept as is."""
+    if _LATIN.fullmatch(piece):
+        if piece not in STOPWORDS_EN:
+            out.append(_stem(piece))
+    else:
+        out.append(piece)
+
+
+def _bigrams(run: str, out: list[str]) -> None:
+    if len(run) == 1:
+        out.append(run)
+    else:
+        out.extend(run[i : i + 2] for i in range(len(run) - 1))
+
+
+def _normalise(text: str) -> str:
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return text.lower()
+
+
+def analyze(text: str) -> list[str]:
+    """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
+    out: list[str] = []
+    for word in _WORD.findall(_normalise(text)):
+        if word.isascii():
+            if word not in STOPWORDS_EN:
+                out.append(_stem(word))
+            continue
+        for i, piece in enumerate(_CJK_SPLIT.split(word)):
+            if not piece:
+                continue
+            if i % 2:  # the capturing group: a CJK run
+                _bigrams(piece, out)
+            else:
+                _latin_or_other(piece, out)
+    return out
+
+
+def plain_tokenize(text: str) -> list[str]:
+    """The English-only baseline: words split on whitespace/punctuation, stop-words, stemming; no CJK bigrams."""
+    out: list[str] = []
+    for word in _WORD.findall(_normalise(text)):
+        _latin_or_other(word, out)
+    return out

@@ -1,0 +1,119 @@
+"""The public search API end to end on a real SQLite store: blocks, dates, top_k, no-match cases."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from refind_cli import search as S
+from refind_cli.errors import InvalidInput
+
+from helpers_retrieval import DAY, T0, add
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    S.clear()
+    yield
+    S.clear()
+
+
+def _conversation(store):
+    add(store, "alice", "s1", ("user", "Alice: I booked the trip to Lisbon"), ("assistant", "Lovely. Flying direct?"),
+        ("user", "Alice: Yes, from Boston with my sister Maya"), at=T0)
+    add(store, "alice", "s2", ("user", "Alice: Biscuit the dog needs grain-free food"),
+        ("assistant", "Try a salmon formula"), at=T0 + 30 * DAY)
+    add(store, "alice", "s3", ("user", "Alice: Maya ran a marathon in Porto"), at=T0 + 60 * DAY)
+
+
+def test_blocks_have_the_contract_shape_and_decreasing_scores(store):
+    _conversation(store)
+    blocks = S.search(store, "alice", "Maya Lisbon trip", top_k=5)
+    assert blocks, "Maya and Lisbon are in alice's history"
+    assert blocks[0].session_id == "s1"
+    scores = [b.score for b in blocks]
+    assert all(a > b for a, b in zip(scores, scores[1:]))
+    line = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d\] (user|assistant|system): ")
+    for b in blocks:
+        assert set(b.as_contract()) == {"id", "content", "score", "created_at"}
+        assert b.content and all(line.match(x) for x in b.content.split("\n"))
+        assert b.created_at.endswith("Z")
+        assert set(b.anchor_ids) <= set(b.message_ids)
+        assert b.id == b.anchor_ids[0]
+
+
+def test_neighbours_are_shown_chronologically_within_the_session(store):
+    _conversation(store)
+    (block,) = S.search(store, "alice", "salmon formula", top_k=1)
+    assert block.session_id == "s2"
+    assert block.content.split("\n") == [
+        "[2023-07-01 08:00] user: Alice: Biscuit the dog needs grain-free food",
+        "[2023-07-01 08:01] assistant: Try a salmon formula",
+    ]
+    assert block.anchor_lines == (1, 2)
+
+
+def test_never_more_than_top_k(store):
+    _conversation(store)
+    assert len(S.search(store, "alice", "Alice", top_k=2)) == 2
+    assert len(S.search(store, "alice", "Alice", top_k=1)) == 1
+
+
+def test_no_match_unknown_user_and_stop_words_give_nothing(store):
+    _conversation(store)
+    assert S.search(store, "alice", "zeppelin", top_k=5) == []
+    assert S.search(store, "nobody", "Lisbon", top_k=5) == []
+    assert S.search(store, "alice", "what is the", top_k=5) == []
+
+
+def test_date_range_filters_before_ranking(store):
+    _conversation(store)
+    blocks = S.search(store, "alice", "Maya", top_k=5, date_from="2023/07/15")
+    assert [b.session_id for b in blocks] == ["s3"]
+    blocks = S.search(store, "alice", "Maya", top_k=5, date_to="2023-06-01")
+    assert [b.session_id for b in blocks] == ["s1"]  # date_to is inclusive of the whole day
+
+
+def test_turns_without_said_at_are_left_out_of_date_bounded_searches(store):
+    add(store, "u", "s", ("user", "the undated kayak"))
+    add(store, "u", "t", ("user", "the dated kayak", T0))
+    assert len(S.search(store, "u", "kayak", top_k=5)) == 2
+    blocks = S.search(store, "u", "kayak", top_k=5, date_from="2020/01/01")
+    assert [b.session_id for b in blocks] == ["t"]
+
+
+@pytest.mark.parametrize("bad", ["2023/13/01", "yesterday", "", "05/08/2023"])
+def test_unparsable_date_raises_instead_of_searching_unfiltered(store, bad):
+    _conversation(store)
+    with pytest.raises(InvalidInput):
+        S.search(store, "alice", "Maya", top_k=5, date_from=bad)
+
+
+def test_parse_date_forms():
+    assert S.parse_date("2023/06/01") == T0 - 8 * 3_600_000
+    assert S.parse_date("2023-06-01") == S.parse_date("2023/06/01")
+    assert S.parse_date("2023-06-01", end=True) == S.parse_date("2023-06-02") - 1
+    assert S.parse_date("2023-06-01T08:00") == T0
+    assert S.parse_date("2023-06-01T10:00+02:00") == T0
+
+
+def test_options_join_the_query_when_configured(store):
+    _conversation(store)
+    assert S.search(store, "alice", "which city?", top_k=3) == []
+    hits = S.search(store, "alice", "which city?", top_k=3, options=["Porto", "Madrid"])
+    assert hits and hits[0].session_id == "s3"
+    cfg = S.SearchConfig(options_in_query=False)
+    assert S.search(store, "alice", "which city?", top_k=3, options=["Porto"], config=cfg) == []
+
+
+def test_skip_sessions_and_turns(store):
+    _conversation(store)
+    ui = S.user_index(store, "alice")
+    first = ui.search("Maya", top_k=5)
+    assert {b.session_id for b in first} == {"s1", "s3"}
+    skip = S.Skip("session", frozenset({"s1"}))
+    assert {b.session_id for b in ui.search("Maya", top_k=5, skip=skip)} == {"s3"}
+    skip = S.Skip("turn", frozenset({first[0].id}))
+    assert first[0].id not in {b.id for b in ui.search("Maya", top_k=5, skip=skip)}
+    assert ui.session_of(first[0].id) == first[0].session_id
