@@ -22,6 +22,14 @@ from .errors import RefindError
 from .store import AddOutcome, Store
 
 T = TypeVar("T")
+
+
+class ShuttingDown(RefindError):
+    """A write arrived after shutdown began: the client should retry (against the restarted server)."""
+
+    status = 503
+    kind = "unavailable"
+
 StoreFactory = Callable[[], Store]
 
 
@@ -113,7 +121,7 @@ class GroupWriter:
     def _submit(self, job: _Job) -> Future:
         with self._lock:
             if self._stopped:
-                raise RefindError("the server is shutting down; retry the request")
+                raise ShuttingDown("the server is shutting down; retry the request")
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="refind-writer", daemon=True)
                 self._thread.start()

@@ -1,0 +1,525 @@
+"""The contest endpoint: a FastAPI app speaking the Agent Memory Leaderboard's Add/Search contract.
+
+``create_app(ServerSettings(...))`` builds it; ``refind serve`` runs it on uvicorn. The routes call the same domain
+functions as the CLI (``contract.parse_add``/``parse_search``, ``Store.add``, ``search.search``, the planner), so both
+refuse the same input with the same message. Request bodies are parsed by hand (never a 422 for an unknown field);
+the pydantic-free JSON Schemas below exist only to document the routes in OpenAPI (and to drive the fuzz tests).
+
+Concurrency: request handlers are ``async``; the work runs in worker threads through two separate capacity limiters
+(Adds and searches), so slow agent searches never hold up Adds or ``/health``. Every write goes through one
+``GroupWriter`` thread (group commit); every read borrows a ``Store`` from a ``StorePool``.
+
+Logging: one access line per request — method, path (never the query string), status, duration — and nothing of
+message content, queries or tokens anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import math
+import threading
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import settings as defaults
+from .contract import AddRequest, SearchRequest, parse_add, parse_search
+from .dbpool import GroupWriter, StorePool
+from .errors import InvalidInput, RefindError
+from .store import Store
+
+access_log = logging.getLogger("refind.access")
+log = logging.getLogger("refind.server")
+
+MB = 1024 * 1024
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class BodyTooLarge(RefindError):
+    status = 413
+    kind = "too_large"
+
+
+class Unauthorized(RefindError):
+    status = 401
+    kind = "unauthorized"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    db: Path = Path(defaults.DEFAULT_DB)
+    retention_days: float | None = defaults.DEFAULT_RETENTION_DAYS
+    token: str | None = None  # None: no authentication (only allowed on loopback unless insecure)
+    mode: str = "bm25"  # "bm25" | "agent"
+    model: str | None = None  # agent mode: the litellm model name
+    api_base: str | None = None  # agent mode: an OpenAI-compatible base URL
+    max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
+    search_threads: int = defaults.DEFAULT_SEARCH_THREADS  # searches running at once (the rest queue)
+    add_threads: int = 64  # Add bodies parsed at once (the writes themselves are group-committed on one thread)
+    expire_interval_s: float = defaults.DEFAULT_EXPIRE_INTERVAL_S  # retention sweep period; 0 turns it off
+
+    def open_store(self) -> Store:
+        return Store(self.db, retention_days=self.retention_days)
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+# ---- OpenAPI documentation of the bodies (validation itself is contract.parse_*) -------------------------------
+
+_NONEMPTY = {"type": "string", "pattern": r"\S"}
+ADD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["request_id", "user_id", "session_id", "messages"],
+    "properties": {
+        "request_id": _NONEMPTY,
+        "user_id": _NONEMPTY,
+        "session_id": _NONEMPTY,
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role", "content"],
+                "properties": {
+                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                    "content": _NONEMPTY,
+                    "timestamp": {
+                        "type": ["integer", "null"],
+                        "minimum": 100_000_000_000,
+                        "exclusiveMaximum": 10_000_000_000_000,
+                        "description": "Unix milliseconds when the message was said",
+                    },
+                },
+            },
+        },
+    },
+}
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["query", "user_id", "top_k"],
+    "properties": {
+        "query": _NONEMPTY,
+        "user_id": _NONEMPTY,
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "options": {"type": "array", "items": {"type": "string"}},
+    },
+}
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+ADD_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["success", "request_id", "user_id", "session_id"],
+    "properties": {
+        "success": {"type": "boolean"},
+        "request_id": {"type": "string"},
+        "user_id": {"type": "string"},
+        "session_id": {"type": "string"},
+    },
+}
+SEARCH_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "content"],
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "content": {"type": "string", "minLength": 1},
+                    "score": {"type": "number"},
+                    "created_at": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+
+
+def _json(schema: dict) -> dict:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _openapi(body: dict, ok: dict, *errors: int) -> dict:
+    responses = {"200": {"description": "OK", **_json(ok)}}
+    for code in errors:
+        responses[str(code)] = {"description": _REASONS[code], **_json(ERROR_SCHEMA)}
+    return {"requestBody": {"required": True, **_json(body)}, "responses": responses}
+
+
+_REASONS = {401: "Missing or wrong token", 409: "Same request id, other payload", 413: "Body too large",
+            422: "The body breaks the contract", 502: "The language model failed"}
+
+
+# ---- the app -----------------------------------------------------------------------------------------------------
+
+
+class Runtime:
+    """What the routes share: the store pool, the writer, the thread limiters, the retention sweeper."""
+
+    def __init__(self, cfg: ServerSettings) -> None:
+        import anyio
+
+        self.cfg = cfg
+        self.pool = StorePool(cfg.open_store, max_idle=max(8, min(cfg.search_threads, 64)))
+        self.writer = GroupWriter(cfg.open_store)
+        self.search_limiter = anyio.CapacityLimiter(cfg.search_threads)
+        self.add_limiter = anyio.CapacityLimiter(cfg.add_threads)
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.cfg.expire_interval_s > 0:
+            self._sweeper = threading.Thread(target=self._sweep_loop, name="refind-retention", daemon=True)
+            self._sweeper.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._sweeper is not None:
+            self._sweeper.join(10)
+        self.writer.close()
+        self.pool.close()
+
+    # -- work run in threads --
+
+    def add(self, body: bytes) -> dict:
+        request = parse_add(_load_json(body))
+        outcome = self.writer.add(request)
+        return {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
+                "session_id": outcome.session_id}
+
+    def search(self, body: bytes) -> dict:
+        request = parse_search(_load_json(body))
+        with self.pool.store() as store:
+            blocks = self._blocks(store, request)
+        return {"data": contract_items(blocks, request.top_k)}
+
+    def _blocks(self, store: Store, req: SearchRequest) -> list:
+        if self.cfg.mode == "agent":
+            try:
+                from .planner import agent_search
+            except ImportError:
+                raise RefindError("agent mode is not available in this build: run with --mode bm25") from None
+            kwargs: dict[str, Any] = {"top_k": req.top_k, "options": req.options}
+            if self.cfg.model:
+                kwargs["model"] = self.cfg.model
+            return agent_search(store, req.user_id, req.query, **kwargs).blocks
+        from .search import search
+
+        return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
+
+    # -- retention --
+
+    def sweep(self) -> None:
+        """Remove what fell out of the retention window (the read-time predicate already hides it)."""
+        if self.cfg.retention_days is None:
+            return
+        try:
+            from .lifecycle import expire
+        except ImportError:
+            return  # only the read-time predicate until the lifecycle module exists
+        self.writer.call(lambda store: expire(store))
+
+    def _sweep_loop(self) -> None:
+        while not self._stop.wait(self.cfg.expire_interval_s):
+            try:
+                self.sweep()
+            except Exception as exc:  # keep serving; say what kind of failure without any data
+                log.warning("retention sweep failed: %s", type(exc).__name__)
+
+
+def contract_items(blocks: list, top_k: int) -> list[dict]:
+    """Blocks as the contract's search items: never more than top_k, id and content non-empty, score finite."""
+    items = []
+    for block in blocks:
+        if len(items) >= top_k:
+            break
+        item = block.as_contract() if hasattr(block, "as_contract") else dict(block)
+        if not (isinstance(item.get("id"), str) and item["id"] and isinstance(item.get("content"), str)
+                and item["content"].strip()):
+            continue
+        score = item.get("score")
+        if score is None or isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            item.pop("score", None)
+        if item.get("created_at") is None:
+            item.pop("created_at", None)
+        items.append(item)
+    return items
+
+
+def _load_json(body: bytes) -> Any:
+    if not body.strip():
+        raise InvalidInput("request: the body is empty; send a JSON object")
+    try:
+        return json.loads(body)
+    except UnicodeDecodeError:
+        raise InvalidInput("request: the body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"request: the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
+            from None
+    except RecursionError:
+        raise InvalidInput("request: the body nests too deeply") from None
+
+
+def error_response(exc: RefindError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status,
+                        headers=headers)
+
+
+def _auth_dependency(token: str):
+    expected = token.encode()
+    authorization = APIKeyHeader(name="Authorization", auto_error=False, scheme_name="Authorization",
+                                 description="`Bearer <token>` or `Token <token>`")
+    api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
+
+    async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
+        candidates = []
+        if auth:
+            scheme, _, value = auth.strip().partition(" ")
+            if scheme.lower() in ("bearer", "token"):
+                candidates.append(value.strip())
+        if key:
+            candidates.append(key.strip())
+        ok = False
+        for candidate in candidates:  # compare every candidate, in constant time each
+            ok |= hmac.compare_digest(candidate.encode(), expected)
+        if not ok:
+            raise Unauthorized("missing or wrong token: send Authorization: Bearer <token>, "
+                               "Authorization: Token <token> or X-Api-Key: <token>")
+
+    return authorize
+
+
+def create_app(cfg: ServerSettings | None = None) -> FastAPI:
+    """The contest app for these settings (tests build their own; ``refind serve`` runs one on uvicorn)."""
+    cfg = cfg or ServerSettings()
+    if cfg.mode not in ("bm25", "agent"):
+        raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
+    cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
+    rt = Runtime(cfg)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        rt.start()
+        try:
+            yield
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, rt.close)
+
+    from . import __version__
+
+    app = FastAPI(title="refind", version=__version__, lifespan=lifespan,
+                  description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.")
+    app.state.runtime = rt
+    deps = [Depends(_auth_dependency(cfg.token))] if cfg.token else []
+
+    @app.exception_handler(RefindError)
+    async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = RefindError(str(exc.detail))
+        error.status, error.kind = exc.status_code, "http"
+        return error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
+                 for e in exc.errors()]
+        return error_response(InvalidInput("; ".join(parts)))
+
+    @app.get("/health", summary="Liveness (no authentication)",
+             responses={200: {"description": "OK", **_json({"type": "object"})}})
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def add(request: Request) -> JSONResponse:
+        import anyio.to_thread
+
+        body = await request.body()
+        result = await anyio.to_thread.run_sync(rt.add, body, limiter=rt.add_limiter)
+        return JSONResponse(result)
+
+    async def search(request: Request) -> JSONResponse:
+        import anyio.to_thread
+
+        body = await request.body()
+        result = await anyio.to_thread.run_sync(rt.search, body, limiter=rt.search_limiter)
+        return JSONResponse(result)
+
+    add_doc = _openapi(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
+    search_doc = _openapi(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
+    for path, fn, doc, summary, shown in (
+        ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
+        ("/v1/memories/search", search, search_doc, "Search one user's memory", True),
+        ("/add", add, add_doc, "Alias of /v1/memories/add", False),
+        ("/search", search, search_doc, "Alias of /v1/memories/search", False),
+    ):
+        app.add_api_route(path, fn, methods=["POST"], dependencies=deps, openapi_extra=doc, summary=summary,
+                          include_in_schema=shown, name=f"{fn.__name__}{'' if shown else '_alias'}",
+                          response_class=JSONResponse)
+
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(RequestLog)
+    return app
+
+
+# ---- ASGI middleware ---------------------------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = BodyTooLarge(f"request body over the limit of {self.limit:,} bytes "
+                                 f"({self.limit / MB:g} MiB; see --max-body-mb)")
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    await error_response(InvalidInput("Content-Length: not a number"))(scope, receive, send)
+                    return
+                if length > self.limit:
+                    await error_response(too_large)(scope, receive, send)
+                    return
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise too_large
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class RequestLog:
+    """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        state = {"status": 500, "started": False}
+
+        async def logged_send(message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"], state["started"] = message["status"], True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, logged_send)
+        except Exception as exc:
+            log.error("internal error on %s %s: %s at %s", scope.get("method"), scope.get("path"),
+                      type(exc).__name__, _where(exc))
+            if not state["started"]:
+                error = RefindError("internal server error; the request was not completed, retry it")
+                error.status, error.kind = 500, "internal"
+                await error_response(error)(scope, receive, logged_send)
+        finally:
+            access_log.info("%s %s %d %.1fms", scope.get("method"), scope.get("path"), state["status"],
+                            (time.perf_counter() - start) * 1000)
+
+
+def _where(exc: BaseException) -> str:
+    """file:line of the innermost frame: enough to find the bug, nothing of the data."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+
+
+# ---- running it ------------------------------------------------------------------------------------------------
+
+SETTINGS_ENV = "REFIND__SERVE_SETTINGS"  # how `refind serve --workers N` hands its settings to worker processes
+
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},  # ours is refind.access
+        "refind": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+
+
+def settings_to_env(cfg: ServerSettings) -> str:
+    data = {k: (str(v) if isinstance(v, Path) else v) for k, v in cfg.__dict__.items()}
+    return json.dumps(data)
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory for worker processes: the settings the parent put in the environment."""
+    import os
+
+    data = json.loads(os.environ[SETTINGS_ENV])
+    data["db"] = Path(data["db"])
+    return create_app(ServerSettings(**data))
+
+
+def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
+    """Serve until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
+    import os
+
+    import uvicorn
+
+    common = dict(host=host, port=port, access_log=False, log_config=LOG_CONFIG, server_header=False,
+                  timeout_keep_alive=75)
+    if workers == 1:
+        uvicorn.run(create_app(cfg), **common)
+        return
+    create_app(cfg)  # fail here, once, if the settings or the database are wrong
+    os.environ[SETTINGS_ENV] = settings_to_env(cfg)
+    uvicorn.run("refind_cli.server:app_from_env", factory=True, workers=workers, **common)
