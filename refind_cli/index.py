@@ -2,7 +2,10 @@
 
 Each stage is a small function over numpy arrays so it can be tested on a toy corpus ranked by hand:
 
-* :func:`bm25_scores` — bm25s (Lucene BM25, k1 = 1.2, b = 0.75 by default) over every turn;
+* :func:`bm25_scores` — Lucene BM25 (k1 = 1.2, b = 0.75 by default) over every turn. bm25s builds the index (its
+  eager sparse matrix of per-token, per-turn scores); scoring a query sums that matrix's rows for the query's tokens,
+  as ``bm25s.BM25.get_scores`` does, directly on the arrays — so an index loaded from the database
+  (:func:`to_blob` / :func:`from_blob`) scores without importing bm25s or scipy;
 * :func:`eligible` — the mask applied **before** ranking: said-at inside the date range (a turn without a said-at
   is left out of any date-bounded search, since it cannot be shown to lie inside the range), not in the skip set;
 * :func:`fuse` — reciprocal rank fusion, k = 60: a turn's rank among turns with a positive score and its session's
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .turns import Turn
 
@@ -29,7 +32,10 @@ class TurnIndex:
     """The BM25 index of one user's turns plus the per-turn arrays ranking needs. Built once, read many times."""
 
     turns: list[Turn]  # session by session, chronological within each (as turns.build_turns returns them)
-    bm25: Any  # bm25s.BM25, or None when the user has no tokens at all
+    vocab: dict[str, int]  # token → row of the score matrix
+    data: np.ndarray  # float32 BM25 contributions, CSC by token: token t's turns are indices[indptr[t]:indptr[t+1]]
+    indices: np.ndarray  # int32 turn numbers
+    indptr: np.ndarray  # int64, len(vocab) + 1
     session_ix: np.ndarray  # int32: the session number of each turn
     session_ids: list[str]  # session number → session id
     session_start: np.ndarray  # int64: index of each session's first turn
@@ -49,12 +55,26 @@ def build_index(
     import numpy as np
 
     corpus = [tokenize(t) for t in turns]
-    bm25 = None
+    vocab: dict[str, int] = {}
+    data = np.zeros(0, dtype=np.float32)
+    indices = np.zeros(0, dtype=np.int32)
+    indptr = np.zeros(1, dtype=np.int64)
     if any(corpus):
         import bm25s
 
         bm25 = bm25s.BM25(k1=k1, b=b)
         bm25.index(corpus, show_progress=False)
+        vocab = dict(bm25.vocab_dict)
+        data = np.asarray(bm25.scores["data"], dtype=np.float32)
+        indices = np.asarray(bm25.scores["indices"], dtype=np.int32)
+        indptr = np.asarray(bm25.scores["indptr"], dtype=np.int64)
+    return assemble(turns, vocab, data, indices, indptr)
+
+
+def assemble(turns: list[Turn], vocab: dict[str, int], data, indices, indptr) -> TurnIndex:
+    """A TurnIndex from turns and a score matrix (freshly built, or loaded with :func:`from_blob`)."""
+    import numpy as np
+
     session_ids: list[str] = []
     session_ix = np.empty(len(turns), dtype=np.int32)
     starts: list[int] = []
@@ -69,7 +89,10 @@ def build_index(
     recorded = [m.recorded_at for t in turns for m in t.messages]
     return TurnIndex(
         turns=turns,
-        bm25=bm25,
+        vocab=vocab,
+        data=data,
+        indices=indices,
+        indptr=indptr,
         session_ix=session_ix,
         session_ids=session_ids,
         session_start=session_start,
@@ -91,13 +114,65 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
     """Every turn's BM25 score for the query (zeros when no query token is in the user's vocabulary)."""
     import numpy as np
 
-    if index.bm25 is None:
-        return np.zeros(len(index), dtype=np.float32)
-    vocab = index.bm25.vocab_dict
-    ids = [vocab[t] for t in query_tokens if t and t in vocab]
-    if not ids:
-        return np.zeros(len(index), dtype=np.float32)
-    return index.bm25.get_scores_from_ids(ids)
+    scores = np.zeros(len(index), dtype=np.float32)
+    vocab = index.vocab
+    for token in query_tokens:  # a repeated query token counts again, as in bm25s
+        row = vocab.get(token) if token else None
+        if row is None:
+            continue
+        start, end = index.indptr[row], index.indptr[row + 1]
+        np.add.at(scores, index.indices[start:end], index.data[start:end])
+    return scores
+
+
+def fingerprint(turns: Sequence[Turn]) -> str:
+    """A digest of the turn list (ids and order): a persisted index is used only for exactly these turns."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in turns:
+        h.update(t.id.encode())
+        h.update(b"\x1f%d\x1e" % len(t.messages))
+    return h.hexdigest()
+
+
+def to_blob(index: TurnIndex) -> bytes:
+    """The score matrix and vocabulary as bytes (with the turn fingerprint), for the search_index table."""
+    import json
+
+    header = json.dumps(
+        {
+            "fingerprint": fingerprint(index.turns),
+            "vocab": sorted(index.vocab, key=index.vocab.__getitem__),
+            "sizes": [int(index.data.size), int(index.indices.size), int(index.indptr.size)],
+        },
+        ensure_ascii=False,
+    ).encode()
+    parts = [len(header).to_bytes(8, "little"), header]
+    parts += [index.data.astype("<f4").tobytes(), index.indices.astype("<i4").tobytes(),
+              index.indptr.astype("<i8").tobytes()]
+    return b"".join(parts)
+
+
+def from_blob(blob: bytes, turns: list[Turn]) -> TurnIndex | None:
+    """The index stored by :func:`to_blob`, or None when it was built for other turns than ``turns``."""
+    import json
+
+    import numpy as np
+
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    if header["fingerprint"] != fingerprint(turns):
+        return None
+    n_data, n_idx, n_ptr = header["sizes"]
+    at = 8 + size
+    data = np.frombuffer(blob, dtype="<f4", count=n_data, offset=at)
+    at += 4 * n_data
+    indices = np.frombuffer(blob, dtype="<i4", count=n_idx, offset=at)
+    at += 4 * n_idx
+    indptr = np.frombuffer(blob, dtype="<i8", count=n_ptr, offset=at)
+    vocab = {token: i for i, token in enumerate(header["vocab"])}
+    return assemble(turns, vocab, data, indices, indptr)
 
 
 def eligible(

@@ -142,3 +142,33 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM _migrations").fetchone()[0]
+
+
+
+@migration
+def m002_search_index(conn: sqlite3.Connection) -> None:
+    # Persisted per-user BM25 indexes: a cache derived from messages, rebuilt whenever missing.
+    # Every mutation of a user bumps users.version; the triggers then delete that user's indexes in the same
+    # transaction, so nothing derived from changed, forgotten or expired messages outlives the change.
+    conn.execute(
+        """
+        CREATE TABLE search_index (
+            user_id   TEXT NOT NULL,
+            config    TEXT NOT NULL,
+            version   INTEGER NOT NULL,
+            turns     INTEGER NOT NULL,
+            built_at  INTEGER NOT NULL,
+            blob      BLOB NOT NULL,
+            PRIMARY KEY (user_id, config)
+        ) WITHOUT ROWID
+        """
+    )
+    # (triggers hold ';' inside BEGIN … END, so they cannot go through _script)
+    conn.execute(
+        "CREATE TRIGGER search_index_stale_on_bump AFTER UPDATE OF version ON users "
+        "BEGIN DELETE FROM search_index WHERE user_id = NEW.user_id; END"
+    )
+    conn.execute(
+        "CREATE TRIGGER search_index_stale_on_user_delete AFTER DELETE ON users "
+        "BEGIN DELETE FROM search_index WHERE user_id = OLD.user_id; END"
+    )

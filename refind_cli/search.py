@@ -21,8 +21,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from . import settings
 from .errors import InvalidInput
-from .index import TurnIndex, build_index, bm25_scores, eligible, fuse, neighbours
+from .index import TurnIndex, bm25_scores, build_index, eligible, from_blob, fuse, neighbours, to_blob
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn, build_turns
 
@@ -181,10 +182,19 @@ def turn_tokenizer(config: SearchConfig):
 class UserIndex:
     """One user's turns, indexed. Built from one scoped read; searched many times (thread-safe: read-only)."""
 
-    def __init__(self, messages: Sequence[StoredMessage], config: SearchConfig | None = None) -> None:
+    def __init__(
+        self,
+        messages: Sequence[StoredMessage],
+        config: SearchConfig | None = None,
+        *,
+        stored: bytes | None = None,
+    ) -> None:
+        """Build from the user's messages; ``stored`` (a persisted index blob) is used when it fits these turns."""
         self.config = config or SearchConfig()
         turns = build_turns(messages, self.config.turn_unit)
-        self.index: TurnIndex = build_index(
+        loaded = from_blob(stored, turns) if stored is not None else None
+        self.loaded = loaded is not None
+        self.index: TurnIndex = loaded or build_index(
             turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
         )
         self._message_session = {m.id: m.session_id for t in turns for m in t.messages}
@@ -309,7 +319,7 @@ def render_line(said_at: int | None, role: str, content: str) -> str:
 
 _CACHE: OrderedDict[tuple, UserIndex] = OrderedDict()
 _LOCK = threading.Lock()
-CACHE_SIZE = 8
+CACHE_SIZE = settings.index_cache_from_env()
 
 
 def _db_key(store: Store) -> str:
@@ -338,7 +348,11 @@ def user_index(
                 _CACHE.move_to_end(key)
     if entry is not None:
         return entry if entry.config == config else _with_config(entry, config)
-    built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
+    persist = as_of is None and version > 0
+    stored = _load_persisted(store, user_id, version, config) if persist else None
+    built = UserIndex(store.user_messages(user_id, as_of=as_of), config, stored=stored)
+    if persist and not built.loaded and len(built):
+        _save_persisted(store, user_id, version, config, built)
     with _LOCK:
         for old in [k for k in _CACHE if k[:2] == key[:2] and k[2] < version]:
             del _CACHE[old]  # older versions of this user are dead
@@ -346,6 +360,42 @@ def user_index(
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return built
+
+
+def _config_key(config: SearchConfig) -> str:
+    import json
+
+    return json.dumps(config.index_key())
+
+
+def _load_persisted(store: Store, user_id: str, version: int, config: SearchConfig) -> bytes | None:
+    import sqlite3
+
+    try:
+        row = store.conn.execute(
+            "SELECT blob FROM search_index WHERE user_id = ? AND config = ? AND version = ?",
+            (user_id, _config_key(config), version),
+        ).fetchone()
+    except sqlite3.Error:
+        return None
+    return bytes(row[0]) if row else None
+
+
+def _save_persisted(store: Store, user_id: str, version: int, config: SearchConfig, built: UserIndex) -> None:
+    """Keep the index in the database for the next process — only if the user is still at ``version`` (any change
+    since the read bumped it, and the bump's trigger has cleared the table for this user)."""
+    import sqlite3
+
+    try:
+        with store.write():
+            store.conn.execute(
+                "INSERT OR REPLACE INTO search_index (user_id, config, version, turns, built_at, blob) "
+                "SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT version FROM users WHERE user_id = ?) = ?",
+                (user_id, _config_key(config), version, len(built), store.clock(), to_blob(built.index),
+                 user_id, version),
+            )
+    except sqlite3.Error:
+        pass  # a cache: a read-only or busy database just means the next process rebuilds
 
 
 def _with_config(entry: UserIndex, config: SearchConfig) -> UserIndex:

@@ -42,6 +42,21 @@ def parse_retention(value: str | float | None) -> float | None:
 def retention_from_env() -> float | None:
     return parse_retention(os.environ.get(ENV_RETENTION_DAYS))
 
+
+def index_cache_from_env() -> int:
+    """How many per-user search indexes one process keeps in memory (REFIND_INDEX_CACHE, default 8; 0 = none)."""
+    raw = os.environ.get(ENV_INDEX_CACHE, "")
+    if not raw.strip():
+        return DEFAULT_INDEX_CACHE
+    try:
+        size = int(raw)
+    except ValueError:
+        raise RefindError(f"{ENV_INDEX_CACHE}: {raw!r} is not a whole number of indexes") from None
+    if size < 0:
+        raise RefindError(f"{ENV_INDEX_CACHE}: must be 0 or more, got {size}")
+    return size
+
+
 # ---- `refind serve` ----------------------------------------------------------------------------------------------
 
 DEFAULT_HOST = "127.0.0.1"

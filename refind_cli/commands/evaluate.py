@@ -1,9 +1,150 @@
-"""`refind evaluate` — not built yet (see the issue that owns it)."""
+"""`refind eval`: evidence recall inside context budgets on a labelled set, against a plain BM25 baseline."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Optional
+
 import typer
+from rich.table import Table
+
+from .. import render
+from ..evaluate import BUDGETS, DEFAULT_TOP_K, EvalSettings, evaluate, parse_variants, systems_for
+from ..options import JsonOption, QuietOption
+
+EVAL_HELP = """\
+Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
+
+  refind eval ../shared/datasets/locomo10.json --limit 200
+
+PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz) or a MemDaily folder (or one MemDaily file);
+the format is detected from its shape unless --format says it. The set is replayed contest-style into a
+temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
+name in the content, one Add per session split at 20 messages. Every question is asked through the same
+search as `refind search` (MemDaily's choices passed as options) and of a plain BM25 baseline (one document
+per message, same tokenizer, no fusion, no neighbours, top_k messages) in the same run.
+
+A labelled message is found within budget B when its text lies entirely within the first B characters of the
+returned contents joined by a blank line; recall is averaged over questions, for B = 2,000 / 8,000 / 32,000.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's command(s) to the app."""
+    app.command("eval", help=EVAL_HELP, no_args_is_help=True)(eval_command)
+
+
+def eval_command(
+    path: Annotated[str, typer.Argument(help="The labelled set: a file or a MemDaily folder.")],
+    fmt: Annotated[
+        Optional[str], typer.Option("--format", help="locomo, longmemeval or memdaily (default: detected).")
+    ] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="Ask at most N questions.")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Blocks (baseline: messages) per search.")] = (
+        DEFAULT_TOP_K
+    ),
+    mode: Annotated[str, typer.Option("--mode", help="bm25, or agent (the LLM planner).")] = "bm25",
+    role_faithful: Annotated[
+        bool, typer.Option("--role-faithful", help="Keep LongMemEval's user/assistant roles (no labels).")
+    ] = False,
+    variant: Annotated[
+        Optional[list[str]],
+        typer.Option("--variant", "-V", help="Override a SearchConfig field, KEY=VALUE (repeatable)."),
+    ] = None,
+    no_options: Annotated[
+        bool, typer.Option("--no-options", help="Do not pass multiple-choice options to the searches.")
+    ] = False,
+    append: Annotated[
+        str, typer.Option("--append", help="Text appended to every question (e.g. an instruction).")
+    ] = "",
+    tokenizer: Annotated[
+        str, typer.Option("--baseline-tokenizer", help="analyze (refind's), or plain (English-only splitter).")
+    ] = "analyze",
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    settings = EvalSettings(
+        top_k=top_k, limit=limit, mode=mode, role_faithful=role_faithful, options=not no_options,
+        query_suffix=append, tokenizer=tokenizer, variants=parse_variants(variant or ()),
+    )
+    systems = systems_for(settings)  # checks mode, variants and tokenizer before anything is replayed
+    err = render.error_console()
+    progress = task = None
+    if not quiet and not as_json and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("asking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            console=err, transient=True)
+        task = progress.add_task("eval", total=None)
+        progress.start()
+
+    def on_progress(done: int, total: int) -> None:
+        if progress is not None:
+            progress.update(task, completed=done, total=total)
+
+    try:
+        report = evaluate(path, fmt=fmt, settings=settings, systems=systems, on_progress=on_progress)
+    finally:
+        if progress is not None:
+            progress.stop()
+    if as_json:
+        render.print_json(report)
+        return
+    out = render.console()
+    out.print(summary_table(report))
+    out.print(category_table(report))
+    skipped = ", ".join(f"{n} {reason}" for reason, n in report["skipped"].items())
+    out.print(f"{report['users']} users · {report['messages']:,} messages · {report['questions']} questions · "
+              f"{report['seconds']} s" + (f"\nleft out (whole file): {skipped}" if skipped else ""),
+              markup=False)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    systems = report["systems"]
+    agent = any("llm_calls" in s for s in systems.values())
+    settings = report["settings"]
+    notes = [report["format"], f"top_k {settings['top_k']}", f"mode {settings['mode']}"]
+    if settings["tokenizer"] != "analyze":
+        notes.append(f"baseline tokenizer {settings['tokenizer']}")
+    notes += [f"{k}={v}" for k, v in settings["variants"].items()]
+    if not settings["options"]:
+        notes.append("no options")
+    if settings["query_suffix"]:
+        notes.append(f"appended {settings['query_suffix']!r}")
+    table = Table(title=f"Evidence recall · {report['dataset']} ({', '.join(notes)})", title_justify="left")
+    table.add_column("system", style="bold")
+    for b in BUDGETS:
+        table.add_column(f"R@{b // 1000}k", justify="right")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("p95 ms", justify="right")
+    if agent:
+        table.add_column("LLM calls", justify="right")
+        table.add_column("tokens", justify="right")
+    for name, s in systems.items():
+        row = [name, *(_pct(s["recall"][str(b)]) for b in BUDGETS), f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}"]
+        if agent:
+            row += [f"{s.get('llm_calls', 0):,}", f"{s.get('tokens', 0):,}"]
+        table.add_row(*row)
+    return table
+
+
+def category_table(report: dict[str, Any]) -> Table:
+    systems = report["systems"]
+    table = Table(title="By category", title_justify="left")
+    table.add_column("category", style="bold")
+    table.add_column("n", justify="right")
+    table.add_column("system")
+    for b in BUDGETS:
+        table.add_column(f"R@{b // 1000}k", justify="right")
+    categories = sorted({c for s in systems.values() for c in s["by_category"]})
+    for i, cat in enumerate(categories):
+        for j, (name, s) in enumerate(systems.items()):
+            row = s["by_category"].get(cat)
+            if row is None:
+                continue
+            table.add_row(cat if j == 0 else "", str(row["questions"]) if j == 0 else "", name,
+                          *(_pct(row["recall"][str(b)]) for b in BUDGETS),
+                          end_section=j == len(systems) - 1 and i < len(categories) - 1)
+    return table

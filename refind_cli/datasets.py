@@ -1,0 +1,330 @@
+"""Labelled evaluation sets → Add requests and questions with their evidence, one sample (one user) at a time.
+
+Three formats (described in ``shared/datasets/README.md``, the originals are downloaded by each user):
+
+* **LoCoMo** — one user per conversation; questions of categories 1–4 with turn-level ``evidence`` dia_ids.
+* **LongMemEval** — one user per question (its haystack); evidence = the turns marked ``has_answer``.
+* **MemDaily** — every :data:`MEMDAILY_GROUP` consecutive timelines of a file make one user, one session per timeline;
+  evidence = the messages named by ``target_step_id``; ``choices`` become the search's ``options``.
+
+Replay is **contest-style** by default, as the platform sends conversations: every message has role ``user`` and
+carries its speaker as a label in the content (``"Caroline: …"``, ``"assistant: …"``), one Add per session split
+at :data:`SESSION_CHUNK` messages, timestamps in Unix ms from the session's date (read as UTC). ``role_faithful``
+keeps LongMemEval's real ``user``/``assistant`` roles and unlabelled content instead.
+
+Evidence is identified by the stored content of the labelled message: the metric looks for that text.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .contract import AddRequest, Message
+from .errors import RefindError
+
+FORMATS = ("locomo", "longmemeval", "memdaily")
+SESSION_CHUNK = 20
+MEMDAILY_GROUP = 20
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) unscored
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    user_id: str
+    text: str
+    category: str
+    evidence: tuple[str, ...]  # stored contents of the labelled messages (distinct, in conversation order)
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One user's conversation, as Add requests, and the questions asked of it."""
+
+    user_id: str
+    requests: tuple[AddRequest, ...]
+    questions: tuple[Question, ...]
+
+
+@dataclass
+class Skipped:
+    """What a loader left out, by reason (counted, never silent)."""
+
+    counts: Counter = field(default_factory=Counter)
+
+    def add(self, reason: str, n: int = 1) -> None:
+        self.counts[reason] += n
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(sorted(self.counts.items()))
+
+
+# ---- format detection and file reading -------------------------------------------------------------------------
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of PATH from its shape: a folder (or a file of timelines) is MemDaily, LoCoMo samples carry
+    ``conversation``, LongMemEval questions carry ``haystack_sessions``."""
+    p = Path(path)
+    if not p.exists():
+        raise RefindError(f"{p}: no such file or folder")
+    if p.is_dir():
+        if not _memdaily_files(p):
+            raise RefindError(f"{p}: a folder must hold MemDaily *.json files; none found")
+        return "memdaily"
+    data = _read_json(p)
+    first = data[0] if isinstance(data, list) and data else None
+    if isinstance(first, dict):
+        if "conversation" in first and "qa" in first:
+            return "locomo"
+        if "haystack_sessions" in first:
+            return "longmemeval"
+        if "message_list" in first and "question_list" in first:
+            return "memdaily"
+    raise RefindError(
+        f"{p}: cannot tell its format (expected a list of LoCoMo samples, LongMemEval questions or MemDaily "
+        "timelines); pass --format"
+    )
+
+
+def load(path: str | Path, fmt: str | None = None, *, role_faithful: bool = False,
+         skipped: Skipped | None = None) -> Iterator[Sample]:
+    """Samples of the set at PATH, one at a time. ``skipped`` (if given) counts what was left out and why."""
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise RefindError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    skipped = skipped if skipped is not None else Skipped()
+    p = Path(path)
+    if fmt == "locomo":
+        return (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
+    if fmt == "longmemeval":
+        return _longmemeval(_expect_list(_read_json(p), p), role_faithful, skipped)
+    return _memdaily(p, skipped)
+
+
+def _read_json(path: Path) -> Any:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
+
+
+def _expect_list(data: Any, path: Path) -> list:
+    if not isinstance(data, list):
+        raise RefindError(f"{path}: expected a JSON list at the top level")
+    return data
+
+
+def chunked_requests(user_id: str, session_id: str, request_prefix: str,
+                     messages: list[Message]) -> list[AddRequest]:
+    """One Add per session, split every :data:`SESSION_CHUNK` messages, as the contest sends them."""
+    return [
+        AddRequest(
+            request_id=f"{request_prefix}:chunk-{i // SESSION_CHUNK}",
+            user_id=user_id,
+            session_id=session_id,
+            messages=tuple(messages[i:i + SESSION_CHUNK]),
+        )
+        for i in range(0, len(messages), SESSION_CHUNK)
+    ]
+
+
+def _utc_ms(dt: datetime) -> int:
+    return int(dt.replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def _parse_time(value: Any, fmt: str) -> int | None:
+    try:
+        return _utc_ms(datetime.strptime(str(value).strip(), fmt))
+    except ValueError:
+        return None
+
+
+# ---- LoCoMo -----------------------------------------------------------------------------------------------------
+
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_DIA_ID = re.compile(r"D(\d+):(\d+)")
+LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
+
+
+def split_evidence(entry: str) -> list[str]:
+    """LoCoMo evidence entries sometimes pack several dia_ids: ``"D8:6; D9:17"``, ``"D9:1 D4:4"``."""
+    return [part for part in re.split(r"[;,\s]+", entry) if part]
+
+
+def _dia_key(dia_id: str) -> tuple[int, int] | None:
+    m = _DIA_ID.fullmatch(dia_id.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None  # "D30:05" and "D30:5" name the same turn
+
+
+def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
+    user_id = str(sample["sample_id"])
+    conv = sample["conversation"]
+    sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key)))
+    requests: list[AddRequest] = []
+    content_of: dict[tuple[int, int], str] = {}
+    order: dict[tuple[int, int], int] = {}
+    for number, key in sessions:
+        turns = conv[key]
+        if not isinstance(turns, list) or not turns:
+            continue
+        ts = _parse_time(conv.get(f"{key}_date_time", ""), LOCOMO_TIME)
+        messages = []
+        for turn in turns:
+            content = f"{turn['speaker']}: {turn['text']}"
+            messages.append(Message(role="user", content=content, timestamp=ts))
+            k = _dia_key(turn["dia_id"])
+            if k is not None:
+                content_of[k] = content
+                order[k] = len(order)
+        requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
+    questions = []
+    for i, qa in enumerate(sample.get("qa", [])):
+        category = qa.get("category")
+        if category not in LOCOMO_CATEGORIES:
+            skipped.add(f"locomo category {category} (not scored)")
+            continue
+        keys = []
+        for entry in qa.get("evidence") or []:
+            for part in split_evidence(str(entry)):
+                k = _dia_key(part)
+                if k is None or k not in content_of:
+                    skipped.add("locomo evidence id that names no turn (dropped)")
+                elif k not in keys:
+                    keys.append(k)
+        if not keys:
+            skipped.add("locomo question without evidence")
+            continue
+        evidence = _distinct(content_of[k] for k in sorted(keys, key=order.__getitem__))
+        questions.append(Question(
+            id=f"{user_id}:q{i}", user_id=user_id, text=qa["question"],
+            category=f"{category} {LOCOMO_CATEGORIES[category]}", evidence=evidence,
+        ))
+    return Sample(user_id, tuple(requests), tuple(questions))
+
+
+def _distinct(items) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+# ---- LongMemEval -----------------------------------------------------------------------------------------------
+
+LONGMEMEVAL_TIME = "%Y/%m/%d (%a) %H:%M"
+
+
+def _longmemeval(data: list, role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
+    for item in data:
+        sample = load_longmemeval_question(item, role_faithful, skipped)
+        if sample is not None:
+            yield sample
+
+
+def load_longmemeval_question(item: dict, role_faithful: bool, skipped: Skipped) -> Sample | None:
+    qid = str(item["question_id"])
+    if qid.endswith("_abs"):
+        skipped.add("longmemeval abstention question")
+        return None
+    user_id = qid
+    requests: list[AddRequest] = []
+    evidence: list[str] = []
+    dates = item.get("haystack_dates") or []
+    for pos, (sid, turns) in enumerate(zip(item["haystack_session_ids"], item["haystack_sessions"])):
+        ts = _parse_time(dates[pos], LONGMEMEVAL_TIME) if pos < len(dates) else None
+        messages = []
+        for turn in turns:
+            if not str(turn.get("content", "")).strip():
+                continue  # the contract refuses empty content
+            if role_faithful:
+                role, content = turn["role"], turn["content"]
+            else:
+                role, content = "user", f"{turn['role']}: {turn['content']}"
+            messages.append(Message(role=role, content=content, timestamp=ts))
+            if turn.get("has_answer"):
+                evidence.append(content)
+        # a haystack can name the same session id twice: the position keeps request ids apart
+        requests += chunked_requests(user_id, str(sid), f"{user_id}:{pos}:{sid}", messages)
+    if not evidence:
+        skipped.add("longmemeval question without has_answer turns")
+        return None
+    question = Question(id=qid, user_id=user_id, text=item["question"], category=item.get("question_type", "?"),
+                        evidence=_distinct(evidence))
+    return Sample(user_id, tuple(requests), (question,))
+
+
+# ---- MemDaily --------------------------------------------------------------------------------------------------
+
+_MEMDAILY_TIME = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日\D*?(\d{1,2}):(\d{2})")
+
+
+def parse_memdaily_time(value: Any) -> int | None:
+    m = _MEMDAILY_TIME.search(str(value or ""))
+    if not m:
+        return None
+    y, mo, d, h, mi = map(int, m.groups())
+    try:
+        return _utc_ms(datetime(y, mo, d, h, mi))
+    except ValueError:
+        return None
+
+
+def memdaily_options(choices: Any) -> tuple[str, ...]:
+    """``choices`` is usually ``{"A": …, "B": …}``, sometimes a single string."""
+    if isinstance(choices, dict):
+        return tuple(str(v) for _, v in sorted(choices.items()) if str(v).strip())
+    if isinstance(choices, list):
+        return tuple(str(v) for v in choices if str(v).strip())
+    if isinstance(choices, str) and choices.strip():
+        return (choices,)
+    return ()
+
+
+def _memdaily_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix == ".json" or p.name.endswith(".json.gz"))
+
+
+def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
+    files = _memdaily_files(path) if path.is_dir() else [path]
+    for file in files:
+        timelines = _expect_list(_read_json(file), file)
+        stem = file.name.split(".")[0]
+        for start in range(0, len(timelines), MEMDAILY_GROUP):
+            yield load_memdaily_group(f"{stem}:{start // MEMDAILY_GROUP}", timelines[start:start + MEMDAILY_GROUP],
+                                      skipped)
+
+
+def load_memdaily_group(user_id: str, timelines: list[dict], skipped: Skipped) -> Sample:
+    requests: list[AddRequest] = []
+    questions: list[Question] = []
+    for timeline in timelines:
+        tid = timeline["tid"]
+        content_of = {}
+        messages = []
+        for msg in timeline.get("message_list", []):
+            text = str(msg.get("message", ""))
+            if not text.strip():
+                continue
+            content_of[msg["mid"]] = text
+            messages.append(Message(role="user", content=text, timestamp=parse_memdaily_time(msg.get("time"))))
+        requests += chunked_requests(user_id, f"t{tid}", f"{user_id}:t{tid}", messages)
+        for q in timeline.get("question_list", []):
+            targets = q.get("target_step_id") or []
+            evidence = _distinct(content_of[m] for m in targets if m in content_of)
+            if not evidence:
+                skipped.add("memdaily question without resolvable target_step_id")
+                continue
+            questions.append(Question(
+                id=f"{user_id}:t{tid}:q{q.get('qid')}", user_id=user_id, text=q["question"],
+                category=user_id.split(":")[0], evidence=evidence, options=memdaily_options(q.get("choices")),
+            ))
+    return Sample(user_id, tuple(requests), tuple(questions))

@@ -1,0 +1,401 @@
+"""Retrieval quality: replay a labelled set into a temporary database, ask every question, score evidence recall.
+
+**The metric.** A search returns contents in order; they are joined with :data:`JOIN` (a blank line) into the text a
+reader model would see. A labelled message counts as *found within budget B* when its stored content lies entirely
+within the first B characters of that text. Recall@B of a question = found / labelled; a dataset's recall is the
+**mean over questions** (each question weighs the same, however many messages it labels). Budgets: 2,000 / 8,000 /
+32,000 characters. Latency is the wall time of the searcher call (p50/p95 over questions).
+
+**The systems**, asked the same questions in the same run against the same database:
+
+* ``refind`` — :func:`refind_cli.search.search`, the very function behind ``refind search`` (``--mode bm25``), or
+  the planner's ``agent_search`` (``--mode agent``);
+* ``baseline`` — plain BM25 (bm25s, k1 = 1.2, b = 0.75): one document per message, the same tokenizer, no session
+  fusion, no neighbours, the top_k messages rendered one per line as refind renders a message.
+
+A searcher is any callable ``(store, question_text, options, user_id, top_k) -> Hits``; adding one is a small change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import tempfile
+import time
+import typing
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import datasets
+from .datasets import Question, Sample, Skipped
+from .errors import RefindError
+from .store import Store, StoredMessage
+
+BUDGETS = (2_000, 8_000, 32_000)
+JOIN = "\n\n"
+DEFAULT_TOP_K = 100  # what the contest's formal runs send
+MODES = ("bm25", "agent")
+TOKENIZERS = ("analyze", "plain")  # refind's analyzer (CJK bigrams, Snowball) / the English-only word splitter
+
+
+@dataclass(frozen=True)
+class Hits:
+    """What one search returned, in order, and what it cost."""
+
+    contents: list[str]
+    llm_calls: int = 0
+    tokens: int = 0
+
+
+Searcher = Callable[..., Hits]  # (store, *, user_id, query, options, top_k) -> Hits
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    top_k: int = DEFAULT_TOP_K
+    limit: int | None = None  # at most this many questions (whole samples are replayed)
+    mode: str = "bm25"
+    role_faithful: bool = False
+    options: bool = True  # pass a question's multiple-choice options (MemDaily's choices) to the search
+    query_suffix: str = ""  # appended to every question, e.g. an instruction ("Answer in one word.")
+    tokenizer: str = "analyze"  # the tokenizer of BOTH systems (plain = the English-only baseline splitter)
+    variants: tuple[tuple[str, str], ...] = ()  # SearchConfig overrides, KEY=VALUE as given
+    baseline: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["variants"] = dict(self.variants)
+        return d
+
+
+# ---- the metric ------------------------------------------------------------------------------------------------
+
+
+def found_within(contents: Sequence[str], evidence: Sequence[str], budgets: Sequence[int] = BUDGETS) -> list[int]:
+    """For each budget, how many evidence texts lie entirely within the first B characters of the joined contents."""
+    text = JOIN.join(contents)
+    return [sum(1 for e in evidence if e in text[:b]) for b in budgets]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n*q/100), at least 1
+    return float(ordered[int(rank) - 1])
+
+
+@dataclass
+class Tally:
+    """Per-question results of one system."""
+
+    recalls: list[list[float]] = field(default_factory=list)  # per question, one recall per budget
+    ms: list[float] = field(default_factory=list)
+    llm_calls: int = 0
+    tokens: int = 0
+    by_category: dict[str, list[list[float]]] = field(default_factory=lambda: defaultdict(list))
+
+    def record(self, question: Question, hits: Hits, ms: float) -> None:
+        found = found_within(hits.contents, question.evidence)
+        recall = [f / len(question.evidence) for f in found]
+        self.recalls.append(recall)
+        self.by_category[question.category].append(recall)
+        self.ms.append(ms)
+        self.llm_calls += hits.llm_calls
+        self.tokens += hits.tokens
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "questions": len(self.recalls),
+            "recall": _mean_recall(self.recalls),
+            "p50_ms": round(percentile(self.ms, 50), 2),
+            "p95_ms": round(percentile(self.ms, 95), 2),
+            "by_category": {
+                cat: {"questions": len(rows), "recall": _mean_recall(rows)}
+                for cat, rows in sorted(self.by_category.items())
+            },
+        }
+        if self.llm_calls or self.tokens:
+            out["llm_calls"] = self.llm_calls
+            out["tokens"] = self.tokens
+        return out
+
+
+def _mean_recall(rows: list[list[float]]) -> dict[str, float]:
+    if not rows:
+        return {str(b): 0.0 for b in BUDGETS}
+    return {str(b): round(statistics.fmean(r[i] for r in rows), 4) for i, b in enumerate(BUDGETS)}
+
+
+# ---- the searchers ---------------------------------------------------------------------------------------------
+
+
+def render_message(message: StoredMessage) -> str:
+    """One message exactly as refind renders it in an evidence block: ``[YYYY-MM-DD HH:MM] role: content``."""
+    from .search import render_line
+
+    return render_line(message.said_at, message.role, message.content)
+
+
+def _tokenizer(name: str) -> Callable[[str], list[str]]:
+    from . import tokenize
+
+    if name not in TOKENIZERS:
+        raise RefindError(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZERS)}")
+    return tokenize.analyze if name == "analyze" else tokenize.plain_tokenize
+
+
+def query_text(query: str, options: Sequence[str]) -> str:
+    """The baseline's query: the question with its options appended (one line each)."""
+    return "\n".join([query, *options]) if options else query
+
+
+class BaselineBM25:
+    """Plain BM25 over one user's messages: one document per message, no fusion, no neighbours.
+
+    The index is built from the same scoped read as refind's (``Store.user_messages``) and kept per user until the
+    user's version changes, so its latency, like refind's, is a query against a ready index.
+    """
+
+    def __init__(self, tokenizer: str = "analyze", *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.tokenize = _tokenizer(tokenizer)
+        self.k1, self.b = k1, b
+        self._cache: dict[str, tuple[int, Any, list[StoredMessage]]] = {}
+
+    def _index(self, store: Store, user_id: str) -> tuple[Any, list[StoredMessage]]:
+        version = store.user_version(user_id)
+        cached = self._cache.get(user_id)
+        if cached is not None and cached[0] == version:
+            return cached[1], cached[2]
+        import bm25s
+
+        messages = store.user_messages(user_id)
+        retriever = None
+        if messages:
+            retriever = bm25s.BM25(k1=self.k1, b=self.b)
+            retriever.index([self.tokenize(m.content) for m in messages], show_progress=False)
+        self._cache = {user_id: (version, retriever, messages)}  # one user at a time is all an eval needs
+        return retriever, messages
+
+    def __call__(self, store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
+                 top_k: int = DEFAULT_TOP_K) -> Hits:
+        import numpy as np
+
+        retriever, messages = self._index(store, user_id)
+        tokens = self.tokenize(query_text(query, options))
+        if retriever is None or not tokens:
+            return Hits([])
+        vocab = retriever.vocab_dict
+        ids = [vocab[t] for t in tokens if t in vocab]
+        if not ids:
+            return Hits([])
+        scores = retriever.get_scores_from_ids(ids)
+        k = min(top_k, len(messages))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(messages) else np.arange(len(messages))
+        # highest score first; ties in arrival order
+        ranked = sorted((i for i in top.tolist() if scores[i] > 0), key=lambda i: (-scores[i], i))
+        return Hits([render_message(messages[i]) for i in ranked])
+
+
+def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze"):
+    """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type."""
+    from .search import SearchConfig
+
+    config = SearchConfig()
+    names = {f.name: f for f in dataclasses.fields(config)}
+    changes: dict[str, Any] = {}
+    if tokenizer != "analyze" and "tokenizer" in names:
+        changes["tokenizer"] = tokenizer
+    for key, raw in variants:
+        if key not in names:
+            raise RefindError(f"--variant {key}: SearchConfig has no such field; known: {', '.join(sorted(names))}")
+        changes[key] = parse_value(raw, getattr(config, key), _field_type(SearchConfig, key), key)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def _field_type(cls: type, name: str) -> Any:
+    try:
+        return typing.get_type_hints(cls).get(name)
+    except Exception:  # annotations that cannot be resolved: fall back to the default's type
+        return None
+
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off"}
+
+
+def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
+    """Parse a --variant value like the field it sets: bool, int, float, str, tuple or None ('none')."""
+    text = raw.strip()
+    if text.lower() == "none" and (default is None or type(None) in typing.get_args(hint)):
+        return None
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)] or ([hint] if hint else [])
+    kind = type(default) if default is not None else (kinds[0] if kinds else None)
+    kind = typing.get_origin(kind) or kind
+    try:
+        if kind is bool:
+            if text.lower() in TRUE_WORDS:
+                return True
+            if text.lower() in FALSE_WORDS:
+                return False
+            raise ValueError(text)
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if kind in (tuple, list):
+            return tuple(p.strip() for p in text.split(",") if p.strip())
+    except ValueError:
+        raise RefindError(f"--variant {key}={raw}: expected a {kind.__name__}") from None
+    return text
+
+
+def parse_variants(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise RefindError(f"--variant {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return tuple(out)
+
+
+def refind_bm25(config: Any) -> Searcher:
+    """The searcher behind ``refind search --mode bm25``."""
+    from . import search
+
+    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
+            top_k: int = DEFAULT_TOP_K) -> Hits:
+        blocks = search.search(store, user_id, query, top_k=top_k, options=tuple(options), config=config)
+        return Hits([b.content for b in blocks])
+
+    return run
+
+
+def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
+    """The searcher behind ``refind search --mode agent`` (the LLM planner); counts its LLM calls and tokens."""
+    from . import planner
+
+    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
+            top_k: int = DEFAULT_TOP_K) -> Hits:
+        result = planner.agent_search(store, user_id, query, top_k=top_k, options=tuple(options), config=config,
+                                      **planner_kwargs)
+        blocks = getattr(result, "blocks", result)
+        return Hits([b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0),
+                    tokens=getattr(result, "tokens", 0))
+
+    return run
+
+
+def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
+    if settings.mode not in MODES:
+        raise RefindError(f"unknown mode {settings.mode!r}; use one of {', '.join(MODES)}")
+    config = search_config(settings.variants, settings.tokenizer)
+    main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
+    systems = {"refind": main}
+    if settings.baseline:
+        systems["baseline"] = BaselineBM25(settings.tokenizer)
+    return systems
+
+
+# ---- the run ---------------------------------------------------------------------------------------------------
+
+Progress = Callable[[int, int], None]
+
+
+def take(samples: list[Sample], limit: int | None) -> list[Sample]:
+    """The first ``limit`` questions, with the samples they need (a sample is replayed whole)."""
+    if limit is None:
+        return samples
+    out, left = [], limit
+    for sample in samples:
+        if left <= 0:
+            break
+        if sample.questions:
+            out.append(dataclasses.replace(sample, questions=sample.questions[:left]))
+            left -= len(out[-1].questions)
+    return out
+
+
+def evaluate(path: str | Path, *, fmt: str | None = None, settings: EvalSettings = EvalSettings(),
+             systems: dict[str, Searcher] | None = None, on_progress: Progress | None = None) -> dict[str, Any]:
+    """Replay PATH into a temporary database (deleted afterwards), ask every question of every system, score."""
+    fmt = fmt or datasets.detect_format(path)
+    skipped = Skipped()
+    samples = take(list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped)),
+                   settings.limit)
+    systems = systems if systems is not None else systems_for(settings)
+    warm_up()
+    total = sum(len(s.questions) for s in samples)
+    tallies = {name: Tally() for name in systems}
+    messages = done = 0
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="refind-eval-") as tmp:
+        store = Store(Path(tmp) / "eval.db", retention_days=None)
+        try:
+            for sample in samples:
+                messages += replay_sample(store, sample)
+                for question in sample.questions:
+                    query = question.text + (" " + settings.query_suffix if settings.query_suffix else "")
+                    options = question.options if settings.options else ()
+                    for name, searcher in systems.items():
+                        t0 = time.perf_counter()
+                        hits = searcher(store, user_id=question.user_id, query=query, options=options,
+                                        top_k=settings.top_k)
+                        tallies[name].record(question, hits, (time.perf_counter() - t0) * 1000)
+                    done += 1
+                    if on_progress:
+                        on_progress(done, total)
+        finally:
+            store.close()
+    return {
+        "dataset": Path(path).name,
+        "format": fmt,
+        "users": len(samples),
+        "messages": messages,
+        "questions": total,
+        "skipped": skipped.as_dict(),
+        "settings": settings.as_dict(),
+        "budgets": list(BUDGETS),
+        "join": JOIN,
+        "seconds": round(time.perf_counter() - started, 1),
+        "systems": {name: tally.summary() for name, tally in tallies.items()},
+    }
+
+
+def warm_up() -> None:
+    """Load what the first search would otherwise load inside its timing (bm25s, numpy, the stemmer)."""
+    import bm25s  # noqa: F401
+
+    from .tokenize import analyze, plain_tokenize
+
+    analyze("warming up the stemmer")
+    plain_tokenize("warming up")
+
+
+def replay_sample(store: Store, sample: Sample) -> int:
+    """Store a sample's Adds; any refusal is an error (the loaders build valid requests)."""
+    for outcome in store.add_many(sample.requests):
+        if isinstance(outcome, RefindError):
+            raise RefindError(f"replaying user {sample.user_id}: {outcome.message}")
+    return sum(len(r.messages) for r in sample.requests)
+
+
+# ---- plain-text tables (bench/ and BENCHMARKS.md) --------------------------------------------------------------
+
+
+def markdown_rows(report: dict[str, Any], label: str = "") -> list[str]:
+    """``| label | system | R@2k | R@8k | R@32k | p50 | p95 |`` rows of one report."""
+    rows = []
+    for name, s in report["systems"].items():
+        r = s["recall"]
+        rows.append(f"| {label} | {name} | " + " | ".join(f"{r[str(b)]:.3f}" for b in BUDGETS)
+                    + f" | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
+    return rows
+
+
+MARKDOWN_HEADER = ["| variant | system | R@2k | R@8k | R@32k | p50 ms | p95 ms |", "|---|---|---|---|---|---|---|"]

@@ -1,0 +1,87 @@
+"""Ranking stages on toy corpora whose ranking is worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refind_cli.index import build_index, bm25_scores, eligible, fuse, neighbours
+from refind_cli.store import StoredMessage
+from refind_cli.tokenize import analyze
+from refind_cli.turns import Turn
+
+
+def _turns(spec):
+    """spec: list of (session, text, said_at)."""
+    turns = []
+    for i, (sid, text, said) in enumerate(spec):
+        m = StoredMessage(i + 1, f"m{i}", "u", sid, "r", i, "user", text, said, 1_000)
+        turns.append(Turn(m.id, sid, (m,)))
+    return turns
+
+
+def _index(spec):
+    return build_index(_turns(spec), tokenize=lambda t: analyze(t.messages[0].content))
+
+
+def test_bm25_scores_match_the_lucene_formula():
+    docs = ["apple banana", "apple apple cherry", "cherry date elderberry fig"]
+    idx = _index([("s", d, None) for d in docs])
+    got = bm25_scores(idx, analyze("apple"))
+    tokens = [analyze(d) for d in docs]
+    avgdl = sum(map(len, tokens)) / len(tokens)
+    df = sum("appl" in t for t in tokens)
+    idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+    want = []
+    for t in tokens:
+        tf = t.count("appl")
+        want.append(idf * tf / (tf + 1.2 * (1 - 0.75 + 0.75 * len(t) / avgdl)) if tf else 0.0)
+    assert np.allclose(got, want, rtol=1e-5)
+    assert got[1] > got[0] > got[2] == 0
+
+
+def test_unknown_query_words_score_nothing():
+    idx = _index([("s", "apple banana", None)])
+    assert not bm25_scores(idx, ["zeppelin"]).any()
+
+
+def test_fusion_by_hand():
+    # turns 0..4 in sessions 0,0,1,1,2 with BM25 scores 3, 0, 2, 2.5, 1
+    scores = np.array([3, 0, 2, 2.5, 1], dtype=np.float32)
+    sessions = np.array([0, 0, 1, 1, 2], dtype=np.int32)
+    # turn ranks: t0=1, t3=2, t2=3, t4=4; session sums s0=3, s1=4.5, s2=1 → ranks s1=1, s0=2, s2=3
+    # fused: t0 = 1/61+1/62 = t3 = 1/62+1/61 (tie → better turn rank first), t2 = 1/63+1/61, t4 = 1/64+1/63
+    order, fused = fuse(scores, sessions)
+    assert order.tolist() == [0, 3, 2, 4]
+    assert np.allclose(fused, [1 / 61 + 1 / 62, 1 / 62 + 1 / 61, 1 / 63 + 1 / 61, 1 / 64 + 1 / 63])
+    plain, _ = fuse(scores, sessions, use_sessions=False)
+    assert plain.tolist() == [0, 3, 2, 4]
+
+
+def test_fusion_lifts_a_turn_from_a_strong_session():
+    # t0 alone is the best turn, but its session s0 (sum 3) ranks 3rd behind s1 (5.7) and s2 (3.9):
+    # t0 = 1/61 + 1/63 < t1 = 1/62 + 1/61, so t1 overtakes t0
+    scores = np.array([3.0, 2.9, 2.8, 2.0, 1.9], dtype=np.float32)
+    sessions = np.array([0, 1, 1, 2, 2], dtype=np.int32)
+    order, _ = fuse(scores, sessions)
+    assert order.tolist() == [1, 0, 2, 3, 4]
+    assert fuse(scores, sessions, use_sessions=False)[0].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_eligible_masks_dates_unknown_dates_and_skips():
+    idx = _index([("a", "x", 100.0), ("a", "x", 200.0), ("b", "x", None), ("b", "x", 300.0)])
+    assert eligible(idx).tolist() == [True] * 4
+    assert eligible(idx, date_from=150).tolist() == [False, True, False, True]
+    assert eligible(idx, date_to=200).tolist() == [True, True, False, False]
+    assert eligible(idx, skip_sessions=["b"]).tolist() == [True, True, False, False]
+    assert eligible(idx, skip_turns=["m1"]).tolist() == [True, False, True, True]
+
+
+def test_neighbours_stop_at_session_edges():
+    idx = _index([("a", "x", None)] * 3 + [("b", "x", None)] * 4)
+    assert list(neighbours(idx, 0, 2)) == [0, 1, 2]
+    assert list(neighbours(idx, 2, 2)) == [0, 1, 2]
+    assert list(neighbours(idx, 3, 2)) == [3, 4, 5]
+    assert list(neighbours(idx, 5, 1)) == [4, 5, 6]
+    assert list(neighbours(idx, 5, 0)) == [5]

@@ -1,0 +1,133 @@
+"""The per-user index cache: equal to a naive rebuild, follows every change, forgets on demand, never mixes users."""
+
+from __future__ import annotations
+
+import pytest
+
+from refind_cli import search as S
+from refind_cli.store import DAY_MS, Store
+
+from helpers_retrieval import MIN, T0, add
+
+QUERIES = ["Lisbon trip", "Maya marathon", "salmon", "dog food Biscuit", "Boston", "zeppelin"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    S.clear()
+    yield
+    S.clear()
+
+
+def _naive(store, user, query, **kw):
+    """A rebuild from scratch for every search: no cache involved."""
+    return S.UserIndex(store.user_messages(user, as_of=kw.pop("as_of", None))).search(query, top_k=10, **kw)
+
+
+def _fill(store, user="alice"):
+    add(store, user, "s1", ("user", "I booked the Lisbon trip"), ("assistant", "Flying from Boston?"),
+        ("user", "Yes, with Maya"), at=T0)
+    add(store, user, "s2", ("user", "Biscuit the dog needs new food"), ("assistant", "Try salmon"), at=T0 + DAY_MS)
+
+
+def test_cached_results_equal_a_naive_rebuild_across_changes(store):
+    _fill(store)
+    for q in QUERIES:
+        assert S.search(store, "alice", q, top_k=10) == _naive(store, "alice", q)
+    add(store, "alice", "s3", ("user", "Maya ran the Lisbon marathon"), at=T0 + 2 * DAY_MS)  # bumps the version
+    for q in QUERIES:
+        assert S.search(store, "alice", q, top_k=10) == _naive(store, "alice", q)
+    assert any(b.session_id == "s3" for b in S.search(store, "alice", "marathon", top_k=10))
+
+
+def test_the_cache_is_used_while_the_user_is_unchanged(store):
+    _fill(store)
+    first = S.user_index(store, "alice")
+    add(store, "bob", "s1", ("user", "unrelated"), at=T0)  # another user's change leaves alice's entry valid
+    assert S.user_index(store, "alice") is first
+    add(store, "alice", "s9", ("user", "new"), at=T0)
+    assert S.user_index(store, "alice") is not first
+
+
+def test_as_of_hides_later_messages(store, db_path):
+    clock = [T0]
+    s = Store(db_path, clock=lambda: clock[0], retention_days=None)
+    add(s, "alice", "s1", ("user", "the kayak trip"), at=T0)
+    clock[0] += 10 * MIN
+    add(s, "alice", "s2", ("user", "another kayak"), at=T0)
+    assert len(S.search(s, "alice", "kayak", top_k=5)) == 2
+    assert [b.session_id for b in S.search(s, "alice", "kayak", top_k=5, as_of=T0 + MIN)] == ["s1"]
+    s.close()
+
+
+def test_retention_hides_what_expired_after_the_index_was_built(db_path):
+    clock = [T0]
+    s = Store(db_path, clock=lambda: clock[0], retention_days=1)
+    add(s, "alice", "old", ("user", "the kayak trip"), at=T0)
+    clock[0] += DAY_MS // 2
+    add(s, "alice", "new", ("user", "another kayak"), at=T0)
+    assert {b.session_id for b in S.search(s, "alice", "kayak", top_k=5)} == {"old", "new"}
+    clock[0] += DAY_MS * 3 // 4  # "old" is now 1.25 days old: past retention, with no write since
+    got = S.search(s, "alice", "kayak", top_k=5)
+    assert [b.session_id for b in got] == ["new"]
+    assert got == _naive(s, "alice", "kayak")
+    s.close()
+
+
+def test_evict_and_clear_leave_nothing_of_a_user(store):
+    _fill(store, "alice")
+    _fill(store, "bob")
+    S.search(store, "alice", "Lisbon", top_k=3)
+    S.search(store, "bob", "Lisbon", top_k=3)
+    S.evict("alice")
+    assert {k[1] for k in S._CACHE} == {"bob"}
+    S.clear()
+    assert not S._CACHE
+
+
+def test_cache_key_separates_databases(tmp_path):
+    a, b = Store(tmp_path / "a.db", retention_days=None), Store(tmp_path / "b.db", retention_days=None)
+    add(a, "alice", "s", ("user", "kayak in database a"), at=T0)
+    add(b, "alice", "s", ("user", "canoe in database b"), at=T0)
+    assert S.search(a, "alice", "kayak", top_k=3) and not S.search(b, "alice", "kayak", top_k=3)
+    a.close(), b.close()
+
+
+def _persisted(store, user):
+    return store.conn.execute("SELECT count(*) FROM search_index WHERE user_id = ?", (user,)).fetchone()[0]
+
+
+def test_the_index_persists_for_the_next_process_and_equals_a_rebuild(store):
+    _fill(store)
+    first = S.search(store, "alice", "Lisbon Maya", top_k=10)
+    assert _persisted(store, "alice") == 1
+    S.clear()  # a new process: nothing in memory
+    ui = S.user_index(store, "alice")
+    assert ui.loaded
+    for q in QUERIES:
+        assert ui.search(q, top_k=10) == _naive(store, "alice", q)
+    assert ui.search("Lisbon Maya", top_k=10) == first
+
+
+def test_every_change_of_a_user_deletes_its_persisted_index(store):
+    _fill(store, "alice")
+    _fill(store, "bob")
+    S.search(store, "alice", "Lisbon", top_k=3)
+    S.search(store, "bob", "Lisbon", top_k=3)
+    add(store, "alice", "s9", ("user", "more"), at=T0)  # the version bump's trigger clears alice only
+    assert _persisted(store, "alice") == 0 and _persisted(store, "bob") == 1
+    with store.write():  # what forget does: delete rows, bump the version
+        store.conn.execute("DELETE FROM messages WHERE user_id = 'bob'")
+        store.bump_user("bob")
+    assert _persisted(store, "bob") == 0
+    S.clear()
+    assert S.search(store, "bob", "Lisbon", top_k=3) == []
+
+
+def test_an_index_built_before_a_change_is_not_persisted_after_it(store):
+    _fill(store)
+    version = store.user_version("alice")
+    built = S.UserIndex(store.user_messages("alice"))
+    add(store, "alice", "s9", ("user", "a change between the read and the write"), at=T0)
+    S._save_persisted(store, "alice", version, S.SearchConfig(), built)
+    assert _persisted(store, "alice") == 0

@@ -1,0 +1,84 @@
+"""`refind search` through the CLI on a real database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from refind_cli import search as S
+
+from conftest import FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    S.clear()
+    yield
+    S.clear()
+
+
+@pytest.fixture
+def filled(cli):
+    assert cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--quiet", "--retention-days", "off").exit_code == 0
+    return cli
+
+
+def test_json_is_exactly_the_contract_response(filled):
+    r = filled("search", "Lisbon trip sister", "--user", "alice", "--mode", "bm25", "--json", "--top-k", "2",
+               "--retention-days", "off")
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.output)
+    assert set(body) == {"data"}
+    assert 1 <= len(body["data"]) <= 2
+    for item in body["data"]:
+        assert set(item) == {"id", "content", "score", "created_at"}
+        assert "Lisbon" in body["data"][0]["content"]
+
+
+def test_rich_output_shows_a_panel_per_block(filled):
+    r = filled("search", "Lisbon", "--user", "alice", "--mode", "bm25", "--retention-days", "off")
+    assert r.exit_code == 0
+    assert "#1" in r.output and "score" in r.output and "Lisbon" in r.output
+
+
+def test_no_match_and_unknown_user_print_empty_data(filled):
+    for user, query in [("alice", "zeppelin"), ("nobody", "Lisbon")]:
+        r = filled("search", query, "--user", user, "--mode", "bm25", "--json", "--retention-days", "off")
+        assert r.exit_code == 0
+        assert json.loads(r.output) == {"data": []}
+
+
+def test_mode_from_environment(filled, monkeypatch):
+    monkeypatch.setenv("REFIND_MODE", "bm25")
+    r = filled("search", "Lisbon", "--user", "alice", "--json", "--retention-days", "off")
+    assert r.exit_code == 0 and json.loads(r.output)["data"]
+
+
+def test_bad_date_is_an_error_not_an_unfiltered_search(filled):
+    r = filled("search", "Lisbon", "--user", "alice", "--mode", "bm25", "--date-from", "2023/02/30")
+    assert r.exit_code == 2
+    assert "not a date" in r.output
+
+
+def test_unknown_mode_is_refused(filled):
+    assert filled("search", "Lisbon", "--user", "alice", "--mode", "vector").exit_code == 2
+
+
+def test_bm25_search_imports_no_litellm(tmp_path):
+    db = tmp_path / "x.db"
+    code = (
+        "import sys\n"
+        "from refind_cli.cli import main\n"
+        f"sys.argv = ['refind', 'add', '--file', {str(FIXTURES / 'conversations.jsonl')!r}, '--db', {str(db)!r}, '-q']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"sys.argv = ['refind', 'search', 'Lisbon', '--user', 'alice', '--mode', 'bm25', '--json', '--db', {str(db)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "heavy = [m for m in ('litellm', 'fastapi', 'openai') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Lisbon" in out.stdout
