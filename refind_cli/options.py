@@ -32,3 +32,23 @@ def open_store(db: Path, retention: str | None):
     from .store import Store
 
     return Store(db, retention_days=settings.parse_retention(retention))
+
+# Agent mode (the planner)
+ModelOption = Annotated[
+    Optional[str],
+    typer.Option("--model", envvar=settings.ENV_MODEL,
+                 help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL})."),
+]
+ApiBaseOption = Annotated[
+    Optional[str],
+    typer.Option("--api-base", envvar=settings.ENV_API_BASE,
+                 help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1."),
+]
+MaxActionsOption = Annotated[
+    int,
+    typer.Option("--max-actions", envvar=settings.ENV_MAX_ACTIONS, min=1, max=50,
+                 help="The planner's budget: at most this many actions (model replies) per search."),
+]
+TraceOption = Annotated[
+    bool, typer.Option("--trace", help="Show every planner step live (stderr with --json); stored either way."),
+]

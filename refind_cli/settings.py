@@ -21,6 +21,19 @@ ENV_MODE = "REFIND_MODE"  # `refind search --mode`: agent | bm25
 DEFAULT_INDEX_CACHE = 8
 ENV_INDEX_CACHE = "REFIND_INDEX_CACHE"  # how many per-user indexes a process keeps in memory
 
+# Agent mode (planner)
+DEFAULT_MODEL = "openai/gpt-4o-mini"
+ENV_MODEL = "REFIND_MODEL"  # any litellm model string
+ENV_API_BASE = "REFIND_API_BASE"  # an OpenAI-compatible server (ollama, vLLM, llama.cpp)
+DEFAULT_MAX_ACTIONS = 4
+ENV_MAX_ACTIONS = "REFIND_MAX_ACTIONS"  # the planner's action budget
+DEFAULT_HITS_PER_SEARCH = 5
+ENV_HITS_PER_SEARCH = "REFIND_HITS_PER_SEARCH"  # hits the planner is shown per search
+DEFAULT_LLM_TIMEOUT_S = 60.0
+ENV_LLM_TIMEOUT = "REFIND_LLM_TIMEOUT"  # seconds per model call attempt
+DEFAULT_LLM_RETRIES = 3
+ENV_LLM_RETRIES = "REFIND_LLM_RETRIES"  # retries on 429 / 5xx / timeouts, exponential backoff from 1 s
+
 OFF_WORDS = frozenset({"off", "none", "never"})
 
 
@@ -41,6 +54,19 @@ def parse_retention(value: str | float | None) -> float | None:
 
 def retention_from_env() -> float | None:
     return parse_retention(os.environ.get(ENV_RETENTION_DAYS))
+
+
+def positive_number(name: str, value: str | float | int | None, default: float, *, integer: bool = False) -> float:
+    """A positive number from a flag or variable (``default`` when unset); a clear error otherwise."""
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        raise RefindError(f"{name}: {value!r} is not a{'n integer' if integer else ' number'}") from None
+    if number <= 0 and not (integer and number == 0 and name.endswith("RETRIES")):
+        raise RefindError(f"{name}: must be positive, got {value!r}")
+    return number
 
 
 def index_cache_from_env() -> int:

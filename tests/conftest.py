@@ -85,3 +85,15 @@ def cli(runner, db_path: Path, monkeypatch: pytest.MonkeyPatch):
         return runner.invoke(app, list(args), input=input, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def llm_server():
+    """A scripted OpenAI-compatible server on loopback (see tests/llm_server.py); litellm reaches it over HTTP."""
+    from llm_server import ScriptedLLM, start
+
+    llm = ScriptedLLM()
+    server = start(llm)
+    yield llm
+    server.shutdown()
+    server.server_close()

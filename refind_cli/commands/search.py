@@ -8,8 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from .. import render, settings
-from ..errors import InvalidInput, RefindError
-from ..options import DbOption, JsonOption, RetentionOption, UserOption, open_store
+from ..errors import InvalidInput
+from ..options import (
+    ApiBaseOption, DbOption, JsonOption, MaxActionsOption, ModelOption, RetentionOption, TraceOption, UserOption,
+    open_store,
+)
 
 SEARCH_HELP = """\
 Search one user's memory and print evidence blocks, best first.
@@ -52,6 +55,10 @@ def search(
     db: DbOption = settings.DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
+    show_trace: TraceOption = False,
 ) -> None:
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in MODES:
@@ -63,30 +70,25 @@ def search(
     if date_to:
         parse_date(date_to, end=True)
     cutoff = _parse_as_of(as_of)
-    with open_store(db, retention) as store:
-        if mode == "agent":
-            blocks = _agent(store, user, query, top_k, date_from, date_to, options or [], cutoff)
-        else:
-            from ..search import search as bm25_search
+    if mode == "agent":
+        from .agent import run_agent  # the planner's wiring: model check, live trace, stored search
 
-            blocks = bm25_search(
-                store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
-                options=tuple(options or ()), as_of=cutoff,
-            )
+        run_agent(db, retention, user=user, query=query, top_k=top_k, date_from=date_from, date_to=date_to,
+                  options=tuple(options or ()), as_of=cutoff, model=model, api_base=api_base,
+                  max_actions=max_actions, show_trace=show_trace, as_json=as_json)
+        return
+    with open_store(db, retention) as store:
+        from ..search import search as bm25_search
+
+        blocks = bm25_search(
+            store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
+            options=tuple(options or ()), as_of=cutoff,
+        )
     blocks = blocks[:top_k]
     if as_json:
         render.print_json({"data": [b.as_contract() for b in blocks]})
         return
     render.print_blocks(blocks, query=query)
-
-
-def _agent(store, user, query, top_k, date_from, date_to, options, as_of):
-    try:
-        from ..planner import agent_search  # written by the planner work
-    except ImportError:
-        raise RefindError("agent mode is not available yet: use --mode bm25 (or REFIND_MODE=bm25)") from None
-    return agent_search(store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
-                        options=tuple(options), as_of=as_of)
 
 
 def _parse_as_of(value: str | None) -> int | None:

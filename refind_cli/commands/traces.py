@@ -1,9 +1,69 @@
-"""`refind inspect searches` and `refind inspect search ID`: stored planner traces — not built yet."""
+"""`refind inspect searches` and `refind inspect search ID`: stored planner traces, re-rendered as they ran."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from .. import render
+from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, open_store
+
+SEARCHES_HELP = """\
+List stored agent searches, newest first: id, time, user, query, model, LLM calls, tokens, cost, duration.
+
+  refind inspect searches --user alice
+"""
+
+SEARCH_HELP = """\
+Re-render one stored agent search exactly as `refind search --trace` showed it live.
+
+  refind inspect search 18c1f3a2b4e9f01 --json
+"""
 
 
 def register(inspect_app: typer.Typer) -> None:
-    """Add the trace commands to the `inspect` sub-app."""
+    inspect_app.command("searches", help=SEARCHES_HELP)(searches)
+    inspect_app.command("search", help=SEARCH_HELP, no_args_is_help=True)(search)
+
+
+def searches(
+    user: OptionalUserOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.", min=1)] = 50,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from .. import trace
+
+    with open_store(db, retention) as store:
+        rows = trace.recent(store, user_id=user, limit=limit)
+    if as_json:
+        render.print_json({"searches": [r.summary() for r in rows]})
+        return
+    if not rows:
+        render.console().print("no stored agent searches" + (f" for user {user}" if user else ""), markup=False)
+        return
+    from .. import render_trace
+
+    render.console().print(render_trace.searches_table(rows))
+
+
+def search(
+    search_id: Annotated[str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")],
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from .. import trace
+
+    with open_store(db, retention) as store:
+        stored = trace.load(store, search_id)
+    if as_json:
+        render.print_json(stored.as_dict())
+        return
+    from .. import render_trace
+
+    out = render.console()
+    out.print(render_trace.search_header(stored))
+    render_trace.print_trace(out, stored.events)

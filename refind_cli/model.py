@@ -1,0 +1,165 @@
+"""The language-model seam: ``Complete = Callable[[list[dict]], Reply]``.
+
+The planner only ever calls a ``Complete``. Production builds one with :func:`litellm_complete` (any litellm model
+string, optionally a local OpenAI-compatible ``api_base``); tests point that same function at a scripted server on
+loopback. litellm is imported here, inside :func:`litellm_complete`, and nowhere else: ``refind --help`` and bm25
+mode never pay its ~3 s import.
+
+Policy of every call: temperature 0, a cap on output tokens, an explicit timeout (litellm's own default is 6,000 s),
+no hidden retries inside litellm or the OpenAI SDK, and our own bounded retries with exponential backoff on 429, 5xx,
+timeouts and dropped connections. Every other provider failure — and a retryable one that outlives the retries —
+becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import settings
+from .errors import ModelError
+
+DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_RETRIES = settings.DEFAULT_LLM_RETRIES
+DEFAULT_BACKOFF_S = 1.0
+PLACEHOLDER_KEY = "refind-no-key"  # sent to a local --api-base server when no key is configured
+FIXES = "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), " \
+        "or search without a model with --mode bm25"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One model answer with what it cost."""
+
+    content: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # USD when the provider's price is known
+    latency_ms: float = 0.0  # wall time of the call, retries and backoff included
+    attempts: int = 1
+    model: str = ""
+
+
+Complete = Callable[[list[dict]], Reply]
+
+
+def litellm_complete(
+    model: str,
+    api_base: str | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Complete:
+    """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing."""
+    if not model or not model.strip():
+        raise ModelError(f"no model configured: {FIXES}")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    api_key = _check_model(litellm, model, api_base)
+    transient = (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError)
+
+    def retryable(exc: Exception) -> bool:
+        status = getattr(exc, "status_code", None) or 0
+        return isinstance(exc, transient) or status in (408, 429) or status >= 500
+
+    def complete(messages: list[dict]) -> Reply:
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = litellm.completion(
+                    model=model,
+                    messages=messages,
+                    api_base=api_base or None,
+                    api_key=api_key,
+                    temperature=0,
+                    max_tokens=max_tokens,
+                    timeout=timeout_s,
+                    num_retries=0,
+                    max_retries=0,
+                )
+                break
+            except Exception as exc:
+                if isinstance(exc, litellm.AuthenticationError):
+                    raise ModelError(f"model {model}: the provider refused the credentials: {_describe(exc)}; "
+                                     f"set the provider's API key, or {FIXES}") from None
+                if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
+                    raise ModelError(f"model {model}: {_describe(exc)}") from None
+                if attempt > retries:
+                    raise ModelError(f"model {model}: {_describe(exc)} (gave up after {attempt} attempts)") from None
+                sleep(backoff_s * 2 ** (attempt - 1))
+        usage = getattr(response, "usage", None)
+        content = response.choices[0].message.content or ""
+        return Reply(
+            content=content,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost=_cost(litellm, response),
+            latency_ms=(time.perf_counter() - started) * 1000,
+            attempts=attempt,
+            model=model,
+        )
+
+    return complete
+
+
+def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Complete, str]:
+    """The litellm ``Complete`` configured by flags, else REFIND_MODEL / REFIND_API_BASE / REFIND_LLM_*."""
+    name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
+    base = api_base or os.environ.get(settings.ENV_API_BASE) or None
+    timeout = settings.positive_number(settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT),
+                                       settings.DEFAULT_LLM_TIMEOUT_S)
+    retries = settings.positive_number(settings.ENV_LLM_RETRIES, os.environ.get(settings.ENV_LLM_RETRIES),
+                                       settings.DEFAULT_LLM_RETRIES, integer=True)
+    return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
+
+
+def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # type: ignore[no-untyped-def]
+    """Resolve the provider and credentials up front; return the api_key to pass (None = the provider's own)."""
+    try:
+        litellm.get_llm_provider(model, api_base=api_base)
+    except Exception as exc:  # litellm raises BadRequestError "LLM Provider NOT provided"
+        raise ModelError(f"model {model!r} is not a model litellm can route ({_describe(exc)}); {FIXES}") from None
+    try:
+        missing = list(litellm.validate_environment(model).get("missing_keys") or [])
+    except Exception:  # validation is advisory: the provider will say what is wrong
+        missing = []
+    if api_base:
+        # A local OpenAI-compatible server needs no key and its base is given: send a placeholder key if none.
+        missing_keys = [k for k in missing if not k.endswith("_API_BASE")]
+        return PLACEHOLDER_KEY if missing_keys else None
+    if missing:
+        raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set; "
+                         f"set it, or {FIXES}")
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    """The provider's message without litellm's boilerplate prefix."""
+    text = str(getattr(exc, "message", "") or exc).strip()
+    text = text.splitlines()[0].strip() if text else type(exc).__name__
+    if text.startswith("litellm."):
+        head, _, rest = text.partition(": ")
+        text = rest or head
+    status = getattr(exc, "status_code", None)
+    return f"HTTP {status}: {text}" if status else text
+
+
+def _cost(litellm, response) -> float | None:  # type: ignore[no-untyped-def]
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:
+            return None
+    return float(cost) if cost is not None else None

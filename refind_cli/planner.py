@@ -1,0 +1,470 @@
+"""Agent mode: an LLM planner searches one user's raw chat log, the way a person scrolls a chat app.
+
+The loop (PAPER.md): the planner sees the question (and the answer options, when given) and has a budget of
+``max_actions`` replies. Each reply is one action — ``search_chatrecord`` (keywords, optional date range; shows the
+top ``hits_per_search`` blocks with their context, skipping what earlier searches showed), ``take_note`` (keep
+results of the last search by number) or ``finish_search``. A malformed reply, an unknown result number or a bad
+date is answered with a correction message and still costs its action.
+
+**Reply protocol: one strict JSON object per reply, as plain text** (see ``prompts/planner.md``), not native tool
+calls. Every chat model behind litellm can emit text, while tool calling is missing or unreliable on many local
+OpenAI-compatible servers (llama.cpp, small ollama models) and differs in shape between providers; a text protocol
+also lets the trace show exactly what the model said, and a parse failure becomes a correction the model can act
+on instead of a provider error. The parser accepts a JSON object wrapped in a code fence or surrounded by prose.
+
+**Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
+``limit = min(top_k, hits_per_search × searches that showed hits)``, at least ``min(top_k, hits_per_search)``.
+
+* ``notes`` — the planner kept something: the kept blocks (deduplicated), grouped by session, sessions in
+  chronological order, blocks chronological inside each — at most ``min(top_k, kept)``, and the planner can keep at
+  most ``hits_per_search`` per search;
+* ``last_search`` — nothing kept: the hits of the last search that showed any (at most ``hits_per_search``);
+* ``direct_bm25`` — no search showed any hit (or none ran): BM25 on the question itself (with the options), top
+  ``hits_per_search``.
+
+So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
+are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
+turned into a silent bm25 answer — it raises :class:`~refind_cli.errors.ModelError` (after storing the trace).
+
+This module never prints; ``on_event`` receives each trace event as it happens (the CLI renders it live).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from . import trace
+from .errors import InvalidInput, RefindError
+from .model import Complete, Reply
+from .trace import Event
+
+if TYPE_CHECKING:
+    from .search import Block, SearchConfig, UserIndex
+    from .store import Store
+
+ACTIONS = ("search_chatrecord", "take_note", "finish_search")
+ACTION_FIELDS = {
+    "search_chatrecord": {"keywords", "date_from", "date_to"},
+    "take_note": {"results"},
+    "finish_search": set(),
+}
+DEFAULT_MAX_ACTIONS = 4
+DEFAULT_HITS_PER_SEARCH = 5
+
+
+@dataclass
+class Stats:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # None while no call reported a price
+    duration_ms: float = 0.0
+    model_ms: float = 0.0  # time spent waiting for the model (the rest is the planner's own overhead)
+    actions: int = 0
+    searches: int = 0
+
+    def add(self, reply: Reply) -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.model_ms += reply.latency_ms
+        if reply.cost is not None:
+            self.cost = (self.cost or 0.0) + reply.cost
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class AgentResult:
+    blocks: list[Block]
+    events: list[Event]
+    stats: Stats
+    path: str  # "notes" | "last_search" | "direct_bm25"
+    search_id: str | None = None  # the stored search (None when not recorded)
+
+    def trace_dicts(self) -> list[dict[str, Any]]:
+        return [e.as_dict() for e in self.events]
+
+
+class ReplyError(Exception):
+    """The planner's reply cannot be carried out; the message goes back to it as a correction."""
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    thought: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()  # fields the planner sent that no action takes (user ids, …): never used
+
+
+def system_prompt(*, max_actions: int, hits_per_search: int) -> str:
+    text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
+    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search)
+
+
+def parse_reply(text: str) -> Action:
+    """The one JSON object of a reply → an Action. Raises ReplyError saying what is wrong."""
+    obj = _json_object(text)
+    name = obj.get("action")
+    if not isinstance(name, str) or name.strip() not in ACTIONS:
+        raise ReplyError(f"\"action\" must be one of {', '.join(ACTIONS)}; got {json.dumps(name)}")
+    name = name.strip()
+    thought = obj.get("thought")
+    thought = thought.strip() if isinstance(thought, str) else ""
+    allowed = ACTION_FIELDS[name] | {"action", "thought"}
+    ignored = tuple(sorted(k for k in obj if k not in allowed))
+    args: dict[str, Any] = {}
+    if name == "search_chatrecord":
+        kw = obj.get("keywords")
+        if isinstance(kw, list) and all(isinstance(k, str) for k in kw):
+            kw = " ".join(kw)
+        if not isinstance(kw, str) or not kw.strip():
+            raise ReplyError('search_chatrecord needs "keywords": a non-empty string of search words')
+        args["keywords"] = kw.strip()
+        for key in ("date_from", "date_to"):
+            value = obj.get(key)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                continue
+            if not isinstance(value, str):
+                raise ReplyError(f'"{key}" must be a date string YYYY/MM/DD, got {json.dumps(value)}')
+            args[key] = value.strip()
+    elif name == "take_note":
+        raw = obj.get("results")
+        if isinstance(raw, (int, str)) and not isinstance(raw, bool):
+            raw = [raw]
+        numbers = []
+        for item in raw if isinstance(raw, list) else [None]:
+            if isinstance(item, str) and item.strip().isdigit():
+                item = int(item.strip())
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise ReplyError('take_note needs "results": a list of result numbers of the last search, e.g. [1, 3]')
+            numbers.append(item)
+        if not numbers:
+            raise ReplyError('take_note needs at least one result number in "results"')
+        args["results"] = numbers
+    return Action(name=name, thought=thought, args=args, ignored=ignored)
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    body = _FENCE.sub("", (text or "").strip())
+    start = body.find("{")
+    if start < 0:
+        raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
+                         '{"thought": "…", "action": "finish_search"}')
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(body[start:])
+    except json.JSONDecodeError as exc:
+        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at character {exc.pos + 1}); reply with exactly "
+                         "one JSON object") from None
+    if not isinstance(obj, dict):
+        raise ReplyError("the reply must be one JSON object")
+    return obj
+
+
+def agent_search(
+    store: Store,
+    user_id: str,
+    question: str,
+    *,
+    top_k: int,
+    options: Sequence[str] = (),
+    model: Complete | None = None,
+    model_name: str | None = None,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
+    hits_per_search: int = DEFAULT_HITS_PER_SEARCH,
+    as_of: int | None = None,
+    config: SearchConfig | None = None,
+    date_from: str | int | None = None,
+    date_to: str | int | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    record: bool = True,
+    clock: Callable[[], int] | None = None,
+) -> AgentResult:
+    """Run the planner for one question over ONE user's memory and return the evidence blocks with the trace.
+
+    ``model`` is the seam (``None``: litellm from REFIND_MODEL / REFIND_API_BASE). ``date_from``/``date_to`` bound
+    every search (the planner's own dates narrow inside them). With ``record`` the search and its trace are stored
+    in the ``searches`` table (also when it fails; then the error is raised after storing).
+    """
+    from . import search as retrieval
+
+    if top_k < 1:
+        raise InvalidInput(f"top_k must be at least 1, got {top_k}")
+    if max_actions < 1 or hits_per_search < 1:
+        raise InvalidInput("max_actions and hits_per_search must be at least 1")
+    outer = (retrieval._bound(date_from, end=False), retrieval._bound(date_to, end=True))
+    if model is None:
+        from .model import from_env
+
+        model, model_name = from_env()
+    run = _Run(store=store, user_id=user_id, question=question, top_k=top_k, options=tuple(options),
+               model=model, model_name=model_name, max_actions=max_actions, hits_per_search=hits_per_search,
+               on_event=on_event, outer=outer, clock=clock or store.clock)
+    try:
+        index = retrieval.user_index(store, user_id, as_of=as_of, config=config)
+        run.index = index
+        run.loop()
+        result = run.result()
+    except RefindError as exc:
+        run.emit("error", message=exc.message, type=exc.kind)
+        if record:
+            run.save(returned=[])
+        raise
+    if record:
+        result.search_id = run.save(returned=[b.id for b in result.blocks])
+    return result
+
+
+class _Run:
+    """The state of one planner run: the conversation, the last hits, the skip set, what was kept."""
+
+    def __init__(self, *, store, user_id, question, top_k, options, model, model_name, max_actions,
+                 hits_per_search, on_event, outer, clock) -> None:  # type: ignore[no-untyped-def]
+        self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
+        self.options, self.model, self.model_name = options, model, model_name
+        self.max_actions, self.hits_per_search = max_actions, hits_per_search
+        self.on_event, self.outer, self.clock = on_event, outer, clock
+        self.index: UserIndex | None = None
+        self.events: list[Event] = []
+        self.stats = Stats()
+        self.started_at = clock()
+        self.t0 = time.perf_counter()
+        self.step = 0
+        self.messages: list[dict[str, str]] = []
+        self.sent = 0  # messages already recorded in a model_call event
+        self.last_hits: list[Block] = []
+        self.last_shown: list[Block] = []  # the last search that showed any hit
+        self.searches_with_hits = 0
+        self.seen_sessions: set[str] = set()
+        self.seen_turns: set[str] = set()
+        self.kept: dict[str, Block] = {}
+
+    # ---- events ------------------------------------------------------------------------------------------
+    def emit(self, kind: str, **data: Any) -> Event:
+        event = Event(kind=kind, step=self.step, t_ms=round((time.perf_counter() - self.t0) * 1000, 3), data=data)
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+        return event
+
+    # ---- the loop ----------------------------------------------------------------------------------------
+    def loop(self) -> None:
+        index = self.index
+        skip_mode = index.config.skip
+        latest = _latest_said(index)
+        self.emit("start", question=self.question, options=list(self.options), user_id=self.user_id,
+                  model=self.model_name, max_actions=self.max_actions, hits_per_search=self.hits_per_search,
+                  top_k=self.top_k, skip=skip_mode, turns=len(index), latest=latest)
+        self.messages = [
+            {"role": "system", "content": system_prompt(max_actions=self.max_actions,
+                                                        hits_per_search=self.hits_per_search)},
+            {"role": "user", "content": self._opening(latest)},
+        ]
+        while self.step < self.max_actions:
+            self.step += 1
+            reply = self._call()
+            try:
+                action = parse_reply(reply.content)
+            except ReplyError as exc:
+                self._correct(str(exc), reply=reply.content)
+                continue
+            self.emit("action", name=action.name, thought=action.thought, args=action.args,
+                      ignored=list(action.ignored))
+            if action.name == "finish_search":
+                self.emit("finish")
+                return
+            try:
+                if action.name == "search_chatrecord":
+                    self._search(action, skip_mode)
+                else:
+                    self._note(action)
+            except ReplyError as exc:
+                self._correct(str(exc))
+        self.emit("budget", max_actions=self.max_actions)
+
+    def _opening(self, latest: str | None) -> str:
+        lines = [f"Question: {self.question}"]
+        if self.options:
+            lines.append("Answer options (one of them is right; find the evidence that decides):")
+            lines += [f"  ({chr(65 + i) if i < 26 else i + 1}) {o}" for i, o in enumerate(self.options)]
+        if latest:
+            lines.append(f"The latest message in this chat log was said on {latest}.")
+        lines.append(f"You have {self.max_actions} actions. Reply with one JSON object.")
+        return "\n".join(lines)
+
+    def _call(self) -> Reply:
+        new = self.messages[self.sent:]
+        self.sent = len(self.messages)
+        reply = self.model(list(self.messages))
+        self.stats.add(reply)
+        self.stats.actions = self.step
+        self.messages.append({"role": "assistant", "content": reply.content})
+        self.sent = len(self.messages)
+        if self.model_name is None and reply.model:
+            self.model_name = reply.model
+        self.emit("model_call", messages=new, reply=reply.content, prompt_tokens=reply.prompt_tokens,
+                  completion_tokens=reply.completion_tokens, cost=reply.cost,
+                  latency_ms=round(reply.latency_ms, 3), attempts=reply.attempts)
+        return reply
+
+    def _say(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    def _left(self) -> str:
+        left = self.max_actions - self.step
+        return f"{left} action{'s' if left != 1 else ''} left." if left else "No actions left."
+
+    def _correct(self, reason: str, *, reply: str | None = None) -> None:
+        message = f"Your reply was not carried out: {reason}. {self._left()}"
+        self.emit("correction", reason=reason, reply=reply, message=message)
+        self._say(message)
+
+    def _search(self, action: Action, skip_mode: str) -> None:
+        from .search import Skip, parse_date
+
+        keywords = action.args["keywords"]
+        bounds = []
+        for key, end in (("date_from", False), ("date_to", True)):
+            value = action.args.get(key)
+            if value is None:
+                bounds.append(None)
+                continue
+            try:
+                bounds.append(parse_date(value, end=end))
+            except InvalidInput as exc:
+                raise ReplyError(f"{key}: {exc.message}") from None
+        lo = _max(bounds[0], self.outer[0])
+        hi = _min(bounds[1], self.outer[1])
+        if lo is not None and hi is not None and lo > hi:
+            raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
+        ids = self.seen_sessions if skip_mode == "session" else self.seen_turns
+        hits = self.index.search(keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi,
+                                 skip=Skip(skip_mode, frozenset(ids)))
+        self.stats.searches += 1
+        self.last_hits = hits
+        if hits:
+            self.last_shown = hits
+            self.searches_with_hits += 1
+        self.emit("search", keywords=keywords, date_from=action.args.get("date_from"),
+                  date_to=action.args.get("date_to"), skipped=len(ids), skip=skip_mode,
+                  hits=[_hit(i, b) for i, b in enumerate(hits, 1)])
+        self.seen_sessions.update(b.session_id for b in hits)
+        self.seen_turns.update(b.id for b in hits)
+        self._say(_results_message(keywords, hits, len(ids), skip_mode) + " " + self._left())
+
+    def _note(self, action: Action) -> None:
+        if not self.last_hits:
+            raise ReplyError("take_note keeps results of the last search, and no search has shown results yet")
+        numbers = action.args["results"]
+        bad = [n for n in numbers if not 1 <= n <= len(self.last_hits)]
+        if bad:
+            raise ReplyError(f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
+                             f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
+                             f"1 to {len(self.last_hits)}")
+        ids = []
+        for n in dict.fromkeys(numbers):
+            block = self.last_hits[n - 1]
+            self.kept.setdefault(block.id, block)
+            ids.append(block.id)
+        self.emit("note", results=list(dict.fromkeys(numbers)), ids=ids, kept=len(self.kept))
+        self._say(f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all). "
+                  + self._left())
+
+    # ---- the evidence ------------------------------------------------------------------------------------
+    def result(self) -> AgentResult:
+        per_search = min(self.top_k, self.hits_per_search)
+        if self.kept:
+            path = "notes"
+            limit = min(self.top_k, self.hits_per_search * max(1, self.searches_with_hits))
+            blocks = _chronological(list(self.kept.values()))[:limit]
+        elif self.last_shown:
+            path, limit = "last_search", per_search
+            self.emit("fallback", reason="the planner kept nothing", path=path)
+            blocks = self.last_shown[:limit]
+        else:
+            path, limit = "direct_bm25", per_search
+            reason = "no search ran" if not self.stats.searches else "no search showed any hit"
+            self.emit("fallback", reason=reason, path=path)
+            blocks = self.index.search(self.question, top_k=limit, options=self.options,
+                                       date_from=self.outer[0], date_to=self.outer[1])
+        n = len(blocks)
+        blocks = [replace(b, score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
+        self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
+        self.emit("evidence", path=path, limit=limit, ids=[b.id for b in blocks],
+                  sessions=[b.session_id for b in blocks], stats=self.stats.as_dict())
+        return AgentResult(blocks=blocks, events=self.events, stats=self.stats, path=path)
+
+    def save(self, *, returned: list[str]) -> str:
+        self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
+        search_id = trace.new_search_id(self.started_at)
+        trace.save(self.store, trace.StoredSearch(
+            id=search_id, user_id=self.user_id, at=self.started_at, query=self.question, mode="agent",
+            model=self.model_name, duration_ms=self.stats.duration_ms, llm_calls=self.stats.llm_calls,
+            prompt_tokens=self.stats.prompt_tokens, completion_tokens=self.stats.completion_tokens,
+            cost=self.stats.cost, returned_ids=returned, events=self.events,
+        ))
+        return search_id
+
+
+def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str) -> str:
+    seen = f" ({skipped} {'session' if skip_mode == 'session' else 'result'}{'s' if skipped != 1 else ''} shown " \
+           "before were skipped)" if skipped else ""
+    if not hits:
+        return (f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "
+                "wider date range, or finish.")
+    parts = [f"Search {json.dumps(keywords, ensure_ascii=False)} found {len(hits)} result"
+             f"{'s' if len(hits) != 1 else ''}{seen}:"]
+    for i, b in enumerate(hits, 1):
+        parts.append(f"\n[{i}] session {b.session_id}\n{b.content}")
+    parts.append("\nKeep the useful ones with take_note (by number), search again, or finish.")
+    return "\n".join(parts)
+
+
+def _hit(n: int, b: Block) -> dict[str, Any]:
+    return {"n": n, "id": b.id, "session_id": b.session_id, "said_at": b.said_at, "score": round(b.score, 6),
+            "content": b.content, "anchor_lines": list(b.anchor_lines)}
+
+
+def _chronological(blocks: list[Block]) -> list[Block]:
+    """Group by session; sessions ordered by their earliest kept block, blocks chronological inside each."""
+    def when(b: Block) -> float:
+        return b.said_at if b.said_at is not None else float("inf")
+
+    by_session: dict[str, list[Block]] = {}
+    for b in blocks:
+        by_session.setdefault(b.session_id, []).append(b)
+    groups = [sorted(g, key=when) for g in by_session.values()]
+    groups.sort(key=lambda g: when(g[0]))
+    return [b for g in groups for b in g]
+
+
+def _latest_said(index: UserIndex) -> str | None:
+    """The day of the latest said-at in the user's log (YYYY/MM/DD), so the planner can resolve "last week"."""
+    import numpy as np
+
+    from .search import format_time
+
+    said = index.index.said_at
+    if said.size == 0 or bool(np.isnan(said).all()):
+        return None
+    return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)

@@ -1,0 +1,145 @@
+"""Rich rendering of planner trace events — the same function live (``refind search --trace``) and later
+(``refind inspect search ID``), so a stored trace looks exactly as it did when it ran."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from .trace import Event, StoredSearch
+
+LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
+REPLY_CHARS = 400
+
+
+def _cut(text: str, n: int) -> str:
+    text = text.replace("\r", "")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _day(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _cost(cost: float | None) -> str:
+    return "cost unknown" if cost is None else f"${cost:.5f}"
+
+
+def event(ev: Event) -> RenderableType:
+    """One trace event as a rich renderable."""
+    d: dict[str, Any] = ev.data
+    k = ev.kind
+    if k == "start":
+        head = Text()
+        head.append("question ", style="bold").append(d.get("question", ""))
+        for i, o in enumerate(d.get("options") or []):
+            head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {o}")
+        head.append(f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
+                    f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
+                    f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
+                    + (f" · latest {d['latest']}" if d.get("latest") else ""), style="dim")
+        return Group(Rule("agent search", align="left"), head)
+    if k == "model_call":
+        line = (f"step {ev.step} · model call · {d.get('prompt_tokens', 0):,} prompt + "
+                f"{d.get('completion_tokens', 0):,} completion tokens · {d.get('latency_ms', 0):,.0f} ms · "
+                f"{_cost(d.get('cost'))}")
+        if d.get("attempts", 1) > 1:
+            line += f" · {d['attempts']} attempts"
+        return Group(Rule(f"step {ev.step}", align="left", style="cyan"), Text(line, style="dim"))
+    if k == "action":
+        t = Text()
+        if d.get("thought"):
+            t.append("thought ", style="bold").append(d["thought"], style="italic").append("\n")
+        t.append("action ", style="bold").append(d.get("name", ""), style="bold magenta")
+        args = d.get("args") or {}
+        if "keywords" in args:
+            t.append(f"  keywords {args['keywords']!r}")
+        if args.get("date_from") or args.get("date_to"):
+            t.append(f"  dates {args.get('date_from') or '…'} → {args.get('date_to') or '…'}")
+        if "results" in args:
+            t.append(f"  results {', '.join(map(str, args['results']))}")
+        if d.get("ignored"):
+            t.append(f"\nignored fields the planner may not set: {', '.join(d['ignored'])}", style="yellow")
+        return t
+    if k == "search":
+        hits = d.get("hits") or []
+        title = f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {d.get('keywords')!r}"
+        if d.get("skipped"):
+            title += f" · {d['skipped']} seen {d.get('skip', 'session')}s skipped"
+        table = Table(title=title, title_justify="left", show_lines=True, expand=False)
+        table.add_column("#", justify="right", style="bold")
+        table.add_column("session / said")
+        table.add_column("context (▶ = the hit)")
+        for h in hits:
+            start, end = (h.get("anchor_lines") or [0, 0])[:2]
+            body = Text()
+            for i, line in enumerate(h.get("content", "").split("\n")):
+                anchor = start <= i < end
+                body.append(("▶ " if anchor else "  ") + _cut(line, LINE_CHARS) + "\n",
+                            style="bold yellow" if anchor else "dim")
+            body.rstrip()
+            table.add_row(str(h.get("n")), f"{h.get('session_id')}\n{_day(h.get('said_at'))}", body)
+        if not hits:
+            return Text(title + " — nothing found", style="yellow")
+        return table
+    if k == "note":
+        return Text(f"kept result{'s' if len(d.get('results', [])) != 1 else ''} "
+                    f"{', '.join(map(str, d.get('results', [])))} ({d.get('kept')} kept in all)", style="green")
+    if k == "correction":
+        t = Text(f"correction: {d.get('reason')}", style="red")
+        if d.get("reply") is not None:
+            t.append("\nthe reply was: ", style="bold").append(_cut(d["reply"], REPLY_CHARS))
+        return t
+    if k == "budget":
+        return Text(f"budget of {d.get('max_actions')} actions used up", style="yellow")
+    if k == "finish":
+        return Text("the planner finished", style="green")
+    if k == "fallback":
+        return Text(f"fallback: {d.get('reason')} → {d.get('path')}", style="bold yellow")
+    if k == "evidence":
+        s = d.get("stats") or {}
+        ids = d.get("ids") or []
+        body = Text(f"{len(ids)} block{'s' if len(ids) != 1 else ''} via {d.get('path')} (limit {d.get('limit')}) · "
+                    f"{s.get('llm_calls', 0)} LLM calls · {s.get('prompt_tokens', 0):,} + "
+                    f"{s.get('completion_tokens', 0):,} tokens · {_cost(s.get('cost'))} · "
+                    f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)")
+        for i, (bid, sid) in enumerate(zip(ids, d.get("sessions") or []), 1):
+            body.append(f"\n  {i}. {bid}  session {sid}", style="dim")
+        return Group(Rule("evidence", align="left"), body)
+    if k == "error":
+        return Text(f"error ({d.get('type')}): {d.get('message')}", style="bold red")
+    return Text(f"{k}: {d}")
+
+
+def print_event(console: Console, ev: Event) -> None:
+    console.print(event(ev))
+
+
+def print_trace(console: Console, events: Iterable[Event]) -> None:
+    for ev in events:
+        print_event(console, ev)
+
+
+def searches_table(rows: list[StoredSearch]) -> Table:
+    table = Table(title="stored agent searches (newest first)", title_justify="left")
+    for name, justify in (("id", "left"), ("when (UTC)", "left"), ("user", "left"), ("query", "left"),
+                          ("model", "left"), ("calls", "right"), ("tokens", "right"), ("cost", "right"),
+                          ("ms", "right"), ("returned", "right")):
+        table.add_column(name, justify=justify)
+    for r in rows:
+        table.add_row(r.id, _day(r.at), r.user_id, _cut(r.query, 60), r.model or "", str(r.llm_calls),
+                      f"{r.prompt_tokens + r.completion_tokens:,}", "" if r.cost is None else f"${r.cost:.5f}",
+                      f"{r.duration_ms:,.0f}", str(len(r.returned_ids)))
+    return table
+
+
+def search_header(s: StoredSearch) -> Text:
+    return Text(f"search {s.id} · user {s.user_id} · {_day(s.at)} UTC · model {s.model or '?'}", style="bold")

@@ -1,0 +1,121 @@
+"""Planner trace events, and the ``searches`` table that keeps every agent search for ``refind inspect search ID``.
+
+An event is plain data (kind, step, milliseconds since the search began, a JSON-safe dict), so the trace stored in
+the database re-renders exactly as it rendered live. Kinds, in the order a search emits them:
+
+``start``       question, options, user, model, budget, hits per search, skip mode, top_k
+``model_call``  the messages added since the previous call, the reply, tokens, cost (None when unknown), latency
+``action``      the parsed action: name, thought, arguments, fields the planner may not set (ignored)
+``search``      keywords, date bounds, how many ids were skipped, the hits (number, id, session, said-at, content)
+``note``        the result numbers kept, their ids, how many are kept in all
+``correction``  why the reply was refused, and the message sent back to the planner
+``budget``      the action budget ran out before ``finish_search``
+``finish``      the planner said it is done
+``fallback``    why the evidence does not come from kept notes, and where it comes from instead
+``evidence``    the path taken (notes | last_search | direct_bm25), the limit, the returned ids
+``error``       the failure that ended the search (the search raised it after recording)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import NotFound
+
+if TYPE_CHECKING:
+    from .store import Store
+
+KINDS = ("start", "model_call", "action", "search", "note", "correction", "budget", "finish", "fallback",
+         "evidence", "error")
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    step: int  # the action number it belongs to (0 before the first model call)
+    t_ms: float  # milliseconds since the search began
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Event:
+        return cls(kind=raw["kind"], step=int(raw["step"]), t_ms=float(raw["t_ms"]), data=dict(raw.get("data") or {}))
+
+
+@dataclass(frozen=True)
+class StoredSearch:
+    id: str
+    user_id: str
+    at: int  # Unix ms when it started
+    query: str
+    mode: str
+    model: str | None
+    duration_ms: float
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    returned_ids: list[str]
+    events: list[Event]
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        del d["events"]
+        d["returned"] = len(self.returned_ids)
+        del d["returned_ids"]
+        return d
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["events"] = [e.as_dict() for e in self.events]
+        return d
+
+
+def new_search_id(at_ms: int) -> str:
+    """Sortable by time, unique without coordination: 11 hex digits of ms, then 6 random hex digits."""
+    return f"{at_ms:011x}{secrets.token_hex(3)}"
+
+
+def save(store: Store, search: StoredSearch) -> None:
+    with store.write():
+        store.conn.execute(
+            "INSERT INTO searches (id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, "
+            "completion_tokens, cost, returned_ids, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                search.id, search.user_id, search.at, search.query, search.mode, search.model, search.duration_ms,
+                search.llm_calls, search.prompt_tokens, search.completion_tokens, search.cost,
+                json.dumps(search.returned_ids),
+                json.dumps([e.as_dict() for e in search.events], ensure_ascii=False),
+            ),
+        )
+
+
+_COLUMNS = ("id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, completion_tokens, cost, "
+            "returned_ids, trace")
+
+
+def _row(row: tuple) -> StoredSearch:
+    *head, returned, trace = row
+    return StoredSearch(*head, returned_ids=json.loads(returned),
+                        events=[Event.from_dict(e) for e in json.loads(trace)])
+
+
+def load(store: Store, search_id: str) -> StoredSearch:
+    row = store.conn.execute(f"SELECT {_COLUMNS} FROM searches WHERE id = ?", (search_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no stored search {search_id!r}: `refind inspect searches` lists them")
+    return _row(row)
+
+
+def recent(store: Store, *, user_id: str | None = None, limit: int = 50) -> list[StoredSearch]:
+    """The latest stored searches, newest first, of one user or of all."""
+    where, params = ("WHERE user_id = ?", [user_id]) if user_id is not None else ("", [])
+    rows = store.conn.execute(
+        f"SELECT {_COLUMNS} FROM searches {where} ORDER BY at DESC, id DESC LIMIT ?", [*params, limit]
+    )
+    return [_row(r) for r in rows]

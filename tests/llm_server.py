@@ -1,0 +1,112 @@
+"""A scripted OpenAI-compatible chat server on loopback, for tests that drive litellm over real HTTP.
+
+Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the next entry of the script:
+
+- a ``str``: answered 200 as the assistant message's content (usage counts derived from the text);
+- ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
+- ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts).
+
+Every request body and its headers are recorded in ``requests``. When the script runs out the server answers 500.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Fail:
+    status: int
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True)
+class Slow:
+    seconds: float
+    content: str = '{"action": "finish_search"}'
+
+
+@dataclass
+class ScriptedLLM:
+    host: str = "127.0.0.1"
+    port: int = 0
+    script: list = field(default_factory=list)
+    requests: list = field(default_factory=list)
+    headers: list = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def play(self, *entries) -> None:
+        """Replace the script."""
+        self.script[:] = list(entries)
+
+    def bodies_text(self) -> str:
+        """Everything the model was sent, as one string (for leak checks)."""
+        return json.dumps(self.requests, ensure_ascii=False)
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            body = json.loads(raw or b"{}")
+            with lock:
+                llm.requests.append(body)
+                llm.headers.append(dict(self.headers))
+                entry = llm.script.pop(0) if llm.script else Fail(500, "script exhausted")
+            if isinstance(entry, Fail):
+                self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}})
+                return
+            if isinstance(entry, Slow):
+                time.sleep(entry.seconds)
+                entry = entry.content
+            prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
+            completion = _tokens(entry)
+            self._send(200, {
+                "id": f"chatcmpl-{len(llm.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": entry}}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion},
+            })
+
+    server = ThreadingHTTPServer((llm.host, llm.port), Handler)
+    server.daemon_threads = True
+    llm.port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
