@@ -62,8 +62,8 @@ class ServerSettings:
     retention_days: float | None = defaults.DEFAULT_RETENTION_DAYS
     token: str | None = None  # None: no authentication (only allowed on loopback unless insecure)
     mode: str = "bm25"  # "bm25" | "agent"
-    model: str | None = None  # agent mode: the litellm model name
-    api_base: str | None = None  # agent mode: an OpenAI-compatible base URL
+    model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
+    api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
     search_threads: int = defaults.DEFAULT_SEARCH_THREADS  # searches running at once (the rest queue)
     add_threads: int = 64  # Add bodies parsed at once (the writes themselves are group-committed on one thread)
@@ -197,6 +197,11 @@ class Runtime:
         self.add_limiter = anyio.CapacityLimiter(cfg.add_threads)
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        self.complete = self.model_name = None
+        if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
+            from .model import from_env
+
+            self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
 
     def start(self) -> None:
         if self.cfg.expire_interval_s > 0:
@@ -225,15 +230,11 @@ class Runtime:
         return {"data": contract_items(blocks, request.top_k)}
 
     def _blocks(self, store: Store, req: SearchRequest) -> list:
-        if self.cfg.mode == "agent":
-            try:
-                from .planner import agent_search
-            except ImportError:
-                raise RefindError("agent mode is not available in this build: run with --mode bm25") from None
-            kwargs: dict[str, Any] = {"top_k": req.top_k, "options": req.options}
-            if self.cfg.model:
-                kwargs["model"] = self.cfg.model
-            return agent_search(store, req.user_id, req.query, **kwargs).blocks
+        if self.complete is not None:
+            from .planner import agent_search
+
+            return agent_search(store, req.user_id, req.query, top_k=req.top_k, options=req.options,
+                                model=self.complete, model_name=self.model_name).blocks
         from .search import search
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)

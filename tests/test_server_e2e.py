@@ -199,3 +199,50 @@ def test_a_public_bind_without_a_token_refuses_to_start(cli, monkeypatch):
     result = cli("serve", "--host", "0.0.0.0", "--mode", "bm25")
     assert result.exit_code == 1
     assert "refusing to serve on 0.0.0.0 without a token" in result.output
+
+
+def test_agent_searches_in_flight_never_block_adds_or_health_and_model_failures_are_502(db_path, llm_server):
+    from llm_server import Fail, Slow
+
+    with Store(db_path, retention_days=None) as store:
+        from refind_cli.contract import parse_add
+
+        store.add(parse_add(add_body("seed")))
+    server = ServerProcess(db_path, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url)
+    try:
+        searches = 6
+        llm_server.play(*[Slow(2.0, '{"action": "finish_search"}') for _ in range(searches)])
+        results: list[int] = []
+
+        def ask() -> None:
+            with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+                body = {"query": "where did Caroline go hiking", "user_id": "alice", "top_k": 5}
+                results.append(http.post("/v1/memories/search", json=body).status_code)
+
+        pool = [threading.Thread(target=ask) for _ in range(searches)]
+        for t in pool:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(llm_server.requests) < searches and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm_server.requests) == searches  # every search is now waiting on the model
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            started = time.monotonic()
+            assert http.get("/health").status_code == 200
+            for i in range(5):
+                assert http.post("/v1/memories/add", json=add_body(f"during-{i}")).status_code == 200
+            assert time.monotonic() - started < 1.5  # well under one model call: nothing waited on a search
+        for t in pool:
+            t.join()
+        assert results == [200] * searches
+
+        llm_server.play(Fail(400, "the provider says: model quota exceeded"))
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            failed = http.post("/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+        assert failed.status_code == 502
+        assert failed.json()["error"]["type"] == "model"
+        assert "model quota exceeded" in failed.json()["error"]["message"]
+    finally:
+        server.stop()
+    log = "".join(server.lines)
+    assert "POST /search 502" in log and "where did Caroline" not in log and "Traceback" not in log

@@ -35,9 +35,13 @@ def serve(
     mode: Annotated[
         Optional[str], typer.Option("--mode", envvar=settings.ENV_MODE, help="Search mode: agent or bm25.")
     ] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Agent mode: the litellm model name.")] = None,
+    model: Annotated[
+        Optional[str], typer.Option("--model", envvar=settings.ENV_MODEL,
+                                    help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).")
+    ] = None,
     api_base: Annotated[
-        Optional[str], typer.Option("--api-base", help="Agent mode: base URL of an OpenAI-compatible API.")
+        Optional[str], typer.Option("--api-base", envvar=settings.ENV_API_BASE,
+                                    help="Agent mode: base URL of an OpenAI-compatible API.")
     ] = None,
     token: Annotated[
         Optional[str],
