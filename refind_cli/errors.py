@@ -41,6 +41,14 @@ class NotFound(RefindError):
     kind = "not_found"
 
 
+class Forgotten(RefindError):
+    """The request was removed by forget; a tombstone keeps it from being stored again (410: not retried)."""
+
+    status = 410
+    exit_code = 6
+    kind = "forgotten"
+
+
 class ModelError(RefindError):
     """The language model could not be used (credentials, provider failure, timeout)."""
 

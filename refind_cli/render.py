@@ -7,7 +7,9 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 
 def console() -> Console:
@@ -67,3 +69,160 @@ def _minute(ms: int) -> str:
     from datetime import datetime, timezone
 
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+# ---- lifecycle and inspect ---------------------------------------------------------------------------------------
+
+
+def when(ms: int | None) -> str:
+    """Unix ms as a short UTC time for tables ('—' when unknown)."""
+    if ms is None:
+        return "—"
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _span(r: dict[str, Any], *, full: bool = False) -> str:
+    """A time range: in full, or compact for table columns (days only when it spans several days)."""
+    lo, hi = r["min"], r["max"]
+    if lo is None or lo == hi:
+        return when(lo)
+    a, b = when(lo), when(hi)
+    if full:
+        return f"{a} … {b}"
+    if a[:10] == b[:10]:
+        return f"{a[:16]}–{b[11:16]}Z"
+    return f"{a[:10]} … {b[:10]}"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _retention(days: float | None) -> str:
+    return "off (keeps everything)" if days is None else f"{days:g} days"
+
+
+def expire_result(data: dict[str, Any]) -> Any:
+    if data["retention_days"] is None:
+        return "retention is off (--retention-days off): nothing expires"
+    verb = "would expire" if data["dry_run"] else "expired"
+    title = (f"{verb} {data['messages']:,} message(s) recorded before {when(data['cutoff'])} "
+             f"(retention {_retention(data['retention_days'])})")
+    if not data["users"]:
+        return f"nothing to expire: no message recorded before {when(data['cutoff'])}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("user")
+    for col in ("messages", "requests", "searches"):
+        table.add_column(col, justify="right")
+    for user, c in data["users"].items():
+        table.add_row(Text(user), f"{c['messages']:,}", f"{c['requests']:,}", f"{c['searches']:,}")
+    return table
+
+
+def forget_result(data: dict[str, Any]) -> Table:
+    scope = {"user": f"user {data['user_id']}", "session": f"session {data['session_id']} of user {data['user_id']}",
+             "request": f"request {data['request_id']} of user {data['user_id']}"}[data["scope"]]
+    table = Table(title=f"forgot {escape(scope)}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("messages removed", f"{data['messages']:,}")
+    table.add_row("requests removed", f"{data['requests']:,}")
+    table.add_row("stored searches removed", f"{data['searches']:,}")
+    table.add_row("tombstone", f"{data['tombstone_id']} at {when(data['at'])}")
+    table.add_row("files scrubbed", "yes" if data["checkpointed"] else "[red]WAL busy: not yet truncated[/red]")
+    return table
+
+
+def overview(data: dict[str, Any]) -> Table:
+    table = Table(title=f"refind database {escape(data['db'])}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("size", f"{_size(data['size_bytes'])} (+ {_size(data['wal_bytes'])} WAL)")
+    table.add_row("schema version", f"{data['schema_version']} ({', '.join(data['migrations'])})")
+    for key in ("users", "sessions", "requests", "messages"):
+        table.add_row(key, f"{data[key]:,}")
+    table.add_row("said at", _span(data["said_at"], full=True))
+    table.add_row("recorded at", _span(data["recorded_at"], full=True))
+    table.add_row("retention", _retention(data["retention_days"]))
+    if data["retention_cutoff"] is not None:
+        table.add_row("visible from", when(data["retention_cutoff"]))
+    table.add_row("expired, awaiting sweep", f"{data['awaiting_expiry']:,}")
+    for key in ("searches", "tombstones", "events"):
+        table.add_row(f"stored {key}" if key == "searches" else key, f"{data[key]:,}")
+    return table
+
+
+def users_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"{len(rows):,} user(s)", title_justify="left")
+    table.add_column("user")
+    for col in ("sessions", "requests", "messages"):
+        table.add_column(col, justify="right")
+    table.add_column("said at", no_wrap=True)
+    table.add_column("recorded at", no_wrap=True)
+    for r in rows:
+        table.add_row(Text(r["user_id"]), f"{r['sessions']:,}", f"{r['requests']:,}", f"{r['messages']:,}",
+                      _span(r["said_at"]), _span(r["recorded_at"]))
+    return table
+
+
+def user_sessions(data: dict[str, Any]) -> Table:
+    table = Table(title=f"user {escape(data['user_id'])}: {len(data['sessions']):,} session(s), {data['messages']:,} "
+                        f"message(s), {data['tombstones']} tombstone(s)", title_justify="left")
+    table.add_column("session")
+    table.add_column("requests", justify="right")
+    table.add_column("messages", justify="right")
+    table.add_column("said at", no_wrap=True)
+    table.add_column("recorded at", no_wrap=True)
+    for s in data["sessions"]:
+        table.add_row(Text(s["session_id"]), f"{s['requests']:,}", f"{s['messages']:,}", _span(s["said_at"]),
+                      _span(s["recorded_at"]))
+    return table
+
+
+def _turn_rows(table: Table, turns: list[dict[str, Any]], style: str = "") -> None:
+    for t in turns:
+        for i, m in enumerate(t["messages"]):
+            table.add_row(t["id"] if i == 0 else "", m["role"], when(m["said_at"]), Text(m["content"]), style=style)
+
+
+def _turn_table(title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column("turn id", no_wrap=True)
+    table.add_column("role")
+    table.add_column("said at", no_wrap=True)
+    table.add_column("content", overflow="fold")
+    return table
+
+
+def session_transcript(data: dict[str, Any]) -> Table:
+    table = _turn_table(f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: {len(data['turns']):,} turn(s)")
+    _turn_rows(table, data["turns"])
+    return table
+
+
+def turn_view(data: dict[str, Any]) -> Table:
+    table = _turn_table(f"turn {data['position'] + 1} of {data['of']} in session {escape(data['session_id'])} "
+                        f"of user {escape(data['user_id'])}")
+    _turn_rows(table, data["before"], "dim")
+    _turn_rows(table, [data["turn"]], "bold")
+    _turn_rows(table, data["after"], "dim")
+    return table
+
+
+def events_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"{len(rows):,} event(s), newest first", title_justify="left")
+    for col in ("id", "at", "kind", "user", "session", "request", "rows", "detail"):
+        table.add_column(col, justify="right" if col in ("id", "rows") else "left", overflow="fold")
+    for e in rows:
+        detail = e["detail"]
+        if isinstance(detail, dict):
+            detail = ", ".join(f"{k}={v}" for k, v in detail.items())
+        table.add_row(str(e["id"]), when(e["at"]), e["kind"], Text(e["user_id"] or ""), Text(e["session_id"] or ""),
+                      Text(e["request_id"] or ""), f"{e['rows']:,}", Text(str(detail or "")))
+    return table

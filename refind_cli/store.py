@@ -21,7 +21,7 @@ import sqlite_utils
 
 from . import migrations
 from .contract import AddRequest
-from .errors import Conflict, RefindError
+from .errors import Conflict, Forgotten, RefindError
 
 Clock = Callable[[], int]
 DAY_MS = 86_400_000
@@ -30,6 +30,12 @@ DAY_MS = 86_400_000
 def system_clock() -> int:
     """Now, in Unix milliseconds (UTC)."""
     return time.time_ns() // 1_000_000
+
+
+def _iso(ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def message_id(user_id: str, request_id: str, index: int) -> str:
@@ -88,6 +94,9 @@ class Store:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Zero freed and moved bytes on every write, whatever the build's default: forget and expire rely on it
+            # (with it off, page splits leave stale copies of text that no later delete can find).
+            conn.execute("PRAGMA secure_delete = ON")
             migrations.apply(conn, self.clock())
         except sqlite3.DatabaseError as exc:
             raise RefindError(f"cannot open database {self.path}: {exc}") from exc
@@ -156,6 +165,13 @@ class Store:
             raise Conflict(
                 f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
                 "payload; an identical replay is accepted, a changed one is not"
+            )
+        stone = self.tombstone_for(req.user_id, req.request_id)
+        if stone is not None:
+            raise Forgotten(
+                f"request_id {req.request_id!r} of user {req.user_id!r} was forgotten (tombstone {stone[0]}, "
+                f"{_iso(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
+                "to store it deliberately"
             )
         self.conn.execute(
             "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
@@ -246,6 +262,15 @@ class Store:
             [user_id, *params],
         )
         return [StoredMessage(*row) for row in rows]
+
+    def tombstone_for(self, user_id: str, request_id: str) -> tuple[int, int] | None:
+        """(id, at) of the newest tombstone that removed this request of this user, or None."""
+        first = json.dumps(message_id(user_id, request_id, 0))
+        return self.conn.execute(
+            "SELECT id, at FROM tombstones WHERE user_id = ? AND (request_id = ? OR instr(message_ids, ?) > 0) "
+            "ORDER BY id DESC LIMIT 1",
+            (user_id, request_id, first),
+        ).fetchone()
 
     def user_version(self, user_id: str) -> int:
         row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()

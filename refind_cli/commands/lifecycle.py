@@ -1,9 +1,145 @@
-"""`refind lifecycle` — not built yet (see the issue that owns it)."""
+"""`refind expire`, `refind forget`, `refind export`: age data out, delete it for good, take it away."""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+
+from .. import render
+from ..errors import InvalidInput
+from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption, open_store
+
+EXPIRE_HELP = """\
+Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
+
+Retention counts from recorded-at, when this store received a message, not from when it was said. Reads hide
+expired messages even before a sweep; expire removes them from the file (scrubbed, WAL truncated), with their
+request rows and stored planner searches that quote them.
+
+  refind expire --dry-run            # what would go, per user
+  refind expire --retention-days 7   # delete what was recorded more than 7 days ago
+"""
+
+FORGET_HELP = """\
+Delete a user's memory — all of it, one session, or one request — and everything derived from it.
+
+The text is scrubbed from the database file and the WAL is truncated; a tombstone keeps ids, counts and
+content hashes (never text). A forgotten request is not stored again by a later replay (refused, exit code 6);
+send it under a new request id to store it deliberately. Asks for confirmation on a terminal unless --yes.
+
+  refind forget --user alice --session s2 --yes
+  refind forget --user alice --request-id alice-s1-0 --yes
+  refind forget --user alice --yes
+"""
+
+EXPORT_HELP = """\
+Write a user's visible messages (or one session's) as Add-request JSONL, with the original request ids, message
+order and said-at timestamps. `refind add --file` reads it back into an identical store.
+
+  refind export --user alice --output alice.jsonl
+  refind add --file alice.jsonl --db copy.db
+"""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's command(s) to the app."""
+    app.command("expire", help=EXPIRE_HELP)(expire)
+    app.command("forget", help=FORGET_HELP, no_args_is_help=True)(forget)
+    app.command("export", help=EXPORT_HELP, no_args_is_help=True)(export)
+
+
+def expire(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    user: OptionalUserOption = None,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from .. import lifecycle
+
+    with open_store(db, retention) as store:
+        result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
+    data = result.as_dict()
+    if as_json:
+        render.print_json(data)
+    else:
+        render.console().print(render.expire_result(data))
+
+
+def forget(
+    user: UserOption,
+    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Forget only this session.")] = None,
+    request_id: Annotated[Optional[str], typer.Option("--request-id", help="Forget only this request.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from .. import lifecycle
+
+    if session is not None and request_id is not None:
+        raise InvalidInput("give --session or --request-id, not both (or neither, to forget the whole user)")
+    if not yes:
+        what = (f"request {request_id!r} of user {user!r}" if request_id is not None
+                else f"session {session!r} of user {user!r}" if session is not None
+                else f"ALL memory of user {user!r}")
+        if not sys.stdin.isatty():
+            raise InvalidInput(f"refusing to forget {what} without confirmation: pass --yes")
+        typer.confirm(f"Permanently delete {what}?", abort=True, err=True)
+    with open_store(db, retention) as store:
+        result = lifecycle.forget(store, user, session_id=session, request_id=request_id)
+    data = result.as_dict()
+    if as_json:
+        render.print_json(data)
+    else:
+        render.console().print(render.forget_result(data))
+
+
+def export(
+    user: UserOption,
+    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Export only this session.")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    db: DbOption = "refind.db",
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from .. import lifecycle
+
+    with open_store(db, retention) as store:
+        if output is None or str(output) == "-":
+            lifecycle.export(store, user, sys.stdout, session_id=session)
+            sys.stdout.flush()
+            return
+        result = _export_to_file(store, user, session, output)
+    data = {**result.as_dict(), "output": str(output)}
+    if as_json:
+        render.print_json(data)
+    else:
+        render.error_console().print(
+            f"exported {data['requests']:,} request(s), {data['messages']:,} message(s) to {output}",
+            markup=False,
+        )
+
+
+def _export_to_file(store, user: str, session: str | None, output: Path):
+    """Write next to the target and rename into place, so a failed export never leaves a partial file."""
+    from .. import lifecycle
+
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidInput(f"--output: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            result = lifecycle.export(store, user, out, session_id=session)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return result

@@ -1,0 +1,354 @@
+"""Data lifecycle: retention sweeps (``expire``), ``forget`` with tombstones, and ``export`` as Add-request JSONL.
+
+Both deleting paths scrub: ``PRAGMA secure_delete`` overwrites the freed bytes, and a ``wal_checkpoint(TRUNCATE)``
+afterwards copies the scrubbed pages into the database file and cuts the WAL (which may still hold old page images
+with the text) to zero bytes. Every mutation bumps the user's version (caches go stale) and appends an event.
+
+A forgotten request is not stored again: ``Store.add`` refuses a request id named by a tombstone with
+:class:`~refind_cli.errors.Forgotten` (HTTP 410, which the platform does not retry), so an automatic retry or a
+replay of the original log cannot bring forgotten text back. Sending the text under a new request id stores it —
+that is a deliberate new Add, not a replay. Expired requests leave no tombstone: a replay after the sweep stores them
+again as new data with a new recorded-at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from .errors import InvalidInput, NotFound
+from .store import Store
+
+CHECKPOINT_ATTEMPTS = 50
+CHECKPOINT_WAIT_S = 0.1
+QUOTE_PREFIX_CHARS = 32  # a stored trace quoting this much of a message's text counts as quoting the message
+
+
+# ---- scrubbing ---------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def scrubbing(store: Store) -> Iterator[None]:
+    """Deletes inside overwrite the freed bytes with zeros (``PRAGMA secure_delete``) for this connection."""
+    before = store.conn.execute("PRAGMA secure_delete").fetchone()[0]
+    store.conn.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        store.conn.execute(f"PRAGMA secure_delete = {int(before)}")
+
+
+def checkpoint(store: Store, *, attempts: int = CHECKPOINT_ATTEMPTS, wait_s: float = CHECKPOINT_WAIT_S) -> bool:
+    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy."""
+    for attempt in range(attempts):
+        busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return True
+        if attempt + 1 < attempts:
+            time.sleep(wait_s)
+    return False
+
+
+def _evict(user_ids: Iterable[str]) -> None:
+    """Drop the retrieval module's in-process cache for these users, if that module is loaded in this process."""
+    search = sys.modules.get("refind_cli.search")
+    evict = getattr(search, "evict", None)
+    if callable(evict):
+        for user_id in user_ids:
+            evict(user_id)
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _needles(message_id: str, content: str) -> set[str]:
+    """What a stored trace would contain if it quoted this message: its id, or the start of its text as JSON."""
+    head = content.strip()[:QUOTE_PREFIX_CHARS]
+    out = {message_id}
+    if head:
+        out.add(json.dumps(head, ensure_ascii=False)[1:-1])
+        out.add(json.dumps(head, ensure_ascii=True)[1:-1])
+    return out
+
+
+def _quoting_searches(store: Store, user_id: str, messages: list[tuple[str, str]]) -> list[str]:
+    """Ids of this user's stored planner searches that quote any of ``messages`` (id, content)."""
+    if not messages:
+        return []
+    needles: set[str] = set()
+    for mid, content in messages:
+        needles |= _needles(mid, content)
+    found = []
+    for sid, returned, trace in store.conn.execute(
+        "SELECT id, returned_ids, trace FROM searches WHERE user_id = ?", (user_id,)
+    ):
+        text = f"{returned}\n{trace}"
+        if any(n in text for n in needles):
+            found.append(sid)
+    return found
+
+
+def _delete_searches(store: Store, ids: list[str]) -> int:
+    store.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in ids])
+    return len(ids)
+
+
+# ---- expire ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UserExpiry:
+    messages: int
+    requests: int
+    searches: int
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    retention_days: float | None  # None: retention is off, nothing expires
+    cutoff: int | None  # messages recorded before this Unix ms are expired
+    dry_run: bool
+    users: dict[str, UserExpiry] = field(default_factory=dict)
+    checkpointed: bool | None = None  # None when nothing was deleted
+
+    @property
+    def messages(self) -> int:
+        return sum(u.messages for u in self.users.values())
+
+    @property
+    def requests(self) -> int:
+        return sum(u.requests for u in self.users.values())
+
+    @property
+    def searches(self) -> int:
+        return sum(u.searches for u in self.users.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "retention_days": self.retention_days,
+            "cutoff": self.cutoff,
+            "dry_run": self.dry_run,
+            "messages": self.messages,
+            "requests": self.requests,
+            "searches": self.searches,
+            "users": {u: asdict(e) for u, e in sorted(self.users.items())},
+            "checkpointed": self.checkpointed,
+        }
+
+
+def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -> ExpireResult:
+    """Delete every message (and its request row) recorded before the retention cutoff, now.
+
+    Also removes stored planner searches older than the window, and any that quote an expired message. Counts are
+    per user; ``dry_run`` counts without deleting. With retention off nothing expires.
+    """
+    cutoff = store.retention_cutoff()
+    if cutoff is None:
+        return ExpireResult(None, None, dry_run)
+    with scrubbing(store), store.write():
+        users = _expiry_plan(store, cutoff, user_id)
+        if dry_run or not users:
+            counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in users.items()}
+            return ExpireResult(store.retention_days, cutoff, dry_run, counts)
+        counts = {}
+        for uid, plan in users.items():
+            store.conn.execute("DELETE FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
+            store.conn.execute("DELETE FROM requests WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
+            _delete_searches(store, plan.searches)
+            counts[uid] = UserExpiry(plan.messages, plan.requests, len(plan.searches))
+            store.bump_user(uid)
+            store.record_event(
+                "expire", user_id=uid, rows=plan.messages,
+                detail={"cutoff": cutoff, "requests": plan.requests, "searches": len(plan.searches)},
+            )
+    done = checkpoint(store)
+    _evict(counts)
+    return ExpireResult(store.retention_days, cutoff, False, counts, done)
+
+
+@dataclass
+class _Plan:
+    messages: int = 0
+    requests: int = 0
+    searches: list[str] = field(default_factory=list)
+
+
+def _expiry_plan(store: Store, cutoff: int, user_id: str | None) -> dict[str, _Plan]:
+    where, params = ("AND user_id = ?", [user_id]) if user_id else ("", [])
+    q = store.conn.execute
+    plans: dict[str, _Plan] = {}
+    for uid, n in q(f"SELECT user_id, count(*) FROM messages WHERE recorded_at < ? {where} GROUP BY user_id",
+                    [cutoff, *params]):
+        plans.setdefault(uid, _Plan()).messages = n
+    for uid, n in q(f"SELECT user_id, count(*) FROM requests WHERE recorded_at < ? {where} GROUP BY user_id",
+                    [cutoff, *params]):
+        plans.setdefault(uid, _Plan()).requests = n
+    for uid, sid in q(f"SELECT user_id, id FROM searches WHERE at < ? {where}", [cutoff, *params]):
+        plans.setdefault(uid, _Plan()).searches.append(sid)
+    with_traces = {r[0] for r in q(f"SELECT DISTINCT user_id FROM searches WHERE 1 {where}", params)}
+    for uid, plan in plans.items():
+        if uid not in with_traces or not plan.messages:
+            continue
+        expired = q("SELECT id, content FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)).fetchall()
+        old = set(plan.searches)
+        plan.searches += [s for s in _quoting_searches(store, uid, expired) if s not in old]
+    return plans
+
+
+# ---- forget ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    tombstone_id: int
+    at: int
+    scope: str  # "user" | "session" | "request"
+    user_id: str
+    session_id: str | None
+    request_id: str | None
+    messages: int
+    requests: int
+    searches: int
+    checkpointed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def forget(
+    store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None
+) -> ForgetResult:
+    """Remove a user's messages — all, one session's, or one request's — and everything derived from them.
+
+    Removes the messages (whatever their age), their request rows, the stored planner searches that quote them (all
+    of the user's for the user scope), and the retrieval cache; scrubs the freed bytes and truncates the WAL; writes
+    a tombstone (scope, ids, counts, content hashes, when — never text). NotFound when nothing is in scope.
+    """
+    if session_id is not None and request_id is not None:
+        raise InvalidInput("forget one scope at a time: a session or a request id, not both")
+    scope = "request" if request_id is not None else "session" if session_id is not None else "user"
+    where, params = "user_id = ?", [user_id]
+    if session_id is not None:
+        where, params = where + " AND session_id = ?", [*params, session_id]
+    if request_id is not None:
+        where, params = where + " AND request_id = ?", [*params, request_id]
+    with scrubbing(store), store.write():
+        q = store.conn.execute
+        rows = q(f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq", params).fetchall()
+        n_requests = q(f"SELECT count(*) FROM requests WHERE {where}", params).fetchone()[0]
+        if scope == "user":
+            searches = [r[0] for r in q("SELECT id FROM searches WHERE user_id = ?", (user_id,))]
+        else:
+            searches = _quoting_searches(store, user_id, [(r[0], r[1]) for r in rows])
+        if not rows and not n_requests and not searches:
+            raise NotFound(_nothing_to_forget(store, scope, user_id, session_id, request_id))
+        if scope == "request" and rows:
+            session_id = rows[0][3]
+        q(f"DELETE FROM messages WHERE {where}", params)
+        q(f"DELETE FROM requests WHERE {where}", params)
+        _delete_searches(store, searches)
+        now = store.clock()
+        cur = q(
+            "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, scope, user_id, session_id, request_id, len(rows),
+             json.dumps([r[0] for r in rows]), json.dumps([content_hash(r[1]) for r in rows])),
+        )
+        tombstone_id = cur.lastrowid
+        store.bump_user(user_id)
+        store.record_event(
+            "forget", user_id=user_id, session_id=session_id, request_id=request_id, rows=len(rows),
+            detail={"scope": scope, "tombstone": tombstone_id, "requests": n_requests, "searches": len(searches)},
+        )
+    done = checkpoint(store)
+    _evict([user_id])
+    return ForgetResult(tombstone_id, now, scope, user_id, session_id, request_id, len(rows), n_requests,
+                        len(searches), done)
+
+
+def _nothing_to_forget(store: Store, scope: str, user_id: str, session_id: str | None, request_id: str | None) -> str:
+    what = {"user": f"user {user_id!r}", "session": f"session {session_id!r} of user {user_id!r}",
+            "request": f"request {request_id!r} of user {user_id!r}"}[scope]
+    if request_id is not None:
+        stone = store.tombstone_for(user_id, request_id)
+        if stone is not None:
+            return f"{what} was already forgotten (tombstone {stone[0]}); nothing left to remove"
+    return f"nothing stored for {what}"
+
+
+def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, Any]]:
+    """The tombstones (newest first): what forget removed, as ids, counts and hashes."""
+    where, params = ("WHERE user_id = ?", [user_id]) if user_id else ("", [])
+    rows = store.conn.execute(
+        "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes "
+        f"FROM tombstones {where} ORDER BY id DESC", params
+    )
+    keys = ("id", "at", "scope", "user_id", "session_id", "request_id", "rows", "message_ids", "content_hashes")
+    out = []
+    for row in rows:
+        item = dict(zip(keys, row))
+        item["message_ids"] = json.loads(item["message_ids"])
+        item["content_hashes"] = json.loads(item["content_hashes"])
+        out.append(item)
+    return out
+
+
+# ---- export ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    user_id: str
+    session_id: str | None
+    requests: int
+    messages: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def export_requests(store: Store, user_id: str, *, session_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """A user's visible messages as Add requests, in arrival order, with their original request ids and timestamps.
+
+    Streams: one request in memory at a time. What ``refind add --file`` reads back into an identical store.
+    """
+    predicate, params = store.visible()
+    where, extra = ("AND session_id = ?", [session_id]) if session_id is not None else ("", [])
+    rows = store.conn.execute(
+        f"SELECT request_id, session_id, role, content, said_at FROM messages "
+        f"WHERE user_id = ? {where} AND {predicate} ORDER BY seq",
+        [user_id, *extra, *params],
+    )
+    current: dict[str, Any] | None = None
+    for request_id, sid, role, content, said_at in rows:
+        if current is None or current["request_id"] != request_id:
+            if current is not None:
+                yield current
+            current = {"request_id": request_id, "user_id": user_id, "session_id": sid, "messages": []}
+        current["messages"].append({"role": role, "content": content, "timestamp": said_at})
+    if current is not None:
+        yield current
+
+
+def export_line(request: dict[str, Any]) -> str:
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def export(store: Store, user_id: str, out: IO[str], *, session_id: str | None = None) -> ExportResult:
+    """Write a user's (or one session's) visible messages to ``out`` as Add-request JSONL. NotFound when empty."""
+    requests = messages = 0
+    for request in export_requests(store, user_id, session_id=session_id):
+        out.write(export_line(request))
+        requests += 1
+        messages += len(request["messages"])
+    if not requests:
+        what = f"session {session_id!r} of user {user_id!r}" if session_id is not None else f"user {user_id!r}"
+        raise NotFound(f"nothing to export: no visible messages for {what}")
+    return ExportResult(user_id, session_id, requests, messages)

@@ -1,0 +1,137 @@
+"""Retention: an injected clock decides what is expired; reads hide it before the sweep; expire removes exactly it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from refind_cli import lifecycle, review
+from refind_cli.contract import parse_add
+from refind_cli.store import DAY_MS, Store
+
+T0 = 1_750_000_000_000  # recorded-at of the first batch (Unix ms)
+
+
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _add(store: Store, request_id: str, user: str, session: str, *contents: str) -> None:
+    store.add(parse_add({"request_id": request_id, "user_id": user, "session_id": session,
+                         "messages": [{"role": "user", "content": c, "timestamp": 1_600_000_000_000 + i}
+                                      for i, c in enumerate(contents)]}))
+
+
+@pytest.fixture
+def aged(db_path: Path) -> tuple[Store, Clock]:
+    """Requests recorded at day 0, day 10 and day 20 (and one exactly at the later cutoff), retention 30 days."""
+    clock = Clock(T0)
+    s = Store(db_path, clock=clock, retention_days=30)
+    _add(s, "old-a", "alice", "s1", "day zero, first", "day zero, second")
+    _add(s, "old-b", "bob", "s1", "bob on day zero")
+    clock.now = T0 + 10 * DAY_MS
+    _add(s, "mid-a", "alice", "s2", "day ten")
+    clock.now = T0 + 20 * DAY_MS
+    _add(s, "new-a", "alice", "s3", "day twenty")
+    _add(s, "new-b", "bob", "s2", "bob on day twenty")
+    yield s, clock
+    s.close()
+
+
+def _contents(store: Store, user: str) -> list[str]:
+    return [m.content for m in store.user_messages(user)]
+
+
+def test_reads_hide_expired_messages_before_any_sweep(aged) -> None:
+    store, clock = aged
+    clock.now = T0 + 35 * DAY_MS  # cutoff: day 5 → the day-0 requests are expired, the rest not
+    assert _contents(store, "alice") == ["day ten", "day twenty"]
+    assert _contents(store, "bob") == ["bob on day twenty"]
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # still stored
+    info = review.overview(store)
+    assert (info["messages"], info["awaiting_expiry"]) == (3, 3)
+    assert info["recorded_at"]["min"] == T0 + 10 * DAY_MS
+    assert [u["messages"] for u in review.users(store)] == [2, 1]
+    assert [s["session_id"] for s in review.user(store, "alice")["sessions"]] == ["s2", "s3"]
+    exported = [r["request_id"] for r in lifecycle.export_requests(store, "alice")]
+    assert exported == ["mid-a", "new-a"]
+
+
+def test_expire_removes_exactly_the_expired_rows(aged) -> None:
+    store, clock = aged
+    clock.now = T0 + 35 * DAY_MS
+    before = {r[0] for r in store.conn.execute("SELECT id FROM messages WHERE recorded_at >= ?",
+                                                (T0 + 5 * DAY_MS,))}
+    dry = lifecycle.expire(store, dry_run=True)
+    assert (dry.messages, dry.requests) == (3, 2)
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # dry run deletes nothing
+
+    result = lifecycle.expire(store)
+    assert result.cutoff == T0 + 5 * DAY_MS
+    assert {u: (e.messages, e.requests) for u, e in result.users.items()} == {"alice": (2, 1), "bob": (1, 1)}
+    assert {r[0] for r in store.conn.execute("SELECT id FROM messages")} == before
+    assert {r[0] for r in store.conn.execute("SELECT request_id FROM requests")} == {"mid-a", "new-a", "new-b"}
+    assert result.checkpointed
+    events = review.events(store, kind="expire")
+    assert sorted((e["user_id"], e["rows"]) for e in events) == [("alice", 2), ("bob", 1)]
+    assert lifecycle.expire(store).messages == 0  # idempotent
+
+
+def test_boundary_recorded_exactly_at_the_cutoff_stays(aged) -> None:
+    store, clock = aged
+    clock.now = T0 + 40 * DAY_MS  # cutoff is exactly day 10: "day ten" is still inside the window
+    assert _contents(store, "alice") == ["day ten", "day twenty"]
+    assert lifecycle.expire(store).messages == 3
+    assert _contents(store, "alice") == ["day ten", "day twenty"]
+    clock.now += 1
+    assert _contents(store, "alice") == ["day twenty"]
+    assert lifecycle.expire(store).users["alice"].messages == 1
+
+
+def test_expire_one_user_and_retention_off(aged, db_path: Path) -> None:
+    store, clock = aged
+    clock.now = T0 + 35 * DAY_MS
+    result = lifecycle.expire(store, user_id="bob")
+    assert set(result.users) == {"bob"}
+    assert store.conn.execute("SELECT count(*) FROM messages WHERE user_id = 'alice'").fetchone()[0] == 4
+    with Store(db_path, clock=clock, retention_days=None) as keep_all:
+        off = lifecycle.expire(keep_all)
+        assert (off.retention_days, off.messages) == (None, 0)
+        assert len(keep_all.user_messages("alice")) == 4
+
+
+def test_expire_removes_old_traces_and_traces_quoting_expired_text(aged) -> None:
+    store, clock = aged
+    rows = [("t-old", "alice", T0 + 1, "day ten"), ("t-quotes", "alice", T0 + 20 * DAY_MS, "day zero, first"),
+            ("t-keep", "alice", T0 + 20 * DAY_MS, "day twenty")]
+    with store.write():
+        for sid, user, at, quoted in rows:
+            store.conn.execute(
+                "INSERT INTO searches (id, user_id, at, query, mode, duration_ms, returned_ids, trace) "
+                "VALUES (?, ?, ?, 'q', 'planner', 1.0, '[]', ?)", (sid, user, at, json.dumps({"hit": quoted})))
+    clock.now = T0 + 35 * DAY_MS
+    result = lifecycle.expire(store)
+    assert result.users["alice"].searches == 2
+    assert [r[0] for r in store.conn.execute("SELECT id FROM searches")] == ["t-keep"]
+
+
+def test_cli_expire_counts_per_user(cli, db_path: Path) -> None:
+    old = Store(db_path, clock=lambda: 1_000_000_000_000, retention_days=None)  # recorded in 2001
+    _add(old, "r1", "alice", "s1", "from long ago", "also old")
+    old.close()
+    cli("add", "fresh message", "--user", "alice", "--session", "s2")
+    dry = json.loads(cli("expire", "--dry-run", "--json").output)
+    assert (dry["dry_run"], dry["users"]) == (True, {"alice": {"messages": 2, "requests": 1, "searches": 0}})
+    out = cli("expire", "--json")
+    assert out.exit_code == 0
+    assert json.loads(out.output)["messages"] == 2
+    with Store(db_path, retention_days=None) as s:
+        assert [m.content for m in s.user_messages("alice")] == ["fresh message"]
+    assert "nothing to expire" in cli("expire").output
+    assert cli("expire", "--retention-days", "0.5").exit_code != 0  # below one day is refused

@@ -1,0 +1,168 @@
+"""Forget: the text leaves the files (database and WAL), tombstones keep no text, replays of it are refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from refind_cli import lifecycle
+from refind_cli.contract import parse_add
+from refind_cli.errors import Forgotten, InvalidInput, NotFound
+from refind_cli.store import Store
+
+# Long enough to spill into overflow pages, non-ASCII included, unique so that no window of it occurs elsewhere.
+SECRET_A = "Alice: my locker code is 58-13-77 and the spare key hides under the blue heron statue. " * 40
+SECRET_B = "Alice: 我的银行密码藏在书架第三层的红色字典里，别告诉任何人。" * 30
+KEEP_S1 = "Alice: the Lisbon trip is booked for the second week of June with Maya."
+BOB = "Bob: the garage opener battery died again on Tuesday evening, so I parked on the street."
+
+
+def _add(store: Store, request_id: str, user: str, session: str, *contents: str, ts: int | None = None) -> None:
+    store.add(parse_add({
+        "request_id": request_id, "user_id": user, "session_id": session,
+        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": c,
+                      "timestamp": None if ts is None else ts + i} for i, c in enumerate(contents)],
+    }))
+
+
+def _trace(store: Store, search_id: str, user: str, quoted: str) -> None:
+    """A stored planner run quoting some text (the planner stores its traces as JSON)."""
+    with store.write():
+        store.conn.execute(
+            "INSERT INTO searches (id, user_id, at, query, mode, duration_ms, returned_ids, trace) "
+            "VALUES (?, ?, ?, 'where is the key', 'planner', 12.5, '[]', ?)",
+            (search_id, user, store.clock(), json.dumps({"hits": [{"content": f"[2023-06-01] USER: {quoted}"}]})),
+        )
+
+
+@pytest.fixture
+def filled(db_path: Path) -> Store:
+    s = Store(db_path, retention_days=None)
+    # Some SQLite builds (Debian's) default to secure_delete=ON, others (python.org, macOS) to OFF: the store must
+    # turn it on itself, for every write — stale copies left by page splits at add time cannot be scrubbed later.
+    assert s.conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    _add(s, "a-keep", "alice", "s1", KEEP_S1, "Lovely, enjoy the pastéis de nata.", ts=1685606400000)
+    _add(s, "a-secret-1", "alice", "s2", SECRET_A, "Noted.", ts=1688198400000)
+    _add(s, "a-secret-2", "alice", "s2", SECRET_B, ts=1688198500000)
+    _add(s, "a-secret-1", "bob", "s2", BOB, ts=1688198400000)  # same request and session ids, another user
+    _trace(s, "t-secret", "alice", SECRET_A[:200])
+    _trace(s, "t-keep", "alice", KEEP_S1)
+    _trace(s, "t-bob", "bob", BOB)
+    yield s
+    s.close()
+
+
+def _files(db_path: Path) -> bytes:
+    return b"".join(Path(f"{db_path}{sfx}").read_bytes() for sfx in ("", "-wal", "-shm")
+                    if Path(f"{db_path}{sfx}").exists())
+
+
+def _windows(text: str, width: int = 16) -> set[bytes]:
+    raw = text.encode("utf-8")
+    return {raw[i:i + width] for i in range(0, max(1, len(raw) - width + 1))}
+
+
+def _leaks(db_path: Path, *texts: str) -> list[bytes]:
+    data = _files(db_path)
+    return sorted({w for t in texts for w in _windows(t) if w in data})
+
+
+@pytest.mark.parametrize("scope", ["request", "session", "user"])
+def test_forget_leaves_no_byte_of_the_text_in_database_or_wal(filled: Store, db_path: Path, scope: str) -> None:
+    gone = {"request": [SECRET_A, "Noted."], "session": [SECRET_A, SECRET_B], "user": [SECRET_A, SECRET_B, KEEP_S1]}
+    assert _leaks(db_path, *gone[scope]), "the text must be in the files before forget, or the scan proves nothing"
+    kwargs = {"request": {"request_id": "a-secret-1"}, "session": {"session_id": "s2"}, "user": {}}[scope]
+
+    result = lifecycle.forget(filled, "alice", **kwargs)
+
+    assert result.checkpointed
+    # Scanned while the connection is still open, as in a running server (closing would checkpoint by itself).
+    assert _leaks(db_path, *gone[scope]) == []
+    assert Path(f"{db_path}-wal").stat().st_size == 0
+    # Other users untouched, byte for byte and through the scoped read.
+    assert BOB.encode() in _files(db_path)
+    assert [m.content for m in filled.user_messages("bob")] == [BOB]
+    searches = {r[0] for r in filled.conn.execute("SELECT id FROM searches")}
+    expected = {"request": {"t-keep", "t-bob"}, "session": {"t-keep", "t-bob"}, "user": {"t-bob"}}[scope]
+    assert searches == expected
+
+
+def test_forget_counts_and_what_remains(filled: Store) -> None:
+    result = lifecycle.forget(filled, "alice", session_id="s2")
+    assert (result.scope, result.messages, result.requests, result.searches) == ("session", 3, 2, 1)
+    assert [m.content for m in filled.user_messages("alice")] == [KEEP_S1, "Lovely, enjoy the pastéis de nata."]
+    assert filled.conn.execute("SELECT count(*) FROM requests WHERE user_id = 'alice'").fetchone()[0] == 1
+    assert filled.conn.execute("SELECT count(*) FROM requests WHERE user_id = 'bob'").fetchone()[0] == 1
+
+
+def test_tombstone_keeps_ids_counts_and_hashes_never_text(filled: Store) -> None:
+    ids = [m.id for m in filled.user_messages("alice") if m.request_id == "a-secret-1"]
+    version = filled.user_version("alice")
+    result = lifecycle.forget(filled, "alice", request_id="a-secret-1")
+    [stone] = lifecycle.tombstones(filled, user_id="alice")
+    assert stone["id"] == result.tombstone_id
+    assert (stone["scope"], stone["session_id"], stone["request_id"], stone["rows"]) == (
+        "request", "s2", "a-secret-1", 2)
+    assert stone["message_ids"] == ids
+    assert stone["content_hashes"] == [hashlib.sha256(t.encode()).hexdigest() for t in (SECRET_A, "Noted.")]
+    row = " ".join(str(v) for v in filled.conn.execute("SELECT * FROM tombstones").fetchone())
+    assert "locker" not in row and "Noted" not in row
+    assert filled.user_version("alice") > version  # caches keyed on the version go stale
+    [event] = [e for e in filled.conn.execute("SELECT kind, user_id, request_id, rows, detail FROM events "
+                                               "WHERE kind = 'forget'")]
+    assert event[:4] == ("forget", "alice", "a-secret-1", 2)
+    assert json.loads(event[4])["tombstone"] == result.tombstone_id
+
+
+def test_replaying_a_forgotten_request_is_refused_naming_the_tombstone(filled: Store) -> None:
+    body = {"request_id": "a-secret-1", "user_id": "alice", "session_id": "s2",
+            "messages": [{"role": "user", "content": SECRET_A, "timestamp": 1688198400000}]}
+    result = lifecycle.forget(filled, "alice", session_id="s2")
+    with pytest.raises(Forgotten, match=f"tombstone {result.tombstone_id}"):
+        filled.add(parse_add(body))
+    with pytest.raises(Forgotten):  # every request of the forgotten session, also with another payload
+        filled.add(parse_add({**body, "request_id": "a-secret-2", "messages": [{"role": "user", "content": "x"}]}))
+    assert "locker" not in " ".join(m.content for m in filled.user_messages("alice"))
+    # A deliberate new Add (a new request id) is stored; another user's same request id was never blocked.
+    assert filled.add(parse_add({**body, "request_id": "a-again"})).status == "added"
+    assert filled.add(parse_add({**body, "user_id": "bob", "request_id": "a-secret-2"})).status == "added"
+
+
+def test_forget_nothing_is_not_found_and_scopes_are_exclusive(filled: Store) -> None:
+    with pytest.raises(NotFound):
+        lifecycle.forget(filled, "nobody")
+    with pytest.raises(NotFound):
+        lifecycle.forget(filled, "alice", session_id="no-such-session")
+    lifecycle.forget(filled, "alice", request_id="a-secret-1")
+    with pytest.raises(NotFound, match="already forgotten"):
+        lifecycle.forget(filled, "alice", request_id="a-secret-1")
+    with pytest.raises(InvalidInput):
+        lifecycle.forget(filled, "alice", session_id="s1", request_id="a-keep")
+
+
+def test_forget_cli_needs_yes_off_a_terminal_and_reports(cli, filled: Store) -> None:
+    refused = cli("forget", "--user", "alice", "--session", "s2")
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    assert len(filled.user_messages("alice")) == 5
+    done = cli("forget", "--user", "alice", "--session", "s2", "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.output)
+    assert (data["scope"], data["messages"], data["requests"], data["checkpointed"]) == ("session", 3, 2, True)
+    assert len(filled.user_messages("alice")) == 2
+    missing = cli("forget", "--user", "alice", "--session", "s2", "--yes")
+    assert missing.exit_code == 4
+
+
+def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_path: Path) -> None:
+    lifecycle.forget(filled, "alice", request_id="a-secret-2")
+    line = {"request_id": "a-secret-2", "user_id": "alice", "session_id": "s2",
+            "messages": [{"role": "user", "content": SECRET_B, "timestamp": 1688198500000}]}
+    path = tmp_path / "replay.jsonl"
+    path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = cli("add", "--file", str(path), "--json")
+    assert out.exit_code != 0
+    summary = json.loads(out.output)
+    assert summary["requests_added"] == 0 and "was forgotten (tombstone" in summary["problems"][0]
