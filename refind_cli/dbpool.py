@@ -1,11 +1,11 @@
 """SQLite connections for a multi-threaded process: a pool of read stores and one group-committing writer.
 
 A ``Store`` (one ``sqlite3`` connection) is used by one thread at a time. ``StorePool`` lends them out: one per
-request while it runs, kept for reuse afterwards. ``GroupWriter`` owns the only write connection of the process:
-every write runs on its thread, and Adds that arrive together are committed in one transaction (one savepoint each,
-so one refused request never takes another down) — one fsync for many requests, and no two threads of this process
-ever wait on SQLite's write lock. Other processes (``refind add``, a second server worker) still serialise through
-SQLite's own lock and busy timeout.
+request while it runs, kept for reuse afterwards. ``GroupWriter`` owns the process's write connection for Adds:
+every Add runs on its thread, and Adds that arrive together are committed in one transaction (one savepoint each,
+so one refused request never takes another down) — one fsync for many requests, and no two Adds of this process
+ever wait on SQLite's write lock. Rare writes (forget, the retention sweep) and other processes (``refind add``,
+a second server worker) serialise with it through SQLite's own lock and busy timeout.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, TypeVar
 
 from .contract import AddRequest
 from .errors import RefindError
 from .store import AddOutcome, Store
 
-T = TypeVar("T")
+StoreFactory = Callable[[], Store]
 
 
 class ShuttingDown(RefindError):
@@ -29,8 +28,6 @@ class ShuttingDown(RefindError):
 
     status = 503
     kind = "unavailable"
-
-StoreFactory = Callable[[], Store]
 
 
 class StorePool:
@@ -69,11 +66,10 @@ class StorePool:
 
 
 class _Job:
-    __slots__ = ("request", "fn", "future")
+    __slots__ = ("request", "future")
 
-    def __init__(self, *, request: AddRequest | None = None, fn: Callable[[Store], Any] | None = None) -> None:
+    def __init__(self, request: AddRequest) -> None:
         self.request = request
-        self.fn = fn
         self.future: Future = Future()
 
 
@@ -81,7 +77,7 @@ _STOP = object()
 
 
 class GroupWriter:
-    """The process's one writer thread. ``add`` and ``call`` are thread-safe and return once committed."""
+    """The process's one writer thread for Adds; ``submit_add``/``add`` are thread-safe and answer after COMMIT."""
 
     def __init__(self, open_store: StoreFactory, *, max_batch: int = 64) -> None:
         self._open = open_store
@@ -97,17 +93,10 @@ class GroupWriter:
 
     def submit_add(self, request: AddRequest) -> Future:
         """Queue one Add; the future resolves to its AddOutcome (or raises its RefindError) after COMMIT."""
-        return self._submit(_Job(request=request))
-
-    def submit_call(self, fn: Callable[[Store], T]) -> Future:
-        """Run ``fn(store)`` on the writer's connection, between batches; the future holds its result."""
-        return self._submit(_Job(fn=fn))
+        return self._submit(_Job(request))
 
     def add(self, request: AddRequest) -> AddOutcome:
         return self.submit_add(request).result()
-
-    def call(self, fn: Callable[[Store], T]) -> T:
-        return self.submit_call(fn).result()
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Finish every queued job, then stop the thread and close its connection."""
@@ -150,7 +139,7 @@ class GroupWriter:
             try:
                 if store is None:
                     store = self._open()
-                self._run_jobs(store, jobs)
+                self._commit(store, jobs)
             except BaseException as exc:  # the store could not even be opened: fail these jobs, keep serving
                 for job in jobs:
                     if not job.future.done():
@@ -161,27 +150,17 @@ class GroupWriter:
         if store is not None:
             store.close()
 
-    def _run_jobs(self, store: Store, jobs: list[_Job]) -> None:
-        adds: list[_Job] = []
-        for job in jobs:
-            if job.request is not None:
-                adds.append(job)
-                continue
-            self._flush_adds(store, adds)
-            adds = []
-            _settle(job.future, job.fn, store)
-        self._flush_adds(store, adds)
-
-    def _flush_adds(self, store: Store, jobs: list[_Job]) -> None:
-        if not jobs:
-            return
+    def _commit(self, store: Store, jobs: list[_Job]) -> None:
         try:
             outcomes = store.add_many([job.request for job in jobs])
         except Exception:
             # Something below the per-request savepoints failed (disk full, I/O): nothing of the batch was
             # committed. Retry each request alone so each gets its own answer.
             for job in jobs:
-                _settle(job.future, lambda s, r=job.request: s.add(r), store)
+                try:
+                    job.future.set_result(store.add(job.request))
+                except BaseException as exc:
+                    job.future.set_exception(exc)
             return
         self.batches += 1
         self.batched_requests += len(jobs)
@@ -191,11 +170,3 @@ class GroupWriter:
             else:
                 job.future.set_result(outcome)
 
-
-def _settle(future: Future, fn: Callable[[Store], Any], store: Store) -> None:
-    try:
-        result = fn(store)
-    except BaseException as exc:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)

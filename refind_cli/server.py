@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
@@ -239,24 +239,35 @@ class Runtime:
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
 
+    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict:
+        from .lifecycle import forget
+
+        for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
+            if value is not None and not value.strip():
+                raise InvalidInput(f"{name}: must be a non-empty string")
+        with self.pool.store() as store:
+            result = forget(store, user_id, session_id=session_id, request_id=request_id)  # evicts the cache too
+        return {"success": True, **result.as_dict()}
+
     # -- retention --
 
     def sweep(self) -> None:
-        """Remove what fell out of the retention window (the read-time predicate already hides it)."""
+        """Delete what fell out of the retention window (the read-time predicate already hides it)."""
         if self.cfg.retention_days is None:
             return
-        try:
-            from .lifecycle import expire
-        except ImportError:
-            return  # only the read-time predicate until the lifecycle module exists
-        self.writer.call(lambda store: expire(store))
+        from .lifecycle import expire
+
+        with self.cfg.open_store() as store:
+            expire(store)
 
     def _sweep_loop(self) -> None:
-        while not self._stop.wait(self.cfg.expire_interval_s):
+        wait = 0.0  # once at startup, then every interval
+        while not self._stop.wait(wait):
+            wait = self.cfg.expire_interval_s
             try:
                 self.sweep()
             except Exception as exc:  # keep serving; say what kind of failure without any data
-                log.warning("retention sweep failed: %s", type(exc).__name__)
+                log.warning("retention sweep failed: %s at %s", type(exc).__name__, _where(exc))
 
 
 def contract_items(blocks: list, top_k: int) -> list[dict]:
@@ -379,6 +390,21 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         body = await request.body()
         result = await anyio.to_thread.run_sync(rt.search, body, limiter=rt.search_limiter)
         return JSONResponse(result)
+
+    async def forget(
+        user_id: str = Query(description="The user whose memory to remove"),
+        session_id: str | None = Query(None, description="Only this session"),
+        request_id: str | None = Query(None, description="Only this Add request"),
+    ) -> JSONResponse:
+        import anyio.to_thread
+
+        result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.add_limiter)
+        return JSONResponse(result)
+
+    app.add_api_route("/v1/memories", forget, methods=["DELETE"], dependencies=deps, response_class=JSONResponse,
+                      summary="Forget a user's memory: all of it, one session, or one request",
+                      responses={404: {"description": "Nothing stored in that scope", **_json(ERROR_SCHEMA)},
+                                 422: {"description": "Bad scope", **_json(ERROR_SCHEMA)}})
 
     add_doc = _openapi(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
     search_doc = _openapi(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)

@@ -141,7 +141,7 @@ def test_aliases_answer_like_the_routes_and_stay_out_of_openapi(client):
     assert client.post("/search", json={"query": "hiking", "user_id": "alice", "top_k": 3}).json() == \
         search(client, "hiking", top_k=3).json()
     paths = client.get("/openapi.json").json()["paths"]
-    assert set(paths) == {"/health", "/v1/memories/add", "/v1/memories/search"}
+    assert set(paths) == {"/health", "/v1/memories/add", "/v1/memories/search", "/v1/memories"}
     assert paths["/v1/memories/add"]["post"]["requestBody"]["content"]["application/json"]["schema"]["required"] == \
         ["request_id", "user_id", "session_id", "messages"]
 
@@ -285,3 +285,54 @@ def test_one_access_line_per_request_and_no_content_query_or_token_in_logs(make_
     server_side = "\n".join(r.getMessage() for r in caplog.records if not r.name.startswith("httpx"))
     for secret in ("private-walrus-content", "secret-query-otter", TOKEN, "private-probe"):
         assert secret not in server_side
+
+
+# ---- forget and retention --------------------------------------------------------------------------------------
+
+
+def test_forget_removes_a_request_a_session_or_a_user_and_the_next_search_sees_it(make_client, db_path):
+    client = make_client(token=TOKEN)
+    h = {"X-Api-Key": TOKEN}
+    client.post("/add", json=add_body(request_id="a1", session_id="s1", contents=("Caroline: kayak trip",)), headers=h)
+    client.post("/add", json=add_body(request_id="a2", session_id="s2", contents=("Caroline: kayak race",)), headers=h)
+    client.post("/add", json=add_body(request_id="a3", session_id="s2", contents=("Caroline: kayak club",)), headers=h)
+    before = search(client, "kayak", headers=h).text  # the user's index is now cached
+    assert all(word in before for word in ("trip", "race", "club"))
+
+    assert client.delete("/v1/memories", params={"user_id": "alice", "request_id": "a1"}).status_code == 401
+    gone = client.delete("/v1/memories", params={"user_id": "alice", "request_id": "a1"}, headers=h)
+    assert gone.status_code == 200 and gone.json()["scope"] == "request" and gone.json()["messages"] == 1
+    after = search(client, "kayak", headers=h).text
+    assert "trip" not in after and "race" in after
+    session = client.delete("/v1/memories", params={"user_id": "alice", "session_id": "s2"}, headers=h)
+    assert session.status_code == 200 and session.json()["messages"] == 2
+    assert search(client, "kayak", headers=h).json() == {"data": []}
+
+    again = client.delete("/v1/memories", params={"user_id": "alice", "session_id": "s2"}, headers=h)
+    assert again.status_code == 404 and again.json()["error"]["type"] == "not_found"
+    both = client.delete("/v1/memories", params={"user_id": "alice", "session_id": "s", "request_id": "r"}, headers=h)
+    assert both.status_code == 422
+    assert client.delete("/v1/memories", headers=h).status_code == 422
+    replay = client.post("/add", json=add_body(request_id="a1", session_id="s1", contents=("Caroline: kayak trip",)),
+                         headers=h)
+    assert replay.status_code == 410  # a forgotten request is not stored again by a retry
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["messages"] == 0
+
+
+def test_the_retention_sweep_deletes_expired_rows_while_serving(make_client, db_path):
+    import time
+
+    long_ago = system_clock() - 3 * DAY_MS
+    with Store(db_path, clock=lambda: long_ago, retention_days=None) as old:
+        old.add(parse_add(add_body(request_id="old", contents=("Caroline: ancient llama story",))))
+    client = make_client(retention_days=2.0, expire_interval_s=0.1)
+    client.post("/v1/memories/add", json=add_body(request_id="new", contents=("Caroline: fresh llama story",)))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with Store(db_path, retention_days=None) as store:
+            remaining = [m.request_id for m in store.user_messages("alice")]
+        if remaining == ["new"]:
+            break
+        time.sleep(0.05)
+    assert remaining == ["new"]
