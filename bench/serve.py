@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-workers", type=int, default=64)
     parser.add_argument("--search-workers", type=int, default=32)
     parser.add_argument("--inflight", type=int, default=256)
+    parser.add_argument("--search-threads", type=int, help="the server's --search-threads (default: its own)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(tmp) / "bench.db"
         user_ids = seed(db, args.users, args.messages)
         base = baseline(db, user_ids, qs, n_adds=200, n_searches=200)
-        server = ServerProcess(db)
+        server = ServerProcess(db, *(["--search-threads", str(args.search_threads)] if args.search_threads else []))
         try:
             client = Client(server.url)
             client.post("/v1/memories/search", {"query": qs[0], "user_id": user_ids[0], "top_k": 100})  # warm

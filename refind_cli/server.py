@@ -5,9 +5,10 @@ functions as the CLI (``contract.parse_add``/``parse_search``, ``Store.add``, ``
 refuse the same input with the same message. Request bodies are parsed by hand (never a 422 for an unknown field);
 the pydantic-free JSON Schemas below exist only to document the routes in OpenAPI (and to drive the fuzz tests).
 
-Concurrency: request handlers are ``async``; the work runs in worker threads through two separate capacity limiters
-(Adds and searches), so slow agent searches never hold up Adds or ``/health``. Every write goes through one
-``GroupWriter`` thread (group commit); every read borrows a ``Store`` from a ``StorePool``.
+Concurrency: request handlers are ``async``. An Add is parsed on the event loop (a big body in a worker thread) and
+handed to the one ``GroupWriter`` thread (group commit); the handler awaits its commit without holding a thread.
+Searches run in worker threads behind their own capacity limiter (a few for CPU-bound bm25, 256 for agent mode),
+each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never hold up Adds or ``/health``.
 
 Logging: one access line per request — method, path (never the query string), status, duration — and nothing of
 message content, queries or tokens anywhere.
@@ -22,10 +23,11 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -43,6 +45,8 @@ access_log = logging.getLogger("refind.access")
 log = logging.getLogger("refind.server")
 
 MB = 1024 * 1024
+INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (well under a millisecond)
+T = TypeVar("T")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
@@ -65,12 +69,22 @@ class ServerSettings:
     model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
     api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
-    search_threads: int = defaults.DEFAULT_SEARCH_THREADS  # searches running at once (the rest queue)
-    add_threads: int = 64  # Add bodies parsed at once (the writes themselves are group-committed on one thread)
+    search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
+    parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
     expire_interval_s: float = defaults.DEFAULT_EXPIRE_INTERVAL_S  # retention sweep period; 0 turns it off
 
     def open_store(self) -> Store:
         return Store(self.db, retention_days=self.retention_days)
+
+
+def auto_search_threads(mode: str) -> int:
+    """bm25 searches are CPU-bound under one GIL: a few threads finish a burst sooner than hundreds, and leave the
+    Add path room to run. Agent searches mostly wait on the model: let every one of the platform's 256 run."""
+    if mode == "agent":
+        return defaults.DEFAULT_SEARCH_THREADS
+    import os
+
+    return max(2, min(32, 2 * (os.cpu_count() or 1)))
 
 
 def is_loopback(host: str) -> bool:
@@ -191,10 +205,11 @@ class Runtime:
         import anyio
 
         self.cfg = cfg
-        self.pool = StorePool(cfg.open_store, max_idle=max(8, min(cfg.search_threads, 64)))
+        self.pool = StorePool(cfg.open_store, max_idle=64)
         self.writer = GroupWriter(cfg.open_store)
-        self.search_limiter = anyio.CapacityLimiter(cfg.search_threads)
-        self.add_limiter = anyio.CapacityLimiter(cfg.add_threads)
+        self.search_limiter = anyio.CapacityLimiter(cfg.search_threads or auto_search_threads(cfg.mode))
+        self.parse_limiter = anyio.CapacityLimiter(cfg.parse_threads)
+        self.write_limiter = anyio.CapacityLimiter(4)  # forget: rare, and serialised by SQLite anyway
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         self.complete = self.model_name = None
@@ -217,17 +232,30 @@ class Runtime:
 
     # -- work run in threads --
 
-    def add(self, body: bytes) -> dict:
-        request = parse_add(_load_json(body))
-        outcome = self.writer.add(request)
+    async def parse(self, parse: Callable[[Any], T], body: bytes) -> T:
+        """Small bodies are parsed on the event loop (no thread hop); big ones in a worker thread."""
+        if len(body) <= INLINE_PARSE_BYTES:
+            return parse(_load_json(body))
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(lambda: parse(_load_json(body)), limiter=self.parse_limiter)
+
+    async def add(self, body: bytes) -> dict:
+        request = await self.parse(parse_add, body)
+        outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
         return {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
                 "session_id": outcome.session_id}
 
-    def search(self, body: bytes) -> dict:
-        request = parse_search(_load_json(body))
-        with self.pool.store() as store:
-            blocks = self._blocks(store, request)
+    async def search(self, body: bytes) -> dict:
+        import anyio.to_thread
+
+        request = await self.parse(parse_search, body)
+        blocks = await anyio.to_thread.run_sync(self._search, request, limiter=self.search_limiter)
         return {"data": contract_items(blocks, request.top_k)}
+
+    def _search(self, request: SearchRequest) -> list:
+        with self.pool.store() as store:
+            return self._blocks(store, request)
 
     def _blocks(self, store: Store, req: SearchRequest) -> list:
         if self.complete is not None:
@@ -378,18 +406,10 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         return JSONResponse({"status": "ok"})
 
     async def add(request: Request) -> JSONResponse:
-        import anyio.to_thread
-
-        body = await request.body()
-        result = await anyio.to_thread.run_sync(rt.add, body, limiter=rt.add_limiter)
-        return JSONResponse(result)
+        return JSONResponse(await rt.add(await request.body()))
 
     async def search(request: Request) -> JSONResponse:
-        import anyio.to_thread
-
-        body = await request.body()
-        result = await anyio.to_thread.run_sync(rt.search, body, limiter=rt.search_limiter)
-        return JSONResponse(result)
+        return JSONResponse(await rt.search(await request.body()))
 
     async def forget(
         user_id: str = Query(description="The user whose memory to remove"),
@@ -398,7 +418,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     ) -> JSONResponse:
         import anyio.to_thread
 
-        result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.add_limiter)
+        result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
         return JSONResponse(result)
 
     app.add_api_route("/v1/memories", forget, methods=["DELETE"], dependencies=deps, response_class=JSONResponse,

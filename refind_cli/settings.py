@@ -88,7 +88,7 @@ def index_cache_from_env() -> int:
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_MAX_BODY_MB = 32.0
-DEFAULT_SEARCH_THREADS = 256
+DEFAULT_SEARCH_THREADS = 256  # agent mode; bm25 mode runs 2 per CPU (server.auto_search_threads)
 DEFAULT_EXPIRE_INTERVAL_S = 3600.0
 
 ENV_SERVER_TOKEN = "REFIND_SERVER_TOKEN"

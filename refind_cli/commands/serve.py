@@ -55,9 +55,10 @@ def serve(
         float, typer.Option("--max-body-mb", envvar=settings.ENV_SERVER_MAX_BODY_MB, help="413 above this body size.")
     ] = settings.DEFAULT_MAX_BODY_MB,
     search_threads: Annotated[
-        int, typer.Option("--search-threads", envvar=settings.ENV_SERVER_SEARCH_THREADS, min=1,
-                          help="Searches run at once per process; more queue.")
-    ] = settings.DEFAULT_SEARCH_THREADS,
+        Optional[int], typer.Option("--search-threads", envvar=settings.ENV_SERVER_SEARCH_THREADS, min=1,
+                                    help="Searches run at once per process, more queue (default: bm25 2 per CPU "
+                                         f"up to 32; agent {settings.DEFAULT_SEARCH_THREADS}).")
+    ] = None,
     expire_interval: Annotated[
         float, typer.Option("--expire-interval", envvar=settings.ENV_EXPIRE_INTERVAL_S,
                             help="Seconds between retention sweeps while serving (0: off).")
