@@ -219,6 +219,7 @@ class Runtime:
             self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
 
     def start(self) -> None:
+        threading.Thread(target=_warm_up, name="refind-warm-up", daemon=True).start()
         if self.cfg.expire_interval_s > 0:
             self._sweeper = threading.Thread(target=self._sweep_loop, name="refind-retention", daemon=True)
             self._sweeper.start()
@@ -296,6 +297,16 @@ class Runtime:
                 self.sweep()
             except Exception as exc:  # keep serving; say what kind of failure without any data
                 log.warning("retention sweep failed: %s at %s", type(exc).__name__, _where(exc))
+
+
+def _warm_up() -> None:
+    """Import and exercise the search path once, so the first real search does not pay for it."""
+    try:
+        from .tokenize import analyze
+
+        analyze("warming up the analyzer 预热")
+    except Exception:  # only an optimisation
+        pass
 
 
 def contract_items(blocks: list, top_k: int) -> list[dict]:
