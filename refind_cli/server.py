@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -328,11 +329,14 @@ def contract_items(blocks: list, top_k: int) -> list[dict]:
     return items
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def _load_json(body: bytes) -> Any:
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except UnicodeDecodeError:
         raise InvalidInput("request: the body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -340,6 +344,25 @@ def _load_json(body: bytes) -> Any:
             from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
+    if _SURROGATE_ESCAPE.search(body):  # a \\uD800-style escape: JSON allows it unpaired, Unicode text does not
+        _refuse_lone_surrogates(data, "request")
+    return data
+
+
+def _refuse_lone_surrogates(value: Any, where: str) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{where}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
+                               "which is not Unicode text") from None
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_lone_surrogates(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_lone_surrogates(key, f"{where} key")
+            _refuse_lone_surrogates(item, key if where == "request" else f"{where}.{key}")
 
 
 def error_response(exc: RefindError) -> JSONResponse:
@@ -415,6 +438,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
              responses={200: {"description": "OK", **_json({"type": "object"})}})
     async def health() -> JSONResponse:
         return JSONResponse({"status": "ok"})
+
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False, name="health_head")
 
     async def add(request: Request) -> JSONResponse:
         return JSONResponse(await rt.add(await request.body()))

@@ -336,3 +336,13 @@ def test_the_retention_sweep_deletes_expired_rows_while_serving(make_client, db_
             break
         time.sleep(0.05)
     assert remaining == ["new"]
+
+
+def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client):
+    lone = b'{"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "a \\udc00"}]}'
+    response = client.post("/v1/memories/add", content=lone)
+    assert response.status_code == 422
+    assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")
+    pair = lone.replace(b"\\udc00", b"\\ud83d\\ude00")
+    assert client.post("/v1/memories/add", content=pair).status_code == 200
+    assert client.head("/health").status_code == 200

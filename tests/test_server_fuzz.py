@@ -40,3 +40,29 @@ def test_no_generated_input_makes_a_server_error(db_path, path, mode):
     check()
     if mode is GenerationMode.POSITIVE:
         assert 200 in seen  # the schema's valid bodies are accepted, not merely "not 5xx"
+
+
+def test_any_text_in_any_field_is_stored_or_refused_never_a_server_error(db_path):
+    """Hypothesis over the whole of Unicode, lone surrogates included (JSON can carry them as \\ud800 escapes)."""
+    import json
+
+    from fastapi.testclient import TestClient
+    from hypothesis import strategies as st
+
+    client = TestClient(create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)),
+                        raise_server_exceptions=False)
+    surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, blacklist_categories=())
+    text = st.lists(st.one_of(st.characters(blacklist_categories=()), surrogate), min_size=1, max_size=40).map(
+        "".join)  # st.text() never yields a surrogate
+
+    @given(rid=text, uid=text, content=text)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(rid, uid, content):
+        body = {"request_id": rid, "user_id": uid, "session_id": "s", "messages": [{"role": "user", "content": content}]}
+        raw = json.dumps(body).encode()  # ensure_ascii: a lone surrogate travels as a \\udxxx escape
+        added = client.post("/v1/memories/add", content=raw)
+        assert added.status_code in (200, 409, 422), added.text
+        found = client.post("/v1/memories/search", content=json.dumps({"query": content, "user_id": uid, "top_k": 5}))
+        assert found.status_code in (200, 422), found.text
+
+    check()
