@@ -3,27 +3,22 @@
 ``create_app(ServerSettings(...))`` builds it; ``refind serve`` runs it on uvicorn. The routes call the same domain
 functions as the CLI (``contract.parse_add``/``parse_search``, ``Store.add``, ``search.search``, the planner), so both
 refuse the same input with the same message. Request bodies are parsed by hand (never a 422 for an unknown field);
-the pydantic-free JSON Schemas below exist only to document the routes in OpenAPI (and to drive the fuzz tests).
+``api_schema`` only documents them in OpenAPI. The HTTP edge — error shape, token check, body limit, access log —
+is ``asgi``.
 
 Concurrency: request handlers are ``async``. An Add is parsed on the event loop (a big body in a worker thread) and
 handed to the one ``GroupWriter`` thread (group commit); the handler awaits its commit without holding a thread.
 Searches run in worker threads behind their own capacity limiter (a few for CPU-bound bm25, 256 for agent mode),
 each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never hold up Adds or ``/health``.
-
-Logging: one access line per request — method, path (never the query string), status, duration — and nothing of
-message content, queries or tokens anywhere.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import math
-import re
 import threading
-import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,32 +28,21 @@ from typing import Any, TypeVar
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import settings as defaults
-from .contract import AddRequest, SearchRequest, parse_add, parse_search
+from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
+from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
+from .contract import SearchRequest, parse_add, parse_search
 from .dbpool import GroupWriter, StorePool
 from .errors import InvalidInput, RefindError
 from .store import Store
 
-access_log = logging.getLogger("refind.access")
 log = logging.getLogger("refind.server")
 
-MB = 1024 * 1024
 INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (well under a millisecond)
 T = TypeVar("T")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
-
-
-class BodyTooLarge(RefindError):
-    status = 413
-    kind = "too_large"
-
-
-class Unauthorized(RefindError):
-    status = 401
-    kind = "unauthorized"
 
 
 @dataclass(frozen=True)
@@ -97,103 +81,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-# ---- OpenAPI documentation of the bodies (validation itself is contract.parse_*) -------------------------------
-
-_NONEMPTY = {"type": "string", "pattern": r"\S"}
-ADD_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["request_id", "user_id", "session_id", "messages"],
-    "properties": {
-        "request_id": _NONEMPTY,
-        "user_id": _NONEMPTY,
-        "session_id": _NONEMPTY,
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["role", "content"],
-                "properties": {
-                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
-                    "content": _NONEMPTY,
-                    "timestamp": {
-                        "type": ["integer", "null"],
-                        "minimum": 100_000_000_000,
-                        "exclusiveMaximum": 10_000_000_000_000,
-                        "description": "Unix milliseconds when the message was said",
-                    },
-                },
-            },
-        },
-    },
-}
-SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["query", "user_id", "top_k"],
-    "properties": {
-        "query": _NONEMPTY,
-        "user_id": _NONEMPTY,
-        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000},
-        "options": {"type": "array", "items": {"type": "string"}},
-    },
-}
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["type", "message"],
-            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
-        }
-    },
-}
-ADD_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["success", "request_id", "user_id", "session_id"],
-    "properties": {
-        "success": {"type": "boolean"},
-        "request_id": {"type": "string"},
-        "user_id": {"type": "string"},
-        "session_id": {"type": "string"},
-    },
-}
-SEARCH_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["data"],
-    "properties": {
-        "data": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "content"],
-                "properties": {
-                    "id": {"type": "string", "minLength": 1},
-                    "content": {"type": "string", "minLength": 1},
-                    "score": {"type": "number"},
-                    "created_at": {"type": "string"},
-                },
-            },
-        }
-    },
-}
-
-
-def _json(schema: dict) -> dict:
-    return {"content": {"application/json": {"schema": schema}}}
-
-
-def _openapi(body: dict, ok: dict, *errors: int) -> dict:
-    responses = {"200": {"description": "OK", **_json(ok)}}
-    for code in errors:
-        responses[str(code)] = {"description": _REASONS[code], **_json(ERROR_SCHEMA)}
-    return {"requestBody": {"required": True, **_json(body)}, "responses": responses}
-
-
-_REASONS = {401: "Missing or wrong token", 409: "Same request id, other payload", 413: "Body too large",
-            422: "The body breaks the contract", 502: "The language model failed"}
 
 
 # ---- the app -----------------------------------------------------------------------------------------------------
@@ -237,10 +124,10 @@ class Runtime:
     async def parse(self, parse: Callable[[Any], T], body: bytes) -> T:
         """Small bodies are parsed on the event loop (no thread hop); big ones in a worker thread."""
         if len(body) <= INLINE_PARSE_BYTES:
-            return parse(_load_json(body))
+            return parse(load_json(body))
         import anyio.to_thread
 
-        return await anyio.to_thread.run_sync(lambda: parse(_load_json(body)), limiter=self.parse_limiter)
+        return await anyio.to_thread.run_sync(lambda: parse(load_json(body)), limiter=self.parse_limiter)
 
     async def add(self, body: bytes) -> dict:
         request = await self.parse(parse_add, body)
@@ -297,7 +184,7 @@ class Runtime:
             try:
                 self.sweep()
             except Exception as exc:  # keep serving; say what kind of failure without any data
-                log.warning("retention sweep failed: %s at %s", type(exc).__name__, _where(exc))
+                log.warning("retention sweep failed: %s at %s", type(exc).__name__, where(exc))
 
 
 def _warm_up() -> None:
@@ -329,72 +216,6 @@ def contract_items(blocks: list, top_k: int) -> list[dict]:
     return items
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _load_json(body: bytes) -> Any:
-    if not body.strip():
-        raise InvalidInput("request: the body is empty; send a JSON object")
-    try:
-        data = json.loads(body)
-    except UnicodeDecodeError:
-        raise InvalidInput("request: the body is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"request: the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
-            from None
-    except RecursionError:
-        raise InvalidInput("request: the body nests too deeply") from None
-    if _SURROGATE_ESCAPE.search(body):  # a \\uD800-style escape: JSON allows it unpaired, Unicode text does not
-        _refuse_lone_surrogates(data, "request")
-    return data
-
-
-def _refuse_lone_surrogates(value: Any, where: str) -> None:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(f"{where}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
-                               "which is not Unicode text") from None
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _refuse_lone_surrogates(item, f"{where}[{i}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _refuse_lone_surrogates(key, f"{where} key")
-            _refuse_lone_surrogates(item, key if where == "request" else f"{where}.{key}")
-
-
-def error_response(exc: RefindError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status,
-                        headers=headers)
-
-
-def _auth_dependency(token: str):
-    expected = token.encode()
-    authorization = APIKeyHeader(name="Authorization", auto_error=False, scheme_name="Authorization",
-                                 description="`Bearer <token>` or `Token <token>`")
-    api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
-
-    async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
-        candidates = []
-        if auth:
-            scheme, _, value = auth.strip().partition(" ")
-            if scheme.lower() in ("bearer", "token"):
-                candidates.append(value.strip())
-        if key:
-            candidates.append(key.strip())
-        ok = False
-        for candidate in candidates:  # compare every candidate, in constant time each
-            ok |= hmac.compare_digest(candidate.encode(), expected)
-        if not ok:
-            raise Unauthorized("missing or wrong token: send Authorization: Bearer <token>, "
-                               "Authorization: Token <token> or X-Api-Key: <token>")
-
-    return authorize
-
-
 def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     """The contest app for these settings (tests build their own; ``refind serve`` runs one on uvicorn)."""
     cfg = cfg or ServerSettings()
@@ -416,7 +237,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     app = FastAPI(title="refind", version=__version__, lifespan=lifespan,
                   description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.")
     app.state.runtime = rt
-    deps = [Depends(_auth_dependency(cfg.token))] if cfg.token else []
+    deps = [Depends(token_check(cfg.token))] if cfg.token else []
 
     @app.exception_handler(RefindError)
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
@@ -425,7 +246,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         error = RefindError(str(exc.detail))
-        error.status, error.kind = exc.status_code, "http"
+        error.status = exc.status_code
+        error.kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
         return error_response(error)
 
     @app.exception_handler(RequestValidationError)
@@ -435,7 +257,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         return error_response(InvalidInput("; ".join(parts)))
 
     @app.get("/health", summary="Liveness (no authentication)",
-             responses={200: {"description": "OK", **_json({"type": "object"})}})
+             responses={200: {"description": "OK", **json_content({"type": "object"})}})
     async def health() -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -459,11 +281,11 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
     app.add_api_route("/v1/memories", forget, methods=["DELETE"], dependencies=deps, response_class=JSONResponse,
                       summary="Forget a user's memory: all of it, one session, or one request",
-                      responses={404: {"description": "Nothing stored in that scope", **_json(ERROR_SCHEMA)},
-                                 422: {"description": "Bad scope", **_json(ERROR_SCHEMA)}})
+                      responses={404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
+                                 422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)}})
 
-    add_doc = _openapi(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
-    search_doc = _openapi(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
+    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
+    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
     for path, fn, doc, summary, shown in (
         ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
         ("/v1/memories/search", search, search_doc, "Search one user's memory", True),
@@ -477,88 +299,6 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     app.add_middleware(RequestLog)
     return app
-
-
-# ---- ASGI middleware ---------------------------------------------------------------------------------------------
-
-
-class BodyLimit:
-    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it."""
-
-    def __init__(self, app, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        too_large = BodyTooLarge(f"request body over the limit of {self.limit:,} bytes "
-                                 f"({self.limit / MB:g} MiB; see --max-body-mb)")
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    await error_response(InvalidInput("Content-Length: not a number"))(scope, receive, send)
-                    return
-                if length > self.limit:
-                    await error_response(too_large)(scope, receive, send)
-                    return
-        received = 0
-
-        async def limited_receive():
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise too_large
-            return message
-
-        await self.app(scope, limited_receive, send)
-
-
-class RequestLog:
-    """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        state = {"status": 500, "started": False}
-
-        async def logged_send(message) -> None:
-            if message["type"] == "http.response.start":
-                state["status"], state["started"] = message["status"], True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, logged_send)
-        except Exception as exc:
-            log.error("internal error on %s %s: %s at %s", scope.get("method"), scope.get("path"),
-                      type(exc).__name__, _where(exc))
-            if not state["started"]:
-                error = RefindError("internal server error; the request was not completed, retry it")
-                error.status, error.kind = 500, "internal"
-                await error_response(error)(scope, receive, logged_send)
-        finally:
-            access_log.info("%s %s %d %.1fms", scope.get("method"), scope.get("path"), state["status"],
-                            (time.perf_counter() - start) * 1000)
-
-
-def _where(exc: BaseException) -> str:
-    """file:line of the innermost frame: enough to find the bug, nothing of the data."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None:
-        return "?"
-    return f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
 
 
 # ---- running it ------------------------------------------------------------------------------------------------

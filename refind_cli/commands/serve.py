@@ -14,13 +14,15 @@ from ..options import DbOption, RetentionOption
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
 
-  refind serve --mode bm25                                   # loopback, no token
+\b
+  refind serve --mode bm25                              # 127.0.0.1:8000, no token
   REFIND_SERVER_TOKEN=s3cret refind serve --host 0.0.0.0 --port 8000 --workers 2
 
-Routes: POST /v1/memories/add, POST /v1/memories/search (aliases POST /add, POST /search) and GET /health
-(open). With a token every other route needs Authorization: Bearer <token>, Authorization: Token <token> or
-X-Api-Key: <token>. Bound to a non-loopback address the server refuses to start without a token unless
---insecure is given. One access-log line per request (method, path, status, duration); never content.
+Routes: POST /v1/memories/add, POST /v1/memories/search (aliases POST /add, POST /search),
+DELETE /v1/memories?user_id=U[&session_id=S|&request_id=R] (forget) and GET /health (open). With a
+token every other route needs Authorization: Bearer <token>, Authorization: Token <token> or X-Api-Key:
+<token>. Bound to a non-loopback address the server refuses to start without a token unless --insecure
+is given. One access-log line per request (method, path, status, duration); never content.
 """
 
 
