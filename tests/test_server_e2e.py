@@ -246,3 +246,57 @@ def test_agent_searches_in_flight_never_block_adds_or_health_and_model_failures_
         server.stop()
     log = "".join(server.lines)
     assert "POST /search 502" in log and "where did Caroline" not in log and "Traceback" not in log
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db_path):
+    """--workers 2: two processes, one database. Many threads interleave Adds and Searches (each search must see
+    the Add acknowledged just before it, whichever process answers); every answer is a 200, nothing is locked."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--port", str(port), "--db", str(db_path), "--mode", "bm25",
+         "--token", TOKEN, "--expire-interval", "0", "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        failures: list[str] = []
+
+        def worker(w: int) -> None:
+            with httpx.Client(base_url=url, timeout=60, headers=AUTH) as http:
+                for n in range(12):
+                    added = http.post("/add", json=add_body(f"r{n}", user_id=f"user{w}", text=f"Jon: word{n}x{w}"))
+                    found = http.post("/search", json={"query": f"word{n}x{w}", "user_id": f"user{w}", "top_k": 3})
+                    if added.status_code != 200 or found.status_code != 200 or f"word{n}x{w}" not in found.text:
+                        failures.append(f"{added.status_code} {found.status_code} {found.text[:80]}")
+
+        pool = [threading.Thread(target=worker, args=(w,)) for w in range(16)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert failures == []
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=30)[1]
+    assert log.count("Started server process") == 2
+    assert "database is locked" not in log and "internal error" not in log
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 16 * 12
