@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import settings as defaults
@@ -135,16 +135,18 @@ class Runtime:
         return {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
                 "session_id": outcome.session_id}
 
-    async def search(self, body: bytes) -> dict:
+    async def search(self, body: bytes) -> bytes:
+        """The search response, already encoded (top_k 100 blocks can be megabytes: not on the event loop)."""
         import anyio.to_thread
 
         request = await self.parse(parse_search, body)
-        blocks = await anyio.to_thread.run_sync(self._search, request, limiter=self.search_limiter)
-        return {"data": contract_items(blocks, request.top_k)}
+        return await anyio.to_thread.run_sync(self._search, request, limiter=self.search_limiter)
 
-    def _search(self, request: SearchRequest) -> list:
+    def _search(self, request: SearchRequest) -> bytes:
         with self.pool.store() as store:
-            return self._blocks(store, request)
+            blocks = self._blocks(store, request)
+        data = {"data": contract_items(blocks, request.top_k)}
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
     def _blocks(self, store: Store, req: SearchRequest) -> list:
         if self.complete is not None:
@@ -266,8 +268,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     async def add(request: Request) -> JSONResponse:
         return JSONResponse(await rt.add(await request.body()))
 
-    async def search(request: Request) -> JSONResponse:
-        return JSONResponse(await rt.search(await request.body()))
+    async def search(request: Request) -> Response:
+        return Response(await rt.search(await request.body()), media_type="application/json")
 
     async def forget(
         user_id: str = Query(description="The user whose memory to remove"),

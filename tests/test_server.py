@@ -160,7 +160,9 @@ def test_search_never_returns_more_than_top_k_and_every_item_is_well_formed(clie
     for start in range(0, 20, 5):
         client.post("/v1/memories/add", json=add_body(request_id=f"r{start}", contents=contents[start:start + 5]))
     for top_k in (1, 3, 7, 100):
-        data = search(client, "hiking mountains", top_k=top_k).json()["data"]
+        response = search(client, "hiking mountains", top_k=top_k)
+        assert response.headers["content-type"].startswith("application/json")
+        data = response.json()["data"]
         assert 1 <= len(data) <= top_k
         for item in data:
             assert isinstance(item["id"], str) and item["id"]
