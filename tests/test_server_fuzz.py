@@ -1,7 +1,7 @@
-"""Property-based fuzzing of both routes from the app's own OpenAPI schema (schemathesis + hypothesis).
+"""Property-based fuzzing of the routes from the app's own OpenAPI schema (schemathesis + hypothesis).
 
-Positive cases (valid per the schema) and negative ones (each breaking it somewhere): never a 5xx, always the one
-error shape, never more than top_k items.
+Add, Search and forget, with positive cases (valid per the schema) and negative ones (each breaking it somewhere):
+never a 5xx, always the one error shape, never more than top_k items.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from refind_cli.server import ServerSettings, create_app
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
-@pytest.mark.parametrize("path", ["/v1/memories/add", "/v1/memories/search"])
-def test_no_generated_input_makes_a_server_error(db_path, path, mode):
+@pytest.mark.parametrize(("path", "method"), [("/v1/memories/add", "POST"), ("/v1/memories/search", "POST"),
+                                            ("/v1/memories", "DELETE")])
+def test_no_generated_input_makes_a_server_error(db_path, path, method, mode):
     app = create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0))
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    operation = schema[path]["POST"]
+    operation = schema[path][method]
     seen = []
 
     @given(case=operation.as_strategy(generation_mode=mode))
@@ -30,7 +31,9 @@ def test_no_generated_input_makes_a_server_error(db_path, path, mode):
         assert response.status_code < 500, (response.status_code, response.text)
         body = response.json()
         if response.status_code == 200:
-            if path.endswith("search"):
+            if method == "DELETE":
+                assert body["success"] is True and body["user_id"] == case.query["user_id"]
+            elif path.endswith("search"):
                 assert len(body["data"]) <= case.body["top_k"]
             else:
                 assert body["success"] is True and body["request_id"] == case.body["request_id"]
@@ -38,7 +41,7 @@ def test_no_generated_input_makes_a_server_error(db_path, path, mode):
             assert set(body["error"]) == {"type", "message"} and body["error"]["message"]
 
     check()
-    if mode is GenerationMode.POSITIVE:
+    if mode is GenerationMode.POSITIVE and method == "POST":
         assert 200 in seen  # the schema's valid bodies are accepted, not merely "not 5xx"
 
 
