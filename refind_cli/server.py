@@ -119,7 +119,7 @@ class Runtime:
         self.writer.close()
         self.pool.close()
 
-    # -- work run in threads --
+    # -- what the routes do --
 
     async def parse(self, parse: Callable[[Any], T], body: bytes) -> T:
         """Small bodies are parsed on the event loop (no thread hop); big ones in a worker thread."""
