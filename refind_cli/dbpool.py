@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from .contract import AddRequest
 from .errors import RefindError
@@ -28,6 +30,32 @@ class ShuttingDown(RefindError):
 
     status = 503
     kind = "unavailable"
+
+
+_WRITE_LOCKS: dict[str, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.RLock())
+
+
+class SerialStore(Store):
+    """A Store whose write transactions first take a lock shared by every SerialStore of the same file in this
+    process. Threads then queue on a Python lock, woken the moment it is free, instead of in SQLite's busy handler,
+    which sleeps and retries (with 256 agent searches each saving a trace, an Add could wait a second in it).
+    Other processes still meet SQLite's own lock and busy timeout."""
+
+    def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self._write_lock = _write_lock(self.path)
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        with self._write_lock, super().write() as db:
+            yield db
 
 
 class StorePool:

@@ -34,7 +34,7 @@ from . import settings as defaults
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
 from .contract import SearchRequest, parse_add, parse_search
-from .dbpool import GroupWriter, StorePool
+from .dbpool import GroupWriter, SerialStore, StorePool
 from .errors import InvalidInput, RefindError
 from .store import Store
 
@@ -59,7 +59,7 @@ class ServerSettings:
     expire_interval_s: float = defaults.DEFAULT_EXPIRE_INTERVAL_S  # retention sweep period; 0 turns it off
 
     def open_store(self) -> Store:
-        return Store(self.db, retention_days=self.retention_days)
+        return SerialStore(self.db, retention_days=self.retention_days)
 
 
 def auto_search_threads(mode: str) -> int:
