@@ -174,8 +174,9 @@ def test_search_never_returns_more_than_top_k_and_every_item_is_well_formed(clie
 def test_a_search_sees_every_add_acknowledged_before_it(client):
     for i in range(15):
         word = f"zebra{i}quokka"
-        assert client.post("/v1/memories/add",
-                           json=add_body(request_id=f"r{i}", contents=(f"Caroline: I saw a {word}",))).status_code == 200
+        body = add_body(request_id=f"r{i}", contents=(f"Caroline: I saw a {word}",))
+        added = client.post("/v1/memories/add", json=body)
+        assert added.status_code == 200
         data = search(client, word, top_k=3).json()["data"]
         assert data and word in data[0]["content"]
 
@@ -341,7 +342,8 @@ def test_the_retention_sweep_deletes_expired_rows_while_serving(make_client, db_
 
 
 def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client):
-    lone = b'{"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "a \\udc00"}]}'
+    lone = (b'{"request_id": "r", "user_id": "u", "session_id": "s", '
+            b'"messages": [{"role": "user", "content": "a \\udc00"}]}')
     response = client.post("/v1/memories/add", content=lone)
     assert response.status_code == 422
     assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")

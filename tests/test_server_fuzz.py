@@ -61,7 +61,8 @@ def test_any_text_in_any_field_is_stored_or_refused_never_a_server_error(db_path
     @given(rid=text, uid=text, content=text)
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(rid, uid, content):
-        body = {"request_id": rid, "user_id": uid, "session_id": "s", "messages": [{"role": "user", "content": content}]}
+        message = {"role": "user", "content": content}
+        body = {"request_id": rid, "user_id": uid, "session_id": "s", "messages": [message]}
         raw = json.dumps(body).encode()  # ensure_ascii: a lone surrogate travels as a \\udxxx escape
         added = client.post("/v1/memories/add", content=raw)
         assert added.status_code in (200, 409, 422), added.text
