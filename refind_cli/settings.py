@@ -82,3 +82,17 @@ def index_cache_from_env() -> int:
     if size < 0:
         raise RefindError(f"{ENV_INDEX_CACHE}: must be 0 or more, got {size}")
     return size
+
+
+# ---- `refind serve` ----------------------------------------------------------------------------------------------
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_BODY_MB = 32.0
+DEFAULT_SEARCH_THREADS = 256  # agent mode; bm25 mode runs 2 per CPU (server.auto_search_threads)
+DEFAULT_EXPIRE_INTERVAL_S = 3600.0
+
+ENV_SERVER_TOKEN = "REFIND_SERVER_TOKEN"
+ENV_SERVER_MAX_BODY_MB = "REFIND_SERVER_MAX_BODY_MB"
+ENV_SERVER_SEARCH_THREADS = "REFIND_SERVER_SEARCH_THREADS"
+ENV_EXPIRE_INTERVAL_S = "REFIND_EXPIRE_INTERVAL_S"

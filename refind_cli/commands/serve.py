@@ -1,9 +1,103 @@
-"""`refind serve` — not built yet (see the issue that owns it)."""
+"""`refind serve`: the Agent Memory Leaderboard endpoint on uvicorn."""
 
 from __future__ import annotations
 
+import os
+from typing import Annotated, Optional
+
 import typer
+
+from .. import settings
+from ..errors import InvalidInput, RefindError
+from ..options import DbOption, RetentionOption
+
+SERVE_HELP = """\
+Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
+
+\b
+  refind serve --mode bm25                              # 127.0.0.1:8000, no token
+  REFIND_SERVER_TOKEN=s3cret refind serve --host 0.0.0.0 --port 8000 --workers 2
+
+Routes: POST /v1/memories/add, POST /v1/memories/search (aliases POST /add, POST /search),
+DELETE /v1/memories?user_id=U[&session_id=S|&request_id=R] (forget) and GET /health (open). With a
+token every other route needs Authorization: Bearer <token>, Authorization: Token <token> or X-Api-Key:
+<token>. Bound to a non-loopback address the server refuses to start without a token unless --insecure
+is given. One access-log line per request (method, path, status, duration); never content.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's command(s) to the app."""
+    app.command("serve", help=SERVE_HELP)(serve)
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = settings.DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port.", min=0, max=65535)] = settings.DEFAULT_PORT,
+    workers: Annotated[int, typer.Option("--workers", help="Server processes (each with its own threads).", min=1)] = 1,
+    mode: Annotated[
+        Optional[str], typer.Option("--mode", envvar=settings.ENV_MODE, help="Search mode: agent or bm25.")
+    ] = None,
+    model: Annotated[
+        Optional[str], typer.Option("--model", envvar=settings.ENV_MODEL,
+                                    help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).")
+    ] = None,
+    api_base: Annotated[
+        Optional[str], typer.Option("--api-base", envvar=settings.ENV_API_BASE,
+                                    help="Agent mode: base URL of an OpenAI-compatible API.")
+    ] = None,
+    token: Annotated[
+        Optional[str],
+        typer.Option("--token", envvar=settings.ENV_SERVER_TOKEN, show_envvar=True,
+                     help="Require this token on every route but /health."),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="Allow a non-loopback bind without a token (anyone can read memory).")
+    ] = False,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", envvar=settings.ENV_SERVER_MAX_BODY_MB, help="413 above this body size.")
+    ] = settings.DEFAULT_MAX_BODY_MB,
+    search_threads: Annotated[
+        Optional[int], typer.Option("--search-threads", envvar=settings.ENV_SERVER_SEARCH_THREADS, min=1,
+                                    help="Searches run at once per process, more queue (default: bm25 2 per CPU "
+                                         f"up to 32; agent {settings.DEFAULT_SEARCH_THREADS}).")
+    ] = None,
+    expire_interval: Annotated[
+        float, typer.Option("--expire-interval", envvar=settings.ENV_EXPIRE_INTERVAL_S,
+                            help="Seconds between retention sweeps while serving (0: off).")
+    ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
+    db: DbOption = settings.DEFAULT_DB,
+    retention: RetentionOption = None,
+) -> None:
+    from ..render import error_console
+    from ..server import ServerSettings, is_loopback
+
+    mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
+    if mode not in ("agent", "bm25"):
+        raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
+    if max_body_mb <= 0:
+        raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")
+    token = token or None
+    if not token and not is_loopback(host):
+        if not insecure:
+            raise RefindError(
+                f"refusing to serve on {host} without a token: anyone who can reach it could read every user's "
+                f"memory. Set --token / {settings.ENV_SERVER_TOKEN}, bind 127.0.0.1, or pass --insecure."
+            )
+        error_console().print(
+            f"[bold red]WARNING: serving on {host} WITHOUT AUTHENTICATION (--insecure): anyone who can reach this "
+            "port can read and write every user's memory.[/bold red]"
+        )
+    cfg = ServerSettings(
+        db=db,
+        retention_days=settings.parse_retention(retention),
+        token=token,
+        mode=mode,
+        model=model,
+        api_base=api_base,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        search_threads=search_threads,
+        expire_interval_s=expire_interval,
+    )
+    from ..server import run
+
+    run(cfg, host=host, port=port, workers=workers)

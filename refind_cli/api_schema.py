@@ -1,0 +1,103 @@
+"""The OpenAPI documentation of the contract's bodies (for /docs and the fuzz tests).
+
+Documentation only: validation is ``contract.parse_add`` / ``parse_search``, by hand, with precise messages — so an
+unknown field is ignored there even though these schemas do not list it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NONEMPTY = {"type": "string", "pattern": r"\S"}
+ADD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["request_id", "user_id", "session_id", "messages"],
+    "properties": {
+        "request_id": _NONEMPTY,
+        "user_id": _NONEMPTY,
+        "session_id": _NONEMPTY,
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["role", "content"],
+                "properties": {
+                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                    "content": _NONEMPTY,
+                    "timestamp": {
+                        "type": ["integer", "null"],
+                        "minimum": 100_000_000_000,
+                        "exclusiveMaximum": 10_000_000_000_000,
+                        "description": "Unix milliseconds when the message was said",
+                    },
+                },
+            },
+        },
+    },
+}
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["query", "user_id", "top_k"],
+    "properties": {
+        "query": _NONEMPTY,
+        "user_id": _NONEMPTY,
+        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "options": {"type": "array", "items": {"type": "string"}},
+    },
+}
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+ADD_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["success", "request_id", "user_id", "session_id"],
+    "properties": {
+        "success": {"type": "boolean"},
+        "request_id": {"type": "string"},
+        "user_id": {"type": "string"},
+        "session_id": {"type": "string"},
+    },
+}
+SEARCH_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "content"],
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "content": {"type": "string", "minLength": 1},
+                    "score": {"type": "number"},
+                    "created_at": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+
+
+def json_content(schema: dict) -> dict:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def operation(body: dict, ok: dict, *errors: int) -> dict:
+    responses = {"200": {"description": "OK", **json_content(ok)}}
+    for code in errors:
+        responses[str(code)] = {"description": _REASONS[code], **json_content(ERROR_SCHEMA)}
+    return {"requestBody": {"required": True, **json_content(body)}, "responses": responses}
+
+
+_REASONS = {401: "Missing or wrong token", 409: "Same request id, other payload", 413: "Body too large",
+            422: "The body breaks the contract", 502: "The language model failed"}

@@ -1,0 +1,200 @@
+"""SQLite connections for a multi-threaded process: a pool of read stores and one group-committing writer.
+
+A ``Store`` (one ``sqlite3`` connection) is used by one thread at a time. ``StorePool`` lends them out: one per
+request while it runs, kept for reuse afterwards. ``GroupWriter`` owns the process's write connection for Adds:
+every Add runs on its thread, and Adds that arrive together are committed in one transaction (one savepoint each,
+so one refused request never takes another down) — one fsync for many requests, and no two Adds of this process
+ever wait on SQLite's write lock. Rare writes (forget, the retention sweep) and other processes (``refind add``,
+a second server worker) serialise with it through SQLite's own lock and busy timeout.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .contract import AddRequest
+from .errors import RefindError
+from .store import AddOutcome, Store
+
+StoreFactory = Callable[[], Store]
+
+
+class ShuttingDown(RefindError):
+    """A write arrived after shutdown began: the client should retry (against the restarted server)."""
+
+    status = 503
+    kind = "unavailable"
+
+
+_WRITE_LOCKS: dict[str, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.RLock())
+
+
+class SerialStore(Store):
+    """A Store whose write transactions first take a lock shared by every SerialStore of the same file in this
+    process. Threads then queue on a Python lock, woken the moment it is free, instead of in SQLite's busy handler,
+    which sleeps and retries (with 256 agent searches each saving a trace, an Add could wait a second in it).
+    Other processes still meet SQLite's own lock and busy timeout."""
+
+    def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self._write_lock = _write_lock(self.path)
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        with self._write_lock, super().write() as db:
+            yield db
+
+
+class StorePool:
+    """Stores lent to one thread at a time; at most ``max_idle`` are kept open between requests."""
+
+    def __init__(self, open_store: StoreFactory, *, max_idle: int = 64) -> None:
+        self._open = open_store
+        self._max_idle = max_idle
+        self._idle: list[Store] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        with self._lock:
+            store = self._idle.pop() if self._idle else None
+        if store is None:
+            store = self._open()
+        try:
+            yield store
+        except BaseException:
+            store.close()  # a failure may have left it mid-transaction: never lend it again
+            raise
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle and not store.conn.in_transaction:
+                self._idle.append(store)
+                return
+        store.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for store in idle:
+            store.close()
+
+
+class _Job:
+    __slots__ = ("request", "future")
+
+    def __init__(self, request: AddRequest) -> None:
+        self.request = request
+        self.future: Future = Future()
+
+
+_STOP = object()
+
+
+class GroupWriter:
+    """The process's one writer thread for Adds; ``submit_add``/``add`` are thread-safe and answer after COMMIT."""
+
+    def __init__(self, open_store: StoreFactory, *, max_batch: int = 64) -> None:
+        self._open = open_store
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self.batches = 0  # committed add batches, for benchmarks and tests
+        self.batched_requests = 0
+
+    # ---- the public, thread-safe side ---------------------------------------------------------------------
+
+    def submit_add(self, request: AddRequest) -> Future:
+        """Queue one Add; the future resolves to its AddOutcome (or raises its RefindError) after COMMIT."""
+        return self._submit(_Job(request))
+
+    def add(self, request: AddRequest) -> AddOutcome:
+        return self.submit_add(request).result()
+
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Finish every queued job, then stop the thread and close its connection."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join(timeout)
+
+    def _submit(self, job: _Job) -> Future:
+        with self._lock:
+            if self._stopped:
+                raise ShuttingDown("the server is shutting down; retry the request")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="refind-writer", daemon=True)
+                self._thread.start()
+            self._queue.put(job)
+        return job.future
+
+    # ---- the writer thread --------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        store: Store | None = None
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            jobs = [first]
+            while len(jobs) < self._max_batch:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is _STOP:
+                    stopping = True
+                    break
+                jobs.append(job)
+            try:
+                if store is None:
+                    store = self._open()
+                self._commit(store, jobs)
+            except BaseException as exc:  # the store could not even be opened: fail these jobs, keep serving
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+                if store is not None:
+                    store.close()
+                    store = None
+        if store is not None:
+            store.close()
+
+    def _commit(self, store: Store, jobs: list[_Job]) -> None:
+        try:
+            outcomes = store.add_many([job.request for job in jobs])
+        except Exception:
+            # Something below the per-request savepoints failed (disk full, I/O): nothing of the batch was
+            # committed. Retry each request alone so each gets its own answer.
+            for job in jobs:
+                try:
+                    job.future.set_result(store.add(job.request))
+                except BaseException as exc:
+                    job.future.set_exception(exc)
+            return
+        self.batches += 1
+        self.batched_requests += len(jobs)
+        for job, outcome in zip(jobs, outcomes):
+            if isinstance(outcome, BaseException):
+                job.future.set_exception(outcome)
+            else:
+                job.future.set_result(outcome)
+

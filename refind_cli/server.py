@@ -1,0 +1,350 @@
+"""The contest endpoint: a FastAPI app speaking the Agent Memory Leaderboard's Add/Search contract.
+
+``create_app(ServerSettings(...))`` builds it; ``refind serve`` runs it on uvicorn. The routes call the same domain
+functions as the CLI (``contract.parse_add``/``parse_search``, ``Store.add``, ``search.search``, the planner), so both
+refuse the same input with the same message. Request bodies are parsed by hand (never a 422 for an unknown field);
+``api_schema`` only documents them in OpenAPI. The HTTP edge — error shape, token check, body limit, access log —
+is ``asgi``.
+
+Concurrency: request handlers are ``async``. An Add is parsed on the event loop (a big body in a worker thread) and
+handed to the one ``GroupWriter`` thread (group commit); the handler awaits its commit without holding a thread.
+Searches run in worker threads behind their own capacity limiter (a few for CPU-bound bm25, 256 for agent mode),
+each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never hold up Adds or ``/health``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import settings as defaults
+from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
+from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
+from .contract import SearchRequest, parse_add, parse_search
+from .dbpool import GroupWriter, SerialStore, StorePool
+from .errors import InvalidInput, RefindError
+from .store import Store
+
+log = logging.getLogger("refind.server")
+
+INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (well under a millisecond)
+T = TypeVar("T")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    db: Path = Path(defaults.DEFAULT_DB)
+    retention_days: float | None = defaults.DEFAULT_RETENTION_DAYS
+    token: str | None = None  # None: no authentication (only allowed on loopback unless insecure)
+    mode: str = "bm25"  # "bm25" | "agent"
+    model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
+    api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
+    max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
+    search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
+    parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
+    expire_interval_s: float = defaults.DEFAULT_EXPIRE_INTERVAL_S  # retention sweep period; 0 turns it off
+
+    def open_store(self) -> Store:
+        return SerialStore(self.db, retention_days=self.retention_days)
+
+
+def auto_search_threads(mode: str) -> int:
+    """bm25 searches are CPU-bound under one GIL: a few threads finish a burst sooner than hundreds, and leave the
+    Add path room to run. Agent searches mostly wait on the model: let every one of the platform's 256 run."""
+    if mode == "agent":
+        return defaults.DEFAULT_SEARCH_THREADS
+    import os
+
+    return max(2, min(32, 2 * (os.cpu_count() or 1)))
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+# ---- the app -----------------------------------------------------------------------------------------------------
+
+
+class Runtime:
+    """What the routes share: the store pool, the writer, the thread limiters, the retention sweeper."""
+
+    def __init__(self, cfg: ServerSettings) -> None:
+        import anyio
+
+        self.cfg = cfg
+        self.pool = StorePool(cfg.open_store, max_idle=64)
+        self.writer = GroupWriter(cfg.open_store)
+        self.search_limiter = anyio.CapacityLimiter(cfg.search_threads or auto_search_threads(cfg.mode))
+        self.parse_limiter = anyio.CapacityLimiter(cfg.parse_threads)
+        self.write_limiter = anyio.CapacityLimiter(4)  # forget: rare, and serialised by SQLite anyway
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self.complete = self.model_name = None
+        if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
+            from .model import from_env
+
+            self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
+
+    def start(self) -> None:
+        threading.Thread(target=_warm_up, name="refind-warm-up", daemon=True).start()
+        if self.cfg.expire_interval_s > 0:
+            self._sweeper = threading.Thread(target=self._sweep_loop, name="refind-retention", daemon=True)
+            self._sweeper.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._sweeper is not None:
+            self._sweeper.join(10)
+        self.writer.close()
+        self.pool.close()
+
+    # -- what the routes do --
+
+    async def parse(self, parse: Callable[[Any], T], body: bytes) -> T:
+        """Small bodies are parsed on the event loop (no thread hop); big ones in a worker thread."""
+        if len(body) <= INLINE_PARSE_BYTES:
+            return parse(load_json(body))
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(lambda: parse(load_json(body)), limiter=self.parse_limiter)
+
+    async def add(self, body: bytes) -> dict:
+        request = await self.parse(parse_add, body)
+        outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
+        return {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
+                "session_id": outcome.session_id}
+
+    async def search(self, body: bytes) -> bytes:
+        """The search response, already encoded (top_k 100 blocks can be megabytes: not on the event loop)."""
+        import anyio.to_thread
+
+        request = await self.parse(parse_search, body)
+        return await anyio.to_thread.run_sync(self._search, request, limiter=self.search_limiter)
+
+    def _search(self, request: SearchRequest) -> bytes:
+        with self.pool.store() as store:
+            blocks = self._blocks(store, request)
+        data = {"data": contract_items(blocks, request.top_k)}
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+    def _blocks(self, store: Store, req: SearchRequest) -> list:
+        if self.complete is not None:
+            from .planner import agent_search
+
+            return agent_search(store, req.user_id, req.query, top_k=req.top_k, options=req.options,
+                                model=self.complete, model_name=self.model_name).blocks
+        from .search import search
+
+        return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
+
+    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict:
+        from .lifecycle import forget
+
+        for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
+            if value is not None and not value.strip():
+                raise InvalidInput(f"{name}: must be a non-empty string")
+        with self.pool.store() as store:
+            result = forget(store, user_id, session_id=session_id, request_id=request_id)  # evicts the cache too
+        return {"success": True, **result.as_dict()}
+
+    # -- retention --
+
+    def sweep(self) -> None:
+        """Delete what fell out of the retention window (the read-time predicate already hides it)."""
+        if self.cfg.retention_days is None:
+            return
+        from .lifecycle import expire
+
+        with self.cfg.open_store() as store:
+            expire(store)
+
+    def _sweep_loop(self) -> None:
+        wait = 0.0  # once at startup, then every interval
+        while not self._stop.wait(wait):
+            wait = self.cfg.expire_interval_s
+            try:
+                self.sweep()
+            except Exception as exc:  # keep serving; say what kind of failure without any data
+                log.warning("retention sweep failed: %s at %s", type(exc).__name__, where(exc))
+
+
+def _warm_up() -> None:
+    """Import and exercise the search path once, so the first real search does not pay for it."""
+    try:
+        from .tokenize import analyze
+
+        analyze("warming up the analyzer 预热")
+    except Exception:  # only an optimisation
+        pass
+
+
+def contract_items(blocks: list, top_k: int) -> list[dict]:
+    """Blocks as the contract's search items: never more than top_k, id and content non-empty, score finite."""
+    items = []
+    for block in blocks:
+        if len(items) >= top_k:
+            break
+        item = block.as_contract() if hasattr(block, "as_contract") else dict(block)
+        if not (isinstance(item.get("id"), str) and item["id"] and isinstance(item.get("content"), str)
+                and item["content"].strip()):
+            continue
+        score = item.get("score")
+        if score is None or isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            item.pop("score", None)
+        if item.get("created_at") is None:
+            item.pop("created_at", None)
+        items.append(item)
+    return items
+
+
+def create_app(cfg: ServerSettings | None = None) -> FastAPI:
+    """The contest app for these settings (tests build their own; ``refind serve`` runs one on uvicorn)."""
+    cfg = cfg or ServerSettings()
+    if cfg.mode not in ("bm25", "agent"):
+        raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
+    cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
+    rt = Runtime(cfg)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        rt.start()
+        try:
+            yield
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, rt.close)
+
+    from . import __version__
+
+    app = FastAPI(title="refind", version=__version__, lifespan=lifespan,
+                  description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.")
+    app.state.runtime = rt
+    deps = [Depends(token_check(cfg.token))] if cfg.token else []
+
+    @app.exception_handler(RefindError)
+    async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = RefindError(str(exc.detail))
+        error.status = exc.status_code
+        error.kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
+        return error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
+                 for e in exc.errors()]
+        return error_response(InvalidInput("; ".join(parts)))
+
+    @app.get("/health", summary="Liveness (no authentication)",
+             responses={200: {"description": "OK", **json_content({"type": "object"})}})
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False, name="health_head")
+
+    async def add(request: Request) -> JSONResponse:
+        return JSONResponse(await rt.add(await request.body()))
+
+    async def search(request: Request) -> Response:
+        return Response(await rt.search(await request.body()), media_type="application/json")
+
+    async def forget(
+        user_id: str = Query(description="The user whose memory to remove"),
+        session_id: str | None = Query(None, description="Only this session"),
+        request_id: str | None = Query(None, description="Only this Add request"),
+    ) -> JSONResponse:
+        import anyio.to_thread
+
+        result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
+        return JSONResponse(result)
+
+    app.add_api_route("/v1/memories", forget, methods=["DELETE"], dependencies=deps, response_class=JSONResponse,
+                      summary="Forget a user's memory: all of it, one session, or one request",
+                      responses={404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
+                                 422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)}})
+
+    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
+    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
+    for path, fn, doc, summary, shown in (
+        ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
+        ("/v1/memories/search", search, search_doc, "Search one user's memory", True),
+        ("/add", add, add_doc, "Alias of /v1/memories/add", False),
+        ("/search", search, search_doc, "Alias of /v1/memories/search", False),
+    ):
+        app.add_api_route(path, fn, methods=["POST"], dependencies=deps, openapi_extra=doc, summary=summary,
+                          include_in_schema=shown, name=f"{fn.__name__}{'' if shown else '_alias'}",
+                          response_class=JSONResponse)
+
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(RequestLog)
+    return app
+
+
+# ---- running it ------------------------------------------------------------------------------------------------
+
+SETTINGS_ENV = "REFIND__SERVE_SETTINGS"  # how `refind serve --workers N` hands its settings to worker processes
+
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},  # ours is refind.access
+        "refind": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+
+
+def settings_to_env(cfg: ServerSettings) -> str:
+    data = {k: (str(v) if isinstance(v, Path) else v) for k, v in cfg.__dict__.items()}
+    return json.dumps(data)
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory for worker processes: the settings the parent put in the environment."""
+    import os
+
+    data = json.loads(os.environ[SETTINGS_ENV])
+    data["db"] = Path(data["db"])
+    return create_app(ServerSettings(**data))
+
+
+def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
+    """Serve until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
+    import os
+
+    import uvicorn
+
+    common = dict(host=host, port=port, access_log=False, log_config=LOG_CONFIG, server_header=False,
+                  timeout_keep_alive=75)
+    if workers == 1:
+        uvicorn.run(create_app(cfg), **common)
+        return
+    create_app(cfg)  # fail here, once, if the settings or the database are wrong
+    os.environ[SETTINGS_ENV] = settings_to_env(cfg)
+    uvicorn.run("refind_cli.server:app_from_env", factory=True, workers=workers, **common)

@@ -1,0 +1,89 @@
+"""The server's SQLite plumbing on a real file: group commit, per-request outcomes inside a batch, the write lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from refind_cli.contract import parse_add
+from refind_cli.dbpool import GroupWriter, SerialStore, ShuttingDown, StorePool
+from refind_cli.errors import Conflict
+from refind_cli.store import Store
+
+
+def body(rid: str, text: str = "Jon: hello", user: str = "u") -> dict:
+    return {"request_id": rid, "user_id": user, "session_id": "s", "messages": [{"role": "user", "content": text}]}
+
+
+def test_concurrent_adds_are_committed_in_batches_each_with_its_own_outcome(db_path):
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    requests = [parse_add(body(f"r{i}", f"Jon: message {i}")) for i in range(60)]
+    requests.append(parse_add(body("r7", "Jon: another payload under an existing id")))
+    requests.append(parse_add(body("r3", "Jon: message 3")))  # identical replay
+    futures = []
+    gate = threading.Barrier(len(requests))
+
+    def submit(request) -> None:
+        gate.wait()
+        futures.append((request, writer.submit_add(request)))
+
+    threads = [threading.Thread(target=submit, args=(r,)) for r in requests]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outcomes = {}
+    for request, future in futures:
+        try:
+            outcomes.setdefault(request.request_id, []).append(future.result(timeout=30).status)
+        except Conflict:
+            outcomes.setdefault(request.request_id, []).append("conflict")
+    writer.close()
+    assert sorted(outcomes["r7"]) == ["added", "conflict"]
+    assert sorted(outcomes["r3"]) == ["added", "duplicate"]
+    assert writer.batched_requests == len(requests) and writer.batches < len(requests)  # some were grouped
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 60
+
+
+def test_a_batch_that_fails_below_the_savepoints_answers_each_request_alone(db_path):
+    with Store(db_path, retention_days=None):
+        pass
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TABLE messages")
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    futures = [writer.submit_add(parse_add(body(f"r{i}"))) for i in range(5)]
+    for future in futures:
+        with pytest.raises(sqlite3.OperationalError):
+            future.result(timeout=30)
+    writer.close()
+    with pytest.raises(ShuttingDown):
+        writer.submit_add(parse_add(body("late")))
+
+
+def test_serial_stores_of_one_file_share_one_write_lock_and_the_pool_reuses_stores(db_path):
+    a, b = SerialStore(db_path, retention_days=None), SerialStore(db_path, retention_days=None)
+    assert a._write_lock is b._write_lock
+    order: list[str] = []
+
+    def second() -> None:
+        with b.write():
+            order.append("b")
+
+    with a.write():
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(0.3)
+        order.append("a")  # b waits for a's transaction to end
+    thread.join(10)
+    assert order == ["a", "b"]
+    a.close(), b.close()
+
+    pool = StorePool(lambda: SerialStore(db_path, retention_days=None), max_idle=2)
+    with pool.store() as first:
+        pass
+    with pool.store() as again:
+        assert again is first
+    pool.close()

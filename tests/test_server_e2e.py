@@ -1,0 +1,302 @@
+"""End to end: a real `refind serve` subprocess on a free loopback port, spoken to over real HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from refind_cli.store import Store
+
+TOKEN = "e2e-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class ServerProcess:
+    """`python -m refind_cli serve --port 0 …`; the port is read from uvicorn's startup line."""
+
+    def __init__(self, db: Path, *extra: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db), "--mode", "bm25",
+             "--token", TOKEN, "--expire-interval", "0", "--retention-days", "off", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        self.lines: list[str] = []
+        self.url = self._wait_for_port()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_for_port(self) -> str:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("server exited before listening:\n" + "".join(self.lines))
+            self.lines.append(line)
+            match = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
+            if match:
+                return match.group(1)
+        raise RuntimeError("server did not start in 30 s:\n" + "".join(self.lines))
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+@pytest.fixture
+def server(db_path):
+    started = ServerProcess(db_path)
+    yield started
+    started.stop()
+
+
+def add_body(request_id: str, user_id: str = "alice", text: str = "Caroline: I went hiking at Mount Rainier") -> dict:
+    return {"request_id": request_id, "user_id": user_id, "session_id": "s1",
+            "messages": [{"role": "user", "content": text, "timestamp": 1_683_554_160_000},
+                         {"role": "assistant", "content": "Nice!", "timestamp": None}]}
+
+
+def test_health_add_search_with_all_three_auth_headers(server):
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.get("/health").json() == {"status": "ok"}
+        assert http.post("/v1/memories/add", json=add_body("r0")).status_code == 401
+        for i, headers in enumerate([AUTH, {"Authorization": f"Token {TOKEN}"}, {"X-Api-Key": TOKEN}]):
+            added = http.post("/v1/memories/add", json=add_body(f"r{i}", text=f"Caroline: hike number{i}"),
+                              headers=headers)
+            assert added.status_code == 200, added.text
+            assert added.json() == {"success": True, "request_id": f"r{i}", "user_id": "alice", "session_id": "s1"}
+            found = http.post("/search", json={"query": f"number{i}", "user_id": "alice", "top_k": 2},
+                              headers=headers)
+            assert found.status_code == 200 and f"number{i}" in found.json()["data"][0]["content"]
+    log = "".join(server.lines)
+    assert "POST /v1/memories/add 200" in log and "GET /health 200" in log
+    assert "number1" not in log and TOKEN not in log
+
+
+def test_a_race_on_one_new_request_id_writes_exactly_once(server, db_path):
+    threads, barrier = 24, threading.Barrier(24)
+    answers: list[tuple[int, int]] = []
+
+    def worker(i: int) -> None:
+        body = add_body("race-1", text=f"Caroline: variant {i % 2}")  # two payloads compete for one id
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            barrier.wait()
+            answers.append((i % 2, http.post("/v1/memories/add", json=body).status_code))
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert len(answers) == threads and {code for _, code in answers} <= {200, 409}
+    winners = {variant for variant, code in answers if code == 200}
+    assert len(winners) == 1  # every 200 carried the stored payload; every other answer is a 409
+    assert all(code == 409 for variant, code in answers if variant not in winners)
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 1 and store.counts()["messages"] == 2
+        assert store.user_messages("alice")[0].content == f"Caroline: variant {winners.pop()}"
+        adds = store.conn.execute("SELECT count(*) FROM events WHERE kind = 'add'").fetchone()[0]
+        assert adds == 1
+
+
+def test_kill_9_and_restart_keeps_every_acknowledged_add(db_path):
+    server = ServerProcess(db_path)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=10, headers=AUTH) as http:
+            for n in range(10_000):
+                if stop.is_set():
+                    return
+                rid = f"w{w}-{n}"
+                try:
+                    response = http.post("/v1/memories/add", json=add_body(rid, user_id=f"user{w}"))
+                except httpx.HTTPError:
+                    return
+                if response.status_code == 200:
+                    acked.append(rid)
+
+    pool = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in pool:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(acked) < 60 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.kill()  # SIGKILL mid-stream: no shutdown hook runs
+    stop.set()
+    for t in pool:
+        t.join()
+    assert len(acked) >= 60
+
+    restarted = ServerProcess(db_path)
+    try:
+        with Store(db_path, retention_days=None) as store:
+            stored = {row[0] for row in store.conn.execute("SELECT request_id FROM requests")}
+            before = store.counts()
+        assert set(acked) <= stored
+        with httpx.Client(base_url=restarted.url, timeout=30, headers=AUTH) as http:
+            for rid in acked[:20]:  # an identical replay of an acknowledged Add is a harmless 200
+                w = rid.split("-")[0][1:]
+                assert http.post("/add", json=add_body(rid, user_id=f"user{w}")).status_code == 200
+        with Store(db_path, retention_days=None) as store:
+            assert store.counts() == before
+    finally:
+        restarted.stop()
+
+
+def test_sigterm_finishes_in_flight_adds_and_exits_cleanly(db_path):
+    server = ServerProcess(db_path)
+    acked: list[str] = []
+    codes: list[int] = []
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=10, headers=AUTH) as http:
+            for n in range(10_000):
+                try:
+                    response = http.post("/v1/memories/add", json=add_body(f"w{w}-{n}"))
+                except httpx.HTTPError:
+                    return
+                codes.append(response.status_code)
+                if response.status_code == 200:
+                    acked.append(f"w{w}-{n}")
+
+    pool = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in pool:
+        t.start()
+    while len(acked) < 20:
+        time.sleep(0.02)
+    assert server.stop() in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once shutdown is complete
+    for t in pool:
+        t.join()
+    assert all(code == 200 for code in codes)
+    with Store(db_path, retention_days=None) as store:
+        stored = {row[0] for row in store.conn.execute("SELECT request_id FROM requests")}
+    assert set(acked) <= stored
+    log = "".join(server.lines)
+    assert "Application shutdown complete" in log and "Traceback" not in log
+
+
+def test_a_public_bind_without_a_token_refuses_to_start(cli, monkeypatch):
+    monkeypatch.delenv("REFIND_SERVER_TOKEN", raising=False)
+    result = cli("serve", "--host", "0.0.0.0", "--mode", "bm25")
+    assert result.exit_code == 1
+    assert "refusing to serve on 0.0.0.0 without a token" in result.output
+
+
+def test_agent_searches_in_flight_never_block_adds_or_health_and_model_failures_are_502(db_path, llm_server):
+    from llm_server import Fail, Slow
+
+    with Store(db_path, retention_days=None) as store:
+        from refind_cli.contract import parse_add
+
+        store.add(parse_add(add_body("seed")))
+    server = ServerProcess(db_path, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url)
+    try:
+        searches = 6
+        llm_server.play(*[Slow(2.0, '{"action": "finish_search"}') for _ in range(searches)])
+        results: list[int] = []
+
+        def ask() -> None:
+            with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+                body = {"query": "where did Caroline go hiking", "user_id": "alice", "top_k": 5}
+                results.append(http.post("/v1/memories/search", json=body).status_code)
+
+        pool = [threading.Thread(target=ask) for _ in range(searches)]
+        for t in pool:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(llm_server.requests) < searches and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(llm_server.requests) == searches  # every search is now waiting on the model
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            started = time.monotonic()
+            assert http.get("/health").status_code == 200
+            for i in range(5):
+                assert http.post("/v1/memories/add", json=add_body(f"during-{i}")).status_code == 200
+            assert time.monotonic() - started < 1.5  # well under one model call: nothing waited on a search
+        for t in pool:
+            t.join()
+        assert results == [200] * searches
+
+        llm_server.play(Fail(400, "the provider says: model quota exceeded"))
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            failed = http.post("/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+        assert failed.status_code == 502
+        assert failed.json()["error"]["type"] == "model"
+        assert "model quota exceeded" in failed.json()["error"]["message"]
+    finally:
+        server.stop()
+    log = "".join(server.lines)
+    assert "POST /search 502" in log and "where did Caroline" not in log and "Traceback" not in log
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db_path):
+    """--workers 2: two processes, one database. Many threads interleave Adds and Searches (each search must see
+    the Add acknowledged just before it, whichever process answers); every answer is a 200, nothing is locked."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--port", str(port), "--db", str(db_path), "--mode", "bm25",
+         "--token", TOKEN, "--expire-interval", "0", "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        failures: list[str] = []
+
+        def worker(w: int) -> None:
+            with httpx.Client(base_url=url, timeout=60, headers=AUTH) as http:
+                for n in range(12):
+                    added = http.post("/add", json=add_body(f"r{n}", user_id=f"user{w}", text=f"Jon: word{n}x{w}"))
+                    found = http.post("/search", json={"query": f"word{n}x{w}", "user_id": f"user{w}", "top_k": 3})
+                    if added.status_code != 200 or found.status_code != 200 or f"word{n}x{w}" not in found.text:
+                        failures.append(f"{added.status_code} {found.status_code} {found.text[:80]}")
+
+        pool = [threading.Thread(target=worker, args=(w,)) for w in range(16)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        assert failures == []
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=30)[1]
+    assert log.count("Started server process") == 2
+    assert "database is locked" not in log and "internal error" not in log
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 16 * 12
