@@ -10,7 +10,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from fastapi import Depends
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 
+from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
 
 access_log = logging.getLogger("refind.access")
@@ -37,7 +37,6 @@ class Unauthorized(RefindError):
     kind = "unauthorized"
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def load_json(body: bytes) -> Any:
@@ -53,25 +52,9 @@ def load_json(body: bytes) -> Any:
             from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
-    if _SURROGATE_ESCAPE.search(body):  # a \\uD800-style escape: JSON allows it unpaired, Unicode text does not
-        _refuse_lone_surrogates(data, "request")
+    if SURROGATE_ESCAPE.search(body):
+        refuse_lone_surrogates(data, "request")
     return data
-
-
-def _refuse_lone_surrogates(value: Any, at: str) -> None:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(f"{at}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
-                               "which is not Unicode text") from None
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _refuse_lone_surrogates(item, f"{at}[{i}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _refuse_lone_surrogates(key, f"{at} key")
-            _refuse_lone_surrogates(item, key if at == "request" else f"{at}.{key}")
 
 
 def error_response(exc: RefindError) -> JSONResponse:

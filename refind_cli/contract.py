@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,27 @@ class SearchRequest:
     top_k: int
     options: tuple[str, ...] = ()
     unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+
+
+# A \\uD800-style escape in raw JSON: the only way an unpaired surrogate gets into parsed text.
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def refuse_lone_surrogates(value: Any, at: str) -> None:
+    """Refuse text holding an unpaired UTF-16 surrogate: JSON allows the escape, Unicode text (and SQLite) do not."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{at}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
+                               "which is not Unicode text") from None
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            refuse_lone_surrogates(item, f"{at}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            refuse_lone_surrogates(key, f"{at} key")
+            refuse_lone_surrogates(item, key if at == "request" else f"{at}.{key}")
 
 
 def _require_str(obj: dict, key: str, where: str = "") -> str:

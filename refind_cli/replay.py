@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .contract import AddRequest, Message, parse_add, parse_message
+from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
 from .store import Store
 
@@ -191,6 +191,12 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except json.JSONDecodeError as exc:
             yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
+        if SURROGATE_ESCAPE.search(text):
+            try:
+                refuse_lone_surrogates(obj, "request")
+            except InvalidInput as exc:
+                yield LineError(n, exc.message)
+                continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
             try:

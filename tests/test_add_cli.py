@@ -183,3 +183,17 @@ def test_message_lines_group_by_session_in_runs_of_twenty(cli, db_path, tmp_path
     assert (summary["requests_added"], summary["messages_added"]) == (4, 46)
     sizes = rows(db_path, "SELECT message_count FROM requests")
     assert sorted(s[0] for s in sizes) == [1, 5, 20, 20]
+
+
+def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "u.jsonl", add_line("ok"),
+                 '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
+                 '"messages": [{"role": "user", "content": "broken \\udc80 text"}]}',
+                 '{"request_id": "r3", "user_id": "u1", "session_id": "s1", '
+                 '"messages": [{"role": "user", "content": "paired \\ud83d\\ude00 emoji"}]}')
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert summary["problems"] == [
+        f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
+    assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
