@@ -76,7 +76,8 @@ class SearchConfig:
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    anchor_chars: int | None = 1000  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
+    anchor_chars: int | None = 800  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
+    full_anchors: int = 1  # the first N blocks show their anchor whole, whatever anchor_chars says
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
@@ -292,8 +293,12 @@ def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> l
         anchor = idx.turns[pos]
         if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
             continue  # already shown in full by a better block
-        plain = cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks
-        chosen = _compose(idx, pos, cfg.with_(neighbours=0) if plain else cfg, shown)
+        block_cfg = cfg
+        if cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
+            block_cfg = block_cfg.with_(neighbours=0)
+        if len(blocks) < cfg.full_anchors:
+            block_cfg = block_cfg.with_(anchor_chars=None)
+        chosen = _compose(idx, pos, block_cfg, shown)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
