@@ -66,6 +66,7 @@ class SearchConfig:
     # ranking
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
+    session_top: int | None = None  # session score = sum of its best N turn scores (None: of all its turns)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
@@ -279,7 +280,8 @@ class UserIndex:
             skip_turns=skip.ids if skip and skip.mode == "turn" else (),
         )
         scores = scores * mask
-        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion)
+        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion,
+                            session_top=cfg.session_top)
         return _render(idx, order, fused, top_k=top_k, cfg=cfg)
 
 

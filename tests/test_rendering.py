@@ -33,9 +33,9 @@ def test_neighbours_plus_minus_two_in_order(store):
 
 def test_long_neighbours_are_left_out_and_long_anchors_cut(store):
     _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
-    (b,) = S.search(store, "u", "kayak", top_k=1)
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(full_anchors=0))
     lines = _lines(b)
-    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 1000 + 2
+    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 800 + 2
     assert lines[1:] == ["short"]  # the 500-character neighbour is over neighbour_max_chars=400
     whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(anchor_chars=None, neighbour_max_chars=None))
     assert _lines(whole[0]) == ["x" * 500, "kayak " + "y" * 2000, "short"]
@@ -104,3 +104,12 @@ def test_common_words_are_dropped_from_the_query_when_configured(store):
     cfg = S.SearchConfig(common_df=0.5, neighbours=0)
     assert [b.session_id for b in S.search(store, "u", "Caroline pottery", top_k=1, config=cfg)] == ["p"]
     assert S.search(store, "u", "Caroline", top_k=1, config=cfg)  # only common words: kept
+
+
+def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
+    _session(store, "kayak kayak " + "a" * 1500, session="s1")
+    _session(store, "kayak " + "b" * 1500, session="s2", at=T0 + 60 * MIN)
+    first, second = S.search(store, "u", "kayak", top_k=2)
+    assert _lines(first) == ["kayak kayak " + "a" * 1500]
+    assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
+
