@@ -61,6 +61,7 @@ class SearchConfig:
     # index (changing these builds another index)
     turn_unit: str = "message"  # "message" | "pair"
     index_labels: bool = True  # index a leading "Name: " speaker label (False strips it before tokenizing)
+    index_dates: bool = True  # also index each turn's said-at month and year as words ("June 2023")
     k1: float = 1.2
     b: float = 0.75
     # ranking
@@ -73,7 +74,8 @@ class SearchConfig:
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
-    context_blocks: int | None = None  # only the first N blocks get neighbours, later ones show the anchor alone
+    context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
+    late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
@@ -93,7 +95,7 @@ class SearchConfig:
 
     def index_key(self) -> tuple:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""
-        return (self.turn_unit, self.index_labels, self.k1, self.b)
+        return (self.turn_unit, self.index_labels, self.index_dates, self.k1, self.b)
 
     def with_(self, **changes) -> SearchConfig:
         return replace(self, **changes)
@@ -199,9 +201,14 @@ def _strip_label(content: str) -> str:
     return content
 
 
+DATE_WORDS = "%B %Y"  # how index_dates writes a said-at: "June 2023"
+
+
 def turn_tokenizer(config: SearchConfig):
     def tokenize(turn: Turn) -> list[str]:
         parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
+        if config.index_dates and turn.said_at is not None:
+            parts.append(datetime.fromtimestamp(turn.said_at / 1000, tz=timezone.utc).strftime(DATE_WORDS))
         return analyze("\n".join(parts))
 
     return tokenize
@@ -297,7 +304,7 @@ def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> l
             continue  # already shown in full by a better block
         block_cfg = cfg
         if cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
-            block_cfg = block_cfg.with_(neighbours=0)
+            block_cfg = block_cfg.with_(neighbours=cfg.late_neighbours)
         if len(blocks) < cfg.full_anchors:
             block_cfg = block_cfg.with_(anchor_chars=None)
         chosen = _compose(idx, pos, block_cfg, shown)

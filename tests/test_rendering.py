@@ -24,6 +24,14 @@ def _session(store, *texts, session="s", at=T0):
     add(store, "u", session, *[("user", t) for t in texts], at=at)
 
 
+def test_dates_are_indexed_as_month_and_year(store):
+    _session(store, "camping trip", session="may", at=T0 - 20 * 86_400_000)
+    _session(store, "camping trip", session="june", at=T0)
+    assert S.search(store, "u", "camping in June", top_k=1)[0].session_id == "june"
+    cfg = S.SearchConfig(index_dates=False)
+    assert S.search(store, "u", "camping in June", top_k=1, config=cfg)[0].session_id == "may"
+
+
 def test_neighbours_plus_minus_two_in_order(store):
     _session(store, "a0", "a1", "a2 kayak", "a3", "a4", "a5")
     (b,) = S.search(store, "u", "kayak", top_k=1)
@@ -65,9 +73,14 @@ def test_block_chars_adds_nearest_neighbours_first(store):
 def test_context_blocks_limits_neighbours_to_the_first_blocks(store):
     _session(store, "c0", "kayak red", "c2", session="s1")
     _session(store, "d0", "kayak", "d2", session="s2", at=T0 + 60 * MIN)
-    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1))
+    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1, late_neighbours=0))
     assert _lines(blocks[0]) == ["c0", "kayak red", "c2"]
     assert _lines(blocks[1]) == ["kayak"]
+    _session(store, "e0", "e1", "kayak", "e3", "e4", session="s3", at=T0 + 120 * MIN)
+    blocks = S.search(store, "u", "kayak red", top_k=3)  # defaults: ±2 for the first 6 blocks, then ±1
+    assert [len(b.message_ids) for b in blocks] == [3, 3, 5]
+    blocks = S.search(store, "u", "kayak red", top_k=3, config=S.SearchConfig(context_blocks=1))
+    assert _lines(blocks[2]) == ["e1", "kayak", "e3"]
 
 
 def test_neighbours_before_zero_shows_only_what_follows(store):
