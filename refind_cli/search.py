@@ -199,7 +199,7 @@ class UserIndex:
         self.index: TurnIndex = loaded or build_index(
             turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
         )
-        self._message_session = {m.id: m.session_id for t in turns for m in t.messages}
+        self._message_session: dict[str, str] | None = None  # built on first use
 
     def __len__(self) -> int:
         return len(self.index)
@@ -213,6 +213,8 @@ class UserIndex:
         pos = self.index.turn_pos.get(block_or_turn_id)
         if pos is not None:
             return self.index.turns[pos].session_id
+        if self._message_session is None:
+            self._message_session = {m.id: m.session_id for t in self.turns for m in t.messages}
         return self._message_session.get(block_or_turn_id)
 
     def search(
@@ -297,6 +299,8 @@ def user_index(
     built = UserIndex(store.user_messages(user_id, as_of=as_of), config, stored=stored)
     if persist and not built.loaded and len(built):
         _save_persisted(store, user_id, version, config, built)
+    if not len(built):
+        return built  # nothing to keep: an unknown user must not push real users out of the cache
     with _LOCK:
         for old in [k for k in _CACHE if k[:2] == key[:2] and k[2] < version]:
             del _CACHE[old]  # older versions of this user are dead
