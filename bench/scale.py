@@ -76,16 +76,36 @@ def measure_user(path: Path, user: str, queries: list[str], naive_repeat: int) -
     return out
 
 
-def process(path: Path, user: str, query: str, repeat: int) -> float:
-    cmd = [sys.executable, "-m", "refind_cli", "search", query, "--user", user, "--mode", "bm25", "--json",
-           "--db", str(path), "--retention-days", "off"]
+def measure_pair(a: Path, b: Path, user: str, queries: list[str], rounds: int = 5) -> tuple[dict, dict]:
+    """measure_user on two databases, alternating rounds so that machine load falls on both alike."""
+    runs: tuple[list[dict], list[dict]] = ([], [])
+    for _ in range(rounds):
+        runs[0].append(measure_user(a, user, queries, naive_repeat=1))
+        runs[1].append(measure_user(b, user, queries, naive_repeat=1))
+    return tuple({k: statistics.median(r[k] for r in side) for k in side[0]} for side in runs)
+
+
+def _search_cmd(path: Path, user: str, query: str) -> list[str]:
+    return [sys.executable, "-m", "refind_cli", "search", query, "--user", user, "--mode", "bm25", "--json",
+            "--db", str(path), "--retention-days", "off"]
+
+
+FLOOR_CMD = [sys.executable, "-m", "refind_cli", "--help"]
+
+
+def processes(cmds: list[list[str]], repeat: int) -> list[float]:
+    """Median wall time of each command run as a whole process; the commands take turns, so that the load of a
+    shared machine falls on all of them alike. Each runs once first, untimed (it persists the index if needed)."""
     env = {**os.environ, "REFIND_MODE": "bm25"}
-    subprocess.run(cmd, check=True, capture_output=True, env=env)  # persists the index if needed
-
-    def once():
+    for cmd in cmds:
         subprocess.run(cmd, check=True, capture_output=True, env=env)
-
-    return _time(once, repeat)
+    runs: list[list[float]] = [[] for _ in cmds]
+    for _ in range(repeat):
+        for i, cmd in enumerate(cmds):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
+            runs[i].append(time.perf_counter() - t)
+    return [statistics.median(r) for r in runs]
 
 
 def main() -> None:
@@ -106,24 +126,24 @@ def main() -> None:
     print(f"`{' '.join(['python', 'bench/scale.py', *sys.argv[1:]])}` — synthetic histories (bench/synth.py, seed 0):")
     print("20-message sessions, 8–40 words a message from a 6,000-word Zipf vocabulary; median latencies,")
     print(f"{args.queries} queries of 3–6 words, top_k 10.\n")
-    print("| turns | naive rebuild | cached search | naive ÷ cached | loaded from DB | whole process |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| turns | naive rebuild | cached search | naive ÷ cached | loaded from DB | whole process | "
+          "`refind --help` |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         path = work / f"single-{n}.db"
         build(path, {"u": n})
         r = measure_user(path, "u", queries, naive_repeat=3 if n > 20_000 else 5)
-        proc = process(path, "u", queries[2], repeat=7)
+        proc, floor = processes([_search_cmd(path, "u", queries[2]), FLOOR_CMD], repeat=9)
         print(f"| {n:,} | {_ms(r['naive'])} | {_ms(r['cached'])} | {r['naive'] / r['cached']:,.0f}× | "
-              f"{_ms(r['loaded'])} | {_ms(proc)} |", flush=True)
+              f"{_ms(r['loaded'])} | {_ms(proc)} | {_ms(floor)} |", flush=True)
 
     n = sizes[0]
     single = work / f"single-{n}.db"
     multi = work / f"multi-{args.users}x{args.other_turns}-{n}.db"
     others = {f"user{i:04d}": args.other_turns for i in range(args.users - 1)}
     build(multi, {"u": n, **others})
-    a = measure_user(single, "u", queries, naive_repeat=5)
-    b = measure_user(multi, "u", queries, naive_repeat=5)
-    pa, pb = process(single, "u", queries[2], 7), process(multi, "u", queries[2], 7)
+    a, b = measure_pair(single, multi, "u", queries)
+    pa, pb = processes([_search_cmd(single, "u", queries[2]), _search_cmd(multi, "u", queries[2])], repeat=9)
     print(f"\nThe same {n:,}-turn user alone and in a database of {args.users:,} users "
           f"({args.users - 1:,} others × {args.other_turns} turns, every user's Adds interleaved):\n")
     print(f"| latency | 1 user | {args.users:,} users | ratio |")

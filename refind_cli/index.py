@@ -217,7 +217,12 @@ def eligible(
 
 
 def fuse(
-    scores: np.ndarray, session_ix: np.ndarray, *, rrf_k: int = 60, use_sessions: bool = True
+    scores: np.ndarray,
+    session_ix: np.ndarray,
+    *,
+    rrf_k: int = 60,
+    use_sessions: bool = True,
+    session_top: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rank the turns with a positive score. Returns (turn indices best first, their fused scores).
 
@@ -237,7 +242,14 @@ def fuse(
     if use_sessions:
         sess = session_ix[cand]
         n_sessions = int(session_ix.max()) + 1 if session_ix.size else 0
-        sums = np.bincount(sess, weights=s, minlength=n_sessions)
+        if session_top is None:
+            sums = np.bincount(sess, weights=s, minlength=n_sessions)
+        else:  # the sum of each session's best ``session_top`` turn scores
+            by_session = np.lexsort((-s, sess))
+            ss, sv = sess[by_session], s[by_session]
+            first = np.searchsorted(ss, ss, side="left")
+            keep = (np.arange(ss.size) - first) < session_top
+            sums = np.bincount(ss[keep], weights=sv[keep], minlength=n_sessions)
         present = np.flatnonzero(sums > 0)
         order = present[np.lexsort((present, -sums[present]))]
         session_rank = np.zeros(n_sessions, dtype=np.float64)

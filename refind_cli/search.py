@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from . import settings
+from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
 from .errors import InvalidInput
-from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, neighbours, to_blob
+from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, to_blob
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn, build_turns
 
@@ -36,47 +37,32 @@ NEIGHBOUR_ROLES = ("all", "same")
 
 
 @dataclass(frozen=True)
-class Block:
-    """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological."""
-
-    id: str  # the anchor turn's stable id
-    content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (no date part when unknown)
-    score: float  # strictly decreasing with rank
-    created_at: str  # ISO 8601 UTC recorded-at of the anchor turn
-    session_id: str
-    said_at: int | None  # the anchor's said-at (Unix ms)
-    message_ids: tuple[str, ...]  # every message shown in the block, chronological
-    anchor_ids: tuple[str, ...]  # the anchor turn's message ids
-    anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
-
-    def as_contract(self) -> dict:
-        """The contract's search item."""
-        return {"id": self.id, "content": self.content, "score": self.score, "created_at": self.created_at}
-
-
-@dataclass(frozen=True)
 class SearchConfig:
     """Every retrieval variant, one field each. The defaults are the ones chosen by measurement (BENCHMARKS.md)."""
 
     # index (changing these builds another index)
     turn_unit: str = "message"  # "message" | "pair"
     index_labels: bool = True  # index a leading "Name: " speaker label (False strips it before tokenizing)
+    index_dates: bool = True  # also index each turn's said-at month and year as words ("June 2023")
     k1: float = 1.2
     b: float = 0.75
     # ranking
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
+    session_top: int | None = None  # session score = sum of its best N turn scores (None: of all its turns)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
-    context_blocks: int | None = None  # only the first N blocks get neighbours, later ones show the anchor alone
+    context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
+    late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    anchor_chars: int | None = 1000  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
+    anchor_chars: int | None = 800  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
+    full_anchors: int = 1  # the first N blocks show their anchor whole, whatever anchor_chars says
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
@@ -91,7 +77,7 @@ class SearchConfig:
 
     def index_key(self) -> tuple:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""
-        return (self.turn_unit, self.index_labels, self.k1, self.b)
+        return (self.turn_unit, self.index_labels, self.index_dates, self.k1, self.b)
 
     def with_(self, **changes) -> SearchConfig:
         return replace(self, **changes)
@@ -155,21 +141,6 @@ def _bound(value: str | int | None, *, end: bool) -> int | None:
     return parse_date(value, end=end)
 
 
-def format_time(ms: int | None, *, seconds: bool = False) -> str:
-    if ms is None:
-        return ""
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
-
-
-def iso_utc(ms: int) -> str:
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-# ---- the per-user index ----------------------------------------------------------------------------------------
-
-
 _INSTRUCTION = None
 
 
@@ -197,9 +168,14 @@ def _strip_label(content: str) -> str:
     return content
 
 
+DATE_WORDS = "%B %Y"  # how index_dates writes a said-at: "June 2023"
+
+
 def turn_tokenizer(config: SearchConfig):
     def tokenize(turn: Turn) -> list[str]:
         parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
+        if config.index_dates and turn.said_at is not None:
+            parts.append(datetime.fromtimestamp(turn.said_at / 1000, tz=timezone.utc).strftime(DATE_WORDS))
         return analyze("\n".join(parts))
 
     return tokenize
@@ -223,7 +199,7 @@ class UserIndex:
         self.index: TurnIndex = loaded or build_index(
             turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
         )
-        self._message_session = {m.id: m.session_id for t in turns for m in t.messages}
+        self._message_session: dict[str, str] | None = None  # built on first use
 
     def __len__(self) -> int:
         return len(self.index)
@@ -237,6 +213,8 @@ class UserIndex:
         pos = self.index.turn_pos.get(block_or_turn_id)
         if pos is not None:
             return self.index.turns[pos].session_id
+        if self._message_session is None:
+            self._message_session = {m.id: m.session_id for t in self.turns for m in t.messages}
         return self._message_session.get(block_or_turn_id)
 
     def search(
@@ -278,95 +256,9 @@ class UserIndex:
             skip_turns=skip.ids if skip and skip.mode == "turn" else (),
         )
         scores = scores * mask
-        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion)
-        return _render(idx, order, fused, top_k=top_k, cfg=cfg)
-
-
-def _render(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> list[Block]:
-    blocks: list[Block] = []
-    shown: set[str] = set()  # message ids already shown (overlap="trim")
-    last_score = float("inf")
-    for pos, score in zip(order.tolist(), fused.tolist()):
-        if len(blocks) >= top_k:
-            break
-        anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
-            continue  # already shown in full by a better block
-        plain = cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks
-        chosen = _compose(idx, pos, cfg.with_(neighbours=0) if plain else cfg, shown)
-        lines: list[str] = []
-        ids: list[str] = []
-        anchor_lines = (0, 0)
-        for j in sorted(chosen):
-            first_line = len(lines)
-            for m, text in chosen[j]:
-                lines.extend(render_line(m.said_at, m.role, text).split("\n"))
-                ids.append(m.id)
-            if j == pos:
-                anchor_lines = (first_line, len(lines))
-        shown.update(ids)
-        score = min(score, _below(last_score))
-        last_score = score
-        blocks.append(
-            Block(
-                id=anchor.id,
-                content="\n".join(lines),
-                score=score,
-                created_at=iso_utc(anchor.recorded_at),
-                session_id=anchor.session_id,
-                said_at=anchor.said_at,
-                message_ids=tuple(ids),
-                anchor_ids=anchor.message_ids,
-                anchor_lines=anchor_lines,
-            )
-        )
-    return blocks
-
-
-def _cut(text: str, cap: int | None) -> str:
-    return text if cap is None or len(text) <= cap else text[:cap].rstrip() + " …"
-
-
-def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> dict[int, list]:
-    """Which messages a block shows, by turn index: the anchor's, then neighbours nearest first, each kept only if
-    it passes the role, length, overlap and block-size rules. Returns {turn index: [(message, text)]}."""
-    anchor = idx.turns[pos]
-    chosen = {pos: [(m, _cut(m.content, cfg.anchor_chars)) for m in anchor.messages]}
-    size = sum(len(t) for _, t in chosen[pos])
-    role = anchor.messages[0].role
-    window = neighbours(idx, pos, cfg.neighbours)
-    before = cfg.neighbours if cfg.neighbours_before is None else cfg.neighbours_before
-    nearest = sorted((j for j in window if j != pos and j >= pos - before), key=lambda j: (abs(j - pos), j))
-    for j in nearest:
-        turn = idx.turns[j]
-        if cfg.neighbour_roles == "same" and turn.messages[0].role != role:
-            continue
-        kept = []
-        for m in turn.messages:
-            if cfg.overlap == "trim" and m.id in shown:
-                continue
-            if cfg.neighbour_max_chars is not None and len(m.content) > cfg.neighbour_max_chars:
-                continue
-            text = _cut(m.content, cfg.neighbour_chars)
-            if cfg.block_chars is not None and size + len(text) > cfg.block_chars:
-                continue
-            size += len(text)
-            kept.append((m, text))
-        if kept:
-            chosen[j] = kept
-    return chosen
-
-
-def _below(x: float) -> float:
-    """The largest float below x (keeps scores strictly decreasing even when fused scores tie)."""
-    import math
-
-    return math.nextafter(x, float("-inf"))
-
-
-def render_line(said_at: int | None, role: str, content: str) -> str:
-    stamp = format_time(said_at)
-    return f"[{stamp}] {role}: {content}" if stamp else f"{role}: {content}"
+        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion,
+                            session_top=cfg.session_top)
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg)
 
 
 # ---- the cache ----------------------------------------------------------------------------------------------
@@ -407,6 +299,8 @@ def user_index(
     built = UserIndex(store.user_messages(user_id, as_of=as_of), config, stored=stored)
     if persist and not built.loaded and len(built):
         _save_persisted(store, user_id, version, config, built)
+    if not len(built):
+        return built  # nothing to keep: an unknown user must not push real users out of the cache
     with _LOCK:
         for old in [k for k in _CACHE if k[:2] == key[:2] and k[2] < version]:
             del _CACHE[old]  # older versions of this user are dead

@@ -85,3 +85,14 @@ def test_neighbours_stop_at_session_edges():
     assert list(neighbours(idx, 3, 2)) == [3, 4, 5]
     assert list(neighbours(idx, 5, 1)) == [4, 5, 6]
     assert list(neighbours(idx, 5, 0)) == [5]
+
+
+def test_session_top_scores_a_session_by_its_best_turns():
+    # s0: one turn of 3; s1: four turns of 1. Sum: s1 (4) beats s0 (3). Best turn only: s0 (3) beats s1 (1).
+    scores = np.array([3, 1, 1, 1, 1], dtype=np.float32)
+    sessions = np.array([0, 1, 1, 1, 1], dtype=np.int32)
+    order, fused = fuse(scores, sessions)
+    assert order[0] == 0 and np.isclose(fused[0], 1 / 61 + 1 / 62)
+    order, fused = fuse(scores, sessions, session_top=1)
+    assert order[0] == 0 and np.isclose(fused[0], 1 / 61 + 1 / 61)
+    assert np.isclose(fused[1], 1 / 62 + 1 / 62)  # t1: turn rank 2, session rank 2

@@ -24,6 +24,14 @@ def _session(store, *texts, session="s", at=T0):
     add(store, "u", session, *[("user", t) for t in texts], at=at)
 
 
+def test_dates_are_indexed_as_month_and_year(store):
+    _session(store, "camping trip", session="may", at=T0 - 20 * 86_400_000)
+    _session(store, "camping trip", session="june", at=T0)
+    assert S.search(store, "u", "camping in June", top_k=1)[0].session_id == "june"
+    cfg = S.SearchConfig(index_dates=False)
+    assert S.search(store, "u", "camping in June", top_k=1, config=cfg)[0].session_id == "may"
+
+
 def test_neighbours_plus_minus_two_in_order(store):
     _session(store, "a0", "a1", "a2 kayak", "a3", "a4", "a5")
     (b,) = S.search(store, "u", "kayak", top_k=1)
@@ -33,9 +41,9 @@ def test_neighbours_plus_minus_two_in_order(store):
 
 def test_long_neighbours_are_left_out_and_long_anchors_cut(store):
     _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
-    (b,) = S.search(store, "u", "kayak", top_k=1)
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(full_anchors=0))
     lines = _lines(b)
-    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 1000 + 2
+    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 800 + 2
     assert lines[1:] == ["short"]  # the 500-character neighbour is over neighbour_max_chars=400
     whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(anchor_chars=None, neighbour_max_chars=None))
     assert _lines(whole[0]) == ["x" * 500, "kayak " + "y" * 2000, "short"]
@@ -65,9 +73,14 @@ def test_block_chars_adds_nearest_neighbours_first(store):
 def test_context_blocks_limits_neighbours_to_the_first_blocks(store):
     _session(store, "c0", "kayak red", "c2", session="s1")
     _session(store, "d0", "kayak", "d2", session="s2", at=T0 + 60 * MIN)
-    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1))
+    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1, late_neighbours=0))
     assert _lines(blocks[0]) == ["c0", "kayak red", "c2"]
     assert _lines(blocks[1]) == ["kayak"]
+    _session(store, "e0", "e1", "kayak", "e3", "e4", session="s3", at=T0 + 120 * MIN)
+    blocks = S.search(store, "u", "kayak red", top_k=3)  # defaults: ±2 for the first 6 blocks, then ±1
+    assert [len(b.message_ids) for b in blocks] == [3, 3, 5]
+    blocks = S.search(store, "u", "kayak red", top_k=3, config=S.SearchConfig(context_blocks=1))
+    assert _lines(blocks[2]) == ["e1", "kayak", "e3"]
 
 
 def test_neighbours_before_zero_shows_only_what_follows(store):
@@ -104,3 +117,12 @@ def test_common_words_are_dropped_from_the_query_when_configured(store):
     cfg = S.SearchConfig(common_df=0.5, neighbours=0)
     assert [b.session_id for b in S.search(store, "u", "Caroline pottery", top_k=1, config=cfg)] == ["p"]
     assert S.search(store, "u", "Caroline", top_k=1, config=cfg)  # only common words: kept
+
+
+def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
+    _session(store, "kayak kayak " + "a" * 1500, session="s1")
+    _session(store, "kayak " + "b" * 1500, session="s2", at=T0 + 60 * MIN)
+    first, second = S.search(store, "u", "kayak", top_k=2)
+    assert _lines(first) == ["kayak kayak " + "a" * 1500]
+    assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
+

@@ -117,3 +117,11 @@ def test_skip_sessions_and_turns(store):
     skip = S.Skip("turn", frozenset({first[0].id}))
     assert first[0].id not in {b.id for b in ui.search("Maya", top_k=5, skip=skip)}
     assert ui.session_of(first[0].id) == first[0].session_id
+
+
+def test_chinese_history_is_found_by_a_chinese_question(store):
+    add(store, "li", "d1", ("user", "我今天去了北京的故宫，人很多。"), ("user", "晚上吃了烤鸭。"), at=T0)
+    add(store, "li", "d2", ("user", "周末在上海看了一场电影。"), at=T0 + DAY)
+    blocks = S.search(store, "li", "我在北京去了哪里？", top_k=1, config=S.SearchConfig(neighbours=0))
+    assert blocks and "故宫" in blocks[0].content
+    assert S.search(store, "li", "上海电影", top_k=1)[0].session_id == "d2"

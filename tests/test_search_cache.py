@@ -131,3 +131,11 @@ def test_an_index_built_before_a_change_is_not_persisted_after_it(store):
     add(store, "alice", "s9", ("user", "a change between the read and the write"), at=T0)
     S._save_persisted(store, "alice", version, S.SearchConfig(), built)
     assert _persisted(store, "alice") == 0
+
+
+def test_unknown_users_do_not_fill_the_cache(store):
+    _fill(store)
+    S.search(store, "alice", "Lisbon", top_k=3)
+    for i in range(S.CACHE_SIZE + 2):
+        assert S.search(store, f"nobody{i}", "Lisbon", top_k=3) == []
+    assert [k[1] for k in S._CACHE] == ["alice"]
