@@ -53,15 +53,21 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print refind's version and exit.", is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from . import __version__
 
         typer.echo(f"refind {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print refind's version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    """refind's top level: only --version lives here."""
 
 
 def _register() -> None:
