@@ -34,11 +34,11 @@ from typing import Any
 from . import datasets
 from .datasets import Question, Sample, Skipped
 from .errors import RefindError
+from .settings import EVAL_BUDGETS as BUDGETS
+from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
 
-BUDGETS = (2_000, 8_000, 32_000)
 JOIN = "\n\n"
-DEFAULT_TOP_K = 100  # what the contest's formal runs send
 MODES = ("bm25", "agent")
 TOKENIZERS = ("analyze", "plain")  # refind's analyzer (CJK bigrams, Snowball) / the English-only word splitter
 

@@ -96,3 +96,9 @@ ENV_SERVER_TOKEN = "REFIND_SERVER_TOKEN"
 ENV_SERVER_MAX_BODY_MB = "REFIND_SERVER_MAX_BODY_MB"
 ENV_SERVER_SEARCH_THREADS = "REFIND_SERVER_SEARCH_THREADS"
 ENV_EXPIRE_INTERVAL_S = "REFIND_EXPIRE_INTERVAL_S"
+
+
+# ---- `refind eval` -----------------------------------------------------------------------------------------------
+
+EVAL_BUDGETS = (2_000, 8_000, 32_000)  # characters of returned content inside which evidence counts as found
+EVAL_TOP_K = 100  # what the contest's formal runs send

@@ -11,7 +11,6 @@ from .. import render
 from ..contract import Message, parse_add
 from ..errors import Conflict, InvalidInput
 from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
-from ..replay import auto_request_id, replay
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -81,6 +80,8 @@ def add(
         if timestamp is not None and at:
             raise InvalidInput("give --timestamp or --at, not both")
         ts = _parse_at(at) if at else timestamp
+        from ..replay import auto_request_id
+
         message = Message(role=role, content=text or "", timestamp=ts)
         rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-"):]
         body = {"request_id": rid, "user_id": user, "session_id": session,
@@ -124,6 +125,8 @@ def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> No
     def on_problem(line: str) -> None:
         if not as_json:
             (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
+
+    from ..replay import replay
 
     try:
         summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)

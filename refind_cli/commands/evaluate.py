@@ -8,8 +8,9 @@ import typer
 from rich.table import Table
 
 from .. import render
-from ..evaluate import BUDGETS, DEFAULT_TOP_K, EvalSettings, evaluate, parse_variants, systems_for
 from ..options import JsonOption, QuietOption
+from ..settings import EVAL_BUDGETS as BUDGETS
+from ..settings import EVAL_TOP_K as DEFAULT_TOP_K
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -61,6 +62,8 @@ def eval_command(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
+    from ..evaluate import EvalSettings, evaluate, parse_variants, systems_for
+
     settings = EvalSettings(
         top_k=top_k, limit=limit, mode=mode, role_faithful=role_faithful, options=not no_options,
         query_suffix=append, tokenizer=tokenizer, variants=parse_variants(variant or ()),
