@@ -5,8 +5,9 @@ Two line shapes, detected per line:
 * an **Add request** in the contract's shape: ``{"request_id", "user_id", "session_id", "messages": [...]}``
 * one **message**: ``{"user_id", "session_id", "role", "content", "timestamp"?, "request_id"?}``. Consecutive
   message lines of one user and session become one Add request: with their ``request_id`` when they carry one,
-  else in groups of at most ``GROUP_SIZE`` with the id ``auto-<hash of the group's payload>``, so replaying the same
-  file again (or again after an interruption) stores nothing twice.
+  else in groups of at most ``GROUP_SIZE`` with the id ``auto-<hash of the group's payload>`` (``-2``, ``-3``, … for
+  a repeat of a group later in the file), so replaying the same file again (or again after an interruption) stores
+  nothing twice, and a message said twice is stored twice.
 
 The file is read line by line (``-`` for stdin, ``.gz`` decompressed on the fly), so its size does not matter.
 Requests are written in batches, one transaction each and one savepoint per request: a bad request never takes a
@@ -170,11 +171,12 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
     group: list[tuple[int, Message, list[str]]] = []
     key: tuple[str, str, str | None] | None = None
+    seen_auto = _Repeats()  # auto ids already given in this file
 
     def flush() -> Iterator[Parsed]:
         nonlocal group, key
         if group and key is not None:
-            yield _group_request(key, group)
+            yield _group_request(key, group, seen_auto)
         group, key = [], None
 
     for n, raw in lines:
@@ -253,10 +255,38 @@ def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) 
     return "auto-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
 
 
-def _group_request(key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]]) -> Parsed:
+class _Repeats:
+    """How often each auto id has been derived so far in one file (8 bytes of the hash per group; counts only
+    for the rare repeats), so that a file of millions of groups is still read in little memory."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.repeats: dict[int, int] = {}
+
+    def count(self, rid: str) -> int:
+        """Record one more group with this id; the number of groups (this one included) that got it."""
+        key = int(rid[5:21], 16)
+        if key not in self.seen:
+            self.seen.add(key)
+            return 1
+        self.repeats[key] = self.repeats.get(key, 1) + 1
+        return self.repeats[key]
+
+
+def _group_request(
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]], seen_auto: _Repeats
+) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _ in group)
-    rid = request_id or auto_request_id(user_id, session_id, messages)
+    rid = request_id
+    if rid is None:
+        # The same messages said again later in the file (an "ok" in another group of the session) are new
+        # messages, not a replay: the n-th repeat of a group gets its own id, "-n" after the hash. The first
+        # occurrence keeps the plain hash, and a re-run of the file derives the very same ids.
+        rid = auto_request_id(user_id, session_id, messages)
+        repeat = seen_auto.count(rid)
+        if repeat > 1:
+            rid = f"{rid}-{repeat}"
     unknown = sorted({f for _, _, fields in group for f in fields})
     return Parsed(AddRequest(rid, user_id, session_id, messages, tuple(unknown)), group[0][0], group[-1][0],
                   _warning(tuple(unknown)))

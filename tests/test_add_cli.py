@@ -197,3 +197,19 @@ def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp
     assert summary["problems"] == [
         f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
+
+
+def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_stores_nothing(
+    cli, db_path, tmp_path
+) -> None:
+    """Two sessions interleaved line by line: s1's "yes" said twice makes two groups with the same payload. The
+    second is a new message, not a replay of the first; re-running the file (or after a kill) still adds nothing."""
+    lines = [{"user_id": "u", "session_id": s, "role": "user", "content": c}
+             for s, c in [("s1", "yes"), ("s2", "no"), ("s1", "yes"), ("s2", "no"), ("s1", "yes")]]
+    path = jsonl(tmp_path / "i.jsonl", *lines)
+    first = json.loads(cli("add", "--file", path, "--json").output)
+    assert (first["messages_added"], first["duplicates"]) == (5, 0)
+    assert [r[1:] for r in rows(db_path)] == [(s["session_id"], "user", s["content"]) for s in lines]
+    again = json.loads(cli("add", "--file", path, "--json").output)
+    assert (again["messages_added"], again["duplicates"]) == (0, 5)
+    assert len(rows(db_path)) == 5
