@@ -7,8 +7,8 @@ with the text) to zero bytes. Every mutation bumps the user's version (caches go
 A forgotten request is not stored again: ``Store.add`` refuses a request id named by a tombstone with
 :class:`~refind_cli.errors.Forgotten` (HTTP 410, which the platform does not retry), so an automatic retry or a
 replay of the original log cannot bring forgotten text back. Sending the text under a new request id stores it —
-that is a deliberate new Add, not a replay. Expired requests leave no tombstone: a replay after the sweep stores them
-again as new data with a new recorded-at.
+that is a deliberate new Add, not a replay. Expired requests leave no tombstone: a replay after they expired (swept
+or still awaiting the sweep) stores them again as new data with a new recorded-at.
 """
 
 from __future__ import annotations

@@ -157,8 +157,15 @@ class Store:
     def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
         digest = req.payload_hash()
         row = self.conn.execute(
-            "SELECT payload_hash FROM requests WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
+            "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?",
+            (req.user_id, req.request_id),
         ).fetchone()
+        cutoff = self.retention_cutoff()
+        if row is not None and cutoff is not None and row[1] < cutoff:
+            # Past retention, only awaiting the sweep: hidden from every read, so it is expired already. A replay
+            # stores it again as new data, as after the sweep — never an "identical replay" that stores nothing.
+            self._expire_request(req.user_id, req.request_id, cutoff)
+            row = None
         if row is not None:
             if row[0] == digest:
                 return AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0)
@@ -201,6 +208,21 @@ class Store:
             "add", user_id=req.user_id, session_id=req.session_id, request_id=req.request_id, rows=len(req.messages)
         )
         return AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages))
+
+    def _expire_request(self, user_id: str, request_id: str, cutoff: int) -> None:
+        """Delete one expired request as ``refind expire`` would: its messages, its row, the stored searches
+        quoting them, with an ``expire`` event."""
+        from .lifecycle import _quoting_searches
+
+        old = self.conn.execute(
+            "SELECT id, content FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id)
+        ).fetchall()
+        searches = _quoting_searches(self, user_id, old)
+        self.conn.execute("DELETE FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id))
+        self.conn.execute("DELETE FROM requests WHERE user_id = ? AND request_id = ?", (user_id, request_id))
+        self.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in searches])
+        self.record_event("expire", user_id=user_id, request_id=request_id, rows=len(old),
+                          detail={"cutoff": cutoff, "requests": 1, "searches": len(searches), "replayed": True})
 
     def bump_user(self, user_id: str) -> None:
         """Mark a user's data as changed: every cache keyed on the user's version becomes stale."""

@@ -159,3 +159,22 @@ def test_stored_planner_searches_past_retention_are_hidden_before_any_sweep(aged
     assert len(listed) == 3
     assert json.loads(cli("inspect", "searches", "--json").output)["searches"] == []
     assert cli("inspect", "search", "fresh", "--json").exit_code != 0
+
+
+def test_a_replay_of_an_expired_request_before_the_sweep_is_stored_again(aged, cli, db_path) -> None:
+    """Past retention a request is gone for every read; replaying it must store it again (as after the sweep),
+    not answer "identical replay, nothing written" and leave the data invisible until the sweep deletes it."""
+    store, clock = aged
+    clock.now = T0 + 35 * DAY_MS  # day-0 requests expired, not swept
+    assert "day zero, first" not in _contents(store, "alice")
+    outcome = _add(store, "old-a", "alice", "s1", "day zero, first", "day zero, second")
+    assert (outcome.status, outcome.messages) == ("added", 2)
+    assert _contents(store, "alice") == ["day ten", "day twenty", "day zero, first", "day zero, second"]
+    changed = _add(store, "old-b", "bob", "s1", "bob, said otherwise")  # another payload: new data, no conflict
+    assert changed.status == "added"
+    assert _contents(store, "bob") == ["bob on day twenty", "bob, said otherwise"]
+    assert _add(store, "new-a", "alice", "s3", "day twenty").status == "duplicate"  # within retention: a no-op
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # the old copies are gone
+    kinds = [e["kind"] for e in review.events(store, user_id="alice", limit=2)]
+    assert kinds == ["add", "expire"]
+    assert lifecycle.expire(store).messages == 0
