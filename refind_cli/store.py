@@ -152,6 +152,11 @@ class Store:
                         outcomes.append(self._add_one(request, now))
                 except RefindError as exc:
                     outcomes.append(exc)
+                except sqlite3.IntegrityError as exc:  # refuse this request alone, never the whole batch
+                    outcomes.append(Conflict(
+                        f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
+                        "(its stable message ids collide with stored ones: ids holding the \\x1f separator)"
+                    ))
         return outcomes
 
     def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
