@@ -193,11 +193,17 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except json.JSONDecodeError as exc:
             yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
+            yield LineError(n, "not valid JSON here (nested too deeply)")
+            continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")
             except InvalidInput as exc:
                 yield LineError(n, exc.message)
+                continue
+            except RecursionError:
+                yield LineError(n, "not valid JSON here (nested too deeply)")
                 continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()

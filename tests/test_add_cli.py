@@ -213,3 +213,13 @@ def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_store
     again = json.loads(cli("add", "--file", path, "--json").output)
     assert (again["messages_added"], again["duplicates"]) == (0, 5)
     assert len(rows(db_path)) == 5
+
+
+def test_a_line_nested_too_deeply_is_a_line_error_and_the_rest_is_stored(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "deep.jsonl", add_line("r1", content="before"), "[" * 100_000 + "]" * 100_000,
+                 '{"x": ' * 5_000 + '"\\ud800"' + "}" * 5_000, add_line("r2", content="after"))
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert summary["problems"] == [f"{path}:{n}: not valid JSON here (nested too deeply)" for n in (2, 3)]
+    assert sorted(r[3] for r in rows(db_path)) == ["after", "before"]
