@@ -326,12 +326,15 @@ def replay(
                     shutil.copyfileobj(sys.stdin.buffer, out)
                 path = spool
             lines, _, _ = open_lines(path)
-            errors = [item for item in parse_lines(lines, strict=True) if isinstance(item, LineError)]
-            if errors:
-                for err in errors:
-                    _problem(summary, f"{name}:{err.line}: {err.message}", on_problem)
-                summary.invalid_lines = len(errors)
-                summary.problems.append(f"{name}: --strict: nothing stored because {len(errors)} line(s) are invalid")
+            bad = _strict_check(store, parse_lines(lines, strict=True))
+            if bad:
+                for where, message, _ in bad:
+                    _problem(summary, f"{name}:{where}: {message}", on_problem)
+                summary.invalid_lines = sum(1 for *_, invalid in bad if invalid)
+                summary.conflicts = len(bad) - summary.invalid_lines
+                summary.problems.append(
+                    f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
+                )
                 return summary
         lines, done, total = open_lines(path)
         if on_progress:
@@ -359,6 +362,47 @@ def replay(
             os.unlink(spool)
 
 
+def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, bool]]:
+    """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
+    payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
+    payload. Returns (line or line range, reason, invalid) in file order. The file's ids are kept in a temporary
+    SQLite database, so a file of any size is checked in little memory."""
+    import sqlite3
+
+    bad: list[tuple[str, str, bool]] = []
+    seen = sqlite3.connect("")  # a private temporary database on disk
+    try:
+        seen.execute("CREATE TABLE seen (user_id TEXT, request_id TEXT, hash TEXT, line INTEGER, "
+                     "PRIMARY KEY (user_id, request_id)) WITHOUT ROWID")
+        for item in items:
+            if isinstance(item, LineError):
+                bad.append((str(item.line), item.message, True))
+                continue
+            req = item.request
+            where = _where(item)
+            digest = req.payload_hash()
+            row = seen.execute("SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?",
+                               (req.user_id, req.request_id)).fetchone()
+            if row is None:
+                refusal = store.check(req)
+                if refusal is not None:
+                    bad.append((where, refusal.message, False))
+                else:  # it would be stored (or is already): later lines of this id must repeat it exactly
+                    seen.execute("INSERT INTO seen VALUES (?, ?, ?, ?)",
+                                 (req.user_id, req.request_id, digest, item.first_line))
+            elif row[0] != digest:
+                bad.append((where, f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
+                                   f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
+                            False))
+    finally:
+        seen.close()
+    return bad
+
+
+def _where(item: Parsed) -> str:
+    return f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
+
+
 def _counted(lines: Iterable[tuple[int, bytes]], summary: ReplaySummary) -> Iterator[tuple[int, bytes]]:
     for n, line in lines:
         summary.lines = n
@@ -378,8 +422,7 @@ def _store_batch(
     for item, outcome in zip(batch, outcomes):
         if isinstance(outcome, RefindError):
             summary.conflicts += 1
-            where = f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
-            _problem(summary, f"{name}:{where}: {outcome.message}", on_problem)
+            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
         elif outcome.status == "duplicate":
             summary.duplicates += 1
         else:

@@ -223,3 +223,27 @@ def test_a_line_nested_too_deeply_is_a_line_error_and_the_rest_is_stored(cli, db
     assert result.exit_code == 2
     assert summary["problems"] == [f"{path}:{n}: not valid JSON here (nested too deeply)" for n in (2, 3)]
     assert sorted(r[3] for r in rows(db_path)) == ["after", "before"]
+
+
+def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp_path) -> None:
+    """--strict checks the whole file first: a request id given two payloads in the file, one stored with
+    another payload, and a forgotten one are all found before anything is stored."""
+    from refind_cli import lifecycle
+
+    assert cli("add", "--file", jsonl(tmp_path / "pre.jsonl", add_line("stored", content="as stored"),
+                                      add_line("gone", content="forget me"))).exit_code == 0
+    with Store(db_path) as store:
+        lifecycle.forget(store, "u1", request_id="gone")
+    path = jsonl(tmp_path / "s.jsonl", add_line("r1", content="one"), add_line("r1", content="one"),
+                 add_line("r1", content="two"), add_line("stored", content="changed"),
+                 add_line("gone", content="forget me"), add_line("stored", content="as stored"))
+    result = cli("add", "--file", path, "--strict", "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 3
+    assert (summary["conflicts"], summary["invalid_lines"], summary["requests_added"]) == (3, 0, 0)
+    assert [p.split(": ")[0] for p in summary["problems"][:3]] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+    assert "another payload than at line 1" in summary["problems"][0]
+    assert "was forgotten" in summary["problems"][2]
+    assert [r[3] for r in rows(db_path)] == ["as stored"]  # nothing of the file was stored
+    lenient = json.loads(cli("add", "--file", path, "--json").output)  # without --strict: the good lines go in
+    assert (lenient["requests_added"], lenient["conflicts"]) == (1, 3)
