@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from . import settings
@@ -130,7 +130,8 @@ def parse_date(text: str, *, end: bool = False) -> int:
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
+    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
 
 
 def _bound(value: str | int | None, *, end: bool) -> int | None:

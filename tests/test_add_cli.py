@@ -247,3 +247,14 @@ def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp
     assert [r[3] for r in rows(db_path)] == ["as stored"]  # nothing of the file was stored
     lenient = json.loads(cli("add", "--file", path, "--json").output)  # without --strict: the good lines go in
     assert (lenient["requests_added"], lenient["conflicts"]) == (1, 3)
+
+
+def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
+    """--at and --as-of/--date-* with milliseconds: exact, not float-rounded a millisecond short."""
+    from refind_cli.search import parse_date
+
+    at = "2038-06-17T21:10:49.957"  # float arithmetic made this …956
+    assert cli("add", "hello", "--user", "u", "--session", "s", "--at", at).exit_code == 0
+    assert rows(db_path, "SELECT said_at FROM messages") == [(2_160_421_849_957,)]
+    assert parse_date(at) == parse_date(at + "Z") == 2_160_421_849_957
+    assert parse_date("2038-06-17T23:10:49.957+02:00") == 2_160_421_849_957
