@@ -282,7 +282,8 @@ def user_index(
     """The user's index, from the cache when the user has not changed since it was built."""
     config = config or SearchConfig()
     version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
-    key = (_db_key(store), user_id, version, as_of, config.index_key())
+    # retention is part of the key: an index built under a shorter window lacks what a longer one shows
+    key = (_db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
     cutoff = store.retention_cutoff()
     with _LOCK:
         entry = _CACHE.get(key)
