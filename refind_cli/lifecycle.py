@@ -7,8 +7,8 @@ with the text) to zero bytes. Every mutation bumps the user's version (caches go
 A forgotten request is not stored again: ``Store.add`` refuses a request id named by a tombstone with
 :class:`~refind_cli.errors.Forgotten` (HTTP 410, which the platform does not retry), so an automatic retry or a
 replay of the original log cannot bring forgotten text back. Sending the text under a new request id stores it —
-that is a deliberate new Add, not a replay. Expired requests leave no tombstone: a replay after the sweep stores them
-again as new data with a new recorded-at.
+that is a deliberate new Add, not a replay. Expired requests leave no tombstone: a replay after they expired (swept
+or still awaiting the sweep) stores them again as new data with a new recorded-at.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from .store import Store
 
 CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget or sweep waits for readers before it reports the WAL busy
 QUOTE_PREFIX_CHARS = 32  # a stored trace quoting this much of a message's text counts as quoting the message
+# A text shorter than this ("ok", "yes", "thanks") lies inside every trace's JSON ("prompt_tokens" holds "ok"):
+# such a message counts as quoted by its id alone — every hit a planner was shown carries its message ids.
+QUOTE_MIN_CHARS = 8
 
 
 # ---- scrubbing ---------------------------------------------------------------------------------------------------
@@ -74,7 +77,7 @@ def _needles(message_id: str, content: str) -> set[str]:
     """What a stored trace would contain if it quoted this message: its id, or the start of its text as JSON."""
     head = content.strip()[:QUOTE_PREFIX_CHARS]
     out = {message_id}
-    if head:
+    if len(head) >= QUOTE_MIN_CHARS:
         out.add(json.dumps(head, ensure_ascii=False)[1:-1])
         out.add(json.dumps(head, ensure_ascii=True)[1:-1])
     return out

@@ -5,8 +5,9 @@ Two line shapes, detected per line:
 * an **Add request** in the contract's shape: ``{"request_id", "user_id", "session_id", "messages": [...]}``
 * one **message**: ``{"user_id", "session_id", "role", "content", "timestamp"?, "request_id"?}``. Consecutive
   message lines of one user and session become one Add request: with their ``request_id`` when they carry one,
-  else in groups of at most ``GROUP_SIZE`` with the id ``auto-<hash of the group's payload>``, so replaying the same
-  file again (or again after an interruption) stores nothing twice.
+  else in groups of at most ``GROUP_SIZE`` with the id ``auto-<hash of the group's payload>`` (``-2``, ``-3``, … for
+  a repeat of a group later in the file), so replaying the same file again (or again after an interruption) stores
+  nothing twice, and a message said twice is stored twice.
 
 The file is read line by line (``-`` for stdin, ``.gz`` decompressed on the fly), so its size does not matter.
 Requests are written in batches, one transaction each and one savepoint per request: a bad request never takes a
@@ -170,11 +171,12 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
     group: list[tuple[int, Message, list[str]]] = []
     key: tuple[str, str, str | None] | None = None
+    seen_auto = _Repeats()  # auto ids already given in this file
 
     def flush() -> Iterator[Parsed]:
         nonlocal group, key
         if group and key is not None:
-            yield _group_request(key, group)
+            yield _group_request(key, group, seen_auto)
         group, key = [], None
 
     for n, raw in lines:
@@ -191,11 +193,17 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except json.JSONDecodeError as exc:
             yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
+            yield LineError(n, "not valid JSON here (nested too deeply)")
+            continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")
             except InvalidInput as exc:
                 yield LineError(n, exc.message)
+                continue
+            except RecursionError:
+                yield LineError(n, "not valid JSON here (nested too deeply)")
                 continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
@@ -253,10 +261,38 @@ def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) 
     return "auto-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
 
 
-def _group_request(key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]]) -> Parsed:
+class _Repeats:
+    """How often each auto id has been derived so far in one file (8 bytes of the hash per group; counts only
+    for the rare repeats), so that a file of millions of groups is still read in little memory."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.repeats: dict[int, int] = {}
+
+    def count(self, rid: str) -> int:
+        """Record one more group with this id; the number of groups (this one included) that got it."""
+        key = int(rid[5:21], 16)
+        if key not in self.seen:
+            self.seen.add(key)
+            return 1
+        self.repeats[key] = self.repeats.get(key, 1) + 1
+        return self.repeats[key]
+
+
+def _group_request(
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]], seen_auto: _Repeats
+) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _ in group)
-    rid = request_id or auto_request_id(user_id, session_id, messages)
+    rid = request_id
+    if rid is None:
+        # The same messages said again later in the file (an "ok" in another group of the session) are new
+        # messages, not a replay: the n-th repeat of a group gets its own id, "-n" after the hash. The first
+        # occurrence keeps the plain hash, and a re-run of the file derives the very same ids.
+        rid = auto_request_id(user_id, session_id, messages)
+        repeat = seen_auto.count(rid)
+        if repeat > 1:
+            rid = f"{rid}-{repeat}"
     unknown = sorted({f for _, _, fields in group for f in fields})
     return Parsed(AddRequest(rid, user_id, session_id, messages, tuple(unknown)), group[0][0], group[-1][0],
                   _warning(tuple(unknown)))
@@ -290,12 +326,15 @@ def replay(
                     shutil.copyfileobj(sys.stdin.buffer, out)
                 path = spool
             lines, _, _ = open_lines(path)
-            errors = [item for item in parse_lines(lines, strict=True) if isinstance(item, LineError)]
-            if errors:
-                for err in errors:
-                    _problem(summary, f"{name}:{err.line}: {err.message}", on_problem)
-                summary.invalid_lines = len(errors)
-                summary.problems.append(f"{name}: --strict: nothing stored because {len(errors)} line(s) are invalid")
+            bad = _strict_check(store, parse_lines(lines, strict=True))
+            if bad:
+                for where, message, _ in bad:
+                    _problem(summary, f"{name}:{where}: {message}", on_problem)
+                summary.invalid_lines = sum(1 for *_, invalid in bad if invalid)
+                summary.conflicts = len(bad) - summary.invalid_lines
+                summary.problems.append(
+                    f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
+                )
                 return summary
         lines, done, total = open_lines(path)
         if on_progress:
@@ -323,6 +362,47 @@ def replay(
             os.unlink(spool)
 
 
+def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, bool]]:
+    """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
+    payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
+    payload. Returns (line or line range, reason, invalid) in file order. The file's ids are kept in a temporary
+    SQLite database, so a file of any size is checked in little memory."""
+    import sqlite3
+
+    bad: list[tuple[str, str, bool]] = []
+    seen = sqlite3.connect("")  # a private temporary database on disk
+    try:
+        seen.execute("CREATE TABLE seen (user_id TEXT, request_id TEXT, hash TEXT, line INTEGER, "
+                     "PRIMARY KEY (user_id, request_id)) WITHOUT ROWID")
+        for item in items:
+            if isinstance(item, LineError):
+                bad.append((str(item.line), item.message, True))
+                continue
+            req = item.request
+            where = _where(item)
+            digest = req.payload_hash()
+            row = seen.execute("SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?",
+                               (req.user_id, req.request_id)).fetchone()
+            if row is None:
+                refusal = store.check(req)
+                if refusal is not None:
+                    bad.append((where, refusal.message, False))
+                else:  # it would be stored (or is already): later lines of this id must repeat it exactly
+                    seen.execute("INSERT INTO seen VALUES (?, ?, ?, ?)",
+                                 (req.user_id, req.request_id, digest, item.first_line))
+            elif row[0] != digest:
+                bad.append((where, f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
+                                   f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
+                            False))
+    finally:
+        seen.close()
+    return bad
+
+
+def _where(item: Parsed) -> str:
+    return f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
+
+
 def _counted(lines: Iterable[tuple[int, bytes]], summary: ReplaySummary) -> Iterator[tuple[int, bytes]]:
     for n, line in lines:
         summary.lines = n
@@ -342,8 +422,7 @@ def _store_batch(
     for item, outcome in zip(batch, outcomes):
         if isinstance(outcome, RefindError):
             summary.conflicts += 1
-            where = f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
-            _problem(summary, f"{name}:{where}: {outcome.message}", on_problem)
+            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
         elif outcome.status == "duplicate":
             summary.duplicates += 1
         else:

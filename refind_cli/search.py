@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from . import settings
@@ -130,7 +130,8 @@ def parse_date(text: str, *, end: bool = False) -> int:
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
+    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
 
 
 def _bound(value: str | int | None, *, end: bool) -> int | None:
@@ -281,7 +282,8 @@ def user_index(
     """The user's index, from the cache when the user has not changed since it was built."""
     config = config or SearchConfig()
     version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
-    key = (_db_key(store), user_id, version, as_of, config.index_key())
+    # retention is part of the key: an index built under a shorter window lacks what a longer one shows
+    key = (_db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
     cutoff = store.retention_cutoff()
     with _LOCK:
         entry = _CACHE.get(key)

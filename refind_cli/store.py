@@ -44,6 +44,21 @@ def message_id(user_id: str, request_id: str, index: int) -> str:
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def _conflict(req: AddRequest) -> Conflict:
+    return Conflict(
+        f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
+        "payload; an identical replay is accepted, a changed one is not"
+    )
+
+
+def _forgotten(req: AddRequest, stone: tuple[int, int]) -> Forgotten:
+    return Forgotten(
+        f"request_id {req.request_id!r} of user {req.user_id!r} was forgotten (tombstone {stone[0]}, "
+        f"{_iso(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
+        "to store it deliberately"
+    )
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     seq: int  # arrival order across the whole store
@@ -152,27 +167,32 @@ class Store:
                         outcomes.append(self._add_one(request, now))
                 except RefindError as exc:
                     outcomes.append(exc)
+                except sqlite3.IntegrityError as exc:  # refuse this request alone, never the whole batch
+                    outcomes.append(Conflict(
+                        f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
+                        "(its stable message ids collide with stored ones: ids holding the \\x1f separator)"
+                    ))
         return outcomes
 
     def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
         digest = req.payload_hash()
         row = self.conn.execute(
-            "SELECT payload_hash FROM requests WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
+            "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?",
+            (req.user_id, req.request_id),
         ).fetchone()
+        cutoff = self.retention_cutoff()
+        if row is not None and cutoff is not None and row[1] < cutoff:
+            # Past retention, only awaiting the sweep: hidden from every read, so it is expired already. A replay
+            # stores it again as new data, as after the sweep — never an "identical replay" that stores nothing.
+            self._expire_request(req.user_id, req.request_id, cutoff)
+            row = None
         if row is not None:
             if row[0] == digest:
                 return AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0)
-            raise Conflict(
-                f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
-                "payload; an identical replay is accepted, a changed one is not"
-            )
+            raise _conflict(req)
         stone = self.tombstone_for(req.user_id, req.request_id)
         if stone is not None:
-            raise Forgotten(
-                f"request_id {req.request_id!r} of user {req.user_id!r} was forgotten (tombstone {stone[0]}, "
-                f"{_iso(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
-                "to store it deliberately"
-            )
+            raise _forgotten(req, stone)
         self.conn.execute(
             "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -201,6 +221,34 @@ class Store:
             "add", user_id=req.user_id, session_id=req.session_id, request_id=req.request_id, rows=len(req.messages)
         )
         return AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages))
+
+    def check(self, req: AddRequest) -> RefindError | None:
+        """What ``add`` would refuse this request with right now (Conflict or Forgotten), without writing; None
+        when it would be stored or is an identical replay."""
+        row = self.conn.execute(
+            "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?",
+            (req.user_id, req.request_id),
+        ).fetchone()
+        cutoff = self.retention_cutoff()
+        if row is not None and (cutoff is None or row[1] >= cutoff):
+            return None if row[0] == req.payload_hash() else _conflict(req)
+        stone = self.tombstone_for(req.user_id, req.request_id)
+        return _forgotten(req, stone) if stone is not None else None
+
+    def _expire_request(self, user_id: str, request_id: str, cutoff: int) -> None:
+        """Delete one expired request as ``refind expire`` would: its messages, its row, the stored searches
+        quoting them, with an ``expire`` event."""
+        from .lifecycle import _quoting_searches
+
+        old = self.conn.execute(
+            "SELECT id, content FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id)
+        ).fetchall()
+        searches = _quoting_searches(self, user_id, old)
+        self.conn.execute("DELETE FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id))
+        self.conn.execute("DELETE FROM requests WHERE user_id = ? AND request_id = ?", (user_id, request_id))
+        self.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in searches])
+        self.record_event("expire", user_id=user_id, request_id=request_id, rows=len(old),
+                          detail={"cutoff": cutoff, "requests": 1, "searches": len(searches), "replayed": True})
 
     def bump_user(self, user_id: str) -> None:
         """Mark a user's data as changed: every cache keyed on the user's version becomes stale."""

@@ -105,17 +105,60 @@ def _row(row: tuple) -> StoredSearch:
                         events=[Event.from_dict(e) for e in json.loads(trace)])
 
 
+class _Retention:
+    """The read-time retention predicate for stored searches, as ``refind expire`` applies it: a search is hidden
+    when it ran before the cutoff, or when it quotes a message of its user that is past the cutoff (not yet swept)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.cutoff = store.retention_cutoff()
+        self._expired: dict[str, set[str]] = {}  # user → needles of the user's expired, unswept messages
+
+    def sql(self) -> tuple[str, list[int]]:
+        return ("at >= ?", [self.cutoff]) if self.cutoff is not None else ("1", [])
+
+    def visible(self, row: tuple) -> bool:
+        if self.cutoff is None:
+            return True
+        user_id, returned, trace = row[1], row[-2], row[-1]
+        if user_id not in self._expired:
+            from .lifecycle import _needles
+
+            needles: set[str] = set()
+            for mid, content in self.store.conn.execute(
+                "SELECT id, content FROM messages WHERE user_id = ? AND recorded_at < ?", (user_id, self.cutoff)
+            ):
+                needles |= _needles(mid, content)
+            self._expired[user_id] = needles
+        text = f"{returned}\n{trace}"
+        return not any(n in text for n in self._expired[user_id])
+
+
 def load(store: Store, search_id: str) -> StoredSearch:
-    row = store.conn.execute(f"SELECT {_COLUMNS} FROM searches WHERE id = ?", (search_id,)).fetchone()
-    if row is None:
+    """One stored search by id; NotFound when there is none, or when it is past retention (as for every read)."""
+    retention = _Retention(store)
+    predicate, params = retention.sql()
+    row = store.conn.execute(
+        f"SELECT {_COLUMNS} FROM searches WHERE id = ? AND {predicate}", (search_id, *params)
+    ).fetchone()
+    if row is None or not retention.visible(row):
         raise NotFound(f"no stored search {search_id!r}: `refind inspect searches` lists them")
     return _row(row)
 
 
 def recent(store: Store, *, user_id: str | None = None, limit: int = 50) -> list[StoredSearch]:
-    """The latest stored searches, newest first, of one user or of all."""
-    where, params = ("WHERE user_id = ?", [user_id]) if user_id is not None else ("", [])
+    """The latest stored searches within retention, newest first, of one user or of all."""
+    retention = _Retention(store)
+    predicate, params = retention.sql()
+    where, extra = ("AND user_id = ?", [user_id]) if user_id is not None else ("", [])
     rows = store.conn.execute(
-        f"SELECT {_COLUMNS} FROM searches {where} ORDER BY at DESC, id DESC LIMIT ?", [*params, limit]
+        f"SELECT {_COLUMNS} FROM searches WHERE {predicate} {where} ORDER BY at DESC, id DESC", [*params, *extra]
     )
-    return [_row(r) for r in rows]
+    out: list[StoredSearch] = []
+    for r in rows:
+        if len(out) >= limit:
+            break
+        if retention.visible(r):
+            out.append(_row(r))
+    rows.close()
+    return out

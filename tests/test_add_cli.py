@@ -197,3 +197,64 @@ def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp
     assert summary["problems"] == [
         f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
+
+
+def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_stores_nothing(
+    cli, db_path, tmp_path
+) -> None:
+    """Two sessions interleaved line by line: s1's "yes" said twice makes two groups with the same payload. The
+    second is a new message, not a replay of the first; re-running the file (or after a kill) still adds nothing."""
+    lines = [{"user_id": "u", "session_id": s, "role": "user", "content": c}
+             for s, c in [("s1", "yes"), ("s2", "no"), ("s1", "yes"), ("s2", "no"), ("s1", "yes")]]
+    path = jsonl(tmp_path / "i.jsonl", *lines)
+    first = json.loads(cli("add", "--file", path, "--json").output)
+    assert (first["messages_added"], first["duplicates"]) == (5, 0)
+    assert [r[1:] for r in rows(db_path)] == [(s["session_id"], "user", s["content"]) for s in lines]
+    again = json.loads(cli("add", "--file", path, "--json").output)
+    assert (again["messages_added"], again["duplicates"]) == (0, 5)
+    assert len(rows(db_path)) == 5
+
+
+def test_a_line_nested_too_deeply_is_a_line_error_and_the_rest_is_stored(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "deep.jsonl", add_line("r1", content="before"), "[" * 100_000 + "]" * 100_000,
+                 '{"x": ' * 5_000 + '"\\ud800"' + "}" * 5_000, add_line("r2", content="after"))
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert summary["problems"] == [f"{path}:{n}: not valid JSON here (nested too deeply)" for n in (2, 3)]
+    assert sorted(r[3] for r in rows(db_path)) == ["after", "before"]
+
+
+def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp_path) -> None:
+    """--strict checks the whole file first: a request id given two payloads in the file, one stored with
+    another payload, and a forgotten one are all found before anything is stored."""
+    from refind_cli import lifecycle
+
+    assert cli("add", "--file", jsonl(tmp_path / "pre.jsonl", add_line("stored", content="as stored"),
+                                      add_line("gone", content="forget me"))).exit_code == 0
+    with Store(db_path) as store:
+        lifecycle.forget(store, "u1", request_id="gone")
+    path = jsonl(tmp_path / "s.jsonl", add_line("r1", content="one"), add_line("r1", content="one"),
+                 add_line("r1", content="two"), add_line("stored", content="changed"),
+                 add_line("gone", content="forget me"), add_line("stored", content="as stored"))
+    result = cli("add", "--file", path, "--strict", "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 3
+    assert (summary["conflicts"], summary["invalid_lines"], summary["requests_added"]) == (3, 0, 0)
+    assert [p.split(": ")[0] for p in summary["problems"][:3]] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+    assert "another payload than at line 1" in summary["problems"][0]
+    assert "was forgotten" in summary["problems"][2]
+    assert [r[3] for r in rows(db_path)] == ["as stored"]  # nothing of the file was stored
+    lenient = json.loads(cli("add", "--file", path, "--json").output)  # without --strict: the good lines go in
+    assert (lenient["requests_added"], lenient["conflicts"]) == (1, 3)
+
+
+def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
+    """--at and --as-of/--date-* with milliseconds: exact, not float-rounded a millisecond short."""
+    from refind_cli.search import parse_date
+
+    at = "2038-06-17T21:10:49.957"  # float arithmetic made this …956
+    assert cli("add", "hello", "--user", "u", "--session", "s", "--at", at).exit_code == 0
+    assert rows(db_path, "SELECT said_at FROM messages") == [(2_160_421_849_957,)]
+    assert parse_date(at) == parse_date(at + "Z") == 2_160_421_849_957
+    assert parse_date("2038-06-17T23:10:49.957+02:00") == 2_160_421_849_957

@@ -122,3 +122,59 @@ def test_cli_expire_counts_per_user(cli, db_path: Path) -> None:
     assert cli("expire", "--retention-days", "0.5").exit_code != 0  # below one day is refused
     assert cli("expire", "--days", "0").exit_code != 0
     assert json.loads(cli("expire", "--days", "off", "--json").output)["retention_days"] is None
+
+
+def _stored_search(store: Store, sid: str, user: str, at: int, quoted: list[str]) -> None:
+    from refind_cli import trace
+
+    events = [trace.Event("evidence", 1, 1.0, {"path": "notes", "ids": quoted})]
+    trace.save(store, trace.StoredSearch(sid, user, at, "a question", "agent", "m", 1.0, 1, 0, 0, None, quoted,
+                                         events))
+
+
+def test_stored_planner_searches_past_retention_are_hidden_before_any_sweep(aged, cli, db_path) -> None:
+    """`refind inspect searches` / `inspect search ID` apply the same read-time predicate as `expire`: a search
+    that ran before the cutoff, or quotes a message past it, is hidden even before a sweep deletes it."""
+    from refind_cli import trace
+    from refind_cli.errors import NotFound
+
+    store, clock = aged
+    ids = {m.request_id: m.id for m in store.user_messages("alice")}
+    _stored_search(store, "old-search", "alice", T0 + 1, [ids["old-a"]])
+    _stored_search(store, "quotes-old", "alice", T0 + 20 * DAY_MS, [ids["old-a"]])
+    _stored_search(store, "fresh", "alice", T0 + 20 * DAY_MS + 1, [ids["new-a"]])
+    assert [s.id for s in trace.recent(store)] == ["fresh", "quotes-old", "old-search"]
+
+    clock.now = T0 + 35 * DAY_MS  # cutoff day 5: old-a is expired, no sweep has run
+    assert [s.id for s in trace.recent(store)] == ["fresh"]
+    assert [s.id for s in trace.recent(store, user_id="alice", limit=1)] == ["fresh"]
+    for hidden in ("old-search", "quotes-old"):
+        with pytest.raises(NotFound):
+            trace.load(store, hidden)
+    assert trace.load(store, "fresh").returned_ids == [ids["new-a"]]
+
+    assert store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 3  # still stored
+    # The CLI reads with the real clock: everything here is long past 30 days, so ask with retention off and on.
+    listed = json.loads(cli("inspect", "searches", "--retention-days", "off", "--json").output)["searches"]
+    assert len(listed) == 3
+    assert json.loads(cli("inspect", "searches", "--json").output)["searches"] == []
+    assert cli("inspect", "search", "fresh", "--json").exit_code != 0
+
+
+def test_a_replay_of_an_expired_request_before_the_sweep_is_stored_again(aged, cli, db_path) -> None:
+    """Past retention a request is gone for every read; replaying it must store it again (as after the sweep),
+    not answer "identical replay, nothing written" and leave the data invisible until the sweep deletes it."""
+    store, clock = aged
+    clock.now = T0 + 35 * DAY_MS  # day-0 requests expired, not swept
+    assert "day zero, first" not in _contents(store, "alice")
+    outcome = _add(store, "old-a", "alice", "s1", "day zero, first", "day zero, second")
+    assert (outcome.status, outcome.messages) == ("added", 2)
+    assert _contents(store, "alice") == ["day ten", "day twenty", "day zero, first", "day zero, second"]
+    changed = _add(store, "old-b", "bob", "s1", "bob, said otherwise")  # another payload: new data, no conflict
+    assert changed.status == "added"
+    assert _contents(store, "bob") == ["bob on day twenty", "bob, said otherwise"]
+    assert _add(store, "new-a", "alice", "s3", "day twenty").status == "duplicate"  # within retention: a no-op
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # the old copies are gone
+    kinds = [e["kind"] for e in review.events(store, user_id="alice", limit=2)]
+    assert kinds == ["add", "expire"]
+    assert lifecycle.expire(store).messages == 0

@@ -217,3 +217,25 @@ def test_forget_asks_on_a_terminal(filled: Store, db_path: Path, answer: str, go
     assert b"Permanently delete session 's2' of user 'alice'?" in seen
     assert (proc.returncode == 0) == gone
     assert len(filled.user_messages("alice")) == (2 if gone else 5)
+
+
+def test_forgetting_a_short_message_keeps_the_traces_that_never_showed_it(db_path) -> None:
+    """A message "ok" is a substring of every stored trace ("prompt_tokens"): forgetting (or expiring) it removes
+    the traces that showed it — found by its id — and no others."""
+    from refind_cli import lifecycle, trace
+    from refind_cli.contract import parse_add
+    from refind_cli.store import Store, message_id
+
+    def stored(sid: str, ids: list[str]) -> trace.StoredSearch:
+        events = [trace.Event("model_call", 1, 1.0, {"prompt_tokens": 10, "completion_tokens": 5}),
+                  trace.Event("search", 1, 2.0, {"hits": [{"n": 1, "message_ids": ids}]})]
+        return trace.StoredSearch(sid, "u", 1, "a question", "agent", "m", 1.0, 1, 10, 5, None, ids, events)
+
+    with Store(db_path, retention_days=None) as store:
+        for rid, session, text in [("r1", "chat", "ok"), ("r2", "trip", "Lisbon trip with my sister")]:
+            store.add(parse_add({"request_id": rid, "user_id": "u", "session_id": session,
+                                 "messages": [{"role": "user", "content": text}]}))
+        trace.save(store, stored("showed-ok", [message_id("u", "r1", 0)]))
+        trace.save(store, stored("unrelated", [message_id("u", "r2", 0)]))
+        assert lifecycle.forget(store, "u", session_id="chat").searches == 1
+        assert [s.id for s in trace.recent(store)] == ["unrelated"]

@@ -118,3 +118,16 @@ def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, 
     assert [r[0] for r in store.conn.execute("SELECT id FROM searches")] == [other]
     data, raw = secret.encode(), _raw(db_path)
     assert not [data[i:i + 16] for i in range(len(data) - 15) if data[i:i + 16] in raw]
+
+
+def test_a_longer_retention_in_the_same_process_is_not_served_a_shorter_ones_index(db_path: Path) -> None:
+    clock = Clock(T0)
+    with Store(db_path, clock=clock, retention_days=None) as store:
+        _add(store, "old", "alice", "s1", "the kayak trip on lake tahoe")
+        clock.now = T0 + 40 * DAY_MS
+        _add(store, "new", "alice", "s1", "another kayak outing at the coast")
+        ids = {m.request_id: m.id for m in store.user_messages("alice")}
+    with Store(db_path, clock=clock, retention_days=30) as short:
+        assert _found(short, "alice", "kayak") == {ids["new"]}
+    with Store(db_path, clock=clock, retention_days=None) as everything:
+        assert _found(everything, "alice", "kayak") == {ids["old"], ids["new"]}

@@ -148,3 +148,22 @@ def test_open_reports_a_file_that_is_not_a_database(tmp_path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(RefindError, match="cannot open database"):
         Store(bad)
+
+
+def test_colliding_message_ids_refuse_one_request_not_the_batch(store) -> None:
+    """message ids hash user and request joined by \\x1f: ids holding it can collide across users. That request is
+    refused as a conflict; the other requests of the batch are still stored, and nothing raises."""
+    from refind_cli.contract import parse_add
+    from refind_cli.errors import Conflict
+
+    def req(rid: str, user: str, text: str):
+        return parse_add({"request_id": rid, "user_id": user, "session_id": "s",
+                          "messages": [{"role": "user", "content": text}]})
+
+    assert store.add(req("b\x1fc", "a", "first")).status == "added"
+    outcomes = store.add_many([req("c", "a\x1fb", "colliding"), req("r1", "bob", "innocent bystander")])
+    assert isinstance(outcomes[0], Conflict) and "collide" in outcomes[0].message
+    assert outcomes[1].status == "added"
+    assert [m.content for m in store.user_messages("bob")] == ["innocent bystander"]
+    assert [m.content for m in store.user_messages("a")] == ["first"]
+    assert store.user_messages("a\x1fb") == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Optional
 
 import typer
@@ -103,7 +103,8 @@ def _parse_at(value: str) -> int:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
+    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
 
 
 def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
