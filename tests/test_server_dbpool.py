@@ -109,3 +109,25 @@ def test_an_abandoned_add_never_fails_the_others_committed_with_it(db_path):
     holder.close()
     with Store(db_path, retention_days=None) as store:
         assert {row[0] for row in store.conn.execute("SELECT request_id FROM requests")} == {"r0", "r2"}
+
+
+def test_a_commit_that_fails_is_never_acknowledged_and_later_adds_are_really_committed(db_path):
+    """COMMIT itself can fail and leave the transaction open (a deferred constraint; SQLITE_BUSY in rollback-journal
+    mode): that batch must be answered with the error, and no later Add may be acknowledged inside the dead
+    transaction without ever being committed."""
+    with Store(db_path, retention_days=None):
+        pass
+    with sqlite3.connect(db_path) as conn:  # a constraint SQLite checks only at COMMIT
+        conn.executescript("""
+            CREATE TABLE parent (id INTEGER PRIMARY KEY);
+            CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+            CREATE TRIGGER poison AFTER INSERT ON messages WHEN NEW.content LIKE '%poison%'
+            BEGIN INSERT INTO child VALUES (42); END;
+        """)
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    with pytest.raises(sqlite3.IntegrityError):
+        writer.submit_add(parse_add(body("r1", "Jon: poison"))).result(timeout=30)
+    assert writer.submit_add(parse_add(body("r2", "Jon: fine"))).result(timeout=30).status == "added"
+    with Store(db_path, retention_days=None) as store:  # another connection sees r2 while the writer still runs
+        assert {row[0] for row in store.conn.execute("SELECT request_id FROM requests")} == {"r2"}
+    writer.close()
