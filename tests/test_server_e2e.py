@@ -300,3 +300,25 @@ def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db
     assert "database is locked" not in log and "internal error" not in log
     with Store(db_path, retention_days=None) as store:
         assert store.counts()["requests"] == 16 * 12
+
+
+def test_insecure_public_bind_starts_with_a_loud_warning(db_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--host", "0.0.0.0", "--port", "0", "--insecure",
+         "--db", str(db_path), "--mode", "bm25", "--expire-interval", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "running on" in line:
+                break
+        port = re.search(r"running on http://0\.0\.0\.0:(\d+)", "".join(seen)).group(1)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    warning = " ".join((out + "".join(seen)).split())
+    assert "WITHOUT AUTHENTICATION" in warning
