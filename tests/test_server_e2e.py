@@ -322,3 +322,32 @@ def test_insecure_public_bind_starts_with_a_loud_warning(db_path):
         out, _ = proc.communicate(timeout=30)
     warning = " ".join((out + "".join(seen)).split())
     assert "WITHOUT AUTHENTICATION" in warning
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/PID/limits (Linux)")
+def test_the_server_lifts_a_low_open_file_limit(db_path):
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip("the hard limit leaves nothing to lift")
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db_path), "--mode", "bm25",
+         "--expire-interval", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=low_limit,
+    )
+    try:
+        for line in proc.stderr:
+            if "running on" in line:
+                break
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    soft_now = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
+    assert soft_now > 1024
