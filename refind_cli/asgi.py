@@ -52,6 +52,8 @@ def load_json(body: bytes) -> Any:
             from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
+    except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits)
+        raise InvalidInput(f"request: the body is not usable JSON ({exc})") from None
     if SURROGATE_ESCAPE.search(body):
         refuse_lone_surrogates(data, "request")
     return data

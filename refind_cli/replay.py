@@ -191,6 +191,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except json.JSONDecodeError as exc:
             yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit; nesting too deep
+            yield LineError(n, f"not usable JSON ({exc})")
+            continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")

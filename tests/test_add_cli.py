@@ -197,3 +197,16 @@ def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp
     assert summary["problems"] == [
         f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
+
+
+def test_json_python_cannot_hold_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "n.jsonl", add_line("ok"),
+                 '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
+                 '"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5_000 + '}]}',
+                 "[" * 100_000 + "]" * 100_000,
+                 add_line("ok2", content="still stored"))
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert [p.split(": ", 1)[0] for p in summary["problems"]] == [f"{path}:2", f"{path}:3"]
+    assert sorted(r[3] for r in rows(db_path)) == ["hello", "still stored"]
