@@ -57,6 +57,8 @@ def test_health_is_exact_and_open_even_with_a_token(make_client):
     response = client.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+    assert response.content == b'{"status": "ok"}'  # the contract's text, byte for byte (some compare it raw)
+    assert response.headers["content-type"] == "application/json"
 
 
 def test_add_answers_exactly_the_contract_and_echoes_ids_byte_for_byte(client, db_path):
