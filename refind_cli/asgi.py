@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import Depends
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
+from starlette.requests import ClientDisconnect
 
 from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
@@ -149,6 +150,9 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, logged_send)
+        except ClientDisconnect:  # the client went away mid-body: nothing to answer, and no server fault
+            if not state["started"]:
+                state["status"] = 499
         except Exception as exc:
             log.error("internal error on %s %s: %s at %s", scope.get("method"), scope.get("path"),
                       type(exc).__name__, where(exc))

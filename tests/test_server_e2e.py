@@ -351,3 +351,20 @@ def test_the_server_lifts_a_low_open_file_limit(db_path):
         proc.wait(30)
     soft_now = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
     assert soft_now > 1024
+
+
+def test_a_client_that_hangs_up_mid_body_is_logged_as_such_not_as_a_server_error(server):
+    import socket
+
+    host, port = server.url.rsplit("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{".encode())
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while "POST /add" not in "".join(server.lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx.get(server.url + "/health").status_code == 200
+    log = "".join(server.lines)
+    assert "POST /add 499" in log
+    assert "internal error" not in log and "POST /add 500" not in log
