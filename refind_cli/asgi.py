@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import Depends
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
+from starlette.requests import ClientDisconnect
 
 from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
@@ -52,6 +53,8 @@ def load_json(body: bytes) -> Any:
             from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
+    except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits)
+        raise InvalidInput(f"request: the body is not usable JSON ({exc})") from None
     if SURROGATE_ESCAPE.search(body):
         refuse_lone_surrogates(data, "request")
     return data
@@ -147,6 +150,9 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, logged_send)
+        except ClientDisconnect:  # the client went away mid-body: nothing to answer, and no server fault
+            if not state["started"]:
+                state["status"] = 499
         except Exception as exc:
             log.error("internal error on %s %s: %s at %s", scope.get("method"), scope.get("path"),
                       type(exc).__name__, where(exc))

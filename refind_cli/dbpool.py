@@ -179,6 +179,11 @@ class GroupWriter:
             store.close()
 
     def _commit(self, store: Store, jobs: list[_Job]) -> None:
+        # Claim each future first: one whose waiter gave up (cancelled) is skipped, and a claimed one can no longer
+        # be cancelled, so setting its answer after COMMIT cannot raise and fail the rest of the batch.
+        jobs = [job for job in jobs if job.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return
         try:
             outcomes = store.add_many([job.request for job in jobs])
         except Exception:

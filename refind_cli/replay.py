@@ -196,6 +196,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
             yield LineError(n, "not valid JSON here (nested too deeply)")
             continue
+        except ValueError as exc:  # an integer past Python's digit limit
+            yield LineError(n, f"not usable JSON ({exc})")
+            continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")

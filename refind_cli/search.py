@@ -240,8 +240,10 @@ class UserIndex:
         if top_k <= 0:
             return []
         text = strip_instructions(query) if cfg.strip_instructions else query
+        if text != query and not analyze(text):
+            text = query  # what looked like an instruction held every search word ("Only Al ... Who is it?")
         if cfg.options_in_query and options:
-            text = "\n".join([query, *options])
+            text = "\n".join([text, *options])
         tokens = analyze(text)
         if not tokens or len(self.index) == 0:
             return []

@@ -43,6 +43,7 @@ log = logging.getLogger("refind.server")
 INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (well under a millisecond)
 T = TypeVar("T")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+HEALTH_BODY = b'{"status": "ok"}'  # byte for byte as the contract and README write it: smoke tests compare it exactly
 
 
 @dataclass(frozen=True)
@@ -260,8 +261,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
     @app.get("/health", summary="Liveness (no authentication)",
              responses={200: {"description": "OK", **json_content({"type": "object"})}})
-    async def health() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+    async def health() -> Response:
+        return Response(HEALTH_BODY, media_type="application/json")
 
     app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False, name="health_head")
 
@@ -334,11 +335,32 @@ def app_from_env() -> FastAPI:
     return create_app(ServerSettings(**data))
 
 
+def raise_open_file_limit(want: int = 65536) -> int:
+    """Lift the soft limit on open files towards the hard one: 256 searches in flight hold 256 client sockets, 256
+    SQLite connections (two files each) and, in agent mode, 256 model connections — past the common default of
+    1,024. Returns the soft limit now in force."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        return soft
+    except (ImportError, ValueError, OSError):  # not on this platform, or not allowed: keep what we have
+        return -1
+
+
 def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     """Serve until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
     import os
 
     import uvicorn
+
+    limit = raise_open_file_limit()
+    if 0 < limit < 4096:
+        log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
 
     common = dict(host=host, port=port, access_log=False, log_config=LOG_CONFIG, server_header=False,
                   timeout_keep_alive=75)

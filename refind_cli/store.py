@@ -144,7 +144,14 @@ class Store:
                 self.conn.execute("ROLLBACK")
             raise
         else:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT can leave the transaction open (a deferred constraint, SQLITE_BUSY): end it, or
+                # every later write() would nest in it as a savepoint and report success without ever committing.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def add(self, request: AddRequest) -> AddOutcome:
         """Store one Add request all-or-nothing. Identical replay → ``duplicate``; other payload → Conflict."""

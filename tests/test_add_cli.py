@@ -258,3 +258,15 @@ def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
     assert rows(db_path, "SELECT said_at FROM messages") == [(2_160_421_849_957,)]
     assert parse_date(at) == parse_date(at + "Z") == 2_160_421_849_957
     assert parse_date("2038-06-17T23:10:49.957+02:00") == 2_160_421_849_957
+
+def test_json_python_cannot_hold_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
+    path = jsonl(tmp_path / "n.jsonl", add_line("ok"),
+                 '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
+                 '"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5_000 + '}]}',
+                 "[" * 100_000 + "]" * 100_000,
+                 add_line("ok2", content="still stored"))
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2
+    assert [p.split(": ", 1)[0] for p in summary["problems"]] == [f"{path}:2", f"{path}:3"]
+    assert sorted(r[3] for r in rows(db_path)) == ["hello", "still stored"]

@@ -126,3 +126,17 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
     assert _lines(first) == ["kayak kayak " + "a" * 1500]
     assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
 
+
+
+def test_instructions_are_stripped_also_when_options_join_the_query(store):
+    _session(store, "we went hiking at Rainier", session="trip")
+    _session(store, "reply with the correct letter, only one option", session="quiz", at=T0 + MIN)
+    hits = S.search(store, "u", "Where did we go? Choose the correct option and reply with its letter only.",
+                    top_k=1, options=["Rainier", "Hood"])
+    assert hits[0].session_id == "trip"  # not the turn that echoes the instruction's words
+
+
+def test_a_question_whose_words_sit_in_an_instruction_like_sentence_still_searches(store):
+    _session(store, "my friend Jacques lives in Paris now", "I adopted two cats")
+    hits = S.search(store, "u", "Only one of my friends lives in Paris. Who is it?", top_k=1)
+    assert hits and "Jacques" in hits[0].content

@@ -57,6 +57,8 @@ def test_health_is_exact_and_open_even_with_a_token(make_client):
     response = client.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+    assert response.content == b'{"status": "ok"}'  # the contract's text, byte for byte (some compare it raw)
+    assert response.headers["content-type"] == "application/json"
 
 
 def test_add_answers_exactly_the_contract_and_echoes_ids_byte_for_byte(client, db_path):
@@ -121,7 +123,8 @@ def test_validation_faults_are_422_with_the_same_message_as_the_cli(client, rout
     assert response.json() == {"error": {"type": "invalid", "message": expected.value.message}}
 
 
-@pytest.mark.parametrize("raw", [b"", b"{not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000])
+@pytest.mark.parametrize("raw", [b"", b"{not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000,
+                                 b'{"top_k": ' + b"1" * 5_000 + b"}"])  # past Python's 4,300-digit int limit
 def test_a_body_that_is_not_json_is_a_422_not_a_crash(client, raw):
     for route in ("/v1/memories/add", "/v1/memories/search"):
         response = client.post(route, content=raw, headers={"content-type": "application/json"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -87,3 +88,46 @@ def test_serial_stores_of_one_file_share_one_write_lock_and_the_pool_reuses_stor
     with pool.store() as again:
         assert again is first
     pool.close()
+
+
+def test_an_abandoned_add_never_fails_the_others_committed_with_it(db_path):
+    """A waiter that gave up (its future cancelled: a handler cancelled mid-wait) is skipped; it must not turn the
+    answers of the other Adds of its batch into errors after they were committed."""
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    holder = SerialStore(db_path, retention_days=None)
+    with holder.write():  # the writer thread blocks on the shared write lock with r0 in hand
+        zeroth = writer.submit_add(parse_add(body("r0")))
+        deadline = time.monotonic() + 10
+        while not writer._queue.empty() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = writer.submit_add(parse_add(body("r1")))  # these two queue up: the next batch
+        second = writer.submit_add(parse_add(body("r2")))
+        assert first.cancel()
+    assert zeroth.result(timeout=30).status == "added"
+    assert second.result(timeout=30).status == "added"
+    writer.close()
+    holder.close()
+    with Store(db_path, retention_days=None) as store:
+        assert {row[0] for row in store.conn.execute("SELECT request_id FROM requests")} == {"r0", "r2"}
+
+
+def test_a_commit_that_fails_is_never_acknowledged_and_later_adds_are_really_committed(db_path):
+    """COMMIT itself can fail and leave the transaction open (a deferred constraint; SQLITE_BUSY in rollback-journal
+    mode): that batch must be answered with the error, and no later Add may be acknowledged inside the dead
+    transaction without ever being committed."""
+    with Store(db_path, retention_days=None):
+        pass
+    with sqlite3.connect(db_path) as conn:  # a constraint SQLite checks only at COMMIT
+        conn.executescript("""
+            CREATE TABLE parent (id INTEGER PRIMARY KEY);
+            CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+            CREATE TRIGGER poison AFTER INSERT ON messages WHEN NEW.content LIKE '%poison%'
+            BEGIN INSERT INTO child VALUES (42); END;
+        """)
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    with pytest.raises(sqlite3.IntegrityError):
+        writer.submit_add(parse_add(body("r1", "Jon: poison"))).result(timeout=30)
+    assert writer.submit_add(parse_add(body("r2", "Jon: fine"))).result(timeout=30).status == "added"
+    with Store(db_path, retention_days=None) as store:  # another connection sees r2 while the writer still runs
+        assert {row[0] for row in store.conn.execute("SELECT request_id FROM requests")} == {"r2"}
+    writer.close()

@@ -300,3 +300,71 @@ def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db
     assert "database is locked" not in log and "internal error" not in log
     with Store(db_path, retention_days=None) as store:
         assert store.counts()["requests"] == 16 * 12
+
+
+def test_insecure_public_bind_starts_with_a_loud_warning(db_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--host", "0.0.0.0", "--port", "0", "--insecure",
+         "--db", str(db_path), "--mode", "bm25", "--expire-interval", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "running on" in line:
+                break
+        port = re.search(r"running on http://0\.0\.0\.0:(\d+)", "".join(seen)).group(1)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json() == {"status": "ok"}
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    warning = " ".join((out + "".join(seen)).split())
+    assert "WITHOUT AUTHENTICATION" in warning
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/PID/limits (Linux)")
+def test_the_server_lifts_a_low_open_file_limit(db_path):
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip("the hard limit leaves nothing to lift")
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db_path), "--mode", "bm25",
+         "--expire-interval", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=low_limit,
+    )
+    try:
+        for line in proc.stderr:
+            if "running on" in line:
+                break
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    soft_now = int(re.search(r"Max open files\s+(\d+)", limits).group(1))
+    assert soft_now > 1024
+
+
+def test_a_client_that_hangs_up_mid_body_is_logged_as_such_not_as_a_server_error(server):
+    import socket
+
+    host, port = server.url.rsplit("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{".encode())
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while "POST /add" not in "".join(server.lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert httpx.get(server.url + "/health").status_code == 200
+    log = "".join(server.lines)
+    assert "POST /add 499" in log
+    assert "internal error" not in log and "POST /add 500" not in log
