@@ -240,7 +240,7 @@ class UserIndex:
             return []
         text = strip_instructions(query) if cfg.strip_instructions else query
         if cfg.options_in_query and options:
-            text = "\n".join([query, *options])
+            text = "\n".join([text, *options])
         tokens = analyze(text)
         if not tokens or len(self.index) == 0:
             return []

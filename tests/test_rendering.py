@@ -126,3 +126,12 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
     assert _lines(first) == ["kayak kayak " + "a" * 1500]
     assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
 
+
+
+def test_instructions_are_stripped_also_when_options_join_the_query(store):
+    _session(store, "Biscuit eats salmon every day", session="food")
+    _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
+    asked = "What does Biscuit eat? Reply with the letter only."
+    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
+    assert [b.session_id for b in hits] == ["food"]
+    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
