@@ -152,3 +152,18 @@ def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_s
     assert refind["questions"] == 2
     assert refind["llm_calls"] == len(llm_server.requests) == 2 * 4  # the default budget, per question
     assert refind["tokens"] > 0
+
+
+def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(runner, cli, filled, db_path, llm_server,
+                                                                         tmp_path):
+    from refind_cli.cli import app
+
+    llm_server.play(SEARCH, NOTE, FINISH)
+    assert agent(cli, llm_server).exit_code == 0
+    elsewhere = {"REFIND_DB": str(tmp_path / "other.db")}
+    listed = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "searches"], env=elsewhere)
+    assert listed.exit_code == 0, listed.output
+    (row,) = json.loads(listed.output)["searches"]
+    shown = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "search", row["id"]], env=elsewhere)
+    assert shown.exit_code == 0 and json.loads(shown.output)["id"] == row["id"]
+    assert not (tmp_path / "other.db").exists()

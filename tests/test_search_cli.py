@@ -82,3 +82,23 @@ def test_bm25_search_imports_no_litellm(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Lisbon" in out.stdout
+
+
+def test_a_missing_database_is_an_error_and_is_not_created(runner, tmp_path):
+    from refind_cli.cli import app
+
+    missing = tmp_path / "typo.db"
+    for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25", "--json", "--db", str(missing)],
+                 ["search", "Lisbon", "--user", "alice", "--mode", "agent", "--model", "openai/x",
+                  "--api-base", "http://127.0.0.1:9/v1", "--db", str(missing)],
+                 ["inspect", "searches", "--db", str(missing)], ["inspect", "search", "f00", "--db", str(missing)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 4, (args, r.output)
+        assert "no database at" in r.output and "Traceback" not in r.output
+    assert not missing.exists()
+
+
+def test_as_of_beyond_any_time_is_an_error_not_a_traceback(filled):
+    r = filled("search", "Lisbon", "--user", "alice", "--mode", "bm25", "--as-of", "9" * 23)
+    assert r.exit_code == 2, r.output
+    assert "--as-of" in r.output and "at most" in r.output
