@@ -27,7 +27,7 @@ def print_json(data: Any) -> None:
 
 
 def replay_summary(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"Replayed {summary['source']}", show_header=False, title_justify="left")
+    table = Table(title=Text(f"Replayed {summary['source']}"), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("lines read", f"{summary['lines']:,}")
@@ -59,9 +59,10 @@ def print_blocks(blocks, *, query: str) -> None:
         for i, line in enumerate(block.content.split("\n")):
             body.append(line + "\n", style="bold yellow" if start <= i < end else "")
         body.rstrip()
-        title = f"#{rank}  score {block.score:.4f}  session {block.session_id}"
+        # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
+        title = Text(f"#{rank}  score {block.score:.4f}  session {block.session_id}")
         said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
-        subtitle = f"{said}recorded {block.created_at} · id {block.id}"
+        subtitle = Text(f"{said}recorded {block.created_at} · id {block.id}")
         out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
 
 

@@ -167,3 +167,17 @@ def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(runner
     shown = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "search", row["id"]], env=elsewhere)
     assert shown.exit_code == 0 and json.loads(shown.output)["id"] == row["id"]
     assert not (tmp_path / "other.db").exists()
+
+
+def test_markup_in_questions_keywords_and_ids_is_shown_literally(cli, filled, llm_server):
+    add(filled, "[/u]", "[/s]", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play('{"thought": "go", "action": "search_chatrecord", "keywords": "hiking Rainier [/k]"}', NOTE,
+                    FINISH)
+    live = cli("search", "where did Caroline go hiking [/q]", "--user", "[/u]", "--mode", "agent",
+               "--model", "openai/scripted", "--api-base", llm_server.url, "--trace")
+    assert live.exit_code == 0, live.output
+    assert "[/k]" in live.output and "[/s]" in live.output
+    listed = cli("inspect", "searches")
+    assert listed.exit_code == 0 and "[/" in listed.output  # the narrow table folds the cells
+    search_id = live.output.strip().split("agent search ")[-1].split()[0]
+    assert cli("inspect", "search", search_id).exit_code == 0

@@ -102,3 +102,10 @@ def test_as_of_beyond_any_time_is_an_error_not_a_traceback(filled):
     r = filled("search", "Lisbon", "--user", "alice", "--mode", "bm25", "--as-of", "9" * 23)
     assert r.exit_code == 2, r.output
     assert "--as-of" in r.output and "at most" in r.output
+
+
+def test_ids_that_look_like_rich_markup_are_shown_literally(cli):
+    r = cli("add", "zebra crossing", "--user", "[/u]", "--session", "[/bold]")
+    assert r.exit_code == 0 and "[/u]" in r.output and "[/bold]" in r.output
+    r = cli("search", "zebra", "--user", "[/u]", "--mode", "bm25")
+    assert r.exit_code == 0 and "session [/bold]" in r.output
