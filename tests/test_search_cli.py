@@ -109,3 +109,11 @@ def test_ids_that_look_like_rich_markup_are_shown_literally(cli):
     assert r.exit_code == 0 and "[/u]" in r.output and "[/bold]" in r.output
     r = cli("search", "zebra", "--user", "[/u]", "--mode", "bm25")
     assert r.exit_code == 0 and "session [/bold]" in r.output
+
+
+@pytest.mark.parametrize("days", ["inf", "1e12", "nan", "0"])
+def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
+    for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25"], ["expire", "--dry-run"]):
+        r = filled(*args, "--retention-days", days)
+        assert r.exit_code == 1, (args, r.output)
+        assert "retention:" in r.output and "day" in r.output
