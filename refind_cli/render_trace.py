@@ -12,6 +12,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from .render import printable
 from .trace import Event, StoredSearch
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
@@ -19,7 +20,7 @@ REPLY_CHARS = 400
 
 
 def _cut(text: str, n: int) -> str:
-    text = text.replace("\r", "")
+    text = printable(text.replace("\r", ""))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -39,7 +40,7 @@ def event(ev: Event) -> RenderableType:
     k = ev.kind
     if k == "start":
         head = Text()
-        head.append("question ", style="bold").append(d.get("question", ""))
+        head.append("question ", style="bold").append(printable(d.get("question", "")))
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {o}")
         head.append(f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
@@ -57,7 +58,7 @@ def event(ev: Event) -> RenderableType:
     if k == "action":
         t = Text()
         if d.get("thought"):
-            t.append("thought ", style="bold").append(d["thought"], style="italic").append("\n")
+            t.append("thought ", style="bold").append(printable(d["thought"]), style="italic").append("\n")
         t.append("action ", style="bold").append(d.get("name", ""), style="bold magenta")
         args = d.get("args") or {}
         if "keywords" in args:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -117,3 +118,26 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
         r = filled(*args, "--retention-days", days)
         assert r.exit_code == 1, (args, r.output)
         assert "retention:" in r.output and "day" in r.output
+
+
+def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
+    from refind_cli import render_trace
+    from refind_cli.trace import Event
+    from rich.console import Console
+
+    evil = "zebra \x1b]0;pwned\x07 and \x1b[31mred\x1b[0m \x9b2J end"
+    assert cli("add", evil, "--user", "u", "--session", "s").exit_code == 0
+    for args in (["search", "zebra", "--user", "u", "--mode", "bm25"], ["inspect", "session", "u", "s"]):
+        r = cli(*args)
+        assert r.exit_code == 0
+        assert "\x1b" not in r.output and "\x9b" not in r.output and "\x07" not in r.output, args
+        assert "\\x1b]0;pwned\\x07" in r.output
+    r = cli("search", "zebra", "--user", "u", "--mode", "bm25", "--json")
+    assert evil in json.loads(r.output)["data"][0]["content"]  # the data itself is untouched
+    out = Console(width=200, record=True, file=open(os.devnull, "w"))
+    for ev in (Event("start", 0, 0.0, {"question": evil}), Event("action", 1, 0.0, {"thought": evil, "name": "x"}),
+               Event("search", 1, 0.0, {"keywords": "zebra", "hits": [{"n": 1, "content": evil, "session_id": "s"}]}),
+               Event("correction", 1, 0.0, {"reason": "bad", "reply": evil})):
+        out.print(render_trace.event(ev))
+    shown = out.export_text()
+    assert "\x1b" not in shown and "\\x1b[31mred" in shown
