@@ -181,3 +181,10 @@ def test_markup_in_questions_keywords_and_ids_is_shown_literally(cli, filled, ll
     assert listed.exit_code == 0 and "[/" in listed.output  # the narrow table folds the cells
     search_id = live.output.strip().split("agent search ")[-1].split()[0]
     assert cli("inspect", "search", search_id).exit_code == 0
+
+
+def test_an_empty_api_key_fails_fast_naming_both_fixes(cli, filled, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    r = cli("search", "hiking", "--user", "alice", "--mode", "agent")
+    assert r.exit_code == 5
+    assert "OPENAI_API_KEY" in r.output and "--model" in r.output and "--mode bm25" in r.output
