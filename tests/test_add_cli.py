@@ -221,4 +221,3 @@ def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp
     assert summary["problems"] == [
         f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
-
