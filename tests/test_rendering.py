@@ -110,6 +110,15 @@ def test_appended_instruction_does_not_change_results(store):
     assert S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3, config=raw) != plain
 
 
+def test_instructions_are_stripped_also_when_options_join_the_query(store):
+    _session(store, "Biscuit eats salmon every day", session="food")
+    _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
+    asked = "What does Biscuit eat? Reply with the letter only."
+    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
+    assert [b.session_id for b in hits] == ["food"]
+    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
+
+
 def test_common_words_are_dropped_from_the_query_when_configured(store):
     for i in range(10):
         _session(store, f"Caroline: note {i}", session=f"s{i}", at=T0 + i * MIN)
@@ -125,13 +134,3 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
     first, second = S.search(store, "u", "kayak", top_k=2)
     assert _lines(first) == ["kayak kayak " + "a" * 1500]
     assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
-
-
-
-def test_instructions_are_stripped_also_when_options_join_the_query(store):
-    _session(store, "Biscuit eats salmon every day", session="food")
-    _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
-    asked = "What does Biscuit eat? Reply with the letter only."
-    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
-    assert [b.session_id for b in hits] == ["food"]
-    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
