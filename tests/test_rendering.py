@@ -134,3 +134,4 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
     first, second = S.search(store, "u", "kayak", top_k=2)
     assert _lines(first) == ["kayak kayak " + "a" * 1500]
     assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
+
