@@ -132,19 +132,22 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
 def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # type: ignore[no-untyped-def]
     """Resolve the provider and credentials up front; return the api_key to pass (None = the provider's own)."""
     try:
-        litellm.get_llm_provider(model, api_base=api_base)
+        provider = litellm.get_llm_provider(model, api_base=api_base)[1]
     except Exception as exc:  # litellm raises BadRequestError "LLM Provider NOT provided"
         raise ModelError(f"model {model!r} is not a model litellm can route ({_describe(exc)}); {FIXES}") from None
     try:
         missing = list(litellm.validate_environment(model).get("missing_keys") or [])
     except Exception:  # validation is advisory: the provider will say what is wrong
         missing = []
+    key = f"{str(provider).upper()}_API_KEY"  # litellm counts OPENAI_API_KEY="" as set: it is not
+    if key in os.environ and not os.environ[key].strip() and key not in missing:
+        missing.append(key)
     if api_base:
         # A local OpenAI-compatible server needs no key and its base is given: send a placeholder key if none.
         missing_keys = [k for k in missing if not k.endswith("_API_BASE")]
         return PLACEHOLDER_KEY if missing_keys else None
     if missing:
-        raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set; "
+        raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set (or empty); "
                          f"set it, or {FIXES}")
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -20,6 +21,15 @@ def error_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Stored text made safe for a terminal: control characters (ESC above all) shown as ``\\x1b``, so a message
+    cannot recolour, retitle or rewrite the reader's terminal. (``--json`` output is escaped by JSON itself.)"""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def print_json(data: Any) -> None:
     """Plain JSON on stdout (no rich markup, no wrapping): what scripts parse."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
@@ -27,7 +37,7 @@ def print_json(data: Any) -> None:
 
 
 def replay_summary(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"Replayed {summary['source']}", show_header=False, title_justify="left")
+    table = Table(title=Text(f"Replayed {summary['source']}"), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("lines read", f"{summary['lines']:,}")
@@ -57,11 +67,12 @@ def print_blocks(blocks, *, query: str) -> None:
         body = Text()
         start, end = block.anchor_lines
         for i, line in enumerate(block.content.split("\n")):
-            body.append(line + "\n", style="bold yellow" if start <= i < end else "")
+            body.append(printable(line) + "\n", style="bold yellow" if start <= i < end else "")
         body.rstrip()
-        title = f"#{rank}  score {block.score:.4f}  session {block.session_id}"
+        # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
+        title = Text(f"#{rank}  score {block.score:.4f}  session {block.session_id}")
         said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
-        subtitle = f"{said}recorded {block.created_at} · id {block.id}"
+        subtitle = Text(f"{said}recorded {block.created_at} · id {block.id}")
         out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
 
 
@@ -188,7 +199,8 @@ def user_sessions(data: dict[str, Any]) -> Table:
 def _turn_rows(table: Table, turns: list[dict[str, Any]], style: str = "") -> None:
     for t in turns:
         for i, m in enumerate(t["messages"]):
-            table.add_row(t["id"] if i == 0 else "", m["role"], when(m["said_at"]), Text(m["content"]), style=style)
+            table.add_row(t["id"] if i == 0 else "", m["role"], when(m["said_at"]), Text(printable(m["content"])),
+                          style=style)
 
 
 def _turn_table(title: str) -> Table:

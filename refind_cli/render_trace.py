@@ -12,6 +12,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from .render import printable
 from .trace import Event, StoredSearch
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
@@ -19,7 +20,7 @@ REPLY_CHARS = 400
 
 
 def _cut(text: str, n: int) -> str:
-    text = text.replace("\r", "")
+    text = printable(text.replace("\r", ""))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -39,7 +40,7 @@ def event(ev: Event) -> RenderableType:
     k = ev.kind
     if k == "start":
         head = Text()
-        head.append("question ", style="bold").append(d.get("question", ""))
+        head.append("question ", style="bold").append(printable(d.get("question", "")))
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {o}")
         head.append(f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
@@ -57,7 +58,7 @@ def event(ev: Event) -> RenderableType:
     if k == "action":
         t = Text()
         if d.get("thought"):
-            t.append("thought ", style="bold").append(d["thought"], style="italic").append("\n")
+            t.append("thought ", style="bold").append(printable(d["thought"]), style="italic").append("\n")
         t.append("action ", style="bold").append(d.get("name", ""), style="bold magenta")
         args = d.get("args") or {}
         if "keywords" in args:
@@ -74,7 +75,7 @@ def event(ev: Event) -> RenderableType:
         title = f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {d.get('keywords')!r}"
         if d.get("skipped"):
             title += f" · {d['skipped']} seen {d.get('skip', 'session')}s skipped"
-        table = Table(title=title, title_justify="left", show_lines=True, expand=False)
+        table = Table(title=Text(title), title_justify="left", show_lines=True, expand=False)
         table.add_column("#", justify="right", style="bold")
         table.add_column("session / said")
         table.add_column("context (▶ = the hit)")
@@ -86,7 +87,7 @@ def event(ev: Event) -> RenderableType:
                 body.append(("▶ " if anchor else "  ") + _cut(line, LINE_CHARS) + "\n",
                             style="bold yellow" if anchor else "dim")
             body.rstrip()
-            table.add_row(str(h.get("n")), f"{h.get('session_id')}\n{_day(h.get('said_at'))}", body)
+            table.add_row(str(h.get("n")), Text(f"{h.get('session_id')}\n{_day(h.get('said_at'))}"), body)
         if not hits:
             return Text(title + " — nothing found", style="yellow")
         return table
@@ -136,7 +137,8 @@ def searches_table(rows: list[StoredSearch]) -> Table:
         table.add_column(name, justify=justify, no_wrap=name in ("id", "when (UTC)"),
                          overflow="fold", ratio=2 if name == "query" else None)
     for r in rows:
-        table.add_row(r.id, _day(r.at), r.user_id, _cut(r.query, 60), r.model or "", str(r.llm_calls),
+        table.add_row(Text(r.id), _day(r.at), Text(r.user_id), Text(_cut(r.query, 60)), Text(r.model or ""),
+                      str(r.llm_calls),
                       f"{r.prompt_tokens + r.completion_tokens:,}", "" if r.cost is None else f"${r.cost:.5f}",
                       f"{r.duration_ms:,.0f}", str(len(r.returned_ids)))
     return table

@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,19 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
     else:
         p = Path(path)
         if not p.is_file():
-            raise RefindError(f"{path}: no such file")
-        raw = _Counting(p.open("rb"))
-        total = p.stat().st_size
-    head = _peek(raw)
+            what = "no such file" if not p.exists() else "a folder, not a file" if p.is_dir() else "not a regular file"
+            raise RefindError(f"{path}: {what}")
+        try:
+            raw = _Counting(p.open("rb"))
+            total = p.stat().st_size
+        except OSError as exc:  # permission denied and the like: one line, not a traceback
+            raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        head = _peek(raw)
+    except OSError as exc:
+        if path != "-":
+            raw.raw.close()
+        raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
     if head.startswith(b"\x1f\x8b"):
         stream = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[arg-type]
@@ -121,7 +131,7 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
         try:
             for n, line in enumerate(_iter_lines(stream), start=1):
                 yield n, line
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
             raise RefindError(f"{path}: cannot read: {exc}") from exc
         finally:
             if path != "-":

@@ -34,6 +34,7 @@ DEFAULT_LLM_RETRIES = 3
 ENV_LLM_RETRIES = "REFIND_LLM_RETRIES"  # retries on 429 / 5xx / timeouts, exponential backoff from 1 s
 
 OFF_WORDS = frozenset({"off", "none", "never"})
+MAX_RETENTION_DAYS = 1_000_000  # ~2,700 years
 
 
 def parse_retention(value: str | float | None) -> float | None:
@@ -48,6 +49,9 @@ def parse_retention(value: str | float | None) -> float | None:
         raise RefindError(f"retention: {value!r} is not a number of days (or 'off')") from None
     if not days >= 1:
         raise RefindError(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
+    if not days <= MAX_RETENTION_DAYS:  # also inf: the cutoff must stay a SQLite integer
+        raise RefindError(f"retention: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days "
+                          "(use 'off' to keep everything)")
     return days
 
 

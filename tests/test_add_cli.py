@@ -175,6 +175,30 @@ def test_stdin_and_gzip(cli, db_path, tmp_path) -> None:
     assert len(rows(db_path)) == 6
 
 
+def test_an_unreadable_or_corrupt_file_is_one_line_not_a_traceback(cli, tmp_path, monkeypatch):
+    import gzip
+    import pathlib
+
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    corrupt.write_bytes(gzip.compress(b'{"x": 1}\n' * 50)[:12] + bytes(range(256)) * 2)
+    r = cli("add", "--file", str(corrupt))
+    assert r.exit_code == 1 and "cannot read" in r.output, r.output
+    assert "a folder, not a file" in cli("add", "--file", str(tmp_path)).output
+
+    locked = tmp_path / "locked.jsonl"
+    locked.write_text('{"user_id": "u", "session_id": "s", "role": "user", "content": "hi"}\n')
+    real_open = pathlib.Path.open
+
+    def refuse(self, *args, **kwargs):
+        if self == locked:
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "open", refuse)
+    r = cli("add", "--file", str(locked))
+    assert r.exit_code == 1 and "cannot read: Permission denied" in r.output, r.output
+
+
 def test_message_lines_group_by_session_in_runs_of_twenty(cli, db_path, tmp_path) -> None:
     lines = [{"user_id": "u", "session_id": "s1", "role": "user", "content": f"m{i}"} for i in range(45)]
     lines.append({"user_id": "u", "session_id": "s2", "role": "user", "content": "other session"})

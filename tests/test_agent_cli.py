@@ -152,3 +152,39 @@ def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_s
     assert refind["questions"] == 2
     assert refind["llm_calls"] == len(llm_server.requests) == 2 * 4  # the default budget, per question
     assert refind["tokens"] > 0
+
+
+def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(runner, cli, filled, db_path, llm_server,
+                                                                         tmp_path):
+    from refind_cli.cli import app
+
+    llm_server.play(SEARCH, NOTE, FINISH)
+    assert agent(cli, llm_server).exit_code == 0
+    elsewhere = {"REFIND_DB": str(tmp_path / "other.db")}
+    listed = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "searches"], env=elsewhere)
+    assert listed.exit_code == 0, listed.output
+    (row,) = json.loads(listed.output)["searches"]
+    shown = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "search", row["id"]], env=elsewhere)
+    assert shown.exit_code == 0 and json.loads(shown.output)["id"] == row["id"]
+    assert not (tmp_path / "other.db").exists()
+
+
+def test_markup_in_questions_keywords_and_ids_is_shown_literally(cli, filled, llm_server):
+    add(filled, "[/u]", "[/s]", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play('{"thought": "go", "action": "search_chatrecord", "keywords": "hiking Rainier [/k]"}', NOTE,
+                    FINISH)
+    live = cli("search", "where did Caroline go hiking [/q]", "--user", "[/u]", "--mode", "agent",
+               "--model", "openai/scripted", "--api-base", llm_server.url, "--trace")
+    assert live.exit_code == 0, live.output
+    assert "[/k]" in live.output and "[/s]" in live.output
+    listed = cli("inspect", "searches")
+    assert listed.exit_code == 0 and "[/" in listed.output  # the narrow table folds the cells
+    search_id = live.output.strip().split("agent search ")[-1].split()[0]
+    assert cli("inspect", "search", search_id).exit_code == 0
+
+
+def test_an_empty_api_key_fails_fast_naming_both_fixes(cli, filled, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    r = cli("search", "hiking", "--user", "alice", "--mode", "agent")
+    assert r.exit_code == 5
+    assert "OPENAI_API_KEY" in r.output and "--model" in r.output and "--mode bm25" in r.output

@@ -110,6 +110,15 @@ def test_appended_instruction_does_not_change_results(store):
     assert S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3, config=raw) != plain
 
 
+def test_instructions_are_stripped_also_when_options_join_the_query(store):
+    _session(store, "Biscuit eats salmon every day", session="food")
+    _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
+    asked = "What does Biscuit eat? Reply with the letter only."
+    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
+    assert [b.session_id for b in hits] == ["food"]
+    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
+
+
 def test_common_words_are_dropped_from_the_query_when_configured(store):
     for i in range(10):
         _session(store, f"Caroline: note {i}", session=f"s{i}", at=T0 + i * MIN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -82,3 +83,61 @@ def test_bm25_search_imports_no_litellm(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Lisbon" in out.stdout
+
+
+def test_a_missing_database_is_an_error_and_is_not_created(runner, tmp_path):
+    from refind_cli.cli import app
+
+    missing = tmp_path / "typo.db"
+    for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25", "--json", "--db", str(missing)],
+                 ["search", "Lisbon", "--user", "alice", "--mode", "agent", "--model", "openai/x",
+                  "--api-base", "http://127.0.0.1:9/v1", "--db", str(missing)],
+                 ["inspect", "searches", "--db", str(missing)], ["inspect", "search", "f00", "--db", str(missing)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 4, (args, r.output)
+        assert "no database at" in r.output and "Traceback" not in r.output
+    assert not missing.exists()
+
+
+def test_as_of_beyond_any_time_is_an_error_not_a_traceback(filled):
+    r = filled("search", "Lisbon", "--user", "alice", "--mode", "bm25", "--as-of", "9" * 23)
+    assert r.exit_code == 2, r.output
+    assert "--as-of" in r.output and "at most" in r.output
+
+
+def test_ids_that_look_like_rich_markup_are_shown_literally(cli):
+    r = cli("add", "zebra crossing", "--user", "[/u]", "--session", "[/bold]")
+    assert r.exit_code == 0 and "[/u]" in r.output and "[/bold]" in r.output
+    r = cli("search", "zebra", "--user", "[/u]", "--mode", "bm25")
+    assert r.exit_code == 0 and "session [/bold]" in r.output
+
+
+@pytest.mark.parametrize("days", ["inf", "1e12", "nan", "0"])
+def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
+    for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25"], ["expire", "--dry-run"]):
+        r = filled(*args, "--retention-days", days)
+        assert r.exit_code == 1, (args, r.output)
+        assert "retention:" in r.output and "day" in r.output
+
+
+def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
+    from refind_cli import render_trace
+    from refind_cli.trace import Event
+    from rich.console import Console
+
+    evil = "zebra \x1b]0;pwned\x07 and \x1b[31mred\x1b[0m \x9b2J end"
+    assert cli("add", evil, "--user", "u", "--session", "s").exit_code == 0
+    for args in (["search", "zebra", "--user", "u", "--mode", "bm25"], ["inspect", "session", "u", "s"]):
+        r = cli(*args)
+        assert r.exit_code == 0
+        assert "\x1b" not in r.output and "\x9b" not in r.output and "\x07" not in r.output, args
+        assert "\\x1b]0;pwned\\x07" in r.output
+    r = cli("search", "zebra", "--user", "u", "--mode", "bm25", "--json")
+    assert evil in json.loads(r.output)["data"][0]["content"]  # the data itself is untouched
+    out = Console(width=200, record=True, file=open(os.devnull, "w"))
+    for ev in (Event("start", 0, 0.0, {"question": evil}), Event("action", 1, 0.0, {"thought": evil, "name": "x"}),
+               Event("search", 1, 0.0, {"keywords": "zebra", "hits": [{"n": 1, "content": evil, "session_id": "s"}]}),
+               Event("correction", 1, 0.0, {"reason": "bad", "reply": evil})):
+        out.print(render_trace.event(ev))
+    shown = out.export_text()
+    assert "\x1b" not in shown and "\\x1b[31mred" in shown

@@ -93,7 +93,8 @@ def add(
         render.print_json(result)
     else:
         word = "stored" if outcome.status == "added" else "already stored (identical replay, nothing written)"
-        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}")
+        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}",
+                               markup=False)
 
 
 def _parse_at(value: str) -> int:

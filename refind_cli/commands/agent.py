@@ -26,7 +26,6 @@ def run_agent(
     as_json: bool,
 ) -> None:
     from ..model import from_env
-    from ..options import open_store
     from ..planner import agent_search
 
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
@@ -39,7 +38,9 @@ def run_agent(
         def on_event(ev):  # type: ignore[no-untyped-def]
             render_trace.print_event(live, ev)
 
-    with open_store(db, retention) as store:
+    from .inspect import open_existing  # a typo in --db must not create an empty database
+
+    with open_existing(db, retention) as store:
         result = agent_search(store, user, query, top_k=top_k, options=options, model=complete,
                               model_name=model_name, max_actions=max_actions, as_of=as_of,
                               date_from=date_from, date_to=date_to, on_event=on_event)

@@ -26,6 +26,7 @@ contract's search response: {"data": [{"id", "content", "score", "created_at"}]}
 """
 
 MODES = ("agent", "bm25")
+MAX_AS_OF_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time parse_date can name
 
 
 def register(app: typer.Typer) -> None:
@@ -77,7 +78,9 @@ def search(
                   options=tuple(options or ()), as_of=cutoff, model=model, api_base=api_base,
                   max_actions=max_actions, show_trace=show_trace, as_json=as_json)
         return
-    with open_store(db, retention) as store:
+    from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
+
+    with open_existing(db, retention) as store:
         from ..search import search as bm25_search
 
         blocks = bm25_search(
@@ -96,7 +99,10 @@ def _parse_as_of(value: str | None) -> int | None:
         return None
     text = value.strip()
     if text.isdigit():
-        return int(text)
+        ms = int(text)
+        if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
+            raise InvalidInput(f"--as-of {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
+        return ms
     from ..search import parse_date
 
     return parse_date(text, end=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import render
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, open_store
+from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption
 
 SEARCHES_HELP = """\
 List stored agent searches, newest first: id, time, user, query, model, LLM calls, tokens, cost, duration.
@@ -28,6 +28,7 @@ def register(inspect_app: typer.Typer) -> None:
 
 
 def searches(
+    ctx: typer.Context,
     user: OptionalUserOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.", min=1)] = 50,
     db: DbOption = "refind.db",
@@ -35,8 +36,10 @@ def searches(
     as_json: JsonOption = False,
 ) -> None:
     from .. import trace
+    from .inspect import _open, _shared
 
-    with open_store(db, retention) as store:
+    (as_json,) = _shared(ctx, as_json=as_json)  # `refind inspect --db X --json searches` as `… searches --json`
+    with _open(ctx, db, retention) as store:
         rows = trace.recent(store, user_id=user, limit=limit)
     if as_json:
         render.print_json({"searches": [r.summary() for r in rows]})
@@ -50,6 +53,7 @@ def searches(
 
 
 def search(
+    ctx: typer.Context,
     search_id: Annotated[
         str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")
     ],
@@ -58,8 +62,10 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     from .. import trace
+    from .inspect import _open, _shared
 
-    with open_store(db, retention) as store:
+    (as_json,) = _shared(ctx, as_json=as_json)
+    with _open(ctx, db, retention) as store:
         stored = trace.load(store, search_id)
     if as_json:
         render.print_json(stored.as_dict())
