@@ -67,7 +67,8 @@ def error_response(exc: RefindError) -> JSONResponse:
 
 
 def token_check(token: str):
-    expected = token.encode()
+    # Header values arrive stripped, so a token read with a trailing newline (an env file) could never match.
+    expected = token.strip().encode()
     authorization = APIKeyHeader(name="Authorization", auto_error=False, scheme_name="Authorization",
                                  description="`Bearer <token>` or `Token <token>`")
     api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")

@@ -44,7 +44,7 @@ DROP = object()
         (msg(role="User"), "messages[0].role: must be one of user, assistant, system; got 'User'"),
         (msg(content=DROP), "messages[0].content: required"),
         (msg(content=5), "messages[0].content: must be a string, got number"),
-        (msg(content=" \n "), "messages[0].content: must be a non-empty string"),
+        (msg(content=""), "messages[0].content: must be a non-empty string"),
         (msg(timestamp="2023-01-01"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
         (msg(timestamp=True), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got boolean"),
         (msg(timestamp=1.5e12 + 0.5), "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5"),
@@ -73,6 +73,12 @@ def test_content_and_ids_are_kept_byte_for_byte() -> None:
     req = parse_add(with_(request_id="eval:run_abc:sample-3:chunk-0", messages=[{"role": "user", "content": content}]))
     assert req.messages[0].content == content
     assert req.request_id == "eval:run_abc:sample-3:chunk-0"
+
+
+def test_whitespace_only_content_is_a_message_and_kept_verbatim() -> None:
+    """The contract asks for a non-empty string; a long message hard-cut into chunks can leave one of only
+    whitespace, and refusing it would lose the whole Add (the platform does not retry a 422)."""
+    assert parse_add(msg(content=" \n\t")).messages[0].content == " \n\t"
 
 
 def test_timestamp_may_be_absent_null_or_an_integral_float() -> None:

@@ -102,7 +102,7 @@ def test_unknown_fields_are_ignored_and_timestamp_may_be_null_or_absent(client, 
     ("route", "body"),
     [
         ("/v1/memories/add", {"request_id": "r", "session_id": "s", "messages": [{"role": "user", "content": "x"}]}),
-        ("/v1/memories/add", add_body(contents=("   ",))),
+        ("/v1/memories/add", add_body(contents=("",))),
         ("/v1/memories/add", {**add_body(), "messages": []}),
         ("/v1/memories/add", {**add_body(), "messages": [{"role": "robot", "content": "x"}]}),
         ("/v1/memories/add", {**add_body(), "messages": [{"role": "user", "content": "x", "timestamp": 1700000000}]}),
@@ -223,6 +223,13 @@ def test_each_token_header_is_accepted(make_client, headers):
     client = make_client(token=TOKEN)
     assert client.post("/v1/memories/add", json=add_body(), headers=headers).status_code == 200
     assert search(client, "hiking", headers=headers).status_code == 200
+
+
+def test_a_token_configured_with_surrounding_whitespace_still_matches(make_client):
+    """A token read from an env file keeps its newline; headers never carry one, so it must not count."""
+    client = make_client(token=f"  {TOKEN}\n")
+    assert client.post("/v1/memories/add", json=add_body(), headers={"X-Api-Key": TOKEN}).status_code == 200
+    assert client.post("/v1/memories/add", json=add_body(), headers={"X-Api-Key": "wrong"}).status_code == 401
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ def serve(
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
     if max_body_mb <= 0:
         raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")
-    token = token or None
+    token = (token or "").strip() or None  # what a header can carry: no surrounding whitespace
     if not token and not is_loopback(host):
         if not insecure:
             raise RefindError(
