@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from . import migrations
 from .contract import AddRequest
 from .errors import Conflict, Forgotten, RefindError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Clock = Callable[[], int]
 DAY_MS = 86_400_000
@@ -116,7 +118,17 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise RefindError(f"cannot open database {self.path}: {exc}") from exc
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
+        self._db: sqlite_utils.Database | None = None
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over this connection, for writes (``atomic()``); imported on first use, so the read-only
+        search path of a short-lived process does not pay for it."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     def close(self) -> None:
         self.conn.close()
