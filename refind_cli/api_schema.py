@@ -24,7 +24,7 @@ ADD_SCHEMA: dict[str, Any] = {
                 "required": ["role", "content"],
                 "properties": {
                     "role": {"type": "string", "enum": ["user", "assistant", "system"]},
-                    "content": _NONEMPTY,
+                    "content": {"type": "string", "minLength": 1},  # whitespace alone is a message
                     "timestamp": {
                         "type": ["integer", "null"],
                         "minimum": 100_000_000_000,
