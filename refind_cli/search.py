@@ -315,9 +315,12 @@ def user_index(
 
 
 def _config_key(config: SearchConfig) -> str:
+    """What a persisted index was built with: the analyzer's version and the index-shaping settings."""
     import json
 
-    return json.dumps(config.index_key())
+    from . import tokenize
+
+    return json.dumps([tokenize.ANALYZER_VERSION, *config.index_key()])
 
 
 def _load_persisted(store: Store, user_id: str, version: int, config: SearchConfig) -> bytes | None:

@@ -20,6 +20,9 @@ import re
 import unicodedata
 from functools import lru_cache
 
+# Bump whenever analyze() changes what it emits: persisted search indexes built by another version are then rebuilt.
+ANALYZER_VERSION = 1
+
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
 _CJK_CLASS = (

@@ -109,6 +109,17 @@ def test_the_index_persists_for_the_next_process_and_equals_a_rebuild(store):
     assert ui.search("Lisbon Maya", top_k=10) == first
 
 
+def test_an_index_persisted_by_another_analyzer_version_is_rebuilt(store, monkeypatch):
+    from refind_cli import tokenize
+
+    _fill(store)
+    S.search(store, "alice", "Lisbon Maya", top_k=10)
+    assert _persisted(store, "alice") == 1
+    S.clear()
+    monkeypatch.setattr(tokenize, "ANALYZER_VERSION", tokenize.ANALYZER_VERSION + 1)
+    assert not S.user_index(store, "alice").loaded  # built afresh, not loaded from the old analyzer's tokens
+
+
 def test_every_change_of_a_user_deletes_its_persisted_index(store):
     _fill(store, "alice")
     _fill(store, "bob")
