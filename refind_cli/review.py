@@ -12,8 +12,8 @@ import os
 from typing import Any
 
 from . import migrations
-from .errors import NotFound
-from .store import MESSAGE_COLUMNS, StoredMessage, Store
+from .errors import InvalidInput, NotFound
+from .store import EVENT_KINDS, MESSAGE_COLUMNS, Store, StoredMessage
 
 NEIGHBOURS = 2
 
@@ -171,6 +171,8 @@ def events(store: Store, *, user_id: str | None = None, kind: str | None = None,
         clauses.append("user_id = ?")
         params.append(user_id)
     if kind is not None:
+        if kind not in EVENT_KINDS:
+            raise InvalidInput(f"--kind: {kind!r} is not an event kind; the kinds are {', '.join(EVENT_KINDS)}")
         clauses.append("kind = ?")
         params.append(kind)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""

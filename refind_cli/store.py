@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 Clock = Callable[[], int]
+EVENT_KINDS = ("add", "expire", "forget", "migrate")  # every mutation appends one event of these kinds
 DAY_MS = 86_400_000
 
 
