@@ -59,8 +59,12 @@ def queries(n: int, *, seed: int = 0, vocab_size: int = 6000) -> list[str]:
 
 
 def fill(store, user_id: str, turns: int, *, seed: int = 0, batch: int = 500) -> None:
+    _store_in_batches(store, requests(user_id, turns, seed=seed), batch)
+
+
+def _store_in_batches(store, reqs, batch: int) -> None:
     pending: list[AddRequest] = []
-    for req in requests(user_id, turns, seed=seed):
+    for req in reqs:
         pending.append(req)
         if len(pending) >= batch:
             store.add_many(pending)
@@ -79,11 +83,5 @@ def fill_interleaved(store, users: dict[str, int], *, seed: int = 0, batch: int 
         for i, req in enumerate(requests(user, turns, seed=seed)):
             yield ((i + 0.5) / count, user, req)
 
-    pending: list[AddRequest] = []
-    for _, _, req in heapq.merge(*(timed(u, n) for u, n in users.items())):
-        pending.append(req)
-        if len(pending) >= batch:
-            store.add_many(pending)
-            pending = []
-    if pending:
-        store.add_many(pending)
+    merged = heapq.merge(*(timed(u, n) for u, n in users.items()))
+    _store_in_batches(store, (req for _, _, req in merged), batch)

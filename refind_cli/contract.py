@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .errors import InvalidInput
@@ -202,3 +203,36 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
         raise InvalidInput("options: must be an array of strings")
     unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
     return SearchRequest(query, user_id, top_k, tuple(options), unknown)
+
+
+# ---- dates ---------------------------------------------------------------------------------------------------
+
+_DATE_FORMATS = ("%Y/%m/%d", "%Y-%m-%d", "%Y%m%d")
+
+
+def parse_date(text: str, *, end: bool = False) -> int:
+    """YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 datetime (UTC unless it names a zone) → Unix ms.
+
+    A bare date means the start of that day (UTC), or its last millisecond with ``end=True``.
+    """
+    raw = (text or "").strip() if isinstance(text, str) else text
+    if not isinstance(raw, str) or not raw:
+        raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
+    for fmt in _DATE_FORMATS:
+        try:
+            day = datetime.strptime(raw, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        ms = int(day.timestamp() * 1000)
+        return ms + 86_400_000 - 1 if end else ms
+    try:
+        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as "
+            "2023-05-08T13:56"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
+    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)

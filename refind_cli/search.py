@@ -18,11 +18,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from . import settings
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
+from .contract import parse_date  # noqa: F401 (re-exported: the planner and the CLI use search.parse_date)
 from .errors import InvalidInput
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, to_blob
 from .tokenize import analyze
@@ -101,38 +102,7 @@ class Skip:
         object.__setattr__(self, "ids", frozenset(self.ids))
 
 
-# ---- dates ---------------------------------------------------------------------------------------------------
-
-_DATE_FORMATS = ("%Y/%m/%d", "%Y-%m-%d", "%Y%m%d")
-
-
-def parse_date(text: str, *, end: bool = False) -> int:
-    """YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 datetime (UTC unless it names a zone) → Unix ms.
-
-    A bare date means the start of that day (UTC), or its last millisecond with ``end=True``.
-    """
-    raw = (text or "").strip() if isinstance(text, str) else text
-    if not isinstance(raw, str) or not raw:
-        raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
-    for fmt in _DATE_FORMATS:
-        try:
-            day = datetime.strptime(raw, fmt).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-        ms = int(day.timestamp() * 1000)
-        return ms + 86_400_000 - 1 if end else ms
-    try:
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(
-            f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as "
-            "2023-05-08T13:56"
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
-    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
-
+# ---- dates: parse_date lives with the contract's other time parsing (re-exported above) ---------------------
 
 def _bound(value: str | int | None, *, end: bool) -> int | None:
     if value is None:

@@ -53,6 +53,16 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
 
 
+@pytest.fixture(autouse=True)
+def fresh_search_cache():
+    """Every test starts and ends with an empty in-process search cache, so no test sees another's indexes."""
+    from refind_cli import search
+
+    search.clear()
+    yield
+    search.clear()
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "refind.db"

@@ -12,13 +12,6 @@ from refind_cli import search as S
 from helpers_retrieval import MIN, T0, add
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
-
-
 def _two_users(store):
     # the same session id and the same words for both users, interleaved in time
     add(store, "alice", "shared", ("user", "alice likes the red kayak", T0), ("user", "alice filler", T0 + 2 * MIN))

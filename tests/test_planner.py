@@ -18,13 +18,6 @@ from helpers_retrieval import DAY, T0, add
 from llm_server import Fail, Slow
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
-
-
 def search_(keywords, **extra):
     return json.dumps({"thought": f"look for {keywords}", "action": "search_chatrecord", "keywords": keywords,
                        **extra})

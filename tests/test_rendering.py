@@ -9,13 +9,6 @@ from refind_cli import search as S
 from helpers_retrieval import MIN, T0, add
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
-
-
 def _lines(block):
     return [line.split("] user: ", 1)[1] for line in block.content.split("\n")]
 
@@ -110,7 +103,7 @@ def test_appended_instruction_does_not_change_results(store):
     assert S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3, config=raw) != plain
 
 
-def test_instructions_are_stripped_also_when_options_join_the_query(store):
+def test_instructions_are_stripped_also_when_options_join_the_query_and_results_equal_the_plain_question(store):
     _session(store, "Biscuit eats salmon every day", session="food")
     _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
     asked = "What does Biscuit eat? Reply with the letter only."
@@ -134,7 +127,6 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
     first, second = S.search(store, "u", "kayak", top_k=2)
     assert _lines(first) == ["kayak kayak " + "a" * 1500]
     assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
-
 
 
 def test_instructions_are_stripped_also_when_options_join_the_query(store):

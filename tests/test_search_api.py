@@ -12,13 +12,6 @@ from refind_cli.errors import InvalidInput
 from helpers_retrieval import DAY, T0, add
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
-
-
 def _conversation(store):
     add(store, "alice", "s1", ("user", "Alice: I booked the trip to Lisbon"), ("assistant", "Lovely. Flying direct?"),
         ("user", "Alice: Yes, from Boston with my sister Maya"), at=T0)

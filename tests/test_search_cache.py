@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from refind_cli import search as S
 from refind_cli.store import DAY_MS, Store
 
 from helpers_retrieval import MIN, T0, add
 
 QUERIES = ["Lisbon trip", "Maya marathon", "salmon", "dog food Biscuit", "Boston", "zeppelin"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
 
 
 def _naive(store, user, query, **kw):

@@ -8,17 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from refind_cli import search as S
-
 from conftest import FIXTURES
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    S.clear()
-    yield
-    S.clear()
 
 
 @pytest.fixture

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Annotated, Optional
 
 import typer
 
 from .. import render
-from ..contract import Message, parse_add
+from ..contract import Message, parse_add, parse_date
 from ..errors import Conflict, InvalidInput
 from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
@@ -99,13 +98,9 @@ def add(
 
 def _parse_at(value: str) -> int:
     try:
-        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+        return parse_date(value)
+    except InvalidInput:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
-    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
 
 
 def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:

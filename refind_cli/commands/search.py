@@ -11,7 +11,6 @@ from .. import render, settings
 from ..errors import InvalidInput
 from ..options import (
     ApiBaseOption, DbOption, JsonOption, MaxActionsOption, ModelOption, RetentionOption, TraceOption, UserOption,
-    open_store,
 )
 
 SEARCH_HELP = """\
