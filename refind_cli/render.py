@@ -36,10 +36,16 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def replay_summary(summary: dict[str, Any]) -> Table:
-    table = Table(title=Text(f"Replayed {summary['source']}"), show_header=False, title_justify="left")
+def _facts(title: str | Text, *, numbers: bool) -> Table:
+    """A two-column table of named facts under a title (values right-aligned when they are counts)."""
+    table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column(justify="right" if numbers else "left")
+    return table
+
+
+def replay_summary(summary: dict[str, Any]) -> Table:
+    table = _facts(Text(f"Replayed {summary['source']}"), numbers=True)
     table.add_row("lines read", f"{summary['lines']:,}")
     table.add_row("requests added", f"{summary['requests_added']:,}")
     table.add_row("messages added", f"{summary['messages_added']:,}")
@@ -139,9 +145,7 @@ def expire_result(data: dict[str, Any]) -> Any:
 def forget_result(data: dict[str, Any]) -> Table:
     scope = {"user": f"user {data['user_id']}", "session": f"session {data['session_id']} of user {data['user_id']}",
              "request": f"request {data['request_id']} of user {data['user_id']}"}[data["scope"]]
-    table = Table(title=f"forgot {escape(scope)}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
+    table = _facts(f"forgot {escape(scope)}", numbers=True)
     table.add_row("messages removed", f"{data['messages']:,}")
     table.add_row("requests removed", f"{data['requests']:,}")
     table.add_row("stored searches removed", f"{data['searches']:,}")
@@ -151,9 +155,7 @@ def forget_result(data: dict[str, Any]) -> Table:
 
 
 def overview(data: dict[str, Any]) -> Table:
-    table = Table(title=f"refind database {escape(data['db'])}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+    table = _facts(f"refind database {escape(data['db'])}", numbers=False)
     table.add_row("size", f"{_size(data['size_bytes'])} (+ {_size(data['wal_bytes'])} WAL)")
     table.add_row("schema version", f"{data['schema_version']} ({', '.join(data['migrations'])})")
     for key in ("users", "sessions", "requests", "messages"):
