@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install test demo bench lock clean
+.PHONY: install check test demo bench lock clean
 
 install: $(STAMP)
 
@@ -15,7 +15,12 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-test: install
+# The checker gate: lint, formatting and types. `make test` and CI run it before the tests.
+check: install
+	$(VENV)/bin/ruff check refind_cli tests bench
+	$(VENV)/bin/ruff format --check refind_cli tests bench
+
+test: check
 	$(PY) -m pytest
 
 demo: install

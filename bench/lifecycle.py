@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synth  # noqa: E402
+import synth
 
-from refind_cli import lifecycle  # noqa: E402
-from refind_cli.store import DAY_MS, Store  # noqa: E402
+from refind_cli import lifecycle
+from refind_cli.store import DAY_MS, Store
 
 T_ADD = 1_750_000_000_000
 
@@ -71,8 +71,16 @@ def scrub_check(folder: Path, users: int, messages: int, *, secure: bool) -> tup
                 planted.append(text)
                 from refind_cli.contract import parse_add
 
-                store.add(parse_add({"request_id": f"secret-{chunk}", "user_id": f"user{u}", "session_id": "vault",
-                                     "messages": [{"role": "user", "content": text}]}))
+                store.add(
+                    parse_add(
+                        {
+                            "request_id": f"secret-{chunk}",
+                            "user_id": f"user{u}",
+                            "session_id": "vault",
+                            "messages": [{"role": "user", "content": text}],
+                        }
+                    )
+                )
             synth.fill(store, f"user{u}", messages // 4, seed=chunk)
     victim = f"user{users // 2}"
     if secure:
@@ -85,7 +93,7 @@ def scrub_check(folder: Path, users: int, messages: int, *, secure: bool) -> tup
     for text in planted:
         data = text.encode()
         head = data[: data.index(b" x") if b" x" in data else len(data)]  # the unique part
-        if any(head[i:i + 16] in raw for i in range(len(head) - 15)):
+        if any(head[i : i + 16] in raw for i in range(len(head) - 15)):
             leaked += 1
     store.close()
     return leaked, len(planted), checkpointed
@@ -102,7 +110,7 @@ def main() -> None:
         on, off = Path(tmp) / "on.db", Path(tmp) / "off.db"
         # Alternate the two fills (off, on, off, on) into fresh files and keep each one's best time.
         t_on = t_off = float("inf")
-        for attempt in range(2):
+        for _attempt in range(2):
             for secure, path in ((False, off), (True, on)):
                 for sfx in ("", "-wal", "-shm"):
                     Path(f"{path}{sfx}").unlink(missing_ok=True)
@@ -111,8 +119,9 @@ def main() -> None:
                     t_on = min(t_on, took)
                 else:
                     t_off = min(t_off, took)
-        rows.append(("add (replay) of all messages", f"{total / t_on:,.0f} msg/s", f"{total / t_off:,.0f} msg/s",
-                     t_on / t_off))
+        rows.append(
+            ("add (replay) of all messages", f"{total / t_on:,.0f} msg/s", f"{total / t_off:,.0f} msg/s", t_on / t_off)
+        )
 
         now = T_ADD + 50 * DAY_MS  # the first half of the users is past the 30-day window
         s_on = Store(on, clock=Clock(now), retention_days=30)
@@ -126,8 +135,14 @@ def main() -> None:
         t0 = time.perf_counter()
         _plain_delete(s_off, "user_id = ?", [victim])
         t_plain = time.perf_counter() - t0
-        rows.append((f"forget one user ({forgot.messages:,} messages)", f"{t_forget * 1000:,.0f} ms",
-                     f"{t_plain * 1000:,.0f} ms", t_forget / t_plain))
+        rows.append(
+            (
+                f"forget one user ({forgot.messages:,} messages)",
+                f"{t_forget * 1000:,.0f} ms",
+                f"{t_plain * 1000:,.0f} ms",
+                t_forget / t_plain,
+            )
+        )
 
         t0 = time.perf_counter()
         expired = lifecycle.expire(s_on)
@@ -136,23 +151,39 @@ def main() -> None:
         t0 = time.perf_counter()
         _plain_delete(s_off, "recorded_at < ?", [cutoff])
         t_plain = time.perf_counter() - t0
-        rows.append((f"expire ({expired.messages:,} messages, {len(expired.users)} users)",
-                     f"{t_expire * 1000:,.0f} ms", f"{t_plain * 1000:,.0f} ms", t_expire / t_plain))
+        rows.append(
+            (
+                f"expire ({expired.messages:,} messages, {len(expired.users)} users)",
+                f"{t_expire * 1000:,.0f} ms",
+                f"{t_plain * 1000:,.0f} ms",
+                t_expire / t_plain,
+            )
+        )
 
         user = f"user{args.users - 2}"
         t0 = time.perf_counter()
         result = lifecycle.export(s_on, user, io.StringIO())
         t_export = time.perf_counter() - t0
         t0 = time.perf_counter()
-        s_off.conn.execute("SELECT request_id, session_id, role, content, said_at FROM messages WHERE user_id = ? "
-                           "ORDER BY seq", (user,)).fetchall()
+        s_off.conn.execute(
+            "SELECT request_id, session_id, role, content, said_at FROM messages WHERE user_id = ? ORDER BY seq",
+            (user,),
+        ).fetchall()
         t_select = time.perf_counter() - t0
-        rows.append((f"export one user ({result.messages:,} messages)", f"{t_export * 1000:,.1f} ms",
-                     f"{t_select * 1000:,.1f} ms", t_export / t_select))
+        rows.append(
+            (
+                f"export one user ({result.messages:,} messages)",
+                f"{t_export * 1000:,.1f} ms",
+                f"{t_select * 1000:,.1f} ms",
+                t_export / t_select,
+            )
+        )
         s_on.close()
         s_off.close()
-        scrub = {secure: scrub_check(Path(tmp), min(args.users, 10), args.messages, secure=secure)
-                 for secure in (True, False)}
+        scrub = {
+            secure: scrub_check(Path(tmp), min(args.users, 10), args.messages, secure=secure)
+            for secure in (True, False)
+        }
 
     print(f"users={args.users} messages/user={args.messages} (total {total:,})\n")
     print("| operation | refind (scrubbed) | baseline | ratio |")
@@ -161,10 +192,14 @@ def main() -> None:
         print(f"| {name} | {a} | {b} | {ratio:.2f}× |")
     for secure, (leaked, planted, done) in scrub.items():
         how = "refind forget" if secure else "baseline: plain DELETE, secure_delete OFF, no checkpoint"
-        print(f"\nscrub check ({how}): {leaked} of {planted} forgotten secrets still have bytes in the database "
-              f"or WAL (WAL truncated: {done})")
-    print("\nbaselines: add with PRAGMA secure_delete=OFF; forget/expire = plain DELETE of the same rows with "
-          "secure_delete=OFF and no checkpoint; export = the SELECT of the same rows")
+        print(
+            f"\nscrub check ({how}): {leaked} of {planted} forgotten secrets still have bytes in the database "
+            f"or WAL (WAL truncated: {done})"
+        )
+    print(
+        "\nbaselines: add with PRAGMA secure_delete=OFF; forget/expire = plain DELETE of the same rows with "
+        "secure_delete=OFF and no checkpoint; export = the SELECT of the same rows"
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,13 @@ def instant(replies: list[str]):
     def complete(messages: list[dict]) -> Reply:
         t = time.perf_counter()
         content = next(it)
-        return Reply(content, sum(len(m["content"]) for m in messages) // 4, len(content) // 4,
-                     latency_ms=(time.perf_counter() - t) * 1000, model="instant")
+        return Reply(
+            content,
+            sum(len(m["content"]) for m in messages) // 4,
+            len(content) // 4,
+            latency_ms=(time.perf_counter() - t) * 1000,
+            model="instant",
+        )
 
     return complete
 
@@ -106,7 +111,7 @@ def main() -> None:
         server = start(llm)
         complete = litellm_complete("openai/scripted", llm.url, timeout_s=30)
         calls, prompt, completion, chars, call_ms, evidence = [], [], [], [], [], []
-        for q in queries[1: 1 + args.http_queries]:
+        for q in queries[1 : 1 + args.http_queries]:
             llm.requests.clear()
             llm.play(*script(q))
             r = agent_search(store, "u", q, top_k=100, model=complete, model_name="openai/scripted")
@@ -128,8 +133,10 @@ def main() -> None:
     print(f"| planner overhead per action, model time excluded | {med(per_action):.2f} ms | {p95(per_action):.2f} ms |")
     print(f"| … the same without storing the trace | {med(unstored):.2f} ms | {p95(unstored):.2f} ms |")
     print(f"| planner overhead per action ÷ baseline search | {med(per_action) / med(base):.2f}× | |")
-    print(f"| whole agent search with an instant model (4 actions, trace stored) | {med(totals):.1f} ms | "
-          f"{p95(totals):.1f} ms |")
+    print(
+        f"| whole agent search with an instant model (4 actions, trace stored) | {med(totals):.1f} ms | "
+        f"{p95(totals):.1f} ms |"
+    )
     print(f"| first (cold) agent search, index loaded or built | {cold_ms:.0f} ms | |")
     print()
     print(f"Against the scripted OpenAI-compatible server on loopback through litellm ({len(calls)} queries):\n")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from refind_cli.evaluate import (  # noqa: E402
+from refind_cli.evaluate import (
     BUDGETS,
     BaselineBM25,
     EvalSettings,
@@ -32,8 +32,10 @@ from refind_cli.evaluate import (  # noqa: E402
 
 INSTRUCTIONS = {
     "+ 'Answer in one word.'": "Answer in one word.",
-    "+ multiple-choice preamble": ("Choose the single correct option from the choices below and reply with its "
-                                   "letter (A, B, C or D) only; do not explain your answer."),
+    "+ multiple-choice preamble": (
+        "Choose the single correct option from the choices below and reply with its "
+        "letter (A, B, C or D) only; do not explain your answer."
+    ),
 }
 
 # one field at a time from the defaults, then a few combinations (KEY=VALUE as `refind eval --variant` takes them)
@@ -71,8 +73,13 @@ def with_query(searcher, *, suffix: str = "", keep_options: bool = True):
     """The searcher asked the question with an instruction appended, or without its options."""
 
     def run(store, *, user_id, query, options=(), top_k):
-        return searcher(store, user_id=user_id, query=f"{query} {suffix}" if suffix else query,
-                        options=options if keep_options else (), top_k=top_k)
+        return searcher(
+            store,
+            user_id=user_id,
+            query=f"{query} {suffix}" if suffix else query,
+            options=options if keep_options else (),
+            top_k=top_k,
+        )
 
     return run
 
@@ -95,8 +102,9 @@ def systems_for(dataset: str, grid: list[tuple[str, ...]] | None = None, extras:
         systems["defaults, options not passed"] = with_query(default, keep_options=False)
         systems["baseline, options not passed"] = with_query(BaselineBM25("analyze"), keep_options=False)
         systems["baseline, English-only tokenizer"] = BaselineBM25("plain")
-        systems["baseline, English-only tokenizer, options not passed"] = with_query(BaselineBM25("plain"),
-                                                                                    keep_options=False)
+        systems["baseline, English-only tokenizer, options not passed"] = with_query(
+            BaselineBM25("plain"), keep_options=False
+        )
     for name, suffix in INSTRUCTIONS.items():
         systems[f"defaults {name}"] = with_query(default, suffix=suffix)
         systems[f"baseline {name}"] = with_query(BaselineBM25("analyze"), suffix=suffix)
@@ -104,18 +112,25 @@ def systems_for(dataset: str, grid: list[tuple[str, ...]] | None = None, extras:
 
 
 def table(report: dict) -> list[str]:
-    rows = [f"### {report['dataset']} — {report['questions']} questions, {report['users']} users, "
-            f"{report['messages']:,} messages, top_k {report['settings']['top_k']}"
-            + (", role-faithful" if report["settings"]["role_faithful"] else ""),
-            "",
-            "| system / variant | R@2k | R@8k | R@32k | p50 ms | p95 ms |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        f"### {report['dataset']} — {report['questions']} questions, {report['users']} users, "
+        f"{report['messages']:,} messages, top_k {report['settings']['top_k']}"
+        + (", role-faithful" if report["settings"]["role_faithful"] else ""),
+        "",
+        "| system / variant | R@2k | R@8k | R@32k | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, s in report["systems"].items():
         r = s["recall"]
-        rows.append(f"| {name} | " + " | ".join(f"{r[str(b)]:.3f}" for b in BUDGETS)
-                    + f" | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
-    best = max((n for n in report["systems"] if not n.startswith("baseline") and "+" not in n
-                and "not passed" not in n), key=lambda n: _score(report["systems"][n]))
+        rows.append(
+            f"| {name} | "
+            + " | ".join(f"{r[str(b)]:.3f}" for b in BUDGETS)
+            + f" | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |"
+        )
+    best = max(
+        (n for n in report["systems"] if not n.startswith("baseline") and "+" not in n and "not passed" not in n),
+        key=lambda n: _score(report["systems"][n]),
+    )
     rows += ["", f"Best SearchConfig variant by R@8k (then R@2k, R@32k): **{best}**.", ""]
     return rows
 
@@ -132,8 +147,11 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily")
     ap.add_argument("--out", default=None, help="also write the markdown here")
-    ap.add_argument("--grid", default=None,
-                    help="variants instead of the built-in grid: 'K=V,K=V;K=V' (';' between variants, '' = defaults)")
+    ap.add_argument(
+        "--grid",
+        default=None,
+        help="variants instead of the built-in grid: 'K=V,K=V;K=V' (';' between variants, '' = defaults)",
+    )
     args = ap.parse_args()
     root = Path(args.datasets)
     paths = {
@@ -143,9 +161,14 @@ def main() -> None:
         "memdaily": root / "memdaily_dev",
     }
     grid = parse_grid(args.grid) if args.grid is not None else None
-    lines = [f"Command: `.venv/bin/python bench/quality.py --datasets {args.datasets} --top-k {args.top_k}"
-             + (f" --limit {args.limit}" if args.limit else "") + f" --only {args.only}"
-             + (f" --grid '{args.grid}'" if args.grid is not None else "") + "`", ""]
+    lines = [
+        f"Command: `.venv/bin/python bench/quality.py --datasets {args.datasets} --top-k {args.top_k}"
+        + (f" --limit {args.limit}" if args.limit else "")
+        + f" --only {args.only}"
+        + (f" --grid '{args.grid}'" if args.grid is not None else "")
+        + "`",
+        "",
+    ]
     for name in args.only.split(","):
         started = time.perf_counter()
         settings = EvalSettings(top_k=args.top_k, limit=args.limit, role_faithful=name == "longmemeval-rf")

@@ -22,11 +22,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from refind_cli.replay import replay  # noqa: E402
-from refind_cli.store import Store, message_id  # noqa: E402
+from refind_cli.replay import replay
+from refind_cli.store import Store, message_id
 
-WORDS = ("hiking lisbon cello garden tomato marathon porto vet salmon allergy recital bach tea hangzhou "
-         "apartment montreal sister flight hotel fado basil pepper concert teacher").split()
+WORDS = [
+    "hiking",
+    "lisbon",
+    "cello",
+    "garden",
+    "tomato",
+    "marathon",
+    "porto",
+    "vet",
+    "salmon",
+    "allergy",
+    "recital",
+    "bach",
+    "tea",
+    "hangzhou",
+    "apartment",
+    "montreal",
+    "sister",
+    "flight",
+    "hotel",
+    "fado",
+    "basil",
+    "pepper",
+    "concert",
+    "teacher",
+]
 
 
 def write_source(path: Path, messages: int, per_request: int, seed: int = 7) -> int:
@@ -35,10 +59,21 @@ def write_source(path: Path, messages: int, per_request: int, seed: int = 7) -> 
     with path.open("w", encoding="utf-8") as f:
         for r in range(n_requests):
             user = f"user{r % 50}"
-            msgs = [{"role": "user", "content": f"Speaker{i % 2}: " + " ".join(rng.choices(WORDS, k=rng.randint(8, 40))),
-                     "timestamp": 1_690_000_000_000 + r * 60_000 + i * 1000} for i in range(per_request)]
-            f.write(json.dumps({"request_id": f"req-{r}", "user_id": user, "session_id": f"s{r // 10}",
-                                "messages": msgs}, ensure_ascii=False) + "\n")
+            msgs = [
+                {
+                    "role": "user",
+                    "content": f"Speaker{i % 2}: " + " ".join(rng.choices(WORDS, k=rng.randint(8, 40))),
+                    "timestamp": 1_690_000_000_000 + r * 60_000 + i * 1000,
+                }
+                for i in range(per_request)
+            ]
+            f.write(
+                json.dumps(
+                    {"request_id": f"req-{r}", "user_id": user, "session_id": f"s{r // 10}", "messages": msgs},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return n_requests * per_request
 
 
@@ -47,19 +82,35 @@ def baseline(source: Path, db: Path) -> float:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("CREATE TABLE messages (seq INTEGER PRIMARY KEY, id TEXT, user_id TEXT, session_id TEXT, "
-                 "request_id TEXT, idx INTEGER, role TEXT, content TEXT, said_at INTEGER, recorded_at INTEGER)")
+    conn.execute(
+        "CREATE TABLE messages (seq INTEGER PRIMARY KEY, id TEXT, user_id TEXT, session_id TEXT, "
+        "request_id TEXT, idx INTEGER, role TEXT, content TEXT, said_at INTEGER, recorded_at INTEGER)"
+    )
     rows = []
     now = int(time.time() * 1000)
     with source.open(encoding="utf-8") as f:
         for line in f:
             req = json.loads(line)
             for i, m in enumerate(req["messages"]):
-                rows.append((message_id(req["user_id"], req["request_id"], i), req["user_id"], req["session_id"],
-                             req["request_id"], i, m["role"], m["content"], m.get("timestamp"), now))
+                rows.append(
+                    (
+                        message_id(req["user_id"], req["request_id"], i),
+                        req["user_id"],
+                        req["session_id"],
+                        req["request_id"],
+                        i,
+                        m["role"],
+                        m["content"],
+                        m.get("timestamp"),
+                        now,
+                    )
+                )
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, "
-                     "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, "
+        "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
     conn.execute("COMMIT")
     conn.close()
     return time.perf_counter() - start

@@ -85,8 +85,12 @@ def add_faults(body: dict, status: int, raw: bytes) -> list[str]:
         data = json.loads(raw)
     except ValueError:
         return ["add 200 with a body that is not JSON"]
-    expected = {"success": True, "request_id": body["request_id"], "user_id": body["user_id"],
-                "session_id": body["session_id"]}
+    expected = {
+        "success": True,
+        "request_id": body["request_id"],
+        "user_id": body["user_id"],
+        "session_id": body["session_id"],
+    }
     return [] if data == expected else [f"add answered {data!r}, expected {expected!r}"]
 
 
@@ -111,8 +115,9 @@ def search_faults(top_k: int, status: int, raw: bytes) -> tuple[list[str], list[
             if not isinstance(item.get(key), str) or not item[key].strip():
                 faults.append(f"search item without a non-empty string {key}")
         score = item.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
-                                  or not math.isfinite(score)):
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
+        ):
             faults.append(f"search item score {score!r} is not a number")
         if "created_at" in item and not isinstance(item["created_at"], str):
             faults.append("search item created_at is not a string")
@@ -129,9 +134,27 @@ class ServerProcess:
     def __init__(self, db: Path, *extra: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db), "--mode", "bm25",
-             "--token", TOKEN, "--retention-days", "off", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "refind_cli",
+                "serve",
+                "--port",
+                "0",
+                "--db",
+                str(db),
+                "--mode",
+                "bm25",
+                "--token",
+                TOKEN,
+                "--retention-days",
+                "off",
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         self.log: list[str] = []
         for line in self.proc.stderr:
@@ -195,11 +218,15 @@ def ask(client: Client, samples: list, workers: int, top_k: int) -> dict:
         with lock:
             faults.extend(bad)
             tally.record(question, Hits(contents), took)
-    return {"questions": len(questions), "faults": faults, "summary": tally.summary(),
-            "seconds": time.perf_counter() - started}
+    return {
+        "questions": len(questions),
+        "faults": faults,
+        "summary": tally.summary(),
+        "seconds": time.perf_counter() - started,
+    }
 
 
-def run_dataset(path: str, workers: int, *, top_k: int, limit: int | None, url: str | None) -> dict:
+def run_dataset(path: str, workers: int, *, top_k: int, limit: int | None, url: str | None, token: str = TOKEN) -> dict:
     from refind_cli import datasets
     from refind_cli.evaluate import take
 
@@ -207,15 +234,21 @@ def run_dataset(path: str, workers: int, *, top_k: int, limit: int | None, url: 
     with tempfile.TemporaryDirectory(prefix="refind-http-") as tmp:
         server = None if url else ServerProcess(Path(tmp) / "served.db")
         try:
-            client = Client(url or server.url)
+            client = Client(url or server.url, token or None)
             adds = replay(client, samples, workers)
             asked = ask(client, samples, workers, top_k)
         finally:
             if server is not None:
                 server.stop()
         locked = sum("database is locked" in line for line in (server.log if server else []))
-    return {"dataset": Path(path).name, "workers": workers, "users": len(samples), "adds": adds,
-            "searches": asked, "locked_in_log": locked}
+    return {
+        "dataset": Path(path).name,
+        "workers": workers,
+        "users": len(samples),
+        "adds": adds,
+        "searches": asked,
+        "locked_in_log": locked,
+    }
 
 
 def in_process_recall(path: str, *, top_k: int, limit: int | None) -> dict:
@@ -234,17 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an already running server (token from REFIND_SERVER_TOKEN)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
-    if args.url:
-        global TOKEN
-        TOKEN = os.environ.get("REFIND_SERVER_TOKEN", "")
+    token = os.environ.get("REFIND_SERVER_TOKEN", "") if args.url else TOKEN
     results, ok = [], True
-    print("| dataset | workers | users | adds | add p50/p95 ms | questions | search p50/p95 ms | faults | "
-          "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal |")
+    print(
+        "| dataset | workers | users | adds | add p50/p95 ms | questions | search p50/p95 ms | faults | "
+        "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal |"
+    )
     print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|")
     for path in args.datasets:
         expected = in_process_recall(path, top_k=args.top_k, limit=args.limit)
         for workers in args.workers or [8, 64]:
-            r = run_dataset(path, workers, top_k=args.top_k, limit=args.limit, url=args.url)
+            r = run_dataset(path, workers, top_k=args.top_k, limit=args.limit, url=args.url, token=token)
             from refind_cli.evaluate import percentile
 
             got = r["searches"]["summary"]["recall"]
@@ -252,12 +285,15 @@ def main(argv: list[str] | None = None) -> int:
             equal = got == expected
             ok &= equal and not faults and not r["locked_in_log"]
             s = r["searches"]["summary"]
-            print(f"| {r['dataset']} | {workers} | {r['users']} | {r['adds']['requests']} | "
-                  f"{percentile(r['adds']['ms'], 50):.1f} / {percentile(r['adds']['ms'], 95):.1f} | "
-                  f"{r['searches']['questions']} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {len(faults)} | "
-                  + " | ".join(f"{got[k]:.3f}" for k in sorted(got, key=int))
-                  + f" | {' / '.join(f'{expected[k]:.3f}' for k in sorted(expected, key=int))} | "
-                  f"{'yes' if equal else 'NO'} |", flush=True)
+            print(
+                f"| {r['dataset']} | {workers} | {r['users']} | {r['adds']['requests']} | "
+                f"{percentile(r['adds']['ms'], 50):.1f} / {percentile(r['adds']['ms'], 95):.1f} | "
+                f"{r['searches']['questions']} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {len(faults)} | "
+                + " | ".join(f"{got[k]:.3f}" for k in sorted(got, key=int))
+                + f" | {' / '.join(f'{expected[k]:.3f}' for k in sorted(expected, key=int))} | "
+                f"{'yes' if equal else 'NO'} |",
+                flush=True,
+            )
             for fault, n in Counter(faults).most_common(5):
                 print(f"    fault ×{n}: {fault}", file=sys.stderr)
             r["adds"].pop("ms")

@@ -32,8 +32,10 @@ ROWS = [
     ("session_fusion=off", ["session_fusion=false"]),
     ("session_top=3", ["session_top=3"]),
     ("b=1.0", ["b=1.0"]),
-    ("first prototype (±2 everywhere, no caps, no dates)",
-     ["index_dates=false", "context_blocks=none", "anchor_chars=none", "neighbour_max_chars=none"]),
+    (
+        "first prototype (±2 everywhere, no caps, no dates)",
+        ["index_dates=false", "context_blocks=none", "anchor_chars=none", "neighbour_max_chars=none"],
+    ),
 ]
 
 

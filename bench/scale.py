@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synth  # noqa: E402
+import synth
 
-from refind_cli import search as S  # noqa: E402
-from refind_cli.store import Store  # noqa: E402
+from refind_cli import search as S
+from refind_cli.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,8 +86,22 @@ def measure_pair(a: Path, b: Path, user: str, queries: list[str], rounds: int = 
 
 
 def _search_cmd(path: Path, user: str, query: str) -> list[str]:
-    return [sys.executable, "-m", "refind_cli", "search", query, "--user", user, "--mode", "bm25", "--json",
-            "--db", str(path), "--retention-days", "off"]
+    return [
+        sys.executable,
+        "-m",
+        "refind_cli",
+        "search",
+        query,
+        "--user",
+        user,
+        "--mode",
+        "bm25",
+        "--json",
+        "--db",
+        str(path),
+        "--retention-days",
+        "off",
+    ]
 
 
 FLOOR_CMD = [sys.executable, "-m", "refind_cli", "--help"]
@@ -126,16 +140,20 @@ def main() -> None:
     print(f"`{' '.join(['python', 'bench/scale.py', *sys.argv[1:]])}` — synthetic histories (bench/synth.py, seed 0):")
     print("20-message sessions, 8–40 words a message from a 6,000-word Zipf vocabulary; median latencies,")
     print(f"{args.queries} queries of 3–6 words, top_k 10.\n")
-    print("| turns | naive rebuild | cached search | naive ÷ cached | loaded from DB | whole process | "
-          "`refind --help` |")
+    print(
+        "| turns | naive rebuild | cached search | naive ÷ cached | loaded from DB | whole process | `refind --help` |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         path = work / f"single-{n}.db"
         build(path, {"u": n})
         r = measure_user(path, "u", queries, naive_repeat=3 if n > 20_000 else 5)
         proc, floor = processes([_search_cmd(path, "u", queries[2]), FLOOR_CMD], repeat=9)
-        print(f"| {n:,} | {_ms(r['naive'])} | {_ms(r['cached'])} | {r['naive'] / r['cached']:,.0f}× | "
-              f"{_ms(r['loaded'])} | {_ms(proc)} | {_ms(floor)} |", flush=True)
+        print(
+            f"| {n:,} | {_ms(r['naive'])} | {_ms(r['cached'])} | {r['naive'] / r['cached']:,.0f}× | "
+            f"{_ms(r['loaded'])} | {_ms(proc)} | {_ms(floor)} |",
+            flush=True,
+        )
 
     n = sizes[0]
     single = work / f"single-{n}.db"
@@ -144,12 +162,18 @@ def main() -> None:
     build(multi, {"u": n, **others})
     a, b = measure_pair(single, multi, "u", queries)
     pa, pb = processes([_search_cmd(single, "u", queries[2]), _search_cmd(multi, "u", queries[2])], repeat=9)
-    print(f"\nThe same {n:,}-turn user alone and in a database of {args.users:,} users "
-          f"({args.users - 1:,} others × {args.other_turns} turns, every user's Adds interleaved):\n")
+    print(
+        f"\nThe same {n:,}-turn user alone and in a database of {args.users:,} users "
+        f"({args.users - 1:,} others × {args.other_turns} turns, every user's Adds interleaved):\n"
+    )
     print(f"| latency | 1 user | {args.users:,} users | ratio |")
     print("|---|---:|---:|---:|")
-    for label, x, y in [("naive rebuild", a["naive"], b["naive"]), ("cached search", a["cached"], b["cached"]),
-                        ("loaded from DB", a["loaded"], b["loaded"]), ("whole process", pa, pb)]:
+    for label, x, y in [
+        ("naive rebuild", a["naive"], b["naive"]),
+        ("cached search", a["cached"], b["cached"]),
+        ("loaded from DB", a["loaded"], b["loaded"]),
+        ("whole process", pa, pb),
+    ]:
         print(f"| {label} | {_ms(x)} | {_ms(y)} | {y / x:.2f} |", flush=True)
 
 

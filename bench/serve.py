@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_http import Client, ServerProcess  # noqa: E402
-from synth import queries, requests  # noqa: E402
+from replay_http import Client, ServerProcess
+from synth import queries, requests
 
-from refind_cli.evaluate import percentile  # noqa: E402
-from refind_cli.store import Store  # noqa: E402
+from refind_cli.evaluate import percentile
+from refind_cli.store import Store
 
 
 def seed(db: Path, users: int, messages: int) -> list[str]:
@@ -58,12 +58,17 @@ def baseline(db: Path, user_ids: list[str], qs: list[str], n_adds: int, n_search
         for i in range(n_searches):
             search.search(store, rng.choice(user_ids), qs[i % len(qs)], top_k=100)
         search_s = time.perf_counter() - started
-    return {"adds_per_s": n_adds / add_s, "searches_per_s": n_searches / search_s,
-            "add_ms": add_s / n_adds * 1000, "search_ms": search_s / n_searches * 1000}
+    return {
+        "adds_per_s": n_adds / add_s,
+        "searches_per_s": n_searches / search_s,
+        "add_ms": add_s / n_adds * 1000,
+        "search_ms": search_s / n_searches * 1000,
+    }
 
 
-def mixed(client: Client, user_ids: list[str], qs: list[str], add_workers: int, search_workers: int,
-          seconds: float) -> dict:
+def mixed(
+    client: Client, user_ids: list[str], qs: list[str], add_workers: int, search_workers: int, seconds: float
+) -> dict:
     stop = threading.Event()
     lock = threading.Lock()
     add_ms: list[float] = []
@@ -106,10 +111,18 @@ def mixed(client: Client, user_ids: list[str], qs: list[str], add_workers: int, 
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
-    return {"seconds": elapsed, "adds": len(add_ms), "searches": len(search_ms), "errors": errors,
-            "add_p50": percentile(add_ms, 50), "add_p95": percentile(add_ms, 95),
-            "search_p50": percentile(search_ms, 50), "search_p95": percentile(search_ms, 95),
-            "adds_per_s": len(add_ms) / elapsed, "searches_per_s": len(search_ms) / elapsed}
+    return {
+        "seconds": elapsed,
+        "adds": len(add_ms),
+        "searches": len(search_ms),
+        "errors": errors,
+        "add_p50": percentile(add_ms, 50),
+        "add_p95": percentile(add_ms, 95),
+        "search_p50": percentile(search_ms, 50),
+        "search_p95": percentile(search_ms, 95),
+        "adds_per_s": len(add_ms) / elapsed,
+        "searches_per_s": len(search_ms) / elapsed,
+    }
 
 
 def burst(client: Client, user_ids: list[str], qs: list[str], inflight: int) -> dict:
@@ -135,8 +148,14 @@ def burst(client: Client, user_ids: list[str], qs: list[str], inflight: int) -> 
         t.start()
     for t in threads:
         t.join()
-    return {"inflight": inflight, "wall_s": time.perf_counter() - started, "p50": percentile(ms, 50),
-            "p95": percentile(ms, 95), "max": max(ms), "errors": errors}
+    return {
+        "inflight": inflight,
+        "wall_s": time.perf_counter() - started,
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "max": max(ms),
+        "errors": errors,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,27 +187,42 @@ def main(argv: list[str] | None = None) -> int:
         log = "".join(server.log)
     locked = log.count("database is locked")
     internal = log.count("internal error")
-    results = {"args": vars(args), "baseline": base, "adds_only": adds_only | {"errors": len(adds_only["errors"])},
-               "mixed": load | {"errors": load["errors"][:5],
-               "error_count": len(load["errors"])}, "burst": peak, "locked_in_log": locked,
-               "internal_errors_in_log": internal}
-    print(f"seeded {args.users} users × {args.messages} messages; {args.add_workers} Add + {args.search_workers} "
-          f"Search workers for {load['seconds']:.0f} s\n")
+    results = {
+        "args": vars(args),
+        "baseline": base,
+        "adds_only": adds_only | {"errors": len(adds_only["errors"])},
+        "mixed": load | {"errors": load["errors"][:5], "error_count": len(load["errors"])},
+        "burst": peak,
+        "locked_in_log": locked,
+        "internal_errors_in_log": internal,
+    }
+    print(
+        f"seeded {args.users} users × {args.messages} messages; {args.add_workers} Add + {args.search_workers} "
+        f"Search workers for {load['seconds']:.0f} s\n"
+    )
     print("| | p50 ms | p95 ms | per second | baseline (direct call) per second | ratio |")
     print("|---|---:|---:|---:|---:|---:|")
-    print(f"| Add (20 messages), alone | {adds_only['add_p50']:.1f} | {adds_only['add_p95']:.1f} | "
-          f"{adds_only['adds_per_s']:.1f} | {base['adds_per_s']:.1f} | "
-          f"{adds_only['adds_per_s'] / base['adds_per_s']:.2f}× |")
-    print(f"| Add (20 messages), with searches | {load['add_p50']:.1f} | {load['add_p95']:.1f} | "
-          f"{load['adds_per_s']:.1f} | "
-          f"{base['adds_per_s']:.1f} | {load['adds_per_s'] / base['adds_per_s']:.2f}× |")
-    print(f"| Search (top_k 100), with Adds | {load['search_p50']:.1f} | {load['search_p95']:.1f} | "
-          f"{load['searches_per_s']:.1f} | {base['searches_per_s']:.1f} | "
-          f"{load['searches_per_s'] / base['searches_per_s']:.2f}× |")
+    print(
+        f"| Add (20 messages), alone | {adds_only['add_p50']:.1f} | {adds_only['add_p95']:.1f} | "
+        f"{adds_only['adds_per_s']:.1f} | {base['adds_per_s']:.1f} | "
+        f"{adds_only['adds_per_s'] / base['adds_per_s']:.2f}× |"
+    )
+    print(
+        f"| Add (20 messages), with searches | {load['add_p50']:.1f} | {load['add_p95']:.1f} | "
+        f"{load['adds_per_s']:.1f} | "
+        f"{base['adds_per_s']:.1f} | {load['adds_per_s'] / base['adds_per_s']:.2f}× |"
+    )
+    print(
+        f"| Search (top_k 100), with Adds | {load['search_p50']:.1f} | {load['search_p95']:.1f} | "
+        f"{load['searches_per_s']:.1f} | {base['searches_per_s']:.1f} | "
+        f"{load['searches_per_s'] / base['searches_per_s']:.2f}× |"
+    )
     errors = len(load["errors"]) + len(adds_only["errors"])
     print(f"\nerrors: {errors}; 'database is locked' in the server log: {locked}; internal errors: {internal}")
-    print(f"{peak['inflight']} searches in flight: all answered in {peak['wall_s']:.2f} s; p50 {peak['p50']:.0f} ms, "
-          f"p95 {peak['p95']:.0f} ms, slowest {peak['max']:.0f} ms; errors {len(peak['errors'])}")
+    print(
+        f"{peak['inflight']} searches in flight: all answered in {peak['wall_s']:.2f} s; p50 {peak['p50']:.0f} ms, "
+        f"p95 {peak['p95']:.0f} ms, slowest {peak['max']:.0f} ms; errors {len(peak['errors'])}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0 if not errors and not peak["errors"] and not locked and peak["max"] < 10_000 else 1

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_http import Client, ServerProcess  # noqa: E402
+from replay_http import Client, ServerProcess
 
-from refind_cli.evaluate import percentile  # noqa: E402
+from refind_cli.evaluate import percentile
 
 
 def start_stub_model(seconds: float) -> tuple[ThreadingHTTPServer, str]:
@@ -37,12 +37,22 @@ def start_stub_model(seconds: float) -> tuple[ThreadingHTTPServer, str]:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             time.sleep(seconds)
-            body = json.dumps({
-                "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": '{"action": "finish_search"}'}}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
-            }).encode()
+            body = json.dumps(
+                {
+                    "id": "stub",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": "stub",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": '{"action": "finish_search"}'},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 8, "total_tokens": 108},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -63,8 +73,12 @@ def probe(client: Client, n: int, tag: str) -> tuple[list[float], list[float], l
     add_ms, health_ms, bad = [], [], []
     conn = http.client.HTTPConnection(client.host, client.port, timeout=60)
     for i in range(n):
-        body = {"request_id": f"{tag}-{i}", "user_id": "prober", "session_id": "s",
-                "messages": [{"role": "user", "content": f"Jon: probe {tag} {i}"}]}
+        body = {
+            "request_id": f"{tag}-{i}",
+            "user_id": "prober",
+            "session_id": "s",
+            "messages": [{"role": "user", "content": f"Jon: probe {tag} {i}"}],
+        }
         status, _, took = client.post("/v1/memories/add", body)
         add_ms.append(took)
         if status != 200:
@@ -91,12 +105,18 @@ def main(argv: list[str] | None = None) -> int:
 
     stub, base = start_stub_model(args.model_seconds)
     with tempfile.TemporaryDirectory(prefix="refind-agent-bench-") as tmp:
-        server = ServerProcess(Path(tmp) / "agent.db", "--mode", "agent", "--model", "openai/stub",
-                               "--api-base", base)
+        server = ServerProcess(Path(tmp) / "agent.db", "--mode", "agent", "--model", "openai/stub", "--api-base", base)
         try:
             client = Client(server.url)
-            client.post("/v1/memories/add", {"request_id": "seed", "user_id": "asker", "session_id": "s",
-                                             "messages": [{"role": "user", "content": "Jon: I went to Lisbon"}]})
+            client.post(
+                "/v1/memories/add",
+                {
+                    "request_id": "seed",
+                    "user_id": "asker",
+                    "session_id": "s",
+                    "messages": [{"role": "user", "content": "Jon: I went to Lisbon"}],
+                },
+            )
             for i in range(2):  # litellm's first call loads its provider code: keep that out of the burst
                 client.post("/v1/memories/search", {"query": f"warm up {i}", "user_id": "asker", "top_k": 10})
             idle_add, idle_health, idle_bad = probe(client, args.probes, "idle")
@@ -109,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             def ask(i: int) -> None:
                 client._conn()
                 barrier.wait()
-                status, _, took = client.post("/v1/memories/search",
-                                              {"query": f"where did Jon go {i}", "user_id": "asker", "top_k": 10})
+                status, _, took = client.post(
+                    "/v1/memories/search", {"query": f"where did Jon go {i}", "user_id": "asker", "top_k": 10}
+                )
                 with lock:
                     statuses.append(status)
                     search_ms.append(took)
@@ -130,18 +151,28 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
             stub.shutdown()
     ok_searches = statuses.count(200)
-    print(f"{args.inflight} agent searches in flight, {args.model_seconds:g} s per model call "
-          f"(ideal wall time: one call):\n")
-    print(f"- searches answered 200: {ok_searches} of {len(statuses)}; all done in {wall:.2f} s "
-          f"(search p50 {percentile(search_ms, 50) / 1000:.2f} s, slowest {max(search_ms) / 1000:.2f} s)")
-    print(f"- the probes ran while the burst was in flight ({probes_done:.2f} s for {args.probes} Adds + "
-          f"{args.probes} health checks)\n")
+    print(
+        f"{args.inflight} agent searches in flight, {args.model_seconds:g} s per model call "
+        f"(ideal wall time: one call):\n"
+    )
+    print(
+        f"- searches answered 200: {ok_searches} of {len(statuses)}; all done in {wall:.2f} s "
+        f"(search p50 {percentile(search_ms, 50) / 1000:.2f} s, slowest {max(search_ms) / 1000:.2f} s)"
+    )
+    print(
+        f"- the probes ran while the burst was in flight ({probes_done:.2f} s for {args.probes} Adds + "
+        f"{args.probes} health checks)\n"
+    )
     print("| | idle p50 ms | idle p95 ms | during burst p50 ms | during burst p95 ms |")
     print("|---|---:|---:|---:|---:|")
-    print(f"| Add | {percentile(idle_add, 50):.1f} | {percentile(idle_add, 95):.1f} | "
-          f"{percentile(busy_add, 50):.1f} | {percentile(busy_add, 95):.1f} |")
-    print(f"| GET /health | {percentile(idle_health, 50):.1f} | {percentile(idle_health, 95):.1f} | "
-          f"{percentile(busy_health, 50):.1f} | {percentile(busy_health, 95):.1f} |")
+    print(
+        f"| Add | {percentile(idle_add, 50):.1f} | {percentile(idle_add, 95):.1f} | "
+        f"{percentile(busy_add, 50):.1f} | {percentile(busy_add, 95):.1f} |"
+    )
+    print(
+        f"| GET /health | {percentile(idle_health, 50):.1f} | {percentile(idle_health, 95):.1f} | "
+        f"{percentile(busy_health, 50):.1f} | {percentile(busy_health, 95):.1f} |"
+    )
     print(f"\nnon-200 probes: {len(idle_bad) + len(busy_bad)}")
     return 0 if ok_searches == len(statuses) and not idle_bad and not busy_bad else 1
 

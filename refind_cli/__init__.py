@@ -1,2 +1,3 @@
 """refind: agent memory over raw chat logs."""
+
 __version__ = "0.1.0"

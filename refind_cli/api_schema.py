@@ -99,5 +99,10 @@ def operation(body: dict, ok: dict, *errors: int) -> dict:
     return {"requestBody": {"required": True, **json_content(body)}, "responses": responses}
 
 
-_REASONS = {401: "Missing or wrong token", 409: "Same request id, other payload", 413: "Body too large",
-            422: "The body breaks the contract", 502: "The language model failed"}
+_REASONS = {
+    401: "Missing or wrong token",
+    409: "Same request id, other payload",
+    413: "Body too large",
+    422: "The body breaks the contract",
+    502: "The language model failed",
+}

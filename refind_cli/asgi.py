@@ -38,8 +38,6 @@ class Unauthorized(RefindError):
     kind = "unauthorized"
 
 
-
-
 def load_json(body: bytes) -> Any:
     """A request body as JSON, or InvalidInput (422) saying what is wrong with it."""
     if not body.strip():
@@ -49,8 +47,9 @@ def load_json(body: bytes) -> Any:
     except UnicodeDecodeError:
         raise InvalidInput("request: the body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"request: the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
-            from None
+        raise InvalidInput(
+            f"request: the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
     except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits)
@@ -62,15 +61,18 @@ def load_json(body: bytes) -> Any:
 
 def error_response(exc: RefindError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status,
-                        headers=headers)
+    return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
 
 
 def token_check(token: str):
     # Header values arrive stripped, so a token read with a trailing newline (an env file) could never match.
     expected = token.strip().encode()
-    authorization = APIKeyHeader(name="Authorization", auto_error=False, scheme_name="Authorization",
-                                 description="`Bearer <token>` or `Token <token>`")
+    authorization = APIKeyHeader(
+        name="Authorization",
+        auto_error=False,
+        scheme_name="Authorization",
+        description="`Bearer <token>` or `Token <token>`",
+    )
     api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
 
     async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
@@ -85,8 +87,10 @@ def token_check(token: str):
         for candidate in candidates:  # compare every candidate, in constant time each
             ok |= hmac.compare_digest(candidate.encode(), expected)
         if not ok:
-            raise Unauthorized("missing or wrong token: send Authorization: Bearer <token>, "
-                               "Authorization: Token <token> or X-Api-Key: <token>")
+            raise Unauthorized(
+                "missing or wrong token: send Authorization: Bearer <token>, "
+                "Authorization: Token <token> or X-Api-Key: <token>"
+            )
 
     return authorize
 
@@ -105,8 +109,9 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = BodyTooLarge(f"request body over the limit of {self.limit:,} bytes "
-                                 f"({self.limit / MB:g} MiB; see --max-body-mb)")
+        too_large = BodyTooLarge(
+            f"request body over the limit of {self.limit:,} bytes ({self.limit / MB:g} MiB; see --max-body-mb)"
+        )
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -155,15 +160,25 @@ class RequestLog:
             if not state["started"]:
                 state["status"] = 499
         except Exception as exc:
-            log.error("internal error on %s %s: %s at %s", scope.get("method"), scope.get("path"),
-                      type(exc).__name__, where(exc))
+            log.error(
+                "internal error on %s %s: %s at %s",
+                scope.get("method"),
+                scope.get("path"),
+                type(exc).__name__,
+                where(exc),
+            )
             if not state["started"]:
                 error = RefindError("internal server error; the request was not completed, retry it")
                 error.status, error.kind = 500, "internal"
                 await error_response(error)(scope, receive, logged_send)
         finally:
-            access_log.info("%s %s %d %.1fms", scope.get("method"), scope.get("path"), state["status"],
-                            (time.perf_counter() - start) * 1000)
+            access_log.info(
+                "%s %s %d %.1fms",
+                scope.get("method"),
+                scope.get("path"),
+                state["status"],
+                (time.perf_counter() - start) * 1000,
+            )
 
 
 def where(exc: BaseException) -> str:

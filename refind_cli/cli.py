@@ -30,6 +30,7 @@ or a single message (consecutive lines of one user and session are grouped into 
   {"user_id": "alice", "session_id": "s1", "role": "user", "content": "hi", "timestamp": 1700000000000}
 """
 
+
 class RefindGroup(TyperGroup):
     """Turns a RefindError from any command into one red line on stderr and the error's exit code."""
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidInput
@@ -48,9 +48,7 @@ class AddRequest:
             "request_id": self.request_id,
             "user_id": self.user_id,
             "session_id": self.session_id,
-            "messages": [
-                {"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in self.messages
-            ],
+            "messages": [{"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in self.messages],
         }
 
     def payload_hash(self) -> str:
@@ -79,8 +77,10 @@ def refuse_lone_surrogates(value: Any, at: str) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidInput(f"{at}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
-                               "which is not Unicode text") from None
+            raise InvalidInput(
+                f"{at}: contains an unpaired UTF-16 surrogate (\\u{ord(value[exc.start]):04x}), "
+                "which is not Unicode text"
+            ) from None
     elif isinstance(value, list):
         for i, item in enumerate(value):
             refuse_lone_surrogates(item, f"{at}[{i}]")
@@ -176,7 +176,9 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
         messages.append(message)
         unknown.extend(extra)
     if strict and unknown:
-        raise InvalidInput(f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}")
+        raise InvalidInput(
+            f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}"
+        )
     return AddRequest(request_id, user_id, session_id, tuple(messages), tuple(unknown))
 
 
@@ -220,7 +222,7 @@ def parse_date(text: str, *, end: bool = False) -> int:
         raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
     for fmt in _DATE_FORMATS:
         try:
-            day = datetime.strptime(raw, fmt).replace(tzinfo=timezone.utc)
+            day = datetime.strptime(raw, fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
         ms = int(day.timestamp() * 1000)
@@ -229,10 +231,9 @@ def parse_date(text: str, *, end: bool = False) -> int:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(
-            f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as "
-            "2023-05-08T13:56"
+            f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as 2023-05-08T13:56"
         ) from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
-    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)

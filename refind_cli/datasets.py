@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,9 @@ def detect_format(path: str | Path) -> str:
     )
 
 
-def load(path: str | Path, fmt: str | None = None, *, role_faithful: bool = False,
-         skipped: Skipped | None = None) -> Iterator[Sample]:
+def load(
+    path: str | Path, fmt: str | None = None, *, role_faithful: bool = False, skipped: Skipped | None = None
+) -> Iterator[Sample]:
     """Samples of the set at PATH, one at a time. ``skipped`` (if given) counts what was left out and why."""
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
@@ -118,8 +119,9 @@ def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample
     try:
         yield from samples
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise RefindError(f"{path}: not a {fmt} file as expected ({type(exc).__name__}: {exc}); "
-                          "check --format") from exc
+        raise RefindError(
+            f"{path}: not a {fmt} file as expected ({type(exc).__name__}: {exc}); check --format"
+        ) from exc
 
 
 def _read_json(path: Path) -> Any:
@@ -137,22 +139,21 @@ def _expect_list(data: Any, path: Path) -> list:
     return data
 
 
-def chunked_requests(user_id: str, session_id: str, request_prefix: str,
-                     messages: list[Message]) -> list[AddRequest]:
+def chunked_requests(user_id: str, session_id: str, request_prefix: str, messages: list[Message]) -> list[AddRequest]:
     """One Add per session, split every :data:`SESSION_CHUNK` messages, as the contest sends them."""
     return [
         AddRequest(
             request_id=f"{request_prefix}:chunk-{i // SESSION_CHUNK}",
             user_id=user_id,
             session_id=session_id,
-            messages=tuple(messages[i:i + SESSION_CHUNK]),
+            messages=tuple(messages[i : i + SESSION_CHUNK]),
         )
         for i in range(0, len(messages), SESSION_CHUNK)
     ]
 
 
 def _utc_ms(dt: datetime) -> int:
-    return int(dt.replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return int(dt.replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def _parse_time(value: Any, fmt: str) -> int | None:
@@ -186,7 +187,7 @@ def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
     requests: list[AddRequest] = []
     content_of: dict[tuple[int, int], str] = {}
     order: dict[tuple[int, int], int] = {}
-    for number, key in sessions:
+    for _number, key in sessions:
         turns = conv[key]
         if not isinstance(turns, list) or not turns:
             continue
@@ -218,10 +219,15 @@ def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
             skipped.add("locomo question without evidence")
             continue
         evidence = _distinct(content_of[k] for k in sorted(keys, key=order.__getitem__))
-        questions.append(Question(
-            id=f"{user_id}:q{i}", user_id=user_id, text=qa["question"],
-            category=f"{category} {LOCOMO_CATEGORIES[category]}", evidence=evidence,
-        ))
+        questions.append(
+            Question(
+                id=f"{user_id}:q{i}",
+                user_id=user_id,
+                text=qa["question"],
+                category=f"{category} {LOCOMO_CATEGORIES[category]}",
+                evidence=evidence,
+            )
+        )
     return Sample(user_id, tuple(requests), tuple(questions))
 
 
@@ -268,8 +274,13 @@ def load_longmemeval_question(item: dict, role_faithful: bool, skipped: Skipped)
     if not evidence:
         skipped.add("longmemeval question without has_answer turns")
         return None
-    question = Question(id=qid, user_id=user_id, text=item["question"], category=item.get("question_type", "?"),
-                        evidence=_distinct(evidence))
+    question = Question(
+        id=qid,
+        user_id=user_id,
+        text=item["question"],
+        category=item.get("question_type", "?"),
+        evidence=_distinct(evidence),
+    )
     return Sample(user_id, tuple(requests), (question,))
 
 
@@ -310,8 +321,9 @@ def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
         timelines = _expect_list(_read_json(file), file)
         stem = file.name.split(".")[0]
         for start in range(0, len(timelines), MEMDAILY_GROUP):
-            yield load_memdaily_group(f"{stem}:{start // MEMDAILY_GROUP}", timelines[start:start + MEMDAILY_GROUP],
-                                      skipped)
+            yield load_memdaily_group(
+                f"{stem}:{start // MEMDAILY_GROUP}", timelines[start : start + MEMDAILY_GROUP], skipped
+            )
 
 
 def load_memdaily_group(user_id: str, timelines: list[dict], skipped: Skipped) -> Sample:
@@ -334,8 +346,14 @@ def load_memdaily_group(user_id: str, timelines: list[dict], skipped: Skipped) -
             if not evidence:
                 skipped.add("memdaily question without resolvable target_step_id")
                 continue
-            questions.append(Question(
-                id=f"{user_id}:t{tid}:q{q.get('qid')}", user_id=user_id, text=q["question"],
-                category=user_id.split(":")[0], evidence=evidence, options=memdaily_options(q.get("choices")),
-            ))
+            questions.append(
+                Question(
+                    id=f"{user_id}:t{tid}:q{q.get('qid')}",
+                    user_id=user_id,
+                    text=q["question"],
+                    category=user_id.split(":", maxsplit=1)[0],
+                    evidence=evidence,
+                    options=memdaily_options(q.get("choices")),
+                )
+            )
     return Sample(user_id, tuple(requests), tuple(questions))

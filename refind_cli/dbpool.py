@@ -94,7 +94,7 @@ class StorePool:
 
 
 class _Job:
-    __slots__ = ("request", "future")
+    __slots__ = ("future", "request")
 
     def __init__(self, request: AddRequest) -> None:
         self.request = request
@@ -202,4 +202,3 @@ class GroupWriter:
                 job.future.set_exception(outcome)
             else:
                 job.future.set_result(outcome)
-

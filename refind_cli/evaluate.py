@@ -184,8 +184,9 @@ class BaselineBM25:
         self._cache = {user_id: (version, retriever, messages)}  # one user at a time is all an eval needs
         return retriever, messages
 
-    def __call__(self, store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
-                 top_k: int = DEFAULT_TOP_K) -> Hits:
+    def __call__(
+        self, store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K
+    ) -> Hits:
         import numpy as np
 
         retriever, messages = self._index(store, user_id)
@@ -271,8 +272,7 @@ def refind_bm25(config: Any) -> Searcher:
     """The searcher behind ``refind search --mode bm25``."""
     from . import search
 
-    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
-            top_k: int = DEFAULT_TOP_K) -> Hits:
+    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K) -> Hits:
         blocks = search.search(store, user_id, query, top_k=top_k, options=tuple(options), config=config)
         return Hits([b.content for b in blocks])
 
@@ -283,13 +283,14 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
     """The searcher behind ``refind search --mode agent`` (the LLM planner); counts its LLM calls and tokens."""
     from . import planner
 
-    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (),
-            top_k: int = DEFAULT_TOP_K) -> Hits:
-        result = planner.agent_search(store, user_id, query, top_k=top_k, options=tuple(options), config=config,
-                                      **planner_kwargs)
+    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K) -> Hits:
+        result = planner.agent_search(
+            store, user_id, query, top_k=top_k, options=tuple(options), config=config, **planner_kwargs
+        )
         blocks = getattr(result, "blocks", result)
-        return Hits([b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0),
-                    tokens=getattr(result, "tokens", 0))
+        return Hits(
+            [b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0), tokens=getattr(result, "tokens", 0)
+        )
 
     return run
 
@@ -324,13 +325,20 @@ def take(samples: list[Sample], limit: int | None) -> list[Sample]:
     return out
 
 
-def evaluate(path: str | Path, *, fmt: str | None = None, settings: EvalSettings = EvalSettings(),
-             systems: dict[str, Searcher] | None = None, on_progress: Progress | None = None) -> dict[str, Any]:
+def evaluate(
+    path: str | Path,
+    *,
+    fmt: str | None = None,
+    settings: EvalSettings = EvalSettings(),
+    systems: dict[str, Searcher] | None = None,
+    on_progress: Progress | None = None,
+) -> dict[str, Any]:
     """Replay PATH into a temporary database (deleted afterwards), ask every question of every system, score."""
     fmt = fmt or datasets.detect_format(path)
     skipped = Skipped()
-    samples = take(list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped)),
-                   settings.limit)
+    samples = take(
+        list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped)), settings.limit
+    )
     systems = systems if systems is not None else systems_for(settings)
     warm_up()
     total = sum(len(s.questions) for s in samples)
@@ -348,11 +356,13 @@ def evaluate(path: str | Path, *, fmt: str | None = None, settings: EvalSettings
                     options = question.options if settings.options else ()
                     for name, searcher in systems.items():
                         if i == 0 and warm:  # untimed: builds the user's index, so latency is that of a ready index
-                            searcher(store, user_id=question.user_id, query=query, options=options,
-                                     top_k=settings.top_k)
+                            searcher(
+                                store, user_id=question.user_id, query=query, options=options, top_k=settings.top_k
+                            )
                         t0 = time.perf_counter()
-                        hits = searcher(store, user_id=question.user_id, query=query, options=options,
-                                        top_k=settings.top_k)
+                        hits = searcher(
+                            store, user_id=question.user_id, query=query, options=options, top_k=settings.top_k
+                        )
                         tallies[name].record(question, hits, (time.perf_counter() - t0) * 1000)
                     done += 1
                     if on_progress:

@@ -158,8 +158,11 @@ def to_blob(index: TurnIndex) -> bytes:
         ensure_ascii=False,
     ).encode()
     parts = [len(header).to_bytes(8, "little"), header]
-    parts += [index.data.astype("<f4").tobytes(), index.indices.astype("<i4").tobytes(),
-              index.indptr.astype("<i8").tobytes()]
+    parts += [
+        index.data.astype("<f4").tobytes(),
+        index.indices.astype("<i4").tobytes(),
+        index.indptr.astype("<i8").tobytes(),
+    ]
     return b"".join(parts)
 
 

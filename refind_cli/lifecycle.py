@@ -169,7 +169,9 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
             if plan.messages or plan.requests:
                 store.bump_user(uid)  # only a change of messages makes the user's indexes stale
             store.record_event(
-                "expire", user_id=uid, rows=plan.messages,
+                "expire",
+                user_id=uid,
+                rows=plan.messages,
                 detail={"cutoff": cutoff, "requests": plan.requests, "searches": len(plan.searches)},
             )
     # Every real sweep truncates the WAL, also when nothing expired: that finishes the scrub of an earlier forget
@@ -190,11 +192,13 @@ def _expiry_plan(store: Store, cutoff: int, user_id: str | None) -> dict[str, _P
     where, params = ("AND user_id = ?", [user_id]) if user_id else ("", [])
     q = store.conn.execute
     plans: dict[str, _Plan] = {}
-    for uid, n in q(f"SELECT user_id, count(*) FROM messages WHERE recorded_at < ? {where} GROUP BY user_id",
-                    [cutoff, *params]):
+    for uid, n in q(
+        f"SELECT user_id, count(*) FROM messages WHERE recorded_at < ? {where} GROUP BY user_id", [cutoff, *params]
+    ):
         plans.setdefault(uid, _Plan()).messages = n
-    for uid, n in q(f"SELECT user_id, count(*) FROM requests WHERE recorded_at < ? {where} GROUP BY user_id",
-                    [cutoff, *params]):
+    for uid, n in q(
+        f"SELECT user_id, count(*) FROM requests WHERE recorded_at < ? {where} GROUP BY user_id", [cutoff, *params]
+    ):
         plans.setdefault(uid, _Plan()).requests = n
     for uid, sid in q(f"SELECT user_id, id FROM searches WHERE at < ? {where}", [cutoff, *params]):
         plans.setdefault(uid, _Plan()).searches.append(sid)
@@ -228,9 +232,7 @@ class ForgetResult:
         return asdict(self)
 
 
-def forget(
-    store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None
-) -> ForgetResult:
+def forget(store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None) -> ForgetResult:
     """Remove a user's messages — all, one session's, or one request's — and everything derived from them.
 
     Removes the messages (whatever their age), their request rows, the stored planner searches that quote them (all
@@ -247,8 +249,9 @@ def forget(
         where, params = where + " AND request_id = ?", [*params, request_id]
     with scrubbing(store), store.write():
         q = store.conn.execute
-        rows = q(f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq",
-                 params).fetchall()
+        rows = q(
+            f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq", params
+        ).fetchall()
         n_requests = q(f"SELECT count(*) FROM requests WHERE {where}", params).fetchone()[0]
         if scope == "user":
             searches = [r[0] for r in q("SELECT id FROM searches WHERE user_id = ?", (user_id,))]
@@ -265,24 +268,40 @@ def forget(
         cur = q(
             "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, scope, user_id, session_id, request_id, len(rows),
-             json.dumps([r[0] for r in rows]), json.dumps([content_hash(r[1]) for r in rows])),
+            (
+                now,
+                scope,
+                user_id,
+                session_id,
+                request_id,
+                len(rows),
+                json.dumps([r[0] for r in rows]),
+                json.dumps([content_hash(r[1]) for r in rows]),
+            ),
         )
         tombstone_id = cur.lastrowid
         store.bump_user(user_id)
         store.record_event(
-            "forget", user_id=user_id, session_id=session_id, request_id=request_id, rows=len(rows),
+            "forget",
+            user_id=user_id,
+            session_id=session_id,
+            request_id=request_id,
+            rows=len(rows),
             detail={"scope": scope, "tombstone": tombstone_id, "requests": n_requests, "searches": len(searches)},
         )
     done = checkpoint(store)
     _evict([user_id])
-    return ForgetResult(tombstone_id, now, scope, user_id, session_id, request_id, len(rows), n_requests,
-                        len(searches), done)
+    return ForgetResult(
+        tombstone_id, now, scope, user_id, session_id, request_id, len(rows), n_requests, len(searches), done
+    )
 
 
 def _nothing_to_forget(store: Store, scope: str, user_id: str, session_id: str | None, request_id: str | None) -> str:
-    what = {"user": f"user {user_id!r}", "session": f"session {session_id!r} of user {user_id!r}",
-            "request": f"request {request_id!r} of user {user_id!r}"}[scope]
+    what = {
+        "user": f"user {user_id!r}",
+        "session": f"session {session_id!r} of user {user_id!r}",
+        "request": f"request {request_id!r} of user {user_id!r}",
+    }[scope]
     if request_id is not None:
         stone = store.tombstone_for(user_id, request_id)
         if stone is not None:
@@ -295,7 +314,8 @@ def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, An
     where, params = ("WHERE user_id = ?", [user_id]) if user_id else ("", [])
     rows = store.conn.execute(
         "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes "
-        f"FROM tombstones {where} ORDER BY id DESC", params
+        f"FROM tombstones {where} ORDER BY id DESC",
+        params,
     )
     keys = ("id", "at", "scope", "user_id", "session_id", "request_id", "rows", "message_ids", "content_hashes")
     out = []

@@ -109,7 +109,7 @@ def m001_core(conn: sqlite3.Connection) -> None:
             trace             TEXT NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX searches_by_user ON searches (user_id, at);
-        """
+        """,
     )
 
 
@@ -128,9 +128,7 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
                 continue
             fn(conn)
             conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, now_ms))
-            conn.execute(
-                "INSERT INTO events (at, kind, rows, detail) VALUES (?, 'migrate', 0, ?)", (now_ms, name)
-            )
+            conn.execute("INSERT INTO events (at, kind, rows, detail) VALUES (?, 'migrate', 0, ?)", (now_ms, name))
             applied.append(name)
         conn.execute("COMMIT")
     except BaseException:
@@ -142,7 +140,6 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM _migrations").fetchone()[0]
-
 
 
 @migration

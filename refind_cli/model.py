@@ -29,8 +29,10 @@ DEFAULT_RETRIES = settings.DEFAULT_LLM_RETRIES
 DEFAULT_BACKOFF_S = 1.0
 MAX_WAIT_S = 30.0  # the longest one backoff (or a provider's Retry-After) may hold a search
 PLACEHOLDER_KEY = "refind-no-key"  # sent to a local --api-base server when no key is configured
-FIXES = "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), " \
-        "or search without a model with --mode bm25"
+FIXES = (
+    "choose a usable model with --model / REFIND_MODEL (and --api-base / REFIND_API_BASE for a local server), "
+    "or search without a model with --mode bm25"
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,10 @@ def litellm_complete(
                 break
             except Exception as exc:
                 if isinstance(exc, litellm.AuthenticationError):
-                    raise ModelError(f"model {model}: the provider refused the credentials: {_describe(exc)}; "
-                                     f"set the provider's API key, or {FIXES}") from None
+                    raise ModelError(
+                        f"model {model}: the provider refused the credentials: {_describe(exc)}; "
+                        f"set the provider's API key, or {FIXES}"
+                    ) from None
                 if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
                     raise ModelError(f"model {model}: {_describe(exc)}") from None
                 if attempt > retries:
@@ -122,10 +126,16 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
     """The litellm ``Complete`` configured by flags, else REFIND_MODEL / REFIND_API_BASE / REFIND_LLM_*."""
     name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
     base = api_base or os.environ.get(settings.ENV_API_BASE) or None
-    timeout = settings.positive_number(settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT),
-                                       settings.DEFAULT_LLM_TIMEOUT_S)
-    retries = settings.positive_number(settings.ENV_LLM_RETRIES, os.environ.get(settings.ENV_LLM_RETRIES),
-                                       settings.DEFAULT_LLM_RETRIES, integer=True, allow_zero=True)
+    timeout = settings.positive_number(
+        settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT), settings.DEFAULT_LLM_TIMEOUT_S
+    )
+    retries = settings.positive_number(
+        settings.ENV_LLM_RETRIES,
+        os.environ.get(settings.ENV_LLM_RETRIES),
+        settings.DEFAULT_LLM_RETRIES,
+        integer=True,
+        allow_zero=True,
+    )
     return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
 
@@ -147,8 +157,10 @@ def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # ty
         missing_keys = [k for k in missing if not k.endswith("_API_BASE")]
         return PLACEHOLDER_KEY if missing_keys else None
     if missing:
-        raise ModelError(f"model {model} needs {', '.join(missing)} in the environment, which is not set (or empty); "
-                         f"set it, or {FIXES}")
+        raise ModelError(
+            f"model {model} needs {', '.join(missing)} in the environment, which is not set (or empty); "
+            f"set it, or {FIXES}"
+        )
     return None
 
 

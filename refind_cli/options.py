@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,11 +14,11 @@ DbOption = Annotated[
     typer.Option("--db", envvar=settings.ENV_DB, help="SQLite database file.", show_default=True),
 ]
 UserOption = Annotated[str, typer.Option("--user", "-u", help="The user whose memory to use (the isolation key).")]
-OptionalUserOption = Annotated[Optional[str], typer.Option("--user", "-u", help="Limit to this user.")]
+OptionalUserOption = Annotated[str | None, typer.Option("--user", "-u", help="Limit to this user.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of rich output.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 RetentionOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--retention-days",
         envvar=settings.ENV_RETENTION_DAYS,
@@ -33,23 +33,35 @@ def open_store(db: Path, retention: str | None):
 
     return Store(db, retention_days=settings.parse_retention(retention))
 
+
 # Agent mode (the planner)
 ModelOption = Annotated[
-    Optional[str],
-    typer.Option("--model", envvar=settings.ENV_MODEL,
-                 help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL})."),
+    str | None,
+    typer.Option(
+        "--model",
+        envvar=settings.ENV_MODEL,
+        help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL}).",
+    ),
 ]
 ApiBaseOption = Annotated[
-    Optional[str],
-    typer.Option("--api-base", envvar=settings.ENV_API_BASE,
-                 help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), "
-                      "e.g. http://127.0.0.1:11434/v1."),
+    str | None,
+    typer.Option(
+        "--api-base",
+        envvar=settings.ENV_API_BASE,
+        help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1.",
+    ),
 ]
 MaxActionsOption = Annotated[
     int,
-    typer.Option("--max-actions", envvar=settings.ENV_MAX_ACTIONS, min=1, max=50,
-                 help="The planner's budget: at most this many actions (model replies) per search."),
+    typer.Option(
+        "--max-actions",
+        envvar=settings.ENV_MAX_ACTIONS,
+        min=1,
+        max=50,
+        help="The planner's budget: at most this many actions (model replies) per search.",
+    ),
 ]
 TraceOption = Annotated[
-    bool, typer.Option("--trace", help="Show every planner step live (stderr with --json); stored either way."),
+    bool,
+    typer.Option("--trace", help="Show every planner step live (stderr with --json); stored either way."),
 ]

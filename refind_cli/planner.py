@@ -117,15 +117,16 @@ class Action:
 
 SKIP_RULES = {
     "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
-               "conversations.",
+    "conversations.",
     "turn": "Hits already shown by an earlier search are skipped, so a later search always shows new messages.",
 }
 
 
 def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "session") -> str:
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
-    return Template(text).safe_substitute(max_actions=max_actions, hits_per_search=hits_per_search,
-                                          skip_rule=SKIP_RULES[skip])
+    return Template(text).safe_substitute(
+        max_actions=max_actions, hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
+    )
 
 
 def parse_reply(text: str) -> Action:
@@ -133,7 +134,7 @@ def parse_reply(text: str) -> Action:
     obj = _json_object(text)
     name = obj.get("action")
     if not isinstance(name, str) or name.strip() not in ACTIONS:
-        raise ReplyError(f"\"action\" must be one of {', '.join(ACTIONS)}; got {json.dumps(name)}")
+        raise ReplyError(f'"action" must be one of {", ".join(ACTIONS)}; got {json.dumps(name)}')
     name = name.strip()
     thought = obj.get("thought")
     thought = thought.strip() if isinstance(thought, str) else ""
@@ -196,10 +197,14 @@ def _json_object(text: str) -> dict[str, Any]:
     if first is not None:
         return first
     if error is not None:
-        raise ReplyError(f"the reply is not valid JSON ({error.msg} at character {error.pos + 1}); reply with "
-                         "exactly one JSON object")
-    raise ReplyError("the reply holds no JSON object; reply with exactly one JSON object such as "
-                     '{"thought": "…", "action": "finish_search"}')
+        raise ReplyError(
+            f"the reply is not valid JSON ({error.msg} at character {error.pos + 1}); reply with "
+            "exactly one JSON object"
+        )
+    raise ReplyError(
+        "the reply holds no JSON object; reply with exactly one JSON object such as "
+        '{"thought": "…", "action": "finish_search"}'
+    )
 
 
 def agent_search(
@@ -239,9 +244,21 @@ def agent_search(
         from .model import from_env
 
         model, model_name = from_env()
-    run = _Run(store=store, user_id=user_id, question=question, top_k=top_k, options=tuple(options),
-               model=model, model_name=model_name, max_actions=max_actions, hits_per_search=hits_per_search,
-               hit_chars=hit_chars, on_event=on_event, outer=outer, clock=clock or store.clock)
+    run = _Run(
+        store=store,
+        user_id=user_id,
+        question=question,
+        top_k=top_k,
+        options=tuple(options),
+        model=model,
+        model_name=model_name,
+        max_actions=max_actions,
+        hits_per_search=hits_per_search,
+        hit_chars=hit_chars,
+        on_event=on_event,
+        outer=outer,
+        clock=clock or store.clock,
+    )
     try:
         index = retrieval.user_index(store, user_id, as_of=as_of, config=config)
         run.index = index
@@ -260,8 +277,23 @@ def agent_search(
 class _Run:
     """The state of one planner run: the conversation, the last hits, the skip set, what was kept."""
 
-    def __init__(self, *, store, user_id, question, top_k, options, model, model_name, max_actions,
-                 hits_per_search, hit_chars, on_event, outer, clock) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        *,
+        store,
+        user_id,
+        question,
+        top_k,
+        options,
+        model,
+        model_name,
+        max_actions,
+        hits_per_search,
+        hit_chars,
+        on_event,
+        outer,
+        clock,
+    ) -> None:  # type: ignore[no-untyped-def]
         self.hit_chars = hit_chars
         self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
         self.options, self.model, self.model_name = options, model, model_name
@@ -295,12 +327,26 @@ class _Run:
         index = self.index
         skip_mode = index.config.skip
         latest = _latest_said(index)
-        self.emit("start", question=self.question, options=list(self.options), user_id=self.user_id,
-                  model=self.model_name, max_actions=self.max_actions, hits_per_search=self.hits_per_search,
-                  top_k=self.top_k, skip=skip_mode, turns=len(index), latest=latest)
+        self.emit(
+            "start",
+            question=self.question,
+            options=list(self.options),
+            user_id=self.user_id,
+            model=self.model_name,
+            max_actions=self.max_actions,
+            hits_per_search=self.hits_per_search,
+            top_k=self.top_k,
+            skip=skip_mode,
+            turns=len(index),
+            latest=latest,
+        )
         self.messages = [
-            {"role": "system", "content": system_prompt(max_actions=self.max_actions,
-                                                        hits_per_search=self.hits_per_search, skip=skip_mode)},
+            {
+                "role": "system",
+                "content": system_prompt(
+                    max_actions=self.max_actions, hits_per_search=self.hits_per_search, skip=skip_mode
+                ),
+            },
             {"role": "user", "content": self._opening(latest)},
         ]
         if len(index) == 0:  # nothing to search: asking the model would only cost money
@@ -313,8 +359,9 @@ class _Run:
             except ReplyError as exc:
                 self._correct(str(exc), reply=reply.content)
                 continue
-            self.emit("action", name=action.name, thought=action.thought, args=action.args,
-                      ignored=list(action.ignored))
+            self.emit(
+                "action", name=action.name, thought=action.thought, args=action.args, ignored=list(action.ignored)
+            )
             if action.name == "finish_search":
                 self.emit("finish")
                 return
@@ -338,7 +385,7 @@ class _Run:
         return "\n".join(lines)
 
     def _call(self) -> Reply:
-        new = self.messages[self.sent:]
+        new = self.messages[self.sent :]
         reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
@@ -346,9 +393,16 @@ class _Run:
         self.sent = len(self.messages)
         if self.model_name is None and reply.model:
             self.model_name = reply.model
-        self.emit("model_call", messages=new, reply=reply.content, prompt_tokens=reply.prompt_tokens,
-                  completion_tokens=reply.completion_tokens, cost=reply.cost,
-                  latency_ms=round(reply.latency_ms, 3), attempts=reply.attempts)
+        self.emit(
+            "model_call",
+            messages=new,
+            reply=reply.content,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cost=reply.cost,
+            latency_ms=round(reply.latency_ms, 3),
+            attempts=reply.attempts,
+        )
         return reply
 
     def _say(self, text: str) -> None:
@@ -382,30 +436,45 @@ class _Run:
         if lo is not None and hi is not None and lo > hi:
             raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self.index.search(keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi,
-                                 skip=Skip(skip_mode, ids))
+        hits = self.index.search(
+            keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi, skip=Skip(skip_mode, ids)
+        )
         self.stats.searches += 1
         self.last_hits = hits
         if hits:
             self.last_shown = hits
             self.searches_with_hits += 1
-        self.emit("search", keywords=keywords, date_from=action.args.get("date_from"),
-                  date_to=action.args.get("date_to"), skipped=len(ids), skip=skip_mode,
-                  hits=[_hit(i, b, self.hit_chars) for i, b in enumerate(hits, 1)])
+        self.emit(
+            "search",
+            keywords=keywords,
+            date_from=action.args.get("date_from"),
+            date_to=action.args.get("date_to"),
+            skipped=len(ids),
+            skip=skip_mode,
+            hits=[_hit(i, b, self.hit_chars) for i, b in enumerate(hits, 1)],
+        )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
         self._say(_results_message(keywords, hits, len(ids), skip_mode, self.hit_chars) + " " + self._left())
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
-            raise ReplyError("take_note keeps results of the last search, and "
-                             + ("it showed none" if self.stats.searches else "no search has run yet"))
+            raise ReplyError(
+                "take_note keeps results of the last search, and "
+                + ("it showed none" if self.stats.searches else "no search has run yet")
+            )
         numbers = list(dict.fromkeys(action.args["results"]))
         good = [n for n in numbers if 1 <= n <= len(self.last_hits)]
         bad = [n for n in numbers if n not in good]
-        problem = (f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
-                   f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
-                   f"1 to {len(self.last_hits)}") if bad else ""
+        problem = (
+            (
+                f"result number{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
+                f"{'do' if len(bad) > 1 else 'does'} not exist: the last search showed results "
+                f"1 to {len(self.last_hits)}"
+            )
+            if bad
+            else ""
+        )
         if not good:
             raise ReplyError(problem)
         ids = []
@@ -435,27 +504,51 @@ class _Run:
             blocks = self.last_shown[:limit]
         else:
             path, limit = "direct_bm25", per_search
-            reason = ("the user has no stored turns" if len(self.index) == 0
-                      else "no search ran" if not self.stats.searches else "no search showed any hit")
+            reason = (
+                "the user has no stored turns"
+                if len(self.index) == 0
+                else "no search ran"
+                if not self.stats.searches
+                else "no search showed any hit"
+            )
             self.emit("fallback", reason=reason, path=path)
-            blocks = self.index.search(self.question, top_k=limit, options=self.options,
-                                       date_from=self.outer[0], date_to=self.outer[1])
+            blocks = self.index.search(
+                self.question, top_k=limit, options=self.options, date_from=self.outer[0], date_to=self.outer[1]
+            )
         n = len(blocks)
         blocks = [replace(b, score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
-        self.emit("evidence", path=path, limit=limit, ids=[b.id for b in blocks],
-                  sessions=[b.session_id for b in blocks], stats=self.stats.as_dict())
+        self.emit(
+            "evidence",
+            path=path,
+            limit=limit,
+            ids=[b.id for b in blocks],
+            sessions=[b.session_id for b in blocks],
+            stats=self.stats.as_dict(),
+        )
         return AgentResult(blocks=blocks, events=self.events, stats=self.stats, path=path)
 
     def save(self, *, returned: list[str]) -> str:
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
         search_id = trace.new_search_id(self.started_at)
-        trace.save(self.store, trace.StoredSearch(
-            id=search_id, user_id=self.user_id, at=self.started_at, query=self.question, mode="agent",
-            model=self.model_name, duration_ms=self.stats.duration_ms, llm_calls=self.stats.llm_calls,
-            prompt_tokens=self.stats.prompt_tokens, completion_tokens=self.stats.completion_tokens,
-            cost=self.stats.cost, returned_ids=returned, events=self.events,
-        ))
+        trace.save(
+            self.store,
+            trace.StoredSearch(
+                id=search_id,
+                user_id=self.user_id,
+                at=self.started_at,
+                query=self.question,
+                mode="agent",
+                model=self.model_name,
+                duration_ms=self.stats.duration_ms,
+                llm_calls=self.stats.llm_calls,
+                prompt_tokens=self.stats.prompt_tokens,
+                completion_tokens=self.stats.completion_tokens,
+                cost=self.stats.cost,
+                returned_ids=returned,
+                events=self.events,
+            ),
+        )
         return search_id
 
 
@@ -481,13 +574,20 @@ def clip(content: str, anchor_lines: tuple[int, int], limit: int) -> str:
 
 def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, hit_chars: int) -> str:
     unit = "session" if skip_mode == "session" else "result"
-    seen = (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} "
-            "skipped)") if skipped else ""
+    seen = (
+        (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} skipped)")
+        if skipped
+        else ""
+    )
     if not hits:
-        return (f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "
-                "wider date range, or finish.")
-    parts = [f"Search {json.dumps(keywords, ensure_ascii=False)} found {len(hits)} result"
-             f"{'s' if len(hits) != 1 else ''}{seen}:"]
+        return (
+            f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "
+            "wider date range, or finish."
+        )
+    parts = [
+        f"Search {json.dumps(keywords, ensure_ascii=False)} found {len(hits)} result"
+        f"{'s' if len(hits) != 1 else ''}{seen}:"
+    ]
     for i, b in enumerate(hits, 1):
         parts.append(f"\n[{i}] session {b.session_id}\n{clip(b.content, b.anchor_lines, hit_chars)}")
     parts.append("\nKeep the useful ones with take_note (by number), search again, or finish.")
@@ -496,13 +596,21 @@ def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: 
 
 def _hit(n: int, b: Block, hit_chars: int) -> dict[str, Any]:
     """A hit in the trace: as the planner saw it (clipped the same way), with its ids."""
-    return {"n": n, "id": b.id, "session_id": b.session_id, "said_at": b.said_at, "score": round(b.score, 6),
-            "content": clip(b.content, b.anchor_lines, hit_chars), "anchor_lines": list(b.anchor_lines),
-            "message_ids": list(b.message_ids)}
+    return {
+        "n": n,
+        "id": b.id,
+        "session_id": b.session_id,
+        "said_at": b.said_at,
+        "score": round(b.score, 6),
+        "content": clip(b.content, b.anchor_lines, hit_chars),
+        "anchor_lines": list(b.anchor_lines),
+        "message_ids": list(b.message_ids),
+    }
 
 
 def _chronological(blocks: list[Block]) -> list[Block]:
     """Group by session; sessions ordered by their earliest kept block, blocks chronological inside each."""
+
     def when(b: Block) -> float:
         return b.said_at if b.said_at is not None else float("inf")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import UTC
 from typing import Any
 
 from rich.console import Console
@@ -59,7 +60,6 @@ def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-
 def print_blocks(blocks, *, query: str) -> None:
     """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted."""
     from rich.panel import Panel
@@ -83,9 +83,9 @@ def print_blocks(blocks, *, query: str) -> None:
 
 
 def _minute(ms: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 # ---- lifecycle and inspect ---------------------------------------------------------------------------------------
@@ -95,9 +95,9 @@ def when(ms: int | None) -> str:
     """Unix ms as a short UTC time for tables ('—' when unknown)."""
     if ms is None:
         return "—"
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _span(r: dict[str, Any], *, full: bool = False) -> str:
@@ -129,8 +129,10 @@ def expire_result(data: dict[str, Any]) -> Any:
     if data["retention_days"] is None:
         return "retention is off (--retention-days off): nothing expires"
     verb = "would expire" if data["dry_run"] else "expired"
-    title = (f"{verb} {data['messages']:,} message(s) recorded before {when(data['cutoff'])} "
-             f"(retention {_retention(data['retention_days'])})")
+    title = (
+        f"{verb} {data['messages']:,} message(s) recorded before {when(data['cutoff'])} "
+        f"(retention {_retention(data['retention_days'])})"
+    )
     if not data["users"]:
         return f"nothing to expire: no message recorded before {when(data['cutoff'])}"
     table = Table(title=title, title_justify="left")
@@ -143,8 +145,11 @@ def expire_result(data: dict[str, Any]) -> Any:
 
 
 def forget_result(data: dict[str, Any]) -> Table:
-    scope = {"user": f"user {data['user_id']}", "session": f"session {data['session_id']} of user {data['user_id']}",
-             "request": f"request {data['request_id']} of user {data['user_id']}"}[data["scope"]]
+    scope = {
+        "user": f"user {data['user_id']}",
+        "session": f"session {data['session_id']} of user {data['user_id']}",
+        "request": f"request {data['request_id']} of user {data['user_id']}",
+    }[data["scope"]]
     table = _facts(f"forgot {escape(scope)}", numbers=True)
     table.add_row("messages removed", f"{data['messages']:,}")
     table.add_row("requests removed", f"{data['requests']:,}")
@@ -179,30 +184,45 @@ def users_table(rows: list[dict[str, Any]]) -> Table:
     table.add_column("said at", no_wrap=True)
     table.add_column("recorded at", no_wrap=True)
     for r in rows:
-        table.add_row(Text(r["user_id"]), f"{r['sessions']:,}", f"{r['requests']:,}", f"{r['messages']:,}",
-                      _span(r["said_at"]), _span(r["recorded_at"]))
+        table.add_row(
+            Text(r["user_id"]),
+            f"{r['sessions']:,}",
+            f"{r['requests']:,}",
+            f"{r['messages']:,}",
+            _span(r["said_at"]),
+            _span(r["recorded_at"]),
+        )
     return table
 
 
 def user_sessions(data: dict[str, Any]) -> Table:
-    table = Table(title=f"user {escape(data['user_id'])}: {len(data['sessions']):,} session(s), {data['messages']:,} "
-                        f"message(s), {data['tombstones']} tombstone(s)", title_justify="left")
+    table = Table(
+        title=f"user {escape(data['user_id'])}: {len(data['sessions']):,} session(s), {data['messages']:,} "
+        f"message(s), {data['tombstones']} tombstone(s)",
+        title_justify="left",
+    )
     table.add_column("session")
     table.add_column("requests", justify="right")
     table.add_column("messages", justify="right")
     table.add_column("said at", no_wrap=True)
     table.add_column("recorded at", no_wrap=True)
     for s in data["sessions"]:
-        table.add_row(Text(s["session_id"]), f"{s['requests']:,}", f"{s['messages']:,}", _span(s["said_at"]),
-                      _span(s["recorded_at"]))
+        table.add_row(
+            Text(s["session_id"]),
+            f"{s['requests']:,}",
+            f"{s['messages']:,}",
+            _span(s["said_at"]),
+            _span(s["recorded_at"]),
+        )
     return table
 
 
 def _turn_rows(table: Table, turns: list[dict[str, Any]], style: str = "") -> None:
     for t in turns:
         for i, m in enumerate(t["messages"]):
-            table.add_row(t["id"] if i == 0 else "", m["role"], when(m["said_at"]), Text(printable(m["content"])),
-                          style=style)
+            table.add_row(
+                t["id"] if i == 0 else "", m["role"], when(m["said_at"]), Text(printable(m["content"])), style=style
+            )
 
 
 def _turn_table(title: str) -> Table:
@@ -215,15 +235,18 @@ def _turn_table(title: str) -> Table:
 
 
 def session_transcript(data: dict[str, Any]) -> Table:
-    table = _turn_table(f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: "
-                        f"{len(data['turns']):,} turn(s)")
+    table = _turn_table(
+        f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: {len(data['turns']):,} turn(s)"
+    )
     _turn_rows(table, data["turns"])
     return table
 
 
 def turn_view(data: dict[str, Any]) -> Table:
-    table = _turn_table(f"turn {data['position'] + 1} of {data['of']} in session {escape(data['session_id'])} "
-                        f"of user {escape(data['user_id'])}")
+    table = _turn_table(
+        f"turn {data['position'] + 1} of {data['of']} in session {escape(data['session_id'])} "
+        f"of user {escape(data['user_id'])}"
+    )
     _turn_rows(table, data["before"], "dim")
     _turn_rows(table, [data["turn"]], "bold")
     _turn_rows(table, data["after"], "dim")
@@ -233,23 +256,40 @@ def turn_view(data: dict[str, Any]) -> Table:
 def events_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows):,} event(s), newest first", title_justify="left")
     for col in ("id", "at", "kind", "user", "session", "request", "rows", "detail"):
-        table.add_column(col, justify="right" if col in ("id", "rows") else "left",
-                         no_wrap=col == "at", overflow="fold")
+        table.add_column(
+            col, justify="right" if col in ("id", "rows") else "left", no_wrap=col == "at", overflow="fold"
+        )
     for e in rows:
         detail = e["detail"]
         if isinstance(detail, dict):
             detail = ", ".join(f"{k}={v}" for k, v in detail.items())
-        table.add_row(str(e["id"]), when(e["at"]), e["kind"], Text(e["user_id"] or ""), Text(e["session_id"] or ""),
-                      Text(e["request_id"] or ""), f"{e['rows']:,}", Text(str(detail or "")))
+        table.add_row(
+            str(e["id"]),
+            when(e["at"]),
+            e["kind"],
+            Text(e["user_id"] or ""),
+            Text(e["session_id"] or ""),
+            Text(e["request_id"] or ""),
+            f"{e['rows']:,}",
+            Text(str(detail or "")),
+        )
     return table
 
 
 def tombstones_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows):,} tombstone(s), newest first", title_justify="left")
     for col in ("id", "at", "scope", "user", "session", "request", "messages"):
-        table.add_column(col, justify="right" if col in ("id", "messages") else "left",
-                         no_wrap=col == "at", overflow="fold")
+        table.add_column(
+            col, justify="right" if col in ("id", "messages") else "left", no_wrap=col == "at", overflow="fold"
+        )
     for t in rows:
-        table.add_row(str(t["id"]), when(t["at"]), t["scope"], Text(t["user_id"]), Text(t["session_id"] or ""),
-                      Text(t["request_id"] or ""), f"{t['rows']:,}")
+        table.add_row(
+            str(t["id"]),
+            when(t["at"]),
+            t["scope"],
+            Text(t["user_id"]),
+            Text(t["session_id"] or ""),
+            Text(t["request_id"] or ""),
+            f"{t['rows']:,}",
+        )
     return table

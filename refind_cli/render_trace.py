@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -27,7 +27,7 @@ def _cut(text: str, n: int) -> str:
 def _day(ms: int | None) -> str:
     if ms is None:
         return "—"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _cost(cost: float | None) -> str:
@@ -43,15 +43,20 @@ def event(ev: Event) -> RenderableType:
         head.append("question ", style="bold").append(printable(d.get("question", "")))
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {o}")
-        head.append(f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
-                    f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
-                    f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
-                    + (f" · latest {d['latest']}" if d.get("latest") else ""), style="dim")
+        head.append(
+            f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
+            f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
+            f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
+            + (f" · latest {d['latest']}" if d.get("latest") else ""),
+            style="dim",
+        )
         return Group(Rule("agent search", align="left"), head)
     if k == "model_call":
-        line = (f"step {ev.step} · model call · {d.get('prompt_tokens', 0):,} prompt + "
-                f"{d.get('completion_tokens', 0):,} completion tokens · {d.get('latency_ms', 0):,.0f} ms · "
-                f"{_cost(d.get('cost'))}")
+        line = (
+            f"step {ev.step} · model call · {d.get('prompt_tokens', 0):,} prompt + "
+            f"{d.get('completion_tokens', 0):,} completion tokens · {d.get('latency_ms', 0):,.0f} ms · "
+            f"{_cost(d.get('cost'))}"
+        )
         if d.get("attempts", 1) > 1:
             line += f" · {d['attempts']} attempts"
         return Group(Rule(f"step {ev.step}", align="left", style="cyan"), Text(line, style="dim"))
@@ -84,16 +89,20 @@ def event(ev: Event) -> RenderableType:
             body = Text()
             for i, line in enumerate(h.get("content", "").split("\n")):
                 anchor = start <= i < end
-                body.append(("▶ " if anchor else "  ") + _cut(line, LINE_CHARS) + "\n",
-                            style="bold yellow" if anchor else "dim")
+                body.append(
+                    ("▶ " if anchor else "  ") + _cut(line, LINE_CHARS) + "\n", style="bold yellow" if anchor else "dim"
+                )
             body.rstrip()
             table.add_row(str(h.get("n")), Text(f"{h.get('session_id')}\n{_day(h.get('said_at'))}"), body)
         if not hits:
             return Text(title + " — nothing found", style="yellow")
         return table
     if k == "note":
-        return Text(f"kept result{'s' if len(d.get('results', [])) != 1 else ''} "
-                    f"{', '.join(map(str, d.get('results', [])))} ({d.get('kept')} kept in all)", style="green")
+        return Text(
+            f"kept result{'s' if len(d.get('results', [])) != 1 else ''} "
+            f"{', '.join(map(str, d.get('results', [])))} ({d.get('kept')} kept in all)",
+            style="green",
+        )
     if k == "correction":
         t = Text(f"correction: {d.get('reason')}", style="red")
         if d.get("reply") is not None:
@@ -108,10 +117,12 @@ def event(ev: Event) -> RenderableType:
     if k == "evidence":
         s = d.get("stats") or {}
         ids = d.get("ids") or []
-        body = Text(f"{len(ids)} block{'s' if len(ids) != 1 else ''} via {d.get('path')} (limit {d.get('limit')}) · "
-                    f"{s.get('llm_calls', 0)} LLM calls · {s.get('prompt_tokens', 0):,} + "
-                    f"{s.get('completion_tokens', 0):,} tokens · {_cost(s.get('cost'))} · "
-                    f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)")
+        body = Text(
+            f"{len(ids)} block{'s' if len(ids) != 1 else ''} via {d.get('path')} (limit {d.get('limit')}) · "
+            f"{s.get('llm_calls', 0)} LLM calls · {s.get('prompt_tokens', 0):,} + "
+            f"{s.get('completion_tokens', 0):,} tokens · {_cost(s.get('cost'))} · "
+            f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)"
+        )
         for i, (bid, sid) in enumerate(zip(ids, d.get("sessions") or []), 1):
             body.append(f"\n  {i}. {bid}  session {sid}", style="dim")
         return Group(Rule("evidence", align="left"), body)
@@ -131,16 +142,38 @@ def print_trace(console: Console, events: Iterable[Event]) -> None:
 
 def searches_table(rows: list[StoredSearch]) -> Table:
     table = Table(title="stored agent searches (newest first)", title_justify="left")
-    for name, justify in (("id", "left"), ("when (UTC)", "left"), ("user", "left"), ("query", "left"),
-                          ("model", "left"), ("calls", "right"), ("tokens", "right"), ("cost", "right"),
-                          ("ms", "right"), ("returned", "right")):
-        table.add_column(name, justify=justify, no_wrap=name in ("id", "when (UTC)"),
-                         overflow="fold", ratio=2 if name == "query" else None)
+    for name, justify in (
+        ("id", "left"),
+        ("when (UTC)", "left"),
+        ("user", "left"),
+        ("query", "left"),
+        ("model", "left"),
+        ("calls", "right"),
+        ("tokens", "right"),
+        ("cost", "right"),
+        ("ms", "right"),
+        ("returned", "right"),
+    ):
+        table.add_column(
+            name,
+            justify=justify,
+            no_wrap=name in ("id", "when (UTC)"),
+            overflow="fold",
+            ratio=2 if name == "query" else None,
+        )
     for r in rows:
-        table.add_row(Text(r.id), _day(r.at), Text(r.user_id), Text(_cut(r.query, 60)), Text(r.model or ""),
-                      str(r.llm_calls),
-                      f"{r.prompt_tokens + r.completion_tokens:,}", "" if r.cost is None else f"${r.cost:.5f}",
-                      f"{r.duration_ms:,.0f}", str(len(r.returned_ids)))
+        table.add_row(
+            Text(r.id),
+            _day(r.at),
+            Text(r.user_id),
+            Text(_cut(r.query, 60)),
+            Text(r.model or ""),
+            str(r.llm_calls),
+            f"{r.prompt_tokens + r.completion_tokens:,}",
+            "" if r.cost is None else f"${r.cost:.5f}",
+            f"{r.duration_ms:,.0f}",
+            str(len(r.returned_ids)),
+        )
     return table
 
 

@@ -129,8 +129,7 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
 
     def numbered() -> Iterator[tuple[int, bytes]]:
         try:
-            for n, line in enumerate(_iter_lines(stream), start=1):
-                yield n, line
+            yield from enumerate(_iter_lines(stream), start=1)
         except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
             raise RefindError(f"{path}: cannot read: {exc}") from exc
         finally:
@@ -260,7 +259,9 @@ def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str
     message, _ = parse_message(obj, "")
     unknown = [k for k in obj if k not in MESSAGE_LINE_FIELDS]
     if strict and unknown:
-        raise InvalidInput(f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}")
+        raise InvalidInput(
+            f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}"
+        )
     return (ids[0], ids[1], request_id), message, unknown
 
 
@@ -307,8 +308,12 @@ def _group_request(
         if repeat > 1:
             rid = f"{rid}-{repeat}"
     unknown = sorted({f for _, _, fields in group for f in fields})
-    return Parsed(AddRequest(rid, user_id, session_id, messages, tuple(unknown)), group[0][0], group[-1][0],
-                  _warning(tuple(unknown)))
+    return Parsed(
+        AddRequest(rid, user_id, session_id, messages, tuple(unknown)),
+        group[0][0],
+        group[-1][0],
+        _warning(tuple(unknown)),
+    )
 
 
 def _warning(unknown: tuple[str, ...]) -> tuple[str, ...]:
@@ -385,8 +390,10 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     bad: list[tuple[str, str, bool]] = []
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
-        seen.execute("CREATE TABLE seen (user_id TEXT, request_id TEXT, hash TEXT, line INTEGER, "
-                     "PRIMARY KEY (user_id, request_id)) WITHOUT ROWID")
+        seen.execute(
+            "CREATE TABLE seen (user_id TEXT, request_id TEXT, hash TEXT, line INTEGER, "
+            "PRIMARY KEY (user_id, request_id)) WITHOUT ROWID"
+        )
         for item in items:
             if isinstance(item, LineError):
                 bad.append((str(item.line), item.message, True))
@@ -394,19 +401,26 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             req = item.request
             where = _where(item)
             digest = req.payload_hash()
-            row = seen.execute("SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?",
-                               (req.user_id, req.request_id)).fetchone()
+            row = seen.execute(
+                "SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
+            ).fetchone()
             if row is None:
                 refusal = store.check(req)
                 if refusal is not None:
                     bad.append((where, refusal.message, False))
                 else:  # it would be stored (or is already): later lines of this id must repeat it exactly
-                    seen.execute("INSERT INTO seen VALUES (?, ?, ?, ?)",
-                                 (req.user_id, req.request_id, digest, item.first_line))
+                    seen.execute(
+                        "INSERT INTO seen VALUES (?, ?, ?, ?)", (req.user_id, req.request_id, digest, item.first_line)
+                    )
             elif row[0] != digest:
-                bad.append((where, f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
-                                   f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
-                            False))
+                bad.append(
+                    (
+                        where,
+                        f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
+                        f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
+                        False,
+                    )
+                )
     finally:
         seen.close()
     return bad

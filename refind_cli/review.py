@@ -7,6 +7,7 @@ recorded-at (when this store received it) are kept apart everywhere. Returns pla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -66,8 +67,13 @@ _GROUP_COLUMNS = (
 
 def _group(row: tuple) -> dict[str, Any]:
     sessions, requests, messages, s0, s1, r0, r1 = row
-    return {"sessions": sessions, "requests": requests, "messages": messages,
-            "said_at": {"min": s0, "max": s1}, "recorded_at": {"min": r0, "max": r1}}
+    return {
+        "sessions": sessions,
+        "requests": requests,
+        "messages": messages,
+        "said_at": {"min": s0, "max": s1},
+        "recorded_at": {"min": r0, "max": r1},
+    }
 
 
 def users(store: Store) -> list[dict[str, Any]]:
@@ -91,8 +97,13 @@ def user(store: Store, user_id: str) -> dict[str, Any]:
     if not rows:
         raise NotFound(f"no visible messages for user {user_id!r} (see `refind inspect users`)")
     sessions = [
-        {"session_id": r[0], "requests": r[2], "messages": r[3], "said_at": {"min": r[4], "max": r[5]},
-         "recorded_at": {"min": r[6], "max": r[7]}}
+        {
+            "session_id": r[0],
+            "requests": r[2],
+            "messages": r[3],
+            "said_at": {"min": r[4], "max": r[5]},
+            "recorded_at": {"min": r[6], "max": r[7]},
+        }
         for r in rows
     ]
     return {
@@ -105,8 +116,16 @@ def user(store: Store, user_id: str) -> dict[str, Any]:
 
 
 def _message_dict(m: StoredMessage) -> dict[str, Any]:
-    return {"id": m.id, "seq": m.seq, "request_id": m.request_id, "idx": m.idx, "role": m.role,
-            "content": m.content, "said_at": m.said_at, "recorded_at": m.recorded_at}
+    return {
+        "id": m.id,
+        "seq": m.seq,
+        "request_id": m.request_id,
+        "idx": m.idx,
+        "role": m.role,
+        "content": m.content,
+        "said_at": m.said_at,
+        "recorded_at": m.recorded_at,
+    }
 
 
 def _session_messages(store: Store, user_id: str, session_id: str) -> list[StoredMessage]:
@@ -124,8 +143,13 @@ def _turns(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     from .turns import build_turns
 
     return [
-        {"id": t.id, "session_id": t.session_id, "said_at": t.said_at, "recorded_at": t.recorded_at,
-         "messages": [_message_dict(m) for m in t.messages]}
+        {
+            "id": t.id,
+            "session_id": t.session_id,
+            "said_at": t.said_at,
+            "recorded_at": t.recorded_at,
+            "messages": [_message_dict(m) for m in t.messages],
+        }
         for t in build_turns(messages, SearchConfig().turn_unit)
     ]
 
@@ -156,8 +180,8 @@ def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[st
         "turn": turns[at],
         "position": at,
         "of": len(turns),
-        "before": turns[max(0, at - neighbours):at],
-        "after": turns[at + 1:at + 1 + neighbours],
+        "before": turns[max(0, at - neighbours) : at],
+        "after": turns[at + 1 : at + 1 + neighbours],
     }
 
 
@@ -186,9 +210,7 @@ def events(store: Store, *, user_id: str | None = None, kind: str | None = None,
         item = dict(zip(EVENT_COLUMNS, row))
         detail = item["detail"]
         if detail is not None:
-            try:
+            with contextlib.suppress(ValueError):  # the migrate events record a plain migration name
                 item["detail"] = json.loads(detail)
-            except ValueError:
-                pass  # the migrate events record a plain migration name
         out.append(item)
     return out

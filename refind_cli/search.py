@@ -14,16 +14,18 @@ Every variant the evaluation measures is a field of :class:`SearchConfig`.
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import settings
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
-from .contract import parse_date  # noqa: F401 (re-exported: the planner and the CLI use search.parse_date)
+from .contract import parse_date
 from .errors import InvalidInput
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, to_blob
 from .tokenize import analyze
@@ -104,6 +106,7 @@ class Skip:
 
 # ---- dates: parse_date lives with the contract's other time parsing (re-exported above) ---------------------
 
+
 def _bound(value: str | int | None, *, end: bool) -> int | None:
     if value is None:
         return None
@@ -112,22 +115,22 @@ def _bound(value: str | int | None, *, end: bool) -> int | None:
     return parse_date(value, end=end)
 
 
-_INSTRUCTION = None
+@functools.cache
+def _instruction_pattern() -> re.Pattern[str]:
+    verbs = (
+        r"answer|choose|select|pick|reply|respond|output|return|give|provide|use|format|write|keep|"
+        r"do not|don't|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
+        r"think step|explain"
+    )
+    return re.compile(rf"^\s*(?:{verbs})\b", re.IGNORECASE)
 
 
 def strip_instructions(query: str) -> str:
     """The query without sentences that instruct the answerer rather than describe what to find — "Answer in one
     word.", "Choose the correct option and reply with its letter only." — when some other sentence remains."""
-    import re
-
-    global _INSTRUCTION
-    if _INSTRUCTION is None:
-        verbs = (r"answer|choose|select|pick|reply|respond|output|return|give|provide|use|format|write|keep|"
-                 r"do not|don't|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
-                 r"think step|explain")
-        _INSTRUCTION = re.compile(rf"^\s*(?:{verbs})\b", re.IGNORECASE)
+    instruction = _instruction_pattern()
     sentences = re.split(r"(?<=[.!?。！？])\s+|\n+", query.strip())
-    kept = [x for x in sentences if x and not _INSTRUCTION.match(x)]
+    kept = [x for x in sentences if x and not instruction.match(x)]
     return " ".join(kept) if kept else query
 
 
@@ -146,7 +149,7 @@ def turn_tokenizer(config: SearchConfig):
     def tokenize(turn: Turn) -> list[str]:
         parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
         if config.index_dates and turn.said_at is not None:
-            parts.append(datetime.fromtimestamp(turn.said_at / 1000, tz=timezone.utc).strftime(DATE_WORDS))
+            parts.append(datetime.fromtimestamp(turn.said_at / 1000, tz=UTC).strftime(DATE_WORDS))
         return analyze("\n".join(parts))
 
     return tokenize
@@ -229,8 +232,9 @@ class UserIndex:
             skip_turns=skip.ids if skip and skip.mode == "turn" else (),
         )
         scores = scores * mask
-        order, fused = fuse(scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion,
-                            session_top=cfg.session_top)
+        order, fused = fuse(
+            scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion, session_top=cfg.session_top
+        )
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg)
 
 
@@ -316,8 +320,16 @@ def _save_persisted(store: Store, user_id: str, version: int, config: SearchConf
             store.conn.execute(
                 "INSERT OR REPLACE INTO search_index (user_id, config, version, turns, built_at, blob) "
                 "SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT version FROM users WHERE user_id = ?) = ?",
-                (user_id, _config_key(config), version, len(built), store.clock(), to_blob(built.index),
-                 user_id, version),
+                (
+                    user_id,
+                    _config_key(config),
+                    version,
+                    len(built),
+                    store.clock(),
+                    to_blob(built.index),
+                    user_id,
+                    version,
+                ),
             )
     except sqlite3.Error:
         pass  # a cache: a read-only or busy database just means the next process rebuilds

@@ -133,8 +133,12 @@ class Runtime:
     async def add(self, body: bytes) -> dict:
         request = await self.parse(parse_add, body)
         outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
-        return {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
-                "session_id": outcome.session_id}
+        return {
+            "success": True,
+            "request_id": outcome.request_id,
+            "user_id": outcome.user_id,
+            "session_id": outcome.session_id,
+        }
 
     async def search(self, body: bytes) -> bytes:
         """The search response, already encoded (top_k 100 blocks can be megabytes: not on the event loop)."""
@@ -153,8 +157,15 @@ class Runtime:
         if self.complete is not None:
             from .planner import agent_search
 
-            return agent_search(store, req.user_id, req.query, top_k=req.top_k, options=req.options,
-                                model=self.complete, model_name=self.model_name).blocks
+            return agent_search(
+                store,
+                req.user_id,
+                req.query,
+                top_k=req.top_k,
+                options=req.options,
+                model=self.complete,
+                model_name=self.model_name,
+            ).blocks
         from .search import search
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
@@ -207,8 +218,12 @@ def contract_items(blocks: list, top_k: int) -> list[dict]:
         if len(items) >= top_k:
             break
         item = block.as_contract() if hasattr(block, "as_contract") else dict(block)
-        if not (isinstance(item.get("id"), str) and item["id"] and isinstance(item.get("content"), str)
-                and item["content"].strip()):
+        if not (
+            isinstance(item.get("id"), str)
+            and item["id"]
+            and isinstance(item.get("content"), str)
+            and item["content"].strip()
+        ):
             continue
         score = item.get("score")
         if score is None or isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
@@ -237,8 +252,12 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
     from . import __version__
 
-    app = FastAPI(title="refind", version=__version__, lifespan=lifespan,
-                  description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.")
+    app = FastAPI(
+        title="refind",
+        version=__version__,
+        lifespan=lifespan,
+        description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.",
+    )
     app.state.runtime = rt
     deps = [Depends(token_check(cfg.token))] if cfg.token else []
 
@@ -255,12 +274,14 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
-                 for e in exc.errors()]
+        parts = [f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}" for e in exc.errors()]
         return error_response(InvalidInput("; ".join(parts)))
 
-    @app.get("/health", summary="Liveness (no authentication)",
-             responses={200: {"description": "OK", **json_content({"type": "object"})}})
+    @app.get(
+        "/health",
+        summary="Liveness (no authentication)",
+        responses={200: {"description": "OK", **json_content({"type": "object"})}},
+    )
     async def health() -> Response:
         return Response(HEALTH_BODY, media_type="application/json")
 
@@ -282,10 +303,18 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
         return JSONResponse(result)
 
-    app.add_api_route("/v1/memories", forget, methods=["DELETE"], dependencies=deps, response_class=JSONResponse,
-                      summary="Forget a user's memory: all of it, one session, or one request",
-                      responses={404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
-                                 422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)}})
+    app.add_api_route(
+        "/v1/memories",
+        forget,
+        methods=["DELETE"],
+        dependencies=deps,
+        response_class=JSONResponse,
+        summary="Forget a user's memory: all of it, one session, or one request",
+        responses={
+            404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
+            422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)},
+        },
+    )
 
     add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
     search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
@@ -295,9 +324,17 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         ("/add", add, add_doc, "Alias of /v1/memories/add", False),
         ("/search", search, search_doc, "Alias of /v1/memories/search", False),
     ):
-        app.add_api_route(path, fn, methods=["POST"], dependencies=deps, openapi_extra=doc, summary=summary,
-                          include_in_schema=shown, name=f"{fn.__name__}{'' if shown else '_alias'}",
-                          response_class=JSONResponse)
+        app.add_api_route(
+            path,
+            fn,
+            methods=["POST"],
+            dependencies=deps,
+            openapi_extra=doc,
+            summary=summary,
+            include_in_schema=shown,
+            name=f"{fn.__name__}{'' if shown else '_alias'}",
+            response_class=JSONResponse,
+        )
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     app.add_middleware(RequestLog)
@@ -362,8 +399,14 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
 
-    common = dict(host=host, port=port, access_log=False, log_config=LOG_CONFIG, server_header=False,
-                  timeout_keep_alive=75)
+    common = {
+        "host": host,
+        "port": port,
+        "access_log": False,
+        "log_config": LOG_CONFIG,
+        "server_header": False,
+        "timeout_keep_alive": 75,
+    }
     if workers == 1:
         uvicorn.run(create_app(cfg), **common)
         return

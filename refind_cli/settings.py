@@ -50,8 +50,10 @@ def parse_retention(value: str | float | None) -> float | None:
     if not days >= 1:
         raise RefindError(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
     if not days <= MAX_RETENTION_DAYS:  # also inf: the cutoff must stay a SQLite integer
-        raise RefindError(f"retention: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days "
-                          "(use 'off' to keep everything)")
+        raise RefindError(
+            f"retention: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days "
+            "(use 'off' to keep everything)"
+        )
     return days
 
 

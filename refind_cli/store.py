@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,9 +37,9 @@ def system_clock() -> int:
 
 
 def _iso(ms: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def message_id(user_id: str, request_id: str, index: int) -> str:
@@ -188,10 +189,12 @@ class Store:
                 except RefindError as exc:
                     outcomes.append(exc)
                 except sqlite3.IntegrityError as exc:  # refuse this request alone, never the whole batch
-                    outcomes.append(Conflict(
-                        f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
-                        "(its stable message ids collide with stored ones: ids holding the \\x1f separator)"
-                    ))
+                    outcomes.append(
+                        Conflict(
+                            f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
+                            "(its stable message ids collide with stored ones: ids holding the \\x1f separator)"
+                        )
+                    )
         return outcomes
 
     def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
@@ -267,8 +270,13 @@ class Store:
         self.conn.execute("DELETE FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id))
         self.conn.execute("DELETE FROM requests WHERE user_id = ? AND request_id = ?", (user_id, request_id))
         self.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in searches])
-        self.record_event("expire", user_id=user_id, request_id=request_id, rows=len(old),
-                          detail={"cutoff": cutoff, "requests": 1, "searches": len(searches), "replayed": True})
+        self.record_event(
+            "expire",
+            user_id=user_id,
+            request_id=request_id,
+            rows=len(old),
+            detail={"cutoff": cutoff, "requests": 1, "searches": len(searches), "replayed": True},
+        )
 
     def bump_user(self, user_id: str) -> None:
         """Mark a user's data as changed: every cache keyed on the user's version becomes stale."""

@@ -28,8 +28,19 @@ from .errors import NotFound
 if TYPE_CHECKING:
     from .store import Store
 
-KINDS = ("start", "model_call", "action", "search", "note", "correction", "budget", "finish", "fallback",
-         "evidence", "error")
+KINDS = (
+    "start",
+    "model_call",
+    "action",
+    "search",
+    "note",
+    "correction",
+    "budget",
+    "finish",
+    "fallback",
+    "evidence",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -87,22 +98,34 @@ def save(store: Store, search: StoredSearch) -> None:
             "INSERT INTO searches (id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, "
             "completion_tokens, cost, returned_ids, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                search.id, search.user_id, search.at, search.query, search.mode, search.model, search.duration_ms,
-                search.llm_calls, search.prompt_tokens, search.completion_tokens, search.cost,
+                search.id,
+                search.user_id,
+                search.at,
+                search.query,
+                search.mode,
+                search.model,
+                search.duration_ms,
+                search.llm_calls,
+                search.prompt_tokens,
+                search.completion_tokens,
+                search.cost,
                 json.dumps(search.returned_ids),
                 json.dumps([e.as_dict() for e in search.events], ensure_ascii=False),
             ),
         )
 
 
-_COLUMNS = ("id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, completion_tokens, cost, "
-            "returned_ids, trace")
+_COLUMNS = (
+    "id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, completion_tokens, cost, "
+    "returned_ids, trace"
+)
 
 
 def _row(row: tuple) -> StoredSearch:
     *head, returned, trace = row
-    return StoredSearch(*head, returned_ids=json.loads(returned),
-                        events=[Event.from_dict(e) for e in json.loads(trace)])
+    return StoredSearch(
+        *head, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
+    )
 
 
 class _Retention:

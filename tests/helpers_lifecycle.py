@@ -20,8 +20,20 @@ class Clock:
 
 def add(store: Store, request_id: str, user: str, session: str, *contents: str, ts: int | None = 1_700_000_000_000):
     """One Add request of ``contents`` (user, assistant, user, … roles; said-at ts, ts+1, … or None)."""
-    return store.add(parse_add({
-        "request_id": request_id, "user_id": user, "session_id": session,
-        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": c,
-                      "timestamp": None if ts is None else ts + i} for i, c in enumerate(contents)],
-    }))
+    return store.add(
+        parse_add(
+            {
+                "request_id": request_id,
+                "user_id": user,
+                "session_id": session,
+                "messages": [
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": c,
+                        "timestamp": None if ts is None else ts + i,
+                    }
+                    for i, c in enumerate(contents)
+                ],
+            }
+        )
+    )

@@ -93,24 +93,30 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 entry = llm.script.pop(0) if llm.script else llm.default or Fail(500, "script exhausted")
             if isinstance(entry, Fail):
                 extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else None
-                self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}},
-                           extra)
+                self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}}, extra)
                 return
             if isinstance(entry, Slow):
                 time.sleep(entry.seconds)
                 entry = entry.content
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
             completion = _tokens(entry)
-            self._send(200, {
-                "id": f"chatcmpl-{len(llm.requests)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": entry}}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                          "total_tokens": prompt + completion},
-            })
+            self._send(
+                200,
+                {
+                    "id": f"chatcmpl-{len(llm.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "scripted"),
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": entry}}
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
+                },
+            )
 
     server = ThreadingHTTPServer((llm.host, llm.port), Handler)
     server.daemon_threads = True

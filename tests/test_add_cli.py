@@ -27,8 +27,13 @@ def jsonl(path, *objs_or_lines) -> str:
 
 
 def add_line(rid, user="u1", session="s1", content="hello", **extra):
-    return {"request_id": rid, "user_id": user, "session_id": session,
-            "messages": [{"role": "user", "content": content, "timestamp": 1_700_000_000_000}], **extra}
+    return {
+        "request_id": rid,
+        "user_id": user,
+        "session_id": session,
+        "messages": [{"role": "user", "content": content, "timestamp": 1_700_000_000_000}],
+        **extra,
+    }
 
 
 def test_help_explains_both_line_shapes(cli) -> None:
@@ -39,15 +44,33 @@ def test_help_explains_both_line_shapes(cli) -> None:
 
 
 def test_one_message_from_the_shell(cli, db_path) -> None:
-    result = cli("add", "Alice: I adopted a cat named Biscuit", "--user", "alice", "--session", "s1",
-                 "--at", "2023-05-08T13:56", "--json")
+    result = cli(
+        "add",
+        "Alice: I adopted a cat named Biscuit",
+        "--user",
+        "alice",
+        "--session",
+        "s1",
+        "--at",
+        "2023-05-08T13:56",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["success"] is True and out["status"] == "added" and out["request_id"].startswith("cli-")
     said = rows(db_path, "SELECT said_at FROM messages")[0][0]
     assert said == 1_683_554_160_000  # 2023-05-08T13:56Z
-    again = cli("add", "Alice: I adopted a cat named Biscuit", "--user", "alice", "--session", "s1",
-                "--at", "2023-05-08T13:56", "--json")
+    again = cli(
+        "add",
+        "Alice: I adopted a cat named Biscuit",
+        "--user",
+        "alice",
+        "--session",
+        "s1",
+        "--at",
+        "2023-05-08T13:56",
+        "--json",
+    )
     assert json.loads(again.output)["status"] == "duplicate"
     assert len(rows(db_path)) == 1
 
@@ -81,7 +104,12 @@ def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
     # A session opening with an assistant message, multi-line and non-ASCII text, verbatim whitespace.
     assert ("alice", "s3", "assistant", "Welcome back! Last time you mentioned planning a garden.") in stored
     assert ("bob", "s1", "user", "Bob: 我上周去了杭州，西湖的风景真美。") in stored
-    assert ("alice", "s2", "assistant", "  Poor Biscuit. A grain-free salmon formula often helps with allergies.  ") in stored
+    assert (
+        "alice",
+        "s2",
+        "assistant",
+        "  Poor Biscuit. A grain-free salmon formula often helps with allergies.  ",
+    ) in stored
     # Message lines carrying a request_id are grouped under it.
     assert rows(db_path, "SELECT count(*) FROM messages WHERE request_id = 'carol-recital'")[0][0] == 2
     # Replaying both again adds nothing.
@@ -140,8 +168,12 @@ def test_every_kind_of_bad_line_names_file_and_line(cli, db_path, tmp_path) -> N
 
 
 def test_conflict_in_a_replay_is_reported_with_its_line(cli, db_path, tmp_path) -> None:
-    path = jsonl(tmp_path / "c.jsonl", add_line("r1", content="one"), add_line("r1", content="two"),
-                 add_line("r1", user="u2", content="two"))
+    path = jsonl(
+        tmp_path / "c.jsonl",
+        add_line("r1", content="one"),
+        add_line("r1", content="two"),
+        add_line("r1", user="u2", content="two"),
+    )
     result = cli("add", "--file", path, "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 3
@@ -210,16 +242,20 @@ def test_message_lines_group_by_session_in_runs_of_twenty(cli, db_path, tmp_path
 
 
 def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
-    path = jsonl(tmp_path / "u.jsonl", add_line("ok"),
-                 '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
-                 '"messages": [{"role": "user", "content": "broken \\udc80 text"}]}',
-                 '{"request_id": "r3", "user_id": "u1", "session_id": "s1", '
-                 '"messages": [{"role": "user", "content": "paired \\ud83d\\ude00 emoji"}]}')
+    path = jsonl(
+        tmp_path / "u.jsonl",
+        add_line("ok"),
+        '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
+        '"messages": [{"role": "user", "content": "broken \\udc80 text"}]}',
+        '{"request_id": "r3", "user_id": "u1", "session_id": "s1", '
+        '"messages": [{"role": "user", "content": "paired \\ud83d\\ude00 emoji"}]}',
+    )
     result = cli("add", "--file", path, "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 2
     assert summary["problems"] == [
-        f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"]
+        f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"
+    ]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
 
 
@@ -228,8 +264,10 @@ def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_store
 ) -> None:
     """Two sessions interleaved line by line: s1's "yes" said twice makes two groups with the same payload. The
     second is a new message, not a replay of the first; re-running the file (or after a kill) still adds nothing."""
-    lines = [{"user_id": "u", "session_id": s, "role": "user", "content": c}
-             for s, c in [("s1", "yes"), ("s2", "no"), ("s1", "yes"), ("s2", "no"), ("s1", "yes")]]
+    lines = [
+        {"user_id": "u", "session_id": s, "role": "user", "content": c}
+        for s, c in [("s1", "yes"), ("s2", "no"), ("s1", "yes"), ("s2", "no"), ("s1", "yes")]
+    ]
     path = jsonl(tmp_path / "i.jsonl", *lines)
     first = json.loads(cli("add", "--file", path, "--json").output)
     assert (first["messages_added"], first["duplicates"]) == (5, 0)
@@ -240,8 +278,13 @@ def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_store
 
 
 def test_a_line_nested_too_deeply_is_a_line_error_and_the_rest_is_stored(cli, db_path, tmp_path) -> None:
-    path = jsonl(tmp_path / "deep.jsonl", add_line("r1", content="before"), "[" * 100_000 + "]" * 100_000,
-                 '{"x": ' * 5_000 + '"\\ud800"' + "}" * 5_000, add_line("r2", content="after"))
+    path = jsonl(
+        tmp_path / "deep.jsonl",
+        add_line("r1", content="before"),
+        "[" * 100_000 + "]" * 100_000,
+        '{"x": ' * 5_000 + '"\\ud800"' + "}" * 5_000,
+        add_line("r2", content="after"),
+    )
     result = cli("add", "--file", path, "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 2
@@ -254,13 +297,27 @@ def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp
     another payload, and a forgotten one are all found before anything is stored."""
     from refind_cli import lifecycle
 
-    assert cli("add", "--file", jsonl(tmp_path / "pre.jsonl", add_line("stored", content="as stored"),
-                                      add_line("gone", content="forget me"))).exit_code == 0
+    assert (
+        cli(
+            "add",
+            "--file",
+            jsonl(
+                tmp_path / "pre.jsonl", add_line("stored", content="as stored"), add_line("gone", content="forget me")
+            ),
+        ).exit_code
+        == 0
+    )
     with Store(db_path) as store:
         lifecycle.forget(store, "u1", request_id="gone")
-    path = jsonl(tmp_path / "s.jsonl", add_line("r1", content="one"), add_line("r1", content="one"),
-                 add_line("r1", content="two"), add_line("stored", content="changed"),
-                 add_line("gone", content="forget me"), add_line("stored", content="as stored"))
+    path = jsonl(
+        tmp_path / "s.jsonl",
+        add_line("r1", content="one"),
+        add_line("r1", content="one"),
+        add_line("r1", content="two"),
+        add_line("stored", content="changed"),
+        add_line("gone", content="forget me"),
+        add_line("stored", content="as stored"),
+    )
     result = cli("add", "--file", path, "--strict", "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 3
@@ -283,12 +340,16 @@ def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
     assert parse_date(at) == parse_date(at + "Z") == 2_160_421_849_957
     assert parse_date("2038-06-17T23:10:49.957+02:00") == 2_160_421_849_957
 
+
 def test_json_python_cannot_hold_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
-    path = jsonl(tmp_path / "n.jsonl", add_line("ok"),
-                 '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
-                 '"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5_000 + '}]}',
-                 "[" * 100_000 + "]" * 100_000,
-                 add_line("ok2", content="still stored"))
+    path = jsonl(
+        tmp_path / "n.jsonl",
+        add_line("ok"),
+        '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
+        '"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5_000 + "}]}",
+        "[" * 100_000 + "]" * 100_000,
+        add_line("ok2", content="still stored"),
+    )
     result = cli("add", "--file", path, "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 2

@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
-
-from refind_cli import search as S
-
 from conftest import FIXTURES
 from helpers_retrieval import DAY, T0, add
+
+from refind_cli import search as S
 
 SEARCH = '{"thought": "look for the hike", "action": "search_chatrecord", "keywords": "hiking Rainier"}'
 NOTE = '{"thought": "this answers it", "action": "take_note", "results": [1]}'
@@ -29,25 +28,51 @@ def _env(monkeypatch):
 
 @pytest.fixture
 def filled(store):
-    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0),
-        ("assistant", "Great hike!", T0 + 60_000))
+    add(
+        store,
+        "alice",
+        "hike",
+        ("user", "Caroline: I went hiking at Mount Rainier", T0),
+        ("assistant", "Great hike!", T0 + 60_000),
+    )
     add(store, "alice", "dog", ("user", "Caroline: my dog Rex", T0 + DAY))
     add(store, "bob", "b1", ("user", "Bob: hiking Rainier is my secret too", T0))
     return store
 
 
 def agent(cli, llm, *extra):
-    return cli("search", "where did Caroline go hiking", "--user", "alice", "--mode", "agent",
-               "--model", "openai/scripted", "--api-base", llm.url, *extra)
+    return cli(
+        "search",
+        "where did Caroline go hiking",
+        "--user",
+        "alice",
+        "--mode",
+        "agent",
+        "--model",
+        "openai/scripted",
+        "--api-base",
+        llm.url,
+        *extra,
+    )
 
 
 def test_trace_shows_every_step_and_inspect_re_renders_it_exactly(cli, filled, llm_server):
     llm_server.play(SEARCH, NOTE, FINISH)
     live = agent(cli, llm_server, "--trace")
     assert live.exit_code == 0, live.output
-    for part in ("agent search", "step 1", "thought look for the hike", "action search_chatrecord",
-                 "1 hit for 'hiking Rainier'", "▶", "kept result 1", "the planner finished", "evidence",
-                 "3 LLM calls", "Mount Rainier"):
+    for part in (
+        "agent search",
+        "step 1",
+        "thought look for the hike",
+        "action search_chatrecord",
+        "1 hit for 'hiking Rainier'",
+        "▶",
+        "kept result 1",
+        "the planner finished",
+        "evidence",
+        "3 LLM calls",
+        "Mount Rainier",
+    ):
         assert part in live.output, part
     search_id = live.output.strip().split("agent search ")[-1].split()[0]
     shown = cli("inspect", "search", search_id)
@@ -66,7 +91,7 @@ def test_json_includes_the_trace_and_the_contract_items(cli, filled, llm_server)
     assert [set(d) for d in data["data"]] == [{"id", "content", "score", "created_at"}]
     assert "Mount Rainier" in data["data"][0]["content"]
     assert data["path"] == "notes" and data["stats"]["llm_calls"] == 3
-    assert [e["kind"] for e in data["trace"]][0] == "start" and data["trace"][-1]["kind"] == "evidence"
+    assert next(e["kind"] for e in data["trace"]) == "start" and data["trace"][-1]["kind"] == "evidence"
     stored = json.loads(cli("inspect", "search", data["search_id"], "--json").stdout)
     assert stored["events"] == data["trace"] and stored["returned_ids"] == [d["id"] for d in data["data"]]
 
@@ -130,13 +155,16 @@ def _imports_after(args_list, tmp_path):
 
 
 def test_help_and_bm25_commands_never_import_litellm(tmp_path):
-    line = _imports_after([
-        ["--help"],
-        ["add", "--file", str(FIXTURES / "conversations.jsonl"), "-q"],
-        ["search", "Lisbon", "--user", "alice", "--mode", "bm25"],
-        ["search", "--help"],
-        ["inspect", "searches"],
-    ], tmp_path)
+    line = _imports_after(
+        [
+            ["--help"],
+            ["add", "--file", str(FIXTURES / "conversations.jsonl"), "-q"],
+            ["search", "Lisbon", "--user", "alice", "--mode", "bm25"],
+            ["search", "--help"],
+            ["inspect", "searches"],
+        ],
+        tmp_path,
+    )
     assert line == "LOADED []"
     # (checked by hand: the same probe prints ['litellm', 'openai'] once an agent-mode search has run)
 
@@ -145,8 +173,17 @@ def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_s
     monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
     monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
     llm_server.default = SEARCH  # every question: keep searching until the budget runs out
-    out = cli("eval", str(FIXTURES / "eval" / "locomo_small.json"), "--mode", "agent", "--limit", "2", "--json",
-              "--top-k", "5")
+    out = cli(
+        "eval",
+        str(FIXTURES / "eval" / "locomo_small.json"),
+        "--mode",
+        "agent",
+        "--limit",
+        "2",
+        "--json",
+        "--top-k",
+        "5",
+    )
     assert out.exit_code == 0, out.output
     refind = json.loads(out.stdout)["systems"]["refind"]
     assert refind["questions"] == 2
@@ -154,8 +191,9 @@ def test_eval_agent_mode_runs_the_planner_and_counts_calls_and_tokens(cli, llm_s
     assert refind["tokens"] > 0
 
 
-def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(runner, cli, filled, db_path, llm_server,
-                                                                         tmp_path):
+def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(
+    runner, cli, filled, db_path, llm_server, tmp_path
+):
     from refind_cli.cli import app
 
     llm_server.play(SEARCH, NOTE, FINISH)
@@ -171,10 +209,20 @@ def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(runner
 
 def test_markup_in_questions_keywords_and_ids_is_shown_literally(cli, filled, llm_server):
     add(filled, "[/u]", "[/s]", ("user", "Caroline: I went hiking at Mount Rainier", T0))
-    llm_server.play('{"thought": "go", "action": "search_chatrecord", "keywords": "hiking Rainier [/k]"}', NOTE,
-                    FINISH)
-    live = cli("search", "where did Caroline go hiking [/q]", "--user", "[/u]", "--mode", "agent",
-               "--model", "openai/scripted", "--api-base", llm_server.url, "--trace")
+    llm_server.play('{"thought": "go", "action": "search_chatrecord", "keywords": "hiking Rainier [/k]"}', NOTE, FINISH)
+    live = cli(
+        "search",
+        "where did Caroline go hiking [/q]",
+        "--user",
+        "[/u]",
+        "--mode",
+        "agent",
+        "--model",
+        "openai/scripted",
+        "--api-base",
+        llm_server.url,
+        "--trace",
+    )
     assert live.exit_code == 0, live.output
     assert "[/k]" in live.output and "[/s]" in live.output
     listed = cli("inspect", "searches")

@@ -7,8 +7,12 @@ import pytest
 from refind_cli.contract import parse_add, parse_search
 from refind_cli.errors import InvalidInput
 
-GOOD = {"request_id": "r1", "user_id": "u1", "session_id": "s1",
-        "messages": [{"role": "user", "content": "Alice: hi", "timestamp": 1_700_000_000_000}]}
+GOOD = {
+    "request_id": "r1",
+    "user_id": "u1",
+    "session_id": "s1",
+    "messages": [{"role": "user", "content": "Alice: hi", "timestamp": 1_700_000_000_000}],
+}
 
 
 def with_(**changes):
@@ -45,15 +49,25 @@ DROP = object()
         (msg(content=DROP), "messages[0].content: required"),
         (msg(content=5), "messages[0].content: must be a string, got number"),
         (msg(content=""), "messages[0].content: must be a non-empty string"),
-        (msg(timestamp="2023-01-01"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (
+            msg(timestamp="2023-01-01"),
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string",
+        ),
         (msg(timestamp=True), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got boolean"),
-        (msg(timestamp=1.5e12 + 0.5), "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5"),
-        (msg(timestamp=1_700_000_000),
-         "messages[0].timestamp: 1700000000 is outside the accepted range of Unix milliseconds "
-         "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20) (that looks like seconds; multiply by 1000)"),
-        (msg(timestamp=-1),
-         "messages[0].timestamp: -1 is outside the accepted range of Unix milliseconds "
-         "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20)"),
+        (
+            msg(timestamp=1.5e12 + 0.5),
+            "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5",
+        ),
+        (
+            msg(timestamp=1_700_000_000),
+            "messages[0].timestamp: 1700000000 is outside the accepted range of Unix milliseconds "
+            "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20) (that looks like seconds; multiply by 1000)",
+        ),
+        (
+            msg(timestamp=-1),
+            "messages[0].timestamp: -1 is outside the accepted range of Unix milliseconds "
+            "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20)",
+        ),
     ],
 )
 def test_each_fault_has_a_precise_message(body, message) -> None:
@@ -91,14 +105,23 @@ def test_unknown_fields_are_reported_not_refused_unless_strict() -> None:
     body = with_(metadata={"x": 1}, agent_id="a", messages=[{"role": "user", "content": "hi", "name": "Al"}])
     req = parse_add(body)
     assert req.unknown_fields == ("metadata", "agent_id", "messages[0].name")
-    with pytest.raises(InvalidInput, match=r"unknown fields \(refused by --strict\): metadata, agent_id, messages\[0\]\.name"):
+    with pytest.raises(
+        InvalidInput, match=r"unknown fields \(refused by --strict\): metadata, agent_id, messages\[0\]\.name"
+    ):
         parse_add(body, strict=True)
 
 
 def test_payload_hash_ignores_key_order_and_unknown_fields_but_not_content() -> None:
     a = parse_add(GOOD)
-    b = parse_add({"messages": [{"timestamp": 1_700_000_000_000, "content": "Alice: hi", "role": "user", "x": 1}],
-                   "session_id": "s1", "user_id": "u1", "request_id": "r1", "app_id": "z"})
+    b = parse_add(
+        {
+            "messages": [{"timestamp": 1_700_000_000_000, "content": "Alice: hi", "role": "user", "x": 1}],
+            "session_id": "s1",
+            "user_id": "u1",
+            "request_id": "r1",
+            "app_id": "z",
+        }
+    )
     c = parse_add(msg(content="Alice: hi "))
     assert a.payload_hash() == b.payload_hash() != c.payload_hash()
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from conftest import FIXTURES
 
 from refind_cli import datasets
 from refind_cli.datasets import SESSION_CHUNK, Skipped, detect_format, load
 from refind_cli.errors import RefindError
-
-from conftest import FIXTURES
 
 EVAL = FIXTURES / "eval"
 LOCOMO = EVAL / "locomo_small.json"
@@ -21,7 +20,7 @@ MEMDAILY = EVAL / "memdaily"
 
 
 def utc_ms(*args: int) -> int:
-    return int(datetime(*args, tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)
 
 
 def raw(path):
@@ -109,12 +108,15 @@ def test_locomo_questions_evidence_and_what_is_skipped():
     }
 
 
-@pytest.mark.parametrize("entry, ids", [
-    ("D8:6; D9:17", ["D8:6", "D9:17"]),
-    ("D9:1 D4:4 D4:6", ["D9:1", "D4:4", "D4:6"]),
-    ("D1:2,D1:3", ["D1:2", "D1:3"]),
-    ("D3:7", ["D3:7"]),
-])
+@pytest.mark.parametrize(
+    "entry, ids",
+    [
+        ("D8:6; D9:17", ["D8:6", "D9:17"]),
+        ("D9:1 D4:4 D4:6", ["D9:1", "D4:4", "D4:6"]),
+        ("D1:2,D1:3", ["D1:2", "D1:3"]),
+        ("D3:7", ["D3:7"]),
+    ],
+)
 def test_locomo_evidence_entries_are_split(entry, ids):
     assert datasets.split_evidence(entry) == ids
 
@@ -126,13 +128,16 @@ def test_longmemeval_contest_style_and_skips():
     skipped = Skipped()
     samples = list(load(LONGMEMEVAL, skipped=skipped))
     assert [s.user_id for s in samples] == ["q-hike"]
-    assert skipped.as_dict() == {"longmemeval abstention question": 1,
-                                 "longmemeval question without has_answer turns": 1}
+    assert skipped.as_dict() == {
+        "longmemeval abstention question": 1,
+        "longmemeval question without has_answer turns": 1,
+    }
     s = samples[0]
     item = raw(LONGMEMEVAL)[0]
     msgs = all_messages(s)
-    expected = [f"{t['role']}: {t['content']}" for sess in item["haystack_sessions"] for t in sess
-                if t["content"].strip()]  # the contract refuses blank content: such turns are left out
+    expected = [
+        f"{t['role']}: {t['content']}" for sess in item["haystack_sessions"] for t in sess if t["content"].strip()
+    ]  # the contract refuses blank content: such turns are left out
     assert [m.content for m in msgs] == expected
     assert {m.role for m in msgs} == {"user"}
     # the haystack names "s1" twice: two sessions' Adds under the same session id, distinct request ids
@@ -180,7 +185,9 @@ def test_memdaily_evidence_and_options():
     items = raw(MEMDAILY / "01_simple_items.json")
     q0 = s.questions[0]
     t0 = items[0]
-    assert q0.evidence == tuple(m["message"] for m in t0["message_list"] if m["mid"] in t0["question_list"][0]["target_step_id"])
+    assert q0.evidence == tuple(
+        m["message"] for m in t0["message_list"] if m["mid"] in t0["question_list"][0]["target_step_id"]
+    )
     assert q0.category == "01_simple_items"
     # choices {"B":…, "A":…} become options in letter order; a string choice is one option
     choices = t0["question_list"][0]["choices"]
@@ -189,11 +196,14 @@ def test_memdaily_evidence_and_options():
     assert q3.options == (items[3]["question_list"][0]["choices"],)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("2024年04月01日 周一 08:30", utc_ms(2024, 4, 1, 8, 30)),
-    ("2024年4月1日 9:05", utc_ms(2024, 4, 1, 9, 5)),
-    ("someday", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2024年04月01日 周一 08:30", utc_ms(2024, 4, 1, 8, 30)),
+        ("2024年4月1日 9:05", utc_ms(2024, 4, 1, 9, 5)),
+        ("someday", None),
+        (None, None),
+    ],
+)
 def test_memdaily_time(value, expected):
     assert datasets.parse_memdaily_time(value) == expected

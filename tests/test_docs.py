@@ -52,7 +52,7 @@ def test_every_refind_variable_in_the_code_is_in_the_configuration_table() -> No
     used = set()  # REFIND__NAME (double underscore) is internal: how `serve --workers` hands settings to workers
     for source in (ROOT / "refind_cli").rglob("*.py"):
         used |= set(re.findall(r'"(REFIND_[A-Z][A-Z_]*)"', source.read_text(encoding="utf-8")))
-    table = README[README.index("## Configuration"):]
+    table = README[README.index("## Configuration") :]
     missing = sorted(v for v in used if f"`{v}`" not in table)
     assert not missing, f"REFIND_* variables read by the code but not in README's configuration table: {missing}"
 

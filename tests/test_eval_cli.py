@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from refind_cli import datasets
-
 from conftest import FIXTURES
+
+from refind_cli import datasets
 
 EVAL = FIXTURES / "eval"
 
@@ -40,14 +40,33 @@ def test_eval_tables(cli):
 
 
 def test_eval_memdaily_folder_with_flags(cli):
-    result = cli("eval", str(EVAL / "memdaily"), "--json", "--limit", "4", "--top-k", "5", "--no-options",
-                 "--append", "Answer in one word.", "--baseline-tokenizer", "plain", "-V", "neighbours=0")
+    result = cli(
+        "eval",
+        str(EVAL / "memdaily"),
+        "--json",
+        "--limit",
+        "4",
+        "--top-k",
+        "5",
+        "--no-options",
+        "--append",
+        "Answer in one word.",
+        "--baseline-tokenizer",
+        "plain",
+        "-V",
+        "neighbours=0",
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["format"] == "memdaily" and report["questions"] == 4
     s = report["settings"]
     assert (s["top_k"], s["options"], s["query_suffix"], s["tokenizer"], s["variants"]) == (
-        5, False, "Answer in one word.", "plain", {"neighbours": "0"})
+        5,
+        False,
+        "Answer in one word.",
+        "plain",
+        {"neighbours": "0"},
+    )
 
 
 def test_eval_role_faithful(cli):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import FIXTURES
 
 from refind_cli import datasets, search
 from refind_cli.contract import AddRequest, Message
@@ -20,8 +21,6 @@ from refind_cli.evaluate import (
     search_config,
 )
 
-from conftest import FIXTURES
-
 EVAL = FIXTURES / "eval"
 LOCOMO = EVAL / "locomo_small.json"
 MEMDAILY = EVAL / "memdaily"
@@ -30,8 +29,11 @@ T0 = 1_700_000_000_000
 
 def add(store, user, session, *contents, role="user", rid=None):
     msgs = tuple(Message(role=role, content=c, timestamp=T0 + i * 60_000) for i, c in enumerate(contents))
-    store.add(AddRequest(request_id=rid or f"{user}-{session}-{len(contents)}", user_id=user, session_id=session,
-                         messages=msgs))
+    store.add(
+        AddRequest(
+            request_id=rid or f"{user}-{session}-{len(contents)}", user_id=user, session_id=session, messages=msgs
+        )
+    )
 
 
 # ---- the metric ----------------------------------------------------------------------------------------------
@@ -60,8 +62,14 @@ def test_percentile_nearest_rank():
 
 
 def test_baseline_ranks_messages_and_renders_them_like_refind(store):
-    add(store, "u", "s1", "Ana: my beagle Pepper loves the park", "Ben: nice weather today",
-        "Ana: the beagle chewed my shoe")
+    add(
+        store,
+        "u",
+        "s1",
+        "Ana: my beagle Pepper loves the park",
+        "Ben: nice weather today",
+        "Ana: the beagle chewed my shoe",
+    )
     hits = BaselineBM25()(store, user_id="u", query="what did the beagle Pepper do", top_k=10)
     msgs = {m.content: m for m in store.user_messages("u")}
     best = msgs["Ana: my beagle Pepper loves the park"]
@@ -84,8 +92,9 @@ def test_baseline_sees_new_messages_of_the_user(store):
     add(store, "u", "s1", "Ana: my beagle Pepper loves the park")
     assert baseline(store, user_id="u", query="marathon", top_k=5).contents == []
     add(store, "u", "s2", "Ana: I ran a marathon")
-    assert [c.endswith("I ran a marathon") for c in baseline(store, user_id="u", query="marathon", top_k=5).contents] \
-        == [True]
+    assert [
+        c.endswith("I ran a marathon") for c in baseline(store, user_id="u", query="marathon", top_k=5).contents
+    ] == [True]
 
 
 def test_baseline_never_returns_another_users_message(store):
@@ -109,20 +118,29 @@ def test_plain_tokenizer_baseline_misses_chinese_that_bigrams_find(store):
 
 
 def test_variants_parse_to_the_fields_types():
-    cfg = search_config(parse_variants(["neighbours=0", "session_fusion=off", "neighbour_chars=300", "k1=1.5",
-                                        "overlap=repeat"]))
-    assert (cfg.neighbours, cfg.session_fusion, cfg.neighbour_chars, cfg.k1, cfg.overlap) == (0, False, 300, 1.5,
-                                                                                                "repeat")
+    cfg = search_config(
+        parse_variants(["neighbours=0", "session_fusion=off", "neighbour_chars=300", "k1=1.5", "overlap=repeat"])
+    )
+    assert (cfg.neighbours, cfg.session_fusion, cfg.neighbour_chars, cfg.k1, cfg.overlap) == (
+        0,
+        False,
+        300,
+        1.5,
+        "repeat",
+    )
     assert search_config(parse_variants(["neighbour_chars=none"])).neighbour_chars is None
     assert search_config() == search.SearchConfig()
 
 
-@pytest.mark.parametrize("items, message", [
-    (["nope=1"], "no such field"),
-    (["neighbours=two"], "expected a int"),
-    (["session_fusion=maybe"], "expected a bool"),
-    (["neighbours"], "KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        (["nope=1"], "no such field"),
+        (["neighbours=two"], "expected a int"),
+        (["session_fusion=maybe"], "expected a bool"),
+        (["neighbours"], "KEY=VALUE"),
+    ],
+)
 def test_bad_variants_are_refused(items, message):
     with pytest.raises(RefindError, match=message):
         search_config(parse_variants(items))
@@ -180,8 +198,11 @@ def test_evaluate_passes_options_suffix_top_k_and_limit():
         calls.append((query, options, top_k))
         return Hits([])
 
-    evaluate(MEMDAILY, systems={"r": record}, settings=EvalSettings(limit=3, top_k=7, query_suffix="Answer briefly.",
-                                                                    warm_up=False))
+    evaluate(
+        MEMDAILY,
+        systems={"r": record},
+        settings=EvalSettings(limit=3, top_k=7, query_suffix="Answer briefly.", warm_up=False),
+    )
     assert len(calls) == 3
     assert all(q.endswith(" Answer briefly.") and opts and k == 7 for q, opts, k in calls)
     calls.clear()

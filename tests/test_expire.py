@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers_lifecycle import T0, Clock
 from helpers_lifecycle import add as _add
+
 from refind_cli import lifecycle, review
 from refind_cli.store import DAY_MS, Store
 
@@ -51,8 +51,7 @@ def test_reads_hide_expired_messages_before_any_sweep(aged) -> None:
 def test_expire_removes_exactly_the_expired_rows(aged) -> None:
     store, clock = aged
     clock.now = T0 + 35 * DAY_MS
-    before = {r[0] for r in store.conn.execute("SELECT id FROM messages WHERE recorded_at >= ?",
-                                                (T0 + 5 * DAY_MS,))}
+    before = {r[0] for r in store.conn.execute("SELECT id FROM messages WHERE recorded_at >= ?", (T0 + 5 * DAY_MS,))}
     dry = lifecycle.expire(store, dry_run=True)
     assert (dry.messages, dry.requests) == (3, 2)
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # dry run deletes nothing
@@ -93,13 +92,18 @@ def test_expire_one_user_and_retention_off(aged, db_path: Path) -> None:
 
 def test_expire_removes_old_traces_and_traces_quoting_expired_text(aged) -> None:
     store, clock = aged
-    rows = [("t-old", "alice", T0 + 1, "day ten"), ("t-quotes", "alice", T0 + 20 * DAY_MS, "day zero, first"),
-            ("t-keep", "alice", T0 + 20 * DAY_MS, "day twenty")]
+    rows = [
+        ("t-old", "alice", T0 + 1, "day ten"),
+        ("t-quotes", "alice", T0 + 20 * DAY_MS, "day zero, first"),
+        ("t-keep", "alice", T0 + 20 * DAY_MS, "day twenty"),
+    ]
     with store.write():
         for sid, user, at, quoted in rows:
             store.conn.execute(
                 "INSERT INTO searches (id, user_id, at, query, mode, duration_ms, returned_ids, trace) "
-                "VALUES (?, ?, ?, 'q', 'planner', 1.0, '[]', ?)", (sid, user, at, json.dumps({"hit": quoted})))
+                "VALUES (?, ?, ?, 'q', 'planner', 1.0, '[]', ?)",
+                (sid, user, at, json.dumps({"hit": quoted})),
+            )
     clock.now = T0 + 35 * DAY_MS
     result = lifecycle.expire(store)
     assert result.users["alice"].searches == 2
@@ -128,8 +132,7 @@ def _stored_search(store: Store, sid: str, user: str, at: int, quoted: list[str]
     from refind_cli import trace
 
     events = [trace.Event("evidence", 1, 1.0, {"path": "notes", "ids": quoted})]
-    trace.save(store, trace.StoredSearch(sid, user, at, "a question", "agent", "m", 1.0, 1, 0, 0, None, quoted,
-                                         events))
+    trace.save(store, trace.StoredSearch(sid, user, at, "a question", "agent", "m", 1.0, 1, 0, 0, None, quoted, events))
 
 
 def test_stored_planner_searches_past_retention_are_hidden_before_any_sweep(aged, cli, db_path) -> None:

@@ -42,13 +42,27 @@ def test_round_trip_is_byte_identical(runner, tmp_path: Path) -> None:
 def test_export_keeps_ids_order_whitespace_and_missing_timestamps(runner, tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     lines = [
-        {"request_id": "eval:run_1:chunk-0", "user_id": "u", "session_id": "s1",
-         "messages": [{"role": "user", "content": "  padded  \n", "timestamp": None},
-                      {"role": "assistant", "content": "第二条", "timestamp": 1700000000000}]},
-        {"request_id": "r2", "user_id": "u", "session_id": "s2",
-         "messages": [{"role": "user", "content": "later", "timestamp": 1690000000000}]},
-        {"request_id": "r3", "user_id": "other", "session_id": "s1",
-         "messages": [{"role": "user", "content": "not u's", "timestamp": 1690000000000}]},
+        {
+            "request_id": "eval:run_1:chunk-0",
+            "user_id": "u",
+            "session_id": "s1",
+            "messages": [
+                {"role": "user", "content": "  padded  \n", "timestamp": None},
+                {"role": "assistant", "content": "第二条", "timestamp": 1700000000000},
+            ],
+        },
+        {
+            "request_id": "r2",
+            "user_id": "u",
+            "session_id": "s2",
+            "messages": [{"role": "user", "content": "later", "timestamp": 1690000000000}],
+        },
+        {
+            "request_id": "r3",
+            "user_id": "other",
+            "session_id": "s1",
+            "messages": [{"role": "user", "content": "not u's", "timestamp": 1690000000000}],
+        },
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")

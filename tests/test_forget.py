@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers_lifecycle import add as _add
+
 from refind_cli import lifecycle
 from refind_cli.contract import parse_add
 from refind_cli.errors import Forgotten, InvalidInput, NotFound
@@ -49,13 +49,14 @@ def filled(db_path: Path) -> Store:
 
 
 def _files(db_path: Path) -> bytes:
-    return b"".join(Path(f"{db_path}{sfx}").read_bytes() for sfx in ("", "-wal", "-shm")
-                    if Path(f"{db_path}{sfx}").exists())
+    return b"".join(
+        Path(f"{db_path}{sfx}").read_bytes() for sfx in ("", "-wal", "-shm") if Path(f"{db_path}{sfx}").exists()
+    )
 
 
 def _windows(text: str, width: int = 16) -> set[bytes]:
     raw = text.encode("utf-8")
-    return {raw[i:i + width] for i in range(0, max(1, len(raw) - width + 1))}
+    return {raw[i : i + width] for i in range(max(1, len(raw) - width + 1))}
 
 
 def _leaks(db_path: Path, *texts: str) -> list[bytes]:
@@ -98,21 +99,30 @@ def test_tombstone_keeps_ids_counts_and_hashes_never_text(filled: Store) -> None
     [stone] = lifecycle.tombstones(filled, user_id="alice")
     assert stone["id"] == result.tombstone_id
     assert (stone["scope"], stone["session_id"], stone["request_id"], stone["rows"]) == (
-        "request", "s2", "a-secret-1", 2)
+        "request",
+        "s2",
+        "a-secret-1",
+        2,
+    )
     assert stone["message_ids"] == ids
     assert stone["content_hashes"] == [hashlib.sha256(t.encode()).hexdigest() for t in (SECRET_A, "Noted.")]
     row = " ".join(str(v) for v in filled.conn.execute("SELECT * FROM tombstones").fetchone())
     assert "locker" not in row and "Noted" not in row
     assert filled.user_version("alice") > version  # caches keyed on the version go stale
-    [event] = [e for e in filled.conn.execute("SELECT kind, user_id, request_id, rows, detail FROM events "
-                                               "WHERE kind = 'forget'")]
+    [event] = list(
+        filled.conn.execute("SELECT kind, user_id, request_id, rows, detail FROM events WHERE kind = 'forget'")
+    )
     assert event[:4] == ("forget", "alice", "a-secret-1", 2)
     assert json.loads(event[4])["tombstone"] == result.tombstone_id
 
 
 def test_replaying_a_forgotten_request_is_refused_naming_the_tombstone(filled: Store) -> None:
-    body = {"request_id": "a-secret-1", "user_id": "alice", "session_id": "s2",
-            "messages": [{"role": "user", "content": SECRET_A, "timestamp": 1688198400000}]}
+    body = {
+        "request_id": "a-secret-1",
+        "user_id": "alice",
+        "session_id": "s2",
+        "messages": [{"role": "user", "content": SECRET_A, "timestamp": 1688198400000}],
+    }
     result = lifecycle.forget(filled, "alice", session_id="s2")
     with pytest.raises(Forgotten, match=f"tombstone {result.tombstone_id}"):
         filled.add(parse_add(body))
@@ -149,14 +159,19 @@ def test_forget_cli_needs_yes_off_a_terminal_and_reports(cli, filled: Store) -> 
     assert missing.exit_code == 4
     stones = json.loads(cli("inspect", "tombstones", "--user", "alice", "--json").output)
     assert [(t["id"], t["scope"], t["session_id"], t["rows"]) for t in stones] == [
-        (data["tombstone_id"], "session", "s2", 3)]
+        (data["tombstone_id"], "session", "s2", 3)
+    ]
     assert "s2" in cli("inspect", "tombstones").output
 
 
 def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_path: Path) -> None:
     lifecycle.forget(filled, "alice", request_id="a-secret-2")
-    line = {"request_id": "a-secret-2", "user_id": "alice", "session_id": "s2",
-            "messages": [{"role": "user", "content": SECRET_B, "timestamp": 1688198500000}]}
+    line = {
+        "request_id": "a-secret-2",
+        "user_id": "alice",
+        "session_id": "s2",
+        "messages": [{"role": "user", "content": SECRET_B, "timestamp": 1688198500000}],
+    }
     path = tmp_path / "replay.jsonl"
     path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     out = cli("add", "--file", str(path), "--json")
@@ -165,8 +180,9 @@ def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_pat
     assert summary["requests_added"] == 0 and "was forgotten (tombstone" in summary["problems"][0]
 
 
-def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(filled: Store, db_path: Path,
-                                                                                monkeypatch) -> None:
+def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(
+    filled: Store, db_path: Path, monkeypatch
+) -> None:
     import sqlite3
 
     monkeypatch.setattr(lifecycle, "CHECKPOINT_TIMEOUT_S", 0.05)
@@ -195,8 +211,14 @@ def test_forget_asks_on_a_terminal(filled: Store, db_path: Path, answer: str, go
 
     primary, secondary = pty.openpty()
     env = {**os.environ, "REFIND_DB": str(db_path), "COLUMNS": "120"}
-    proc = subprocess.Popen([sys.executable, "-m", "refind_cli", "forget", "--user", "alice", "--session", "s2"],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "forget", "--user", "alice", "--session", "s2"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
     os.close(secondary)
     seen = b""
     deadline = time.monotonic() + 30
@@ -227,14 +249,24 @@ def test_forgetting_a_short_message_keeps_the_traces_that_never_showed_it(db_pat
     from refind_cli.store import Store, message_id
 
     def stored(sid: str, ids: list[str]) -> trace.StoredSearch:
-        events = [trace.Event("model_call", 1, 1.0, {"prompt_tokens": 10, "completion_tokens": 5}),
-                  trace.Event("search", 1, 2.0, {"hits": [{"n": 1, "message_ids": ids}]})]
+        events = [
+            trace.Event("model_call", 1, 1.0, {"prompt_tokens": 10, "completion_tokens": 5}),
+            trace.Event("search", 1, 2.0, {"hits": [{"n": 1, "message_ids": ids}]}),
+        ]
         return trace.StoredSearch(sid, "u", 1, "a question", "agent", "m", 1.0, 1, 10, 5, None, ids, events)
 
     with Store(db_path, retention_days=None) as store:
         for rid, session, text in [("r1", "chat", "ok"), ("r2", "trip", "Lisbon trip with my sister")]:
-            store.add(parse_add({"request_id": rid, "user_id": "u", "session_id": session,
-                                 "messages": [{"role": "user", "content": text}]}))
+            store.add(
+                parse_add(
+                    {
+                        "request_id": rid,
+                        "user_id": "u",
+                        "session_id": session,
+                        "messages": [{"role": "user", "content": text}],
+                    }
+                )
+            )
         trace.save(store, stored("showed-ok", [message_id("u", "r1", 0)]))
         trace.save(store, stored("unrelated", [message_id("u", "r2", 0)]))
         assert lifecycle.forget(store, "u", session_id="chat").searches == 1

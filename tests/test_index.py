@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from refind_cli.index import build_index, bm25_scores, eligible, fuse, neighbours
+from refind_cli.index import bm25_scores, build_index, eligible, fuse, neighbours
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
 from refind_cli.turns import Turn

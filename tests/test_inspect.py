@@ -21,8 +21,11 @@ def loaded(cli) -> None:
 
 def _add_in_2001(db_path: Path, user: str, text: str) -> None:
     with Store(db_path, clock=lambda: 1_000_000_000_000, retention_days=None) as old:
-        old.add(parse_add({"request_id": "r", "user_id": user, "session_id": "s",
-                           "messages": [{"role": "user", "content": text}]}))
+        old.add(
+            parse_add(
+                {"request_id": "r", "user_id": user, "session_id": "s", "messages": [{"role": "user", "content": text}]}
+            )
+        )
 
 
 def _json(cli, *args: str):
@@ -37,10 +40,15 @@ def _expected(db_path: Path) -> dict:
         return {
             "users": q("SELECT count(DISTINCT user_id) FROM messages").fetchone()[0],
             "messages": q("SELECT count(*) FROM messages").fetchone()[0],
-            "alice_sessions": [r[0] for r in q("SELECT session_id FROM messages WHERE user_id = 'alice' "
-                                               "GROUP BY session_id ORDER BY min(seq)")],
-            "alice_s1": q("SELECT id, content FROM messages WHERE user_id = 'alice' AND session_id = 's1' "
-                          "ORDER BY seq").fetchall(),
+            "alice_sessions": [
+                r[0]
+                for r in q(
+                    "SELECT session_id FROM messages WHERE user_id = 'alice' GROUP BY session_id ORDER BY min(seq)"
+                )
+            ],
+            "alice_s1": q(
+                "SELECT id, content FROM messages WHERE user_id = 'alice' AND session_id = 's1' ORDER BY seq"
+            ).fetchall(),
             "said": q("SELECT min(said_at), max(said_at) FROM messages").fetchone(),
         }
 
@@ -81,8 +89,13 @@ def test_every_inspect_command_has_json_that_parses(cli, loaded, db_path: Path) 
 def test_every_inspect_command_renders_a_table(cli, loaded) -> None:
     session = cli("inspect", "session", "alice", "s1").output
     turn_id = _json(cli, "inspect", "session", "alice", "s1")["turns"][1]["id"]
-    for args in (["inspect"], ["inspect", "users"], ["inspect", "user", "alice"], ["inspect", "session", "alice", "s1"],
-                 ["inspect", "events", "--user", "alice"]):
+    for args in (
+        ["inspect"],
+        ["inspect", "users"],
+        ["inspect", "user", "alice"],
+        ["inspect", "session", "alice", "s1"],
+        ["inspect", "events", "--user", "alice"],
+    ):
         result = cli(*args)
         assert result.exit_code == 0, result.output
         assert "alice" in result.output or "refind database" in result.output
@@ -92,16 +105,25 @@ def test_every_inspect_command_renders_a_table(cli, loaded) -> None:
     assert turn.exit_code == 0 and "turn 2 of 3" in turn.output and "Lisbon" in turn.output
 
 
-def test_options_before_the_subcommand_are_honoured_and_no_database_is_created(runner, cli, loaded, db_path,
-                                                                               tmp_path: Path) -> None:
+def test_options_before_the_subcommand_are_honoured_and_no_database_is_created(
+    runner, cli, loaded, db_path, tmp_path: Path
+) -> None:
     from refind_cli.cli import app
 
-    ids = [u["user_id"] for u in json.loads(runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "users"],
-                                                          env={"REFIND_DB": ""}).output)]
+    ids = [
+        u["user_id"]
+        for u in json.loads(
+            runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "users"], env={"REFIND_DB": ""}).output
+        )
+    ]
     assert ids == ["alice", "bob", "carol", "dave"]
     missing = tmp_path / "typo.db"
-    for args in (["inspect", "--db", str(missing)], ["inspect", "users", "--db", str(missing)],
-                 ["expire", "--db", str(missing)], ["export", "--user", "alice", "--db", str(missing)]):
+    for args in (
+        ["inspect", "--db", str(missing)],
+        ["inspect", "users", "--db", str(missing)],
+        ["expire", "--db", str(missing)],
+        ["export", "--user", "alice", "--db", str(missing)],
+    ):
         assert runner.invoke(app, args).exit_code == 4, args
     assert not missing.exists()
 

@@ -6,17 +6,21 @@ Checked by hand once: with the ``user_id = ?`` predicate removed from ``Store.us
 from __future__ import annotations
 
 import pytest
+from helpers_retrieval import MIN, T0, add
 
 from refind_cli import search as S
-
-from helpers_retrieval import MIN, T0, add
 
 
 def _two_users(store):
     # the same session id and the same words for both users, interleaved in time
     add(store, "alice", "shared", ("user", "alice likes the red kayak", T0), ("user", "alice filler", T0 + 2 * MIN))
-    add(store, "mallory", "shared", ("user", "mallory SECRET red kayak", T0 + MIN),
-        ("user", "mallory SECRET kayak notes", T0 + 3 * MIN))
+    add(
+        store,
+        "mallory",
+        "shared",
+        ("user", "mallory SECRET red kayak", T0 + MIN),
+        ("user", "mallory SECRET kayak notes", T0 + 3 * MIN),
+    )
 
 
 @pytest.mark.parametrize("unit", ["message", "pair"])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from helpers_lifecycle import T0, Clock
 from helpers_lifecycle import add as _add
+
 from refind_cli import lifecycle, search
 from refind_cli.store import DAY_MS, Store
 
@@ -54,8 +55,7 @@ def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> Non
         ids = {m.request_id: m.id for m in store.user_messages("alice")}
 
     def found(*extra: str) -> list[str]:
-        out = cli("search", "biscuit", "--user", "alice", "--mode", "bm25", "--retention-days", "off", "--json",
-                  *extra)
+        out = cli("search", "biscuit", "--user", "alice", "--mode", "bm25", "--retention-days", "off", "--json", *extra)
         assert out.exit_code == 0, out.output
         return sorted(item["id"] for item in json.loads(out.output)["data"])
 
@@ -80,7 +80,7 @@ def test_forget_clears_the_persisted_index_and_the_cache(db_path: Path) -> None:
     assert store.conn.execute("SELECT user_id FROM search_index").fetchall() == [("bob",)]
     raw = _raw(db_path)
     data = secret.encode()
-    assert not [data[i:i + 16] for i in range(len(data) - 15) if data[i:i + 16] in raw]
+    assert not [data[i : i + 16] for i in range(len(data) - 15) if data[i : i + 16] in raw]
     assert [stem for stem in stems if stem in raw] == []  # not even a token of it in the persisted index
     # The in-process cache was dropped too: the next search rebuilds from what is left.
     assert _found(store, "alice", "safe combination hallway wedding") == set()
@@ -101,9 +101,11 @@ def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, 
     model = litellm_complete("openai/scripted", llm_server.url, timeout_s=5, retries=1, backoff_s=0.01)
 
     def plan(question: str, keywords: str) -> str:
-        llm_server.play(json.dumps({"thought": "look", "action": "search_chatrecord", "keywords": keywords}),
-                        json.dumps({"thought": "useful", "action": "take_note", "results": [1]}),
-                        '{"thought": "enough", "action": "finish_search"}')
+        llm_server.play(
+            json.dumps({"thought": "look", "action": "search_chatrecord", "keywords": keywords}),
+            json.dumps({"thought": "useful", "action": "take_note", "results": [1]}),
+            '{"thought": "enough", "action": "finish_search"}',
+        )
         return agent_search(store, "alice", question, top_k=5, model=model, model_name="openai/scripted").search_id
 
     quoting = plan("where does the waterfall trail start", "waterfall trail sawmill")
@@ -117,7 +119,7 @@ def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, 
     assert result.searches == 1
     assert [r[0] for r in store.conn.execute("SELECT id FROM searches")] == [other]
     data, raw = secret.encode(), _raw(db_path)
-    assert not [data[i:i + 16] for i in range(len(data) - 15) if data[i:i + 16] in raw]
+    assert not [data[i : i + 16] for i in range(len(data) - 15) if data[i : i + 16] in raw]
 
 
 def test_a_longer_retention_in_the_same_process_is_not_served_a_shorter_ones_index(db_path: Path) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from refind_cli.evaluate import EvalSettings, evaluate
-
 from conftest import FIXTURES, ROOT
+
+from refind_cli.evaluate import EvalSettings, evaluate
 
 EVAL = FIXTURES / "eval"
 
@@ -35,6 +35,9 @@ def test_quality_grid_runs_on_fixtures():
 def test_quality_grid_option_parses_variant_sets():
     quality = load_bench()
     assert quality.parse_grid(";neighbours=1,neighbour_chars=500;overlap=repeat") == [
-        (), ("neighbours=1", "neighbour_chars=500"), ("overlap=repeat",)]
+        (),
+        ("neighbours=1", "neighbour_chars=500"),
+        ("overlap=repeat",),
+    ]
     systems = quality.systems_for("locomo", quality.parse_grid(";neighbours=0"), extras=False)
     assert list(systems) == ["baseline (plain BM25)", "defaults", "neighbours=0"]

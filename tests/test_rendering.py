@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers_retrieval import MIN, T0, add
 
 from refind_cli import search as S
-
-from helpers_retrieval import MIN, T0, add
 
 
 def _lines(block):
@@ -132,8 +131,13 @@ def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
 def test_instructions_are_stripped_also_when_options_join_the_query(store):
     _session(store, "we went hiking at Rainier", session="trip")
     _session(store, "reply with the correct letter, only one option", session="quiz", at=T0 + MIN)
-    hits = S.search(store, "u", "Where did we go? Choose the correct option and reply with its letter only.",
-                    top_k=1, options=["Rainier", "Hood"])
+    hits = S.search(
+        store,
+        "u",
+        "Where did we go? Choose the correct option and reply with its letter only.",
+        top_k=1,
+        options=["Rainier", "Hood"],
+    )
     assert hits[0].session_id == "trip"  # not the turn that echoes the instruction's words
 
 

@@ -15,19 +15,28 @@ from pathlib import Path
 def write_replay(path: Path, user: str, n_requests: int, per_request: int = 10) -> int:
     with path.open("w", encoding="utf-8") as f:
         for r in range(n_requests):
-            messages = [{"role": "user" if i % 2 == 0 else "assistant",
-                         "content": f"{user} request {r} message {i}: the quick brown fox {r * per_request + i}",
-                         "timestamp": 1_700_000_000_000 + r * 1000 + i}
-                        for i in range(per_request)]
-            f.write(json.dumps({"request_id": f"{user}-{r}", "user_id": user, "session_id": f"s{r // 50}",
-                                "messages": messages}) + "\n")
+            messages = [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"{user} request {r} message {i}: the quick brown fox {r * per_request + i}",
+                    "timestamp": 1_700_000_000_000 + r * 1000 + i,
+                }
+                for i in range(per_request)
+            ]
+            f.write(
+                json.dumps(
+                    {"request_id": f"{user}-{r}", "user_id": user, "session_id": f"s{r // 50}", "messages": messages}
+                )
+                + "\n"
+            )
     return n_requests * per_request
 
 
 def refind(*args: str, db: Path) -> subprocess.Popen:
     env = {**os.environ, "REFIND_DB": str(db)}
-    return subprocess.Popen([sys.executable, "-m", "refind_cli", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def count(db: Path, sql: str = "SELECT count(*) FROM messages") -> int:
@@ -71,7 +80,7 @@ def test_several_processes_adding_to_one_database(tmp_path: Path) -> None:
     # Two processes race on the same file (same new request ids), two others write their own users.
     procs = [refind("add", "--file", str(p), "--json", db=db) for p in (a, a, b, c)]
     results = [p.communicate(timeout=180) for p in procs]
-    for proc, (out, err) in zip(procs, results):
+    for proc, (_out, err) in zip(procs, results):
         assert proc.returncode == 0, err
         assert "Traceback" not in err and "IntegrityError" not in err and "locked" not in err
     summaries = [json.loads(out) for out, _ in results]

@@ -5,18 +5,30 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers_retrieval import DAY, T0, add
 
 from refind_cli import search as S
 from refind_cli.errors import InvalidInput
 
-from helpers_retrieval import DAY, T0, add
-
 
 def _conversation(store):
-    add(store, "alice", "s1", ("user", "Alice: I booked the trip to Lisbon"), ("assistant", "Lovely. Flying direct?"),
-        ("user", "Alice: Yes, from Boston with my sister Maya"), at=T0)
-    add(store, "alice", "s2", ("user", "Alice: Biscuit the dog needs grain-free food"),
-        ("assistant", "Try a salmon formula"), at=T0 + 30 * DAY)
+    add(
+        store,
+        "alice",
+        "s1",
+        ("user", "Alice: I booked the trip to Lisbon"),
+        ("assistant", "Lovely. Flying direct?"),
+        ("user", "Alice: Yes, from Boston with my sister Maya"),
+        at=T0,
+    )
+    add(
+        store,
+        "alice",
+        "s2",
+        ("user", "Alice: Biscuit the dog needs grain-free food"),
+        ("assistant", "Try a salmon formula"),
+        at=T0 + 30 * DAY,
+    )
     add(store, "alice", "s3", ("user", "Alice: Maya ran a marathon in Porto"), at=T0 + 60 * DAY)
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from helpers_retrieval import MIN, T0, add
+
 from refind_cli import search as S
 from refind_cli.store import DAY_MS, Store
-
-from helpers_retrieval import MIN, T0, add
 
 QUERIES = ["Lisbon trip", "Maya marathon", "salmon", "dog food Biscuit", "Boston", "zeppelin"]
 
@@ -16,8 +16,15 @@ def _naive(store, user, query, **kw):
 
 
 def _fill(store, user="alice"):
-    add(store, user, "s1", ("user", "I booked the Lisbon trip"), ("assistant", "Flying from Boston?"),
-        ("user", "Yes, with Maya"), at=T0)
+    add(
+        store,
+        user,
+        "s1",
+        ("user", "I booked the Lisbon trip"),
+        ("assistant", "Flying from Boston?"),
+        ("user", "Yes, with Maya"),
+        at=T0,
+    )
     add(store, user, "s2", ("user", "Biscuit the dog needs new food"), ("assistant", "Try salmon"), at=T0 + DAY_MS)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import subprocess
 import sys
 
@@ -13,13 +13,26 @@ from conftest import FIXTURES
 
 @pytest.fixture
 def filled(cli):
-    assert cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--quiet", "--retention-days", "off").exit_code == 0
+    assert (
+        cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--quiet", "--retention-days", "off").exit_code == 0
+    )
     return cli
 
 
 def test_json_is_exactly_the_contract_response(filled):
-    r = filled("search", "Lisbon trip sister", "--user", "alice", "--mode", "bm25", "--json", "--top-k", "2",
-               "--retention-days", "off")
+    r = filled(
+        "search",
+        "Lisbon trip sister",
+        "--user",
+        "alice",
+        "--mode",
+        "bm25",
+        "--json",
+        "--top-k",
+        "2",
+        "--retention-days",
+        "off",
+    )
     assert r.exit_code == 0, r.output
     body = json.loads(r.output)
     assert set(body) == {"data"}
@@ -79,10 +92,25 @@ def test_a_missing_database_is_an_error_and_is_not_created(runner, tmp_path):
     from refind_cli.cli import app
 
     missing = tmp_path / "typo.db"
-    for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25", "--json", "--db", str(missing)],
-                 ["search", "Lisbon", "--user", "alice", "--mode", "agent", "--model", "openai/x",
-                  "--api-base", "http://127.0.0.1:9/v1", "--db", str(missing)],
-                 ["inspect", "searches", "--db", str(missing)], ["inspect", "search", "f00", "--db", str(missing)]):
+    for args in (
+        ["search", "Lisbon", "--user", "alice", "--mode", "bm25", "--json", "--db", str(missing)],
+        [
+            "search",
+            "Lisbon",
+            "--user",
+            "alice",
+            "--mode",
+            "agent",
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--db",
+            str(missing),
+        ],
+        ["inspect", "searches", "--db", str(missing)],
+        ["inspect", "search", "f00", "--db", str(missing)],
+    ):
         r = runner.invoke(app, args)
         assert r.exit_code == 4, (args, r.output)
         assert "no database at" in r.output and "Traceback" not in r.output
@@ -111,9 +139,10 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
 
 
 def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
+    from rich.console import Console
+
     from refind_cli import render_trace
     from refind_cli.trace import Event
-    from rich.console import Console
 
     evil = "zebra \x1b]0;pwned\x07 and \x1b[31mred\x1b[0m \x9b2J end"
     assert cli("add", evil, "--user", "u", "--session", "s").exit_code == 0
@@ -124,10 +153,13 @@ def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
         assert "\\x1b]0;pwned\\x07" in r.output
     r = cli("search", "zebra", "--user", "u", "--mode", "bm25", "--json")
     assert evil in json.loads(r.output)["data"][0]["content"]  # the data itself is untouched
-    out = Console(width=200, record=True, file=open(os.devnull, "w"))
-    for ev in (Event("start", 0, 0.0, {"question": evil}), Event("action", 1, 0.0, {"thought": evil, "name": "x"}),
-               Event("search", 1, 0.0, {"keywords": "zebra", "hits": [{"n": 1, "content": evil, "session_id": "s"}]}),
-               Event("correction", 1, 0.0, {"reason": "bad", "reply": evil})):
+    out = Console(width=200, record=True, file=io.StringIO())
+    for ev in (
+        Event("start", 0, 0.0, {"question": evil}),
+        Event("action", 1, 0.0, {"thought": evil, "name": "x"}),
+        Event("search", 1, 0.0, {"keywords": "zebra", "hits": [{"n": 1, "content": evil, "session_id": "s"}]}),
+        Event("correction", 1, 0.0, {"reason": "bad", "reply": evil}),
+    ):
         out.print(render_trace.event(ev))
     shown = out.export_text()
     assert "\x1b" not in shown and "\\x1b[31mred" in shown

@@ -22,8 +22,9 @@ def make_client(db_path):
     clients = []
 
     def make(**overrides):
-        cfg = ServerSettings(**{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0,
-                                **overrides})
+        cfg = ServerSettings(
+            **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
+        )
         client = TestClient(create_app(cfg), raise_server_exceptions=False)
         client.__enter__()
         clients.append(client)
@@ -39,8 +40,9 @@ def client(make_client):
     return make_client()
 
 
-def add_body(request_id="r1", user_id="alice", session_id="s1", contents=("Caroline: I went hiking at Mount Rainier",),
-             **extra):
+def add_body(
+    request_id="r1", user_id="alice", session_id="s1", contents=("Caroline: I went hiking at Mount Rainier",), **extra
+):
     messages = [{"role": "user", "content": c, "timestamp": 1_683_554_160_000 + i} for i, c in enumerate(contents)]
     return {"request_id": request_id, "user_id": user_id, "session_id": session_id, "messages": messages, **extra}
 
@@ -66,8 +68,12 @@ def test_add_answers_exactly_the_contract_and_echoes_ids_byte_for_byte(client, d
     body["messages"][0]["content"] = "  Caroline: padded  \n"
     response = client.post("/v1/memories/add", json=body)
     assert response.status_code == 200
-    assert response.json() == {"success": True, "request_id": "eval:run_abc:conv-26:chunk-0 ",
-                               "user_id": "ユーザー:1", "session_id": " s:1"}
+    assert response.json() == {
+        "success": True,
+        "request_id": "eval:run_abc:conv-26:chunk-0 ",
+        "user_id": "ユーザー:1",
+        "session_id": " s:1",
+    }
     with Store(db_path, retention_days=None) as store:  # stored verbatim, committed before the answer
         assert [m.content for m in store.user_messages("ユーザー:1")] == ["  Caroline: padded  \n"]
 
@@ -123,8 +129,9 @@ def test_validation_faults_are_422_with_the_same_message_as_the_cli(client, rout
     assert response.json() == {"error": {"type": "invalid", "message": expected.value.message}}
 
 
-@pytest.mark.parametrize("raw", [b"", b"{not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000,
-                                 b'{"top_k": ' + b"1" * 5_000 + b"}"])  # past Python's 4,300-digit int limit
+@pytest.mark.parametrize(
+    "raw", [b"", b"{not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b'{"top_k": ' + b"1" * 5_000 + b"}"]
+)  # past Python's 4,300-digit int limit
 def test_a_body_that_is_not_json_is_a_422_not_a_crash(client, raw):
     for route in ("/v1/memories/add", "/v1/memories/search"):
         response = client.post(route, content=raw, headers={"content-type": "application/json"})
@@ -141,12 +148,18 @@ def test_unknown_route_and_wrong_method_use_the_one_error_shape(client):
 
 def test_aliases_answer_like_the_routes_and_stay_out_of_openapi(client):
     assert client.post("/add", json=add_body()).json() == client.post("/v1/memories/add", json=add_body()).json()
-    assert client.post("/search", json={"query": "hiking", "user_id": "alice", "top_k": 3}).json() == \
-        search(client, "hiking", top_k=3).json()
+    assert (
+        client.post("/search", json={"query": "hiking", "user_id": "alice", "top_k": 3}).json()
+        == search(client, "hiking", top_k=3).json()
+    )
     paths = client.get("/openapi.json").json()["paths"]
     assert set(paths) == {"/health", "/v1/memories/add", "/v1/memories/search", "/v1/memories"}
-    assert paths["/v1/memories/add"]["post"]["requestBody"]["content"]["application/json"]["schema"]["required"] == \
-        ["request_id", "user_id", "session_id", "messages"]
+    assert paths["/v1/memories/add"]["post"]["requestBody"]["content"]["application/json"]["schema"]["required"] == [
+        "request_id",
+        "user_id",
+        "session_id",
+        "messages",
+    ]
 
 
 # ---- search --------------------------------------------------------------------------------------------------
@@ -161,7 +174,7 @@ def test_search_of_an_unknown_user_is_an_empty_list(client):
 def test_search_never_returns_more_than_top_k_and_every_item_is_well_formed(client):
     contents = [f"Caroline: hiking trip number {i} to the mountains" for i in range(20)]
     for start in range(0, 20, 5):
-        client.post("/v1/memories/add", json=add_body(request_id=f"r{start}", contents=contents[start:start + 5]))
+        client.post("/v1/memories/add", json=add_body(request_id=f"r{start}", contents=contents[start : start + 5]))
     for top_k in (1, 3, 7, 100):
         response = search(client, "hiking mountains", top_k=top_k)
         assert response.headers["content-type"].startswith("application/json")
@@ -195,9 +208,10 @@ def test_one_users_memory_never_reaches_another_users_search(client):
 def test_options_are_used_by_the_search(client):
     client.post("/v1/memories/add", json=add_body(contents=("Caroline: the capybara lives in Brazil",)))
     assert search(client, "which animal was it").json()["data"] == []
-    response = client.post("/v1/memories/search",
-                           json={"query": "which animal was it", "user_id": "alice", "top_k": 5,
-                                 "options": ["capybara", "wombat"]})
+    response = client.post(
+        "/v1/memories/search",
+        json={"query": "which animal was it", "user_id": "alice", "top_k": 5, "options": ["capybara", "wombat"]},
+    )
     assert "capybara" in response.json()["data"][0]["content"]
 
 
@@ -216,8 +230,12 @@ def test_messages_past_retention_are_never_served(make_client, db_path):
 
 @pytest.mark.parametrize(
     "headers",
-    [{"Authorization": f"Bearer {TOKEN}"}, {"Authorization": f"Token {TOKEN}"}, {"X-Api-Key": TOKEN},
-     {"authorization": f"bearer {TOKEN}"}],
+    [
+        {"Authorization": f"Bearer {TOKEN}"},
+        {"Authorization": f"Token {TOKEN}"},
+        {"X-Api-Key": TOKEN},
+        {"authorization": f"bearer {TOKEN}"},
+    ],
 )
 def test_each_token_header_is_accepted(make_client, headers):
     client = make_client(token=TOKEN)
@@ -234,8 +252,14 @@ def test_a_token_configured_with_surrounding_whitespace_still_matches(make_clien
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN},
-     {"X-Api-Key": TOKEN + "x"}, {"Authorization": "Bearer "}],
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+        {"X-Api-Key": TOKEN + "x"},
+        {"Authorization": "Bearer "},
+    ],
 )
 def test_a_missing_or_wrong_token_is_401_and_nothing_is_stored(make_client, db_path, headers):
     client = make_client(token=TOKEN)
@@ -260,7 +284,7 @@ def test_a_body_over_the_limit_is_413_by_header_and_by_stream(make_client, db_pa
     import json
 
     raw = json.dumps(big).encode()
-    chunks = (raw[i:i + 1000] for i in range(0, len(raw), 1000))  # no Content-Length: chunked
+    chunks = (raw[i : i + 1000] for i in range(0, len(raw), 1000))  # no Content-Length: chunked
     streamed = client.post("/v1/memories/add", content=chunks, headers={"content-type": "application/json"})
     assert streamed.status_code == 413
     assert client.post("/v1/memories/add", json=add_body(contents=("x" * 3000,))).status_code == 200
@@ -286,13 +310,17 @@ def test_one_access_line_per_request_and_no_content_query_or_token_in_logs(make_
     client = make_client(token=TOKEN)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     client.post("/v1/memories/add", json=add_body(contents=("Caroline: private-walrus-content",)), headers=headers)
-    client.post("/v1/memories/search", json={"query": "secret-query-otter", "user_id": "alice", "top_k": 3},
-                headers=headers)
+    client.post(
+        "/v1/memories/search", json={"query": "secret-query-otter", "user_id": "alice", "top_k": 3}, headers=headers
+    )
     client.post("/v1/memories/search", json={"query": "q", "user_id": "alice", "top_k": 0}, headers=headers)
     client.get("/health?probe=private-probe")
     access = [r.getMessage() for r in caplog.records if r.name == "refind.access"]
     assert [line.rsplit(" ", 1)[0] for line in access] == [
-        "POST /v1/memories/add 200", "POST /v1/memories/search 200", "POST /v1/memories/search 422", "GET /health 200"
+        "POST /v1/memories/add 200",
+        "POST /v1/memories/search 200",
+        "POST /v1/memories/search 422",
+        "GET /health 200",
     ]
     assert all(line.endswith("ms") for line in access)
     server_side = "\n".join(r.getMessage() for r in caplog.records if not r.name.startswith("httpx"))
@@ -326,8 +354,9 @@ def test_forget_removes_a_request_a_session_or_a_user_and_the_next_search_sees_i
     both = client.delete("/v1/memories", params={"user_id": "alice", "session_id": "s", "request_id": "r"}, headers=h)
     assert both.status_code == 422
     assert client.delete("/v1/memories", headers=h).status_code == 422
-    replay = client.post("/add", json=add_body(request_id="a1", session_id="s1", contents=("Caroline: kayak trip",)),
-                         headers=h)
+    replay = client.post(
+        "/add", json=add_body(request_id="a1", session_id="s1", contents=("Caroline: kayak trip",)), headers=h
+    )
     assert replay.status_code == 410  # a forgotten request is not stored again by a retry
     with Store(db_path, retention_days=None) as store:
         assert store.counts()["messages"] == 0
@@ -352,8 +381,10 @@ def test_the_retention_sweep_deletes_expired_rows_while_serving(make_client, db_
 
 
 def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client):
-    lone = (b'{"request_id": "r", "user_id": "u", "session_id": "s", '
-            b'"messages": [{"role": "user", "content": "a \\udc00"}]}')
+    lone = (
+        b'{"request_id": "r", "user_id": "u", "session_id": "s", '
+        b'"messages": [{"role": "user", "content": "a \\udc00"}]}'
+    )
     response = client.post("/v1/memories/add", content=lone)
     assert response.status_code == 422
     assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")

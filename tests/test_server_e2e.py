@@ -26,9 +26,29 @@ class ServerProcess:
     def __init__(self, db: Path, *extra: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db), "--mode", "bm25",
-             "--token", TOKEN, "--expire-interval", "0", "--retention-days", "off", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "refind_cli",
+                "serve",
+                "--port",
+                "0",
+                "--db",
+                str(db),
+                "--mode",
+                "bm25",
+                "--token",
+                TOKEN,
+                "--expire-interval",
+                "0",
+                "--retention-days",
+                "off",
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         self.lines: list[str] = []
         self.url = self._wait_for_port()
@@ -68,9 +88,15 @@ def server(db_path):
 
 
 def add_body(request_id: str, user_id: str = "alice", text: str = "Caroline: I went hiking at Mount Rainier") -> dict:
-    return {"request_id": request_id, "user_id": user_id, "session_id": "s1",
-            "messages": [{"role": "user", "content": text, "timestamp": 1_683_554_160_000},
-                         {"role": "assistant", "content": "Nice!", "timestamp": None}]}
+    return {
+        "request_id": request_id,
+        "user_id": user_id,
+        "session_id": "s1",
+        "messages": [
+            {"role": "user", "content": text, "timestamp": 1_683_554_160_000},
+            {"role": "assistant", "content": "Nice!", "timestamp": None},
+        ],
+    }
 
 
 def test_health_add_search_with_all_three_auth_headers(server):
@@ -78,12 +104,12 @@ def test_health_add_search_with_all_three_auth_headers(server):
         assert http.get("/health").json() == {"status": "ok"}
         assert http.post("/v1/memories/add", json=add_body("r0")).status_code == 401
         for i, headers in enumerate([AUTH, {"Authorization": f"Token {TOKEN}"}, {"X-Api-Key": TOKEN}]):
-            added = http.post("/v1/memories/add", json=add_body(f"r{i}", text=f"Caroline: hike number{i}"),
-                              headers=headers)
+            added = http.post(
+                "/v1/memories/add", json=add_body(f"r{i}", text=f"Caroline: hike number{i}"), headers=headers
+            )
             assert added.status_code == 200, added.text
             assert added.json() == {"success": True, "request_id": f"r{i}", "user_id": "alice", "session_id": "s1"}
-            found = http.post("/search", json={"query": f"number{i}", "user_id": "alice", "top_k": 2},
-                              headers=headers)
+            found = http.post("/search", json={"query": f"number{i}", "user_id": "alice", "top_k": 2}, headers=headers)
             assert found.status_code == 200 and f"number{i}" in found.json()["data"][0]["content"]
     log = "".join(server.lines)
     assert "POST /v1/memories/add 200" in log and "GET /health 200" in log
@@ -262,9 +288,28 @@ def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "refind_cli", "serve", "--port", str(port), "--db", str(db_path), "--mode", "bm25",
-         "--token", TOKEN, "--expire-interval", "0", "--workers", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "refind_cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(db_path),
+            "--mode",
+            "bm25",
+            "--token",
+            TOKEN,
+            "--expire-interval",
+            "0",
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -305,9 +350,27 @@ def test_concurrent_adds_and_searches_across_two_worker_processes_all_succeed(db
 def test_insecure_public_bind_starts_with_a_loud_warning(db_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "refind_cli", "serve", "--host", "0.0.0.0", "--port", "0", "--insecure",
-         "--db", str(db_path), "--mode", "bm25", "--expire-interval", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "refind_cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--insecure",
+            "--db",
+            str(db_path),
+            "--mode",
+            "bm25",
+            "--expire-interval",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         seen = []
@@ -328,7 +391,7 @@ def test_insecure_public_bind_starts_with_a_loud_warning(db_path):
 def test_the_server_lifts_a_low_open_file_limit(db_path):
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard <= 1024:
         pytest.skip("the hard limit leaves nothing to lift")
 
@@ -337,9 +400,25 @@ def test_the_server_lifts_a_low_open_file_limit(db_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db_path), "--mode", "bm25",
-         "--expire-interval", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=low_limit,
+        [
+            sys.executable,
+            "-m",
+            "refind_cli",
+            "serve",
+            "--port",
+            "0",
+            "--db",
+            str(db_path),
+            "--mode",
+            "bm25",
+            "--expire-interval",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=low_limit,
     )
     try:
         for line in proc.stderr:
@@ -358,8 +437,10 @@ def test_a_client_that_hangs_up_mid_body_is_logged_as_such_not_as_a_server_error
 
     host, port = server.url.rsplit("//", 1)[1].split(":")
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                     "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{".encode())
+        sock.sendall(
+            f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{".encode()
+        )
         time.sleep(0.3)
     deadline = time.monotonic() + 10
     while "POST /add" not in "".join(server.lines) and time.monotonic() < deadline:

@@ -15,8 +15,9 @@ from refind_cli.server import ServerSettings, create_app
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
-@pytest.mark.parametrize(("path", "method"), [("/v1/memories/add", "POST"), ("/v1/memories/search", "POST"),
-                                            ("/v1/memories", "DELETE")])
+@pytest.mark.parametrize(
+    ("path", "method"), [("/v1/memories/add", "POST"), ("/v1/memories/search", "POST"), ("/v1/memories", "DELETE")]
+)
 def test_no_generated_input_makes_a_server_error(db_path, path, method, mode):
     app = create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0))
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
@@ -52,11 +53,14 @@ def test_any_text_in_any_field_is_stored_or_refused_never_a_server_error(db_path
     from fastapi.testclient import TestClient
     from hypothesis import strategies as st
 
-    client = TestClient(create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)),
-                        raise_server_exceptions=False)
+    client = TestClient(
+        create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)),
+        raise_server_exceptions=False,
+    )
     surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, blacklist_categories=())
     text = st.lists(st.one_of(st.characters(blacklist_categories=()), surrogate), min_size=1, max_size=40).map(
-        "".join)  # st.text() never yields a surrogate
+        "".join
+    )  # st.text() never yields a surrogate
 
     @given(rid=text, uid=text, content=text)
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -26,9 +26,22 @@ def test_empty_database_migrates_to_the_full_schema(db_path) -> None:
     conn = store.conn
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"_migrations", "requests", "messages", "users", "events", "tombstones", "searches"} <= tables
-    assert columns(conn, "messages") == [
-        "seq", "id", "user_id", "session_id", "request_id", "idx", "role", "content", "said_at", "recorded_at",
-    ] + columns(conn, "messages")[10:]
+    assert (
+        columns(conn, "messages")
+        == [
+            "seq",
+            "id",
+            "user_id",
+            "session_id",
+            "request_id",
+            "idx",
+            "role",
+            "content",
+            "said_at",
+            "recorded_at",
+        ]
+        + columns(conn, "messages")[10:]
+    )
     assert columns(conn, "requests")[:4] == ["user_id", "request_id", "session_id", "payload_hash"]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
@@ -50,8 +63,14 @@ def test_add_stores_verbatim_with_stable_ids_and_both_time_axes(db_path) -> None
     clock = iter([1_700_000_000_000 + i for i in range(100)])
     store = Store(db_path, clock=lambda: next(clock))
     content = "  Alice: 我去了杭州\nline two\t "
-    outcome = store.add(AddRequest("eval:run_abc:0:chunk-0", "u1", "s:1",
-                                   (Message("user", content, 1_690_000_000_000), Message("assistant", "ok"))))
+    outcome = store.add(
+        AddRequest(
+            "eval:run_abc:0:chunk-0",
+            "u1",
+            "s:1",
+            (Message("user", content, 1_690_000_000_000), Message("assistant", "ok")),
+        )
+    )
     assert (outcome.status, outcome.messages) == ("added", 2)
     rows = store.user_messages("u1")
     assert [m.content for m in rows] == [content, "ok"]
@@ -88,14 +107,20 @@ def test_same_request_id_under_two_users_is_two_requests(store) -> None:
 
 def test_add_many_is_all_or_nothing_per_request(store) -> None:
     store.add(req("r1", "u1", "s1", "original"))
-    outcomes = store.add_many([req("r0", "u1", "s1", "ok 0"), req("r1", "u1", "s1", "clash"), req("r2", "u1", "s1", "ok 2")])
+    outcomes = store.add_many(
+        [req("r0", "u1", "s1", "ok 0"), req("r1", "u1", "s1", "clash"), req("r2", "u1", "s1", "ok 2")]
+    )
     assert [type(o).__name__ if isinstance(o, Exception) else o.status for o in outcomes] == [
-        "added", "Conflict", "added"]
+        "added",
+        "Conflict",
+        "added",
+    ]
     assert sorted(m.content for m in store.user_messages("u1")) == ["ok 0", "ok 2", "original"]
 
 
 def test_a_failing_request_leaves_no_partial_rows(store, monkeypatch) -> None:
     """A write that breaks half-way (here: the event insert) rolls the whole request back."""
+
     def boom(*args, **kwargs):
         raise sqlite3.OperationalError("disk I/O error")
 
@@ -157,8 +182,9 @@ def test_colliding_message_ids_refuse_one_request_not_the_batch(store) -> None:
     from refind_cli.errors import Conflict
 
     def req(rid: str, user: str, text: str):
-        return parse_add({"request_id": rid, "user_id": user, "session_id": "s",
-                          "messages": [{"role": "user", "content": text}]})
+        return parse_add(
+            {"request_id": rid, "user_id": user, "session_id": "s", "messages": [{"role": "user", "content": text}]}
+        )
 
     assert store.add(req("b\x1fc", "a", "first")).status == "added"
     outcomes = store.add_many([req("c", "a\x1fb", "colliding"), req("r1", "bob", "innocent bystander")])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from refind_cli.turns import build_turns, session_order
-
 from helpers_retrieval import MIN, T0, add
+
+from refind_cli.turns import build_turns, session_order
 
 
 def _contents(turns):
@@ -32,8 +32,20 @@ def test_undated_messages_sort_where_they_arrived(store):
 
 
 def test_pair_unit_joins_assistant_replies_to_the_user_message(store):
-    add(store, "u", "s", ("assistant", "welcome"), ("assistant", "how can I help?"), ("user", "q1"),
-        ("assistant", "a1"), ("assistant", "a1 more"), ("user", "q2"), ("system", "note"), ("assistant", "a3"), at=T0)
+    add(
+        store,
+        "u",
+        "s",
+        ("assistant", "welcome"),
+        ("assistant", "how can I help?"),
+        ("user", "q1"),
+        ("assistant", "a1"),
+        ("assistant", "a1 more"),
+        ("user", "q2"),
+        ("system", "note"),
+        ("assistant", "a3"),
+        at=T0,
+    )
     turns = build_turns(store.user_messages("u"), "pair")
     assert _contents(turns) == [["welcome", "how can I help?"], ["q1", "a1", "a1 more"], ["q2"], ["note", "a3"]]
     assert [t.id for t in turns] == [t.messages[0].id for t in turns]
@@ -48,11 +60,19 @@ def test_sessions_never_mix_and_keep_first_arrival_order(store):
 
 
 def test_turn_ids_do_not_change_when_other_turns_arrive(store):
-    add(store, "u", "s1", ("user", "hello", T0), ("assistant", "hi", T0 + MIN), ("user", "bye", T0 + 2 * MIN),
-        ("assistant", "ciao", T0 + 3 * MIN))
+    add(
+        store,
+        "u",
+        "s1",
+        ("user", "hello", T0),
+        ("assistant", "hi", T0 + MIN),
+        ("user", "bye", T0 + 2 * MIN),
+        ("assistant", "ciao", T0 + 3 * MIN),
+    )
     add(store, "u", "s2", ("user", "other", T0 + 9 * MIN))
-    before = {u: {t.messages[0].content: t.id for t in build_turns(store.user_messages("u"), u)}
-              for u in ("message", "pair")}
+    before = {
+        u: {t.messages[0].content: t.id for t in build_turns(store.user_messages("u"), u)} for u in ("message", "pair")
+    }
     # an EARLIER message arrives later in another session, and a new one in the same session
     add(store, "u", "s2", ("user", "earlier elsewhere", T0 - 60 * MIN))
     add(store, "u", "s1", ("user", "later here", T0 + 30 * MIN))

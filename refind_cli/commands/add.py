@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -43,20 +43,18 @@ def register(app: typer.Typer) -> None:
 
 
 def add(
-    text: Annotated[Optional[str], typer.Argument(help="The message content (omit with --file).")] = None,
+    text: Annotated[str | None, typer.Argument(help="The message content (omit with --file).")] = None,
     file: Annotated[
-        Optional[str], typer.Option("--file", "-f", help="Replay a JSONL file ('-' = stdin; .gz accepted).")
+        str | None, typer.Option("--file", "-f", help="Replay a JSONL file ('-' = stdin; .gz accepted).")
     ] = None,
-    user: Annotated[Optional[str], typer.Option("--user", "-u", help="User id (one message).")] = None,
-    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Session id (one message).")] = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="User id (one message).")] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (one message).")] = None,
     role: Annotated[str, typer.Option("--role", help="user, assistant or system.")] = "user",
-    timestamp: Annotated[
-        Optional[int], typer.Option("--timestamp", help="When it was said, Unix milliseconds.")
-    ] = None,
+    timestamp: Annotated[int | None, typer.Option("--timestamp", help="When it was said, Unix milliseconds.")] = None,
     at: Annotated[
-        Optional[str], typer.Option("--at", help="When it was said, ISO 8601 (UTC unless it names a zone).")
+        str | None, typer.Option("--at", help="When it was said, ISO 8601 (UTC unless it names a zone).")
     ] = None,
-    request_id: Annotated[Optional[str], typer.Option("--request-id", help="Request id (default: a hash).")] = None,
+    request_id: Annotated[str | None, typer.Option("--request-id", help="Request id (default: a hash).")] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Refuse unknown fields; check the whole file first, store nothing if bad.")
     ] = False,
@@ -70,8 +68,10 @@ def add(
     with open_store(db, retention) as store:
         if file is not None:
             if user or session or request_id or timestamp is not None or at:
-                raise InvalidInput("--user, --session, --request-id, --timestamp and --at are for one message, "
-                                   "not --file (each line carries its own)")
+                raise InvalidInput(
+                    "--user, --session, --request-id, --timestamp and --at are for one message, "
+                    "not --file (each line carries its own)"
+                )
             _replay(store, file, strict=strict, as_json=as_json, quiet=quiet)
             return
         if not user or not session:
@@ -82,18 +82,27 @@ def add(
         from ..replay import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
-        rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-"):]
-        body = {"request_id": rid, "user_id": user, "session_id": session,
-                "messages": [{"role": role, "content": text, "timestamp": ts}]}
+        rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
+        body = {
+            "request_id": rid,
+            "user_id": user,
+            "session_id": session,
+            "messages": [{"role": role, "content": text, "timestamp": ts}],
+        }
         outcome = store.add(parse_add(body))
-    result = {"success": True, "request_id": outcome.request_id, "user_id": outcome.user_id,
-              "session_id": outcome.session_id, "status": outcome.status, "messages": outcome.messages}
+    result = {
+        "success": True,
+        "request_id": outcome.request_id,
+        "user_id": outcome.user_id,
+        "session_id": outcome.session_id,
+        "status": outcome.status,
+        "messages": outcome.messages,
+    }
     if as_json:
         render.print_json(result)
     else:
         word = "stored" if outcome.status == "added" else "already stored (identical replay, nothing written)"
-        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}",
-                               markup=False)
+        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}", markup=False)
 
 
 def _parse_at(value: str) -> int:
@@ -110,8 +119,9 @@ def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> No
     if show_bar:
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-        progress = Progress(TextColumn("replaying"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                            console=err, transient=True)
+        progress = Progress(
+            TextColumn("replaying"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err, transient=True
+        )
         task = progress.add_task("replay", total=None)
         progress.start()
 

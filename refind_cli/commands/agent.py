@@ -41,18 +41,37 @@ def run_agent(
     from .inspect import open_existing  # a typo in --db must not create an empty database
 
     with open_existing(db, retention) as store:
-        result = agent_search(store, user, query, top_k=top_k, options=options, model=complete,
-                              model_name=model_name, max_actions=max_actions, as_of=as_of,
-                              date_from=date_from, date_to=date_to, on_event=on_event)
+        result = agent_search(
+            store,
+            user,
+            query,
+            top_k=top_k,
+            options=options,
+            model=complete,
+            model_name=model_name,
+            max_actions=max_actions,
+            as_of=as_of,
+            date_from=date_from,
+            date_to=date_to,
+            on_event=on_event,
+        )
     blocks = result.blocks[:top_k]
     if as_json:
-        render.print_json({"data": [b.as_contract() for b in blocks], "search_id": result.search_id,
-                           "path": result.path, "stats": result.stats.as_dict(), "trace": result.trace_dicts()})
+        render.print_json(
+            {
+                "data": [b.as_contract() for b in blocks],
+                "search_id": result.search_id,
+                "path": result.path,
+                "stats": result.stats.as_dict(),
+                "trace": result.trace_dicts(),
+            }
+        )
         return
     render.print_blocks(blocks, query=query)
     s = result.stats
     render.console().print(
         f"agent search {result.search_id} · {s.llm_calls} LLM calls · {s.prompt_tokens + s.completion_tokens:,} "
         f"tokens · {s.duration_ms:,.0f} ms — `refind inspect search {result.search_id}` shows its trace",
-        markup=False, highlight=False,
+        markup=False,
+        highlight=False,
     )

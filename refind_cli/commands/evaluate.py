@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -36,9 +36,9 @@ def register(app: typer.Typer) -> None:
 def eval_command(
     path: Annotated[str, typer.Argument(help="The labelled set: a file or a MemDaily folder.")],
     fmt: Annotated[
-        Optional[str], typer.Option("--format", help="locomo, longmemeval or memdaily (default: detected).")
+        str | None, typer.Option("--format", help="locomo, longmemeval or memdaily (default: detected).")
     ] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="Ask at most N questions.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Ask at most N questions.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Blocks (baseline: messages) per search.")] = (
         DEFAULT_TOP_K
     ),
@@ -47,7 +47,7 @@ def eval_command(
         bool, typer.Option("--role-faithful", help="Keep LongMemEval's user/assistant roles (no labels).")
     ] = False,
     variant: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--variant", "-V", help="Override a SearchConfig field, KEY=VALUE (repeatable)."),
     ] = None,
     no_options: Annotated[
@@ -65,8 +65,14 @@ def eval_command(
     from ..evaluate import EvalSettings, evaluate, parse_variants, systems_for
 
     settings = EvalSettings(
-        top_k=top_k, limit=limit, mode=mode, role_faithful=role_faithful, options=not no_options,
-        query_suffix=append, tokenizer=tokenizer, variants=parse_variants(variant or ()),
+        top_k=top_k,
+        limit=limit,
+        mode=mode,
+        role_faithful=role_faithful,
+        options=not no_options,
+        query_suffix=append,
+        tokenizer=tokenizer,
+        variants=parse_variants(variant or ()),
     )
     systems = systems_for(settings)  # checks mode, variants and tokenizer before anything is replayed
     err = render.error_console()
@@ -74,8 +80,9 @@ def eval_command(
     if not quiet and not as_json and err.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        progress = Progress(TextColumn("asking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            console=err, transient=True)
+        progress = Progress(
+            TextColumn("asking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err, transient=True
+        )
         task = progress.add_task("eval", total=None)
         progress.start()
 
@@ -95,9 +102,11 @@ def eval_command(
     out.print(summary_table(report))
     out.print(category_table(report))
     skipped = ", ".join(f"{n} {reason}" for reason, n in report["skipped"].items())
-    out.print(f"{report['users']} users · {report['messages']:,} messages · {report['questions']} questions · "
-              f"{report['seconds']} s" + (f"\nleft out (whole file): {skipped}" if skipped else ""),
-              markup=False)
+    out.print(
+        f"{report['users']} users · {report['messages']:,} messages · {report['questions']} questions · "
+        f"{report['seconds']} s" + (f"\nleft out (whole file): {skipped}" if skipped else ""),
+        markup=False,
+    )
 
 
 def _pct(x: float) -> str:
@@ -147,7 +156,11 @@ def category_table(report: dict[str, Any]) -> Table:
             row = s["by_category"].get(cat)
             if row is None:
                 continue
-            table.add_row(cat if j == 0 else "", str(row["questions"]) if j == 0 else "", name,
-                          *(_pct(row["recall"][str(b)]) for b in BUDGETS),
-                          end_section=j == len(systems) - 1 and i < len(categories) - 1)
+            table.add_row(
+                cat if j == 0 else "",
+                str(row["questions"]) if j == 0 else "",
+                name,
+                *(_pct(row["recall"][str(b)]) for b in BUDGETS),
+                end_section=j == len(systems) - 1 and i < len(categories) - 1,
+            )
     return table

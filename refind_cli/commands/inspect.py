@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,6 @@ def register(app: typer.Typer) -> None:
 
     traces.register(inspect_app)
     app.add_typer(inspect_app, name="inspect")
-
 
 
 def _open(ctx: typer.Context, db: Path, retention: str | None):
@@ -104,7 +103,7 @@ def user(
 ) -> None:
     """One user's sessions with dates and counts.
 
-      refind inspect user alice
+    refind inspect user alice
     """
     from .. import review
 
@@ -124,7 +123,7 @@ def session(
 ) -> None:
     """One session's transcript as the index sees it: turns with their stable ids.
 
-      refind inspect session alice s1
+    refind inspect session alice s1
     """
     from .. import review
 
@@ -153,10 +152,8 @@ def turn(
 @inspect_app.command("events")
 def events(
     ctx: typer.Context,
-    user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's events.")] = None,
-    kind: Annotated[
-        Optional[str], typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")
-    ] = None,
+    user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's events.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Newest N events (0 = all).")] = 100,
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
@@ -173,7 +170,7 @@ def events(
 @inspect_app.command("tombstones")
 def tombstones(
     ctx: typer.Context,
-    user_id: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
+    user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
     as_json: JsonOption = False,

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -49,9 +49,11 @@ order and said-at timestamps. `refind add --file` reads it back into an identica
 
 # The shared --retention-days, with the shorter spelling for the command whose whole job it is.
 ExpireDaysOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
-        "--retention-days", "--days", envvar=settings.ENV_RETENTION_DAYS,
+        "--retention-days",
+        "--days",
+        envvar=settings.ENV_RETENTION_DAYS,
         help="Expire messages recorded more than this many days ago (default 30, at least 1; 'off': nothing).",
     ),
 ]
@@ -83,8 +85,8 @@ def expire(
 
 def forget(
     user: UserOption,
-    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Forget only this session.")] = None,
-    request_id: Annotated[Optional[str], typer.Option("--request-id", help="Forget only this request.")] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Forget only this session.")] = None,
+    request_id: Annotated[str | None, typer.Option("--request-id", help="Forget only this request.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
@@ -95,9 +97,13 @@ def forget(
     if session is not None and request_id is not None:
         raise InvalidInput("give --session or --request-id, not both (or neither, to forget the whole user)")
     if not yes:
-        what = (f"request {request_id!r} of user {user!r}" if request_id is not None
-                else f"session {session!r} of user {user!r}" if session is not None
-                else f"ALL memory of user {user!r}")
+        what = (
+            f"request {request_id!r} of user {user!r}"
+            if request_id is not None
+            else f"session {session!r} of user {user!r}"
+            if session is not None
+            else f"ALL memory of user {user!r}"
+        )
         if not sys.stdin.isatty():
             raise InvalidInput(f"refusing to forget {what} without confirmation: pass --yes")
         typer.confirm(f"Permanently delete {what}?", abort=True, err=True)
@@ -112,10 +118,8 @@ def forget(
 
 def export(
     user: UserOption,
-    session: Annotated[Optional[str], typer.Option("--session", "-s", help="Export only this session.")] = None,
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
-    ] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Export only this session.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
     db: DbOption = "refind.db",
     retention: RetentionOption = None,
     as_json: JsonOption = False,

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .. import render, settings
 from ..errors import InvalidInput
 from ..options import (
-    ApiBaseOption, DbOption, JsonOption, MaxActionsOption, ModelOption, RetentionOption, TraceOption, UserOption,
+    ApiBaseOption,
+    DbOption,
+    JsonOption,
+    MaxActionsOption,
+    ModelOption,
+    RetentionOption,
+    TraceOption,
+    UserOption,
 )
 
 SEARCH_HELP = """\
@@ -37,20 +44,20 @@ def search(
     user: UserOption,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="At most this many blocks.", min=1, max=1000)] = 10,
     date_from: Annotated[
-        Optional[str], typer.Option("--date-from", help="Only turns said on/after this date (YYYY/MM/DD or ISO).")
+        str | None, typer.Option("--date-from", help="Only turns said on/after this date (YYYY/MM/DD or ISO).")
     ] = None,
     date_to: Annotated[
-        Optional[str], typer.Option("--date-to", help="Only turns said on/before this date (YYYY/MM/DD or ISO).")
+        str | None, typer.Option("--date-to", help="Only turns said on/before this date (YYYY/MM/DD or ISO).")
     ] = None,
     mode: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--mode", envvar=settings.ENV_MODE, help="agent (LLM planner) or bm25. Default: agent."),
     ] = None,
     options: Annotated[
-        Optional[list[str]], typer.Option("--option", help="A multiple-choice answer option (repeatable).")
+        list[str] | None, typer.Option("--option", help="A multiple-choice answer option (repeatable).")
     ] = None,
     as_of: Annotated[
-        Optional[str], typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
+        str | None, typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
     ] = None,
     db: DbOption = settings.DEFAULT_DB,
     retention: RetentionOption = None,
@@ -73,9 +80,22 @@ def search(
     if mode == "agent":
         from .agent import run_agent  # the planner's wiring: model check, live trace, stored search
 
-        run_agent(db, retention, user=user, query=query, top_k=top_k, date_from=date_from, date_to=date_to,
-                  options=tuple(options or ()), as_of=cutoff, model=model, api_base=api_base,
-                  max_actions=max_actions, show_trace=show_trace, as_json=as_json)
+        run_agent(
+            db,
+            retention,
+            user=user,
+            query=query,
+            top_k=top_k,
+            date_from=date_from,
+            date_to=date_to,
+            options=tuple(options or ()),
+            as_of=cutoff,
+            model=model,
+            api_base=api_base,
+            max_actions=max_actions,
+            show_trace=show_trace,
+            as_json=as_json,
+        )
         return
     from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
 
@@ -83,8 +103,14 @@ def search(
         from ..search import search as bm25_search
 
         blocks = bm25_search(
-            store, user, query, top_k=top_k, date_from=date_from, date_to=date_to,
-            options=tuple(options or ()), as_of=cutoff,
+            store,
+            user,
+            query,
+            top_k=top_k,
+            date_from=date_from,
+            date_to=date_to,
+            options=tuple(options or ()),
+            as_of=cutoff,
         )
     blocks = blocks[:top_k]
     if as_json:

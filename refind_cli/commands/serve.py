@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -35,20 +35,30 @@ def serve(
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port.", min=0, max=65535)] = settings.DEFAULT_PORT,
     workers: Annotated[int, typer.Option("--workers", help="Server processes (each with its own threads).", min=1)] = 1,
     mode: Annotated[
-        Optional[str], typer.Option("--mode", envvar=settings.ENV_MODE, help="Search mode: agent or bm25.")
+        str | None, typer.Option("--mode", envvar=settings.ENV_MODE, help="Search mode: agent or bm25.")
     ] = None,
     model: Annotated[
-        Optional[str], typer.Option("--model", envvar=settings.ENV_MODEL,
-                                    help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).")
+        str | None,
+        typer.Option(
+            "--model",
+            envvar=settings.ENV_MODEL,
+            help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).",
+        ),
     ] = None,
     api_base: Annotated[
-        Optional[str], typer.Option("--api-base", envvar=settings.ENV_API_BASE,
-                                    help="Agent mode: base URL of an OpenAI-compatible API.")
+        str | None,
+        typer.Option(
+            "--api-base", envvar=settings.ENV_API_BASE, help="Agent mode: base URL of an OpenAI-compatible API."
+        ),
     ] = None,
     token: Annotated[
-        Optional[str],
-        typer.Option("--token", envvar=settings.ENV_SERVER_TOKEN, show_envvar=True,
-                     help="Require this token on every route but /health."),
+        str | None,
+        typer.Option(
+            "--token",
+            envvar=settings.ENV_SERVER_TOKEN,
+            show_envvar=True,
+            help="Require this token on every route but /health.",
+        ),
     ] = None,
     insecure: Annotated[
         bool, typer.Option("--insecure", help="Allow a non-loopback bind without a token (anyone can read memory).")
@@ -57,13 +67,22 @@ def serve(
         float, typer.Option("--max-body-mb", envvar=settings.ENV_SERVER_MAX_BODY_MB, help="413 above this body size.")
     ] = settings.DEFAULT_MAX_BODY_MB,
     search_threads: Annotated[
-        Optional[int], typer.Option("--search-threads", envvar=settings.ENV_SERVER_SEARCH_THREADS, min=1,
-                                    help="Searches run at once per process, more queue (default: bm25 2 per CPU "
-                                         f"up to 32; agent {settings.DEFAULT_SEARCH_THREADS}).")
+        int | None,
+        typer.Option(
+            "--search-threads",
+            envvar=settings.ENV_SERVER_SEARCH_THREADS,
+            min=1,
+            help="Searches run at once per process, more queue (default: bm25 2 per CPU "
+            f"up to 32; agent {settings.DEFAULT_SEARCH_THREADS}).",
+        ),
     ] = None,
     expire_interval: Annotated[
-        float, typer.Option("--expire-interval", envvar=settings.ENV_EXPIRE_INTERVAL_S,
-                            help="Seconds between retention sweeps while serving (0: off).")
+        float,
+        typer.Option(
+            "--expire-interval",
+            envvar=settings.ENV_EXPIRE_INTERVAL_S,
+            help="Seconds between retention sweeps while serving (0: off).",
+        ),
     ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
     db: DbOption = settings.DEFAULT_DB,
     retention: RetentionOption = None,
