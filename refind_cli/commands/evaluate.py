@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 def eval_command(
     path: Annotated[str, typer.Argument(help="The labelled set: a file or a MemDaily folder.")],
     fmt: Annotated[
-        str | None, typer.Option("--format", help="locomo, longmemeval or memdaily (default: detected).")
+        str | None, typer.Option("--format", help="locomo, longmemeval, memdaily or realtalk (default: detected).")
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Ask at most N questions.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Blocks (baseline: messages) per search.")] = (
