@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from . import settings
+from . import expand, feedback, settings
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
 from .contract import parse_date
 from .errors import InvalidInput
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
+NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
 
 
 @dataclass(frozen=True)
@@ -56,16 +57,25 @@ class SearchConfig:
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
+    fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
+    fuzzy_expansions: int = 3  # at most this many words per such query word
+    rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
+    rm3_docs: int = 10  # … read from this many best turns
+    rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
+    backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
+    lead_chars: int = 0  # the list opens with the best turns by plain BM25, alone, while they fit in this many chars
+    bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
-    neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    anchor_chars: int | None = 800  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
-    full_anchors: int = 1  # the first N blocks show their anchor whole, whatever anchor_chars says
+    neighbour_filter: str = "all"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
+    short_chars: int = 80  # a "short" neighbour: every message of it at most this long
+    defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
+    lead_blocks: int = 1  # the first N blocks are never deferred
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
@@ -73,6 +83,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         _check("turn_unit", self.turn_unit, TURN_UNITS)
         _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
+        _check("neighbour_filter", self.neighbour_filter, NEIGHBOUR_FILTERS)
         _check("overlap", self.overlap, OVERLAP_POLICIES)
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:
@@ -224,6 +235,9 @@ class UserIndex:
         if cfg.common_df is not None:
             tokens = drop_common(idx, tokens, cfg.common_df)
         scores = bm25_scores(idx, tokens)
+        if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
+            extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
+            scores = scores if extra is None else scores + extra
         mask = eligible(
             idx,
             date_from=lo,
@@ -231,11 +245,25 @@ class UserIndex:
             skip_sessions=skip.ids if skip and skip.mode == "session" else (),
             skip_turns=skip.ids if skip and skip.mode == "turn" else (),
         )
+        if cfg.rm3_terms:  # pseudo-relevance feedback (feedback.py)
+            terms = feedback.rm3_terms(
+                idx,
+                scores * mask,
+                tokens,
+                turn_tokenizer(cfg),
+                docs=cfg.rm3_docs,
+                terms=cfg.rm3_terms,
+                weight=cfg.rm3_weight,
+            )
+            extra = feedback.rm3_scores(idx, terms)
+            scores = scores if extra is None else scores + extra
         scores = scores * mask
         order, fused = fuse(
             scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion, session_top=cfg.session_top
         )
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg)
+        if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
+            order, fused = expand.backfill(idx, order, fused, mask, top_k)
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
 
 
 # ---- the cache ----------------------------------------------------------------------------------------------

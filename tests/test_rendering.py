@@ -31,13 +31,11 @@ def test_neighbours_plus_minus_two_in_order(store):
     assert b.anchor_lines == (2, 3)
 
 
-def test_long_neighbours_are_left_out_and_long_anchors_cut(store):
+def test_long_neighbours_are_left_out_and_anchors_never_cut(store):
     _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
-    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(full_anchors=0))
-    lines = _lines(b)
-    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 800 + 2
-    assert lines[1:] == ["short"]  # the 500-character neighbour is over neighbour_max_chars=400
-    whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(anchor_chars=None, neighbour_max_chars=None))
+    (b,) = S.search(store, "u", "kayak", top_k=1)
+    assert _lines(b) == ["kayak " + "y" * 2000, "short"]  # the 500-character neighbour is over neighbour_max_chars
+    whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_max_chars=None))
     assert _lines(whole[0]) == ["x" * 500, "kayak " + "y" * 2000, "short"]
 
 
@@ -46,7 +44,7 @@ def test_trim_shows_each_message_once_and_repeat_does_not(store):
     trim = S.search(store, "u", "kayak", top_k=5)
     shown = [m for b in trim for m in b.message_ids]
     assert len(shown) == len(set(shown)) and len(trim) == 1  # the second hit is inside the first block
-    repeat = S.search(store, "u", "kayak", top_k=5, config=S.SearchConfig(overlap="repeat"))
+    repeat = S.search(store, "u", "kayak", top_k=5, config=S.SearchConfig(overlap="repeat", backfill=False))
     assert len(repeat) == 2 and repeat[0].message_ids == repeat[1].message_ids
 
 
@@ -106,9 +104,10 @@ def test_instructions_are_stripped_also_when_options_join_the_query_and_results_
     _session(store, "Biscuit eats salmon every day", session="food")
     _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
     asked = "What does Biscuit eat? Reply with the letter only."
-    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
+    cfg = S.SearchConfig(backfill=False)
+    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"], config=cfg)
     assert [b.session_id for b in hits] == ["food"]
-    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
+    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"], config=cfg)
 
 
 def test_common_words_are_dropped_from_the_query_when_configured(store):
@@ -120,12 +119,23 @@ def test_common_words_are_dropped_from_the_query_when_configured(store):
     assert S.search(store, "u", "Caroline", top_k=1, config=cfg)  # only common words: kept
 
 
-def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
+def test_a_long_anchor_after_the_lead_block_goes_after_the_shorter_ones_whole(store):
+    # ranked by hand for "kayak kayak": s1 holds it twice; s2 and s3 once in 2 tokens (a tie: the earlier first),
+    # s4 once in 3 tokens (every turn also holds 2 date tokens)
     _session(store, "kayak kayak " + "a" * 1500, session="s1")
     _session(store, "kayak " + "b" * 1500, session="s2", at=T0 + 60 * MIN)
-    first, second = S.search(store, "u", "kayak", top_k=2)
-    assert _lines(first) == ["kayak kayak " + "a" * 1500]
-    assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
+    _session(store, "kayak " + "c" * 1700, session="s3", at=T0 + 120 * MIN)
+    _session(store, "kayak trip today", session="s4", at=T0 + 180 * MIN)
+    whole_order = S.search(store, "u", "kayak kayak", top_k=4, config=S.SearchConfig(defer_chars=None))
+    assert [b.session_id for b in whole_order] == ["s1", "s2", "s3", "s4"]
+    hits = S.search(store, "u", "kayak kayak", top_k=4)  # defer_chars 800, lead_blocks 1
+    assert [b.session_id for b in hits] == ["s1", "s4", "s2", "s3"]
+    assert [_lines(b)[0][:8] for b in hits] == ["kayak ka", "kayak tr", "kayak bb", "kayak cc"]
+    assert [len(b.content) for b in hits] == [len(b.content) for b in whole_order]  # every anchor whole
+    assert hits[0].score > hits[1].score > hits[2].score > hits[3].score
+    lead = S.search(store, "u", "kayak kayak", top_k=4, config=S.SearchConfig(lead_blocks=0))
+    assert [b.session_id for b in lead] == ["s4", "s1", "s2", "s3"]
+    assert [b.session_id for b in S.search(store, "u", "kayak kayak", top_k=2)] == ["s1", "s4"]  # dropped, not cut
 
 
 def test_instructions_are_stripped_also_when_options_join_the_query(store):
