@@ -111,7 +111,7 @@ def test_rm3_adds_the_words_the_best_turns_share():
     )
     scores = bm25_scores(idx, ["ski"])
     terms = rm3_terms(idx, scores, ["ski"], _tokenize, docs=2, terms=2, weight=0.5, max_df=0.6)
-    assert [w for w, _ in terms][0] == "aspen" and terms[0][1] == 0.5
+    assert terms[0] == ("aspen", 0.5)
     assert {w for w, _ in terms} <= {"aspen", "vail", "trip"} and len(terms) == 2
     extra = rm3_scores(idx, terms)
     assert extra is not None and extra[2] > 0 and extra[4] == 0  # the unmatched aspen turn now scores
