@@ -44,7 +44,7 @@ def rm3_terms(
     vocab = vocabulary(index)
     limit = max_df * len(index)
     asked = set(query_tokens)
-    likely: Counter[str] = Counter()
+    likely: dict[str, float] = {}
     for pos in top.tolist():
         tokens = tokenize(index.turns[pos])
         if not tokens:
@@ -52,8 +52,8 @@ def rm3_terms(
         share = float(scores[pos]) / total
         for word, n in Counter(tokens).items():
             if word not in asked and word in vocab and vocab[word] <= limit:
-                likely[word] += share * n / len(tokens)
-    best = likely.most_common(terms)
+                likely[word] = likely.get(word, 0.0) + share * n / len(tokens)
+    best = sorted(likely.items(), key=lambda item: (-item[1], item[0]))[:terms]
     if not best:
         return []
     top_p = best[0][1]
