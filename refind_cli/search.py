@@ -72,7 +72,7 @@ class SearchConfig:
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    neighbour_filter: str = "all"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
+    neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred
