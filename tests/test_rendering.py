@@ -7,7 +7,6 @@ from helpers_retrieval import MIN, T0, add
 
 from refind_cli import search as S
 
-
 ALL = S.SearchConfig(neighbour_filter="all")  # every neighbour, whether or not it shares a query word
 
 
