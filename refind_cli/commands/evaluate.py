@@ -17,8 +17,8 @@ Measure retrieval quality on a labelled set: evidence recall inside context budg
 
   refind eval ../shared/datasets/locomo10.json --limit 200
 
-PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz) or a MemDaily folder (or one MemDaily file);
-the format is detected from its shape unless --format says it. The set is replayed contest-style into a
+PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz), a MemDaily folder (or one MemDaily file) or a
+REALTALK folder (or one chat); the format is detected from its shape unless --format says it. The set is replayed contest-style into a
 temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
 name in the content, one Add per session split at 20 messages. Every question is asked through the same
 search as `refind search` (MemDaily's choices passed as options) and of a plain BM25 baseline (one document
