@@ -6,7 +6,8 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   this module reads the index's vocabulary, so another index only needs this function repointed;
 * :func:`fuzzy_terms` — what Lucene's ``FuzzyQuery`` does for a query word: the vocabulary's words within a small
   edit distance (Levenshtein; 1 edit for words of 4–5 characters, 2 from 6; shorter words and CJK bigrams are never
-  expanded), the first character fixed, at most ``max_expansions`` of them (fewest edits first, then the most
+  expanded), the first two characters fixed (Lucene's prefix length, which keeps the scan to a sliver of the
+  vocabulary), at most ``max_expansions`` of them (fewest edits first, then the most
   frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
@@ -72,11 +73,12 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
+PREFIX = 2  # characters a fuzzy match must share with the query word at its start (Lucene's prefixLength)
 _BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
 
 
 def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
-    """The vocabulary's expandable words by (first character, length), built once per vocabulary object."""
+    """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
     key = id(getattr(vocab, "_vocab", vocab))
     cached = _BUCKETS.get(key)
     if cached is not None and getattr(cached[0], "_vocab", cached[0]) is getattr(vocab, "_vocab", vocab):
@@ -84,7 +86,7 @@ def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
     out: dict[tuple[str, int], list[str]] = {}
     for word in vocab:
         if word and max_edits(word):
-            out.setdefault((word[0], len(word)), []).append(word)
+            out.setdefault((word[:PREFIX], len(word)), []).append(word)
     if len(_BUCKETS) >= 16:
         _BUCKETS.pop(next(iter(_BUCKETS)))
     _BUCKETS[key] = (vocab, out)
@@ -99,7 +101,7 @@ def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3)
     buckets = _buckets(vocab)
     found: list[tuple[int, int, str]] = []
     for length in range(len(word) - limit, len(word) + limit + 1):
-        for candidate in buckets.get((word[0], length), ()):
+        for candidate in buckets.get((word[:PREFIX], length), ()):
             d = edit_distance(word, candidate, limit)
             if d <= limit:
                 found.append((d, -vocab[candidate], candidate))

@@ -47,7 +47,7 @@ def test_edit_distance_and_lucene_style_fuzziness():
 
 def test_a_misspelt_name_matches_the_transcripts_spelling_only_when_the_vocabulary_lacks_it():
     # by hand: "nikola" is missing; "nicola" is 1 edit away, "nikolai" would be too but is absent; "mikola" (1 edit,
-    # another first letter) is not expanded: the first character is fixed, as with Lucene's prefix length 1
+    # another first letter) is not expanded: the first two characters are fixed (Lucene's prefix length 2)
     idx = _index([("s", "Nicolas went skiing"), ("s", "Mikolas cooked"), ("s", "the weather")])
     vocab = vocabulary(idx)
     assert fuzzy_terms("nikola", vocab) == [("nicola", 1 - 1 / 6)]
