@@ -53,7 +53,7 @@ class SearchConfig:
     # ranking
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
-    session_top: int | None = None  # session score = sum of its best N turn scores (None: of all its turns)
+    session_top: int | None = 3  # session score = sum of its best N turn scores (None: of all its turns)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
