@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, neighbours
 
@@ -36,7 +36,7 @@ class Block:
     anchor_ids: tuple[str, ...]  # the anchor turn's message ids
     anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
 
-    def as_contract(self) -> dict:
+    def as_contract(self) -> dict[str, Any]:
         """The contract's search item."""
         return {"id": self.id, "content": self.content, "score": self.score, "created_at": self.created_at}
 

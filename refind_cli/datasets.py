@@ -24,7 +24,7 @@ import gzip
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,7 +63,7 @@ class Sample:
 class Skipped:
     """What a loader left out, by reason (counted, never silent)."""
 
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
 
     def add(self, reason: str, n: int = 1) -> None:
         self.counts[reason] += n
@@ -148,7 +148,7 @@ def _is_realtalk(data: Any) -> bool:
     return isinstance(data, dict) and "qa" in data and any(_SESSION_KEY.fullmatch(k) for k in data)
 
 
-def _expect_list(data: Any, path: Path) -> list:
+def _expect_list(data: Any, path: Path) -> list[Any]:
     if not isinstance(data, list):
         raise RefindError(f"{path}: expected a JSON list at the top level")
     return data
@@ -195,7 +195,7 @@ def _dia_key(dia_id: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None  # "D30:05" and "D30:5" name the same turn
 
 
-def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
+def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
     user_id = str(sample["sample_id"])
     conv = sample["conversation"]
     sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key)))
@@ -246,7 +246,7 @@ def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
     return Sample(user_id, tuple(requests), tuple(questions))
 
 
-def _distinct(items) -> tuple[str, ...]:
+def _distinct(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
@@ -255,14 +255,14 @@ def _distinct(items) -> tuple[str, ...]:
 LONGMEMEVAL_TIME = "%Y/%m/%d (%a) %H:%M"
 
 
-def _longmemeval(data: list, role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
+def _longmemeval(data: list[Any], role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
     for item in data:
         sample = load_longmemeval_question(item, role_faithful, skipped)
         if sample is not None:
             yield sample
 
 
-def load_longmemeval_question(item: dict, role_faithful: bool, skipped: Skipped) -> Sample | None:
+def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped: Skipped) -> Sample | None:
     qid = str(item["question_id"])
     if qid.endswith("_abs"):
         skipped.add("longmemeval abstention question")
@@ -341,7 +341,7 @@ def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
             )
 
 
-def load_memdaily_group(user_id: str, timelines: list[dict], skipped: Skipped) -> Sample:
+def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: Skipped) -> Sample:
     requests: list[AddRequest] = []
     questions: list[Question] = []
     for timeline in timelines:
@@ -387,7 +387,7 @@ def _realtalk(path: Path, skipped: Skipped) -> Iterator[Sample]:
         yield load_realtalk_chat(file.name.split(".")[0], data, skipped)
 
 
-def load_realtalk_chat(user_id: str, chat: dict, skipped: Skipped) -> Sample:
+def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> Sample:
     """One chat → one user: one Add per session (split at :data:`SESSION_CHUNK`), every message role ``user`` with
     content ``"Speaker: text"`` and its own said-at; questions of categories 1–3 with their resolvable evidence."""
     sessions = sorted((int(m.group(1)), key) for key in chat if (m := _SESSION_KEY.fullmatch(key)))

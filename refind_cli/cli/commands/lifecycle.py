@@ -6,14 +6,19 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .. import render, settings
-from ..errors import InvalidInput
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
+from ... import settings
+from ...errors import InvalidInput
+from .. import render
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
+
+if TYPE_CHECKING:
+    from ...lifecycle import ExportResult
+    from ...store import Store
 
 EXPIRE_HELP = """\
 Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
@@ -68,11 +73,11 @@ def register(app: typer.Typer) -> None:
 def expire(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
     user: OptionalUserOption = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: ExpireDaysOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     with open_existing(db, retention) as store:
         result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
@@ -88,11 +93,11 @@ def forget(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Forget only this session.")] = None,
     request_id: Annotated[str | None, typer.Option("--request-id", help="Forget only this request.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     if session is not None and request_id is not None:
         raise InvalidInput("give --session or --request-id, not both (or neither, to forget the whole user)")
@@ -120,11 +125,11 @@ def export(
     user: UserOption,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Export only this session.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     with open_existing(db, retention) as store:
         if output is None or str(output) == "-":
@@ -142,9 +147,9 @@ def export(
         )
 
 
-def _export_to_file(store, user: str, session: str | None, output: Path):
+def _export_to_file(store: Store, user: str, session: str | None, output: Path) -> ExportResult:
     """Write next to the target and rename into place, so a failed export never leaves a partial file."""
-    from .. import lifecycle
+    from ... import lifecycle
 
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import render
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption
 
 SEARCHES_HELP = """\
 List stored agent searches, newest first: id, time, user, query, model, LLM calls, tokens, cost, duration.
@@ -31,11 +31,11 @@ def searches(
     ctx: typer.Context,
     user: OptionalUserOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.", min=1)] = 50,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import trace
+    from ... import trace
     from .inspect import _open, _shared
 
     (as_json,) = _shared(ctx, as_json=as_json)  # `refind inspect --db X --json searches` as `… searches --json`
@@ -57,11 +57,11 @@ def search(
     search_id: Annotated[
         str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")
     ],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import trace
+    from ... import trace
     from .inspect import _open, _shared
 
     (as_json,) = _shared(ctx, as_json=as_json)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console, Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ..trace import Event, StoredSearch
 from .render import printable
-from .trace import Event, StoredSearch
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400
@@ -146,7 +146,7 @@ def print_trace(console: Console, events: Iterable[Event]) -> None:
 
 def searches_table(rows: list[StoredSearch]) -> Table:
     table = Table(title="stored agent searches (newest first)", title_justify="left")
-    for name, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("id", "left"),
         ("when (UTC)", "left"),
         ("user", "left"),
@@ -157,7 +157,8 @@ def searches_table(rows: list[StoredSearch]) -> Table:
         ("cost", "right"),
         ("ms", "right"),
         ("returned", "right"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(
             name,
             justify=justify,

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ...settings import EVAL_BUDGETS as BUDGETS
+from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
 from ..options import JsonOption, QuietOption
-from ..settings import EVAL_BUDGETS as BUDGETS
-from ..settings import EVAL_TOP_K as DEFAULT_TOP_K
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -18,8 +18,8 @@ Measure retrieval quality on a labelled set: evidence recall inside context budg
   refind eval ../shared/datasets/locomo10.json --limit 200
 
 PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz), a MemDaily folder (or one MemDaily file) or a
-REALTALK folder (or one chat); the format is detected from its shape unless --format says it. The set is replayed contest-style into a
-temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
+REALTALK folder (or one chat); the format is detected from its shape unless --format says it. The set is
+replayed contest-style into a temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
 name in the content, one Add per session split at 20 messages. Every question is asked through the same
 search as `refind search` (MemDaily's choices passed as options) and of a plain BM25 baseline (one document
 per message, same tokenizer, no fusion, no neighbours, top_k messages) in the same run.
@@ -62,7 +62,7 @@ def eval_command(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    from ..evaluate import EvalSettings, evaluate, parse_variants, systems_for
+    from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
 
     settings = EvalSettings(
         top_k=top_k,
@@ -87,7 +87,7 @@ def eval_command(
         progress.start()
 
     def on_progress(done: int, total: int) -> None:
-        if progress is not None:
+        if progress is not None and task is not None:
             progress.update(task, completed=done, total=total)
 
     try:
