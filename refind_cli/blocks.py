@@ -77,12 +77,12 @@ def render_blocks(
     def add(pos: int, score: float, *, bare: bool = False) -> None:
         nonlocal last_score
         anchor = idx.turns[pos]
-        block_cfg = cfg
+        n = cfg.neighbours
         if bare or len(blocks) < cfg.bare_blocks:
-            block_cfg = block_cfg.with_(neighbours=0)
+            n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
-            block_cfg = block_cfg.with_(neighbours=cfg.late_neighbours)
-        chosen = compose(idx, pos, block_cfg, shown, scores)
+            n = cfg.late_neighbours
+        chosen = compose(idx, pos, cfg, shown, scores, n=n)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -160,16 +160,24 @@ def _lead(idx: TurnIndex, scores: np.ndarray, chars: int, top_k: int) -> list[in
 
 
 def compose(
-    idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str], scores: np.ndarray | None = None
+    idx: TurnIndex,
+    pos: int,
+    cfg: SearchConfig,
+    shown: set[str],
+    scores: np.ndarray | None = None,
+    *,
+    n: int | None = None,
 ) -> dict[int, list[StoredMessage]]:
-    """Which messages a block shows, by turn index: the anchor's, whole, then neighbours nearest first, each kept
-    only if it passes the role, filter, length, overlap and block-size rules. Returns {turn index: [message]}."""
+    """Which messages a block shows, by turn index: the anchor's, whole, then neighbours (±``n``, default
+    ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length, overlap and block-size
+    rules. Returns {turn index: [message]}."""
+    n = cfg.neighbours if n is None else n
     anchor = idx.turns[pos]
     chosen = {pos: list(anchor.messages)}
     size = sum(len(m.content) for m in anchor.messages)
     role = anchor.messages[0].role
-    window = neighbours(idx, pos, cfg.neighbours)
-    before = cfg.neighbours if cfg.neighbours_before is None else cfg.neighbours_before
+    window = neighbours(idx, pos, n)
+    before = n if cfg.neighbours_before is None else cfg.neighbours_before
     nearest = sorted((j for j in window if j != pos and j >= pos - before), key=lambda j: (abs(j - pos), j))
     for j in nearest:
         turn = idx.turns[j]
