@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="../shared/datasets", help="folder holding the three sets")
     ap.add_argument("--limit", type=int, default=None, help="at most N questions per dataset")
     ap.add_argument("--top-k", type=int, default=100)
-    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily")
+    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk")
     ap.add_argument("--out", default=None, help="also write the markdown here")
     ap.add_argument(
         "--grid",
