@@ -7,11 +7,12 @@ status and duration; an unexpected error is logged as its type and ``file:line``
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
+import re
 import time
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends
@@ -36,6 +37,13 @@ class BodyTooLarge(RefindError):
 class Unauthorized(RefindError):
     status = 401
     kind = "unauthorized"
+
+
+class Busy(RefindError):
+    """The server holds as many request bodies as it may at once: retry shortly (the platform retries 503)."""
+
+    status = 503
+    kind = "busy"
 
 
 def load_json(body: bytes) -> Any:
@@ -64,9 +72,11 @@ def error_response(exc: RefindError) -> JSONResponse:
     return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
 
 
-def token_check(token: str):
-    # Header values arrive stripped, so a token read with a trailing newline (an env file) could never match.
-    expected = token.strip().encode()
+def token_check(digest: str) -> Callable[..., Awaitable[None]]:
+    """The routes' token dependency (it documents the schemes in OpenAPI; ``guard.EdgeGuard`` already refused a
+    request without the token before routing). ``digest``: ``guard.token_digest`` of the token."""
+    from .guard import UNAUTHORIZED, token_matches
+
     authorization = APIKeyHeader(
         name="Authorization",
         auto_error=False,
@@ -83,14 +93,8 @@ def token_check(token: str):
                 candidates.append(value.strip())
         if key:
             candidates.append(key.strip())
-        ok = False
-        for candidate in candidates:  # compare every candidate, in constant time each
-            ok |= hmac.compare_digest(candidate.encode(), expected)
-        if not ok:
-            raise Unauthorized(
-                "missing or wrong token: send Authorization: Bearer <token>, "
-                "Authorization: Token <token> or X-Api-Key: <token>"
-            )
+        if not token_matches(candidates, digest):
+            raise Unauthorized(UNAUTHORIZED)
 
     return authorize
 
@@ -99,41 +103,66 @@ def token_check(token: str):
 
 
 class BodyLimit:
-    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it."""
+    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it. And a
+    budget of body bytes held at once across all requests (``inflight``): a request whose declared or streamed body
+    would pass it is answered 503 (retryable), so parallel big bodies cannot take the process's memory."""
 
-    def __init__(self, app, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, inflight: int | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.inflight = inflight
+        self.held = 0  # body bytes reserved by requests in flight (one event loop: no lock needed)
 
-    async def __call__(self, scope, receive, send) -> None:
+    def _busy(self) -> Busy:
+        assert self.inflight is not None
+        return Busy(
+            f"the server is holding {self.inflight / MB:g} MiB of request bodies at once (--max-inflight-mb); "
+            "retry shortly"
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         too_large = BodyTooLarge(
             f"request body over the limit of {self.limit:,} bytes ({self.limit / MB:g} MiB; see --max-body-mb)"
         )
+        declared = 0
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    length = int(value)
+                    declared = int(value)
                 except ValueError:
                     await error_response(InvalidInput("Content-Length: not a number"))(scope, receive, send)
                     return
-                if length > self.limit:
+                if declared > self.limit:
                     await error_response(too_large)(scope, receive, send)
                     return
+        if self.inflight is not None and declared and self.held + declared > self.inflight:
+            await error_response(self._busy())(scope, receive, send)
+            return
+        reserved = declared
+        self.held += reserved
         received = 0
 
-        async def limited_receive():
-            nonlocal received
+        async def limited_receive() -> Any:
+            nonlocal received, reserved
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise too_large
+                if received > reserved:  # no (or a wrong) Content-Length: count what actually arrives
+                    if self.inflight is not None and self.held + received - reserved > self.inflight:
+                        raise self._busy()
+                    self.held += received - reserved
+                    reserved = received
             return message
 
-        await self.app(scope, limited_receive, send)
+        try:
+            await self.app(scope, limited_receive, send)
+        finally:
+            self.held -= reserved
 
 
 class RequestLog:
@@ -162,8 +191,8 @@ class RequestLog:
         except Exception as exc:
             log.error(
                 "internal error on %s %s: %s at %s",
-                scope.get("method"),
-                scope.get("path"),
+                printable(scope.get("method")),
+                printable(scope.get("path")),
                 type(exc).__name__,
                 where(exc),
             )
@@ -174,11 +203,20 @@ class RequestLog:
         finally:
             access_log.info(
                 "%s %s %d %.1fms",
-                scope.get("method"),
-                scope.get("path"),
+                printable(scope.get("method")),
+                printable(scope.get("path")),
                 state["status"],
                 (time.perf_counter() - start) * 1000,
             )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
+
+
+def printable(text: object) -> str:
+    """Text safe for a log line: control characters (newlines, ANSI escapes) and backslashes as ``\\xNN``, so a
+    request path can neither forge a line nor drive the reader's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def where(exc: BaseException) -> str:

@@ -25,6 +25,9 @@ ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
 MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
 SEARCH_FIELDS = frozenset({"query", "user_id", "top_k", "options"})
 MAX_TOP_K = 1000
+# Caps that keep one request from holding the single writer or a search thread for long (README "Security").
+MAX_MESSAGES_PER_ADD = 10_000  # one Add; the platform sends a session in Adds of ~20
+MAX_QUERY_CHARS = 100_000  # a search's query and options together; real questions are under 2,000
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,11 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
         raise InvalidInput(f"messages: must be an array, got {_json_type(raw)}")
     if not raw:
         raise InvalidInput("messages: must hold at least one message")
+    if len(raw) > MAX_MESSAGES_PER_ADD:
+        raise InvalidInput(
+            f"messages: {len(raw):,} messages in one request, over the limit of {MAX_MESSAGES_PER_ADD:,}; "
+            "split them into several Add requests"
+        )
     unknown = [k for k in obj if k not in ADD_FIELDS]
     messages = []
     for i, item in enumerate(raw):
@@ -203,6 +211,12 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
         options = list(options.values())
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise InvalidInput("options: must be an array of strings")
+    chars = len(query) + sum(len(o) for o in options)
+    if chars > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"query: {chars:,} characters with its options, over the limit of {MAX_QUERY_CHARS:,}; send a shorter "
+            "question"
+        )
     unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
     return SearchRequest(query, user_id, top_k, tuple(options), unknown)
 

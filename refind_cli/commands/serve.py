@@ -84,6 +84,47 @@ def serve(
             help="Seconds between retention sweeps while serving (0: off).",
         ),
     ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Without a token: also accept this Host/Origin name besides loopback (repeatable; '*' any). "
+            f"Or {settings.ENV_SERVER_ALLOW_HOSTS}=a,b.",
+        ),
+    ] = None,
+    max_inflight_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-inflight-mb",
+            envvar=settings.ENV_SERVER_MAX_INFLIGHT_MB,
+            help="Request bodies held at once per process; 503 (retry) above.",
+        ),
+    ] = settings.DEFAULT_MAX_INFLIGHT_MB,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            envvar=settings.ENV_SERVER_HEADER_TIMEOUT_S,
+            help="Seconds a connection has to send a request's headers.",
+        ),
+    ] = settings.DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            envvar=settings.ENV_SERVER_BODY_TIMEOUT_S,
+            help="Seconds a request has to send its body after the headers.",
+        ),
+    ] = settings.DEFAULT_BODY_TIMEOUT_S,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            envvar=settings.ENV_SERVER_MAX_CONNECTIONS,
+            min=1,
+            help="Open connections at once (default 1024, fewer if the open-file limit is low).",
+        ),
+    ] = None,
     db: DbOption = settings.DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
@@ -95,7 +136,20 @@ def serve(
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
     if max_body_mb <= 0:
         raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")
-    token = (token or "").strip() or None  # what a header can carry: no surrounding whitespace
+    if token is not None and not token.strip():
+        raise InvalidInput(
+            f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
+            "(loopback only)"
+        )
+    token = token.strip() if token else None  # what a header can carry: no surrounding whitespace
+    for name, value in (("--max-inflight-mb", max_inflight_mb), ("--header-timeout", header_timeout)):
+        if not value > 0:
+            raise InvalidInput(f"{name} must be above 0, got {value:g}")
+    if not body_timeout > 0:
+        raise InvalidInput(f"--body-timeout must be above 0, got {body_timeout:g}")
+    hosts = list(allow_host or [])
+    if not hosts:
+        hosts = [h for h in os.environ.get(settings.ENV_SERVER_ALLOW_HOSTS, "").split(",") if h.strip()]
     if not token and not is_loopback(host):
         if not insecure:
             raise RefindError(
@@ -116,6 +170,11 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         search_threads=search_threads,
         expire_interval_s=expire_interval,
+        allow_hosts=tuple(h.strip() for h in hosts),
+        max_inflight_bytes=int(max_inflight_mb * 1024 * 1024),
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        max_connections=max_connections,
     )
     from ..server import run
 
