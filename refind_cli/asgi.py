@@ -46,12 +46,31 @@ class Busy(RefindError):
     kind = "busy"
 
 
+class DuplicateKey(ValueError):
+    def __init__(self, key: str, count: int) -> None:
+        super().__init__(key)
+        self.key, self.count = key, count
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (two ``user_id``s must not mean "the last one")."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        for key in data:
+            count = sum(1 for k, _ in pairs if k == key)
+            if count > 1:
+                raise DuplicateKey(key, count)
+    return data
+
+
 def load_json(body: bytes) -> Any:
     """A request body as JSON, or InvalidInput (422) saying what is wrong with it."""
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_unique_keys)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"request: the key {exc.key!r} appears {exc.count} times in one object") from None
     except UnicodeDecodeError:
         raise InvalidInput("request: the body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .asgi import Unauthorized, error_response
-from .errors import RefindError
+from .errors import InvalidInput, RefindError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -95,6 +95,21 @@ def is_loopback_name(name: str) -> bool:
         return False
 
 
+def duplicate_parameter(query_string: bytes) -> InvalidInput | None:
+    """A query parameter given twice (``?user_id=bob&user_id=BOB``) is refused, never "the last one wins"."""
+    if not query_string:
+        return None
+    from urllib.parse import parse_qsl
+
+    seen: dict[str, int] = {}
+    for name, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        seen[name] = seen.get(name, 0) + 1
+    for name, count in seen.items():
+        if count > 1:
+            return InvalidInput(f"{name}: given {count} times; send each parameter once")
+    return None
+
+
 class EdgeGuard:
     """The ASGI gate in front of every route: the token when one is set, the browser rules when none is."""
 
@@ -111,6 +126,10 @@ class EdgeGuard:
     def refusal(self, scope: Scope) -> RefindError | None:
         if scope.get("path") in OPEN_PATHS:
             return None
+        refused = self.who(scope)
+        return refused if refused is not None else duplicate_parameter(scope.get("query_string") or b"")
+
+    def who(self, scope: Scope) -> RefindError | None:
         headers = scope.get("headers") or ()
         if self.digest is not None:
             return None if token_matches(presented_tokens(headers), self.digest) else Unauthorized(UNAUTHORIZED)
