@@ -98,7 +98,8 @@ def quoted_ids(search: StoredSearch) -> set[str]:
     for event in search.events:
         if event.kind == "search":
             for hit in event.data.get("hits") or ():
-                ids.add(str(hit.get("id")))
+                if hit.get("id") is not None:
+                    ids.add(str(hit["id"]))
                 ids.update(str(i) for i in hit.get("message_ids") or ())
     return ids
 

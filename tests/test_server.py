@@ -389,5 +389,7 @@ def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client
     assert response.status_code == 422
     assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")
     pair = lone.replace(b"\\udc00", b"\\ud83d\\ude00")
-    assert client.post("/v1/memories/add", content=pair, headers={"content-type": "application/json"}).status_code == 200
+    assert (
+        client.post("/v1/memories/add", content=pair, headers={"content-type": "application/json"}).status_code == 200
+    )
     assert client.head("/health").status_code == 200
