@@ -25,6 +25,7 @@ ENV_INDEX_CACHE = "REFIND_INDEX_CACHE"  # how many per-user indexes a process ke
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 ENV_MODEL = "REFIND_MODEL"  # any litellm model string
 ENV_API_BASE = "REFIND_API_BASE"  # an OpenAI-compatible server (ollama, vLLM, llama.cpp)
+ENV_API_KEY = "REFIND_API_KEY"  # the key sent to --api-base (never the provider's own variable)
 DEFAULT_MAX_ACTIONS = 4
 ENV_MAX_ACTIONS = "REFIND_MAX_ACTIONS"  # the planner's action budget
 DEFAULT_HITS_PER_SEARCH = 5  # hits the planner is shown per search (PAPER.md)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
+from .redact import redact_data
 
 if TYPE_CHECKING:
     from .store import Store
@@ -145,7 +146,7 @@ def save(store: Store, search: StoredSearch) -> bool:
                 search.completion_tokens,
                 search.cost,
                 json.dumps(search.returned_ids),
-                json.dumps([e.as_dict() for e in search.events], ensure_ascii=False),
+                json.dumps([redact_data(e.as_dict()) for e in search.events], ensure_ascii=False),
             ),
         )
     return True
