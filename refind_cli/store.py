@@ -59,6 +59,20 @@ def legacy_message_id(user_id: str, request_id: str, index: int) -> str:
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def _create_private(path: Path) -> None:
+    """Create a new database file readable by its owner only (0600): SQLite gives the WAL and shm files it makes
+    beside it the same mode. An existing file keeps its mode."""
+    import os
+
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
+    os.close(fd)
+
+
 def _conflict(req: AddRequest) -> Conflict:
     return Conflict(
         f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
@@ -117,6 +131,7 @@ class Store:
         if self.path.parent and not self.path.parent.exists():
             raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
         try:
+            _create_private(self.path)
             conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
