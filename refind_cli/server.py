@@ -197,9 +197,9 @@ class Runtime:
     # -- retention --
 
     def sweep(self) -> None:
-        """Delete what fell out of the retention window (the read-time predicate already hides it)."""
-        if self.cfg.retention_days is None:
-            return
+        """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
+        off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
+        checkpoint found readers in the way (``checkpointed: false``)."""
         from .lifecycle import expire
 
         with self.cfg.open_store() as store:
