@@ -26,9 +26,9 @@ def test_the_sweep_finishes_a_busy_forget_with_retention_off(db_path) -> None:
         assert result.checkpointed is False
         reader.rollback()
         reader.close()
-    wal = db_path.with_name(db_path.name + "-wal")
-    assert SECRET.encode() in wal.read_bytes()  # the old page images are still there, awaiting the sweep
-    runtime.sweep()
-    assert wal.stat().st_size == 0
-    assert SECRET.encode() not in db_path.read_bytes()
+        wal = db_path.with_name(db_path.name + "-wal")  # (kept while `store` is open, as the server's pool keeps it)
+        assert SECRET.encode() in wal.read_bytes()  # old page images are still there, awaiting the sweep
+        runtime.sweep()
+        assert wal.stat().st_size == 0
+        assert SECRET.encode() not in db_path.read_bytes()
     runtime.close()
