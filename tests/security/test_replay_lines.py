@@ -17,9 +17,8 @@ def message(user: str, text: str) -> str:
 def test_a_line_over_the_limit_is_one_line_error_and_the_rest_is_stored(cli, tmp_path, monkeypatch):
     monkeypatch.setattr(replay, "MAX_LINE_BYTES", 1_000)
     path = tmp_path / "log.jsonl"
-    path.write_text(
-        "\n".join([message("alice", "first ok"), message("alice", "x" * 5_000), message("alice", "last ok!")])
-    )
+    big = message("alice", "x" * 5_000)
+    path.write_text("\n".join([message("alice", "first ok"), big, message("alice", "last ok!")]))
     result = cli("add", "--file", str(path), "--quiet")
     assert result.exit_code == 2
     assert f"{path}:2: line of {len(big):,} bytes, over the limit of 1,000 bytes; split its messages" in result.output
