@@ -22,7 +22,8 @@ Routes: POST /v1/memories/add, POST /v1/memories/search (aliases POST /add, POST
 DELETE /v1/memories?user_id=U[&session_id=S|&request_id=R] (forget) and GET /health (open). With a
 token every other route needs Authorization: Bearer <token>, Authorization: Token <token> or X-Api-Key:
 <token>. Bound to a non-loopback address the server refuses to start without a token unless --insecure
-is given. One access-log line per request (method, path, status, duration); never content.
+is given. Without a token only loopback Host/Origin names (add others with --allow-host) and JSON bodies
+are accepted. One access-log line per request (method, path, status, duration); never content.
 """
 
 
