@@ -11,8 +11,8 @@ import json
 import logging
 import re
 import time
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends

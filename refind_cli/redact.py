@@ -29,11 +29,11 @@ _SHAPES = re.compile(
 
 
 def configured_secrets() -> list[str]:
-    """Values of the environment's key variables (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET*``), longest first."""
+    """Values of the environment's key variables (``*_KEY``, ``*_TOKEN``, ``*SECRET*``), longest first."""
     found = {
         value.strip()
         for name, value in os.environ.items()
-        if name.endswith(("_API_KEY", "_TOKEN")) or "SECRET" in name or name.endswith("_KEY")
+        if name.endswith(("_KEY", "_TOKEN")) or "SECRET" in name
         if len(value.strip()) >= MIN_SECRET_CHARS
     }
     return sorted(found, key=len, reverse=True)

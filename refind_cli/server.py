@@ -432,7 +432,7 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
     configure(cfg, limit)
 
-    common = {
+    common: dict[str, Any] = {
         "host": host,
         "port": port,
         "access_log": False,
