@@ -9,7 +9,7 @@ import typer
 
 from .. import settings
 from ..errors import InvalidInput, RefindError
-from ..options import DbOption, RetentionOption
+from ..options import DEFAULT_DB, DbOption, RetentionOption
 
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
@@ -126,7 +126,7 @@ def serve(
             help="Open connections at once (default 1024, fewer if the open-file limit is low).",
         ),
     ] = None,
-    db: DbOption = settings.DEFAULT_DB,
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
     from ..render import error_console
