@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 FILE_LIMIT = 160  # the server's open-file limit (soft = hard): 150 half-open sockets would pass it unbounded
 
 
