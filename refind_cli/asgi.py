@@ -19,6 +19,7 @@ from fastapi import Depends
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
@@ -126,7 +127,7 @@ class BodyLimit:
     budget of body bytes held at once across all requests (``inflight``): a request whose declared or streamed body
     would pass it is answered 503 (retryable), so parallel big bodies cannot take the process's memory."""
 
-    def __init__(self, app: Any, limit: int, inflight: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, limit: int, inflight: int | None = None) -> None:
         self.app = app
         self.limit = limit
         self.inflight = inflight
@@ -139,7 +140,7 @@ class BodyLimit:
             "retry shortly"
         )
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -164,7 +165,7 @@ class BodyLimit:
         self.held += reserved
         received = 0
 
-        async def limited_receive() -> Any:
+        async def limited_receive() -> Message:
             nonlocal received, reserved
             message = await receive()
             if message["type"] == "http.request":
@@ -187,17 +188,17 @@ class BodyLimit:
 class RequestLog:
     """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
         state = {"status": 500, "started": False}
 
-        async def logged_send(message) -> None:
+        async def logged_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 state["status"], state["started"] = message["status"], True
             await send(message)
