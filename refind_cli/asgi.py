@@ -21,7 +21,7 @@ from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
+from .contract import SURROGATE_ESCAPE, DuplicateKey, refuse_lone_surrogates, unique_keys
 from .errors import InvalidInput, RefindError
 
 access_log = logging.getLogger("refind.access")
@@ -47,29 +47,12 @@ class Busy(RefindError):
     kind = "busy"
 
 
-class DuplicateKey(ValueError):
-    def __init__(self, key: str, count: int) -> None:
-        super().__init__(key)
-        self.key, self.count = key, count
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object as a dict, refusing a key given twice (two ``user_id``s must not mean "the last one")."""
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        for key in data:
-            count = sum(1 for k, _ in pairs if k == key)
-            if count > 1:
-                raise DuplicateKey(key, count)
-    return data
-
-
 def load_json(body: bytes) -> Any:
     """A request body as JSON, or InvalidInput (422) saying what is wrong with it."""
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
     try:
-        data = json.loads(body, object_pairs_hook=_unique_keys)
+        data = json.loads(body, object_pairs_hook=unique_keys)
     except DuplicateKey as exc:
         raise InvalidInput(f"request: the key {exc.key!r} appears {exc.count} times in one object") from None
     except UnicodeDecodeError:

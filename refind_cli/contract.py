@@ -30,6 +30,26 @@ MAX_MESSAGES_PER_ADD = 10_000  # one Add; the platform sends a session in Adds o
 MAX_QUERY_CHARS = 100_000  # a search's query and options together; real questions are under 2,000
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (raised by :func:`unique_keys` while decoding)."""
+
+    def __init__(self, key: str, count: int) -> None:
+        super().__init__(f"the key {key!r} appears {count} times in one object")
+        self.key, self.count = key, count
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads(..., object_pairs_hook=unique_keys)``: an object as a dict, refusing a key given twice — two
+    ``user_id``s must not mean "the last one" (the server and a replay file refuse it alike)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        for key in data:
+            count = sum(1 for k, _ in pairs if k == key)
+            if count > 1:
+                raise DuplicateKey(key, count)
+    return data
+
+
 @dataclass(frozen=True)
 class Message:
     role: str

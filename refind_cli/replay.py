@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
+from .contract import (
+    SURROGATE_ESCAPE,
+    AddRequest,
+    DuplicateKey,
+    Message,
+    parse_add,
+    parse_message,
+    refuse_lone_surrogates,
+    unique_keys,
+)
 from .errors import InvalidInput, RefindError
 from .store import Store
 
@@ -235,7 +244,10 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         if not text:
             continue
         try:
-            obj = json.loads(text.decode("utf-8"))
+            obj = json.loads(text.decode("utf-8"), object_pairs_hook=unique_keys)
+        except DuplicateKey as exc:
+            yield LineError(n, str(exc))
+            continue
         except UnicodeDecodeError:
             yield LineError(n, "not valid UTF-8")
             continue

@@ -188,3 +188,17 @@ def test_a_duplicate_json_key_is_refused(make_client):
     assert response.status_code == 422
     assert response.json()["error"]["message"] == "request: the key 'user_id' appears 2 times in one object"
     assert stored(client) == [] and stored(client, "bob") == []
+
+
+def test_a_duplicate_key_in_a_replay_line_is_a_line_error(cli, tmp_path):
+    path = tmp_path / "log.jsonl"
+    good = '{"user_id": "alice", "session_id": "s", "role": "user", "content": "Caroline: cat", "request_id": "r1"}'
+    twice = (
+        '{"user_id": "bob", "user_id": "alice", "session_id": "s", "role": "user", "content": "x", "request_id": "r2"}'
+    )
+    path.write_text(good + "\n" + twice + "\n")
+    result = cli("add", "--file", str(path), "--quiet")
+    assert result.exit_code == 2
+    assert f"{path}:2: the key 'user_id' appears 2 times in one object" in result.output
+    exported = cli("export", "--user", "alice").stdout
+    assert "Caroline: cat" in exported and '"x"' not in exported
