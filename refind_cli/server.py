@@ -367,6 +367,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
 # ---- running it ------------------------------------------------------------------------------------------------
 
+PROTOCOL = "refind_cli.connections:GuardedH11Protocol"  # uvicorn's h11 with read deadlines and a connection cap
+PROTOCOL_OVERRIDE: str | None = None  # bench/slowloris.py's baseline: uvicorn's plain "h11"
 SETTINGS_ENV = "REFIND__SERVE_SETTINGS"  # how `refind serve --workers N` hands its settings to worker processes
 
 LOG_CONFIG: dict[str, Any] = {
@@ -444,7 +446,7 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
         log_config=LOG_CONFIG,
         server_header=False,
         timeout_keep_alive=75,
-        http="refind_cli.connections:GuardedH11Protocol",  # read deadlines and a cap on open connections
+        http=PROTOCOL_OVERRIDE or PROTOCOL,
     )
     if workers == 1:
         common(create_app(cfg))
