@@ -151,6 +151,8 @@ def serve(
     hosts = list(allow_host or [])
     if not hosts:
         hosts = [h for h in os.environ.get(settings.ENV_SERVER_ALLOW_HOSTS, "").split(",") if h.strip()]
+    if not token and not is_loopback(host) and host not in ("0.0.0.0", "::", ""):
+        hosts.append(host)  # --insecure on a named address: requests for that address are what it was bound for
     if not token and not is_loopback(host):
         if not insecure:
             raise RefindError(
