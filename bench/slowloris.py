@@ -37,7 +37,7 @@ def attack(protocol: str, sockets: int, file_limit: int) -> dict[str, object]:
     code = (
         "import resource, sys; "
         f"resource.setrlimit(resource.RLIMIT_NOFILE, ({file_limit}, {file_limit})); "
-        "from refind_cli import server; from refind_cli.cli import main; "
+        "from refind_cli.server import app as server; from refind_cli.cli import main; "
         f"server.PROTOCOL_OVERRIDE = {protocol!r}; sys.argv[0] = 'refind'; main()"
     )
 
@@ -101,7 +101,7 @@ def main() -> None:
     opts = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, opts.sockets + 256), hard))
-    for protocol in ("h11", "refind_cli.connections:GuardedH11Protocol"):
+    for protocol in ("h11", "refind_cli.server.connections:GuardedH11Protocol"):
         print(attack(protocol, opts.sockets, opts.file_limit), flush=True)
 
 

@@ -120,7 +120,7 @@ def test_a_blank_token_is_refused_not_served_without_auth(db_path):
 
 
 def test_serve_refuses_a_blank_token_variable(cli, db_path, monkeypatch):
-    from refind_cli import server
+    from refind_cli.server import app as server
 
     def never(*args, **kwargs):  # the server must not start: fail loudly if it would
         raise AssertionError("serve started with a blank token")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from refind_cli.contract import parse_add
-from refind_cli.server import SETTINGS_ENV, ServerSettings, settings_to_env
+from refind_cli.server.app import SETTINGS_ENV, ServerSettings, settings_to_env
 from refind_cli.store import Store
 
 TOKEN = "workers-token-0b7d1e"

@@ -3,9 +3,9 @@ the group writer caps a batch's messages, so a 5-byte Add of another user commit
 
 from __future__ import annotations
 
-from refind_cli import dbpool
 from refind_cli.contract import parse_add
-from refind_cli.dbpool import GroupWriter, SerialStore
+from refind_cli.server import dbpool
+from refind_cli.server.dbpool import GroupWriter, SerialStore
 
 
 def request(user: str, rid: str, n: int):

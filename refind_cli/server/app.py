@@ -31,13 +31,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import settings as defaults
+from .. import settings as defaults
+from ..contract import SearchRequest, parse_add, parse_search
+from ..errors import InvalidInput, RefindError
+from ..store import Store
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
-from .contract import SearchRequest, parse_add, parse_search
 from .dbpool import GroupWriter, SerialStore, StorePool
-from .errors import InvalidInput, RefindError
-from .store import Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -121,7 +121,7 @@ class Runtime:
         self._sweeper: threading.Thread | None = None
         self.complete = self.model_name = None
         if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
-            from .model import from_env
+            from ..model import from_env
 
             self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
 
@@ -173,7 +173,7 @@ class Runtime:
 
     def _blocks(self, store: Store, req: SearchRequest) -> list[Any]:
         if self.complete is not None:
-            from .planner import agent_search
+            from ..planner import agent_search
 
             return agent_search(
                 store,
@@ -184,12 +184,12 @@ class Runtime:
                 model=self.complete,
                 model_name=self.model_name,
             ).blocks
-        from .search import search
+        from ..search import search
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
 
     def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
-        from .lifecycle import forget
+        from ..lifecycle import forget
 
         for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
             if value is not None and not value.strip():
@@ -204,7 +204,7 @@ class Runtime:
         """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
         off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
         checkpoint found readers in the way (``checkpointed: false``)."""
-        from .lifecycle import expire
+        from ..lifecycle import expire
 
         with self.cfg.open_store() as store:
             expire(store)
@@ -222,7 +222,7 @@ class Runtime:
 def _warm_up() -> None:
     """Import and exercise the search path once, so the first real search does not pay for it."""
     try:
-        from .tokenize import analyze
+        from ..tokenize import analyze
 
         analyze("warming up the analyzer 预热")
     except Exception:  # only an optimisation
@@ -270,7 +270,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         finally:
             await asyncio.get_running_loop().run_in_executor(None, rt.close)
 
-    from . import __version__
+    from .. import __version__
 
     app = FastAPI(
         title="refind",
@@ -367,7 +367,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
 
 # ---- running it ------------------------------------------------------------------------------------------------
 
-PROTOCOL = "refind_cli.connections:GuardedH11Protocol"  # uvicorn's h11 with read deadlines and a connection cap
+PROTOCOL = "refind_cli.server.connections:GuardedH11Protocol"  # uvicorn's h11 with read deadlines and a connection cap
 PROTOCOL_OVERRIDE: str | None = None  # bench/slowloris.py's baseline: uvicorn's plain "h11"
 SETTINGS_ENV = "REFIND__SERVE_SETTINGS"  # how `refind serve --workers N` hands its settings to worker processes
 
@@ -376,7 +376,7 @@ LOG_CONFIG: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
-    "filters": {"rare": {"()": "refind_cli.connections.RareLog"}},
+    "filters": {"rare": {"()": "refind_cli.server.connections.RareLog"}},
     "loggers": {
         "asyncio": {"handlers": ["stderr"], "level": "WARNING", "propagate": False, "filters": ["rare"]},
         "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},

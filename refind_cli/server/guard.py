@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import InvalidInput, RefindError
 from .asgi import Unauthorized, error_response
-from .errors import InvalidInput, RefindError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
