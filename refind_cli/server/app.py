@@ -36,8 +36,9 @@ from ..contract import SearchRequest, parse_add, parse_search
 from ..errors import InvalidInput, RefindError
 from ..store import Store
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
+from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
 from .dbpool import GroupWriter, SerialStore, StorePool
+from .guard import EdgeGuard, token_check
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -356,8 +357,6 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
             name=f"{fn.__name__}{'' if shown else '_alias'}",
             response_class=JSONResponse,
         )
-
-    from .guard import EdgeGuard
 
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, inflight=cfg.max_inflight_bytes)
     app.add_middleware(EdgeGuard, token_sha256=digest, allow_hosts=cfg.allow_hosts)  # before routing: 401, 403

@@ -11,13 +11,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -73,33 +70,6 @@ def load_json(body: bytes) -> Any:
 def error_response(exc: RefindError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
-
-
-def token_check(digest: str) -> Callable[..., Awaitable[None]]:
-    """The routes' token dependency (it documents the schemes in OpenAPI; ``guard.EdgeGuard`` already refused a
-    request without the token before routing). ``digest``: ``guard.token_digest`` of the token."""
-    from .guard import UNAUTHORIZED, token_matches
-
-    authorization = APIKeyHeader(
-        name="Authorization",
-        auto_error=False,
-        scheme_name="Authorization",
-        description="`Bearer <token>` or `Token <token>`",
-    )
-    api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
-
-    async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
-        candidates = []
-        if auth:
-            scheme, _, value = auth.strip().partition(" ")
-            if scheme.lower() in ("bearer", "token"):
-                candidates.append(value.strip())
-        if key:
-            candidates.append(key.strip())
-        if not token_matches(candidates, digest):
-            raise Unauthorized(UNAUTHORIZED)
-
-    return authorize
 
 
 # ---- ASGI middleware ---------------------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from fastapi import Depends
+from fastapi.security import APIKeyHeader
+
 from ..errors import InvalidInput, RefindError
 from .asgi import Unauthorized, error_response
 
@@ -108,6 +111,31 @@ def duplicate_parameter(query_string: bytes) -> InvalidInput | None:
         if count > 1:
             return InvalidInput(f"{name}: given {count} times; send each parameter once")
     return None
+
+
+def token_check(digest: str) -> Callable[..., Awaitable[None]]:
+    """The routes' token dependency (it documents the schemes in OpenAPI; ``guard.EdgeGuard`` already refused a
+    request without the token before routing). ``digest``: ``guard.token_digest`` of the token."""
+    authorization = APIKeyHeader(
+        name="Authorization",
+        auto_error=False,
+        scheme_name="Authorization",
+        description="`Bearer <token>` or `Token <token>`",
+    )
+    api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
+
+    async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
+        candidates = []
+        if auth:
+            scheme, _, value = auth.strip().partition(" ")
+            if scheme.lower() in ("bearer", "token"):
+                candidates.append(value.strip())
+        if key:
+            candidates.append(key.strip())
+        if not token_matches(candidates, digest):
+            raise Unauthorized(UNAUTHORIZED)
+
+    return authorize
 
 
 class EdgeGuard:
