@@ -33,7 +33,23 @@ _LAZY = {
     "ModelError": "errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [  # the names of _LAZY (a test keeps the two lists equal)
+    "__version__",
+    "Memory",
+    "Evidence",
+    "AgentAnswer",
+    "Session",
+    "AddOutcome",
+    "ForgetResult",
+    "ExpireResult",
+    "SearchRequest",
+    "RefindError",
+    "InvalidInput",
+    "Conflict",
+    "NotFound",
+    "Forgotten",
+    "ModelError",
+]
 
 
 def __getattr__(name: str) -> Any:
