@@ -34,21 +34,21 @@ _LAZY = {
 }
 
 __all__ = [  # the names of _LAZY (a test keeps the two lists equal)
-    "__version__",
-    "Memory",
-    "Evidence",
-    "AgentAnswer",
-    "Session",
     "AddOutcome",
-    "ForgetResult",
-    "ExpireResult",
-    "SearchRequest",
-    "RefindError",
-    "InvalidInput",
+    "AgentAnswer",
     "Conflict",
-    "NotFound",
+    "Evidence",
+    "ExpireResult",
+    "ForgetResult",
     "Forgotten",
+    "InvalidInput",
+    "Memory",
     "ModelError",
+    "NotFound",
+    "RefindError",
+    "SearchRequest",
+    "Session",
+    "__version__",
 ]
 
 

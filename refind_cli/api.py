@@ -241,12 +241,13 @@ class Memory:
         )
         if max_actions < 1:
             raise InvalidInput(f"max_actions: must be at least 1, got {max_actions}")
+        model_name: str | None = getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
 
             complete, model_name = from_env(model, api_base)
         else:
-            complete, model_name = model, getattr(model, "__name__", None)
+            complete = model
         planner = Planner(
             model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event, record=record
         )

@@ -191,7 +191,7 @@ def test_importing_the_package_loads_no_api_and_nothing_heavy() -> None:
 def test_every_lazy_name_is_exported_and_resolves() -> None:
     import refind_cli
 
-    assert refind_cli.__all__ == ["__version__", *refind_cli._LAZY]
+    assert sorted(refind_cli.__all__) == sorted(["__version__", *refind_cli._LAZY])
     assert all(getattr(refind_cli, name) is not None for name in refind_cli.__all__)
     with pytest.raises(AttributeError):
         refind_cli.NoSuchThing  # noqa: B018
