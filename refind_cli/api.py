@@ -136,7 +136,7 @@ class Memory:
         payload; ``Forgotten``: it was removed by :meth:`forget`.
         """
         if isinstance(content, str):
-            messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": _said_at(at)}]
+            messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
         else:
             if at is not None:
                 raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
@@ -209,6 +209,7 @@ class Memory:
         *,
         user: str,
         model: str | Complete | None = None,
+        model_name: str | None = None,
         api_base: str | None = None,
         max_actions: int = settings.DEFAULT_MAX_ACTIONS,
         top_k: int = 10,
@@ -222,8 +223,8 @@ class Memory:
         """The LLM planner searches ``user``'s memory (several BM25 searches, keeping what is useful).
 
         ``model``: a litellm model string (keys from the provider's usual variables; ``api_base`` for a local
-        OpenAI-compatible server), a ``complete(messages) -> Reply`` callable, or ``None`` for REFIND_MODEL /
-        REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
+        OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
+        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
         ``ModelError`` when the model cannot be used — never a silent BM25 answer.
         """
         from .retrieval import Planner, retrieve
@@ -241,7 +242,7 @@ class Memory:
         )
         if max_actions < 1:
             raise InvalidInput(f"max_actions: must be at least 1, got {max_actions}")
-        model_name: str | None = getattr(model, "__name__", None)
+        model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
 
@@ -309,7 +310,8 @@ class Memory:
             return expire(self._store, user_id=user, dry_run=dry_run)
 
 
-def _said_at(at: int | str | None) -> int | None:
+def parse_said_at(at: int | str | None) -> int | None:
+    """``at`` of an Add: Unix ms (checked by the contract), an ISO 8601 time or a date (UTC unless it names a zone)."""
     if at is None or (isinstance(at, int) and not isinstance(at, bool)):
         return at
     if not isinstance(at, str):
