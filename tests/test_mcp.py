@@ -137,3 +137,43 @@ def test_without_a_user_the_server_refuses_to_start(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "--user: required (or set REFIND_USER)" in out.stderr
     assert not (tmp_path / "m.db").exists()
+
+
+def _readme_mcp_section() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme[readme.index("### `refind mcp`") : readme.index("## Python API")]
+
+
+def test_the_readme_client_script_runs_as_written(tmp_path: Path) -> None:
+    import subprocess
+
+    section = _readme_mcp_section()
+    script = section.split("python - <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    launch = 'command="refind", args=["mcp",'
+    assert launch in script
+    here = f"command={sys.executable!r}, env={{'PYTHONPATH': {str(ROOT)!r}}}, "  # this checkout's refind
+    script = script.replace(launch, here + 'args=["-m", "refind_cli", "mcp",')
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    fixtures = ROOT / "fixtures" / "conversations.jsonl"
+    added = subprocess.run(
+        [sys.executable, "-m", "refind_cli", "add", "--file", str(fixtures), "--db", "demo.db", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert added.returncode == 0, added.stderr
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    tools, evidence = out.stdout.splitlines()[:2]
+    assert tools == "['recent_sessions', 'remember', 'remember_exchange', 'search_memory']"
+    assert "Lisbon" in evidence
+
+
+def test_the_readme_desktop_config_is_valid_json_launching_refind_mcp() -> None:
+    section = _readme_mcp_section()
+    config = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    server = config["mcpServers"]["refind"]
+    assert server["command"] == "refind" and server["args"][0] == "mcp" and server["env"]["REFIND_USER"]
