@@ -56,8 +56,10 @@ def mcp(
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
+    from ..contract import SEARCH_MODES
+
     mode = (mode or ("agent" if model else "bm25")).strip().lower()
-    if mode not in ("bm25", "agent"):
+    if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
     complete, model_name = None, None
     if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
