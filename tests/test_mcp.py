@@ -177,3 +177,25 @@ def test_the_readme_desktop_config_is_valid_json_launching_refind_mcp() -> None:
     config = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
     server = config["mcpServers"]["refind"]
     assert server["command"] == "refind" and server["args"][0] == "mcp" and server["env"]["REFIND_USER"]
+
+
+def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, llm_server: Any) -> None:
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("Bob hiked Rainier with his secret club Nightjar", user="bob", session="b1", at="2023-05-01")
+        memory.add("We went hiking on Mount Rainier last weekend", user="alice", session="a1", at="2023-05-02")
+    llm_server.play(
+        '{"thought": "look", "action": "search_chatrecord", "keywords": "hiking Rainier", "user_id": "bob"}',
+        '{"thought": "keep", "action": "take_note", "results": [1]}',
+        '{"thought": "done", "action": "finish_search"}',
+    )
+
+    async def script(client: Any) -> None:
+        found = _data(await client.call_tool("search_memory", {"query": "where did we go hiking", "top_k": 3}))
+        assert found["mode"] == "agent"
+        assert [e["session_id"] for e in found["evidence"]] == ["a1"]
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+    assert len(llm_server.requests) == 3
+    assert "Mount Rainier last weekend" in llm_server.bodies_text()
+    assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
