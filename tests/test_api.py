@@ -29,6 +29,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", readme_example()], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env()
@@ -174,6 +175,7 @@ def test_one_memory_can_be_shared_by_threads(memory: Memory) -> None:
     assert sum(len(r["messages"]) for r in memory.export(user="alice")) == 80
 
 
+@pytest.mark.slow
 def test_importing_the_package_loads_no_api_and_nothing_heavy() -> None:
     code = (
         "import sys, refind_cli\n"

@@ -11,9 +11,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import ROOT
 
 from refind_cli import Memory
+
+pytestmark = pytest.mark.slow  # every test but the JSON check starts `refind mcp` (the SDK's import: seconds)
 
 SECRET = "Bob's locker code is 4417 and his boat is the Saltwind"
 

@@ -9,6 +9,7 @@ import typer
 
 from .. import render, settings
 from ..options import (
+    DEFAULT_DB,
     ApiBaseOption,
     DbOption,
     JsonOption,
@@ -55,7 +56,7 @@ def search(
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
     ] = None,
-    db: DbOption = settings.DEFAULT_DB,
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     model: ModelOption = None,
