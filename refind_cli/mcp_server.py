@@ -211,5 +211,10 @@ def _iso(ms: int | None) -> str | None:
 
 
 def serve(memory: Memory, cfg: McpSettings) -> None:
-    """Serve over stdin/stdout until the client closes the stream."""
-    build(memory, cfg).run("stdio")
+    """Serve over stdin/stdout until the client closes the stream (stdout carries only the protocol; logs go to
+    stderr, warnings and worse)."""
+    import logging
+
+    server = build(memory, cfg)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
+    server.run("stdio")
