@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import settings
-from .contract import AddRequest, Message, parse_add, parse_date, search_request
+from .contract import AddRequest, Message, SearchRequest, parse_add, parse_date, search_request
 from .errors import InvalidInput, RefindError
 from .store import AddOutcome, Store, system_clock
 
@@ -188,17 +188,7 @@ class Memory:
         (``date_to`` includes its whole day); ``as_of``: only what was stored by then."""
         from .retrieval import retrieve
 
-        request = search_request(
-            query,
-            user,
-            top_k=top_k,
-            date_from=date_from,
-            date_to=date_to,
-            as_of=as_of,
-            options=options,
-            mode="bm25",
-            names=API_NAMES,
-        )
+        request = _request("bm25", query, user, top_k, date_from, date_to, options, as_of)
         with self._lock:
             found = retrieve(self._store, request)
         return [Evidence.of(b) for b in found.blocks]
@@ -229,17 +219,7 @@ class Memory:
         """
         from .retrieval import Planner, retrieve
 
-        request = search_request(
-            query,
-            user,
-            top_k=top_k,
-            date_from=date_from,
-            date_to=date_to,
-            as_of=as_of,
-            options=options,
-            mode="agent",
-            names=API_NAMES,
-        )
+        request = _request("agent", query, user, top_k, date_from, date_to, options, as_of)
         if max_actions < 1:
             raise InvalidInput(f"max_actions: must be at least 1, got {max_actions}")
         model_name = model_name or getattr(model, "__name__", None)
@@ -308,6 +288,30 @@ class Memory:
 
         with self._lock:
             return expire(self._store, user_id=user, dry_run=dry_run)
+
+
+def _request(
+    mode: str,
+    query: str,
+    user: str,
+    top_k: int,
+    date_from: str | int | None,
+    date_to: str | int | None,
+    options: Sequence[str],
+    as_of: str | int | None,
+) -> SearchRequest:
+    """The search's values checked and parsed once, as ``refind search`` does, naming the API's keywords."""
+    return search_request(
+        query,
+        user,
+        top_k=top_k,
+        date_from=date_from,
+        date_to=date_to,
+        as_of=as_of,
+        options=options,
+        mode=mode,
+        names=API_NAMES,
+    )
 
 
 def parse_said_at(at: int | str | None) -> int | None:
