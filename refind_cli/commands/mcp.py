@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .. import settings
-from ..errors import InvalidInput
+from ..errors import InvalidInput, RefindError
 from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption
 
 MCP_HELP = """\
@@ -69,7 +69,13 @@ def mcp(
     from datetime import UTC, datetime
 
     from ..api import Memory
-    from ..mcp_server import McpSettings, serve
+
+    try:
+        from ..mcp_server import McpSettings, serve
+    except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'") from None
 
     cfg = McpSettings(
         user=user,
