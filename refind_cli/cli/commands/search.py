@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .. import render, settings
+from ... import settings
+from .. import render
 from ..options import (
     DEFAULT_DB,
     ApiBaseOption,
@@ -64,7 +65,7 @@ def search(
     max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
     show_trace: TraceOption = False,
 ) -> None:
-    from ..contract import CLI_NAMES, search_request
+    from ...contract import CLI_NAMES, search_request
 
     request = search_request(  # every value checked and parsed once, before anything is opened
         query,
@@ -91,7 +92,7 @@ def search(
             as_json=as_json,
         )
         return
-    from ..retrieval import retrieve
+    from ...retrieval import retrieve
     from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
 
     with open_existing(db, retention) as store:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from .. import render
 
 if TYPE_CHECKING:
-    from ..contract import SearchRequest
-    from ..trace import Event
+    from ...contract import SearchRequest
+    from ...trace import Event
 
 
 def run_agent(
@@ -25,8 +25,8 @@ def run_agent(
     show_trace: bool,
     as_json: bool,
 ) -> None:
-    from ..model import from_env
-    from ..retrieval import Planner, retrieve
+    from ...model import from_env
+    from ...retrieval import Planner, retrieve
 
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
     on_event: Callable[[Event], None] | None = None

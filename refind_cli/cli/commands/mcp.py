@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from .. import settings
-from ..errors import InvalidInput, RefindError
+from ... import settings
+from ...errors import InvalidInput, RefindError
 from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption
 
 MCP_HELP = """\
@@ -56,22 +56,22 @@ def mcp(
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
-    from ..contract import SEARCH_MODES
+    from ...contract import SEARCH_MODES
 
     mode = (mode or ("agent" if model else "bm25")).strip().lower()
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
     complete, model_name = None, None
     if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
-        from ..model import from_env
+        from ...model import from_env
 
         complete, model_name = from_env(model, api_base)
     from datetime import UTC, datetime
 
-    from ..api import Memory
+    from ...api import Memory
 
     try:
-        from ..mcp_server import McpSettings, serve
+        from ...mcp_server import McpSettings, serve
     except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise
