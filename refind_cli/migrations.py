@@ -169,3 +169,13 @@ def m002_search_index(conn: sqlite3.Connection) -> None:
         "CREATE TRIGGER search_index_stale_on_user_delete AFTER DELETE ON users "
         "BEGIN DELETE FROM search_index WHERE user_id = OLD.user_id; END"
     )
+
+
+@migration
+def m003_security_tombstone_key(conn: sqlite3.Connection) -> None:
+    # A per-database secret for the keyed hashes in tombstones (HMAC-SHA256): an unsalted SHA-256 of a short message
+    # ("yes", "My PIN is 4417") is found by guessing in milliseconds from `refind inspect tombstones`. The hashes
+    # written before are unkeyed and cannot be re-keyed (the text is gone): they are dropped.
+    conn.execute("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT INTO secrets (name, value) VALUES ('tombstone_hmac', randomblob(32))")
+    conn.execute("UPDATE tombstones SET content_hashes = '[]'")
