@@ -284,13 +284,11 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
     from . import planner
 
     def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K) -> Hits:
-        result = planner.agent_search(
+        result = planner.plan(
             store, user_id, query, top_k=top_k, options=tuple(options), config=config, **planner_kwargs
         )
-        blocks = getattr(result, "blocks", result)
-        return Hits(
-            [b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0), tokens=getattr(result, "tokens", 0)
-        )
+        planner.record_search(store, result)  # stores the trace; raises a failed run's error after
+        return Hits([b.content for b in result.blocks], llm_calls=result.llm_calls, tokens=result.tokens)
 
     return run
 

@@ -155,9 +155,9 @@ class Runtime:
 
     def _blocks(self, store: Store, req: SearchRequest) -> list:
         if self.complete is not None:
-            from .planner import agent_search
+            from .planner import plan, record_search
 
-            return agent_search(
+            result = plan(
                 store,
                 req.user_id,
                 req.query,
@@ -165,7 +165,8 @@ class Runtime:
                 options=req.options,
                 model=self.complete,
                 model_name=self.model_name,
-            ).blocks
+            )
+            return record_search(store, result).blocks  # stores the trace; raises a failed run's error after
         from .search import search
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)

@@ -26,7 +26,7 @@ def run_agent(
     as_json: bool,
 ) -> None:
     from ..model import from_env
-    from ..planner import agent_search
+    from ..planner import Budget, plan, record_search
 
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
     on_event = None
@@ -41,7 +41,7 @@ def run_agent(
     from .inspect import open_existing  # a typo in --db must not create an empty database
 
     with open_existing(db, retention) as store:
-        result = agent_search(
+        result = plan(
             store,
             user,
             query,
@@ -49,12 +49,13 @@ def run_agent(
             options=options,
             model=complete,
             model_name=model_name,
-            max_actions=max_actions,
+            budget=Budget(max_actions=max_actions),
             as_of=as_of,
             date_from=date_from,
             date_to=date_to,
             on_event=on_event,
         )
+        record_search(store, result)  # stores the trace (a failed run's too), then raises its error if any
     blocks = result.blocks[:top_k]
     if as_json:
         render.print_json(
