@@ -316,3 +316,25 @@ def test_a_failed_run_is_returned_to_the_caller_which_stores_it_then_raises(memo
     with pytest.raises(ModelError, match="again"):
         agent_search(memory, "alice", "hiking", top_k=5, model=model_for(llm_server), record=False)
     assert len(trace.recent(memory)) == 1  # record=False: raised, not stored
+
+
+def test_a_reply_of_endless_braces_costs_a_bounded_number_of_decodes(monkeypatch):
+    # On main every "{" of the reply was decoded to the end of the text: 1 MB of unclosed objects took ~10 s of CPU.
+    import refind_cli.reply as R
+
+    calls = []
+    real = R._DECODER
+
+    class Counting:
+        def raw_decode(self, text, start=0):
+            calls.append(start)
+            return real.raw_decode(text, start)
+
+    monkeypatch.setattr(R, "_DECODER", Counting())
+    with pytest.raises(ReplyError, match="not valid JSON"):
+        parse_reply('{"a": 1, ' * 100_000)
+    assert len(calls) == R.MAX_OBJECTS
+    calls.clear()
+    with pytest.raises(ReplyError, match="not valid JSON"):
+        parse_reply("{ " * 100_000 + "}")
+    assert len(calls) == R.MAX_OBJECTS
