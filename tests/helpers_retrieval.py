@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 
 from refind_cli.contract import parse_add
 
@@ -19,10 +18,6 @@ def add(store, user, session, *messages, request_id=None, at=None):
         role, content = m[0], m[1]
         ts = m[2] if len(m) > 2 else (None if at is None else at + i * MIN)
         msgs.append({"role": role, "content": content, "timestamp": ts})
-    rid = request_id or f"{session}-{len(store.user_messages(user))}-{_digest(messages)}"
+    digest = hashlib.sha256(repr(messages).encode()).hexdigest()[:8]  # stable across runs, unlike hash()
+    rid = request_id or f"{session}-{len(store.user_messages(user))}-{digest}"
     return store.add(parse_add({"request_id": rid, "user_id": user, "session_id": session, "messages": msgs}))
-
-
-def _digest(messages: tuple) -> str:
-    """A request id part that is the same in every run (Python's hash() of strings is salted per process)."""
-    return hashlib.sha256(json.dumps(messages, ensure_ascii=False).encode()).hexdigest()[:8]
