@@ -254,7 +254,7 @@ def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
         if kind in (tuple, list):
             return tuple(p.strip() for p in text.split(",") if p.strip())
     except ValueError:
-        raise RefindError(f"--variant {key}={raw}: expected a {kind.__name__}") from None
+        raise RefindError(f"--variant {key}={raw}: expected a {getattr(kind, '__name__', kind)}") from None
     return text
 
 
