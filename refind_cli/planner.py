@@ -316,7 +316,12 @@ class Planner:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
         self.top_k, self.options = top_k, options
-        self.budget = budget or Budget()
+        self.budget = budget = budget or Budget()
+        self.max_actions, self.hits_per_search, self.hit_chars = (
+            budget.max_actions,
+            budget.hits_per_search,
+            budget.hit_chars,
+        )
         self.outer, self.on_event = bounds, on_event
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
@@ -352,7 +357,7 @@ class Planner:
 
     # ---- the loop ----------------------------------------------------------------------------------------
     def loop(self) -> None:
-        index, budget = self.index, self.budget
+        index = self.index
         skip_mode = index.config.skip
         latest = _latest_said(index)
         self.emit(
@@ -361,8 +366,8 @@ class Planner:
             options=list(self.options),
             user_id=self.user_id,
             model=self.model_name,
-            max_actions=budget.max_actions,
-            hits_per_search=budget.hits_per_search,
+            max_actions=self.max_actions,
+            hits_per_search=self.hits_per_search,
             top_k=self.top_k,
             skip=skip_mode,
             turns=len(index),
@@ -372,14 +377,14 @@ class Planner:
             {
                 "role": "system",
                 "content": system_prompt(
-                    max_actions=budget.max_actions, hits_per_search=budget.hits_per_search, skip=skip_mode
+                    max_actions=self.max_actions, hits_per_search=self.hits_per_search, skip=skip_mode
                 ),
             },
             {"role": "user", "content": self._opening(latest)},
         ]
         if len(index) == 0:  # nothing to search: asking the model would only cost money
             return
-        while self.step < budget.max_actions:
+        while self.step < self.max_actions:
             self.step += 1
             reply = self._call()
             try:
@@ -405,7 +410,7 @@ class Planner:
                     self._note(action)
             except ReplyError as exc:
                 self._correct(str(exc))
-        self.emit("budget", max_actions=budget.max_actions)
+        self.emit("budget", max_actions=self.max_actions)
 
     def _opening(self, latest: str | None) -> str:
         lines = [f"Question: {self.question}"]
@@ -414,7 +419,7 @@ class Planner:
             lines += [f"  ({chr(65 + i) if i < 26 else i + 1}) {o}" for i, o in enumerate(self.options)]
         if latest:
             lines.append(f"The latest message in this chat log was said on {latest}.")
-        lines.append(f"You have {self.budget.max_actions} actions. Reply with one JSON object.")
+        lines.append(f"You have {self.max_actions} actions. Reply with one JSON object.")
         return "\n".join(lines)
 
     def _call(self) -> Reply:
@@ -446,7 +451,7 @@ class Planner:
         self.messages.append({"role": "user", "content": text})
 
     def _left(self) -> str:
-        left = self.budget.max_actions - self.step
+        left = self.max_actions - self.step
         return f"{left} action{'s' if left != 1 else ''} left." if left else "No actions left."
 
     def _correct(self, reason: str, *, reply: str | None = None, form: str | None = None) -> None:
@@ -459,7 +464,6 @@ class Planner:
         from .search import Skip, parse_date
 
         keywords = action.args["keywords"]
-        hits_per_search, hit_chars = self.budget.hits_per_search, self.budget.hit_chars
         bounds: list[int | None] = []
         for key, end in (("date_from", False), ("date_to", True)):
             value = action.args.get(key)
@@ -475,7 +479,9 @@ class Planner:
         if lo is not None and hi is not None and lo > hi:
             raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self.index.search(keywords, top_k=hits_per_search, date_from=lo, date_to=hi, skip=Skip(skip_mode, ids))
+        hits = self.index.search(
+            keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi, skip=Skip(skip_mode, ids)
+        )
         self.stats.searches += 1
         self.last_hits = hits
         if hits:
@@ -488,11 +494,11 @@ class Planner:
             date_to=action.args.get("date_to"),
             skipped=len(ids),
             skip=skip_mode,
-            hits=[_hit(i, b, hit_chars) for i, b in enumerate(hits, 1)],
+            hits=[_hit(i, b, self.hit_chars) for i, b in enumerate(hits, 1)],
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
-        self._say(_results_message(keywords, hits, len(ids), skip_mode, hit_chars) + " " + self._left())
+        self._say(_results_message(keywords, hits, len(ids), skip_mode, self.hit_chars) + " " + self._left())
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
@@ -530,11 +536,10 @@ class Planner:
 
     # ---- the evidence ------------------------------------------------------------------------------------
     def result(self) -> AgentResult:
-        hits_per_search = self.budget.hits_per_search
-        per_search = min(self.top_k, hits_per_search)
+        per_search = min(self.top_k, self.hits_per_search)
         if self.kept:
             path = "notes"
-            limit = min(self.top_k, hits_per_search * max(1, self.searches_with_hits))
+            limit = min(self.top_k, self.hits_per_search * max(1, self.searches_with_hits))
             blocks = _chronological(list(self.kept.values()))[:limit]
         elif self.last_shown:
             path, limit = "last_search", per_search
