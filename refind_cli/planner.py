@@ -13,10 +13,10 @@ also lets the trace show exactly what the model said, and a parse failure become
 on instead of a provider error. The parser (:mod:`refind_cli.reply`) also accepts the paper's ReAct text and tool
 calls, and the trace records which form each action was parsed from.
 
-**The pieces**: :mod:`~refind_cli.reply` reads a reply; :class:`Budget` says what a run may spend; :class:`Planner`
-runs the loop over an index built beforehand; :func:`plan` builds the index and runs it; :func:`record_search`
-stores a run (failed ones too) — the planner never writes: its caller records what it returns.
-:func:`agent_search` is the one-call entry (plan, then record) the CLI, the server and the evaluator share.
+**The pieces**: :mod:`~refind_cli.reply` reads a reply; :class:`Budget` says what a run may spend;
+:class:`PlannerRun` runs the loop over an index built beforehand; :func:`plan` builds the index and runs it;
+:func:`record_search` stores a run (failed ones too) — the planner never writes: its caller records what it
+returns. :func:`agent_search` does both in one call (the stable entry other code calls).
 
 **Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
 
@@ -61,7 +61,7 @@ __all__ = [
     "Action",
     "AgentResult",
     "Budget",
-    "Planner",
+    "PlannerRun",
     "ReplyError",
     "Stats",
     "agent_search",
@@ -248,7 +248,7 @@ def plan(
             on_event(event)
         stats = Stats(duration_ms=event.t_ms)
         return AgentResult([], [event], stats, "", user_id, question, started_at, model_name, error=exc)
-    planner = Planner(
+    run = PlannerRun(
         index,
         question,
         user_id=user_id,
@@ -262,7 +262,7 @@ def plan(
         started_at=started_at,
         t0=t0,
     )
-    return planner.run()
+    return run.run()
 
 
 def record_search(store: Store, result: AgentResult) -> AgentResult:
@@ -293,7 +293,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
     return result.raise_error()
 
 
-class Planner:
+class PlannerRun:
     """One planner run over an index built beforehand: the conversation, the last hits, the skip set, what was kept.
     :meth:`run` returns the evidence with its trace; it stores nothing."""
 

@@ -111,7 +111,7 @@ def parse_reply(text: str, tool_calls: Sequence[ToolCall] = ()) -> Action:
     objects, error = _objects(body)
     for obj in objects:
         if "action" in obj:
-            return _action(obj.get("action"), obj, form="json")
+            return _action(obj.get("action"), _inputs(obj), form="json")
     react = _react(body)
     if react is not None:
         return react
@@ -247,6 +247,28 @@ def _args(name: str, fields: dict[str, Any], form: str) -> dict[str, Any]:
             raise ReplyError('take_note needs at least one result number in "results"', form=form)
         args["results"] = numbers
     return args
+
+
+_NESTED = ("actioninput", "arguments", "args", "parameters", "input")  # {"action": …, "action_input": {…}} (LangChain)
+
+
+def _inputs(obj: dict[str, Any]) -> dict[str, Any]:
+    """A JSON reply's fields, with those nested under ``action_input`` (or ``arguments``, …) lifted beside the
+    action; a field given at the top level wins. A string there is the action's one argument, as in ReAct."""
+    key = next((k for k in obj if _key(k) in _NESTED and k not in ("action", "thought")), None)
+    if key is None:
+        return obj
+    nested = obj[key]
+    if isinstance(nested, str):
+        nested = _react_input(
+            ACTION_ALIASES.get(_key(obj["action"])) if isinstance(obj["action"], str) else None, nested
+        )
+    if not isinstance(nested, dict):
+        return obj
+    merged = {k: v for k, v in obj.items() if k != key}
+    for k, v in nested.items():
+        merged.setdefault(k, v)
+    return merged
 
 
 # ---- ReAct text ------------------------------------------------------------------------------------------------

@@ -107,6 +107,22 @@ def test_the_react_text_parses_into_the_same_actions(text, name, args, thought):
     assert (action.name, action.args, action.thought, action.form) == (name, args, thought, "react")
 
 
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ('{"action": "search_chatrecord", "action_input": {"keywords": "hiking"}}', {"keywords": "hiking"}),
+        ('{"action": "take_note", "action_input": "1 and 3"}', {"results": [1, 3]}),
+        (
+            '{"action": "search_chatrecord", "keywords": "top", "arguments": {"keywords": "nested"}}',
+            {"keywords": "top"},
+        ),
+    ],
+)
+def test_a_json_reply_may_nest_its_arguments_as_langchain_agents_do(text, args):
+    action = parse_reply(text)
+    assert action.args == args and action.form == "json" and action.ignored == ()
+
+
 def test_fields_no_action_takes_are_ignored_and_listed_in_every_form():
     as_react = parse_reply(react("search_chatrecord", '{"keywords": "x", "user_id": "bob", "top_k": 5}'))
     as_call = parse_reply("", [ToolCall("search_chatrecord", '{"keywords": "x", "user_id": "bob"}')])
