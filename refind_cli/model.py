@@ -59,7 +59,7 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()  # native tool calls, when the provider sent any
 
 
-Complete = Callable[[list[dict]], Reply]
+Complete = Callable[[list[dict[str, Any]]], Reply]
 
 
 def litellm_complete(
@@ -88,7 +88,7 @@ def litellm_complete(
         status = getattr(exc, "status_code", None) or 0
         return isinstance(exc, transient) or status in (408, 429) or status >= 500
 
-    def complete(messages: list[dict]) -> Reply:
+    def complete(messages: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()
         attempt = 0
         while True:

@@ -53,7 +53,8 @@ from .reply import ACTIONS, Action, ReplyError, parse_reply
 from .trace import Event
 
 if TYPE_CHECKING:
-    from .search import Block, SearchConfig, UserIndex
+    from .blocks import Block
+    from .search import SearchConfig, UserIndex
     from .store import Store
 
 __all__ = [
@@ -424,7 +425,7 @@ class PlannerRun:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent :]
-        reply = self.model(list(self.messages))
+        reply: Reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
         self.messages.append({"role": "assistant", "content": _said(reply)})
@@ -461,7 +462,8 @@ class PlannerRun:
         self._say(message)
 
     def _search(self, action: Action, skip_mode: str) -> None:
-        from .search import Skip, parse_date
+        from .contract import parse_date
+        from .search import Skip
 
         keywords = action.args["keywords"]
         bounds: list[int | None] = []
@@ -667,7 +669,7 @@ def _latest_said(index: UserIndex) -> str | None:
     """The day of the latest said-at in the user's log (YYYY/MM/DD), so the planner can resolve "last week"."""
     import numpy as np
 
-    from .search import format_time
+    from .blocks import format_time
 
     said = index.index.said_at
     if said.size == 0 or bool(np.isnan(said).all()):
@@ -679,7 +681,7 @@ def _date_bound(value: str | int | None, *, end: bool) -> int | None:
     """A caller's date bound as Unix ms (an int passes through; a string is parsed, InvalidInput when bad)."""
     if value is None or isinstance(value, int):
         return value
-    from .search import parse_date
+    from .contract import parse_date
 
     return parse_date(value, end=end)
 

@@ -244,7 +244,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     yield from flush()
 
 
-def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
+def _parse_message_line(obj: dict[str, Any], *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
     ids = []
     for name in ("user_id", "session_id"):
         value = obj.get(name)
