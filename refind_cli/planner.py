@@ -391,7 +391,7 @@ class PlannerRun:
             try:
                 action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
-                self._correct(str(exc), reply=reply.content, form=exc.form)
+                self._correct(str(exc), reply=_said(reply), form=exc.form)
                 continue
             self.emit(
                 "action",

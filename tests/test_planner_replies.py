@@ -253,6 +253,15 @@ def test_native_tool_calls_run_the_same_loop_and_the_trace_keeps_them(memory, ll
     assert said["role"] == "assistant" and "search_chatrecord" in said["content"]
 
 
+def test_two_tool_calls_in_one_reply_are_corrected_and_the_trace_shows_the_calls(memory, llm_server):
+    llm_server.play(Tools(("search_chatrecord", {"keywords": "hiking"}), ("take_note", {"results": [1]})), FINISH)
+    result = agent_search(memory, "alice", "where did Caroline go hiking", top_k=5, model=model_for(llm_server))
+    (corr,) = events(result, "correction")
+    assert "one action per reply" in corr.data["reason"] and corr.data["form"] == "tool_call"
+    assert "search_chatrecord" in corr.data["reply"] and "take_note" in corr.data["reply"]
+    assert not events(result, "search") and events(result, "finish")
+
+
 def test_a_reply_nesting_json_200k_deep_is_corrected_and_the_search_goes_on(memory, llm_server):
     deep = '{"thought": "x", "action": "search_chatrecord", "keywords": ' + "[" * DEEP + "]" * DEEP + "}"
     llm_server.play(deep, FINISH)
