@@ -16,7 +16,8 @@ calls, and the trace records which form each action was parsed from.
 **The pieces**: :mod:`~refind_cli.reply` reads a reply; :class:`Budget` says what a run may spend;
 :class:`PlannerRun` runs the loop over an index built beforehand; :func:`plan` builds the index and runs it;
 :func:`record_search` stores a run (failed ones too) — the planner never writes: its caller records what it
-returns. :func:`agent_search` does both in one call (the stable entry other code calls).
+returns (``retrieval.retrieve`` does, for every surface). :func:`agent_search` does both in one call (the earlier
+entry point, kept with its signature).
 
 **Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
 

@@ -73,9 +73,9 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, evaluate, inspect, lifecycle, search, serve
+    from .commands import add, evaluate, inspect, lifecycle, mcp, search, serve
 
-    for module in (add, search, evaluate, serve, lifecycle, inspect):
+    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect):
         module.register(app)
 
 
