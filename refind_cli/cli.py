@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import click
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from .errors import RefindError
+from .options import DB_META_KEY
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -32,14 +35,19 @@ or a single message (consecutive lines of one user and session are grouped into 
 
 
 class RefindGroup(TyperGroup):
-    """Turns a RefindError from any command into one red line on stderr and the error's exit code."""
+    """Turns a RefindError from any command into one red line on stderr and the error's exit code; a ``sqlite3``
+    error that escaped a command (disk full, locked, read-only, damaged) is first named by ``store.storage_error``."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except RefindError as exc:
+        except (RefindError, sqlite3.Error) as exc:
             from .render import error_console
 
+            if not isinstance(exc, RefindError):
+                from .store import storage_error
+
+                exc = storage_error(exc, ctx.meta.get(DB_META_KEY))
             error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
 

@@ -52,7 +52,10 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     table.add_row("messages added", f"{summary['messages_added']:,}")
     table.add_row("identical replays skipped", f"{summary['duplicates']:,}")
     table.add_row("conflicts", _bad(summary["conflicts"]))
+    table.add_row("forgotten (refused)", _bad(summary.get("forgotten", 0)))
     table.add_row("invalid lines", _bad(summary["invalid_lines"]))
+    if summary.get("normalized"):
+        table.add_row("timestamps read as seconds (×1000)", f"[yellow]{summary['normalized']:,}[/yellow]")
     return table
 
 

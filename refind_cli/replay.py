@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
-from .errors import InvalidInput, RefindError
-from .store import Store
+from .errors import Forgotten, InvalidInput, RefindError
+from .store import Store, storage_error
 
 GROUP_SIZE = 20
 BATCH_SIZE = 500
@@ -61,14 +61,17 @@ class ReplaySummary:
     messages_added: int = 0
     duplicates: int = 0
     conflicts: int = 0
+    forgotten: int = 0  # requests refused because forget removed them (a tombstone names them)
     invalid_lines: int = 0
     lines: int = 0
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
+    fault: RefindError | None = None  # the storage fault (disk full, locked, …) that stopped the replay, if any
+    requests_in_file: int | None = None  # counted when a fault stopped the replay: what "the rest" is out of
 
     @property
     def refused(self) -> int:
-        return self.conflicts + self.invalid_lines
+        return self.conflicts + self.forgotten + self.invalid_lines
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,9 +81,11 @@ class ReplaySummary:
             "messages_added": self.messages_added,
             "duplicates": self.duplicates,
             "conflicts": self.conflicts,
+            "forgotten": self.forgotten,
             "invalid_lines": self.invalid_lines,
             "problems": self.problems,
             "warnings": self.warnings,
+            "error": None if self.fault is None else {"type": self.fault.kind, "message": self.fault.message},
         }
 
 
@@ -348,8 +353,9 @@ def replay(
             if bad:
                 for where, message, _ in bad:
                     _problem(summary, f"{name}:{where}: {message}", on_problem)
-                summary.invalid_lines = sum(1 for *_, invalid in bad if invalid)
-                summary.conflicts = len(bad) - summary.invalid_lines
+                summary.invalid_lines = sum(1 for *_, kind in bad if kind == "invalid")
+                summary.forgotten = sum(1 for *_, kind in bad if kind == "forgotten")
+                summary.conflicts = len(bad) - summary.invalid_lines - summary.forgotten
                 summary.problems.append(
                     f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
                 )
@@ -358,7 +364,8 @@ def replay(
         if on_progress:
             on_progress(0, total)
         batch: list[Parsed] = []
-        for item in parse_lines(_counted(lines, summary), strict=strict):
+        items = parse_lines(_counted(lines, summary), strict=strict)
+        for item in items:
             if isinstance(item, LineError):
                 summary.invalid_lines += 1
                 _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
@@ -366,12 +373,13 @@ def replay(
             summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
             batch.append(item)
             if len(batch) >= batch_size:
-                _store_batch(store, batch, summary, name, on_problem)
+                if not _store_batch(store, batch, summary, name, on_problem):
+                    return _stopped(summary, batch, items)
                 batch = []
                 if on_progress:
                     on_progress(done(), total)
-        if batch:
-            _store_batch(store, batch, summary, name, on_problem)
+        if batch and not _store_batch(store, batch, summary, name, on_problem):
+            return _stopped(summary, batch, items)
         if on_progress:
             on_progress(done(), total)
         return summary
@@ -380,14 +388,30 @@ def replay(
             os.unlink(spool)
 
 
-def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, bool]]:
+def _stopped(summary: ReplaySummary, batch: list[Parsed], rest: Iterable[Parsed | LineError]) -> ReplaySummary:
+    """A storage fault stopped the replay: count the file's requests (reading on, storing nothing), so the message
+    says how much was stored of how much. The failed batch rolled back whole; a re-run stores the rest."""
+    handled = summary.requests_added + summary.duplicates + summary.conflicts + summary.forgotten
+    total = handled + len(batch) + sum(1 for item in rest if isinstance(item, Parsed))
+    summary.requests_in_file = total
+    stored = summary.requests_added + summary.duplicates
+    fault = summary.fault
+    assert fault is not None
+    summary.fault = type(fault)(
+        f"{fault.message.rstrip('.')} — stored {stored:,} of {total:,} requests; "
+        "the rest can be replayed with the same command"
+    )
+    return summary
+
+
+def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, str]]:
     """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
     payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
-    payload. Returns (line or line range, reason, invalid) in file order. The file's ids are kept in a temporary
+    payload. Returns (line or line range, reason, kind: invalid | conflict | forgotten) in file order. The file's ids are kept in a temporary
     SQLite database, so a file of any size is checked in little memory."""
     import sqlite3
 
-    bad: list[tuple[str, str, bool]] = []
+    bad: list[tuple[str, str, str]] = []
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -396,7 +420,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
         )
         for item in items:
             if isinstance(item, LineError):
-                bad.append((str(item.line), item.message, True))
+                bad.append((str(item.line), item.message, "invalid"))
                 continue
             req = item.request
             where = _where(item)
@@ -407,7 +431,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             if row is None:
                 refusal = store.check(req)
                 if refusal is not None:
-                    bad.append((where, refusal.message, False))
+                    bad.append((where, refusal.message, "forgotten" if isinstance(refusal, Forgotten) else "conflict"))
                 else:  # it would be stored (or is already): later lines of this id must repeat it exactly
                     seen.execute(
                         "INSERT INTO seen VALUES (?, ?, ?, ?)", (req.user_id, req.request_id, digest, item.first_line)
@@ -444,10 +468,20 @@ def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None
 
 def _store_batch(
     store: Store, batch: list[Parsed], summary: ReplaySummary, name: str, on_problem: Callable[[str], None] | None
-) -> None:
-    outcomes = store.add_many(item.request for item in batch)
+) -> bool:
+    """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
+    import sqlite3
+
+    try:
+        outcomes = store.add_many(item.request for item in batch)
+    except sqlite3.Error as exc:
+        summary.fault = storage_error(exc, store.path)
+        return False
     for item, outcome in zip(batch, outcomes):
-        if isinstance(outcome, RefindError):
+        if isinstance(outcome, Forgotten):
+            summary.forgotten += 1
+            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
+        elif isinstance(outcome, RefindError):
             summary.conflicts += 1
             _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
         elif outcome.status == "duplicate":
@@ -455,3 +489,4 @@ def _store_batch(
         else:
             summary.requests_added += 1
             summary.messages_added += outcome.messages
+    return True

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING
 
 from . import migrations
 from .contract import AddRequest
-from .errors import Conflict, Forgotten, RefindError
+from .errors import (
+    Conflict,
+    CorruptDatabase,
+    DatabaseLocked,
+    DiskFull,
+    Forgotten,
+    ReadOnlyDatabase,
+    RefindError,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -63,6 +72,42 @@ def _forgotten(req: AddRequest, stone: tuple[int, int]) -> Forgotten:
     )
 
 
+# SQLite's primary result codes (the low byte of an extended code) that name a fault of the file, not of the request.
+_SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13, 5, 6, 8, 3
+_SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
+
+
+def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
+    """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
+    follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction."""
+    if isinstance(exc, RefindError):
+        return exc
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    lowered = text.lower()
+    where = f"database {path}" if path else "the database"
+    if code == _SQLITE_FULL or "disk is full" in lowered:
+        return DiskFull(f"{where}: no space left ({text}); free space, then run the same command again")
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in lowered:
+        return DatabaseLocked(
+            f"{where}: locked by another process past the busy timeout ({text}); "
+            "retry once the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
+        )
+    if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
+        return ReadOnlyDatabase(
+            f"{where}: cannot be written ({text}); the file, its folder (for the -wal and -shm files) or the "
+            "file system is read-only"
+        )
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in lowered or "not a database" in lowered:
+        return CorruptDatabase(
+            f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
+            "(`refind inspect --check` reports what is wrong)"
+        )
+    if code == _SQLITE_CANTOPEN:
+        return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
+    return StorageError(f"{where}: {text}")
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     seq: int  # arrival order across the whole store
@@ -98,8 +143,12 @@ class Store:
         *,
         clock: Clock = system_clock,
         retention_days: float | None = None,
-        busy_timeout_s: float = 30.0,
+        busy_timeout_s: float | None = None,
     ) -> None:
+        if busy_timeout_s is None:
+            from .settings import busy_timeout_s as configured
+
+            busy_timeout_s = configured()
         self.path = Path(path)
         self.clock = clock
         self.retention_days = retention_days
@@ -117,8 +166,9 @@ class Store:
             # (with it off, page splits leave stale copies of text that no later delete can find).
             conn.execute("PRAGMA secure_delete = ON")
             migrations.apply(conn, self.clock())
-        except sqlite3.DatabaseError as exc:
-            raise RefindError(f"cannot open database {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            error = storage_error(exc, self.path)
+            raise type(error)(f"cannot open {error.message}") from exc
         self.conn = conn
         self._db: sqlite_utils.Database | None = None
 

@@ -8,7 +8,7 @@ import typer
 
 from .. import render
 from ..contract import Message, parse_add, parse_date
-from ..errors import Conflict, InvalidInput
+from ..errors import Conflict, Forgotten, InvalidInput
 from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
 ADD_HELP = """\
@@ -149,7 +149,11 @@ def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> No
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more lines with unknown fields", markup=False)
         render.console().print(render.replay_summary(data))
+    if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
+        raise summary.fault
     if summary.invalid_lines:
         raise typer.Exit(InvalidInput.exit_code)
     if summary.conflicts:
         raise typer.Exit(Conflict.exit_code)
+    if summary.forgotten:
+        raise typer.Exit(Forgotten.exit_code)
