@@ -46,6 +46,7 @@ class Parsed:
     first_line: int
     last_line: int
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class ReplaySummary:
     conflicts: int = 0
     forgotten: int = 0  # requests refused because forget removed them (a tombstone names them)
     invalid_lines: int = 0
+    normalized: int = 0  # values read leniently (timestamps in seconds, strings of digits), each also a warning
     lines: int = 0
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
@@ -83,6 +85,7 @@ class ReplaySummary:
             "conflicts": self.conflicts,
             "forgotten": self.forgotten,
             "invalid_lines": self.invalid_lines,
+            "normalized": self.normalized,
             "problems": self.problems,
             "warnings": self.warnings,
             "error": None if self.fault is None else {"type": self.fault.kind, "message": self.fault.message},
@@ -183,7 +186,7 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
 
 def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError]:
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
-    group: list[tuple[int, Message, list[str]]] = []
+    group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
     seen_auto = _Repeats()  # auto ids already given in this file
 
@@ -229,7 +232,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             except InvalidInput as exc:
                 yield LineError(n, exc.message)
                 continue
-            yield Parsed(request, n, n, _warning(request.unknown_fields))
+            yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
@@ -238,18 +241,20 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             )
             continue
         try:
-            line_key, message, unknown = _parse_message_line(obj, strict=strict)
+            line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
         except InvalidInput as exc:
             yield LineError(n, exc.message)
             continue
         if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
             yield from flush()
         key = line_key
-        group.append((n, message, unknown))
+        group.append((n, message, unknown, notes))
     yield from flush()
 
 
-def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
+def _parse_message_line(
+    obj: dict, *, strict: bool
+) -> tuple[tuple[str, str, str | None], Message, list[str], list[str]]:
     ids = []
     for name in ("user_id", "session_id"):
         value = obj.get(name)
@@ -261,13 +266,14 @@ def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str
     request_id = obj.get("request_id")
     if request_id is not None and (not isinstance(request_id, str) or not request_id.strip()):
         raise InvalidInput("request_id: must be a non-empty string when given")
-    message, _ = parse_message(obj, "")
+    notes: list[str] = []
+    message, _ = parse_message(obj, "", notes)
     unknown = [k for k in obj if k not in MESSAGE_LINE_FIELDS]
     if strict and unknown:
         raise InvalidInput(
             f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}"
         )
-    return (ids[0], ids[1], request_id), message, unknown
+    return (ids[0], ids[1], request_id), message, unknown, notes
 
 
 def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) -> str:
@@ -299,10 +305,10 @@ class _Repeats:
 
 
 def _group_request(
-    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]], seen_auto: _Repeats
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: _Repeats
 ) -> Parsed:
     user_id, session_id, request_id = key
-    messages = tuple(m for _, m, _ in group)
+    messages = tuple(m for _, m, _, _ in group)
     rid = request_id
     if rid is None:
         # The same messages said again later in the file (an "ok" in another group of the session) are new
@@ -312,12 +318,14 @@ def _group_request(
         repeat = seen_auto.count(rid)
         if repeat > 1:
             rid = f"{rid}-{repeat}"
-    unknown = sorted({f for _, _, fields in group for f in fields})
+    unknown = sorted({f for _, _, fields, _ in group for f in fields})
+    notes = tuple(note for _, _, _, line_notes in group for note in line_notes)
     return Parsed(
-        AddRequest(rid, user_id, session_id, messages, tuple(unknown)),
+        AddRequest(rid, user_id, session_id, messages, tuple(unknown), notes),
         group[0][0],
         group[-1][0],
         _warning(tuple(unknown)),
+        notes,
     )
 
 
@@ -371,6 +379,8 @@ def replay(
                 _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
                 continue
             summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+            summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
+            summary.normalized += len(item.notes)
             batch.append(item)
             if len(batch) >= batch_size:
                 if not _store_batch(store, batch, summary, name, on_problem):

@@ -79,7 +79,10 @@ _SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 1
 
 def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
     """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
-    follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction."""
+    follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction.
+
+    A fault of the file (no space, locked, read-only, damaged, I/O) is a :class:`StorageError`; anything else is a
+    plain RefindError with status 500, which the server treats as an internal error."""
     if isinstance(exc, RefindError):
         return exc
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
@@ -105,7 +108,11 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
         )
     if code == _SQLITE_CANTOPEN:
         return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
-    return StorageError(f"{where}: {text}")
+    if code == _SQLITE_IOERR:
+        return StorageError(f"{where}: the disk failed a read or write ({text}); nothing of the write was stored")
+    error = RefindError(f"{where}: {text}")  # not a fault of the file (a bug, a schema from elsewhere): exit 1, 500
+    error.status, error.kind = 500, "internal"
+    return error
 
 
 @dataclass(frozen=True)

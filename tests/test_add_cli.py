@@ -321,13 +321,18 @@ def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp
     result = cli("add", "--file", path, "--strict", "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 3
-    assert (summary["conflicts"], summary["invalid_lines"], summary["requests_added"]) == (3, 0, 0)
+    assert (summary["conflicts"], summary["forgotten"], summary["invalid_lines"], summary["requests_added"]) == (
+        2,
+        1,
+        0,
+        0,
+    )
     assert [p.split(": ")[0] for p in summary["problems"][:3]] == [f"{path}:3", f"{path}:4", f"{path}:5"]
     assert "another payload than at line 1" in summary["problems"][0]
     assert "was forgotten" in summary["problems"][2]
     assert [r[3] for r in rows(db_path)] == ["as stored"]  # nothing of the file was stored
     lenient = json.loads(cli("add", "--file", path, "--json").output)  # without --strict: the good lines go in
-    assert (lenient["requests_added"], lenient["conflicts"]) == (1, 3)
+    assert (lenient["requests_added"], lenient["conflicts"], lenient["forgotten"]) == (1, 2, 1)
 
 
 def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
