@@ -80,9 +80,9 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, evaluate, inspect, lifecycle, search, serve
+    from .commands import add, backup, evaluate, inspect, lifecycle, search, serve
 
-    for module in (add, search, evaluate, serve, lifecycle, inspect):
+    for module in (add, search, evaluate, serve, lifecycle, inspect, backup):
         module.register(app)
 
 

@@ -30,15 +30,20 @@ RetentionOption = Annotated[
 DB_META_KEY = "refind.db"  # the database a command opened, for the CLI's error line (click's meta is shared)
 
 
-def open_store(db: Path, retention: str | None):
-    """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
+def remember_db(db: Path) -> None:
+    """Note the command's database for the CLI's error line (a storage fault names the file)."""
     import click
-
-    from .store import Store
 
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.meta[DB_META_KEY] = str(db)
+
+
+def open_store(db: Path, retention: str | None):
+    """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
+    from .store import Store
+
+    remember_db(db)
 
     return Store(db, retention_days=settings.parse_retention(retention))
 

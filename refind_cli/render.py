@@ -59,6 +59,19 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     return table
 
 
+def check_report(report: dict[str, Any]) -> Table:
+    """`refind inspect --check`: the integrity check's lines and every disagreement of derived data."""
+    verdict = "[green]ok[/green]" if report["ok"] else "[red]problems found[/red]"
+    table = _facts(Text.from_markup(f"Check of {escape(report['db'])}: {verdict}"), numbers=False)
+    for line in report["integrity"][:50]:
+        table.add_row("integrity", Text(line))
+    for line in report["derived"][:50]:
+        table.add_row("derived data", Text(line))
+    if not report["derived"] and report["integrity"] == ["ok"]:
+        table.add_row("derived data", "agrees with the messages")
+    return table
+
+
 def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 

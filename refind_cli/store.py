@@ -106,6 +106,11 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
             f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
             "(`refind inspect --check` reports what is wrong)"
         )
+    if code == _SQLITE_CANTOPEN and path and not _writable(Path(path)):
+        return ReadOnlyDatabase(
+            f"{where}: cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files "
+            "beside it) or the file system is read-only"
+        )
     if code == _SQLITE_CANTOPEN:
         return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
     if code == _SQLITE_IOERR:
@@ -113,6 +118,14 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
     error = RefindError(f"{where}: {text}")  # not a fault of the file (a bug, a schema from elsewhere): exit 1, 500
     error.status, error.kind = 500, "internal"
     return error
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the database and its folder (``os.access`` honours a read-only mount)."""
+    import os
+
+    folder = path.parent if str(path.parent) else Path(".")
+    return os.access(folder, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
 @dataclass(frozen=True)
