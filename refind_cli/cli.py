@@ -10,7 +10,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from .errors import RefindError
-from .options import DB_META_KEY
+from .options import CURRENT_DB
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -39,6 +39,7 @@ class RefindGroup(TyperGroup):
     error that escaped a command (disk full, locked, read-only, damaged) is first named by ``store.storage_error``."""
 
     def invoke(self, ctx: click.Context) -> object:
+        CURRENT_DB.set(None)
         try:
             return super().invoke(ctx)
         except (RefindError, sqlite3.Error) as exc:
@@ -47,7 +48,7 @@ class RefindGroup(TyperGroup):
             if not isinstance(exc, RefindError):
                 from .store import storage_error
 
-                exc = storage_error(exc, ctx.meta.get(DB_META_KEY))
+                exc = storage_error(exc, CURRENT_DB.get())
             error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
 

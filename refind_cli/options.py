@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated
 
@@ -27,16 +28,13 @@ RetentionOption = Annotated[
 ]
 
 
-DB_META_KEY = "refind.db"  # the database a command opened, for the CLI's error line (click's meta is shared)
+# The database the running command opened, for the CLI's error line: a storage fault names the file.
+CURRENT_DB: ContextVar[str | None] = ContextVar("refind_current_db", default=None)
 
 
 def remember_db(db: Path) -> None:
-    """Note the command's database for the CLI's error line (a storage fault names the file)."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.meta[DB_META_KEY] = str(db)
+    """Note the command's database for the CLI's error line."""
+    CURRENT_DB.set(str(db))
 
 
 def open_store(db: Path, retention: str | None):

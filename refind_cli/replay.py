@@ -408,8 +408,7 @@ def _stopped(summary: ReplaySummary, batch: list[Parsed], rest: Iterable[Parsed 
     fault = summary.fault
     assert fault is not None
     summary.fault = type(fault)(
-        f"{fault.message.rstrip('.')} — stored {stored:,} of {total:,} requests; "
-        "the rest can be replayed with the same command"
+        f"{fault.message}; stored {stored:,} of {total:,} requests; the rest can be replayed with the same command"
     )
     return summary
 

@@ -89,12 +89,14 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
     text = str(exc)
     lowered = text.lower()
     where = f"database {path}" if path else "the database"
-    if code == _SQLITE_FULL or "disk is full" in lowered:
-        return DiskFull(f"{where}: no space left ({text}); free space, then run the same command again")
+    if code == _SQLITE_FULL or "disk is full" in lowered or (code == _SQLITE_IOERR and path and _no_space(Path(path))):
+        return DiskFull(
+            f"{where}: no space left ({text}); nothing of the failed write was stored — free space and retry"
+        )
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in lowered:
         return DatabaseLocked(
-            f"{where}: locked by another process past the busy timeout ({text}); "
-            "retry once the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
+            f"{where}: locked by another process past the busy timeout ({text}); nothing was written — retry once "
+            "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
         )
     if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
         return ReadOnlyDatabase(
@@ -118,6 +120,17 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
     error = RefindError(f"{where}: {text}")  # not a fault of the file (a bug, a schema from elsewhere): exit 1, 500
     error.status, error.kind = 500, "internal"
     return error
+
+
+def _no_space(path: Path) -> bool:
+    """Whether the database's file system is full (an I/O error there is then the full disk: creating the -shm
+    file fails that way)."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(path.parent if str(path.parent) else ".").free < 64 * 1024
+    except OSError:
+        return False
 
 
 def _writable(path: Path) -> bool:
