@@ -19,6 +19,7 @@ $(STAMP): requirements.lock pyproject.toml
 check: install
 	$(VENV)/bin/ruff check refind_cli tests bench
 	$(VENV)/bin/ruff format --check refind_cli tests bench
+	$(VENV)/bin/mypy
 
 test: check
 	$(PY) -m pytest

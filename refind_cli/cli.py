@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
-import click
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -38,7 +38,7 @@ class RefindGroup(TyperGroup):
     """Turns a RefindError from any command into one red line on stderr and the error's exit code; a ``sqlite3``
     error that escaped a command (disk full, locked, read-only, damaged) is first named by ``store.storage_error``."""
 
-    def invoke(self, ctx: click.Context) -> object:
+    def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
         CURRENT_DB.set(None)
         try:
             return super().invoke(ctx)

@@ -105,6 +105,7 @@ def load(
         raise RefindError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     skipped = skipped if skipped is not None else Skipped()
     p = Path(path)
+    samples: Iterator[Sample]
     if fmt == "locomo":
         samples = (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
     elif fmt == "longmemeval":

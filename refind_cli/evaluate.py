@@ -254,7 +254,7 @@ def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
         if kind in (tuple, list):
             return tuple(p.strip() for p in text.split(",") if p.strip())
     except ValueError:
-        raise RefindError(f"--variant {key}={raw}: expected a {kind.__name__}") from None
+        raise RefindError(f"--variant {key}={raw}: expected a {getattr(kind, '__name__', kind)}") from None
     return text
 
 
@@ -287,10 +287,7 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
         result = planner.agent_search(
             store, user_id, query, top_k=top_k, options=tuple(options), config=config, **planner_kwargs
         )
-        blocks = getattr(result, "blocks", result)
-        return Hits(
-            [b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0), tokens=getattr(result, "tokens", 0)
-        )
+        return Hits([b.content for b in result.blocks], llm_calls=result.llm_calls, tokens=result.tokens)
 
     return run
 

@@ -17,7 +17,7 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -192,8 +192,8 @@ def eligible(
     *,
     date_from: int | None = None,
     date_to: int | None = None,
-    skip_sessions: Sequence[str] = (),
-    skip_turns: Sequence[str] = (),
+    skip_sessions: Collection[str] = (),
+    skip_turns: Collection[str] = (),
 ) -> np.ndarray:
     """The boolean mask of turns a search may rank (see the module docstring)."""
     import numpy as np

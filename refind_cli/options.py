@@ -10,6 +10,7 @@ import typer
 
 from . import settings
 
+DEFAULT_DB = Path(settings.DEFAULT_DB)
 DbOption = Annotated[
     Path,
     typer.Option("--db", envvar=settings.ENV_DB, help="SQLite database file.", show_default=True),

@@ -293,13 +293,13 @@ class _Run:
         on_event,
         outer,
         clock,
-    ) -> None:  # type: ignore[no-untyped-def]
+    ) -> None:
         self.hit_chars = hit_chars
         self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
         self.options, self.model, self.model_name = options, model, model_name
         self.max_actions, self.hits_per_search = max_actions, hits_per_search
         self.on_event, self.outer, self.clock = on_event, outer, clock
-        self.index: UserIndex | None = None
+        self.index: UserIndex  # attached by agent_search before loop() runs
         self.events: list[Event] = []
         self.stats = Stats()
         self.started_at = clock()
@@ -421,7 +421,7 @@ class _Run:
         from .search import Skip, parse_date
 
         keywords = action.args["keywords"]
-        bounds = []
+        bounds: list[int | None] = []
         for key, end in (("date_from", False), ("date_to", True)):
             value = action.args.get(key)
             if value is None:

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
 from .errors import Forgotten, InvalidInput, RefindError
@@ -131,9 +131,9 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
     if head.startswith(b"\x1f\x8b"):
-        stream = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[arg-type]
+        stream = cast("IO[bytes]", gzip.GzipFile(fileobj=cast("IO[bytes]", _Prefixed(head, raw))))
     else:
-        stream = _Prefixed(head, raw)  # type: ignore[assignment]
+        stream = cast("IO[bytes]", _Prefixed(head, raw))
 
     def numbered() -> Iterator[tuple[int, bytes]]:
         try:
@@ -451,7 +451,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                         where,
                         f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
                         f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
-                        False,
+                        "conflict",
                     )
                 )
     finally:

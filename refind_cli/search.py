@@ -110,7 +110,9 @@ class Skip:
 def _bound(value: str | int | None, *, end: bool) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int):
+        if isinstance(value, bool):
+            raise InvalidInput(f"a date must be ISO 8601 or Unix ms, got {value!r}")
         return value
     return parse_date(value, end=end)
 

@@ -15,6 +15,7 @@ each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never ho
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -228,7 +229,7 @@ def _warm_up() -> None:
 
 def contract_items(blocks: list, top_k: int) -> list[dict]:
     """Blocks as the contract's search items: never more than top_k, id and content non-empty, score finite."""
-    items = []
+    items: list[dict] = []
     for block in blocks:
         if len(items) >= top_k:
             break
@@ -424,17 +425,18 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
 
-    common = {
-        "host": host,
-        "port": port,
-        "access_log": False,
-        "log_config": LOG_CONFIG,
-        "server_header": False,
-        "timeout_keep_alive": 75,
-    }
+    common = functools.partial(
+        uvicorn.run,
+        host=host,
+        port=port,
+        access_log=False,
+        log_config=LOG_CONFIG,
+        server_header=False,
+        timeout_keep_alive=75,
+    )
     if workers == 1:
-        uvicorn.run(create_app(cfg), **common)
+        common(create_app(cfg))
         return
     create_app(cfg)  # fail here, once, if the settings or the database are wrong
     os.environ[SETTINGS_ENV] = settings_to_env(cfg)
-    uvicorn.run("refind_cli.server:app_from_env", factory=True, workers=workers, **common)
+    common("refind_cli.server:app_from_env", factory=True, workers=workers)

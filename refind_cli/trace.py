@@ -123,8 +123,9 @@ _COLUMNS = (
 
 def _row(row: tuple) -> StoredSearch:
     *head, returned, trace = row
+    fields = dict(zip(_COLUMNS.replace(" ", "").split(",")[:-2], head, strict=True))
     return StoredSearch(
-        *head, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
+        **fields, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
     )
 
 

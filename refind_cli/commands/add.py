@@ -9,7 +9,7 @@ import typer
 from .. import render
 from ..contract import Message, parse_add, parse_date, parse_timestamp
 from ..errors import Conflict, Forgotten, InvalidInput
-from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -60,7 +60,7 @@ def add(
     strict: Annotated[
         bool, typer.Option("--strict", help="Refuse unknown fields; check the whole file first, store nothing if bad.")
     ] = False,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
@@ -131,7 +131,7 @@ def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> No
         progress.start()
 
     def on_progress(done: int, total: int | None) -> None:
-        if progress is not None:
+        if progress is not None and task is not None:
             progress.update(task, completed=done, total=total)
 
     def on_problem(line: str) -> None:

@@ -9,7 +9,7 @@ import typer
 
 from .. import render
 from ..errors import NotFound
-from ..options import DbOption, JsonOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_store
 
 inspect_app = typer.Typer(
     help="Look into the database: users, sessions, turns, events and stored planner searches.\n\n"
@@ -47,7 +47,7 @@ def _shared(ctx: typer.Context, **values):
         # compared by name: the enum class differs between click and the click that typer may bundle
         mine = getattr(ctx.get_parameter_source(name), "name", None)
         theirs = getattr(parent.get_parameter_source(name), "name", None) if parent is not None else None
-        if mine != "COMMANDLINE" and theirs == "COMMANDLINE":
+        if parent is not None and mine != "COMMANDLINE" and theirs == "COMMANDLINE":
             value = parent.params[name]
         out.append(value)
     return out
@@ -64,7 +64,7 @@ def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
 @inspect_app.callback()
 def overview(
     ctx: typer.Context,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     check: Annotated[
@@ -110,7 +110,7 @@ def _check(db: Path, as_json: bool) -> None:
 
 @inspect_app.command("users")
 def users(
-    ctx: typer.Context, db: DbOption = "refind.db", retention: RetentionOption = None, as_json: JsonOption = False
+    ctx: typer.Context, db: DbOption = DEFAULT_DB, retention: RetentionOption = None, as_json: JsonOption = False
 ) -> None:
     """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
     from .. import review
@@ -124,7 +124,7 @@ def users(
 def user(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -144,7 +144,7 @@ def session(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
     session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -164,7 +164,7 @@ def turn(
     ctx: typer.Context,
     turn_id: Annotated[str, typer.Argument(metavar="ID", help="A turn id (from `inspect session` or a search).")],
     neighbours: Annotated[int, typer.Option("--neighbours", "-n", min=0, help="Turns to show either side.")] = 2,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -182,7 +182,7 @@ def events(
     user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's events.")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Newest N events (0 = all).")] = 100,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -198,7 +198,7 @@ def events(
 def tombstones(
     ctx: typer.Context,
     user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -12,7 +12,7 @@ import typer
 
 from .. import render, settings
 from ..errors import InvalidInput
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
 
 EXPIRE_HELP = """\
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
 def expire(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
     user: OptionalUserOption = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: ExpireDaysOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -88,7 +88,7 @@ def forget(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Forget only this session.")] = None,
     request_id: Annotated[str | None, typer.Option("--request-id", help="Forget only this request.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -120,7 +120,7 @@ def export(
     user: UserOption,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Export only this session.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:

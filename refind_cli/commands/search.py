@@ -10,6 +10,7 @@ import typer
 from .. import render, settings
 from ..errors import InvalidInput
 from ..options import (
+    DEFAULT_DB,
     ApiBaseOption,
     DbOption,
     JsonOption,
@@ -59,7 +60,7 @@ def search(
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
     ] = None,
-    db: DbOption = settings.DEFAULT_DB,
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     model: ModelOption = None,
