@@ -37,16 +37,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_http import TOKEN, Client, ServerProcess
 from synth import queries, requests
 
+from refind_cli.contract import AddRequest, parse_add
 from refind_cli.evaluate import percentile
 from refind_cli.store import DAY_MS, Store, system_clock
 
 
+def pool(n_messages: int, seed: int) -> list[dict]:
+    """Synthetic 20-message request bodies, made once (making them per request would load the client, not the
+    server): users and request ids are filled in per use."""
+    return [r.canonical() for r in requests("pool", n_messages, seed=seed)]
+
+
+def as_request(body: dict, user_id: str, request_id: str) -> AddRequest:
+    return parse_add({**body, "user_id": user_id, "request_id": request_id, "session_id": request_id})
+
+
 def seed(db: Path, users: int, messages: int) -> list[str]:
     ids = [f"soak-{u}" for u in range(users)]
+    bodies = pool(40_000, seed=1)
+    per_user = max(1, messages // 20)
     with Store(db, retention_days=None) as store:
         pending = []
-        for uid in ids:
-            pending.extend(requests(uid, messages, seed=1))
+        for u, uid in enumerate(ids):
+            for k in range(per_user):
+                pending.append(as_request(bodies[(u * per_user + k) % len(bodies)], uid, f"seed-{k}"))
             if len(pending) >= 500:
                 store.add_many(pending)
                 pending = []
@@ -118,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         added: list[tuple[str, str]] = []  # (user, request id) the Add threads stored, for forget
         added_lock = threading.Lock()
         qs = queries(500, seed=4)
+        add_bodies = pool(8_000, seed=2)
         planted = [0]
         rss: list[tuple[float, int]] = [(0.0, rss_kb(server.proc.pid))]
 
@@ -127,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             while not stop.is_set():
                 uid = rng.choice(user_ids)
                 n += 1
-                body = next(iter(requests(uid, 20, seed=1000 + worker * 100_000 + n))).canonical()
-                body["request_id"] = f"soak-w{worker}-{n}"
+                rid = f"soak-w{worker}-{n}"
+                body = {**rng.choice(add_bodies), "user_id": uid, "request_id": rid, "session_id": rid}
                 status, _, ms = client.post("/v1/memories/add", body)
                 rec.record("add", status, ms)
                 if status == 200:
@@ -159,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 round_ = 0
                 while not stop.is_set():
                     round_ += 1
-                    batch = list(requests(f"old-{round_}", 40, seed=round_))
+                    batch = [as_request(b, f"old-{round_}", f"old-{round_}-{k}") for k, b in enumerate(add_bodies[:2])]
                     old.add_many(batch)
                     planted[0] += len(batch)
                     stop.wait(args.expire_interval)
