@@ -113,4 +113,6 @@ _REASONS = {
     413: "Body too large",
     422: "The body breaks the contract",
     502: "The language model failed",
+    503: "The database is locked by another process or read-only (nothing was stored; retry)",
+    507: "No space left for the database (nothing was stored; retry once space is back)",
 }
