@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install check test demo bench lock clean
+.PHONY: install check test test-fast demo bench lock clean
 
 install: $(STAMP)
 
@@ -23,6 +23,10 @@ check: install
 
 test: check
 	$(PY) -m pytest
+
+# The quick loop while developing: the checkers and every test not marked slow.
+test-fast: check
+	$(PY) -m pytest -m "not slow"
 
 demo: install
 	$(PY) -m refind_cli.demo

@@ -95,7 +95,7 @@ def refuse_lone_surrogates(value: Any, at: str) -> None:
             refuse_lone_surrogates(item, key if at == "request" else f"{at}.{key}")
 
 
-def _require_str(obj: dict, key: str, where: str = "") -> str:
+def _require_str(obj: dict[str, Any], key: str, where: str = "") -> str:
     name = f"{where}{key}"
     if key not in obj or obj[key] is None:
         raise InvalidInput(f"{name}: required")
@@ -155,7 +155,7 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
             f"{name}: {value} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
             f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) (1973-03-03 to 2286-11-20)"
         )
-    return value
+    return int(value)
 
 
 def parse_message(obj: Any, where: str, notes: list[str] | None = None) -> tuple[Message, list[str]]:

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import datasets
 from .datasets import Question, Sample, Skipped
@@ -37,6 +37,9 @@ from .errors import RefindError
 from .settings import EVAL_BUDGETS as BUDGETS
 from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
+
+if TYPE_CHECKING:
+    from .search import SearchConfig
 
 JOIN = "\n\n"
 MODES = ("bm25", "agent")
@@ -139,7 +142,7 @@ def _mean_recall(rows: list[list[float]]) -> dict[str, float]:
 
 def render_message(message: StoredMessage) -> str:
     """One message exactly as refind renders it in an evidence block: ``[YYYY-MM-DD HH:MM] role: content``."""
-    from .search import render_line
+    from .blocks import render_line
 
     return render_line(message.said_at, message.role, message.content)
 
@@ -205,7 +208,7 @@ class BaselineBM25:
         return Hits([render_message(messages[i]) for i in ranked])
 
 
-def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze"):
+def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze") -> SearchConfig:
     """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type."""
     from .search import SearchConfig
 

@@ -71,7 +71,9 @@ def build_index(
     return assemble(turns, vocab, data, indices, indptr)
 
 
-def assemble(turns: list[Turn], vocab: dict[str, int], data, indices, indptr) -> TurnIndex:
+def assemble(
+    turns: list[Turn], vocab: dict[str, int], data: np.ndarray, indices: np.ndarray, indptr: np.ndarray
+) -> TurnIndex:
     """A TurnIndex from turns and a score matrix (freshly built, or loaded with :func:`from_blob`)."""
     import numpy as np
 

@@ -49,7 +49,7 @@ class Reply:
     model: str = ""
 
 
-Complete = Callable[[list[dict]], Reply]
+Complete = Callable[[list[dict[str, Any]]], Reply]
 
 
 def litellm_complete(
@@ -78,7 +78,7 @@ def litellm_complete(
         status = getattr(exc, "status_code", None) or 0
         return isinstance(exc, transient) or status in (408, 429) or status >= 500
 
-    def complete(messages: list[dict]) -> Reply:
+    def complete(messages: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()
         attempt = 0
         while True:

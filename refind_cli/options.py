@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from . import settings
+
+if TYPE_CHECKING:
+    from .store import Store
 
 DEFAULT_DB = Path(settings.DEFAULT_DB)
 DbOption = Annotated[
@@ -38,7 +41,7 @@ def remember_db(db: Path) -> None:
     CURRENT_DB.set(str(db))
 
 
-def open_store(db: Path, retention: str | None):
+def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from .store import Store
 

@@ -6,12 +6,17 @@ import json
 import re
 import sys
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .blocks import Block
 
 
 def console() -> Console:
@@ -76,7 +81,7 @@ def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-def print_blocks(blocks, *, query: str) -> None:
+def print_blocks(blocks: Sequence[Block], *, query: str) -> None:
     """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted."""
     from rich.panel import Panel
     from rich.text import Text

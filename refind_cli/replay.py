@@ -253,7 +253,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
 
 
 def _parse_message_line(
-    obj: dict, *, strict: bool
+    obj: dict[str, Any], *, strict: bool
 ) -> tuple[tuple[str, str, str | None], Message, list[str], list[str]]:
     ids = []
     for name in ("user_id", "session_id"):

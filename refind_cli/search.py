@@ -18,10 +18,10 @@ import functools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
@@ -78,11 +78,11 @@ class SearchConfig:
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
 
-    def index_key(self) -> tuple:
+    def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""
         return (self.turn_unit, self.index_labels, self.index_dates, self.k1, self.b)
 
-    def with_(self, **changes) -> SearchConfig:
+    def with_(self, **changes: Any) -> SearchConfig:
         return replace(self, **changes)
 
 
@@ -147,7 +147,7 @@ def _strip_label(content: str) -> str:
 DATE_WORDS = "%B %Y"  # how index_dates writes a said-at: "June 2023"
 
 
-def turn_tokenizer(config: SearchConfig):
+def turn_tokenizer(config: SearchConfig) -> Callable[[Turn], list[str]]:
     def tokenize(turn: Turn) -> list[str]:
         parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
         if config.index_dates and turn.said_at is not None:
@@ -242,7 +242,7 @@ class UserIndex:
 
 # ---- the cache ----------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple, UserIndex] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], UserIndex] = OrderedDict()
 _LOCK = threading.Lock()
 CACHE_SIZE = settings.index_cache_from_env()
 

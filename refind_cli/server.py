@@ -25,7 +25,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,6 +39,9 @@ from .contract import SearchRequest, parse_add, parse_search
 from .dbpool import GroupWriter, SerialStore, StorePool
 from .errors import InvalidInput, RefindError, StorageError
 from .store import Store, storage_error
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 log = logging.getLogger("refind.server")
 
@@ -132,7 +135,7 @@ class Runtime:
 
         return await anyio.to_thread.run_sync(lambda: parse(load_json(body)), limiter=self.parse_limiter)
 
-    async def add(self, body: bytes) -> dict:
+    async def add(self, body: bytes) -> dict[str, Any]:
         request = await self.parse(parse_add, body)
         if request.normalized:  # field names and how they were read; never content, ids or values of text
             log.info("add normalized %d value(s): %s", len(request.normalized), "; ".join(_fields(request.normalized)))
@@ -159,7 +162,7 @@ class Runtime:
         data = {"data": contract_items(blocks, request.top_k)}
         return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
-    def _blocks(self, store: Store, req: SearchRequest) -> list:
+    def _blocks(self, store: Store, req: SearchRequest) -> list[Any]:
         if self.complete is not None:
             from .planner import agent_search
 
@@ -176,7 +179,7 @@ class Runtime:
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
 
-    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict:
+    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
         from .lifecycle import forget
 
         for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
@@ -227,9 +230,9 @@ def _warm_up() -> None:
         pass
 
 
-def contract_items(blocks: list, top_k: int) -> list[dict]:
+def contract_items(blocks: list[Any], top_k: int) -> list[dict[str, Any]]:
     """Blocks as the contract's search items: never more than top_k, id and content non-empty, score finite."""
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     for block in blocks:
         if len(items) >= top_k:
             break
@@ -259,7 +262,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     rt = Runtime(cfg)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt.start()
         try:
             yield

@@ -24,6 +24,8 @@ import pytest
 from refind_cli.contract import parse_add
 from refind_cli.store import Store
 
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 
 class SmallDisk:
     """A tmpfs of a given size mounted for one test: fill it, grow it, make it read-only."""

@@ -43,6 +43,8 @@ print("finished", flush=True)
 
 SECRET = "zebra-crossing-secret"  # only in what forget or expire removes
 
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 
 def add(store: Store, rid: str, user: str, session: str, text: str) -> None:
     store.add(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,6 +10,9 @@ from .. import render
 from ..contract import Message, parse_add, parse_date, parse_timestamp
 from ..errors import Conflict, Forgotten, InvalidInput
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -117,7 +120,7 @@ def _parse_at(value: str) -> int:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
 
 
-def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
+def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
     err = render.error_console()
     show_bar = not quiet and not as_json and err.is_terminal
     progress = task = None

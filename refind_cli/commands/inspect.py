@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import render
 from ..errors import NotFound
 from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store import Store
 
 inspect_app = typer.Typer(
     help="Look into the database: users, sessions, turns, events and stored planner searches.\n\n"
@@ -27,20 +32,20 @@ def register(app: typer.Typer) -> None:
     app.add_typer(inspect_app, name="inspect")
 
 
-def _open(ctx: typer.Context, db: Path, retention: str | None):
+def _open(ctx: typer.Context, db: Path, retention: str | None) -> Store:
     """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
     db, retention = _shared(ctx, db=db, retention=retention)
     return open_existing(db, retention)
 
 
-def open_existing(db: Path, retention: str | None):
+def open_existing(db: Path, retention: str | None) -> Store:
     """open_store, refusing a path where no database is (a typo must not create an empty one)."""
     if not Path(db).exists():
         raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
     return open_store(db, retention)
 
 
-def _shared(ctx: typer.Context, **values):
+def _shared(ctx: typer.Context, **values: Any) -> list[Any]:
     parent = ctx.parent
     out = []
     for name, value in values.items():
@@ -53,7 +58,7 @@ def _shared(ctx: typer.Context, **values):
     return out
 
 
-def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
+def _show(ctx: typer.Context, data: Any, as_json: bool, table: Callable[[Any], Any]) -> None:
     (as_json,) = _shared(ctx, as_json=as_json)
     if as_json:
         render.print_json(data)

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,10 @@ from .. import render, settings
 from ..errors import InvalidInput
 from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
+
+if TYPE_CHECKING:
+    from ..lifecycle import ExportResult
+    from ..store import Store
 
 EXPIRE_HELP = """\
 Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
@@ -142,7 +146,7 @@ def export(
         )
 
 
-def _export_to_file(store, user: str, session: str | None, output: Path):
+def _export_to_file(store: Store, user: str, session: str | None, output: Path) -> ExportResult:
     """Write next to the target and rename into place, so a failed export never leaves a partial file."""
     from .. import lifecycle
 

@@ -71,7 +71,7 @@ def search(
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
-    from ..search import parse_date
+    from ..contract import parse_date
 
     if date_from:
         parse_date(date_from)
@@ -129,6 +129,6 @@ def _parse_as_of(value: str | None) -> int | None:
         if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
             raise InvalidInput(f"--as-of {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
         return ms
-    from ..search import parse_date
+    from ..contract import parse_date
 
     return parse_date(text, end=True)
