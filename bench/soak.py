@@ -2,6 +2,7 @@
 
   .venv/bin/python bench/soak.py                                # 10 minutes, 1,580 users (the contest's size)
   .venv/bin/python bench/soak.py --duration 120 --rss-every 20  # a shorter run
+  .venv/bin/python bench/soak.py --new-words 5                  # every Add also brings words never seen before
 
 1. Seed ``--users`` users of ``--messages`` synthetic messages each (bench/synth.py) straight into the database.
 2. Start `refind serve` (bm25, retention 30 days, a retention sweep every ``--expire-interval`` seconds).
@@ -69,6 +70,10 @@ def seed(db: Path, users: int, messages: int) -> list[str]:
     return ids
 
 
+def new_word(rng: random.Random) -> str:
+    return "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(5, 10)))
+
+
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -115,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--forget-every", type=float, default=2.0, help="seconds between forgets")
     ap.add_argument("--expire-interval", type=float, default=30.0, help="the server's retention sweep period")
     ap.add_argument("--rss-every", type=float, default=60.0, help="seconds between RSS samples")
+    ap.add_argument(
+        "--new-words",
+        type=int,
+        default=0,
+        help="random new words appended to each Added message (text the server has never seen: growing vocabularies)",
+    )
     ap.add_argument("--json", action="store_true", help="print the result as JSON only")
     args = ap.parse_args(argv)
 
@@ -144,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
                 n += 1
                 rid = f"soak-w{worker}-{n}"
                 body = {**rng.choice(add_bodies), "user_id": uid, "request_id": rid, "session_id": rid}
+                if args.new_words:
+                    body["messages"] = [
+                        {**m, "content": m["content"] + " " + " ".join(new_word(rng) for _ in range(args.new_words))}
+                        for m in body["messages"]
+                    ]
                 status, _, ms = client.post("/v1/memories/add", body)
                 rec.record("add", status, ms)
                 if status == 200:
@@ -209,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "users": args.users,
+        "new_words_per_message": args.new_words,
         "seeded_messages": args.users * args.messages,
         "seed_s": round(seed_s, 1),
         "duration_s": round(elapsed, 1),
