@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ...contract import Message, parse_add, parse_date, parse_timestamp
+from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
-from ..contract import Message, parse_add, parse_date, parse_timestamp
-from ..errors import Conflict, Forgotten, InvalidInput
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ...store import Store
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -87,7 +87,7 @@ def add(
         ts = _parse_at(at) if at else parse_timestamp(timestamp, "--timestamp", notes)
         for note in notes:  # read as seconds: said, and the id below is derived from the milliseconds
             render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
-        from ..replay import auto_request_id
+        from ...replay import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
         rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
@@ -141,7 +141,7 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         if not as_json:
             (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
 
-    from ..replay import replay
+    from ...replay import replay
 
     try:
         summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)

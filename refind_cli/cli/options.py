@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import settings
+from .. import settings
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 DEFAULT_DB = Path(settings.DEFAULT_DB)
 DbOption = Annotated[
@@ -43,7 +43,7 @@ def remember_db(db: Path) -> None:
 
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
-    from .store import Store
+    from ..store import Store
 
     remember_db(db)
 

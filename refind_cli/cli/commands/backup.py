@@ -28,7 +28,7 @@ def backup(
     db: DbOption = Path("refind.db"),
     as_json: JsonOption = False,
 ) -> None:
-    from .. import health
+    from ... import health
     from ..options import remember_db
 
     remember_db(db)

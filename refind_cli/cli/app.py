@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from .errors import RefindError
+from ..errors import RefindError
 from .options import CURRENT_DB
 
 HELP = """\
@@ -46,7 +46,7 @@ class RefindGroup(TyperGroup):
             from .render import error_console
 
             if not isinstance(exc, RefindError):
-                from .store import storage_error
+                from ..store import storage_error
 
                 exc = storage_error(exc, CURRENT_DB.get())
             error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
@@ -65,7 +65,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .. import __version__
 
         typer.echo(f"refind {__version__}")
         raise typer.Exit()
