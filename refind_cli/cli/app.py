@@ -81,9 +81,9 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, backup, evaluate, inspect, lifecycle, search, serve
+    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve
 
-    for module in (add, search, evaluate, serve, lifecycle, inspect, backup):
+    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup):
         module.register(app)
 
 
