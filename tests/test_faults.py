@@ -68,27 +68,6 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
-@pytest.fixture
-def make_client(db_path: Path) -> Iterator:
-    """A TestClient of the real app on this test's database (bm25, no retention sweep)."""
-    from fastapi.testclient import TestClient
-
-    from refind_cli.server import ServerSettings, create_app
-
-    clients = []
-
-    def make(**overrides: object) -> TestClient:
-        settings = {"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
-        client = TestClient(create_app(ServerSettings(**settings)), raise_server_exceptions=False)  # type: ignore[arg-type]
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
-
-
 def request(i: int, size: int = 2000, user: str = "alice") -> dict:
     text = f"Caroline said number {i}: " + ("hiking in the mountains " * (size // 24 + 1))[:size]
     return {

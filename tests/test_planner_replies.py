@@ -290,7 +290,7 @@ def test_the_server_answers_a_search_whose_model_nests_json_200k_deep(db_path, l
         expire_interval_s=0,
     )
     llm_server.play('{"action": ' + "[" * DEEP, FINISH)
-    with TestClient(create_app(cfg), raise_server_exceptions=False) as client:
+    with TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
     assert r.status_code == 200, r.text
     assert "Mount Rainier" in r.json()["data"][0]["content"]

@@ -9,30 +9,9 @@ import pytest
 
 from refind_cli.contract import parse_add, parse_search
 from refind_cli.errors import InvalidInput
-from refind_cli.server import ServerSettings, create_app
 from refind_cli.store import DAY_MS, Store, system_clock
 
 TOKEN = "s3cret-token"
-
-
-@pytest.fixture
-def make_client(db_path):
-    from fastapi.testclient import TestClient
-
-    clients = []
-
-    def make(**overrides):
-        cfg = ServerSettings(
-            **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
-        )
-        client = TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1")
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
 
 
 @pytest.fixture
