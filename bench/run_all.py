@@ -25,6 +25,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "scale": ([], ["--sizes", "10000", "--users", "100", "--queries", "20"], False),
     "ranking_latency": ([], ["--turns", "2000", "--queries", "10", "--rounds", "1"], False),
     "planner": ([], ["--turns", "2000", "--queries", "10"], False),
+    "reply": ([], ["--repeat", "50"], False),
     "lifecycle": ([], ["--users", "5", "--messages", "500"], False),
     "serve": ([], ["--seconds", "5"], False),
     "serve_agent": ([], ["--inflight", "32", "--model-seconds", "0.5"], False),

@@ -16,16 +16,18 @@ threads (calls take turns on its one SQLite connection); litellm is imported onl
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .contract import AddRequest, Message, SearchRequest, parse_add, parse_date, search_request
 from .errors import InvalidInput, RefindError
-from .store import AddOutcome, Store, system_clock
+from .store import AddOutcome, Store, storage_error, system_clock
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -102,6 +104,15 @@ class Memory:
         self._store = Store(os.fspath(path), retention_days=days, clock=clock)
         self._lock = threading.RLock()
 
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """One call at a time, and a storage fault (no space, locked, read-only, damaged) as its RefindError."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise storage_error(exc, self._store.path) from exc
+
     @property
     def path(self) -> str:
         return str(self._store.path)
@@ -145,7 +156,7 @@ class Memory:
         if request_id is None:
             body["request_id"] = _auto_id(body)
         request = parse_add(body)
-        with self._lock:
+        with self._turn():
             return self._store.add(request)
 
     def add_many(
@@ -167,7 +178,7 @@ class Memory:
                 parsed.append(parse_add(dict(item) if isinstance(item, Mapping) else item, strict=strict))
             except InvalidInput as exc:
                 raise InvalidInput(f"requests[{i}].{exc.message}") from None
-        with self._lock:
+        with self._turn():
             return self._store.add_many(parsed)
 
     # ---- searching -------------------------------------------------------------------------------------------
@@ -189,7 +200,7 @@ class Memory:
         from .retrieval import retrieve
 
         request = _request("bm25", query, user, top_k, date_from, date_to, options, as_of)
-        with self._lock:
+        with self._turn():
             found = retrieve(self._store, request)
         return [Evidence.of(b) for b in found.blocks]
 
@@ -232,7 +243,7 @@ class Memory:
         planner = Planner(
             model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event, record=record
         )
-        with self._lock:
+        with self._turn():
             found = retrieve(self._store, request, planner=planner)
         result = found.agent
         if result is None:  # retrieve answers an agent-mode request with the planner's result
@@ -252,7 +263,7 @@ class Memory:
         """``user``'s sessions with visible messages, most recently active first (at most ``limit``)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit: must be a positive integer, got {limit!r}")
-        with self._lock:
+        with self._turn():
             predicate, params = self._store.visible()
             rows = self._store.conn.execute(
                 "SELECT session_id, count(*), count(DISTINCT request_id), min(said_at), max(said_at), "
@@ -267,7 +278,7 @@ class Memory:
         said-at timestamps — what :meth:`add_many` reads back into an identical store. ``[]`` when none."""
         from .lifecycle import export_requests
 
-        with self._lock:
+        with self._turn():
             return list(export_requests(self._store, user, session_id=session))
 
     def forget(self, *, user: str, session: str | None = None, request_id: str | None = None) -> ForgetResult:
@@ -279,14 +290,14 @@ class Memory:
         for name, value in (("user", user), ("session", session), ("request_id", request_id)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InvalidInput(f"{name}: must be a non-empty string")
-        with self._lock:
+        with self._turn():
             return forget(self._store, user, session_id=session, request_id=request_id)
 
     def expire(self, *, user: str | None = None, dry_run: bool = False) -> ExpireResult:
         """Delete now what was recorded before the retention window (per user counts); ``dry_run`` only counts."""
         from .lifecycle import expire
 
-        with self._lock:
+        with self._turn():
             return expire(self._store, user_id=user, dry_run=dry_run)
 
 

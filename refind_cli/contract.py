@@ -18,9 +18,12 @@ from typing import Any
 from .errors import InvalidInput
 
 ROLES = ("user", "assistant", "system")
-# Unix milliseconds between 1973-03-03 and 2286-11-20. Below that a value is almost surely seconds, not ms.
+# Unix milliseconds between 1973-03-03 and 2286-11-20. Below that a value is almost surely seconds, not ms: one
+# that is Unix seconds in the same dates (1e8 ≤ v < 1e10) is read as seconds (×1000) and said so; the rest is refused.
 MIN_TIMESTAMP_MS = 100_000_000_000
 MAX_TIMESTAMP_MS = 10_000_000_000_000
+MIN_TIMESTAMP_S = MIN_TIMESTAMP_MS // 1000
+MAX_TIMESTAMP_S = MAX_TIMESTAMP_MS // 1000
 
 ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
 MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
@@ -67,6 +70,7 @@ class AddRequest:
     session_id: str
     messages: tuple[Message, ...]
     unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+    normalized: tuple[str, ...] = field(default=(), compare=False)  # what was read leniently (field: how), no content
 
     def canonical(self) -> dict[str, Any]:
         """The payload that identifies this request: what an identical replay must repeat exactly."""
@@ -95,6 +99,7 @@ class SearchRequest:
     top_k: int
     options: tuple[str, ...] = ()
     unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+    normalized: tuple[str, ...] = field(default=(), compare=False)
     date_from: int | None = None  # Unix ms: only turns said at or after this
     date_to: int | None = None  # Unix ms, inclusive (a bare date was turned into its day's last millisecond)
     as_of: int | None = None  # Unix ms: only what the store had recorded by then
@@ -152,26 +157,42 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def parse_timestamp(value: Any, name: str = "timestamp") -> int | None:
-    """Unix milliseconds as an integer (an integral float is accepted), or None."""
+def _digits(value: Any) -> Any:
+    """A JSON string of ASCII digits is the number it spells (a 422 would lose a message whose meaning is clear)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        return int(value)
+    return value
+
+
+def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None = None) -> int | None:
+    """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a string of digits, and Unix
+    seconds in the accepted dates (1e8 ≤ v < 1e10, ×1000; a fraction of a second is kept as milliseconds)."""
     if value is None:
         return None
+    number = _digits(value)
+    if number is not value and notes is not None:
+        notes.append(f"{name}: a string of digits read as a number")
+    value = number
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
+    if MIN_TIMESTAMP_S <= value < MAX_TIMESTAMP_S:
+        ms = round(value * 1000)
+        if notes is not None:
+            notes.append(f"{name}: {value} read as Unix seconds (×1000 = {ms} ms)")
+        return ms
     if isinstance(value, float):
         if not value.is_integer():
             raise InvalidInput(f"{name}: must be a whole number of milliseconds, got {value!r}")
         value = int(value)
     if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
-        hint = " (that looks like seconds; multiply by 1000)" if 1_000_000 < value < MIN_TIMESTAMP_MS else ""
         raise InvalidInput(
-            f"{name}: {value} is outside the accepted range of Unix milliseconds "
-            f"[{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) (1973-03-03 to 2286-11-20){hint}"
+            f"{name}: {value} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
+            f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) (1973-03-03 to 2286-11-20)"
         )
     return int(value)
 
 
-def parse_message(obj: Any, where: str) -> tuple[Message, list[str]]:
+def parse_message(obj: Any, where: str, notes: list[str] | None = None) -> tuple[Message, list[str]]:
     if not isinstance(obj, dict):
         raise InvalidInput(f"{where.rstrip('.')}: must be an object with role and content, got {_json_type(obj)}")
     role = _require_str(obj, "role", where)
@@ -184,7 +205,7 @@ def parse_message(obj: Any, where: str) -> tuple[Message, list[str]]:
         raise InvalidInput(f"{where}content: must be a string, got {_json_type(content)}")
     if not content:  # whitespace alone is kept: a hard-cut long message can leave such a chunk, and a 422 loses it
         raise InvalidInput(f"{where}content: must be a non-empty string")
-    ts = parse_timestamp(obj.get("timestamp"), f"{where}timestamp")
+    ts = parse_timestamp(obj.get("timestamp"), f"{where}timestamp", notes)
     unknown = [f"{where}{k}" for k in obj if k not in MESSAGE_FIELDS]
     return Message(role=role, content=content, timestamp=ts), unknown
 
@@ -210,15 +231,16 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
         )
     unknown = [k for k in obj if k not in ADD_FIELDS]
     messages = []
+    notes: list[str] = []
     for i, item in enumerate(raw):
-        message, extra = parse_message(item, f"messages[{i}].")
+        message, extra = parse_message(item, f"messages[{i}].", notes)
         messages.append(message)
         unknown.extend(extra)
     if strict and unknown:
         raise InvalidInput(
             f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}"
         )
-    return AddRequest(request_id, user_id, session_id, tuple(messages), tuple(unknown))
+    return AddRequest(request_id, user_id, session_id, tuple(messages), tuple(unknown), tuple(notes))
 
 
 def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
@@ -229,12 +251,19 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
     top_k = obj.get("top_k")
     if top_k is None:
         raise InvalidInput("top_k: required")
+    notes: list[str] = []
+    if _digits(top_k) is not top_k:
+        top_k = _digits(top_k)
+        notes.append("top_k: a string of digits read as a number")
     if isinstance(top_k, float) and top_k.is_integer():
         top_k = int(top_k)
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise InvalidInput(f"top_k: must be an integer, got {_json_type(top_k)}")
-    if not 1 <= top_k <= max_top_k:
-        raise InvalidInput(f"top_k: must be between 1 and {max_top_k}, got {top_k}")
+    if top_k < 1:
+        raise InvalidInput(f"top_k: must be at least 1, got {top_k}")
+    if top_k > max_top_k:
+        notes.append(f"top_k: {top_k} clamped to {max_top_k}")
+        top_k = max_top_k
     options = obj.get("options")
     if options is None:
         options = []
@@ -249,7 +278,7 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
             "question"
         )
     unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
-    return SearchRequest(query, user_id, top_k, tuple(options), unknown)
+    return SearchRequest(query, user_id, top_k, tuple(options), unknown, tuple(notes))
 
 
 # ---- dates ---------------------------------------------------------------------------------------------------

@@ -55,3 +55,44 @@ class ModelError(RefindError):
     status = 502
     exit_code = 5
     kind = "model"
+
+
+class StorageError(RefindError):
+    """The database file could not be used as asked (no space, locked, read-only, damaged). Nothing partial is
+    stored: the transaction that met it rolled back. Raised by ``store.storage_error`` from a ``sqlite3`` error."""
+
+    status = 503
+    exit_code = 7
+    kind = "storage"
+
+
+class DiskFull(StorageError):
+    """No space left for the database (the disk, or SQLite's page limit)."""
+
+    status = 507
+    exit_code = 7
+    kind = "no_space"
+
+
+class DatabaseLocked(StorageError):
+    """Another process held the write lock past the busy timeout."""
+
+    status = 503
+    exit_code = 8
+    kind = "locked"
+
+
+class ReadOnlyDatabase(StorageError):
+    """The database file or its folder cannot be written."""
+
+    status = 503
+    exit_code = 9
+    kind = "read_only"
+
+
+class CorruptDatabase(StorageError):
+    """The file is not a SQLite database, or is damaged (truncated, overwritten)."""
+
+    status = 500
+    exit_code = 10
+    kind = "corrupt"

@@ -11,7 +11,7 @@ per-user index build (measured by the scale benchmark instead) stays out of the 
 **The systems**, asked the same questions in the same run against the same database:
 
 * ``refind`` — :func:`refind_cli.retrieval.retrieve`, the very call behind ``refind search`` (BM25 with
-  ``--mode bm25``, the planner's ``agent_search`` with ``--mode agent``);
+  ``--mode bm25``, the LLM planner with ``--mode agent``);
 * ``baseline`` — plain BM25 (bm25s, k1 = 1.2, b = 0.75): one document per message, the same tokenizer, no session
   fusion, no neighbours, the top_k messages rendered one per line as refind renders a message.
 

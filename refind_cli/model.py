@@ -14,6 +14,7 @@ becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own messa
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -38,6 +39,14 @@ FIXES = (
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A native tool call a provider returned instead of (or beside) text; the planner parses it like a reply."""
+
+    name: str
+    arguments: str  # the JSON text of its arguments, as the provider sent it
+
+
+@dataclass(frozen=True)
 class Reply:
     """One model answer with what it cost."""
 
@@ -48,6 +57,7 @@ class Reply:
     latency_ms: float = 0.0  # wall time of the call, retries and backoff included
     attempts: int = 1
     model: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()  # native tool calls, when the provider sent any
 
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
@@ -112,15 +122,16 @@ def litellm_complete(
                     ) from None
                 sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
-        content = response.choices[0].message.content or ""
+        message = response.choices[0].message
         return Reply(
-            content=content,
+            content=message.content or "",
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost=_cost(litellm, response),
             latency_ms=(time.perf_counter() - started) * 1000,
             attempts=attempt,
             model=model,
+            tool_calls=_tool_calls(message),
         )
 
     return complete
@@ -196,6 +207,21 @@ def _describe(exc: BaseException, api_key: str | None = None) -> str:
     status = getattr(exc, "status_code", None)
     text = redact(text, api_key)
     return f"HTTP {status}: {text}" if status else text
+
+
+def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
+    """The native tool calls of a litellm message (OpenAI's shape: ``tool_calls[i].function.name/.arguments``)."""
+    calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        function = getattr(call, "function", None)
+        arguments = getattr(function, "arguments", None)
+        if arguments is not None and not isinstance(arguments, str):
+            try:
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            except (RecursionError, TypeError, ValueError):
+                arguments = "<arguments that are not JSON>"
+        calls.append(ToolCall(name=str(getattr(function, "name", None) or ""), arguments=arguments or ""))
+    return tuple(calls)
 
 
 def _cost(litellm: Any, response: Any) -> float | None:

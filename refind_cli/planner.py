@@ -1,8 +1,8 @@
 """Agent mode: an LLM planner searches one user's raw chat log, the way a person scrolls a chat app.
 
-The loop (PAPER.md): the planner sees the question (and the answer options, when given) and has a budget of
-``max_actions`` replies. Each reply is one action — ``search_chatrecord`` (keywords, optional date range; shows the
-top ``hits_per_search`` blocks with their context, skipping what earlier searches showed), ``take_note`` (keep
+The loop (PAPER.md): the planner sees the question (and the answer options, when given) and has a :class:`Budget`
+of ``max_actions`` replies. Each reply is one action — ``search_chatrecord`` (keywords, optional date range; shows
+the top ``hits_per_search`` blocks with their context, skipping what earlier searches showed), ``take_note`` (keep
 results of the last search by number) or ``finish_search``. A malformed reply, an unknown result number or a bad
 date is answered with a correction message and still costs its action.
 
@@ -10,7 +10,14 @@ date is answered with a correction message and still costs its action.
 calls. Every chat model behind litellm can emit text, while tool calling is missing or unreliable on many local
 OpenAI-compatible servers (llama.cpp, small ollama models) and differs in shape between providers; a text protocol
 also lets the trace show exactly what the model said, and a parse failure becomes a correction the model can act
-on instead of a provider error. The parser accepts a JSON object wrapped in a code fence or surrounded by prose.
+on instead of a provider error. The parser (:mod:`refind_cli.reply`) also accepts the paper's ReAct text and tool
+calls, and the trace records which form each action was parsed from.
+
+**The pieces**: :mod:`~refind_cli.reply` reads a reply; :class:`Budget` says what a run may spend;
+:class:`PlannerRun` runs the loop over an index built beforehand; :func:`plan` builds the index and runs it;
+:func:`record_search` stores a run (failed ones too) — the planner never writes: its caller records what it
+returns (``retrieval.retrieve`` does, for every surface). :func:`agent_search` does both in one call (the earlier
+entry point, kept with its signature).
 
 **Evidence policy** (one rule for every path, so a failing planner never returns more than a succeeding one):
 
@@ -24,7 +31,8 @@ on instead of a provider error. The parser accepts a JSON object wrapped in a co
 
 So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
 are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
-turned into a silent bm25 answer — it raises :class:`~refind_cli.errors.ModelError` (after storing the trace).
+turned into a silent bm25 answer — it is carried in the result and raised by :func:`record_search` once the trace
+is stored (a :class:`~refind_cli.errors.ModelError`).
 
 This module never prints; ``on_event`` receives each trace event as it happens (the CLI renders it live).
 """
@@ -32,10 +40,9 @@ This module never prints; ``on_event`` receives each trace event as it happens (
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from . import settings, trace
 from .errors import InvalidInput, RefindError
 from .model import Complete, Reply
+from .reply import ACTIONS, Action, ReplyError, parse_reply
 from .trace import Event
 
 if TYPE_CHECKING:
@@ -50,15 +58,38 @@ if TYPE_CHECKING:
     from .search import SearchConfig, UserIndex
     from .store import Store
 
-ACTIONS = ("search_chatrecord", "take_note", "finish_search")
-ACTION_FIELDS = {
-    "search_chatrecord": {"keywords", "date_from", "date_to"},
-    "take_note": {"results"},
-    "finish_search": set(),
-}
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "AgentResult",
+    "Budget",
+    "PlannerRun",
+    "ReplyError",
+    "Stats",
+    "agent_search",
+    "parse_reply",
+    "plan",
+    "record_search",
+]
+
 DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
 DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
 DEFAULT_HIT_CHARS = 4000  # a hit is fitted to this by leaving out context lines; its anchor is never cut
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one planner run may spend and show: replies, hits per search, characters per hit shown."""
+
+    max_actions: int = DEFAULT_MAX_ACTIONS
+    hits_per_search: int = DEFAULT_HITS_PER_SEARCH
+    hit_chars: int = DEFAULT_HIT_CHARS
+
+    def __post_init__(self) -> None:
+        if self.max_actions < 1 or self.hits_per_search < 1:
+            raise InvalidInput("max_actions and hits_per_search must be at least 1")
+        if self.hit_chars < 1:
+            raise InvalidInput(f"hit_chars must be at least 1, got {self.hit_chars}")
 
 
 @dataclass
@@ -86,10 +117,18 @@ class Stats:
 
 @dataclass
 class AgentResult:
+    """One planner run: the evidence and the trace, with what :func:`record_search` stores beside them. A failed run
+    has no blocks, an ``error`` event last and the error in ``error``."""
+
     blocks: list[Block]
     events: list[Event]
     stats: Stats
-    path: str  # "notes" | "last_search" | "direct_bm25"
+    path: str  # "notes" | "last_search" | "direct_bm25" ("" when the run failed)
+    user_id: str = ""
+    query: str = ""
+    at: int = 0  # Unix ms when it started
+    model: str | None = None  # the model that answered (as configured, else as the provider named it)
+    error: RefindError | None = None  # what ended a failed run (raised by record_search once the trace is stored)
     search_id: str | None = None  # the stored search (None when not recorded)
 
     @property
@@ -103,17 +142,11 @@ class AgentResult:
     def trace_dicts(self) -> list[dict[str, Any]]:
         return [e.as_dict() for e in self.events]
 
-
-class ReplyError(Exception):
-    """The planner's reply cannot be carried out; the message goes back to it as a correction."""
-
-
-@dataclass(frozen=True)
-class Action:
-    name: str
-    thought: str = ""
-    args: dict[str, Any] = field(default_factory=dict)
-    ignored: tuple[str, ...] = ()  # fields the planner sent that no action takes (user ids, …): never used
+    def raise_error(self) -> AgentResult:
+        """The result itself, or the error that ended the run."""
+        if self.error is not None:
+            raise self.error
+        return self
 
 
 SKIP_RULES = {
@@ -127,84 +160,6 @@ def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "sessio
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
     return Template(text).safe_substitute(
         max_actions=max_actions, hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
-    )
-
-
-def parse_reply(text: str) -> Action:
-    """The one JSON object of a reply → an Action. Raises ReplyError saying what is wrong."""
-    obj = _json_object(text)
-    name = obj.get("action")
-    if not isinstance(name, str) or name.strip() not in ACTIONS:
-        raise ReplyError(f'"action" must be one of {", ".join(ACTIONS)}; got {json.dumps(name)}')
-    name = name.strip()
-    thought = obj.get("thought")
-    thought = thought.strip() if isinstance(thought, str) else ""
-    allowed = ACTION_FIELDS[name] | {"action", "thought"}
-    ignored = tuple(sorted(k for k in obj if k not in allowed))
-    args: dict[str, Any] = {}
-    if name == "search_chatrecord":
-        kw = obj.get("keywords")
-        if isinstance(kw, list) and all(isinstance(k, str) for k in kw):
-            kw = " ".join(kw)
-        if not isinstance(kw, str) or not kw.strip():
-            raise ReplyError('search_chatrecord needs "keywords": a non-empty string of search words')
-        args["keywords"] = kw.strip()
-        for key in ("date_from", "date_to"):
-            value = obj.get(key)
-            if value is None or (isinstance(value, str) and not value.strip()):
-                continue
-            if not isinstance(value, str):
-                raise ReplyError(f'"{key}" must be a date string YYYY/MM/DD, got {json.dumps(value)}')
-            args[key] = value.strip()
-    elif name == "take_note":
-        raw = obj.get("results")
-        if isinstance(raw, (int, str)) and not isinstance(raw, bool):
-            raw = [raw]
-        numbers = []
-        for item in raw if isinstance(raw, list) else [None]:
-            if isinstance(item, str) and item.strip().isdigit():
-                item = int(item.strip())
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise ReplyError('take_note needs "results": a list of result numbers of the last search, e.g. [1, 3]')
-            numbers.append(item)
-        if not numbers:
-            raise ReplyError('take_note needs at least one result number in "results"')
-        args["results"] = numbers
-    return Action(name=name, thought=thought, args=args, ignored=ignored)
-
-
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)  # local reasoning models (qwen, deepseek) think aloud
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in the reply that names an action (else the first object): code fences, prose around
-    it and a leading <think> block are tolerated."""
-    body = _THINK.sub("", text or "")
-    decoder = json.JSONDecoder()
-    first: dict[str, Any] | None = None
-    error: json.JSONDecodeError | None = None
-    start = body.find("{")
-    while start >= 0:
-        try:
-            obj, _ = decoder.raw_decode(body[start:])
-        except json.JSONDecodeError as exc:
-            error = error or exc
-        else:
-            if isinstance(obj, dict):
-                if "action" in obj:
-                    return obj
-                first = first or obj
-        start = body.find("{", start + 1)
-    if first is not None:
-        return first
-    if error is not None:
-        raise ReplyError(
-            f"the reply is not valid JSON ({error.msg} at character {error.pos + 1}); reply with "
-            "exactly one JSON object"
-        )
-    raise ReplyError(
-        "the reply holds no JSON object; reply with exactly one JSON object such as "
-        '{"thought": "…", "action": "finish_search"}'
     )
 
 
@@ -232,79 +187,148 @@ def agent_search(
 
     ``model`` is the seam (``None``: litellm from REFIND_MODEL / REFIND_API_BASE). ``date_from``/``date_to`` bound
     every search (the planner's own dates narrow inside them). With ``record`` the search and its trace are stored
-    in the ``searches`` table (also when it fails; then the error is raised after storing).
+    in the ``searches`` table by :func:`record_search` (also when it fails; then the error is raised after storing);
+    without it a failure is raised unstored. :func:`plan` + :func:`record_search` are the two halves.
     """
+    result = plan(
+        store,
+        user_id,
+        question,
+        top_k=top_k,
+        options=options,
+        model=model,
+        model_name=model_name,
+        budget=Budget(max_actions=max_actions, hits_per_search=hits_per_search, hit_chars=hit_chars),
+        as_of=as_of,
+        config=config,
+        date_from=date_from,
+        date_to=date_to,
+        on_event=on_event,
+        clock=clock,
+    )
+    return record_search(store, result) if record else result.raise_error()
+
+
+def plan(
+    store: Store,
+    user_id: str,
+    question: str,
+    *,
+    top_k: int,
+    options: Sequence[str] = (),
+    model: Complete | None = None,
+    model_name: str | None = None,
+    budget: Budget | None = None,
+    as_of: int | None = None,
+    config: SearchConfig | None = None,
+    date_from: str | int | None = None,
+    date_to: str | int | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    clock: Callable[[], int] | None = None,
+) -> AgentResult:
+    """Build the user's index and run the planner over it; store nothing. Bad arguments raise InvalidInput before
+    any model call; a failure during the run (a ModelError, say) is returned in ``result.error`` with its trace, for
+    the caller to record (:func:`record_search`) and raise."""
     from . import search as retrieval
 
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
-    if max_actions < 1 or hits_per_search < 1:
-        raise InvalidInput("max_actions and hits_per_search must be at least 1")
-    outer = (_date_bound(date_from, end=False), _date_bound(date_to, end=True))
+    budget = budget or Budget()
+    bounds = (_date_bound(date_from, end=False), _date_bound(date_to, end=True))
     if model is None:
         from .model import from_env
 
         model, model_name = from_env()
-    run = _Run(
-        store=store,
-        user_id=user_id,
-        question=question,
-        top_k=top_k,
-        options=tuple(options),
-        model=model,
-        model_name=model_name,
-        max_actions=max_actions,
-        hits_per_search=hits_per_search,
-        hit_chars=hit_chars,
-        on_event=on_event,
-        outer=outer,
-        clock=clock or store.clock,
-    )
+    started_at = (clock or store.clock)()
+    t0 = time.perf_counter()
     try:
         index = retrieval.user_index(store, user_id, as_of=as_of, config=config)
-        run.index = index
-        run.loop()
-        result = run.result()
-    except RefindError as exc:
-        run.emit("error", message=exc.message, type=exc.kind)
-        if record:
-            run.save(returned=[])
-        raise
-    if record:
-        result.search_id = run.save(returned=[b.id for b in result.blocks])
-    return result
+    except RefindError as exc:  # nothing was asked yet: the trace is the error alone
+        data = {"message": exc.message, "type": exc.kind}
+        event = Event(kind="error", step=0, t_ms=round((time.perf_counter() - t0) * 1000, 3), data=data)
+        if on_event is not None:
+            on_event(event)
+        stats = Stats(duration_ms=event.t_ms)
+        return AgentResult([], [event], stats, "", user_id, question, started_at, model_name, error=exc)
+    run = PlannerRun(
+        index,
+        question,
+        user_id=user_id,
+        model=model,
+        model_name=model_name,
+        top_k=top_k,
+        options=tuple(options),
+        budget=budget,
+        bounds=bounds,
+        on_event=on_event,
+        started_at=started_at,
+        t0=t0,
+    )
+    return run.run()
 
 
-class _Run:
-    """The state of one planner run: the conversation, the last hits, the skip set, what was kept."""
+def record_search(store: Store, result: AgentResult) -> AgentResult:
+    """Store one planner run — a failed one too — in the ``searches`` table, set its ``search_id`` and return it;
+    a failed run's error is raised once its trace is stored. The one helper every caller of :func:`plan` records
+    with (the planner itself never writes, as llm's CLI logs a response, not the model)."""
+    search_id = trace.new_search_id(result.at)
+    s = result.stats
+    stored = trace.save(
+        store,
+        trace.StoredSearch(
+            id=search_id,
+            user_id=result.user_id,
+            at=result.at,
+            query=result.query,
+            mode="agent",
+            model=result.model,
+            duration_ms=s.duration_ms,
+            llm_calls=s.llm_calls,
+            prompt_tokens=s.prompt_tokens,
+            completion_tokens=s.completion_tokens,
+            cost=s.cost,
+            returned_ids=[b.id for b in result.blocks],
+            events=result.events,
+        ),
+    )
+    result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
+    return result.raise_error()
+
+
+class PlannerRun:
+    """One planner run over an index built beforehand: the conversation, the last hits, the skip set, what was kept.
+    :meth:`run` returns the evidence with its trace; it stores nothing."""
 
     def __init__(
         self,
-        *,
-        store: Store,
-        user_id: str,
+        index: UserIndex,
         question: str,
-        top_k: int,
-        options: tuple[str, ...],
+        *,
+        user_id: str,
         model: Complete,
-        model_name: str | None,
-        max_actions: int,
-        hits_per_search: int,
-        hit_chars: int,
-        on_event: Callable[[Event], None] | None,
-        outer: tuple[int | None, int | None],
-        clock: Callable[[], int],
+        model_name: str | None = None,
+        top_k: int,
+        options: tuple[str, ...] = (),
+        budget: Budget | None = None,
+        bounds: tuple[int | None, int | None] = (None, None),
+        on_event: Callable[[Event], None] | None = None,
+        started_at: int,
+        t0: float | None = None,
     ) -> None:
-        self.hit_chars = hit_chars
-        self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
-        self.options, self.model, self.model_name = options, model, model_name
-        self.max_actions, self.hits_per_search = max_actions, hits_per_search
-        self.on_event, self.outer, self.clock = on_event, outer, clock
-        self.index: UserIndex  # attached by agent_search before loop() runs
+        self.index, self.question, self.user_id = index, question, user_id
+        self.model, self.model_name = model, model_name
+        self.top_k, self.options = top_k, options
+        self.budget = budget = budget or Budget()
+        self.max_actions, self.hits_per_search, self.hit_chars = (
+            budget.max_actions,
+            budget.hits_per_search,
+            budget.hit_chars,
+        )
+        self.outer, self.on_event = bounds, on_event
+        self.started_at = started_at
+        self.t0 = time.perf_counter() if t0 is None else t0
         self.events: list[Event] = []
         self.stats = Stats()
-        self.started_at = clock()
-        self.t0 = time.perf_counter()
         self.step = 0
         self.messages: list[dict[str, str]] = []
         self.sent = 0  # messages already recorded in a model_call event
@@ -314,6 +338,16 @@ class _Run:
         self.seen_sessions: set[str] = set()
         self.seen_turns: set[str] = set()
         self.kept: dict[str, Block] = {}
+
+    def run(self) -> AgentResult:
+        """The loop, then the evidence. A RefindError (a model failure) ends the run: it is traced and returned in
+        the result's ``error``, never raised from here."""
+        try:
+            self.loop()
+            return self.result()
+        except RefindError as exc:
+            self.emit("error", message=exc.message, type=exc.kind)
+            return self._result([], "", error=exc)
 
     # ---- events ------------------------------------------------------------------------------------------
     def emit(self, kind: str, **data: Any) -> Event:
@@ -356,12 +390,17 @@ class _Run:
             self.step += 1
             reply = self._call()
             try:
-                action = parse_reply(reply.content)
+                action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
-                self._correct(str(exc), reply=reply.content)
+                self._correct(str(exc), reply=_said(reply), form=exc.form)
                 continue
             self.emit(
-                "action", name=action.name, thought=action.thought, args=action.args, ignored=list(action.ignored)
+                "action",
+                name=action.name,
+                thought=action.thought,
+                args=action.args,
+                ignored=list(action.ignored),
+                form=action.form,
             )
             if action.name == "finish_search":
                 self.emit("finish")
@@ -390,10 +429,13 @@ class _Run:
         reply: Reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
-        self.messages.append({"role": "assistant", "content": reply.content})
+        self.messages.append({"role": "assistant", "content": _said(reply)})
         self.sent = len(self.messages)
         if self.model_name is None and reply.model:
             self.model_name = reply.model
+        extra: dict[str, Any] = {}
+        if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
+            extra["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
         self.emit(
             "model_call",
             messages=new,
@@ -403,6 +445,7 @@ class _Run:
             cost=reply.cost,
             latency_ms=round(reply.latency_ms, 3),
             attempts=reply.attempts,
+            **extra,
         )
         return reply
 
@@ -413,9 +456,10 @@ class _Run:
         left = self.max_actions - self.step
         return f"{left} action{'s' if left != 1 else ''} left." if left else "No actions left."
 
-    def _correct(self, reason: str, *, reply: str | None = None) -> None:
+    def _correct(self, reason: str, *, reply: str | None = None, form: str | None = None) -> None:
         message = f"Your reply was not carried out: {reason}. {self._left()}"
-        self.emit("correction", reason=reason, reply=reply, message=message)
+        extra = {"form": form} if form is not None else {}
+        self.emit("correction", reason=reason, reply=reply, message=message, **extra)
         self._say(message)
 
     def _search(self, action: Action, skip_mode: str) -> None:
@@ -534,30 +578,28 @@ class _Run:
             sessions=[b.session_id for b in blocks],
             stats=self.stats.as_dict(),
         )
-        return AgentResult(blocks=blocks, events=self.events, stats=self.stats, path=path)
+        return self._result(blocks, path)
 
-    def save(self, *, returned: list[str]) -> str | None:
+    def _result(self, blocks: list[Block], path: str, *, error: RefindError | None = None) -> AgentResult:
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
-        search_id = trace.new_search_id(self.started_at)
-        stored = trace.save(
-            self.store,
-            trace.StoredSearch(
-                id=search_id,
-                user_id=self.user_id,
-                at=self.started_at,
-                query=self.question,
-                mode="agent",
-                model=self.model_name,
-                duration_ms=self.stats.duration_ms,
-                llm_calls=self.stats.llm_calls,
-                prompt_tokens=self.stats.prompt_tokens,
-                completion_tokens=self.stats.completion_tokens,
-                cost=self.stats.cost,
-                returned_ids=returned,
-                events=self.events,
-            ),
+        return AgentResult(
+            blocks=blocks,
+            events=self.events,
+            stats=self.stats,
+            path=path,
+            user_id=self.user_id,
+            query=self.question,
+            at=self.started_at,
+            model=self.model_name,
+            error=error,
         )
-        return search_id if stored else None  # not stored: a forget or expire removed what it quotes
+
+
+def _said(reply: Reply) -> str:
+    """The reply as the conversation keeps it: its text, and any native tool call written out as JSON (the
+    conversation has no tool messages: the planner speaks the text protocol)."""
+    calls = [json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in reply.tool_calls]
+    return "\n".join(part for part in [reply.content, *calls] if part)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from .contract import (
     refuse_lone_surrogates,
     unique_keys,
 )
-from .errors import InvalidInput, RefindError
-from .store import Store
+from .errors import Forgotten, InvalidInput, RefindError
+from .store import Store, storage_error
 
 GROUP_SIZE = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
@@ -56,6 +56,7 @@ class Parsed:
     first_line: int
     last_line: int
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,18 @@ class ReplaySummary:
     messages_added: int = 0
     duplicates: int = 0
     conflicts: int = 0
+    forgotten: int = 0  # requests refused because forget removed them (a tombstone names them)
     invalid_lines: int = 0
+    normalized: int = 0  # values read leniently (timestamps in seconds, strings of digits), each also a warning
     lines: int = 0
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
+    fault: RefindError | None = None  # the storage fault (disk full, locked, …) that stopped the replay, if any
+    requests_in_file: int | None = None  # counted when a fault stopped the replay: what "the rest" is out of
 
     @property
     def refused(self) -> int:
-        return self.conflicts + self.invalid_lines
+        return self.conflicts + self.forgotten + self.invalid_lines
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -88,9 +93,12 @@ class ReplaySummary:
             "messages_added": self.messages_added,
             "duplicates": self.duplicates,
             "conflicts": self.conflicts,
+            "forgotten": self.forgotten,
             "invalid_lines": self.invalid_lines,
+            "normalized": self.normalized,
             "problems": self.problems,
             "warnings": self.warnings,
+            "error": None if self.fault is None else {"type": self.fault.kind, "message": self.fault.message},
         }
 
 
@@ -221,7 +229,7 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
 
 def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError]:
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
-    group: list[tuple[int, Message, list[str]]] = []
+    group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
     seen_auto = _Repeats()  # auto ids already given in this file
 
@@ -276,7 +284,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             except InvalidInput as exc:
                 yield LineError(n, exc.message)
                 continue
-            yield Parsed(request, n, n, _warning(request.unknown_fields))
+            yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
@@ -285,18 +293,20 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             )
             continue
         try:
-            line_key, message, unknown = _parse_message_line(obj, strict=strict)
+            line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
         except InvalidInput as exc:
             yield LineError(n, exc.message)
             continue
         if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
             yield from flush()
         key = line_key
-        group.append((n, message, unknown))
+        group.append((n, message, unknown, notes))
     yield from flush()
 
 
-def _parse_message_line(obj: dict[str, Any], *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
+def _parse_message_line(
+    obj: dict[str, Any], *, strict: bool
+) -> tuple[tuple[str, str, str | None], Message, list[str], list[str]]:
     ids = []
     for name in ("user_id", "session_id"):
         value = obj.get(name)
@@ -308,13 +318,14 @@ def _parse_message_line(obj: dict[str, Any], *, strict: bool) -> tuple[tuple[str
     request_id = obj.get("request_id")
     if request_id is not None and (not isinstance(request_id, str) or not request_id.strip()):
         raise InvalidInput("request_id: must be a non-empty string when given")
-    message, _ = parse_message(obj, "")
+    notes: list[str] = []
+    message, _ = parse_message(obj, "", notes)
     unknown = [k for k in obj if k not in MESSAGE_LINE_FIELDS]
     if strict and unknown:
         raise InvalidInput(
             f"unknown field{'s' if len(unknown) > 1 else ''} (refused by --strict): {', '.join(unknown)}"
         )
-    return (ids[0], ids[1], request_id), message, unknown
+    return (ids[0], ids[1], request_id), message, unknown, notes
 
 
 def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) -> str:
@@ -346,10 +357,10 @@ class _Repeats:
 
 
 def _group_request(
-    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str]]], seen_auto: _Repeats
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: _Repeats
 ) -> Parsed:
     user_id, session_id, request_id = key
-    messages = tuple(m for _, m, _ in group)
+    messages = tuple(m for _, m, _, _ in group)
     rid = request_id
     if rid is None:
         # The same messages said again later in the file (an "ok" in another group of the session) are new
@@ -359,12 +370,14 @@ def _group_request(
         repeat = seen_auto.count(rid)
         if repeat > 1:
             rid = f"{rid}-{repeat}"
-    unknown = sorted({f for _, _, fields in group for f in fields})
+    unknown = sorted({f for _, _, fields, _ in group for f in fields})
+    notes = tuple(note for _, _, _, line_notes in group for note in line_notes)
     return Parsed(
-        AddRequest(rid, user_id, session_id, messages, tuple(unknown)),
+        AddRequest(rid, user_id, session_id, messages, tuple(unknown), notes),
         group[0][0],
         group[-1][0],
         _warning(tuple(unknown)),
+        notes,
     )
 
 
@@ -400,8 +413,9 @@ def replay(
             if bad:
                 for where, message, _ in bad:
                     _problem(summary, f"{name}:{where}: {message}", on_problem)
-                summary.invalid_lines = sum(1 for *_, invalid in bad if invalid)
-                summary.conflicts = len(bad) - summary.invalid_lines
+                summary.invalid_lines = sum(1 for *_, kind in bad if kind == "invalid")
+                summary.forgotten = sum(1 for *_, kind in bad if kind == "forgotten")
+                summary.conflicts = len(bad) - summary.invalid_lines - summary.forgotten
                 summary.problems.append(
                     f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
                 )
@@ -410,20 +424,24 @@ def replay(
         if on_progress:
             on_progress(0, total)
         batch: list[Parsed] = []
-        for item in parse_lines(_counted(lines, summary), strict=strict):
+        items = parse_lines(_counted(lines, summary), strict=strict)
+        for item in items:
             if isinstance(item, LineError):
                 summary.invalid_lines += 1
                 _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
                 continue
             summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+            summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
+            summary.normalized += len(item.notes)
             batch.append(item)
             if len(batch) >= batch_size:
-                _store_batch(store, batch, summary, name, on_problem)
+                if not _store_batch(store, batch, summary, name, on_problem):
+                    return _stopped(summary, batch, items)
                 batch = []
                 if on_progress:
                     on_progress(done(), total)
-        if batch:
-            _store_batch(store, batch, summary, name, on_problem)
+        if batch and not _store_batch(store, batch, summary, name, on_problem):
+            return _stopped(summary, batch, items)
         if on_progress:
             on_progress(done(), total)
         return summary
@@ -432,14 +450,29 @@ def replay(
             os.unlink(spool)
 
 
-def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, bool]]:
+def _stopped(summary: ReplaySummary, batch: list[Parsed], rest: Iterable[Parsed | LineError]) -> ReplaySummary:
+    """A storage fault stopped the replay: count the file's requests (reading on, storing nothing), so the message
+    says how much was stored of how much. The failed batch rolled back whole; a re-run stores the rest."""
+    handled = summary.requests_added + summary.duplicates + summary.conflicts + summary.forgotten
+    total = handled + len(batch) + sum(1 for item in rest if isinstance(item, Parsed))
+    summary.requests_in_file = total
+    stored = summary.requests_added + summary.duplicates
+    fault = summary.fault
+    assert fault is not None
+    summary.fault = type(fault)(
+        f"{fault.message}; stored {stored:,} of {total:,} requests; the rest can be replayed with the same command"
+    )
+    return summary
+
+
+def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, str]]:
     """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
     payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
-    payload. Returns (line or line range, reason, invalid) in file order. The file's ids are kept in a temporary
+    payload. Returns (line or line range, reason, kind: invalid | conflict | forgotten) in file order. The file's ids are kept in a temporary
     SQLite database, so a file of any size is checked in little memory."""
     import sqlite3
 
-    bad: list[tuple[str, str, bool]] = []
+    bad: list[tuple[str, str, str]] = []
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -448,7 +481,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
         )
         for item in items:
             if isinstance(item, LineError):
-                bad.append((str(item.line), item.message, True))
+                bad.append((str(item.line), item.message, "invalid"))
                 continue
             req = item.request
             where = _where(item)
@@ -459,7 +492,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             if row is None:
                 refusal = store.check(req)
                 if refusal is not None:
-                    bad.append((where, refusal.message, False))
+                    bad.append((where, refusal.message, "forgotten" if isinstance(refusal, Forgotten) else "conflict"))
                 else:  # it would be stored (or is already): later lines of this id must repeat it exactly
                     seen.execute(
                         "INSERT INTO seen VALUES (?, ?, ?, ?)", (req.user_id, req.request_id, digest, item.first_line)
@@ -470,7 +503,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                         where,
                         f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
                         f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
-                        False,
+                        "conflict",
                     )
                 )
     finally:
@@ -496,10 +529,20 @@ def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None
 
 def _store_batch(
     store: Store, batch: list[Parsed], summary: ReplaySummary, name: str, on_problem: Callable[[str], None] | None
-) -> None:
-    outcomes = store.add_many(item.request for item in batch)
+) -> bool:
+    """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
+    import sqlite3
+
+    try:
+        outcomes = store.add_many(item.request for item in batch)
+    except sqlite3.Error as exc:
+        summary.fault = storage_error(exc, store.path)
+        return False
     for item, outcome in zip(batch, outcomes):
-        if isinstance(outcome, RefindError):
+        if isinstance(outcome, Forgotten):
+            summary.forgotten += 1
+            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
+        elif isinstance(outcome, RefindError):
             summary.conflicts += 1
             _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
         elif outcome.status == "duplicate":
@@ -507,3 +550,4 @@ def _store_batch(
         else:
             summary.requests_added += 1
             summary.messages_added += outcome.messages
+    return True

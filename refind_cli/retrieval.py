@@ -1,5 +1,6 @@
 """One search request, one entry point: :func:`retrieve` answers a :class:`~refind_cli.contract.SearchRequest` in
-its mode — BM25 alone (``search.search``) or the LLM planner (``planner.agent_search``).
+its mode — BM25 alone (``search.search``) or the LLM planner (``planner.plan``, its trace stored here by
+``planner.record_search``).
 
 Every surface calls it: ``refind search`` (bm25 and agent), the server's search route, ``refind eval`` and the
 Python API / MCP server (``refind_cli.api``). So the choice between the modes, the date bounds and the cut to
@@ -58,10 +59,10 @@ def retrieve(
     (default: litellm from the environment, budget ``REFIND_MAX_ACTIONS``' default, trace stored).
     """
     if request.mode == "agent":
-        from .planner import agent_search
+        from .planner import Budget, plan, record_search
 
         p = planner or Planner()
-        result = agent_search(
+        result = plan(
             store,
             request.user_id,
             request.query,
@@ -69,14 +70,15 @@ def retrieve(
             options=request.options,
             model=p.model,
             model_name=p.model_name,
-            max_actions=p.max_actions,
+            budget=Budget(max_actions=p.max_actions),
             as_of=request.as_of,
             config=config,
             date_from=request.date_from,
             date_to=request.date_to,
             on_event=p.on_event,
-            record=p.record,
         )
+        # The planner never writes: its caller stores the trace (a failed run's too) and then raises its error.
+        result = record_search(store, result) if p.record else result.raise_error()
         return Retrieval(result.blocks[: request.top_k], result)
     from .search import search
 

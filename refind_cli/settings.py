@@ -78,6 +78,15 @@ def positive_number(
     return number
 
 
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+ENV_BUSY_TIMEOUT = "REFIND_BUSY_TIMEOUT"  # seconds a write waits for another process's write lock
+
+
+def busy_timeout_s() -> float:
+    """How long a write waits for another process holding the database's write lock (REFIND_BUSY_TIMEOUT)."""
+    return positive_number(ENV_BUSY_TIMEOUT, os.environ.get(ENV_BUSY_TIMEOUT), DEFAULT_BUSY_TIMEOUT_S, allow_zero=True)
+
+
 def index_cache_from_env() -> int:
     """How many per-user search indexes one process keeps in memory (REFIND_INDEX_CACHE, default 8; 0 = none)."""
     raw = os.environ.get(ENV_INDEX_CACHE, "")

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import migrations
 from .contract import AddRequest
-from .errors import Conflict, Forgotten, RefindError
+from .errors import (
+    Conflict,
+    CorruptDatabase,
+    DatabaseLocked,
+    DiskFull,
+    Forgotten,
+    ReadOnlyDatabase,
+    RefindError,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -88,6 +97,75 @@ def _forgotten(req: AddRequest, stone: tuple[int, int]) -> Forgotten:
     )
 
 
+# SQLite's primary result codes (the low byte of an extended code) that name a fault of the file, not of the request.
+_SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13, 5, 6, 8, 3
+_SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
+
+
+def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
+    """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
+    follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction.
+
+    A fault of the file (no space, locked, read-only, damaged, I/O) is a :class:`StorageError`; anything else is a
+    plain RefindError with status 500, which the server treats as an internal error."""
+    if isinstance(exc, RefindError):
+        return exc
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    lowered = text.lower()
+    where = f"database {path}" if path else "the database"
+    if code == _SQLITE_FULL or "disk is full" in lowered or (code == _SQLITE_IOERR and path and _no_space(Path(path))):
+        return DiskFull(
+            f"{where}: no space left ({text}); nothing of the failed write was stored — free space and retry"
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in lowered:
+        return DatabaseLocked(
+            f"{where}: locked by another process past the busy timeout ({text}); nothing was written — retry once "
+            "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
+        )
+    if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
+        return ReadOnlyDatabase(
+            f"{where}: cannot be written ({text}); the file, its folder (for the -wal and -shm files) or the "
+            "file system is read-only"
+        )
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in lowered or "not a database" in lowered:
+        return CorruptDatabase(
+            f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
+            "(`refind inspect --check` reports what is wrong)"
+        )
+    if code == _SQLITE_CANTOPEN and path and not _writable(Path(path)):
+        return ReadOnlyDatabase(
+            f"{where}: cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files "
+            "beside it) or the file system is read-only"
+        )
+    if code == _SQLITE_CANTOPEN:
+        return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
+    if code == _SQLITE_IOERR:
+        return StorageError(f"{where}: the disk failed a read or write ({text}); nothing of the write was stored")
+    error = RefindError(f"{where}: {text}")  # not a fault of the file (a bug, a schema from elsewhere): exit 1, 500
+    error.status, error.kind = 500, "internal"
+    return error
+
+
+def _no_space(path: Path) -> bool:
+    """Whether the database's file system is full (an I/O error there is then the full disk: creating the -shm
+    file fails that way)."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(path.parent if str(path.parent) else ".").free < 64 * 1024
+    except OSError:
+        return False
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the database and its folder (``os.access`` honours a read-only mount)."""
+    import os
+
+    folder = path.parent if str(path.parent) else Path(".")
+    return os.access(folder, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     seq: int  # arrival order across the whole store
@@ -123,8 +201,12 @@ class Store:
         *,
         clock: Clock = system_clock,
         retention_days: float | None = None,
-        busy_timeout_s: float = 30.0,
+        busy_timeout_s: float | None = None,
     ) -> None:
+        if busy_timeout_s is None:
+            from .settings import busy_timeout_s as configured
+
+            busy_timeout_s = configured()
         self.path = Path(path)
         self.clock = clock
         self.retention_days = retention_days
@@ -143,8 +225,9 @@ class Store:
             # (with it off, page splits leave stale copies of text that no later delete can find).
             conn.execute("PRAGMA secure_delete = ON")
             migrations.apply(conn, self.clock())
-        except sqlite3.DatabaseError as exc:
-            raise RefindError(f"cannot open database {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            error = storage_error(exc, self.path)
+            raise type(error)(f"cannot open {error.message}") from exc
         self.conn = conn
         self._db: sqlite_utils.Database | None = None
 

@@ -4,11 +4,14 @@ An event is plain data (kind, step, milliseconds since the search began, a JSON-
 the database re-renders exactly as it rendered live. Kinds, in the order a search emits them:
 
 ``start``       question, options, user, model, budget, hits per search, skip mode, top_k
-``model_call``  the messages added since the previous call, the reply, tokens, cost (None when unknown), latency
-``action``      the parsed action: name, thought, arguments, fields the planner may not set (ignored)
+``model_call``  the messages added since the previous call, the reply, tokens, cost (None when unknown), latency,
+                and the provider's native tool calls when it sent any
+``action``      the parsed action: name, thought, arguments, fields the planner may not set (ignored), and the
+                form the reply was parsed from (json | react | tool_call; older traces have none: json)
 ``search``      keywords, date bounds, how many ids were skipped, the hits (number, id, session, said-at, content)
 ``note``        the result numbers kept, their ids, how many are kept in all
-``correction``  why the reply was refused, and the message sent back to the planner
+``correction``  why the reply was refused, and the message sent back to the planner (with the reply's form when
+                it was recognised as one)
 ``budget``      the action budget ran out before ``finish_search``
 ``finish``      the planner said it is done
 ``fallback``    why the evidence does not come from kept notes, and where it comes from instead

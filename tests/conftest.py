@@ -97,6 +97,33 @@ def cli(runner, db_path: Path, monkeypatch: pytest.MonkeyPatch):
     return invoke
 
 
+LOOPBACK_URL = "http://127.0.0.1:8000"  # the server refuses foreign Host names when no token is set
+
+
+@pytest.fixture
+def make_client(db_path: Path):
+    """make(**ServerSettings overrides, base_url=…) → a TestClient of the real app on this test's database (bm25,
+    no retention, no sweep), entered now and closed at the end of the test."""
+    from fastapi.testclient import TestClient
+
+    from refind_cli.server import ServerSettings, create_app
+
+    clients = []
+
+    def make(base_url: str = LOOPBACK_URL, **overrides):
+        cfg = ServerSettings(
+            **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
+        )
+        client = TestClient(create_app(cfg), raise_server_exceptions=False, base_url=base_url)
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
 @pytest.fixture
 def llm_server():
     """A scripted OpenAI-compatible server on loopback (see tests/llm_server.py); litellm reaches it over HTTP."""

@@ -4,7 +4,9 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 
 - a ``str``: answered 200 as the assistant message's content (usage counts derived from the text);
 - ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
-- ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts).
+- ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts);
+- ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
+  as its JSON text, or the text itself), and ``content`` beside them (None by default).
 
 Every request body and its headers are recorded in ``requests``. When the script runs out the server answers
 ``default`` when set, else 500.
@@ -17,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,30 @@ class Fail:
 class Slow:
     seconds: float
     content: str = '{"action": "finish_search"}'
+
+
+@dataclass(frozen=True)
+class Tools:
+    calls: tuple[tuple[str, Any], ...]
+    content: str | None = None
+
+    def __init__(self, *calls: tuple[str, Any], content: str | None = None) -> None:
+        object.__setattr__(self, "calls", calls)
+        object.__setattr__(self, "content", content)
+
+    def message(self) -> dict:
+        return {
+            "role": "assistant",
+            "content": self.content,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+                }
+                for i, (name, args) in enumerate(self.calls)
+            ],
+        }
 
 
 @dataclass
@@ -99,7 +126,12 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 time.sleep(entry.seconds)
                 entry = entry.content
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
-            completion = _tokens(entry)
+            if isinstance(entry, Tools):
+                message, finish = entry.message(), "tool_calls"
+                completion = _tokens(json.dumps(message))
+            else:
+                message, finish = {"role": "assistant", "content": entry}, "stop"
+                completion = _tokens(entry)
             self._send(
                 200,
                 {
@@ -107,9 +139,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "scripted"),
-                    "choices": [
-                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": entry}}
-                    ],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                     "usage": {
                         "prompt_tokens": prompt,
                         "completion_tokens": completion,

@@ -321,13 +321,18 @@ def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp
     result = cli("add", "--file", path, "--strict", "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 3
-    assert (summary["conflicts"], summary["invalid_lines"], summary["requests_added"]) == (3, 0, 0)
+    assert (summary["conflicts"], summary["forgotten"], summary["invalid_lines"], summary["requests_added"]) == (
+        2,
+        1,
+        0,
+        0,
+    )
     assert [p.split(": ")[0] for p in summary["problems"][:3]] == [f"{path}:3", f"{path}:4", f"{path}:5"]
     assert "another payload than at line 1" in summary["problems"][0]
     assert "was forgotten" in summary["problems"][2]
     assert [r[3] for r in rows(db_path)] == ["as stored"]  # nothing of the file was stored
     lenient = json.loads(cli("add", "--file", path, "--json").output)  # without --strict: the good lines go in
-    assert (lenient["requests_added"], lenient["conflicts"]) == (1, 3)
+    assert (lenient["requests_added"], lenient["conflicts"], lenient["forgotten"]) == (1, 2, 1)
 
 
 def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
@@ -355,3 +360,30 @@ def test_json_python_cannot_hold_is_a_line_error_not_a_crash(cli, db_path, tmp_p
     assert result.exit_code == 2
     assert [p.split(": ", 1)[0] for p in summary["problems"]] == [f"{path}:2", f"{path}:3"]
     assert sorted(r[3] for r in rows(db_path)) == ["hello", "still stored"]
+
+
+def test_seconds_and_digit_strings_are_stored_as_milliseconds_and_said(cli, db_path, tmp_path) -> None:
+    """A 422 would lose these messages; their meaning is clear, so they are stored, and the summary says so."""
+    seconds = add_line("r1", content="in seconds")
+    seconds["messages"][0]["timestamp"] = 1_700_000_000
+    digits = {"user_id": "u1", "session_id": "s2", "role": "user", "content": "digits", "timestamp": "1700000000123"}
+    ambiguous = add_line("r3", content="ambiguous")
+    ambiguous["messages"][0]["timestamp"] = 50_000_000_000
+    path = jsonl(tmp_path / "t.jsonl", seconds, digits, ambiguous)
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2  # the ambiguous line alone is refused
+    summary = json.loads(result.output)
+    assert (summary["requests_added"], summary["normalized"], summary["invalid_lines"]) == (2, 2, 1)
+    assert summary["warnings"] == [
+        f"{path}:1: messages[0].timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)",
+        f"{path}:2: timestamp: a string of digits read as a number",
+    ]
+    assert summary["problems"] == [
+        f"{path}:3: messages[0].timestamp: 50000000000 is neither Unix milliseconds in [100000000000, "
+        "10000000000000) nor Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)"
+    ]
+    said = rows(db_path, "SELECT content, said_at FROM messages ORDER BY seq")
+    assert said == [("in seconds", 1_700_000_000_000), ("digits", 1_700_000_000_123)]
+    one = cli("add", "shell", "--user", "u1", "--session", "s3", "--timestamp", "1700000000")
+    assert one.exit_code == 0
+    assert "warning: --timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)" in one.output

@@ -202,3 +202,24 @@ def test_every_lazy_name_is_exported_and_resolves() -> None:
 def test_the_package_is_marked_typed() -> None:
     assert (ROOT / "refind_cli" / "py.typed").exists()
     assert '"py.typed"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_a_storage_fault_is_a_refind_error_not_a_sqlite3_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from refind_cli.errors import DatabaseLocked
+
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
+    db = tmp_path / "memory.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("Caroline: first", user="alice", session="s1")
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock past the busy timeout
+        try:
+            with pytest.raises(DatabaseLocked, match="locked"):
+                memory.add("Caroline: second", user="alice", session="s1")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        memory.add("Caroline: second", user="alice", session="s1")  # the lock gone, the same call succeeds
+        assert len(memory.search("Caroline", user="alice", top_k=5)) >= 1

@@ -59,15 +59,21 @@ DROP = object()
             "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5",
         ),
         (
-            msg(timestamp=1_700_000_000),
-            "messages[0].timestamp: 1700000000 is outside the accepted range of Unix milliseconds "
-            "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20) (that looks like seconds; multiply by 1000)",
-        ),
-        (
             msg(timestamp=-1),
-            "messages[0].timestamp: -1 is outside the accepted range of Unix milliseconds "
-            "[100000000000, 10000000000000) (1973-03-03 to 2286-11-20)",
+            "messages[0].timestamp: -1 is neither Unix milliseconds in [100000000000, 10000000000000) nor Unix "
+            "seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
         ),
+        (  # 1970-01-12 in seconds, or 17 minutes past the epoch in ms: ambiguous, still refused
+            msg(timestamp=1_000_000),
+            "messages[0].timestamp: 1000000 is neither Unix milliseconds in [100000000000, 10000000000000) nor "
+            "Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
+        ),
+        (  # past 2286 as seconds, before 1973 as milliseconds: ambiguous
+            msg(timestamp=50_000_000_000),
+            "messages[0].timestamp: 50000000000 is neither Unix milliseconds in [100000000000, 10000000000000) "
+            "nor Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
+        ),
+        (msg(timestamp="1.7e12"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
     ],
 )
 def test_each_fault_has_a_precise_message(body, message) -> None:
@@ -132,8 +138,10 @@ def test_payload_hash_ignores_key_order_and_unknown_fields_but_not_content() -> 
         ({"user_id": "u", "top_k": 5}, "query: required"),
         ({"query": "q", "top_k": 5}, "user_id: required"),
         ({"query": "q", "user_id": "u"}, "top_k: required"),
-        ({"query": "q", "user_id": "u", "top_k": "5"}, "top_k: must be an integer, got string"),
-        ({"query": "q", "user_id": "u", "top_k": 0}, "top_k: must be between 1 and 1000, got 0"),
+        ({"query": "q", "user_id": "u", "top_k": "five"}, "top_k: must be an integer, got string"),
+        ({"query": "q", "user_id": "u", "top_k": "-5"}, "top_k: must be an integer, got string"),
+        ({"query": "q", "user_id": "u", "top_k": 0}, "top_k: must be at least 1, got 0"),
+        ({"query": "q", "user_id": "u", "top_k": 2.5}, "top_k: must be an integer, got number"),
         ({"query": "q", "user_id": "u", "top_k": 5, "options": "A"}, "options: must be an array of strings"),
     ],
 )
@@ -146,3 +154,34 @@ def test_search_faults(body, message) -> None:
 def test_search_accepts_options_and_ignores_unknown_fields() -> None:
     req = parse_search({"query": "q", "user_id": "u", "top_k": 100, "options": ["A. tea", "B. coffee"], "filters": {}})
     assert req.options == ("A. tea", "B. coffee") and req.unknown_fields == ("filters",)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "stored", "note"),
+    [
+        (
+            1_700_000_000,
+            1_700_000_000_000,
+            "messages[0].timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)",
+        ),
+        (
+            1_700_000_000.25,
+            1_700_000_000_250,
+            "messages[0].timestamp: 1700000000.25 read as Unix seconds (×1000 = 1700000000250 ms)",
+        ),
+        ("1700000000000", 1_700_000_000_000, "messages[0].timestamp: a string of digits read as a number"),
+        (1_700_000_000_000, 1_700_000_000_000, None),
+    ],
+)
+def test_unambiguous_timestamps_are_read_and_said(timestamp, stored, note) -> None:
+    """Seconds (1973-2286) and a string of digits are stored as milliseconds, with a note naming the field."""
+    req = parse_add(msg(timestamp=timestamp))
+    assert req.messages[0].timestamp == stored
+    assert req.normalized == ((note,) if note else ())
+    assert req.payload_hash() == parse_add(msg(timestamp=stored)).payload_hash()  # a replay in ms is identical
+
+
+def test_top_k_digits_and_above_the_limit_are_read() -> None:
+    assert parse_search({"query": "q", "user_id": "u", "top_k": "7"}).top_k == 7
+    big = parse_search({"query": "q", "user_id": "u", "top_k": 5000})
+    assert big.top_k == 1000 and big.normalized == ("top_k: 5000 clamped to 1000",)

@@ -179,9 +179,10 @@ def test_replay_file_of_forgotten_request_reports_it(cli, filled: Store, tmp_pat
     path = tmp_path / "replay.jsonl"
     path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     out = cli("add", "--file", str(path), "--json")
-    assert out.exit_code != 0
+    assert out.exit_code == 6  # Forgotten's exit code, as for one `refind add`: not a conflict (3)
     summary = json.loads(out.output)
     assert summary["requests_added"] == 0 and "was forgotten (tombstone" in summary["problems"][0]
+    assert (summary["forgotten"], summary["conflicts"]) == (1, 0)
 
 
 def test_a_reader_in_the_way_is_reported_and_the_next_sweep_finishes_the_scrub(

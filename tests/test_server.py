@@ -9,30 +9,9 @@ import pytest
 
 from refind_cli.contract import parse_add, parse_search
 from refind_cli.errors import InvalidInput
-from refind_cli.server import ServerSettings, create_app
 from refind_cli.store import DAY_MS, Store, system_clock
 
 TOKEN = "s3cret-token"
-
-
-@pytest.fixture
-def make_client(db_path):
-    from fastapi.testclient import TestClient
-
-    clients = []
-
-    def make(**overrides):
-        cfg = ServerSettings(
-            **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
-        )
-        client = TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1")
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
 
 
 @pytest.fixture
@@ -111,7 +90,7 @@ def test_unknown_fields_are_ignored_and_timestamp_may_be_null_or_absent(client, 
         ("/v1/memories/add", add_body(contents=("",))),
         ("/v1/memories/add", {**add_body(), "messages": []}),
         ("/v1/memories/add", {**add_body(), "messages": [{"role": "robot", "content": "x"}]}),
-        ("/v1/memories/add", {**add_body(), "messages": [{"role": "user", "content": "x", "timestamp": 1700000000}]}),
+        ("/v1/memories/add", {**add_body(), "messages": [{"role": "user", "content": "x", "timestamp": 50000000000}]}),
         ("/v1/memories/add", ["not", "an", "object"]),
         ("/v1/memories/search", {"query": "q", "user_id": "u", "top_k": 0}),
         ("/v1/memories/search", {"query": "q", "user_id": "u"}),
@@ -303,6 +282,28 @@ def test_an_unexpected_failure_is_a_json_500_without_traceback_or_content(client
     assert "secret-pelican" not in caplog.text and "Traceback" not in caplog.text
     # the server keeps answering
     assert client.get("/health").json() == {"status": "ok"}
+
+
+def test_unambiguous_input_is_stored_and_logged_without_content(client, db_path, caplog):
+    """Seconds, digits and a big top_k are read, not refused (a 422 loses the memory); the log names fields only."""
+    caplog.set_level(logging.INFO)
+    body = add_body(contents=("Caroline: a-private-ferret",))
+    body["messages"][0]["timestamp"] = 1_683_554_160
+    assert client.post("/v1/memories/add", json=body).status_code == 200
+    second = add_body(request_id="r-digits", contents=("Caroline: kept-too",))
+    second["messages"][0]["timestamp"] = "1683554160000"
+    assert client.post("/v1/memories/add", json=second).status_code == 200
+    with Store(db_path) as store:
+        assert {m.said_at for m in store.user_messages("alice")} == {1_683_554_160_000}
+    found = client.post("/v1/memories/search", json={"query": "ferret", "user_id": "alice", "top_k": 5000})
+    assert found.status_code == 200 and found.json()["data"]
+    notes = [r.getMessage() for r in caplog.records if r.name == "refind.server" and "normalized" in r.getMessage()]
+    assert notes == [
+        "add normalized 1 value(s): messages[0].timestamp (seconds ×1000)",
+        "add normalized 1 value(s): messages[0].timestamp (digits)",
+        "search normalized: top_k (clamped)",
+    ]
+    assert "ferret" not in caplog.text and "1683554160" not in caplog.text
 
 
 def test_one_access_line_per_request_and_no_content_query_or_token_in_logs(make_client, caplog):

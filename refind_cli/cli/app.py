@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import typer
@@ -9,6 +10,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from ..errors import RefindError
+from .options import CURRENT_DB
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -33,14 +35,20 @@ or a single message (consecutive lines of one user and session are grouped into 
 
 
 class RefindGroup(TyperGroup):
-    """Turns a RefindError from any command into one red line on stderr and the error's exit code."""
+    """Turns a RefindError from any command into one red line on stderr and the error's exit code; a ``sqlite3``
+    error that escaped a command (disk full, locked, read-only, damaged) is first named by ``store.storage_error``."""
 
     def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
+        CURRENT_DB.set(None)
         try:
             return super().invoke(ctx)
-        except RefindError as exc:
+        except (RefindError, sqlite3.Error) as exc:
             from .render import error_console
 
+            if not isinstance(exc, RefindError):
+                from ..store import storage_error
+
+                exc = storage_error(exc, CURRENT_DB.get())
             error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
 
@@ -73,9 +81,9 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, evaluate, inspect, lifecycle, mcp, search, serve
+    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve
 
-    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect):
+    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup):
         module.register(app)
 
 

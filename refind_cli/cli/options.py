@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,9 +32,20 @@ RetentionOption = Annotated[
 ]
 
 
+# The database the running command opened, for the CLI's error line: a storage fault names the file.
+CURRENT_DB: ContextVar[str | None] = ContextVar("refind_current_db", default=None)
+
+
+def remember_db(db: Path) -> None:
+    """Note the command's database for the CLI's error line."""
+    CURRENT_DB.set(str(db))
+
+
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from ..store import Store
+
+    remember_db(db)
 
     return Store(db, retention_days=settings.parse_retention(retention))
 

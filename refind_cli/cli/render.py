@@ -57,7 +57,23 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     table.add_row("messages added", f"{summary['messages_added']:,}")
     table.add_row("identical replays skipped", f"{summary['duplicates']:,}")
     table.add_row("conflicts", _bad(summary["conflicts"]))
+    table.add_row("forgotten (refused)", _bad(summary.get("forgotten", 0)))
     table.add_row("invalid lines", _bad(summary["invalid_lines"]))
+    if summary.get("normalized"):
+        table.add_row("timestamps read as seconds (×1000)", f"[yellow]{summary['normalized']:,}[/yellow]")
+    return table
+
+
+def check_report(report: dict[str, Any]) -> Table:
+    """`refind inspect --check`: the integrity check's lines and every disagreement of derived data."""
+    verdict = "[green]ok[/green]" if report["ok"] else "[red]problems found[/red]"
+    table = _facts(Text.from_markup(f"Check of {escape(report['db'])}: {verdict}"), numbers=False)
+    for line in report["integrity"][:50]:
+        table.add_row("integrity", Text(line))
+    for line in report["derived"][:50]:
+        table.add_row("derived data", Text(line))
+    if not report["derived"] and report["integrity"] == ["ok"]:
+        table.add_row("derived data", "agrees with the messages")
     return table
 
 

@@ -17,6 +17,7 @@ from .render import printable
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400
+FORMS = {"json": "a JSON object", "react": "ReAct text", "tool_call": "a tool call"}  # how a reply was parsed
 
 
 def _cut(text: str, n: int) -> str:
@@ -65,6 +66,8 @@ def event(ev: Event) -> RenderableType:
         if d.get("thought"):
             t.append("thought ", style="bold").append(printable(d["thought"]), style="italic").append("\n")
         t.append("action ", style="bold").append(d.get("name", ""), style="bold magenta")
+        if d.get("form", "json") != "json":  # the JSON protocol is the norm; other forms are named
+            t.append(f"  (parsed from {FORMS.get(d['form'], d['form'])})", style="dim")
         args = d.get("args") or {}
         if "keywords" in args:
             t.append(f"  keywords {args['keywords']!r}")
@@ -109,6 +112,8 @@ def event(ev: Event) -> RenderableType:
         )
     if k == "correction":
         t = Text(f"correction: {d.get('reason')}", style="red")
+        if d.get("form"):
+            t.append(f"  (read as {FORMS.get(d['form'], d['form'])})", style="dim")
         if d.get("reply") is not None:
             t.append("\nthe reply was: ", style="bold").append(_cut(d["reply"], REPLY_CHARS))
         return t

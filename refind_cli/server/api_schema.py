@@ -26,10 +26,14 @@ ADD_SCHEMA: dict[str, Any] = {
                     "role": {"type": "string", "enum": ["user", "assistant", "system"]},
                     "content": {"type": "string", "minLength": 1},  # whitespace alone is a message
                     "timestamp": {
-                        "type": ["integer", "null"],
-                        "minimum": 100_000_000_000,
-                        "exclusiveMaximum": 10_000_000_000_000,
-                        "description": "Unix milliseconds when the message was said",
+                        "anyOf": [
+                            {"type": "integer", "minimum": 100_000_000_000, "exclusiveMaximum": 10_000_000_000_000},
+                            {"type": "integer", "minimum": 100_000_000, "exclusiveMaximum": 10_000_000_000},
+                            {"type": "null"},
+                        ],
+                        "description": "Unix milliseconds when the message was said. Unix seconds (1e8 to 1e10, "
+                        "1973-2286) are read as seconds (x1000) and a string of digits as the number it spells; "
+                        "both are logged as normalized.",
                     },
                 },
             },
@@ -42,7 +46,11 @@ SEARCH_SCHEMA: dict[str, Any] = {
     "properties": {
         "query": _NONEMPTY,
         "user_id": _NONEMPTY,
-        "top_k": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "top_k": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Items to return; above 1000 is read as 1000, a string of digits as its number.",
+        },
         "options": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -105,4 +113,6 @@ _REASONS = {
     413: "Body too large",
     422: "The body breaks the contract",
     502: "The language model failed",
+    503: "The database is locked by another process or read-only (nothing was stored; retry)",
+    507: "No space left for the database (nothing was stored; retry once space is back)",
 }

@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import math
+import sqlite3
 import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -33,8 +34,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import settings as defaults
 from ..contract import SEARCH_MODES, SearchRequest, parse_add, parse_search
-from ..errors import InvalidInput, RefindError
-from ..store import Store
+from ..errors import InvalidInput, RefindError, StorageError
+from ..store import Store, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
 from .dbpool import GroupWriter, SerialStore, StorePool
@@ -153,6 +154,8 @@ class Runtime:
 
     async def add(self, body: bytes) -> dict[str, Any]:
         request = await self.parse(parse_add, body)
+        if request.normalized:  # field names and how they were read; never content, ids or values of text
+            log.info("add normalized %d value(s): %s", len(request.normalized), "; ".join(_fields(request.normalized)))
         outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
         return {
             "success": True,
@@ -166,6 +169,8 @@ class Runtime:
         import anyio.to_thread
 
         request = await self.parse(parse_search, body)
+        if request.normalized:
+            log.info("search normalized: %s", "; ".join(_fields(request.normalized)))
         return await anyio.to_thread.run_sync(self._search, request, limiter=self.search_limiter)
 
     def _search(self, request: SearchRequest) -> bytes:
@@ -211,6 +216,16 @@ class Runtime:
                 self.sweep()
             except Exception as exc:  # keep serving; say what kind of failure without any data
                 log.warning("retention sweep failed: %s at %s", type(exc).__name__, where(exc))
+
+
+def _fields(notes: tuple[str, ...]) -> list[str]:
+    """Only what a note says of the field ("messages[0].timestamp: read as Unix seconds"), not the values."""
+    out = []
+    for note in notes:
+        name, _, how = note.partition(": ")
+        kind = "seconds ×1000" if "seconds" in how else "digits" if "digits" in how else "clamped"
+        out.append(f"{name} ({kind})")
+    return out
 
 
 def _warm_up() -> None:
@@ -280,6 +295,16 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
         return error_response(exc)
 
+    @app.exception_handler(sqlite3.Error)
+    async def _storage_error(request: Request, exc: sqlite3.Error) -> JSONResponse:
+        # No space 507, locked or read-only 503, damaged 500: named by the store's one mapping. The transaction
+        # rolled back, so nothing of the request is stored; the next request tries again (recovery needs no restart).
+        error = storage_error(exc, cfg.db)
+        if not isinstance(error, StorageError):
+            raise exc  # not a fault of the file: RequestLog logs it (type and file:line) and answers the JSON 500
+        log.warning("storage fault on %s %s: %s", request.method, request.url.path, error.kind)
+        return error_response(error)
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         error = RefindError(str(exc.detail))
@@ -331,8 +356,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         },
     )
 
-    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422)
-    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502)
+    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422, 503, 507)
+    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502, 503)
     for path, fn, doc, summary, shown in (
         ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
         ("/v1/memories/search", search, search_doc, "Search one user's memory", True),

@@ -10,6 +10,8 @@ a second server worker) serialise with it through SQLite's own lock and busy tim
 
 from __future__ import annotations
 
+import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from ..errors import RefindError
 from ..store import AddOutcome, Store
 
 StoreFactory = Callable[[], Store]
+log = logging.getLogger("refind.server")
 
 
 class ShuttingDown(RefindError):
@@ -42,6 +45,33 @@ def _write_lock(path: Path) -> threading.RLock:
         return _WRITE_LOCKS.setdefault(key, threading.RLock())
 
 
+# A WAL deleted under a running process (a cleanup script, `rm refind.db-*`): the connections opened before keep
+# writing into the deleted file, and any opened after fail ("disk I/O error") or, worse, start a second WAL. Every
+# lend and every write batch checks that the -wal file is still there; when it is not, one older connection copies
+# what the deleted WAL held into the database file (a TRUNCATE checkpoint), and every connection opened before is
+# retired (closed at its next use), so nothing acknowledged is lost and no two WALs are ever written.
+_GENERATIONS: dict[str, int] = {}
+
+
+def _generation(path: Path) -> int:
+    return _GENERATIONS.get(str(path.resolve()), 0)
+
+
+def heal_lost_wal(store: Store) -> bool:
+    """If the database's -wal file vanished under this open connection, checkpoint through it and retire every
+    connection of this file opened so far. True when it healed (the caller must close this store)."""
+    if os.path.exists(f"{store.path}-wal"):
+        return False
+    with _write_lock(store.path):
+        if os.path.exists(f"{store.path}-wal") or getattr(store, "retired", False):
+            return getattr(store, "retired", False)
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        key = str(store.path.resolve())
+        _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
+    log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
+    return True
+
+
 class SerialStore(Store):
     """A Store whose write transactions first take a lock shared by every SerialStore of the same file in this
     process. Threads then queue on a Python lock, woken the moment it is free, instead of in SQLite's busy handler,
@@ -51,6 +81,12 @@ class SerialStore(Store):
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
         super().__init__(path, **kwargs)
         self._write_lock = _write_lock(self.path)
+        self._generation = _generation(self.path)
+
+    @property
+    def retired(self) -> bool:
+        """Opened before a lost WAL was healed: it still holds the deleted file, and must not be used again."""
+        return self._generation != _generation(self.path)
 
     @contextmanager
     def write(self) -> Iterator[Any]:
@@ -72,6 +108,10 @@ class StorePool:
     def store(self) -> Iterator[Store]:
         with self._lock:
             store = self._idle.pop() if self._idle else None
+        if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
+            self._drop_retired()
+            store.close()
+            store = None
         if store is None:
             store = self._open()
         try:
@@ -80,10 +120,22 @@ class StorePool:
             store.close()  # a failure may have left it mid-transaction: never lend it again
             raise
         with self._lock:
-            if not self._closed and len(self._idle) < self._max_idle and not store.conn.in_transaction:
+            if (
+                not self._closed
+                and len(self._idle) < self._max_idle
+                and not store.conn.in_transaction
+                and not getattr(store, "retired", False)
+            ):
                 self._idle.append(store)
                 return
         store.close()
+
+    def _drop_retired(self) -> None:
+        with self._lock:
+            retired = [s for s in self._idle if getattr(s, "retired", False)]
+            self._idle = [s for s in self._idle if not getattr(s, "retired", False)]
+        for store in retired:
+            store.close()
 
     def close(self) -> None:
         with self._lock:
@@ -179,6 +231,9 @@ class GroupWriter:
                 jobs.append(job)
                 size += len(job.request.messages)
             try:
+                if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
+                    store.close()
+                    store = None
                 if store is None:
                     store = self._open()
                 self._commit(store, jobs)

@@ -15,26 +15,6 @@ TOKEN = "edge-token-5ce1"
 LOOPBACK = "http://127.0.0.1:8000"
 
 
-@pytest.fixture
-def make_client(db_path):
-    from fastapi.testclient import TestClient
-
-    clients = []
-
-    def make(base_url: str = LOOPBACK, **overrides):
-        cfg = ServerSettings(
-            **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
-        )
-        client = TestClient(create_app(cfg), raise_server_exceptions=False, base_url=base_url)
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
-
-
 def add_body(request_id: str = "r1", user_id: str = "alice", content: str = "Caroline: I adopted a cat") -> dict:
     return {
         "request_id": request_id,

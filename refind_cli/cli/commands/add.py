@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...contract import Message, parse_add, parse_date
-from ...errors import Conflict, InvalidInput
+from ...contract import Message, parse_add, parse_date, parse_timestamp
+from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
@@ -53,7 +53,9 @@ def add(
     user: Annotated[str | None, typer.Option("--user", "-u", help="User id (one message).")] = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (one message).")] = None,
     role: Annotated[str, typer.Option("--role", help="user, assistant or system.")] = "user",
-    timestamp: Annotated[int | None, typer.Option("--timestamp", help="When it was said, Unix milliseconds.")] = None,
+    timestamp: Annotated[
+        int | None, typer.Option("--timestamp", help="When it was said, Unix ms (Unix seconds are read ×1000).")
+    ] = None,
     at: Annotated[
         str | None, typer.Option("--at", help="When it was said, ISO 8601 (UTC unless it names a zone).")
     ] = None,
@@ -81,7 +83,10 @@ def add(
             raise InvalidInput("one message needs --user and --session")
         if timestamp is not None and at:
             raise InvalidInput("give --timestamp or --at, not both")
-        ts = _parse_at(at) if at else timestamp
+        notes: list[str] = []
+        ts = _parse_at(at) if at else parse_timestamp(timestamp, "--timestamp", notes)
+        for note in notes:  # read as seconds: said, and the id below is derived from the milliseconds
+            render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
         from ...replay import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
@@ -150,9 +155,13 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         for w in summary.warnings[:20]:
             err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
         if len(summary.warnings) > 20:
-            err.print(f"warning: … and {len(summary.warnings) - 20} more lines with unknown fields", markup=False)
+            err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
+    if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
+        raise summary.fault
     if summary.invalid_lines:
         raise typer.Exit(InvalidInput.exit_code)
     if summary.conflicts:
         raise typer.Exit(Conflict.exit_code)
+    if summary.forgotten:
+        raise typer.Exit(Forgotten.exit_code)

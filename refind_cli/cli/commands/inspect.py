@@ -72,11 +72,23 @@ def overview(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Check the file instead: PRAGMA integrity_check, and derived data (request counts, search index) "
+            "against the messages. Exit code 10 when anything is wrong.",
+        ),
+    ] = False,
 ) -> None:
     """Database path and size, schema version, users, sessions, messages, time ranges and retention."""
     if ctx.invoked_subcommand is not None:
         return  # the subcommand reads these options from ctx.parent
     from ... import review
+
+    if check:
+        _check(db, as_json)
+        return
 
     with open_existing(db, retention) as store:
         data = review.overview(store)
@@ -84,6 +96,21 @@ def overview(
         render.print_json(data)
     else:
         render.console().print(render.overview(data))
+
+
+def _check(db: Path, as_json: bool) -> None:
+    from ... import health
+    from ...errors import CorruptDatabase
+    from ..options import remember_db
+
+    remember_db(db)
+    report = health.check(Path(db))
+    if as_json:
+        render.print_json(report)
+    else:
+        render.console().print(render.check_report(report))
+    if not report["ok"]:
+        raise typer.Exit(CorruptDatabase.exit_code)
 
 
 @inspect_app.command("users")

@@ -1,0 +1,110 @@
+"""The database's health: ``refind inspect --check`` (is the file sound, does derived data agree with the messages)
+and ``refind backup`` (a consistent copy, taken with SQLite's online backup API while others write).
+
+Both open the file themselves, without migrations: a damaged file is reported, never "repaired" by a
+migration, and a check never waits on a writer (WAL readers do not block writers, nor writers readers).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .errors import CorruptDatabase, NotFound, RefindError
+from .store import storage_error
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """A plain connection (no migrations: nothing is changed); read-only where the folder cannot be written."""
+    if not path.exists():
+        raise NotFound(f"no database at {path} (give --db PATH or set REFIND_DB)")
+    if os.access(path.parent if str(path.parent) else ".", os.W_OK):
+        return sqlite3.connect(path, timeout=30)  # can clean up its -wal and -shm files when it closes
+    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
+
+
+def derived_problems(conn: sqlite3.Connection) -> list[str]:
+    """What derived or duplicated data disagrees with the messages — the one function ``inspect --check`` calls for
+    it (point it at the search index's own verify when the index keeps one). Empty when all agree."""
+    q = conn.execute
+    problems = [
+        f"request {rid!r} of user {uid!r}: {want} message(s) recorded, {got} stored"
+        for uid, rid, want, got in q(
+            "SELECT r.user_id, r.request_id, r.message_count, count(m.id) FROM requests r "
+            "LEFT JOIN messages m ON m.user_id = r.user_id AND m.request_id = r.request_id "
+            "GROUP BY r.user_id, r.request_id HAVING count(m.id) != r.message_count"
+        )
+    ]
+    problems += [
+        f"{n} message(s) of user {uid!r}, request {rid!r} without their request row"
+        for uid, rid, n in q(
+            "SELECT m.user_id, m.request_id, count(*) FROM messages m LEFT JOIN requests r "
+            "ON r.user_id = m.user_id AND r.request_id = m.request_id WHERE r.request_id IS NULL "
+            "GROUP BY m.user_id, m.request_id"
+        )
+    ]
+    problems += [
+        f"search index of user {uid!r} built at version {version}, but the user is at {current}"
+        for uid, version, current in q(
+            "SELECT i.user_id, i.version, u.version FROM search_index i LEFT JOIN users u ON u.user_id = i.user_id "
+            "WHERE u.version IS NULL OR u.version != i.version"
+        )
+    ]
+    return problems
+
+
+def check(path: Path) -> dict[str, Any]:
+    """``PRAGMA integrity_check``, then (on a sound file) ``derived_problems``. ``ok`` only when both are clean."""
+    conn = _open(path)
+    try:
+        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        derived = derived_problems(conn) if integrity == ["ok"] else []
+    except sqlite3.DatabaseError as exc:
+        error = storage_error(exc, path)
+        if not isinstance(error, CorruptDatabase):
+            raise error from exc
+        integrity, derived = [str(exc)], []
+    finally:
+        conn.close()
+    return {
+        "db": str(path),
+        "ok": integrity == ["ok"] and not derived,
+        "integrity": integrity,
+        "derived": derived,
+    }
+
+
+def backup(path: Path, target: Path) -> dict[str, Any]:
+    """Copy the database to ``target`` with SQLite's online backup API: one read transaction, so the copy is the
+    database as of one commit even while ``refind serve`` writes (in WAL mode the writers are not blocked). Written
+    to ``target.partial``, checked, then renamed: ``target`` is either a whole, sound copy or absent."""
+    if target.exists():
+        raise RefindError(f"{target} already exists; give a new path (a backup never overwrites)")
+    if not target.parent.is_dir():
+        raise RefindError(f"cannot write {target}: folder {target.parent} does not exist")
+    partial = target.with_name(target.name + ".partial")
+    source = _open(path)
+    try:
+        dest = sqlite3.connect(partial)
+        try:
+            source.backup(dest)  # all pages in one step: one snapshot
+            dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
+            integrity = [row[0] for row in dest.execute("PRAGMA integrity_check").fetchall()]
+            counts = {t: dest.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("requests", "messages")}
+        finally:
+            dest.close()
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        raise storage_error(exc, path) from exc
+    finally:
+        source.close()
+    if integrity != ["ok"]:
+        partial.unlink(missing_ok=True)
+        raise CorruptDatabase(f"database {path}: the copy fails its integrity check ({'; '.join(integrity[:3])})")
+    with open(partial, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(partial, target)
+    return {"db": str(path), "backup": str(target), "bytes": target.stat().st_size, **counts}
