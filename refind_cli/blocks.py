@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .index import TurnIndex, neighbours
 
 if TYPE_CHECKING:
-    from .search import SearchConfig
+    from .search_config import SearchConfig
 
 
 @dataclass(frozen=True)
