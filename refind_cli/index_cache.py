@@ -283,7 +283,8 @@ def live_index(store: Store, user_id: str, *, as_of: int | None, k1: float, b: f
         state = _refresh(store, user_id, state)
         if state is None:
             return None
-        CACHE.put(key, state, state.nbytes)
+        if len(state.seqs):  # an unknown user must not push real users out of the cache
+            CACHE.put(key, state, state.nbytes)
     return state.view(store.retention_cutoff(), as_of, k1, b)
 
 

@@ -121,9 +121,9 @@ class Store:
             # (with it off, page splits leave stale copies of text that no later delete can find).
             conn.execute("PRAGMA secure_delete = ON")
             migrations.apply(conn, self.clock())
-            if index_store.pending(conn):
-                # a read-only file or a busy writer: searches build from the rows until a later open indexes them
-                with contextlib.suppress(sqlite3.OperationalError):
+            # a read-only file or a busy writer: searches build from the rows until a later open indexes them
+            with contextlib.suppress(sqlite3.OperationalError):
+                if index_store.pending(conn):
                     index_store.catch_up(conn, index_progress)
         except sqlite3.DatabaseError as exc:
             raise RefindError(f"cannot open database {self.path}: {exc}") from exc
