@@ -80,7 +80,7 @@ def test_evict_and_clear_leave_nothing_of_a_user(store):
     S.search(store, "bob", "Lisbon", top_k=3)
     S.search(store, "bob", "Lisbon", top_k=3, config=S.SearchConfig(turn_unit="pair"))  # built from scratch
     S.evict("alice")
-    assert {k[2] for k in index_cache.CACHE.keys()} == {"bob"}
+    assert {k[2] for k in index_cache.CACHE} == {"bob"}
     S.clear()
     assert not index_cache.CACHE.keys()
 
@@ -140,4 +140,4 @@ def test_unknown_users_do_not_fill_the_cache(store):
     S.search(store, "alice", "Lisbon", top_k=3)
     for i in range(10):
         assert S.search(store, f"nobody{i}", "Lisbon", top_k=3) == []
-    assert [k[2] for k in index_cache.CACHE.keys()] == ["alice"]
+    assert [k[2] for k in index_cache.CACHE] == ["alice"]
