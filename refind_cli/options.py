@@ -29,9 +29,10 @@ RetentionOption = Annotated[
 
 def open_store(db: Path, retention: str | None):
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
+    from .render import index_progress
     from .store import Store
 
-    return Store(db, retention_days=settings.parse_retention(retention))
+    return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
 
 
 # Agent mode (the planner)

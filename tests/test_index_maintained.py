@@ -139,3 +139,59 @@ Maintained.TestCase.settings = settings(
     max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck)
 )
 TestMaintainedIndex = Maintained.TestCase
+
+
+def test_an_existing_database_is_indexed_once_on_open_with_progress(tmp_path, monkeypatch) -> None:
+    import sqlite3
+
+    from refind_cli import migrations
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])  # the schema before the index
+    migrations.apply(conn, T0)
+    monkeypatch.undo()
+    conn.execute("BEGIN")
+    for i in range(30):
+        rid = f"r{i}"
+        conn.execute("INSERT INTO requests VALUES ('alice', ?, 's1', 'h', 1, ?)", (rid, T0 + i))
+        conn.execute(
+            "INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at) "
+            "VALUES (?, 'alice', ?, ?, 0, 'user', ?, ?, ?)",
+            (f"m{i}", f"s{i % 4}", rid, f"kayak trip number {i} with biscuit" if i % 3 else "lake tahoe", T0, T0 + i),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    monkeypatch.setattr(index_store, "CATCH_UP_CHUNK", 7)  # several transactions, as for a big database
+    seen: list[tuple[int, int]] = []
+    with Store(db, retention_days=None, index_progress=lambda done, total: seen.append((done, total))) as store:
+        assert seen[-1] == (30, 30) and len(seen) >= 5  # one report per chunk
+        assert index_store.stats(store.conn)["state"] == "ready"
+        assert index_store.verify(store.conn) == []
+        ui = S.user_index(store, "alice")
+        assert ui.maintained
+        naive = S.UserIndex(store.user_messages("alice"))
+        assert ui.search("kayak biscuit tahoe", top_k=10) == naive.search("kayak biscuit tahoe", top_k=10)
+    seen.clear()
+    Store(db, retention_days=None, index_progress=lambda done, total: seen.append((done, total))).close()
+    assert seen == []  # indexed once: the next open has nothing to do
+
+
+def test_verify_names_what_disagrees(store) -> None:
+    store.add(
+        parse_add(
+            {
+                "request_id": "r1",
+                "user_id": "alice",
+                "session_id": "s",
+                "messages": [{"role": "user", "content": "kayak"}],
+            }
+        )
+    )
+    assert index_store.verify(store.conn) == []
+    with store.write():  # a message changed behind the index's back
+        store.conn.execute("UPDATE messages SET content = 'canoe'")
+    assert index_store.verify(store.conn) == ["segment 1: message seq 1's tokens differ from its text's"]
+    with store.write():
+        store.conn.execute("DELETE FROM index_segments")
+    assert index_store.verify(store.conn) == ["1 stored message(s) missing from the index (first seq 1)"]
