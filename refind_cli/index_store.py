@@ -104,24 +104,22 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
 
     docs = sorted(docs, key=lambda d: d[0])
     vocab: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    freqs: list[int] = []
-    for d, (_, tokens) in enumerate(docs):
-        for term, f in Counter(tokens).items():
-            t = vocab.get(term)
-            if t is None:
-                t = vocab[term] = len(vocab)
-            rows.append(t)
-            cols.append(d)
-            freqs.append(f)
-    return _csc(
+    ids = [vocab.setdefault(t, len(vocab)) for _, tokens in docs for t in tokens]
+    lengths = np.fromiter((len(d[1]) for d in docs), dtype=np.int64, count=len(docs))
+    n = max(len(docs), 1)
+    # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order
+    keys = np.asarray(ids, dtype=np.int64) * n + np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+    uniq, tf = np.unique(keys, return_counts=True)
+    term_ids = uniq // n
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_ids, minlength=len(vocab)), out=indptr[1:])
+    return Segment(
         np.fromiter((d[0] for d in docs), dtype=np.int64, count=len(docs)),
-        np.fromiter((len(d[1]) for d in docs), dtype=np.int32, count=len(docs)),
+        lengths.astype(np.int32),
         list(vocab),
-        np.asarray(rows, dtype=np.int64),
-        np.asarray(cols, dtype=np.int32),
-        np.asarray(freqs, dtype=np.int32),
+        indptr,
+        (uniq % n).astype(np.int32),
+        tf.astype(np.int32),
     )
 
 
