@@ -87,3 +87,20 @@ def test_kill_9_during_adds_and_during_forgets_leaves_an_index_that_agrees(tmp_p
     _run_and_kill(FORGETTER, db, lambda: _count(db, "SELECT count(*) FROM messages WHERE user_id = 'u1'") < before - 20)
     assert 0 < _count(db, "SELECT count(*) FROM messages WHERE user_id = 'u1'") < before  # killed mid-way
     _agrees(db)
+
+
+def test_a_search_sees_an_add_committed_by_another_process_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    store = Store(db, retention_days=None)
+    code = WRITER.replace("while True:", "for _ in range(1):")  # one batch of 20 Adds, then exit
+    subprocess.run([sys.executable, "-c", code, str(db)], env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    first = search.user_index(store, "u1")  # warm in this process
+    assert first.maintained and len(first) == 7
+    extra = code.replace("i = 0", "i = 1000")
+    subprocess.run([sys.executable, "-c", extra, str(db)], env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    again = search.user_index(store, "u1")  # no cache cleared: the user's version tells this process
+    assert again.maintained and len(again) == len(store.user_messages("u1")) == 13
+    assert again.search("entry 1009", top_k=3) == search.UserIndex(store.user_messages("u1")).search(
+        "entry 1009", top_k=3
+    )
+    store.close()
