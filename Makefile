@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install check test demo bench lock clean
+.PHONY: install check test test-fast demo bench lock clean
 
 install: $(STAMP)
 
@@ -19,9 +19,14 @@ $(STAMP): requirements.lock pyproject.toml
 check: install
 	$(VENV)/bin/ruff check refind_cli tests bench
 	$(VENV)/bin/ruff format --check refind_cli tests bench
+	$(VENV)/bin/mypy
 
 test: check
 	$(PY) -m pytest
+
+# The quick loop while developing: the checkers and every test not marked slow.
+test-fast: check
+	$(PY) -m pytest -m "not slow"
 
 demo: install
 	$(PY) -m refind_cli.demo

@@ -88,11 +88,11 @@ SEARCH_RESPONSE: dict[str, Any] = {
 }
 
 
-def json_content(schema: dict) -> dict:
+def json_content(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def operation(body: dict, ok: dict, *errors: int) -> dict:
+def operation(body: dict[str, Any], ok: dict[str, Any], *errors: int) -> dict[str, Any]:
     responses = {"200": {"description": "OK", **json_content(ok)}}
     for code in errors:
         responses[str(code)] = {"description": _REASONS[code], **json_content(ERROR_SCHEMA)}

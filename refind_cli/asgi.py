@@ -11,6 +11,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from fastapi import Depends
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
@@ -64,7 +66,7 @@ def error_response(exc: RefindError) -> JSONResponse:
     return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
 
 
-def token_check(token: str):
+def token_check(token: str) -> Callable[..., Any]:
     # Header values arrive stripped, so a token read with a trailing newline (an env file) could never match.
     expected = token.strip().encode()
     authorization = APIKeyHeader(
@@ -101,11 +103,11 @@ def token_check(token: str):
 class BodyLimit:
     """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it."""
 
-    def __init__(self, app, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -124,7 +126,7 @@ class BodyLimit:
                     return
         received = 0
 
-        async def limited_receive():
+        async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -139,17 +141,17 @@ class BodyLimit:
 class RequestLog:
     """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
         state = {"status": 500, "started": False}
 
-        async def logged_send(message) -> None:
+        async def logged_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 state["status"], state["started"] = message["status"], True
             await send(message)

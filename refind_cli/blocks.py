@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, neighbours
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .search_config import SearchConfig
 
 
@@ -31,7 +33,7 @@ class Block:
     anchor_ids: tuple[str, ...]  # the anchor turn's message ids
     anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
 
-    def as_contract(self) -> dict:
+    def as_contract(self) -> dict[str, Any]:
         """The contract's search item."""
         return {"id": self.id, "content": self.content, "score": self.score, "created_at": self.created_at}
 
@@ -51,7 +53,9 @@ def iso_utc(ms: int) -> str:
 # ---- the per-user index ----------------------------------------------------------------------------------------
 
 
-def render_blocks(idx: TurnIndex, order, fused, *, top_k: int, cfg: SearchConfig) -> list[Block]:
+def render_blocks(
+    idx: TurnIndex, order: np.ndarray, fused: np.ndarray, *, top_k: int, cfg: SearchConfig
+) -> list[Block]:
     blocks: list[Block] = []
     shown: set[str] = set()  # message ids already shown (overlap="trim")
     last_score = float("inf")
@@ -100,7 +104,7 @@ def _cut(text: str, cap: int | None) -> str:
     return text if cap is None or len(text) <= cap else text[:cap].rstrip() + " …"
 
 
-def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> dict[int, list]:
+def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> dict[int, list[Any]]:
     """Which messages a block shows, by turn index: the anchor's, then neighbours nearest first, each kept only if
     it passes the role, length, overlap and block-size rules. Returns {turn index: [(message, text)]}."""
     anchor = idx.turns[pos]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -34,7 +35,7 @@ or a single message (consecutive lines of one user and session are grouped into 
 class RefindGroup(TyperGroup):
     """Turns a RefindError from any command into one red line on stderr and the error's exit code."""
 
-    def invoke(self, ctx: click.Context) -> object:
+    def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
         try:
             return super().invoke(ctx)
         except RefindError as exc:

@@ -90,7 +90,7 @@ def refuse_lone_surrogates(value: Any, at: str) -> None:
             refuse_lone_surrogates(item, key if at == "request" else f"{at}.{key}")
 
 
-def _require_str(obj: dict, key: str, where: str = "") -> str:
+def _require_str(obj: dict[str, Any], key: str, where: str = "") -> str:
     name = f"{where}{key}"
     if key not in obj or obj[key] is None:
         raise InvalidInput(f"{name}: required")
@@ -134,7 +134,7 @@ def parse_timestamp(value: Any, name: str = "timestamp") -> int | None:
             f"{name}: {value} is outside the accepted range of Unix milliseconds "
             f"[{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) (1973-03-03 to 2286-11-20){hint}"
         )
-    return value
+    return int(value)
 
 
 def parse_message(obj: Any, where: str) -> tuple[Message, list[str]]:

@@ -21,7 +21,7 @@ import gzip
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,7 +59,7 @@ class Sample:
 class Skipped:
     """What a loader left out, by reason (counted, never silent)."""
 
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
 
     def add(self, reason: str, n: int = 1) -> None:
         self.counts[reason] += n
@@ -105,6 +105,7 @@ def load(
         raise RefindError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     skipped = skipped if skipped is not None else Skipped()
     p = Path(path)
+    samples: Iterator[Sample]
     if fmt == "locomo":
         samples = (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
     elif fmt == "longmemeval":
@@ -133,7 +134,7 @@ def _read_json(path: Path) -> Any:
         raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
 
 
-def _expect_list(data: Any, path: Path) -> list:
+def _expect_list(data: Any, path: Path) -> list[Any]:
     if not isinstance(data, list):
         raise RefindError(f"{path}: expected a JSON list at the top level")
     return data
@@ -180,7 +181,7 @@ def _dia_key(dia_id: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None  # "D30:05" and "D30:5" name the same turn
 
 
-def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
+def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
     user_id = str(sample["sample_id"])
     conv = sample["conversation"]
     sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key)))
@@ -231,7 +232,7 @@ def load_locomo_sample(sample: dict, skipped: Skipped) -> Sample:
     return Sample(user_id, tuple(requests), tuple(questions))
 
 
-def _distinct(items) -> tuple[str, ...]:
+def _distinct(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
@@ -240,14 +241,14 @@ def _distinct(items) -> tuple[str, ...]:
 LONGMEMEVAL_TIME = "%Y/%m/%d (%a) %H:%M"
 
 
-def _longmemeval(data: list, role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
+def _longmemeval(data: list[Any], role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
     for item in data:
         sample = load_longmemeval_question(item, role_faithful, skipped)
         if sample is not None:
             yield sample
 
 
-def load_longmemeval_question(item: dict, role_faithful: bool, skipped: Skipped) -> Sample | None:
+def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped: Skipped) -> Sample | None:
     qid = str(item["question_id"])
     if qid.endswith("_abs"):
         skipped.add("longmemeval abstention question")
@@ -326,7 +327,7 @@ def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
             )
 
 
-def load_memdaily_group(user_id: str, timelines: list[dict], skipped: Skipped) -> Sample:
+def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: Skipped) -> Sample:
     requests: list[AddRequest] = []
     questions: list[Question] = []
     for timeline in timelines:

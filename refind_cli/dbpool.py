@@ -98,7 +98,7 @@ class _Job:
 
     def __init__(self, request: AddRequest) -> None:
         self.request = request
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
 
 
 _STOP = object()
@@ -110,7 +110,7 @@ class GroupWriter:
     def __init__(self, open_store: StoreFactory, *, max_batch: int = 64) -> None:
         self._open = open_store
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stopped = False
@@ -119,12 +119,13 @@ class GroupWriter:
 
     # ---- the public, thread-safe side ---------------------------------------------------------------------
 
-    def submit_add(self, request: AddRequest) -> Future:
+    def submit_add(self, request: AddRequest) -> Future[Any]:
         """Queue one Add; the future resolves to its AddOutcome (or raises its RefindError) after COMMIT."""
         return self._submit(_Job(request))
 
     def add(self, request: AddRequest) -> AddOutcome:
-        return self.submit_add(request).result()
+        outcome: AddOutcome = self.submit_add(request).result()
+        return outcome
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Finish every queued job, then stop the thread and close its connection."""
@@ -135,7 +136,7 @@ class GroupWriter:
             self._queue.put(_STOP)
             thread.join(timeout)
 
-    def _submit(self, job: _Job) -> Future:
+    def _submit(self, job: _Job) -> Future[Any]:
         with self._lock:
             if self._stopped:
                 raise ShuttingDown("the server is shutting down; retry the request")

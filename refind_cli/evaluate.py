@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import datasets
 from .datasets import Question, Sample, Skipped
@@ -37,6 +37,9 @@ from .errors import RefindError
 from .settings import EVAL_BUDGETS as BUDGETS
 from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
+
+if TYPE_CHECKING:
+    from .search import SearchConfig
 
 JOIN = "\n\n"
 MODES = ("bm25", "agent")
@@ -139,7 +142,7 @@ def _mean_recall(rows: list[list[float]]) -> dict[str, float]:
 
 def render_message(message: StoredMessage) -> str:
     """One message exactly as refind renders it in an evidence block: ``[YYYY-MM-DD HH:MM] role: content``."""
-    from .search import render_line
+    from .blocks import render_line
 
     return render_line(message.said_at, message.role, message.content)
 
@@ -205,7 +208,7 @@ class BaselineBM25:
         return Hits([render_message(messages[i]) for i in ranked])
 
 
-def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze"):
+def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze") -> SearchConfig:
     """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type."""
     from .search import SearchConfig
 
@@ -254,7 +257,7 @@ def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
         if kind in (tuple, list):
             return tuple(p.strip() for p in text.split(",") if p.strip())
     except ValueError:
-        raise RefindError(f"--variant {key}={raw}: expected a {kind.__name__}") from None
+        raise RefindError(f"--variant {key}={raw}: expected a {getattr(kind, '__name__', kind)}") from None
     return text
 
 
@@ -287,10 +290,7 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
         result = planner.agent_search(
             store, user_id, query, top_k=top_k, options=tuple(options), config=config, **planner_kwargs
         )
-        blocks = getattr(result, "blocks", result)
-        return Hits(
-            [b.content for b in blocks], llm_calls=getattr(result, "llm_calls", 0), tokens=getattr(result, "tokens", 0)
-        )
+        return Hits([b.content for b in result.blocks], llm_calls=result.llm_calls, tokens=result.tokens)
 
     return run
 

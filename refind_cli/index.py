@@ -18,7 +18,7 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -88,7 +88,9 @@ def build_index(
     return assemble(turns, vocab, data, indices, indptr)
 
 
-def assemble(turns: list[Turn], vocab: dict[str, int], data, indices, indptr) -> TurnIndex:
+def assemble(
+    turns: list[Turn], vocab: dict[str, int], data: np.ndarray, indices: np.ndarray, indptr: np.ndarray
+) -> TurnIndex:
     """A TurnIndex from turns and a score matrix (freshly built, or loaded with :func:`from_blob`)."""
     import numpy as np
 
@@ -162,8 +164,8 @@ def eligible(
     *,
     date_from: int | None = None,
     date_to: int | None = None,
-    skip_sessions: Sequence[str] = (),
-    skip_turns: Sequence[str] = (),
+    skip_sessions: Collection[str] = (),
+    skip_turns: Collection[str] = (),
 ) -> np.ndarray:
     """The boolean mask of turns a search may rank (see the module docstring)."""
     import numpy as np

@@ -119,7 +119,7 @@ class UserState:
     idx: np.ndarray  # int32 index inside the Add request
     lengths: np.ndarray  # int64 length in tokens
     nbytes: int
-    views: dict[tuple, TurnIndex] = field(default_factory=dict)
+    views: dict[tuple[Any, ...], TurnIndex] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def view(self, cutoff: int | None, as_of: int | None, k1: float, b: float) -> TurnIndex:
@@ -256,8 +256,10 @@ class LivePostings:
         out: dict[str, int] = {}
         for seg_id, seg in self.segments.items():
             visible = (self.seg_pos[seg_id] >= 0)[seg.docs]
-            counts = np.add.reduceat(visible.astype(np.int64), seg.indptr[:-1]) if len(seg.docs) else []
-            for term, c in zip(seg.terms, np.asarray(counts).tolist(), strict=False):
+            if not len(seg.docs):
+                continue
+            counts = np.add.reduceat(visible.astype(np.int64), seg.indptr[:-1])
+            for term, c in zip(seg.terms, counts.tolist(), strict=True):
                 if c:
                     out[term] = out.get(term, 0) + c
         return out

@@ -123,7 +123,9 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
     )
 
 
-def _csc(seqs, lengths, terms: list[str], term_ids, docs, tf) -> Segment:
+def _csc(
+    seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
+) -> Segment:
     """A segment from unordered (term id, doc, tf) triples; terms without postings are dropped."""
     import numpy as np
 
@@ -235,7 +237,7 @@ def watermark(conn: sqlite3.Connection) -> int:
 
 
 def max_seq(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()[0]
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()[0])
 
 
 def pending(conn: sqlite3.Connection) -> bool:

@@ -259,7 +259,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
                 json.dumps([content_hash(r[1]) for r in rows]),
             ),
         )
-        tombstone_id = cur.lastrowid
+        tombstone_id = int(cur.lastrowid or 0)
         store.bump_user(user_id)
         store.record_event(
             "forget",

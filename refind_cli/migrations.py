@@ -139,7 +139,7 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM _migrations").fetchone()[0]
+    return int(conn.execute("SELECT count(*) FROM _migrations").fetchone()[0])
 
 
 @migration

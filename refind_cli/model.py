@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from . import settings
 from .errors import ModelError
@@ -48,7 +49,7 @@ class Reply:
     model: str = ""
 
 
-Complete = Callable[[list[dict]], Reply]
+Complete = Callable[[list[dict[str, Any]]], Reply]
 
 
 def litellm_complete(
@@ -77,7 +78,7 @@ def litellm_complete(
         status = getattr(exc, "status_code", None) or 0
         return isinstance(exc, transient) or status in (408, 429) or status >= 500
 
-    def complete(messages: list[dict]) -> Reply:
+    def complete(messages: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()
         attempt = 0
         while True:
@@ -139,7 +140,7 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
     return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
 
-def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # type: ignore[no-untyped-def]
+def _check_model(litellm: Any, model: str, api_base: str | None) -> str | None:
     """Resolve the provider and credentials up front; return the api_key to pass (None = the provider's own)."""
     try:
         provider = litellm.get_llm_provider(model, api_base=api_base)[1]
@@ -164,7 +165,7 @@ def _check_model(litellm, model: str, api_base: str | None) -> str | None:  # ty
     return None
 
 
-def _reasoning(litellm, model: str) -> bool:  # type: ignore[no-untyped-def]
+def _reasoning(litellm: Any, model: str) -> bool:
     try:
         return bool(litellm.supports_reasoning(model))
     except Exception:
@@ -192,7 +193,7 @@ def _describe(exc: BaseException) -> str:
     return f"HTTP {status}: {text}" if status else text
 
 
-def _cost(litellm, response) -> float | None:  # type: ignore[no-untyped-def]
+def _cost(litellm: Any, response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
     if cost is None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from . import settings
 
+if TYPE_CHECKING:
+    from .store import Store
+
+DEFAULT_DB = Path(settings.DEFAULT_DB)
 DbOption = Annotated[
     Path,
     typer.Option("--db", envvar=settings.ENV_DB, help="SQLite database file.", show_default=True),
@@ -27,7 +31,7 @@ RetentionOption = Annotated[
 ]
 
 
-def open_store(db: Path, retention: str | None):
+def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from .render import index_progress
     from .store import Store

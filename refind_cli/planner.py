@@ -46,7 +46,8 @@ from .model import Complete, Reply
 from .trace import Event
 
 if TYPE_CHECKING:
-    from .search import Block, SearchConfig, UserIndex
+    from .blocks import Block
+    from .search import SearchConfig, UserIndex
     from .store import Store
 
 ACTIONS = ("search_chatrecord", "take_note", "finish_search")
@@ -280,26 +281,26 @@ class _Run:
     def __init__(
         self,
         *,
-        store,
-        user_id,
-        question,
-        top_k,
-        options,
-        model,
-        model_name,
-        max_actions,
-        hits_per_search,
-        hit_chars,
-        on_event,
-        outer,
-        clock,
-    ) -> None:  # type: ignore[no-untyped-def]
+        store: Store,
+        user_id: str,
+        question: str,
+        top_k: int,
+        options: tuple[str, ...],
+        model: Complete,
+        model_name: str | None,
+        max_actions: int,
+        hits_per_search: int,
+        hit_chars: int,
+        on_event: Callable[[Event], None] | None,
+        outer: tuple[int | None, int | None],
+        clock: Callable[[], int],
+    ) -> None:
         self.hit_chars = hit_chars
         self.store, self.user_id, self.question, self.top_k = store, user_id, question, top_k
         self.options, self.model, self.model_name = options, model, model_name
         self.max_actions, self.hits_per_search = max_actions, hits_per_search
         self.on_event, self.outer, self.clock = on_event, outer, clock
-        self.index: UserIndex | None = None
+        self.index: UserIndex  # attached by agent_search before loop() runs
         self.events: list[Event] = []
         self.stats = Stats()
         self.started_at = clock()
@@ -386,7 +387,7 @@ class _Run:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent :]
-        reply = self.model(list(self.messages))
+        reply: Reply = self.model(list(self.messages))
         self.stats.add(reply)
         self.stats.actions = self.step
         self.messages.append({"role": "assistant", "content": reply.content})
@@ -418,10 +419,11 @@ class _Run:
         self._say(message)
 
     def _search(self, action: Action, skip_mode: str) -> None:
-        from .search import Skip, parse_date
+        from .contract import parse_date
+        from .search import Skip
 
         keywords = action.args["keywords"]
-        bounds = []
+        bounds: list[int | None] = []
         for key, end in (("date_from", False), ("date_to", True)):
             value = action.args.get(key)
             if value is None:
@@ -626,7 +628,7 @@ def _latest_said(index: UserIndex) -> str | None:
     """The day of the latest said-at in the user's log (YYYY/MM/DD), so the planner can resolve "last week"."""
     import numpy as np
 
-    from .search import format_time
+    from .blocks import format_time
 
     said = index.index.said_at
     if said.size == 0 or bool(np.isnan(said).all()):
@@ -638,7 +640,7 @@ def _date_bound(value: str | int | None, *, end: bool) -> int | None:
     """A caller's date bound as Unix ms (an int passes through; a string is parsed, InvalidInput when bad)."""
     if value is None or isinstance(value, int):
         return value
-    from .search import parse_date
+    from .contract import parse_date
 
     return parse_date(value, end=end)
 

@@ -7,12 +7,17 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .blocks import Block
 
 
 def console() -> Console:
@@ -80,7 +85,7 @@ def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-def print_blocks(blocks, *, query: str) -> None:
+def print_blocks(blocks: Sequence[Block], *, query: str) -> None:
     """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted."""
     from rich.panel import Panel
     from rich.text import Text
@@ -134,11 +139,12 @@ def _span(r: dict[str, Any], *, full: bool = False) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{n:,} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"
 
 
 def _retention(days: float | None) -> str:

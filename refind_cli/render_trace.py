@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console, Group, RenderableType
 from rich.rule import Rule
@@ -142,7 +142,7 @@ def print_trace(console: Console, events: Iterable[Event]) -> None:
 
 def searches_table(rows: list[StoredSearch]) -> Table:
     table = Table(title="stored agent searches (newest first)", title_justify="left")
-    for name, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("id", "left"),
         ("when (UTC)", "left"),
         ("user", "left"),
@@ -153,7 +153,8 @@ def searches_table(rows: list[StoredSearch]) -> Table:
         ("cost", "right"),
         ("ms", "right"),
         ("returned", "right"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(
             name,
             justify=justify,

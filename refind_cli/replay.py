@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
 from .errors import InvalidInput, RefindError
@@ -123,9 +123,9 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
     if head.startswith(b"\x1f\x8b"):
-        stream = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[arg-type]
+        stream = cast("IO[bytes]", gzip.GzipFile(fileobj=cast("IO[bytes]", _Prefixed(head, raw))))
     else:
-        stream = _Prefixed(head, raw)  # type: ignore[assignment]
+        stream = cast("IO[bytes]", _Prefixed(head, raw))
 
     def numbered() -> Iterator[tuple[int, bytes]]:
         try:
@@ -244,7 +244,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     yield from flush()
 
 
-def _parse_message_line(obj: dict, *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
+def _parse_message_line(obj: dict[str, Any], *, strict: bool) -> tuple[tuple[str, str, str | None], Message, list[str]]:
     ids = []
     for name in ("user_id", "session_id"):
         value = obj.get(name)

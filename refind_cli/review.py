@@ -66,7 +66,7 @@ _GROUP_COLUMNS = (
 )
 
 
-def _group(row: tuple) -> dict[str, Any]:
+def _group(row: tuple[Any, ...]) -> dict[str, Any]:
     sessions, requests, messages, s0, s1, r0, r1 = row
     return {
         "sessions": sessions,
@@ -189,7 +189,9 @@ def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[st
 EVENT_COLUMNS = ("id", "at", "kind", "user_id", "session_id", "request_id", "rows", "detail")
 
 
-def events(store: Store, *, user_id: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
+def events(
+    store: Store, *, user_id: str | None = None, kind: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
     """The audit log, newest first (``limit`` 0 = all)."""
     clauses, params = [], []
     if user_id is not None:

@@ -25,15 +25,12 @@ from typing import TYPE_CHECKING
 from . import index_cache
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
 from .contract import parse_date
+from .errors import InvalidInput
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
-from .search_config import (  # noqa: F401 (re-exported)
-    NEIGHBOUR_ROLES,
-    OVERLAP_POLICIES,
-    SKIP_MODES,
-    SearchConfig,
-    _check,
-    turn_tokenizer,
-)
+from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
+from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
+from .search_config import SKIP_MODES, _check, turn_tokenizer
+from .search_config import SearchConfig as SearchConfig
 from .tokenize import analyze
 from .turns import Turn, build_turns
 
@@ -60,7 +57,9 @@ class Skip:
 def _bound(value: str | int | None, *, end: bool) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int):
+        if isinstance(value, bool):
+            raise InvalidInput(f"a date must be ISO 8601 or Unix ms, got {value!r}")
         return value
     return parse_date(value, end=end)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from .errors import InvalidInput
 from .index_store import DATE_WORDS
@@ -58,11 +59,11 @@ class SearchConfig:
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
 
-    def index_key(self) -> tuple:
+    def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""
         return (self.turn_unit, self.index_labels, self.index_dates, self.k1, self.b)
 
-    def with_(self, **changes) -> SearchConfig:
+    def with_(self, **changes: Any) -> SearchConfig:
         return replace(self, **changes)
 
 

@@ -15,6 +15,7 @@ each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never ho
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -37,6 +38,9 @@ from .contract import SearchRequest, parse_add, parse_search
 from .dbpool import GroupWriter, SerialStore, StorePool
 from .errors import InvalidInput, RefindError
 from .store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 log = logging.getLogger("refind.server")
 
@@ -130,7 +134,7 @@ class Runtime:
 
         return await anyio.to_thread.run_sync(lambda: parse(load_json(body)), limiter=self.parse_limiter)
 
-    async def add(self, body: bytes) -> dict:
+    async def add(self, body: bytes) -> dict[str, Any]:
         request = await self.parse(parse_add, body)
         outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
         return {
@@ -153,7 +157,7 @@ class Runtime:
         data = {"data": contract_items(blocks, request.top_k)}
         return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
-    def _blocks(self, store: Store, req: SearchRequest) -> list:
+    def _blocks(self, store: Store, req: SearchRequest) -> list[Any]:
         if self.complete is not None:
             from .planner import agent_search
 
@@ -170,7 +174,7 @@ class Runtime:
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
 
-    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict:
+    def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
         from .lifecycle import forget
 
         for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
@@ -211,9 +215,9 @@ def _warm_up() -> None:
         pass
 
 
-def contract_items(blocks: list, top_k: int) -> list[dict]:
+def contract_items(blocks: list[Any], top_k: int) -> list[dict[str, Any]]:
     """Blocks as the contract's search items: never more than top_k, id and content non-empty, score finite."""
-    items = []
+    items: list[dict[str, Any]] = []
     for block in blocks:
         if len(items) >= top_k:
             break
@@ -243,7 +247,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     rt = Runtime(cfg)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         rt.start()
         try:
             yield
@@ -399,17 +403,18 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
 
-    common = {
-        "host": host,
-        "port": port,
-        "access_log": False,
-        "log_config": LOG_CONFIG,
-        "server_header": False,
-        "timeout_keep_alive": 75,
-    }
+    common = functools.partial(
+        uvicorn.run,
+        host=host,
+        port=port,
+        access_log=False,
+        log_config=LOG_CONFIG,
+        server_header=False,
+        timeout_keep_alive=75,
+    )
     if workers == 1:
-        uvicorn.run(create_app(cfg), **common)
+        common(create_app(cfg))
         return
     create_app(cfg)  # fail here, once, if the settings or the database are wrong
     os.environ[SETTINGS_ENV] = settings_to_env(cfg)
-    uvicorn.run("refind_cli.server:app_from_env", factory=True, workers=workers, **common)
+    common("refind_cli.server:app_from_env", factory=True, workers=workers)

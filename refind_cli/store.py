@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import index_store, migrations
 from .contract import AddRequest
@@ -306,7 +306,7 @@ class Store:
         session_id: str | None = None,
         request_id: str | None = None,
         rows: int = 0,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         self.conn.execute(
             "INSERT INTO events (at, kind, user_id, session_id, request_id, rows, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -354,11 +354,12 @@ class Store:
     def tombstone_for(self, user_id: str, request_id: str) -> tuple[int, int] | None:
         """(id, at) of the newest tombstone that removed this request of this user, or None."""
         first = json.dumps(message_id(user_id, request_id, 0))
-        return self.conn.execute(
+        row = self.conn.execute(
             "SELECT id, at FROM tombstones WHERE user_id = ? AND (request_id = ? OR instr(message_ids, ?) > 0) "
             "ORDER BY id DESC LIMIT 1",
             (user_id, request_id, first),
         ).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
 
     def user_version(self, user_id: str) -> int:
         row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()

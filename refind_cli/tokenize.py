@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 # Bump whenever analyze() changes what it emits: persisted search indexes built by another version are then rebuilt.
 ANALYZER_VERSION = 1
@@ -228,7 +229,7 @@ STOPWORDS_EN = frozenset(
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> Any:  # a Stemmer.Stemmer (PyStemmer ships no type stubs)
     import Stemmer  # PyStemmer: C Snowball stemmers
 
     return Stemmer.Stemmer("english")

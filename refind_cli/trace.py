@@ -122,10 +122,11 @@ _COLUMNS = (
 )
 
 
-def _row(row: tuple) -> StoredSearch:
+def _row(row: tuple[Any, ...]) -> StoredSearch:
     *head, returned, trace = row
+    fields = dict(zip(_COLUMNS.replace(" ", "").split(",")[:-2], head, strict=True))
     return StoredSearch(
-        *head, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
+        **fields, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
     )
 
 
@@ -141,7 +142,7 @@ class _Retention:
     def sql(self) -> tuple[str, list[int]]:
         return ("at >= ?", [self.cutoff]) if self.cutoff is not None else ("1", [])
 
-    def visible(self, row: tuple) -> bool:
+    def visible(self, row: tuple[Any, ...]) -> bool:
         if self.cutoff is None:
             return True
         user_id, returned, trace = row[1], row[-2], row[-1]

@@ -62,10 +62,8 @@ def session_order(messages: Sequence[StoredMessage]) -> dict[str, list[StoredMes
         last_said: float = float("-inf")
         ordered = True
         for m in group:
-            said = m.said_at
-            if said is None:
-                said = last_said
-            elif said < last_said:
+            said: float = last_said if m.said_at is None else m.said_at
+            if said < last_said:
                 ordered = False
             last_said = said
             keyed.append((said, m.seq, m.idx, m))

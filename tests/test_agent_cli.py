@@ -56,6 +56,7 @@ def agent(cli, llm, *extra):
     )
 
 
+@pytest.mark.slow
 def test_trace_shows_every_step_and_inspect_re_renders_it_exactly(cli, filled, llm_server):
     llm_server.play(SEARCH, NOTE, FINISH)
     live = agent(cli, llm_server, "--trace")

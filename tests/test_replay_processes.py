@@ -11,6 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 
 def write_replay(path: Path, user: str, n_requests: int, per_request: int = 10) -> int:
     with path.open("w", encoding="utf-8") as f:

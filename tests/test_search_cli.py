@@ -71,6 +71,7 @@ def test_unknown_mode_is_refused(filled):
     assert filled("search", "Lisbon", "--user", "alice", "--mode", "vector").exit_code == 2
 
 
+@pytest.mark.slow
 def test_bm25_search_imports_no_litellm(tmp_path):
     db = tmp_path / "x.db"
     code = (

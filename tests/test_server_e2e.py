@@ -16,6 +16,8 @@ import pytest
 
 from refind_cli.store import Store
 
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 TOKEN = "e2e-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -13,6 +13,8 @@ from schemathesis import GenerationMode
 
 from refind_cli.server import ServerSettings, create_app
 
+pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make test-fast` skips them
+
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
 @pytest.mark.parametrize(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .. import render
 from ..contract import Message, parse_add, parse_date
 from ..errors import Conflict, InvalidInput
-from ..options import DbOption, JsonOption, QuietOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -58,7 +61,7 @@ def add(
     strict: Annotated[
         bool, typer.Option("--strict", help="Refuse unknown fields; check the whole file first, store nothing if bad.")
     ] = False,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
@@ -112,7 +115,7 @@ def _parse_at(value: str) -> int:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
 
 
-def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
+def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
     err = render.error_console()
     show_bar = not quiet and not as_json and err.is_terminal
     progress = task = None
@@ -126,7 +129,7 @@ def _replay(store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> No
         progress.start()
 
     def on_progress(done: int, total: int | None) -> None:
-        if progress is not None:
+        if progress is not None and task is not None:
             progress.update(task, completed=done, total=total)
 
     def on_problem(line: str) -> None:

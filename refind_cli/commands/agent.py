@@ -4,8 +4,12 @@ print the evidence and where the trace is stored."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import render
+
+if TYPE_CHECKING:
+    from ..trace import Event
 
 
 def run_agent(
@@ -35,7 +39,7 @@ def run_agent(
 
         live = render.error_console() if as_json else render.console()
 
-        def on_event(ev):  # type: ignore[no-untyped-def]
+        def on_event(ev: Event) -> None:
             render_trace.print_event(live, ev)
 
     from .inspect import open_existing  # a typo in --db must not create an empty database

@@ -87,7 +87,7 @@ def eval_command(
         progress.start()
 
     def on_progress(done: int, total: int) -> None:
-        if progress is not None:
+        if progress is not None and task is not None:
             progress.update(task, completed=done, total=total)
 
     try:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import render
 from ..errors import NotFound
-from ..options import DbOption, JsonOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store import Store
 
 inspect_app = typer.Typer(
     help="Look into the database: users, sessions, turns, events and stored planner searches.\n\n"
@@ -25,33 +30,33 @@ def register(app: typer.Typer) -> None:
     app.add_typer(inspect_app, name="inspect")
 
 
-def _open(ctx: typer.Context, db: Path, retention: str | None):
+def _open(ctx: typer.Context, db: Path, retention: str | None) -> Store:
     """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
     db, retention = _shared(ctx, db=db, retention=retention)
     return open_existing(db, retention)
 
 
-def open_existing(db: Path, retention: str | None):
+def open_existing(db: Path, retention: str | None) -> Store:
     """open_store, refusing a path where no database is (a typo must not create an empty one)."""
     if not Path(db).exists():
         raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
     return open_store(db, retention)
 
 
-def _shared(ctx: typer.Context, **values):
+def _shared(ctx: typer.Context, **values: Any) -> list[Any]:
     parent = ctx.parent
     out = []
     for name, value in values.items():
         # compared by name: the enum class differs between click and the click that typer may bundle
         mine = getattr(ctx.get_parameter_source(name), "name", None)
         theirs = getattr(parent.get_parameter_source(name), "name", None) if parent is not None else None
-        if mine != "COMMANDLINE" and theirs == "COMMANDLINE":
+        if parent is not None and mine != "COMMANDLINE" and theirs == "COMMANDLINE":
             value = parent.params[name]
         out.append(value)
     return out
 
 
-def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
+def _show(ctx: typer.Context, data: Any, as_json: bool, table: Callable[[Any], Any]) -> None:
     (as_json,) = _shared(ctx, as_json=as_json)
     if as_json:
         render.print_json(data)
@@ -62,7 +67,7 @@ def _show(ctx: typer.Context, data, as_json: bool, table) -> None:
 @inspect_app.callback()
 def overview(
     ctx: typer.Context,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -81,7 +86,7 @@ def overview(
 
 @inspect_app.command("users")
 def users(
-    ctx: typer.Context, db: DbOption = "refind.db", retention: RetentionOption = None, as_json: JsonOption = False
+    ctx: typer.Context, db: DbOption = DEFAULT_DB, retention: RetentionOption = None, as_json: JsonOption = False
 ) -> None:
     """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
     from .. import review
@@ -95,7 +100,7 @@ def users(
 def user(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -115,7 +120,7 @@ def session(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Argument(metavar="USER", help="The user id.")],
     session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -135,7 +140,7 @@ def turn(
     ctx: typer.Context,
     turn_id: Annotated[str, typer.Argument(metavar="ID", help="A turn id (from `inspect session` or a search).")],
     neighbours: Annotated[int, typer.Option("--neighbours", "-n", min=0, help="Turns to show either side.")] = 2,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -153,7 +158,7 @@ def events(
     user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's events.")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Newest N events (0 = all).")] = 100,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -169,7 +174,7 @@ def events(
 def tombstones(
     ctx: typer.Context,
     user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -6,14 +6,18 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .. import render, settings
 from ..errors import InvalidInput
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
+
+if TYPE_CHECKING:
+    from ..lifecycle import ExportResult
+    from ..store import Store
 
 EXPIRE_HELP = """\
 Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
@@ -68,7 +72,7 @@ def register(app: typer.Typer) -> None:
 def expire(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
     user: OptionalUserOption = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: ExpireDaysOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -88,7 +92,7 @@ def forget(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Forget only this session.")] = None,
     request_id: Annotated[str | None, typer.Option("--request-id", help="Forget only this request.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -120,7 +124,7 @@ def export(
     user: UserOption,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Export only this session.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -142,7 +146,7 @@ def export(
         )
 
 
-def _export_to_file(store, user: str, session: str | None, output: Path):
+def _export_to_file(store: Store, user: str, session: str | None, output: Path) -> ExportResult:
     """Write next to the target and rename into place, so a failed export never leaves a partial file."""
     from .. import lifecycle
 

@@ -10,6 +10,7 @@ import typer
 from .. import render, settings
 from ..errors import InvalidInput
 from ..options import (
+    DEFAULT_DB,
     ApiBaseOption,
     DbOption,
     JsonOption,
@@ -59,7 +60,7 @@ def search(
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Search only what was stored by this time (ISO or Unix ms).")
     ] = None,
-    db: DbOption = settings.DEFAULT_DB,
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
     model: ModelOption = None,
@@ -70,7 +71,7 @@ def search(
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
-    from ..search import parse_date
+    from ..contract import parse_date
 
     if date_from:
         parse_date(date_from)
@@ -128,6 +129,6 @@ def _parse_as_of(value: str | None) -> int | None:
         if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
             raise InvalidInput(f"--as-of {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
         return ms
-    from ..search import parse_date
+    from ..contract import parse_date
 
     return parse_date(text, end=True)

@@ -9,7 +9,7 @@ import typer
 
 from .. import settings
 from ..errors import InvalidInput, RefindError
-from ..options import DbOption, RetentionOption
+from ..options import DEFAULT_DB, DbOption, RetentionOption
 
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
@@ -84,7 +84,7 @@ def serve(
             help="Seconds between retention sweeps while serving (0: off).",
         ),
     ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
-    db: DbOption = settings.DEFAULT_DB,
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
     from ..render import error_console

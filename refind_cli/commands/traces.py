@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import render
-from ..options import DbOption, JsonOption, OptionalUserOption, RetentionOption
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption
 
 SEARCHES_HELP = """\
 List stored agent searches, newest first: id, time, user, query, model, LLM calls, tokens, cost, duration.
@@ -31,7 +31,7 @@ def searches(
     ctx: typer.Context,
     user: OptionalUserOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.", min=1)] = 50,
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -57,7 +57,7 @@ def search(
     search_id: Annotated[
         str, typer.Argument(help="The id printed by `refind search` or listed by `inspect searches`.")
     ],
-    db: DbOption = "refind.db",
+    db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
