@@ -23,7 +23,7 @@ import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +82,9 @@ class ByteLRU:
         with self._lock:
             return list(self._items)
 
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(self.keys())
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -118,6 +121,7 @@ class UserState:
     recorded: np.ndarray  # int64 recorded-at
     idx: np.ndarray  # int32 index inside the Add request
     lengths: np.ndarray  # int64 length in tokens
+    text: np.ndarray  # int64 length of each row's text (for sizing the cache)
     nbytes: int
     views: dict[tuple[Any, ...], TurnIndex] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -324,18 +328,17 @@ def _assemble(
     said = np.empty(n, dtype=np.float64)
     recorded = np.empty(n, dtype=np.int64)
     idx = np.empty(n, dtype=np.int32)
+    text = np.zeros(n, dtype=np.int64)
     names = list(old.session_names) if old is not None else []
     code_of = {name: i for i, name in enumerate(names)}
-    text_bytes = 0
     missing = np.ones(n, dtype=bool)
     if old is not None and len(old.seqs):
         at = np.minimum(np.searchsorted(old.seqs, seqs), len(old.seqs) - 1)
         have = old.seqs[at] == seqs
         src = at[have]
         turns[have], session[have], said[have] = old.turns[src], old.session[src], old.said[src]
-        recorded[have], idx[have] = old.recorded[src], old.idx[src]
+        recorded[have], idx[have], text[have] = old.recorded[src], old.idx[src], old.text[src]
         missing = ~have
-        text_bytes = sum(len(t.messages[0].content) for t in turns[have].tolist())
     want = seqs[missing]
     if want.size:
         fetched = sorted(_read(conn, user_id, want), key=lambda m: m.seq)
@@ -349,15 +352,17 @@ def _assemble(
             said[row] = np.nan if m.said_at is None else float(m.said_at)
             recorded[row] = m.recorded_at
             idx[row] = m.idx
-            text_bytes += len(m.content)
+            text[row] = len(m.content)
     lengths = np.zeros(n, dtype=np.int64)
     seg_rows = {}
     for seg_id, seg in segments.items():
         rows = np.searchsorted(seqs, seg.seqs)
         seg_rows[seg_id] = rows
         lengths[rows] = seg.lengths
-    nbytes = sum(s.nbytes for s in segments.values()) + text_bytes + n * (MESSAGE_OVERHEAD + 40)
-    return UserState(version, segments, seg_rows, seqs, turns, session, names, said, recorded, idx, lengths, nbytes)
+    nbytes = sum(s.nbytes for s in segments.values()) + int(text.sum()) + n * (MESSAGE_OVERHEAD + 48)
+    return UserState(
+        version, segments, seg_rows, seqs, turns, session, names, said, recorded, idx, lengths, text, nbytes
+    )
 
 
 def _read(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray) -> list[StoredMessage]:

@@ -77,8 +77,12 @@ class Segment:
 
     @property
     def nbytes(self) -> int:
-        arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
-        return arrays + sum(len(t) + 120 for t in self.terms)  # a str and its dict entry cost ~100 bytes over its text
+        size = self.__dict__.get("_nbytes")
+        if size is None:
+            arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
+            size = arrays + sum(len(t) + 120 for t in self.terms)  # a str and its dict entry: ~100 bytes over its text
+            object.__setattr__(self, "_nbytes", size)
+        return int(size)
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         i = self.vocab.get(term)
