@@ -195,3 +195,27 @@ def test_verify_names_what_disagrees(store) -> None:
     with store.write():
         store.conn.execute("DELETE FROM index_segments")
     assert index_store.verify(store.conn) == ["1 stored message(s) missing from the index (first seq 1)"]
+
+
+def test_vocabulary_is_the_visible_terms_with_their_document_frequencies(db_path) -> None:
+    clock = [T0]
+    store = Store(db_path, clock=lambda: clock[0], retention_days=1)
+    for i, text in enumerate(["kayak on the lake", "kayak trip", "biscuit the dog"]):
+        store.add(
+            parse_add(
+                {
+                    "request_id": f"r{i}",
+                    "user_id": "alice",
+                    "session_id": "s",
+                    "messages": [{"role": "user", "content": text}],
+                }
+            )
+        )
+        clock[0] += DAY_MS // 2
+    want: dict[str, int] = {}
+    for m in store.user_messages("alice"):  # the first message is past retention by now
+        for t in set(index_store.message_tokens(m.content, m.said_at)):
+            want[t] = want.get(t, 0) + 1
+    assert index_cache.vocabulary(store, "alice") == want
+    assert want == {"kayak": 1, "trip": 1, "biscuit": 1, "dog": 1}
+    store.close()
