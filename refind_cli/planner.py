@@ -47,7 +47,8 @@ from .trace import Event
 
 if TYPE_CHECKING:
     from .blocks import Block
-    from .search import SearchConfig, UserIndex
+    from .search import UserIndex
+    from .search_config import SearchConfig
     from .store import Store
 
 ACTIONS = ("search_chatrecord", "take_note", "finish_search")

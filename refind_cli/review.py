@@ -140,7 +140,7 @@ def _session_messages(store: Store, user_id: str, session_id: str) -> list[Store
 
 def _turns(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     """The session as the index sees it: the retrieval's turns (default unit), chronological, with stable ids."""
-    from .search import SearchConfig
+    from .search_config import SearchConfig
     from .turns import build_turns
 
     return [

@@ -1,6 +1,6 @@
 """Every setting of refind in one place: defaults, the REFIND_* environment variables, and how they parse.
 
-The CLI's shared options (``refind_cli/options.py``) and the server read these; domain modules take plain values.
+The CLI's shared options (``refind_cli/cli/options.py``) and the server read these; domain modules take plain values.
 """
 
 from __future__ import annotations

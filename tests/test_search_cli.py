@@ -142,7 +142,7 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
 def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
     from rich.console import Console
 
-    from refind_cli import render_trace
+    from refind_cli.cli import render_trace
     from refind_cli.trace import Event
 
     evil = "zebra \x1b]0;pwned\x07 and \x1b[31mred\x1b[0m \x9b2J end"

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from refind_cli.contract import parse_add
-from refind_cli.dbpool import GroupWriter, SerialStore, ShuttingDown, StorePool
 from refind_cli.errors import Conflict
+from refind_cli.server.dbpool import GroupWriter, SerialStore, ShuttingDown, StorePool
 from refind_cli.store import Store
 
 

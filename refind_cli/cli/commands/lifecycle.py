@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .. import render, settings
-from ..errors import InvalidInput
+from ... import settings
+from ...errors import InvalidInput
+from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
 from .inspect import open_existing
 
 if TYPE_CHECKING:
-    from ..lifecycle import ExportResult
-    from ..store import Store
+    from ...lifecycle import ExportResult
+    from ...store import Store
 
 EXPIRE_HELP = """\
 Delete now every message recorded (stored) more than the retention window ago, and print counts per user.
@@ -76,7 +77,7 @@ def expire(
     retention: ExpireDaysOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     with open_existing(db, retention) as store:
         result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
@@ -96,7 +97,7 @@ def forget(
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     if session is not None and request_id is not None:
         raise InvalidInput("give --session or --request-id, not both (or neither, to forget the whole user)")
@@ -128,7 +129,7 @@ def export(
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import lifecycle
+    from ... import lifecycle
 
     with open_existing(db, retention) as store:
         if output is None or str(output) == "-":
@@ -148,7 +149,7 @@ def export(
 
 def _export_to_file(store: Store, user: str, session: str | None, output: Path) -> ExportResult:
     """Write next to the target and rename into place, so a failed export never leaves a partial file."""
-    from .. import lifecycle
+    from ... import lifecycle
 
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():

@@ -35,7 +35,7 @@ def searches(
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import trace
+    from ... import trace
     from .inspect import _open, _shared
 
     (as_json,) = _shared(ctx, as_json=as_json)  # `refind inspect --db X --json searches` as `… searches --json`
@@ -61,7 +61,7 @@ def search(
     retention: RetentionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    from .. import trace
+    from ... import trace
     from .inspect import _open, _shared
 
     (as_json,) = _shared(ctx, as_json=as_json)

@@ -21,8 +21,8 @@ from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .contract import SURROGATE_ESCAPE, refuse_lone_surrogates
-from .errors import InvalidInput, RefindError
+from ..contract import SURROGATE_ESCAPE, refuse_lone_surrogates
+from ..errors import InvalidInput, RefindError
 
 access_log = logging.getLogger("refind.access")
 log = logging.getLogger("refind.server")

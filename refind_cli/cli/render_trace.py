@@ -12,8 +12,8 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ..trace import Event, StoredSearch
 from .render import printable
-from .trace import Event, StoredSearch
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ...errors import NotFound
 from .. import render
-from ..errors import NotFound
 from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..store import Store
+    from ...store import Store
 
 inspect_app = typer.Typer(
     help="Look into the database: users, sessions, turns, events and stored planner searches.\n\n"
@@ -74,7 +74,7 @@ def overview(
     """Database path and size, schema version, users, sessions, messages, time ranges and retention."""
     if ctx.invoked_subcommand is not None:
         return  # the subcommand reads these options from ctx.parent
-    from .. import review
+    from ... import review
 
     with open_existing(db, retention) as store:
         data = review.overview(store)
@@ -89,7 +89,7 @@ def users(
     ctx: typer.Context, db: DbOption = DEFAULT_DB, retention: RetentionOption = None, as_json: JsonOption = False
 ) -> None:
     """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
-    from .. import review
+    from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.users(store)
@@ -108,7 +108,7 @@ def user(
 
     refind inspect user alice
     """
-    from .. import review
+    from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.user(store, user_id)
@@ -128,7 +128,7 @@ def session(
 
     refind inspect session alice s1
     """
-    from .. import review
+    from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.session(store, user_id, session_id)
@@ -145,7 +145,7 @@ def turn(
     as_json: JsonOption = False,
 ) -> None:
     """One turn with its neighbours in the same session."""
-    from .. import review
+    from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.turn(store, turn_id, neighbours=neighbours)
@@ -163,7 +163,7 @@ def events(
     as_json: JsonOption = False,
 ) -> None:
     """The audit log, newest first: every add, forget, expire and migration (counts and ids, never text)."""
-    from .. import review
+    from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.events(store, user_id=user_id, kind=kind, limit=limit)
@@ -179,7 +179,7 @@ def tombstones(
     as_json: JsonOption = False,
 ) -> None:
     """What forget removed, newest first: scope, ids, counts and content hashes (never text)."""
-    from .. import lifecycle
+    from ... import lifecycle
 
     with _open(ctx, db, retention) as store:
         data = lifecycle.tombstones(store, user_id=user_id)

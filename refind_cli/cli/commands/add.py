@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ...contract import Message, parse_add, parse_date
+from ...errors import Conflict, InvalidInput
 from .. import render
-from ..contract import Message, parse_add, parse_date
-from ..errors import Conflict, InvalidInput
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ...store import Store
 
 ADD_HELP = """\
 Store messages verbatim: one message from the shell, or a JSONL replay with --file.
@@ -82,7 +82,7 @@ def add(
         if timestamp is not None and at:
             raise InvalidInput("give --timestamp or --at, not both")
         ts = _parse_at(at) if at else timestamp
-        from ..replay import auto_request_id
+        from ...replay import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
         rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
@@ -136,7 +136,7 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         if not as_json:
             (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
 
-    from ..replay import replay
+    from ...replay import replay
 
     try:
         summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .. import render
 
 if TYPE_CHECKING:
-    from ..trace import Event
+    from ...trace import Event
 
 
 def run_agent(
@@ -29,8 +29,8 @@ def run_agent(
     show_trace: bool,
     as_json: bool,
 ) -> None:
-    from ..model import from_env
-    from ..planner import agent_search
+    from ...model import from_env
+    from ...planner import agent_search
 
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
     on_event = None

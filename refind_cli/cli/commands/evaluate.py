@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ...settings import EVAL_BUDGETS as BUDGETS
+from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
 from ..options import JsonOption, QuietOption
-from ..settings import EVAL_BUDGETS as BUDGETS
-from ..settings import EVAL_TOP_K as DEFAULT_TOP_K
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -62,7 +62,7 @@ def eval_command(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    from ..evaluate import EvalSettings, evaluate, parse_variants, systems_for
+    from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
 
     settings = EvalSettings(
         top_k=top_k,

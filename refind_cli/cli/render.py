@@ -17,7 +17,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .blocks import Block
+    from ..blocks import Block
 
 
 def console() -> Console:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from .. import render, settings
-from ..errors import InvalidInput
+from ... import settings
+from ...errors import InvalidInput
+from .. import render
 from ..options import (
     DEFAULT_DB,
     ApiBaseOption,
@@ -71,7 +72,7 @@ def search(
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
-    from ..contract import parse_date
+    from ...contract import parse_date
 
     if date_from:
         parse_date(date_from)
@@ -101,7 +102,7 @@ def search(
     from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
 
     with open_existing(db, retention) as store:
-        from ..search import search as bm25_search
+        from ...search import search as bm25_search
 
         blocks = bm25_search(
             store,
@@ -129,6 +130,6 @@ def _parse_as_of(value: str | None) -> int | None:
         if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
             raise InvalidInput(f"--as-of {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
         return ms
-    from ..contract import parse_date
+    from ...contract import parse_date
 
     return parse_date(text, end=True)

@@ -31,13 +31,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import settings as defaults
+from .. import settings as defaults
+from ..contract import SearchRequest, parse_add, parse_search
+from ..errors import InvalidInput, RefindError
+from ..store import Store
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
-from .contract import SearchRequest, parse_add, parse_search
 from .dbpool import GroupWriter, SerialStore, StorePool
-from .errors import InvalidInput, RefindError
-from .store import Store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -107,7 +107,7 @@ class Runtime:
         self._sweeper: threading.Thread | None = None
         self.complete = self.model_name = None
         if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
-            from .model import from_env
+            from ..model import from_env
 
             self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
 
@@ -159,7 +159,7 @@ class Runtime:
 
     def _blocks(self, store: Store, req: SearchRequest) -> list[Any]:
         if self.complete is not None:
-            from .planner import agent_search
+            from ..planner import agent_search
 
             return agent_search(
                 store,
@@ -170,12 +170,12 @@ class Runtime:
                 model=self.complete,
                 model_name=self.model_name,
             ).blocks
-        from .search import search
+        from ..search import search
 
         return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
 
     def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
-        from .lifecycle import forget
+        from ..lifecycle import forget
 
         for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
             if value is not None and not value.strip():
@@ -190,7 +190,7 @@ class Runtime:
         """Delete what fell out of the retention window (the read-time predicate already hides it)."""
         if self.cfg.retention_days is None:
             return
-        from .lifecycle import expire
+        from ..lifecycle import expire
 
         with self.cfg.open_store() as store:
             expire(store)
@@ -208,7 +208,7 @@ class Runtime:
 def _warm_up() -> None:
     """Import and exercise the search path once, so the first real search does not pay for it."""
     try:
-        from .tokenize import analyze
+        from ..tokenize import analyze
 
         analyze("warming up the analyzer 预热")
     except Exception:  # only an optimisation
@@ -254,7 +254,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         finally:
             await asyncio.get_running_loop().run_in_executor(None, rt.close)
 
-    from . import __version__
+    from .. import __version__
 
     app = FastAPI(
         title="refind",

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from .errors import RefindError
+from ..errors import RefindError
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -57,7 +57,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .. import __version__
 
         typer.echo(f"refind {__version__}")
         raise typer.Exit()

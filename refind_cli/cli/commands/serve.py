@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .. import settings
-from ..errors import InvalidInput, RefindError
+from ... import settings
+from ...errors import InvalidInput, RefindError
 from ..options import DEFAULT_DB, DbOption, RetentionOption
 
 SERVE_HELP = """\
@@ -87,8 +87,8 @@ def serve(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
+    from ...server.app import ServerSettings, is_loopback
     from ..render import error_console
-    from ..server import ServerSettings, is_loopback
 
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in ("agent", "bm25"):
@@ -117,6 +117,6 @@ def serve(
         search_threads=search_threads,
         expire_interval_s=expire_interval,
     )
-    from ..server import run
+    from ...server.app import run
 
     run(cfg, host=host, port=port, workers=workers)

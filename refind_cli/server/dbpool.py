@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .contract import AddRequest
-from .errors import RefindError
-from .store import AddOutcome, Store
+from ..contract import AddRequest
+from ..errors import RefindError
+from ..store import AddOutcome, Store
 
 StoreFactory = Callable[[], Store]
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import settings
+from .. import settings
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..store import Store
 
 DEFAULT_DB = Path(settings.DEFAULT_DB)
 DbOption = Annotated[
@@ -33,8 +33,8 @@ RetentionOption = Annotated[
 
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
+    from ..store import Store
     from .render import index_progress
-    from .store import Store
 
     return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
 
