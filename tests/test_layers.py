@@ -14,7 +14,7 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, modules: set[str]) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     here = _module(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
@@ -36,14 +36,17 @@ def _imports(path: Path) -> set[str]:
                 target = node.module
             else:
                 continue
-            found.add(target)
-            found |= {f"{target}.{a.name}" for a in node.names}  # `from . import store` names a module
+            # `from . import store` is an edge to the module store, not to the package's __init__ (which any
+            # submodule import runs anyway); `from .store import Store` is an edge to store
+            subs = {f"{target}.{a.name}" for a in node.names} & modules
+            found |= subs or {target}
     return found
 
 
 def graph() -> dict[str, set[str]]:
     modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
-    return {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+    names = set(modules)
+    return {name: {m for m in _imports(path, names) if m in modules and m != name} for name, path in modules.items()}
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
