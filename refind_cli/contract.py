@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +26,8 @@ ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
 MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
 SEARCH_FIELDS = frozenset({"query", "user_id", "top_k", "options"})
 MAX_TOP_K = 1000
+SEARCH_MODES = ("agent", "bm25")  # agent: the LLM planner; bm25: BM25 alone
+MAX_AS_OF_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time parse_date can name
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,19 @@ class AddRequest:
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """One search, parsed once: what every surface (CLI, server, evaluator, Python API, MCP) hands to
+    :func:`refind_cli.retrieval.retrieve`. Build it with :func:`parse_search` (a contract body) or
+    :func:`search_request` (keyword values from a flag, an argument or a tool call)."""
+
     query: str
     user_id: str
     top_k: int
     options: tuple[str, ...] = ()
     unknown_fields: tuple[str, ...] = field(default=(), compare=False)
+    date_from: int | None = None  # Unix ms: only turns said at or after this
+    date_to: int | None = None  # Unix ms, inclusive (a bare date was turned into its day's last millisecond)
+    as_of: int | None = None  # Unix ms: only what the store had recorded by then
+    mode: str = "bm25"  # one of SEARCH_MODES
 
 
 # A \\uD800-style escape in raw JSON: the only way an unpaired surrogate gets into parsed text.
@@ -237,3 +248,107 @@ def parse_date(text: str, *, end: bool = False) -> int:
         dt = dt.replace(tzinfo=UTC)
     # exact integer arithmetic: int(dt.timestamp() * 1000) is a millisecond short for about 1 time in 100
     return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+# ---- a search from keyword values (CLI flags, Python API, MCP tool arguments) ----------------------------------
+
+CLI_NAMES = {
+    "query": "QUERY",
+    "user_id": "--user",
+    "top_k": "--top-k",
+    "date_from": "--date-from",
+    "date_to": "--date-to",
+    "as_of": "--as-of",
+    "options": "--option",
+    "mode": "--mode",
+}
+
+
+def search_request(
+    query: str,
+    user_id: str,
+    *,
+    top_k: int,
+    date_from: str | int | None = None,
+    date_to: str | int | None = None,
+    as_of: str | int | None = None,
+    options: Sequence[str] = (),
+    mode: str = "bm25",
+    max_top_k: int = MAX_TOP_K,
+    names: Mapping[str, str] | None = None,
+) -> SearchRequest:
+    """Check and parse one search's values ONCE (dates to Unix ms) into a :class:`SearchRequest`.
+
+    Dates are YYYY/MM/DD, YYYY-MM-DD, an ISO 8601 time or Unix ms; ``date_to`` as a bare date includes its whole
+    day; ``as_of`` is an ISO time or Unix ms (a bare date: the end of that day). Every fault raises
+    :class:`InvalidInput` naming the field — by ``names[field]`` when given (the CLI passes :data:`CLI_NAMES`).
+    """
+
+    def name(key: str) -> str:
+        return (names or {}).get(key, key)
+
+    if not isinstance(query, str):
+        raise InvalidInput(f"{name('query')}: must be a string, got {_json_type(query)}")
+    if not query.strip():
+        raise InvalidInput(f"{name('query')}: must be a non-empty string")
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise InvalidInput(f"{name('user_id')}: must be a non-empty string")
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise InvalidInput(f"{name('top_k')}: must be an integer, got {_json_type(top_k)}")
+    if not 1 <= top_k <= max_top_k:
+        raise InvalidInput(f"{name('top_k')}: must be between 1 and {max_top_k}, got {top_k}")
+    lo = _date_value(date_from, name("date_from"), end=False)
+    hi = _date_value(date_to, name("date_to"), end=True)
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidInput(f"{name('date_from')} {date_from} is after {name('date_to')} {date_to}: nothing can match")
+    if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+        raise InvalidInput(f"{name('options')}: must be a list of strings")
+    mode_text = mode.strip().lower() if isinstance(mode, str) else mode
+    if mode_text not in SEARCH_MODES:
+        raise InvalidInput(f"{name('mode')}: must be {' or '.join(SEARCH_MODES)}, got {mode!r}")
+    return SearchRequest(
+        query,
+        user_id,
+        top_k,
+        tuple(options),
+        date_from=lo,
+        date_to=hi,
+        as_of=parse_as_of(as_of, name("as_of")),
+        mode=mode_text,
+    )
+
+
+def _date_value(value: str | int | None, name: str, *, end: bool) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_AS_OF_MS:
+            raise InvalidInput(f"{name}: {value} is not a time in Unix milliseconds (0 to {MAX_AS_OF_MS})")
+        return value
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name}: must be a date string such as 2023-05-08, got {_json_type(value)}")
+    try:
+        return parse_date(value, end=end)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{name}: {exc.message}") from None
+
+
+def parse_as_of(value: str | int | None, name: str = "as_of") -> int | None:
+    """A search's ``as_of``: Unix ms (digits or an int) or an ISO time / date (a bare date: its last millisecond)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise InvalidInput(f"{name}: must be an ISO 8601 time or Unix milliseconds, got {_json_type(value)}")
+    if text.isdigit():
+        ms = int(text)
+        if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
+            raise InvalidInput(f"{name} {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
+        return ms
+    try:
+        return parse_date(text, end=True)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{name}: {exc.message}") from None

@@ -10,8 +10,8 @@ per-user index build (measured by the scale benchmark instead) stays out of the 
 
 **The systems**, asked the same questions in the same run against the same database:
 
-* ``refind`` — :func:`refind_cli.search.search`, the very function behind ``refind search`` (``--mode bm25``), or
-  the planner's ``agent_search`` (``--mode agent``);
+* ``refind`` — :func:`refind_cli.retrieval.retrieve`, the very call behind ``refind search`` (BM25 with
+  ``--mode bm25``, the planner's ``agent_search`` with ``--mode agent``);
 * ``baseline`` — plain BM25 (bm25s, k1 = 1.2, b = 0.75): one document per message, the same tokenizer, no session
   fusion, no neighbours, the top_k messages rendered one per line as refind renders a message.
 
@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import datasets
+from .contract import SEARCH_MODES, SearchRequest
 from .datasets import Question, Sample, Skipped
 from .errors import RefindError
+from .retrieval import Planner, retrieve
 from .settings import EVAL_BUDGETS as BUDGETS
 from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
     from .search_config import SearchConfig
 
 JOIN = "\n\n"
-MODES = ("bm25", "agent")
 TOKENIZERS = ("analyze", "plain")  # refind's analyzer (CJK bigrams, Snowball) / the English-only word splitter
 
 
@@ -271,33 +272,38 @@ def parse_variants(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def refind_bm25(config: Any) -> Searcher:
-    """The searcher behind ``refind search --mode bm25``."""
-    from . import search
+def refind_searcher(mode: str, config: Any = None, planner: Planner | None = None) -> Searcher:
+    """The searcher behind ``refind search --mode MODE``: the same request and the same ``retrieve`` call; counts
+    the planner's LLM calls and tokens in agent mode."""
 
     def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K) -> Hits:
-        blocks = search.search(store, user_id, query, top_k=top_k, options=tuple(options), config=config)
-        return Hits([b.content for b in blocks])
+        found = retrieve(
+            store, SearchRequest(query, user_id, top_k, tuple(options), mode=mode), planner=planner, config=config
+        )
+        agent = found.agent
+        return Hits(
+            [b.content for b in found.blocks],
+            llm_calls=agent.llm_calls if agent else 0,
+            tokens=agent.tokens if agent else 0,
+        )
 
     return run
+
+
+def refind_bm25(config: Any) -> Searcher:
+    """The searcher behind ``refind search --mode bm25``."""
+    return refind_searcher("bm25", config)
 
 
 def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
-    """The searcher behind ``refind search --mode agent`` (the LLM planner); counts its LLM calls and tokens."""
-    from . import planner
-
-    def run(store: Store, *, user_id: str, query: str, options: Sequence[str] = (), top_k: int = DEFAULT_TOP_K) -> Hits:
-        result = planner.agent_search(
-            store, user_id, query, top_k=top_k, options=tuple(options), config=config, **planner_kwargs
-        )
-        return Hits([b.content for b in result.blocks], llm_calls=result.llm_calls, tokens=result.tokens)
-
-    return run
+    """The searcher behind ``refind search --mode agent`` (the LLM planner); ``planner_kwargs`` are
+    :class:`~refind_cli.retrieval.Planner` fields (model, model_name, max_actions, record)."""
+    return refind_searcher("agent", config, Planner(**planner_kwargs))
 
 
 def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
-    if settings.mode not in MODES:
-        raise RefindError(f"unknown mode {settings.mode!r}; use one of {', '.join(MODES)}")
+    if settings.mode not in SEARCH_MODES:
+        raise RefindError(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
     config = search_config(settings.variants, settings.tokenizer)
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
     systems = {"refind": main}

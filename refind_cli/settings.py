@@ -14,6 +14,7 @@ DEFAULT_RETENTION_DAYS = 30.0
 
 ENV_DB = "REFIND_DB"
 ENV_RETENTION_DAYS = "REFIND_RETENTION_DAYS"
+ENV_USER = "REFIND_USER"  # `refind mcp --user`: the one user an MCP server serves
 
 # Search (retrieval)
 DEFAULT_MODE = "agent"

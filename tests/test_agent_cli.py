@@ -148,20 +148,21 @@ def _imports_after(args_list, tmp_path):
         f"for args in {args_list!r}:\n"
         f"    sys.argv = ['refind', *args, '--db', {str(db)!r}] if args != ['--help'] else ['refind', '--help']\n"
         "    try:\n        main()\n    except SystemExit as e:\n        assert not e.code, (args, e.code)\n"
-        "print('LOADED', [m for m in ('litellm', 'openai') if m in sys.modules])\n"
+        "print('LOADED', [m for m in ('litellm', 'openai', 'mcp', 'fastapi') if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
 
-def test_help_and_bm25_commands_never_import_litellm(tmp_path):
+def test_help_and_bm25_commands_never_import_litellm_mcp_or_fastapi(tmp_path):
     line = _imports_after(
         [
             ["--help"],
             ["add", "--file", str(FIXTURES / "conversations.jsonl"), "-q"],
             ["search", "Lisbon", "--user", "alice", "--mode", "bm25"],
             ["search", "--help"],
+            ["mcp", "--help"],
             ["inspect", "searches"],
         ],
         tmp_path,

@@ -81,7 +81,7 @@ def test_bm25_search_imports_no_litellm(tmp_path):
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         f"sys.argv = ['refind', 'search', 'Lisbon', '--user', 'alice', '--mode', 'bm25', '--json', '--db', {str(db)!r}]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "heavy = [m for m in ('litellm', 'fastapi', 'openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('litellm', 'fastapi', 'openai', 'mcp') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -73,10 +73,10 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, evaluate, inspect, lifecycle, search, serve, traces
+    from .commands import add, evaluate, inspect, lifecycle, mcp, search, serve, traces
 
     traces.register(inspect.inspect_app)  # here, not in inspect.py: traces.py imports inspect's helpers
-    for module in (add, search, evaluate, serve, lifecycle, inspect):
+    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect):
         module.register(app)
 
 

@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import settings as defaults
-from ..contract import SearchRequest, parse_add, parse_search
+from ..contract import SEARCH_MODES, SearchRequest, parse_add, parse_search
 from ..errors import InvalidInput, RefindError
 from ..store import Store
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
@@ -41,6 +41,8 @@ from .dbpool import GroupWriter, SerialStore, StorePool
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from ..blocks import Block
 
 log = logging.getLogger("refind.server")
 
@@ -157,22 +159,13 @@ class Runtime:
         data = {"data": contract_items(blocks, request.top_k)}
         return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
-    def _blocks(self, store: Store, req: SearchRequest) -> list[Any]:
-        if self.complete is not None:
-            from ..planner import agent_search
+    def _blocks(self, store: Store, req: SearchRequest) -> list[Block]:
+        from dataclasses import replace
 
-            return agent_search(
-                store,
-                req.user_id,
-                req.query,
-                top_k=req.top_k,
-                options=req.options,
-                model=self.complete,
-                model_name=self.model_name,
-            ).blocks
-        from ..search import search
+        from ..retrieval import Planner, retrieve
 
-        return search(store, req.user_id, req.query, top_k=req.top_k, options=req.options)
+        planner = Planner(model=self.complete, model_name=self.model_name)
+        return retrieve(store, replace(req, mode=self.cfg.mode), planner=planner).blocks
 
     def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
         from ..lifecycle import forget
@@ -241,7 +234,7 @@ def contract_items(blocks: list[Any], top_k: int) -> list[dict[str, Any]]:
 def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     """The contest app for these settings (tests build their own; ``refind serve`` runs one on uvicorn)."""
     cfg = cfg or ServerSettings()
-    if cfg.mode not in ("bm25", "agent"):
+    if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
     rt = Runtime(cfg)

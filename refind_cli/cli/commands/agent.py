@@ -3,26 +3,22 @@ print the evidence and where the trace is stored."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import render
 
 if TYPE_CHECKING:
+    from ...contract import SearchRequest
     from ...trace import Event
 
 
 def run_agent(
     db: Path,
     retention: str | None,
+    request: SearchRequest,
     *,
-    user: str,
-    query: str,
-    top_k: int,
-    date_from: str | None,
-    date_to: str | None,
-    options: tuple[str, ...],
-    as_of: int | None,
     model: str | None,
     api_base: str | None,
     max_actions: int,
@@ -30,36 +26,28 @@ def run_agent(
     as_json: bool,
 ) -> None:
     from ...model import from_env
-    from ...planner import agent_search
+    from ...retrieval import Planner, retrieve
 
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
-    on_event = None
+    on_event: Callable[[Event], None] | None = None
     if show_trace:
         from .. import render_trace
 
         live = render.error_console() if as_json else render.console()
 
-        def on_event(ev: Event) -> None:
+        def print_event(ev: Event) -> None:
             render_trace.print_event(live, ev)
+
+        on_event = print_event
 
     from .inspect import open_existing  # a typo in --db must not create an empty database
 
+    planner = Planner(model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event)
     with open_existing(db, retention) as store:
-        result = agent_search(
-            store,
-            user,
-            query,
-            top_k=top_k,
-            options=options,
-            model=complete,
-            model_name=model_name,
-            max_actions=max_actions,
-            as_of=as_of,
-            date_from=date_from,
-            date_to=date_to,
-            on_event=on_event,
-        )
-    blocks = result.blocks[:top_k]
+        found = retrieve(store, request, planner=planner)
+    result = found.agent
+    assert result is not None  # an agent-mode request
+    blocks = found.blocks
     if as_json:
         render.print_json(
             {
@@ -71,7 +59,7 @@ def run_agent(
             }
         )
         return
-    render.print_blocks(blocks, query=query)
+    render.print_blocks(blocks, query=request.query)
     s = result.stats
     render.console().print(
         f"agent search {result.search_id} · {s.llm_calls} LLM calls · {s.prompt_tokens + s.completion_tokens:,} "

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from ... import settings
-from ...errors import InvalidInput
 from .. import render
 from ..options import (
     DEFAULT_DB,
@@ -32,9 +31,6 @@ bm25 mode ranks the user's turns with BM25, fuses each turn's rank with its sess
 with its neighbouring turns. agent mode lets an LLM planner run several such searches. --json prints the
 contract's search response: {"data": [{"id", "content", "score", "created_at"}]}; no match prints {"data": []}.
 """
-
-MODES = ("agent", "bm25")
-MAX_AS_OF_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time parse_date can name
 
 
 def register(app: typer.Typer) -> None:
@@ -69,29 +65,26 @@ def search(
     max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
     show_trace: TraceOption = False,
 ) -> None:
-    mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
-    if mode not in MODES:
-        raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
-    from ...contract import parse_date
+    from ...contract import CLI_NAMES, search_request
 
-    if date_from:
-        parse_date(date_from)
-    if date_to:
-        parse_date(date_to, end=True)
-    cutoff = _parse_as_of(as_of)
-    if mode == "agent":
+    request = search_request(  # every value checked and parsed once, before anything is opened
+        query,
+        user,
+        top_k=top_k,
+        date_from=date_from,
+        date_to=date_to,
+        as_of=as_of,
+        options=tuple(options or ()),
+        mode=mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE,
+        names=CLI_NAMES,
+    )
+    if request.mode == "agent":
         from .agent import run_agent  # the planner's wiring: model check, live trace, stored search
 
         run_agent(
             db,
             retention,
-            user=user,
-            query=query,
-            top_k=top_k,
-            date_from=date_from,
-            date_to=date_to,
-            options=tuple(options or ()),
-            as_of=cutoff,
+            request,
             model=model,
             api_base=api_base,
             max_actions=max_actions,
@@ -99,37 +92,12 @@ def search(
             as_json=as_json,
         )
         return
+    from ...retrieval import retrieve
     from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
 
     with open_existing(db, retention) as store:
-        from ...search import search as bm25_search
-
-        blocks = bm25_search(
-            store,
-            user,
-            query,
-            top_k=top_k,
-            date_from=date_from,
-            date_to=date_to,
-            options=tuple(options or ()),
-            as_of=cutoff,
-        )
-    blocks = blocks[:top_k]
+        blocks = retrieve(store, request).blocks
     if as_json:
         render.print_json({"data": [b.as_contract() for b in blocks]})
         return
     render.print_blocks(blocks, query=query)
-
-
-def _parse_as_of(value: str | None) -> int | None:
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        ms = int(text)
-        if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
-            raise InvalidInput(f"--as-of {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
-        return ms
-    from ...contract import parse_date
-
-    return parse_date(text, end=True)

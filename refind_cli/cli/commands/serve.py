@@ -87,11 +87,12 @@ def serve(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
+    from ...contract import SEARCH_MODES
     from ...server.app import ServerSettings, is_loopback
     from ..render import error_console
 
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
-    if mode not in ("agent", "bm25"):
+    if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
     if max_body_mb <= 0:
         raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")

@@ -1,0 +1,125 @@
+"""Startup of `refind mcp`: from spawning the process to its first answered ``tools/list``, whole process, against
+`refind --help` (the cheapest thing the CLI does) and bare imports, measured in the same run.
+
+  .venv/bin/python bench/mcp_startup.py                 # 5 rounds
+  .venv/bin/python bench/mcp_startup.py --rounds 9
+
+Each round, in turn: ``python -c pass`` (the interpreter alone); ``python -c "import mcp.server.mcpserver"`` (the
+SDK's own import); ``python -m refind_cli --help``; and ``python -m refind_cli mcp --user bench --db TMP`` spoken
+to over its stdin/stdout as an MCP client does — ``initialize``, ``notifications/initialized``, ``tools/list`` —
+timed until the tools/list answer is read (the client is plain JSON-RPC lines in this process, so it adds no import
+of its own). Besides wall time each process's CPU time (user + sys, from the OS) is shown: wall time moves with the
+machine's load, CPU time much less. Goal (issue 12): wall ≤ 1.0 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOL = "2025-11-25"
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_command(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    cpu0, t0 = _cpu(), time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0, _cpu() - cpu0
+
+
+def mcp_until_tools(db: Path, env: dict[str, str]) -> tuple[float, float, int]:
+    """Spawn `refind mcp`, initialize, list tools; wall seconds to the tools/list answer, CPU seconds, tool count."""
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "bench", "--db", str(db)]
+    cpu0, t0 = _cpu(), time.perf_counter()
+    proc = subprocess.Popen(
+        argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: int) -> dict:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                if "error" in message:
+                    raise RuntimeError(f"refind mcp answered an error: {message['error']}")
+                return message["result"]
+        raise RuntimeError("refind mcp closed its output before answering")
+
+    client = {"name": "bench", "version": "0"}
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": client},
+        }
+    )
+    answer(1)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+    tools = answer(2)["tools"]
+    wall = time.perf_counter() - t0
+    proc.stdin.close()
+    proc.wait(30)
+    return wall, _cpu() - cpu0, len(tools)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("REFIND_MODEL", None)  # bm25 mode: agent mode resolves its model (and imports litellm) at launch
+    rows: dict[str, list[tuple[float, float]]] = {
+        "python -c pass": [],
+        "import mcp.server.mcpserver": [],
+        "refind --help": [],
+        "refind mcp → first tools/list": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="refind-mcp-bench-") as tmp:
+        db = Path(tmp) / "bench.db"
+        for _ in range(args.rounds):
+            rows["python -c pass"].append(run_command([sys.executable, "-c", "pass"], env))
+            rows["import mcp.server.mcpserver"].append(
+                run_command([sys.executable, "-c", "import mcp.server.mcpserver"], env)
+            )
+            rows["refind --help"].append(run_command([sys.executable, "-m", "refind_cli", "--help"], env))
+            wall, cpu, n = mcp_until_tools(db, env)
+            assert n >= 4, n
+            rows["refind mcp → first tools/list"].append((wall, cpu))
+    help_wall = statistics.median(w for w, _ in rows["refind --help"])
+    print(f"`refind mcp` startup, {args.rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n")
+    print("| process | wall median (s) | wall min (s) | CPU median (s) | wall / `refind --help` |")
+    print("|---|---|---|---|---|")
+    for name, values in rows.items():
+        walls = [w for w, _ in values]
+        cpus = [c for _, c in values]
+        median = statistics.median(walls)
+        print(
+            f"| {name} | {median:.2f} | {min(walls):.2f} | {statistics.median(cpus):.2f} | {median / help_wall:.1f}× |"
+        )
+    verdict = "meets" if statistics.median(w for w, _ in rows["refind mcp → first tools/list"]) <= 1.0 else "misses"
+    print(f"\nGoal: `refind mcp` to its first answered tools/list ≤ 1.0 s wall — this run {verdict} it.")
+
+
+if __name__ == "__main__":
+    main()

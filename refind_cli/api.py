@@ -1,0 +1,351 @@
+"""refind's Python API: one :class:`Memory` per database file, the same functions the CLI and the server call.
+
+    from refind_cli import Memory
+
+    with Memory("memory.db") as memory:
+        memory.add("I adopted a cat named Biscuit", user="alice", session="s1", at="2023-05-08T13:56")
+        for hit in memory.search("cat's name", user="alice", top_k=3):
+            print(hit.score, hit.content)
+
+Every option is keyword-only; every failure is a :class:`~refind_cli.errors.RefindError` (``InvalidInput`` naming the
+field, ``Conflict``, ``Forgotten``, ``NotFound``, ``ModelError``); results are plain frozen dataclasses. Searches go
+through :func:`refind_cli.retrieval.retrieve` with a :class:`~refind_cli.contract.SearchRequest` built by
+:func:`~refind_cli.contract.search_request` — exactly as ``refind search`` does. A ``Memory`` may be shared by
+threads (calls take turns on its one SQLite connection); litellm is imported only by :meth:`Memory.agent_search`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import settings
+from .contract import AddRequest, Message, SearchRequest, parse_add, parse_date, search_request
+from .errors import InvalidInput, RefindError
+from .store import AddOutcome, Store, system_clock
+
+if TYPE_CHECKING:
+    from .blocks import Block
+    from .lifecycle import ExpireResult, ForgetResult
+    from .model import Complete
+    from .trace import Event
+
+MessageLike = Mapping[str, Any] | Message
+API_NAMES = {"user_id": "user"}  # the API's keyword for the user, in error messages
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One evidence block: the matching turn (the anchor) with up to two neighbouring turns of its session, one
+    message per line as ``[YYYY-MM-DD HH:MM] role: content``, oldest first."""
+
+    id: str  # the anchor turn's stable id
+    content: str
+    score: float  # strictly decreasing with rank
+    created_at: str  # ISO 8601 UTC: when the store recorded the anchor
+    session_id: str
+    said_at: int | None  # Unix ms when the anchor was said (None: unknown)
+    message_ids: tuple[str, ...]  # every message shown, chronological
+
+    @classmethod
+    def of(cls, block: Block) -> Evidence:
+        return cls(
+            block.id, block.content, block.score, block.created_at, block.session_id, block.said_at, block.message_ids
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """What the LLM planner found, with what it cost and where its trace is stored."""
+
+    evidence: list[Evidence]
+    path: str  # "notes" | "last_search" | "direct_bm25": which evidence policy produced it
+    search_id: str | None  # the stored trace (`refind inspect search ID`); None when not recorded
+    llm_calls: int
+    tokens: int
+    trace: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session of a user, as :meth:`Memory.sessions` lists them (most recent first)."""
+
+    session_id: str
+    messages: int
+    requests: int
+    first_said_at: int | None  # Unix ms (None: no message of it has a said-at)
+    last_said_at: int | None
+    last_recorded_at: int  # Unix ms when the store last received a message of it
+
+
+class Memory:
+    """One refind database (a SQLite file, created when missing) with a retention window.
+
+    ``retention_days``: messages recorded longer ago are hidden from every read and removed by :meth:`expire`
+    (default 30, at least 1; ``None`` keeps everything).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = settings.DEFAULT_DB,
+        *,
+        retention_days: float | None = settings.DEFAULT_RETENTION_DAYS,
+        clock: Callable[[], int] = system_clock,
+    ) -> None:
+        days = None if retention_days is None else settings.parse_retention(retention_days)
+        self._store = Store(os.fspath(path), retention_days=days, clock=clock)
+        self._lock = threading.RLock()
+
+    @property
+    def path(self) -> str:
+        return str(self._store.path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing ---------------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        content: str | Sequence[MessageLike],
+        *,
+        user: str,
+        session: str,
+        role: str = "user",
+        at: int | str | None = None,
+        request_id: str | None = None,
+    ) -> AddOutcome:
+        """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms or ISO 8601, UTC) or an
+        exchange (``content`` a list of ``{"role", "content", "timestamp"?}``) as ONE Add request, all-or-nothing.
+
+        Without ``request_id`` the id is ``api-`` plus a hash of the payload, so adding the same thing again is an
+        identical replay (status ``duplicate``, nothing written). ``Conflict``: the id is stored with another
+        payload; ``Forgotten``: it was removed by :meth:`forget`.
+        """
+        if isinstance(content, str):
+            messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
+        else:
+            if at is not None:
+                raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
+            messages = [_message_dict(m, i) for i, m in enumerate(content)]
+        body = {"request_id": request_id, "user_id": user, "session_id": session, "messages": messages}
+        if request_id is None:
+            body["request_id"] = _auto_id(body)
+        request = parse_add(body)
+        with self._lock:
+            return self._store.add(request)
+
+    def add_many(
+        self, requests: Iterable[Mapping[str, Any] | AddRequest], *, strict: bool = False
+    ) -> list[AddOutcome | RefindError]:
+        """Store Add requests in the contract's shape (``{"request_id", "user_id", "session_id", "messages"}``, as
+        :meth:`export` returns them) in one transaction, each all-or-nothing.
+
+        Every request is checked first: an invalid one raises ``InvalidInput`` naming it (``requests[3].messages[0]
+        .role: …``) and nothing is stored. Otherwise one outcome per request, in order: an ``AddOutcome``, or the
+        ``Conflict`` / ``Forgotten`` that refused that request alone (the others are stored).
+        """
+        parsed: list[AddRequest] = []
+        for i, item in enumerate(requests):
+            if isinstance(item, AddRequest):
+                parsed.append(item)
+                continue
+            try:
+                parsed.append(parse_add(dict(item) if isinstance(item, Mapping) else item, strict=strict))
+            except InvalidInput as exc:
+                raise InvalidInput(f"requests[{i}].{exc.message}") from None
+        with self._lock:
+            return self._store.add_many(parsed)
+
+    # ---- searching -------------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        user: str,
+        top_k: int = 10,
+        date_from: str | int | None = None,
+        date_to: str | int | None = None,
+        options: Sequence[str] = (),
+        as_of: str | int | None = None,
+    ) -> list[Evidence]:
+        """BM25 over ``user``'s turns alone (no model, no network): at most ``top_k`` evidence blocks, best first;
+        ``[]`` when nothing matches or the user is unknown. Dates: YYYY/MM/DD, YYYY-MM-DD, ISO 8601 or Unix ms
+        (``date_to`` includes its whole day); ``as_of``: only what was stored by then."""
+        from .retrieval import retrieve
+
+        request = _request("bm25", query, user, top_k, date_from, date_to, options, as_of)
+        with self._lock:
+            found = retrieve(self._store, request)
+        return [Evidence.of(b) for b in found.blocks]
+
+    def agent_search(
+        self,
+        query: str,
+        *,
+        user: str,
+        model: str | Complete | None = None,
+        model_name: str | None = None,
+        api_base: str | None = None,
+        max_actions: int = settings.DEFAULT_MAX_ACTIONS,
+        top_k: int = 10,
+        date_from: str | int | None = None,
+        date_to: str | int | None = None,
+        options: Sequence[str] = (),
+        as_of: str | int | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        record: bool = True,
+    ) -> AgentAnswer:
+        """The LLM planner searches ``user``'s memory (several BM25 searches, keeping what is useful).
+
+        ``model``: a litellm model string (keys from the provider's usual variables; ``api_base`` for a local
+        OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
+        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
+        ``ModelError`` when the model cannot be used — never a silent BM25 answer.
+        """
+        from .retrieval import Planner, retrieve
+
+        request = _request("agent", query, user, top_k, date_from, date_to, options, as_of)
+        if max_actions < 1:
+            raise InvalidInput(f"max_actions: must be at least 1, got {max_actions}")
+        model_name = model_name or getattr(model, "__name__", None)
+        if model is None or isinstance(model, str):
+            from .model import from_env
+
+            complete, model_name = from_env(model, api_base)
+        else:
+            complete = model
+        planner = Planner(
+            model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event, record=record
+        )
+        with self._lock:
+            found = retrieve(self._store, request, planner=planner)
+        result = found.agent
+        if result is None:  # retrieve answers an agent-mode request with the planner's result
+            raise RefindError("agent search returned no planner result")
+        return AgentAnswer(
+            [Evidence.of(b) for b in found.blocks],
+            result.path,
+            result.search_id,
+            result.llm_calls,
+            result.tokens,
+            result.trace_dicts(),
+        )
+
+    # ---- reading and the lifecycle ---------------------------------------------------------------------------
+
+    def sessions(self, *, user: str, limit: int = 20) -> list[Session]:
+        """``user``'s sessions with visible messages, most recently active first (at most ``limit``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit: must be a positive integer, got {limit!r}")
+        with self._lock:
+            predicate, params = self._store.visible()
+            rows = self._store.conn.execute(
+                "SELECT session_id, count(*), count(DISTINCT request_id), min(said_at), max(said_at), "
+                f"max(recorded_at) FROM messages WHERE user_id = ? AND {predicate} GROUP BY session_id "
+                "ORDER BY max(coalesce(said_at, recorded_at)) DESC, max(seq) DESC LIMIT ?",
+                [user, *params, limit],
+            ).fetchall()
+        return [Session(*row) for row in rows]
+
+    def export(self, *, user: str, session: str | None = None) -> list[dict[str, Any]]:
+        """``user``'s visible messages (or one session's) as Add requests with their original ids, order and
+        said-at timestamps — what :meth:`add_many` reads back into an identical store. ``[]`` when none."""
+        from .lifecycle import export_requests
+
+        with self._lock:
+            return list(export_requests(self._store, user, session_id=session))
+
+    def forget(self, *, user: str, session: str | None = None, request_id: str | None = None) -> ForgetResult:
+        """Delete ``user``'s memory — all of it, one session, or one request — scrubbed from the file, with a
+        tombstone (ids, counts, hashes; never text) that refuses a later replay. ``NotFound`` when nothing is
+        there."""
+        from .lifecycle import forget
+
+        for name, value in (("user", user), ("session", session), ("request_id", request_id)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InvalidInput(f"{name}: must be a non-empty string")
+        with self._lock:
+            return forget(self._store, user, session_id=session, request_id=request_id)
+
+    def expire(self, *, user: str | None = None, dry_run: bool = False) -> ExpireResult:
+        """Delete now what was recorded before the retention window (per user counts); ``dry_run`` only counts."""
+        from .lifecycle import expire
+
+        with self._lock:
+            return expire(self._store, user_id=user, dry_run=dry_run)
+
+
+def _request(
+    mode: str,
+    query: str,
+    user: str,
+    top_k: int,
+    date_from: str | int | None,
+    date_to: str | int | None,
+    options: Sequence[str],
+    as_of: str | int | None,
+) -> SearchRequest:
+    """The search's values checked and parsed once, as ``refind search`` does, naming the API's keywords."""
+    return search_request(
+        query,
+        user,
+        top_k=top_k,
+        date_from=date_from,
+        date_to=date_to,
+        as_of=as_of,
+        options=options,
+        mode=mode,
+        names=API_NAMES,
+    )
+
+
+def parse_said_at(at: int | str | None) -> int | None:
+    """``at`` of an Add: Unix ms (checked by the contract), an ISO 8601 time or a date (UTC unless it names a zone)."""
+    if at is None or (isinstance(at, int) and not isinstance(at, bool)):
+        return at
+    if not isinstance(at, str):
+        raise InvalidInput(f"at: must be Unix milliseconds or an ISO 8601 time, got {type(at).__name__}")
+    try:
+        return parse_date(at)
+    except InvalidInput as exc:
+        raise InvalidInput(f"at: {exc.message}") from None
+
+
+def _message_dict(message: MessageLike, i: int) -> dict[str, Any]:
+    if isinstance(message, Message):
+        return {"role": message.role, "content": message.content, "timestamp": message.timestamp}
+    if isinstance(message, Mapping):
+        return dict(message)
+    raise InvalidInput(f"messages[{i}]: must be a mapping with role and content, got {type(message).__name__}")
+
+
+def _auto_id(body: dict[str, Any]) -> str:
+    """``api-`` and a hash of the payload (as ``refind add`` derives ``cli-…``): adding it again is a replay."""
+    import hashlib
+    import json
+
+    try:
+        data = json.dumps(
+            [body["user_id"], body["session_id"], body["messages"]], ensure_ascii=False, separators=(",", ":")
+        )
+    except (TypeError, ValueError):
+        return "api-unhashable"  # parse_add refuses the payload and names the bad field
+    return "api-" + hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+__all__ = ["AddOutcome", "AgentAnswer", "Evidence", "Memory", "Session"]

@@ -1,0 +1,90 @@
+"""`refind mcp`: serve one user's memory to an agent over the Model Context Protocol (stdio)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ... import settings
+from ...errors import InvalidInput, RefindError
+from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption
+
+MCP_HELP = """\
+Serve one user's memory to an agent over the Model Context Protocol (stdio), for Claude Desktop, Cursor, VS Code
+or any MCP client.
+
+  refind mcp --user alice --db memory.db
+
+Tools: remember (one message), remember_exchange (a user message and the reply), search_memory (evidence blocks;
+bm25, or the LLM planner with --mode agent), recent_sessions, and forget_session with --allow-forget. The user is
+fixed here (--user or REFIND_USER) and is never a tool argument: no tool call can reach another user's memory.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp", help=MCP_HELP)(mcp)
+
+
+def mcp(
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", "-u", envvar=settings.ENV_USER, help="The one user this server reads and writes (required)."
+        ),
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", "-s", help="Session of remembered turns that name none (default: mcp-<launch time>)."
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="search_memory: bm25, or agent (the LLM planner). Default: agent with --model."),
+    ] = None,
+    allow_forget: Annotated[
+        bool, typer.Option("--allow-forget", help="Also offer forget_session (deletes a session for good).")
+    ] = False,
+    db: DbOption = Path(settings.DEFAULT_DB),
+    retention: RetentionOption = None,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
+) -> None:
+    if user is None or not user.strip():
+        raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
+    from ...contract import SEARCH_MODES
+
+    mode = (mode or ("agent" if model else "bm25")).strip().lower()
+    if mode not in SEARCH_MODES:
+        raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
+    complete, model_name = None, None
+    if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
+        from ...model import from_env
+
+        complete, model_name = from_env(model, api_base)
+    from datetime import UTC, datetime
+
+    from ...api import Memory
+
+    try:
+        from ...mcp_server import McpSettings, serve
+    except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'") from None
+
+    cfg = McpSettings(
+        user=user,
+        session=session or datetime.now(UTC).strftime("mcp-%Y%m%dT%H%M%SZ"),
+        mode=mode,
+        model=complete,
+        model_name=model_name,
+        max_actions=max_actions,
+        allow_forget=allow_forget,
+    )
+    with Memory(os.fspath(db), retention_days=settings.parse_retention(retention)) as memory:
+        serve(memory, cfg)

@@ -1,0 +1,94 @@
+"""One search request, one entry point: :func:`retrieve` answers a :class:`~refind_cli.contract.SearchRequest` in
+its mode — BM25 alone (``search.search``) or the LLM planner (``planner.agent_search``).
+
+Every surface calls it: ``refind search`` (bm25 and agent), the server's search route, ``refind eval`` and the
+Python API / MCP server (``refind_cli.api``). So the choice between the modes, the date bounds and the cut to
+``top_k`` are written once, here. The planner and litellm are imported only when a request is in agent mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import settings
+from .contract import SearchRequest
+
+if TYPE_CHECKING:
+    from .blocks import Block
+    from .model import Complete
+    from .planner import AgentResult
+    from .search import SearchConfig
+    from .store import Store
+    from .trace import Event
+
+
+@dataclass(frozen=True)
+class Planner:
+    """How agent mode runs: the model (the ``complete`` seam; ``None``: litellm from REFIND_MODEL /
+    REFIND_API_BASE), its budget, a live trace callback, and whether the trace is stored."""
+
+    model: Complete | None = None
+    model_name: str | None = None
+    max_actions: int = settings.DEFAULT_MAX_ACTIONS
+    on_event: Callable[[Event], None] | None = None
+    record: bool = True
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one search found: at most ``top_k`` evidence blocks, best first; in agent mode also the planner's
+    result (trace, stats, stored search id)."""
+
+    blocks: list[Block]
+    agent: AgentResult | None = None
+
+
+def retrieve(
+    store: Store,
+    request: SearchRequest,
+    *,
+    planner: Planner | None = None,
+    config: SearchConfig | None = None,
+) -> Retrieval:
+    """Answer ``request`` over its user's memory in ``request.mode``; never more than ``request.top_k`` blocks.
+
+    ``config`` overrides the retrieval variant (the evaluator's ``--variant``); ``planner`` configures agent mode
+    (default: litellm from the environment, budget ``REFIND_MAX_ACTIONS``' default, trace stored).
+    """
+    if request.mode == "agent":
+        from .planner import agent_search
+
+        p = planner or Planner()
+        result = agent_search(
+            store,
+            request.user_id,
+            request.query,
+            top_k=request.top_k,
+            options=request.options,
+            model=p.model,
+            model_name=p.model_name,
+            max_actions=p.max_actions,
+            as_of=request.as_of,
+            config=config,
+            date_from=request.date_from,
+            date_to=request.date_to,
+            on_event=p.on_event,
+            record=p.record,
+        )
+        return Retrieval(result.blocks[: request.top_k], result)
+    from .search import search
+
+    blocks = search(
+        store,
+        request.user_id,
+        request.query,
+        top_k=request.top_k,
+        date_from=request.date_from,
+        date_to=request.date_to,
+        options=request.options,
+        as_of=request.as_of,
+        config=config,
+    )
+    return Retrieval(blocks[: request.top_k])

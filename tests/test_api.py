@@ -1,0 +1,204 @@
+"""The Python API (`refind_cli.Memory`): README's example runs as written; keyword-only options, plain dataclasses,
+errors of the RefindError family, the same answers as the CLI, and a package import that stays cheap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from refind_cli import Conflict, Forgotten, InvalidInput, Memory, NotFound, RefindError
+from refind_cli.model import Reply
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+T0 = "2023-06-01T08:00"
+
+
+def readme_example() -> str:
+    section = README[README.index("## Python API") :]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+@pytest.mark.slow
+def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", readme_example()], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env()
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[2023-05-08 13:56] user: I adopted a cat named Biscuit"
+    assert lines[1].startswith("date_from: date '2023/02/30' is not a date")
+    assert lines[2:4] == ["['s2', 's1']", "2"]
+    assert lines[4] == "duplicate" and "was forgotten" in lines[5]
+
+
+@pytest.fixture
+def memory(tmp_path: Path):
+    with Memory(tmp_path / "m.db", retention_days=None) as m:
+        yield m
+
+
+def _fill(memory: Memory) -> None:
+    memory.add("I booked the trip to Lisbon with my sister Maya", user="alice", session="s1", at=T0)
+    memory.add("Biscuit the dog needs grain-free food", user="alice", session="s2", at="2023-07-01")
+    memory.add("My boat is moored in Lisbon", user="bob", session="b1", at=T0)
+
+
+def test_search_returns_the_same_blocks_as_the_cli(memory: Memory, cli, db_path: Path) -> None:
+    _fill(memory)
+    hits = memory.search("Lisbon trip", user="alice", top_k=5)
+    assert [h.session_id for h in hits] == ["s1"] and hits[0].as_dict()["content"].endswith("sister Maya")
+    memory.close()
+    os.replace(memory.path, db_path)
+    r = cli("search", "Lisbon trip", "--user", "alice", "--mode", "bm25", "--json", "--retention-days", "off")
+    assert [item["id"] for item in json.loads(r.output)["data"]] == [h.id for h in hits]
+
+
+def test_options_are_keyword_only(memory: Memory) -> None:
+    with pytest.raises(TypeError):
+        memory.search("Lisbon", "alice")  # type: ignore[misc]  # user is keyword-only: the call itself is the test
+    with pytest.raises(TypeError):
+        memory.add("hi", "alice", "s1")  # type: ignore[misc]  # same
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_k": 0}, "top_k: must be between 1 and 1000, got 0"),
+        ({"date_to": "yesterday"}, "date_to: date 'yesterday' is not a date"),
+        ({"user": " "}, "user: must be a non-empty string"),
+        ({"as_of": "9" * 20}, "as_of 99999999999999999999: Unix milliseconds must be at most"),
+    ],
+)
+def test_bad_search_arguments_raise_invalid_input_naming_the_field(memory: Memory, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        memory.search("Lisbon", **{"user": "alice", **kwargs})
+    assert caught.value.message.startswith(message)
+
+
+def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
+    with pytest.raises(InvalidInput, match=r"^messages\[0\]\.role: must be one of user, assistant, system"):
+        memory.add("hi", user="alice", session="s1", role="robot")
+    with pytest.raises(InvalidInput, match=r"^at: date 'noon' is not a date"):
+        memory.add("hi", user="alice", session="s1", at="noon")
+    good = {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "x"}]}
+    bad = {**good, "request_id": "r2", "messages": [{"role": "user"}]}
+    with pytest.raises(InvalidInput, match=r"^requests\[1\]\.messages\[0\]\.content: required"):
+        memory.add_many([good, bad])
+    assert memory.export(user="alice") == []  # the valid request before it was not stored either
+
+
+def test_add_is_idempotent_and_conflicts_and_tombstones_are_errors_of_the_family(memory: Memory) -> None:
+    first = memory.add("hello", user="alice", session="s1", at=T0)
+    assert first.status == "added" and first.request_id.startswith("api-")
+    assert memory.add("hello", user="alice", session="s1", at=T0).status == "duplicate"
+    with pytest.raises(Conflict):
+        memory.add("other text", user="alice", session="s1", request_id=first.request_id)
+    memory.forget(user="alice", request_id=first.request_id)
+    with pytest.raises(Forgotten):
+        memory.add("hello", user="alice", session="s1", at=T0)
+    with pytest.raises(NotFound):
+        memory.forget(user="alice")
+    assert issubclass(Forgotten, RefindError) and issubclass(NotFound, RefindError)
+
+
+def test_export_then_add_many_rebuilds_an_identical_store(memory: Memory, tmp_path: Path) -> None:
+    _fill(memory)
+    memory.add([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], user="alice", session="s3")
+    exported = memory.export(user="alice")
+    with Memory(tmp_path / "copy.db", retention_days=None) as copy:
+        assert all(o.status == "added" for o in copy.add_many(exported))  # type: ignore[union-attr]
+        assert copy.export(user="alice") == exported
+    assert [s.session_id for s in memory.sessions(user="alice", limit=2)] == ["s3", "s2"]
+    assert memory.sessions(user="nobody") == []
+
+
+def test_expire_and_retention_hide_what_is_old(tmp_path: Path) -> None:
+    now = [1_700_000_000_000]
+    with Memory(tmp_path / "r.db", retention_days=1, clock=lambda: now[0]) as memory:
+        memory.add("old kayak story", user="alice", session="s1")
+        now[0] += 2 * 86_400_000
+        assert memory.search("kayak", user="alice") == []  # hidden at read time, before any sweep
+        result = memory.expire(dry_run=True)
+        assert result.messages == 1 and result.dry_run
+        assert memory.expire().messages == 1
+    with pytest.raises(RefindError, match="below the minimum of 1 day"):
+        Memory(tmp_path / "x.db", retention_days=0.5)
+
+
+def test_agent_search_with_a_scripted_model(memory: Memory) -> None:
+    _fill(memory)
+    replies = iter(
+        [
+            {"thought": "look", "action": "search_chatrecord", "keywords": "Lisbon"},
+            {"thought": "keep", "action": "take_note", "results": [1]},
+            {"thought": "done", "action": "finish_search"},
+        ]
+    )
+
+    def scripted(messages: list[dict]) -> Reply:
+        return Reply(json.dumps(next(replies)), prompt_tokens=7, completion_tokens=3)
+
+    answer = memory.agent_search("where is the trip", user="alice", model=scripted, top_k=2)
+    assert answer.path == "notes" and answer.llm_calls == 3 and answer.tokens == 30
+    assert [e.session_id for e in answer.evidence] == ["s1"] and answer.search_id
+    assert answer.trace[0]["kind"]
+
+
+def test_one_memory_can_be_shared_by_threads(memory: Memory) -> None:
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for j in range(20):
+                memory.add(f"thread {i} message {j} about kayaks", user="alice", session=f"t{i}")
+                memory.search("kayaks", user="alice", top_k=3)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(len(r["messages"]) for r in memory.export(user="alice")) == 80
+
+
+@pytest.mark.slow
+def test_importing_the_package_loads_no_api_and_nothing_heavy() -> None:
+    code = (
+        "import sys, refind_cli\n"
+        "loaded = [m for m in ('refind_cli.api', 'refind_cli.store', 'litellm', 'fastapi', 'mcp') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "refind_cli.Memory\n"
+        "assert 'refind_cli.api' in sys.modules\n"
+        "heavy = [m for m in ('litellm', 'fastapi', 'mcp') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    assert out.returncode == 0, out.stderr
+
+
+def test_every_lazy_name_is_exported_and_resolves() -> None:
+    import refind_cli
+
+    assert sorted(refind_cli.__all__) == sorted(["__version__", *refind_cli._LAZY])
+    assert all(getattr(refind_cli, name) is not None for name in refind_cli.__all__)
+    with pytest.raises(AttributeError):
+        refind_cli.NoSuchThing  # noqa: B018
+
+
+def test_the_package_is_marked_typed() -> None:
+    assert (ROOT / "refind_cli" / "py.typed").exists()
+    assert '"py.typed"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -1,0 +1,204 @@
+"""`refind mcp` as a real subprocess, driven by the mcp SDK's own stdio client: the tools, remember and search,
+clean errors naming the field, and one user per server — no tool call reaches another user's memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+from refind_cli import Memory
+
+pytestmark = pytest.mark.slow  # every test but the JSON check starts `refind mcp` (the SDK's import: seconds)
+
+SECRET = "Bob's locker code is 4417 and his boat is the Saltwind"
+
+
+def _params(db: Path, *args: str, user: str | None = "alice") -> Any:
+    from mcp import StdioServerParameters
+
+    env = {"PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": os.environ.get("PATH", "")}
+    argv = ["-m", "refind_cli", "mcp", "--db", str(db), "--retention-days", "off", *args]
+    if user is not None:
+        argv += ["--user", user]
+    return StdioServerParameters(command=sys.executable, args=argv, env=env)
+
+
+def _drive(params: Any, script: Callable[[Any], Awaitable[None]]) -> None:
+    from mcp import Client
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            await script(client)
+
+    asyncio.run(main())
+
+
+def _data(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)
+
+
+def _error(result: Any) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+
+    async def script(client: Any) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"remember", "remember_exchange", "search_memory", "recent_sessions"}
+        assert "evidence block" in tools["search_memory"].description
+        assert all(not {"user", "user_id"} & set(t.input_schema["properties"]) for t in tools.values())  # no user
+
+        await client.call_tool("remember", {"content": "I adopted a cat named Biscuit", "at": "2023-05-08T13:56"})
+        await client.call_tool(
+            "remember_exchange",
+            {
+                "user_message": "Any tips for Lisbon? I go with my sister Maya",
+                "assistant_reply": "Take tram 28 early",
+                "session": "trip",
+                "at": "2023-06-01T09:00",
+            },
+        )
+        found = _data(await client.call_tool("search_memory", {"query": "what is the cat called", "top_k": 2}))
+        assert found["mode"] == "bm25"
+        assert found["evidence"][0]["content"] == "[2023-05-08 13:56] user: I adopted a cat named Biscuit"
+        trip = _data(await client.call_tool("search_memory", {"query": "Lisbon tram", "date_from": "2023-06-01"}))
+        assert [e["session_id"] for e in trip["evidence"]] == ["trip"]
+        assert "assistant: Take tram 28 early" in trip["evidence"][0]["content"]
+        sessions = _data(await client.call_tool("recent_sessions", {}))["sessions"]
+        assert sessions[0]["session_id"] == "trip" and sessions[0]["messages"] == 2 and len(sessions) == 2
+
+        bad = _error(await client.call_tool("search_memory", {"query": "cat", "date_from": "2023/02/30"}))
+        assert "date_from: date '2023/02/30' is not a date" in bad
+        assert "top_k: must be between 1 and 1000, got 0" in _error(
+            await client.call_tool("search_memory", {"query": "cat", "top_k": 0})
+        )
+        assert "top_k" in _error(await client.call_tool("search_memory", {"query": "cat", "top_k": "many"}))
+        assert "at: date 'someday' is not a date" in _error(
+            await client.call_tool("remember", {"content": "x", "at": "someday"})
+        )
+        assert "assistant_reply: must be a non-empty string" in _error(
+            await client.call_tool("remember_exchange", {"user_message": "hi", "assistant_reply": ""})
+        )
+        still = _data(await client.call_tool("search_memory", {"query": "cat Biscuit"}))  # the server lives on
+        assert len(still["evidence"]) == 1
+
+    _drive(_params(db), script)
+    with Memory(db, retention_days=None) as memory:  # what the tools stored, as the Python API sees it
+        stored = memory.export(user="alice")
+    assert [len(r["messages"]) for r in stored] == [1, 2]  # the refused calls stored nothing
+
+
+def test_no_tool_call_reaches_another_users_memory(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add(SECRET, user="bob", session="bob-1", at="2023-05-01")
+        memory.add("Alice keeps her bike in the garage", user="alice", session="a-1", at="2023-05-02")
+
+    async def script(client: Any) -> None:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "forget_session" in names
+        for args in (
+            {"query": "locker code Saltwind boat"},
+            {"query": "locker code Saltwind boat", "user_id": "bob"},
+            {"query": "locker code Saltwind boat", "user": "bob", "top_k": 1000},
+        ):
+            evidence = _data(await client.call_tool("search_memory", args))["evidence"]
+            assert all("Saltwind" not in e["content"] for e in evidence), args
+        sessions = _data(await client.call_tool("recent_sessions", {"limit": 1000, "user_id": "bob"}))["sessions"]
+        assert [s["session_id"] for s in sessions] == ["a-1"]
+        refused = _error(await client.call_tool("forget_session", {"session": "bob-1", "user_id": "bob"}))
+        assert "'bob-1' of user 'alice'" in refused and "Saltwind" not in refused  # alice has no session bob-1
+        await client.call_tool("remember", {"content": "planted by the agent", "user_id": "bob", "session": "bob-1"})
+
+    _drive(_params(db, "--allow-forget"), script)
+    with Memory(db, retention_days=None) as memory:
+        bob = memory.export(user="bob")
+        alice = memory.export(user="alice")
+    assert [m["content"] for r in bob for m in r["messages"]] == [SECRET]  # untouched
+    assert "planted by the agent" in [m["content"] for r in alice for m in r["messages"]]
+
+
+def test_without_a_user_the_server_refuses_to_start(tmp_path: Path) -> None:
+    import subprocess
+
+    params = _params(tmp_path / "m.db", user=None)
+    out = subprocess.run(
+        [params.command, *params.args], capture_output=True, text=True, timeout=60, env={**os.environ, **params.env}
+    )
+    assert out.returncode == 2
+    assert "--user: required (or set REFIND_USER)" in out.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
+def _readme_mcp_section() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme[readme.index("### `refind mcp`") : readme.index("## Python API")]
+
+
+def test_the_readme_client_script_runs_as_written(tmp_path: Path) -> None:
+    import subprocess
+
+    section = _readme_mcp_section()
+    script = section.split("python - <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    launch = 'command="refind", args=["mcp",'
+    assert launch in script
+    here = f"command={sys.executable!r}, env={{'PYTHONPATH': {str(ROOT)!r}}}, "  # this checkout's refind
+    script = script.replace(launch, here + 'args=["-m", "refind_cli", "mcp",')
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    fixtures = ROOT / "fixtures" / "conversations.jsonl"
+    added = subprocess.run(
+        [sys.executable, "-m", "refind_cli", "add", "--file", str(fixtures), "--db", "demo.db", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert added.returncode == 0, added.stderr
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr
+    tools, evidence = out.stdout.splitlines()[:2]
+    assert tools == "['recent_sessions', 'remember', 'remember_exchange', 'search_memory']"
+    assert "Lisbon" in evidence
+
+
+def test_the_readme_desktop_config_is_valid_json_launching_refind_mcp() -> None:
+    section = _readme_mcp_section()
+    config = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    server = config["mcpServers"]["refind"]
+    assert server["command"] == "refind" and server["args"][0] == "mcp" and server["env"]["REFIND_USER"]
+
+
+def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, llm_server: Any) -> None:
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("Bob hiked Rainier with his secret club Nightjar", user="bob", session="b1", at="2023-05-01")
+        memory.add("We went hiking on Mount Rainier last weekend", user="alice", session="a1", at="2023-05-02")
+    llm_server.play(
+        '{"thought": "look", "action": "search_chatrecord", "keywords": "hiking Rainier", "user_id": "bob"}',
+        '{"thought": "keep", "action": "take_note", "results": [1]}',
+        '{"thought": "done", "action": "finish_search"}',
+    )
+
+    async def script(client: Any) -> None:
+        found = _data(await client.call_tool("search_memory", {"query": "where did we go hiking", "top_k": 3}))
+        assert found["mode"] == "agent"
+        assert [e["session_id"] for e in found["evidence"]] == ["a1"]
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+    assert len(llm_server.requests) == 3
+    assert "Mount Rainier last weekend" in llm_server.bodies_text()
+    assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
