@@ -28,6 +28,29 @@ SEARCH_FIELDS = frozenset({"query", "user_id", "top_k", "options"})
 MAX_TOP_K = 1000
 SEARCH_MODES = ("agent", "bm25")  # agent: the LLM planner; bm25: BM25 alone
 MAX_AS_OF_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time parse_date can name
+# Caps that keep one request from holding the single writer or a search thread for long (README "Security").
+MAX_MESSAGES_PER_ADD = 10_000  # one Add; the platform sends a session in Adds of ~20
+MAX_QUERY_CHARS = 100_000  # a search's query and options together; real questions are under 2,000
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (raised by :func:`unique_keys` while decoding)."""
+
+    def __init__(self, key: str, count: int) -> None:
+        super().__init__(f"the key {key!r} appears {count} times in one object")
+        self.key, self.count = key, count
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads(..., object_pairs_hook=unique_keys)``: an object as a dict, refusing a key given twice — two
+    ``user_id``s must not mean "the last one" (the server and a replay file refuse it alike)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        for key in data:
+            count = sum(1 for k, _ in pairs if k == key)
+            if count > 1:
+                raise DuplicateKey(key, count)
+    return data
 
 
 @dataclass(frozen=True)
@@ -180,6 +203,11 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
         raise InvalidInput(f"messages: must be an array, got {_json_type(raw)}")
     if not raw:
         raise InvalidInput("messages: must hold at least one message")
+    if len(raw) > MAX_MESSAGES_PER_ADD:
+        raise InvalidInput(
+            f"messages: {len(raw):,} messages in one request, over the limit of {MAX_MESSAGES_PER_ADD:,}; "
+            "split them into several Add requests"
+        )
     unknown = [k for k in obj if k not in ADD_FIELDS]
     messages = []
     for i, item in enumerate(raw):
@@ -214,6 +242,12 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
         options = list(options.values())
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise InvalidInput("options: must be an array of strings")
+    chars = len(query) + sum(len(o) for o in options)
+    if chars > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"query: {chars:,} characters with its options, over the limit of {MAX_QUERY_CHARS:,}; send a shorter "
+            "question"
+        )
     unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
     return SearchRequest(query, user_id, top_k, tuple(options), unknown)
 

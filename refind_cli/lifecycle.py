@@ -14,6 +14,7 @@ or still awaiting the sweep) stores them again as new data with a new recorded-a
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -67,8 +68,15 @@ def _evict(user_ids: Iterable[str]) -> None:
         evict(user_id)
 
 
-def content_hash(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+def tombstone_key(store: Store) -> bytes:
+    """The database's secret for tombstone hashes (migration m003_security_tombstone_key): never leaves the file."""
+    return bytes(store.conn.execute("SELECT value FROM secrets WHERE name = 'tombstone_hmac'").fetchone()[0])
+
+
+def content_hash(key: bytes, content: str) -> str:
+    """HMAC-SHA256 of a message's text under the database's key: whoever holds the text (and the database) can
+    check it was forgotten; a listing of tombstones alone reveals nothing, short texts included."""
+    return hmac.new(key, content.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def _delete_searches(store: Store, ids: list[str]) -> int:
@@ -245,6 +253,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         q(f"DELETE FROM requests WHERE {where}", params)
         _delete_searches(store, searches)
         now = store.clock()
+        key = tombstone_key(store)
         cur = q(
             "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -256,7 +265,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
                 request_id,
                 len(rows),
                 json.dumps([r[0] for r in rows]),
-                json.dumps([content_hash(r[1]) for r in rows]),
+                json.dumps([content_hash(key, r[1]) for r in rows]),
             ),
         )
         tombstone_id = int(cur.lastrowid or 0)

@@ -172,7 +172,17 @@ def m002_search_index(conn: sqlite3.Connection) -> None:
 
 
 @migration
-def m003_maintained_index(conn: sqlite3.Connection) -> None:
+def m003_security_tombstone_key(conn: sqlite3.Connection) -> None:
+    # A per-database secret for the keyed hashes in tombstones (HMAC-SHA256): an unsalted SHA-256 of a short message
+    # ("yes", "My PIN is 4417") is found by guessing in milliseconds from `refind inspect tombstones`. The hashes
+    # written before are unkeyed and cannot be re-keyed (the text is gone): they are dropped.
+    conn.execute("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT INTO secrets (name, value) VALUES ('tombstone_hmac', randomblob(32))")
+    conn.execute("UPDATE tombstones SET content_hashes = '[]'")
+
+
+@migration
+def m004_maintained_index(conn: sqlite3.Connection) -> None:
     # The per-user BM25 index maintained on write (index_store.py) replaces the persisted whole-user blobs.
     # Segments are immutable and never reuse an id (AUTOINCREMENT), so a process can cache one by id. index_meta
     # holds the analyzer version, the watermark below which every message is indexed (0: the existing messages are

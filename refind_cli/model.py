@@ -22,6 +22,7 @@ from typing import Any
 
 from . import settings
 from .errors import ModelError
+from .redact import redact
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
 DEFAULT_MAX_TOKENS = 512  # one JSON action is ~50 tokens
@@ -100,13 +101,15 @@ def litellm_complete(
             except Exception as exc:
                 if isinstance(exc, litellm.AuthenticationError):
                     raise ModelError(
-                        f"model {model}: the provider refused the credentials: {_describe(exc)}; "
+                        f"model {model}: the provider refused the credentials: {_describe(exc, api_key)}; "
                         f"set the provider's API key, or {FIXES}"
                     ) from None
                 if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
-                    raise ModelError(f"model {model}: {_describe(exc)}") from None
+                    raise ModelError(f"model {model}: {_describe(exc, api_key)}") from None
                 if attempt > retries:
-                    raise ModelError(f"model {model}: {_describe(exc)} (gave up after {attempt} attempts)") from None
+                    raise ModelError(
+                        f"model {model}: {_describe(exc, api_key)} (gave up after {attempt} attempts)"
+                    ) from None
                 sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
         content = response.choices[0].message.content or ""
@@ -154,9 +157,9 @@ def _check_model(litellm: Any, model: str, api_base: str | None) -> str | None:
     if key in os.environ and not os.environ[key].strip() and key not in missing:
         missing.append(key)
     if api_base:
-        # A local OpenAI-compatible server needs no key and its base is given: send a placeholder key if none.
-        missing_keys = [k for k in missing if not k.endswith("_API_BASE")]
-        return PLACEHOLDER_KEY if missing_keys else None
+        # A custom base gets REFIND_API_KEY (or a placeholder), never the provider's own key: a mistyped or hostile
+        # --api-base must not receive OPENAI_API_KEY.
+        return (os.environ.get(settings.ENV_API_KEY) or "").strip() or PLACEHOLDER_KEY
     if missing:
         raise ModelError(
             f"model {model} needs {', '.join(missing)} in the environment, which is not set (or empty); "
@@ -182,14 +185,16 @@ def _retry_after(exc: BaseException) -> float:
         return 0.0
 
 
-def _describe(exc: BaseException) -> str:
-    """The provider's message without litellm's boilerplate prefix."""
+def _describe(exc: BaseException, api_key: str | None = None) -> str:
+    """The provider's message without litellm's boilerplate prefix, and without any key (a provider may echo the
+    request, key included: redact.py)."""
     text = str(getattr(exc, "message", "") or exc).strip()
     text = text.splitlines()[0].strip() if text else type(exc).__name__
     if text.startswith("litellm."):
         head, _, rest = text.partition(": ")
         text = rest or head
     status = getattr(exc, "status_code", None)
+    text = redact(text, api_key)
     return f"HTTP {status}: {text}" if status else text
 
 

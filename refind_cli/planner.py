@@ -531,10 +531,10 @@ class _Run:
         )
         return AgentResult(blocks=blocks, events=self.events, stats=self.stats, path=path)
 
-    def save(self, *, returned: list[str]) -> str:
+    def save(self, *, returned: list[str]) -> str | None:
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
         search_id = trace.new_search_id(self.started_at)
-        trace.save(
+        stored = trace.save(
             self.store,
             trace.StoredSearch(
                 id=search_id,
@@ -552,7 +552,7 @@ class _Run:
                 events=self.events,
             ),
         )
-        return search_id
+        return search_id if stored else None  # not stored: a forget or expire removed what it quotes
 
 
 def clip(content: str, anchor_lines: tuple[int, int], limit: int) -> str:

@@ -29,11 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .contract import SURROGATE_ESCAPE, AddRequest, Message, parse_add, parse_message, refuse_lone_surrogates
+from .contract import (
+    SURROGATE_ESCAPE,
+    AddRequest,
+    DuplicateKey,
+    Message,
+    parse_add,
+    parse_message,
+    refuse_lone_surrogates,
+    unique_keys,
+)
 from .errors import InvalidInput, RefindError
 from .store import Store
 
 GROUP_SIZE = 20
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
 BATCH_SIZE = 500
 MESSAGE_LINE_FIELDS = frozenset({"user_id", "session_id", "request_id", "role", "content", "timestamp"})
 
@@ -163,17 +173,50 @@ class _Prefixed:
         return True
 
 
+class Overlong(bytes):
+    """Stands for a line longer than MAX_LINE_BYTES: its bytes were skipped, never held (``size``: how many)."""
+
+    size: int = 0
+
+
+def _overlong(size: int) -> Overlong:
+    line = Overlong()
+    line.size = size
+    return line
+
+
 def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
-    buf = b""
+    """The stream's lines, in time linear in its length: a line's pieces are kept in a list and joined once (adding
+    each chunk to one growing buffer and splitting it again was quadratic in a line's length). A line over
+    MAX_LINE_BYTES is read past and yielded as :class:`Overlong`, so memory stays bounded by the limit."""
+    limit = MAX_LINE_BYTES
+    parts: list[bytes] = []  # the pieces of the current, unfinished line
+    size = 0  # its length so far (parts are dropped once it passes the limit)
+
+    def finish() -> bytes:
+        return _overlong(size) if size > limit else b"".join(parts)
+
     while True:
         data = stream.read(chunk)
         if not data:
             break
-        buf += data
-        *lines, buf = buf.split(b"\n")
-        yield from lines
-    if buf:
-        yield buf
+        pieces = data.split(b"\n")
+        if len(pieces) > 1:
+            size += len(pieces[0])
+            if size <= limit:
+                parts.append(pieces[0])
+            yield finish()
+            for line in pieces[1:-1]:
+                yield line if len(line) <= limit else _overlong(len(line))
+            parts, size = [], 0
+        tail = pieces[-1]
+        size += len(tail)
+        if size <= limit:
+            parts.append(tail)
+        else:
+            parts = []
+    if size:
+        yield finish()
 
 
 def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError]:
@@ -189,13 +232,22 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         group, key = [], None
 
     for n, raw in lines:
+        if isinstance(raw, Overlong):
+            yield from flush()
+            yield LineError(
+                n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
+            )
+            continue
         if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         text = raw.strip()
         if not text:
             continue
         try:
-            obj = json.loads(text.decode("utf-8"))
+            obj = json.loads(text.decode("utf-8"), object_pairs_hook=unique_keys)
+        except DuplicateKey as exc:
+            yield LineError(n, str(exc))
+            continue
         except UnicodeDecodeError:
             yield LineError(n, "not valid UTF-8")
             continue

@@ -26,6 +26,7 @@ ENV_INDEX_CACHE_MB = "REFIND_INDEX_CACHE_MB"  # megabytes of per-user indexes (a
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 ENV_MODEL = "REFIND_MODEL"  # any litellm model string
 ENV_API_BASE = "REFIND_API_BASE"  # an OpenAI-compatible server (ollama, vLLM, llama.cpp)
+ENV_API_KEY = "REFIND_API_KEY"  # the key sent to --api-base (never the provider's own variable)
 DEFAULT_MAX_ACTIONS = 4
 ENV_MAX_ACTIONS = "REFIND_MAX_ACTIONS"  # the planner's action budget
 DEFAULT_HITS_PER_SEARCH = 5  # hits the planner is shown per search (PAPER.md)
@@ -99,11 +100,19 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_BODY_MB = 32.0
 DEFAULT_SEARCH_THREADS = 256  # agent mode; bm25 mode runs 2 per CPU (server.auto_search_threads)
 DEFAULT_EXPIRE_INTERVAL_S = 3600.0
+DEFAULT_MAX_INFLIGHT_MB = 256.0  # request bodies held at once per process (503 above: the platform retries)
+DEFAULT_HEADER_TIMEOUT_S = 10.0  # a connection must send a request's headers within this (slowloris)
+DEFAULT_BODY_TIMEOUT_S = 120.0  # … and its body within this after the headers (32 MiB at ~270 KiB/s)
 
 ENV_SERVER_TOKEN = "REFIND_SERVER_TOKEN"
 ENV_SERVER_MAX_BODY_MB = "REFIND_SERVER_MAX_BODY_MB"
 ENV_SERVER_SEARCH_THREADS = "REFIND_SERVER_SEARCH_THREADS"
 ENV_EXPIRE_INTERVAL_S = "REFIND_EXPIRE_INTERVAL_S"
+ENV_SERVER_ALLOW_HOSTS = "REFIND_SERVER_ALLOW_HOSTS"  # comma-separated, like repeated --allow-host
+ENV_SERVER_MAX_INFLIGHT_MB = "REFIND_SERVER_MAX_INFLIGHT_MB"
+ENV_SERVER_HEADER_TIMEOUT_S = "REFIND_SERVER_HEADER_TIMEOUT_S"
+ENV_SERVER_BODY_TIMEOUT_S = "REFIND_SERVER_BODY_TIMEOUT_S"
+ENV_SERVER_MAX_CONNECTIONS = "REFIND_SERVER_MAX_CONNECTIONS"
 
 
 # ---- `refind eval` -----------------------------------------------------------------------------------------------

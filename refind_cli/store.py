@@ -44,9 +44,34 @@ def _iso(ms: int) -> str:
 
 
 def message_id(user_id: str, request_id: str, index: int) -> str:
-    """A message's stable id: derived from its source, never from how turns are grouped when read."""
-    raw = f"{user_id}\x1f{request_id}\x1f{index}".encode()
+    """A message's stable id: derived from its source, never from how turns are grouped when read.
+
+    The source is encoded as a JSON array, so no choice of ids can make two sources encode alike (the first
+    derivation joined them with ``\\x1f``: user ``a\\x1fb`` + request ``c`` met user ``a`` + request ``b\\x1fc``).
+    Stored ids are never re-derived: a database written before keeps its ids, and a replay is matched by its
+    (user, request) row and payload hash, not by ids."""
+    raw = json.dumps([user_id, request_id, index], ensure_ascii=True, separators=(",", ":")).encode()
     return hashlib.sha256(raw).hexdigest()[:24]
+
+
+def legacy_message_id(user_id: str, request_id: str, index: int) -> str:
+    """The first derivation, still found in older databases' rows and tombstones."""
+    raw = f"{user_id}\x1f{request_id}\x1f{index}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
+def _create_private(path: Path) -> None:
+    """Create a new database file readable by its owner only (0600): SQLite gives the WAL and shm files it makes
+    beside it the same mode. An existing file keeps its mode."""
+    import os
+
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
+    os.close(fd)
 
 
 def _conflict(req: AddRequest) -> Conflict:
@@ -110,6 +135,7 @@ class Store:
         if self.path.parent and not self.path.parent.exists():
             raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
         try:
+            _create_private(self.path)
             conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -201,7 +227,7 @@ class Store:
                     outcomes.append(
                         Conflict(
                             f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
-                            "(its stable message ids collide with stored ones: ids holding the \\x1f separator)"
+                            "(its stable message ids collide with stored ones)"
                         )
                     )
             index_store.index_new(self.conn, since)  # the maintained index changes in the same transaction
@@ -354,10 +380,11 @@ class Store:
     def tombstone_for(self, user_id: str, request_id: str) -> tuple[int, int] | None:
         """(id, at) of the newest tombstone that removed this request of this user, or None."""
         first = json.dumps(message_id(user_id, request_id, 0))
+        legacy = json.dumps(legacy_message_id(user_id, request_id, 0))  # tombstones written before the change
         row = self.conn.execute(
-            "SELECT id, at FROM tombstones WHERE user_id = ? AND (request_id = ? OR instr(message_ids, ?) > 0) "
-            "ORDER BY id DESC LIMIT 1",
-            (user_id, request_id, first),
+            "SELECT id, at FROM tombstones WHERE user_id = ? "
+            "AND (request_id = ? OR instr(message_ids, ?) > 0 OR instr(message_ids, ?) > 0) ORDER BY id DESC LIMIT 1",
+            (user_id, request_id, first, legacy),
         ).fetchone()
         return (int(row[0]), int(row[1])) if row else None
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
+from .redact import redact_data
 
 if TYPE_CHECKING:
     from .store import Store
@@ -93,8 +94,43 @@ def new_search_id(at_ms: int) -> str:
     return f"{at_ms:011x}{secrets.token_hex(3)}"
 
 
-def save(store: Store, search: StoredSearch) -> None:
+def quoted_ids(search: StoredSearch) -> set[str]:
+    """Every message id the trace shows: the ids of each hit the planner saw and of the evidence returned."""
+    ids = set(search.returned_ids)
+    for event in search.events:
+        if event.kind == "search":
+            for hit in event.data.get("hits") or ():
+                if hit.get("id") is not None:
+                    ids.add(str(hit["id"]))
+                ids.update(str(i) for i in hit.get("message_ids") or ())
+    return ids
+
+
+def _outdated(store: Store, search: StoredSearch) -> bool:
+    """True when a forget or expire that completed while the search ran removed what the trace quotes: a message it
+    shows is gone, or the whole user was forgotten since the search began. Runs inside the insert transaction, so no
+    forget can commit between this check and the insert."""
+    ids = sorted(quoted_ids(search))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        present = store.conn.execute(
+            f"SELECT count(*) FROM messages WHERE user_id = ? AND id IN ({marks})", (search.user_id, *chunk)
+        ).fetchone()[0]
+        if present < len(chunk):
+            return True
+    forgotten = store.conn.execute(
+        "SELECT 1 FROM tombstones WHERE user_id = ? AND scope = 'user' AND at >= ? LIMIT 1",
+        (search.user_id, search.at),
+    ).fetchone()
+    return forgotten is not None
+
+
+def save(store: Store, search: StoredSearch) -> bool:
+    """Store a search's trace; False (nothing stored) when a forget or expire removed what it quotes meanwhile."""
     with store.write():
+        if _outdated(store, search):
+            return False
         store.conn.execute(
             "INSERT INTO searches (id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, "
             "completion_tokens, cost, returned_ids, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -111,9 +147,10 @@ def save(store: Store, search: StoredSearch) -> None:
                 search.completion_tokens,
                 search.cost,
                 json.dumps(search.returned_ids),
-                json.dumps([e.as_dict() for e in search.events], ensure_ascii=False),
+                json.dumps([redact_data(e.as_dict()) for e in search.events], ensure_ascii=False),
             ),
         )
+    return True
 
 
 _COLUMNS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from pathlib import Path
 
@@ -118,7 +119,10 @@ def test_tombstone_keeps_ids_counts_and_hashes_never_text(filled: Store) -> None
         2,
     )
     assert stone["message_ids"] == ids
-    assert stone["content_hashes"] == [hashlib.sha256(t.encode()).hexdigest() for t in (SECRET_A, "Noted.")]
+    key = lifecycle.tombstone_key(filled)  # keyed (tests/security/test_tombstone_hash.py)
+    assert stone["content_hashes"] == [
+        hmac.new(key, t.encode(), hashlib.sha256).hexdigest() for t in (SECRET_A, "Noted.")
+    ]
     row = " ".join(str(v) for v in filled.conn.execute("SELECT * FROM tombstones").fetchone())
     assert "locker" not in row and "Noted" not in row
     assert filled.user_version("alice") > version  # caches keyed on the version go stale

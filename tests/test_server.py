@@ -25,7 +25,7 @@ def make_client(db_path):
         cfg = ServerSettings(
             **{"db": db_path, "retention_days": None, "mode": "bm25", "expire_interval_s": 0, **overrides}
         )
-        client = TestClient(create_app(cfg), raise_server_exceptions=False)
+        client = TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1")
         client.__enter__()
         clients.append(client)
         return client
@@ -385,9 +385,11 @@ def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client
         b'{"request_id": "r", "user_id": "u", "session_id": "s", '
         b'"messages": [{"role": "user", "content": "a \\udc00"}]}'
     )
-    response = client.post("/v1/memories/add", content=lone)
+    response = client.post("/v1/memories/add", content=lone, headers={"content-type": "application/json"})
     assert response.status_code == 422
     assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")
     pair = lone.replace(b"\\udc00", b"\\ud83d\\ude00")
-    assert client.post("/v1/memories/add", content=pair).status_code == 200
+    assert (
+        client.post("/v1/memories/add", content=pair, headers={"content-type": "application/json"}).status_code == 200
+    )
     assert client.head("/health").status_code == 200

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.slow  # subprocesses, real servers or fuzzing: `make te
     ("path", "method"), [("/v1/memories/add", "POST"), ("/v1/memories/search", "POST"), ("/v1/memories", "DELETE")]
 )
 def test_no_generated_input_makes_a_server_error(db_path, path, method, mode):
-    app = create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0))
+    app = create_app(  # schemathesis calls the app as Host "testserver"
+        ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0, allow_hosts=("testserver",))
+    )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operation = schema[path][method]
     seen = []
@@ -58,7 +60,9 @@ def test_any_text_in_any_field_is_stored_or_refused_never_a_server_error(db_path
     client = TestClient(
         create_app(ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)),
         raise_server_exceptions=False,
+        base_url="http://127.0.0.1",
     )
+    JSON = {"content-type": "application/json"}
     surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, blacklist_categories=())
     text = st.lists(st.one_of(st.characters(blacklist_categories=()), surrogate), min_size=1, max_size=40).map(
         "".join
@@ -70,9 +74,11 @@ def test_any_text_in_any_field_is_stored_or_refused_never_a_server_error(db_path
         message = {"role": "user", "content": content}
         body = {"request_id": rid, "user_id": uid, "session_id": "s", "messages": [message]}
         raw = json.dumps(body).encode()  # ensure_ascii: a lone surrogate travels as a \\udxxx escape
-        added = client.post("/v1/memories/add", content=raw)
+        added = client.post("/v1/memories/add", content=raw, headers=JSON)
         assert added.status_code in (200, 409, 422), added.text
-        found = client.post("/v1/memories/search", content=json.dumps({"query": content, "user_id": uid, "top_k": 5}))
+        found = client.post(
+            "/v1/memories/search", content=json.dumps({"query": content, "user_id": uid, "top_k": 5}), headers=JSON
+        )
         assert found.status_code in (200, 422), found.text
 
     check()

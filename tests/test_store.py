@@ -176,17 +176,20 @@ def test_open_reports_a_file_that_is_not_a_database(tmp_path) -> None:
 
 
 def test_colliding_message_ids_refuse_one_request_not_the_batch(store) -> None:
-    """message ids hash user and request joined by \\x1f: ids holding it can collide across users. That request is
-    refused as a conflict; the other requests of the batch are still stored, and nothing raises."""
+    """Should two requests' message ids ever collide (ids are a hash; tests/security covers the derivation), that
+    request is refused as a conflict; the other requests of the batch are still stored, and nothing raises."""
     from refind_cli.contract import parse_add
     from refind_cli.errors import Conflict
+    from refind_cli.store import message_id
 
     def req(rid: str, user: str, text: str):
         return parse_add(
             {"request_id": rid, "user_id": user, "session_id": "s", "messages": [{"role": "user", "content": text}]}
         )
 
-    assert store.add(req("b\x1fc", "a", "first")).status == "added"
+    assert store.add(req("b", "a", "first")).status == "added"
+    with store.write():  # force a collision: the stored message takes the id the next request will derive
+        store.conn.execute("UPDATE messages SET id = ? WHERE user_id = 'a'", (message_id("a\x1fb", "c", 0),))
     outcomes = store.add_many([req("c", "a\x1fb", "colliding"), req("r1", "bob", "innocent bystander")])
     assert isinstance(outcomes[0], Conflict) and "collide" in outcomes[0].message
     assert outcomes[1].status == "added"

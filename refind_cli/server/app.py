@@ -36,8 +36,9 @@ from ..contract import SEARCH_MODES, SearchRequest, parse_add, parse_search
 from ..errors import InvalidInput, RefindError
 from ..store import Store
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, token_check, where
+from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
 from .dbpool import GroupWriter, SerialStore, StorePool
+from .guard import EdgeGuard, token_check
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -64,6 +65,20 @@ class ServerSettings:
     search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
     parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
     expire_interval_s: float = defaults.DEFAULT_EXPIRE_INTERVAL_S  # retention sweep period; 0 turns it off
+    token_sha256: str | None = None  # the token as workers receive it: its hash only (guard.token_digest)
+    allow_hosts: tuple[str, ...] = ()  # without a token: Host/Origin names accepted besides loopback ("*": any)
+    max_inflight_bytes: int = int(defaults.DEFAULT_MAX_INFLIGHT_MB * MB)  # request bodies held at once (503 above)
+    header_timeout_s: float = defaults.DEFAULT_HEADER_TIMEOUT_S  # a request's headers must arrive within this
+    body_timeout_s: float = defaults.DEFAULT_BODY_TIMEOUT_S  # … and its body within this after them
+    max_connections: int | None = None  # open connections at once (None: from the open-file limit)
+
+    def digest(self) -> str | None:
+        """The hash the token check compares against; None when no token is set."""
+        if self.token is not None:
+            from .guard import token_digest
+
+            return token_digest(self.token)
+        return self.token_sha256
 
     def open_store(self) -> Store:
         return SerialStore(self.db, retention_days=self.retention_days)
@@ -180,9 +195,9 @@ class Runtime:
     # -- retention --
 
     def sweep(self) -> None:
-        """Delete what fell out of the retention window (the read-time predicate already hides it)."""
-        if self.cfg.retention_days is None:
-            return
+        """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
+        off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
+        checkpoint found readers in the way (``checkpointed: false``)."""
         from ..lifecycle import expire
 
         with self.cfg.open_store() as store:
@@ -234,6 +249,8 @@ def contract_items(blocks: list[Any], top_k: int) -> list[dict[str, Any]]:
 def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     """The contest app for these settings (tests build their own; ``refind serve`` runs one on uvicorn)."""
     cfg = cfg or ServerSettings()
+    if cfg.token is not None and not cfg.token.strip():
+        raise InvalidInput(f"the server token is blank: set a real one ({defaults.ENV_SERVER_TOKEN}) or none at all")
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
@@ -256,7 +273,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.",
     )
     app.state.runtime = rt
-    deps = [Depends(token_check(cfg.token))] if cfg.token else []
+    digest = cfg.digest()
+    deps = [Depends(token_check(digest))] if digest else []
 
     @app.exception_handler(RefindError)
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
@@ -333,13 +351,16 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
             response_class=JSONResponse,
         )
 
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, inflight=cfg.max_inflight_bytes)
+    app.add_middleware(EdgeGuard, token_sha256=digest, allow_hosts=cfg.allow_hosts)  # before routing: 401, 403
     app.add_middleware(RequestLog)
     return app
 
 
 # ---- running it ------------------------------------------------------------------------------------------------
 
+PROTOCOL = "refind_cli.server.connections:GuardedH11Protocol"  # uvicorn's h11 with read deadlines and a connection cap
+PROTOCOL_OVERRIDE: str | None = None  # bench/slowloris.py's baseline: uvicorn's plain "h11"
 SETTINGS_ENV = "REFIND__SERVE_SETTINGS"  # how `refind serve --workers N` hands its settings to worker processes
 
 LOG_CONFIG: dict[str, Any] = {
@@ -347,7 +368,9 @@ LOG_CONFIG: dict[str, Any] = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
+    "filters": {"rare": {"()": "refind_cli.server.connections.RareLog"}},
     "loggers": {
+        "asyncio": {"handlers": ["stderr"], "level": "WARNING", "propagate": False, "filters": ["rare"]},
         "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
         "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},  # ours is refind.access
         "refind": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
@@ -356,7 +379,10 @@ LOG_CONFIG: dict[str, Any] = {
 
 
 def settings_to_env(cfg: ServerSettings) -> str:
+    """The settings for worker processes, with the token replaced by its hash: no process but the one it was given
+    to holds the token (nor passes it on to its children)."""
     data = {k: (str(v) if isinstance(v, Path) else v) for k, v in cfg.__dict__.items()}
+    data["token"], data["token_sha256"] = None, cfg.digest()
     return json.dumps(data)
 
 
@@ -366,7 +392,12 @@ def app_from_env() -> FastAPI:
 
     data = json.loads(os.environ[SETTINGS_ENV])
     data["db"] = Path(data["db"])
-    return create_app(ServerSettings(**data))
+    data["allow_hosts"] = tuple(data.get("allow_hosts") or ())
+    cfg = ServerSettings(**data)
+    from .connections import configure
+
+    configure(cfg)
+    return create_app(cfg)
 
 
 def raise_open_file_limit(want: int = 65536) -> int:
@@ -392,9 +423,12 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
 
     import uvicorn
 
+    from .connections import configure
+
     limit = raise_open_file_limit()
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
+    configure(cfg, limit)
 
     common = functools.partial(
         uvicorn.run,
@@ -404,6 +438,7 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
         log_config=LOG_CONFIG,
         server_header=False,
         timeout_keep_alive=75,
+        http=PROTOCOL_OVERRIDE or PROTOCOL,
     )
     if workers == 1:
         common(create_app(cfg))

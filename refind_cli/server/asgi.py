@@ -7,21 +7,18 @@ status and duration; an unexpected error is logged as its type and ``file:line``
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
+import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..contract import SURROGATE_ESCAPE, refuse_lone_surrogates
+from ..contract import SURROGATE_ESCAPE, DuplicateKey, refuse_lone_surrogates, unique_keys
 from ..errors import InvalidInput, RefindError
 
 access_log = logging.getLogger("refind.access")
@@ -40,12 +37,21 @@ class Unauthorized(RefindError):
     kind = "unauthorized"
 
 
+class Busy(RefindError):
+    """The server holds as many request bodies as it may at once: retry shortly (the platform retries 503)."""
+
+    status = 503
+    kind = "busy"
+
+
 def load_json(body: bytes) -> Any:
     """A request body as JSON, or InvalidInput (422) saying what is wrong with it."""
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"request: the key {exc.key!r} appears {exc.count} times in one object") from None
     except UnicodeDecodeError:
         raise InvalidInput("request: the body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -66,46 +72,26 @@ def error_response(exc: RefindError) -> JSONResponse:
     return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
 
 
-def token_check(token: str) -> Callable[..., Any]:
-    # Header values arrive stripped, so a token read with a trailing newline (an env file) could never match.
-    expected = token.strip().encode()
-    authorization = APIKeyHeader(
-        name="Authorization",
-        auto_error=False,
-        scheme_name="Authorization",
-        description="`Bearer <token>` or `Token <token>`",
-    )
-    api_key = APIKeyHeader(name="X-Api-Key", auto_error=False, scheme_name="X-Api-Key")
-
-    async def authorize(auth: str | None = Depends(authorization), key: str | None = Depends(api_key)) -> None:
-        candidates = []
-        if auth:
-            scheme, _, value = auth.strip().partition(" ")
-            if scheme.lower() in ("bearer", "token"):
-                candidates.append(value.strip())
-        if key:
-            candidates.append(key.strip())
-        ok = False
-        for candidate in candidates:  # compare every candidate, in constant time each
-            ok |= hmac.compare_digest(candidate.encode(), expected)
-        if not ok:
-            raise Unauthorized(
-                "missing or wrong token: send Authorization: Bearer <token>, "
-                "Authorization: Token <token> or X-Api-Key: <token>"
-            )
-
-    return authorize
-
-
 # ---- ASGI middleware ---------------------------------------------------------------------------------------------
 
 
 class BodyLimit:
-    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it."""
+    """413 for a body over the limit: at once from Content-Length, else as soon as the stream passes it. And a
+    budget of body bytes held at once across all requests (``inflight``): a request whose declared or streamed body
+    would pass it is answered 503 (retryable), so parallel big bodies cannot take the process's memory."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, inflight: int | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.inflight = inflight
+        self.held = 0  # body bytes reserved by requests in flight (one event loop: no lock needed)
+
+    def _busy(self) -> Busy:
+        assert self.inflight is not None
+        return Busy(
+            f"the server is holding {self.inflight / MB:g} MiB of request bodies at once (--max-inflight-mb); "
+            "retry shortly"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -114,28 +100,42 @@ class BodyLimit:
         too_large = BodyTooLarge(
             f"request body over the limit of {self.limit:,} bytes ({self.limit / MB:g} MiB; see --max-body-mb)"
         )
+        declared = 0
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    length = int(value)
+                    declared = int(value)
                 except ValueError:
                     await error_response(InvalidInput("Content-Length: not a number"))(scope, receive, send)
                     return
-                if length > self.limit:
+                if declared > self.limit:
                     await error_response(too_large)(scope, receive, send)
                     return
+        if self.inflight is not None and declared and self.held + declared > self.inflight:
+            await error_response(self._busy())(scope, receive, send)
+            return
+        reserved = declared
+        self.held += reserved
         received = 0
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, reserved
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise too_large
+                if received > reserved:  # no (or a wrong) Content-Length: count what actually arrives
+                    if self.inflight is not None and self.held + received - reserved > self.inflight:
+                        raise self._busy()
+                    self.held += received - reserved
+                    reserved = received
             return message
 
-        await self.app(scope, limited_receive, send)
+        try:
+            await self.app(scope, limited_receive, send)
+        finally:
+            self.held -= reserved
 
 
 class RequestLog:
@@ -164,8 +164,8 @@ class RequestLog:
         except Exception as exc:
             log.error(
                 "internal error on %s %s: %s at %s",
-                scope.get("method"),
-                scope.get("path"),
+                printable(scope.get("method")),
+                printable(scope.get("path")),
                 type(exc).__name__,
                 where(exc),
             )
@@ -176,11 +176,20 @@ class RequestLog:
         finally:
             access_log.info(
                 "%s %s %d %.1fms",
-                scope.get("method"),
-                scope.get("path"),
+                printable(scope.get("method")),
+                printable(scope.get("path")),
                 state["status"],
                 (time.perf_counter() - start) * 1000,
             )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
+
+
+def printable(text: object) -> str:
+    """Text safe for a log line: control characters (newlines, ANSI escapes) and backslashes as ``\\xNN``, so a
+    request path can neither forge a line nor drive the reader's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def where(exc: BaseException) -> str:

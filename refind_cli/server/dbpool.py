@@ -102,14 +102,20 @@ class _Job:
 
 
 _STOP = object()
+# Messages committed in one batch at most (a single bigger Add is a batch alone): bounds how long an Add waits for
+# the writer behind others' big Adds (README "Security").
+MAX_BATCH_MESSAGES = 5_000
 
 
 class GroupWriter:
     """The process's one writer thread for Adds; ``submit_add``/``add`` are thread-safe and answer after COMMIT."""
 
-    def __init__(self, open_store: StoreFactory, *, max_batch: int = 64) -> None:
+    def __init__(
+        self, open_store: StoreFactory, *, max_batch: int = 64, max_batch_messages: int = MAX_BATCH_MESSAGES
+    ) -> None:
         self._open = open_store
         self._max_batch = max_batch
+        self._max_batch_messages = max_batch_messages
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -151,12 +157,15 @@ class GroupWriter:
     def _run(self) -> None:
         store: Store | None = None
         stopping = False
-        while not stopping:
-            first = self._queue.get()
+        pending: _Job | None = None  # taken from the queue but left for the next batch (the message cap)
+        while pending is not None or not stopping:
+            first = pending if pending is not None else self._queue.get()
+            pending = None
             if first is _STOP:
                 break
             jobs = [first]
-            while len(jobs) < self._max_batch:
+            size = len(first.request.messages)
+            while len(jobs) < self._max_batch and size < self._max_batch_messages:
                 try:
                     job = self._queue.get_nowait()
                 except queue.Empty:
@@ -164,7 +173,11 @@ class GroupWriter:
                 if job is _STOP:
                     stopping = True
                     break
+                if size + len(job.request.messages) > self._max_batch_messages:
+                    pending = job  # one huge Add is a batch of its own: the small ones behind it do not wait longer
+                    break
                 jobs.append(job)
+                size += len(job.request.messages)
             try:
                 if store is None:
                     store = self._open()

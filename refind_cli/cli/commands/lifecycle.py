@@ -154,6 +154,8 @@ def _export_to_file(store: Store, user: str, session: str | None, output: Path) 
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise InvalidInput(f"--output: folder {folder} does not exist")
+    if output.is_dir():
+        raise InvalidInput(f"--output: {output} is a folder; name a file to write, e.g. {output / (user + '.jsonl')}")
     fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:

@@ -22,7 +22,8 @@ Routes: POST /v1/memories/add, POST /v1/memories/search (aliases POST /add, POST
 DELETE /v1/memories?user_id=U[&session_id=S|&request_id=R] (forget) and GET /health (open). With a
 token every other route needs Authorization: Bearer <token>, Authorization: Token <token> or X-Api-Key:
 <token>. Bound to a non-loopback address the server refuses to start without a token unless --insecure
-is given. One access-log line per request (method, path, status, duration); never content.
+is given. Without a token only loopback Host/Origin names (add others with --allow-host) and JSON bodies
+are accepted. One access-log line per request (method, path, status, duration); never content.
 """
 
 
@@ -84,6 +85,47 @@ def serve(
             help="Seconds between retention sweeps while serving (0: off).",
         ),
     ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Without a token: also accept this Host/Origin name besides loopback (repeatable; '*' any). "
+            f"Or {settings.ENV_SERVER_ALLOW_HOSTS}=a,b.",
+        ),
+    ] = None,
+    max_inflight_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-inflight-mb",
+            envvar=settings.ENV_SERVER_MAX_INFLIGHT_MB,
+            help="Request bodies held at once per process; 503 (retry) above.",
+        ),
+    ] = settings.DEFAULT_MAX_INFLIGHT_MB,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            envvar=settings.ENV_SERVER_HEADER_TIMEOUT_S,
+            help="Seconds a connection has to send a request's headers.",
+        ),
+    ] = settings.DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            envvar=settings.ENV_SERVER_BODY_TIMEOUT_S,
+            help="Seconds a request has to send its body after the headers.",
+        ),
+    ] = settings.DEFAULT_BODY_TIMEOUT_S,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            envvar=settings.ENV_SERVER_MAX_CONNECTIONS,
+            min=1,
+            help="Open connections at once (default 1024, fewer if the open-file limit is low).",
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
@@ -96,7 +138,22 @@ def serve(
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
     if max_body_mb <= 0:
         raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")
-    token = (token or "").strip() or None  # what a header can carry: no surrounding whitespace
+    if token is not None and not token.strip():
+        raise InvalidInput(
+            f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
+            "(loopback only)"
+        )
+    token = token.strip() if token else None  # what a header can carry: no surrounding whitespace
+    for name, value in (("--max-inflight-mb", max_inflight_mb), ("--header-timeout", header_timeout)):
+        if not value > 0:
+            raise InvalidInput(f"{name} must be above 0, got {value:g}")
+    if not body_timeout > 0:
+        raise InvalidInput(f"--body-timeout must be above 0, got {body_timeout:g}")
+    hosts = list(allow_host or [])
+    if not hosts:
+        hosts = [h for h in os.environ.get(settings.ENV_SERVER_ALLOW_HOSTS, "").split(",") if h.strip()]
+    if not token and not is_loopback(host) and host not in ("0.0.0.0", "::", ""):
+        hosts.append(host)  # --insecure on a named address: requests for that address are what it was bound for
     if not token and not is_loopback(host):
         if not insecure:
             raise RefindError(
@@ -117,6 +174,11 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         search_threads=search_threads,
         expire_interval_s=expire_interval,
+        allow_hosts=tuple(h.strip() for h in hosts),
+        max_inflight_bytes=int(max_inflight_mb * 1024 * 1024),
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        max_connections=max_connections,
     )
     from ...server.app import run
 

@@ -1,0 +1,57 @@
+"""Secrets out of error text and traces: what looks like an API key, and the keys this process was given.
+
+A provider's error message is passed on to the user (a 502 body, a red CLI line) and stored in the search's trace;
+some providers echo the request, key included. Everything that leaves ``model.py`` as text goes through
+:func:`redact` first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MARK = "[redacted]"
+MIN_SECRET_CHARS = 8  # a configured "key" shorter than this (a placeholder) is not worth hiding, and too common
+# Shapes of provider keys and bearer credentials: OpenAI/Anthropic style "sk-…", Google "AIza…", GitHub, Slack,
+# AWS access key ids, HuggingFace, and whatever follows "Bearer " or an api_key=/"api_key": assignment.
+_SHAPES = re.compile(
+    r"""(?x)
+    \b(?:sk|rk|pk)-[A-Za-z0-9_\-]{16,}
+  | \bAIza[0-9A-Za-z_\-]{30,}
+  | \bgh[pousr]_[A-Za-z0-9]{20,}
+  | \bxox[abposr]-[A-Za-z0-9\-]{10,}
+  | \bAKIA[0-9A-Z]{16}\b
+  | \bhf_[A-Za-z0-9]{20,}
+  | (?i:bearer)\s+[A-Za-z0-9._~+/=\-]{12,}
+  | (?i:api[_-]?key)["']?\s*[:=]\s*["']?[A-Za-z0-9._~+/=\-]{8,}
+    """
+)
+
+
+def configured_secrets() -> list[str]:
+    """Values of the environment's key variables (``*_KEY``, ``*_TOKEN``, ``*SECRET*``), longest first."""
+    found = {
+        value.strip()
+        for name, value in os.environ.items()
+        if name.endswith(("_KEY", "_TOKEN")) or "SECRET" in name
+        if len(value.strip()) >= MIN_SECRET_CHARS
+    }
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, *extra: str | None) -> str:
+    """``text`` with every configured secret (and ``extra``) and every key-shaped string replaced by MARK."""
+    for secret in [*(e for e in extra if e and len(e) >= MIN_SECRET_CHARS), *configured_secrets()]:
+        text = text.replace(secret, MARK)
+    return _SHAPES.sub(MARK, text)
+
+
+def redact_data(data: object) -> object:
+    """Every string inside JSON-like data (dicts, lists) redacted; keys and other values kept."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {k: redact_data(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact_data(v) for v in data]
+    return data

@@ -1,0 +1,77 @@
+"""Item 9: no API key in error text, the stored trace or the database; a custom --api-base never receives the
+provider's own key. litellm over real HTTP to the scripted loopback server."""
+
+from __future__ import annotations
+
+import pytest
+from helpers_retrieval import T0, add
+from llm_server import Fail
+
+from refind_cli.errors import ModelError
+from refind_cli.model import litellm_complete
+from refind_cli.planner import agent_search
+from refind_cli.redact import redact
+
+PROVIDER_KEY = "sk-proj-REALPROVIDERKEY0123456789abcdef"
+BASE_KEY = "local-base-key-7f3a9c21"
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch):
+    monkeypatch.delenv("REFIND_API_BASE", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+
+
+def model(llm):
+    return litellm_complete("openai/scripted", llm.url, timeout_s=5, retries=0, backoff_s=0.01)
+
+
+def test_a_custom_base_never_receives_the_provider_key(llm_server, store, monkeypatch):
+    add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    llm_server.play('{"thought": "done", "action": "finish_search"}')
+    agent_search(store, "alice", "hiking?", top_k=3, model=model(llm_server), model_name="openai/scripted")
+    sent = " ".join(str(h.get("Authorization") or h.get("authorization")) for h in llm_server.headers)
+    assert PROVIDER_KEY not in sent
+    assert "Bearer refind-no-key" in sent  # the placeholder: nothing configured for this base
+    monkeypatch.setenv("REFIND_API_KEY", BASE_KEY)
+    llm_server.play('{"thought": "done", "action": "finish_search"}')
+    agent_search(store, "alice", "hiking?", top_k=3, model=model(llm_server), model_name="openai/scripted")
+    assert f"Bearer {BASE_KEY}" in str(llm_server.headers[-1])
+
+
+def test_a_provider_echoing_the_key_leaks_it_nowhere(llm_server, store, db_path, monkeypatch, cli):
+    monkeypatch.setenv("REFIND_API_KEY", BASE_KEY)
+    add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    echo = f"invalid request: key {BASE_KEY} / sk-ant-api03-OTHERKEY0123456789abcdef is not allowed here"
+    llm_server.play(Fail(400, echo))
+    with pytest.raises(ModelError) as caught:
+        agent_search(store, "alice", "hiking?", top_k=3, model=model(llm_server), model_name="openai/scripted")
+    assert "is not allowed here" in caught.value.message  # the provider's message still reaches the user
+    assert BASE_KEY not in caught.value.message and "OTHERKEY" not in caught.value.message
+    stored = store.conn.execute("SELECT trace FROM searches").fetchall()
+    assert stored and all(BASE_KEY not in t and "OTHERKEY" not in t for (t,) in stored)
+    llm_server.play(Fail(400, echo))
+    result = cli(
+        "search",
+        "hiking?",
+        "--user",
+        "alice",
+        "--mode",
+        "agent",
+        "--model",
+        "openai/scripted",
+        "--api-base",
+        llm_server.url,
+    )
+    assert result.exit_code == 5 and "is not allowed here" in result.output
+    assert BASE_KEY not in result.output and "OTHERKEY" not in result.output
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = db_path.read_bytes()
+    assert BASE_KEY.encode() not in raw and b"OTHERKEY" not in raw
+
+
+def test_key_shapes_are_redacted_and_plain_text_is_not():
+    assert redact("use Bearer abcdefghijklmnop0123 please") == "use [redacted] please"
+    assert redact('{"api_key": "abcd1234efgh"}') == '{"[redacted]"}'
+    assert redact("AIzaSyA0123456789abcdefghijklmnopqrstu") == "[redacted]"
+    assert redact("the skyline is 4417 m tall, ask-me anything") == "the skyline is 4417 m tall, ask-me anything"
