@@ -17,7 +17,7 @@ from .index import TurnIndex, neighbours
 if TYPE_CHECKING:
     import numpy as np
 
-    from .search import SearchConfig
+    from .search_config import SearchConfig
     from .store import StoredMessage
     from .turns import Turn
 

@@ -41,7 +41,7 @@ from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
 
 if TYPE_CHECKING:
-    from .search import SearchConfig
+    from .search_config import SearchConfig
 
 JOIN = "\n\n"
 TOKENIZERS = ("analyze", "plain")  # refind's analyzer (CJK bigrams, Snowball) / the English-only word splitter
@@ -211,7 +211,7 @@ class BaselineBM25:
 
 def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze") -> SearchConfig:
     """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type."""
-    from .search import SearchConfig
+    from .search_config import SearchConfig
 
     config = SearchConfig()
     names = {f.name: f for f in dataclasses.fields(config)}

@@ -19,7 +19,7 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, bm25_scores
 
@@ -45,8 +45,41 @@ class _DocFreq(Mapping[str, int]):
         return len(self._vocab)
 
 
+class _PostingsDocFreq(Mapping[str, int]):
+    """The same over a maintained index's postings: membership and counts by ``df``; the word list (needed only
+    when a query word is missing) read once, on first iteration."""
+
+    def __init__(self, postings: Any) -> None:
+        self._vocab = postings  # the identity _buckets caches by
+        self._words: list[str] | None = None
+
+    def __getitem__(self, token: str) -> int:
+        n = int(self._vocab.df(token))
+        if n <= 0:
+            raise KeyError(token)
+        return n
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and int(self._vocab.df(token)) > 0
+
+    def _all(self) -> list[str]:
+        if self._words is None:
+            listing = getattr(self._vocab, "vocabulary", None)
+            self._words = list(listing()) if listing is not None else []
+        return self._words
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def vocabulary(index: TurnIndex) -> Mapping[str, int]:
-    """The user's vocabulary: every indexed token with the number of turns that hold it."""
+    """The user's vocabulary: every indexed token with the number of turns that hold it (from the maintained
+    index's postings when it has them, else from the score matrix)."""
+    if index.postings is not None:
+        return _PostingsDocFreq(index.postings)
     return _DocFreq(index)
 
 

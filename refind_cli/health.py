@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from . import index_store
 from .errors import CorruptDatabase, NotFound, RefindError
 from .store import storage_error
 
@@ -27,8 +28,9 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def derived_problems(conn: sqlite3.Connection) -> list[str]:
-    """What derived or duplicated data disagrees with the messages — the one function ``inspect --check`` calls for
-    it (point it at the search index's own verify when the index keeps one). Empty when all agree."""
+    """What derived or duplicated data disagrees with the messages — request rows and the maintained search index
+    (:func:`index_store.verify`); the one function ``inspect --check`` calls for it. Empty when all agree. A database
+    from before the index (not yet opened by this version) has no index to check."""
     q = conn.execute
     problems = [
         f"request {rid!r} of user {uid!r}: {want} message(s) recorded, {got} stored"
@@ -46,13 +48,9 @@ def derived_problems(conn: sqlite3.Connection) -> list[str]:
             "GROUP BY m.user_id, m.request_id"
         )
     ]
-    problems += [
-        f"search index of user {uid!r} built at version {version}, but the user is at {current}"
-        for uid, version, current in q(
-            "SELECT i.user_id, i.version, u.version FROM search_index i LEFT JOIN users u ON u.user_id = i.user_id "
-            "WHERE u.version IS NULL OR u.version != i.version"
-        )
-    ]
+    tables = {row[0] for row in q("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "index_segments" in tables:
+        problems += index_store.verify(conn)
     return problems
 
 

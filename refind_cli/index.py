@@ -2,10 +2,11 @@
 
 Each stage is a small function over numpy arrays so it can be tested on a toy corpus ranked by hand:
 
-* :func:`bm25_scores` — Lucene BM25 (k1 = 1.2, b = 0.75 by default) over every turn. bm25s builds the index (its
-  eager sparse matrix of per-token, per-turn scores); scoring a query sums that matrix's rows for the query's tokens,
-  as ``bm25s.BM25.get_scores`` does, directly on the arrays — so an index loaded from the database
-  (:func:`to_blob` / :func:`from_blob`) scores without importing bm25s or scipy;
+* :func:`bm25_scores` — Lucene BM25 (k1 = 1.2, b = 0.75 by default) over every turn. Either bm25s builds the index
+  (its eager sparse matrix of per-token, per-turn scores) and scoring a query sums that matrix's rows for the query's
+  tokens, as ``bm25s.BM25.get_scores`` does; or the index is the maintained one (``index.postings``, from
+  :mod:`refind_cli.index_cache`), which computes the same float32 contributions from stored term frequencies at
+  query time — equal to bm25s's, bit for bit;
 * :func:`eligible` — the mask applied **before** ranking: said-at inside the date range (a turn without a said-at
   is left out of any date-bounded search, since it cannot be shown to lie inside the range), not in the skip set;
 * :func:`fuse` — reciprocal rank fusion, k = 60: a turn's rank among turns with a positive score and its session's
@@ -18,13 +19,21 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from .turns import Turn
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+class Postings(Protocol):
+    """A maintained index's query-time scoring (index_cache.LivePostings): the same numbers as the eager matrix."""
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray: ...
+
+    def df(self, token: str) -> int: ...
 
 
 @dataclass
@@ -42,10 +51,18 @@ class TurnIndex:
     session_end: np.ndarray  # int64: one past each session's last turn
     said_at: np.ndarray  # float64 Unix ms; NaN when unknown
     min_recorded_at: int | None  # the oldest recorded-at of any message in the index
-    turn_pos: dict[str, int]  # turn id → index
+    postings: Postings | None = None  # set for a maintained index: scores come from it, not from data/indices
+    _turn_pos: dict[str, int] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.turns)
+
+    @property
+    def turn_pos(self) -> dict[str, int]:
+        """Turn id → index (built on first use: a search that skips no turns never needs it)."""
+        if self._turn_pos is None:
+            self._turn_pos = {t.id: i for i, t in enumerate(self.turns)}
+        return self._turn_pos
 
 
 def build_index(
@@ -101,7 +118,6 @@ def assemble(
         session_end=session_end,
         said_at=said,
         min_recorded_at=min(recorded) if recorded else None,
-        turn_pos={t.id: i for i, t in enumerate(turns)},
     )
 
 
@@ -116,6 +132,8 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
     """Every turn's BM25 score for the query (zeros when no query token is in the user's vocabulary)."""
     import numpy as np
 
+    if index.postings is not None:
+        return index.postings.scores(query_tokens)
     scores = np.zeros(len(index), dtype=np.float32)
     vocab = index.vocab
     for token in query_tokens:  # a repeated query token counts again, as in bm25s
@@ -132,61 +150,13 @@ def drop_common(index: TurnIndex, tokens: Sequence[str], share: float) -> list[s
     n = max(len(index), 1)
 
     def df(token: str) -> int:
+        if index.postings is not None:
+            return index.postings.df(token)
         row = index.vocab.get(token)
         return 0 if row is None else int(index.indptr[row + 1] - index.indptr[row])
 
     kept = [t for t in tokens if df(t) <= share * n]
     return kept if any(df(t) for t in kept) else list(tokens)
-
-
-def fingerprint(turns: Sequence[Turn]) -> str:
-    """A digest of the turn list (ids and order): a persisted index is used only for exactly these turns."""
-    import hashlib
-
-    text = "\x1e".join([f"{t.id}\x1f{len(t.messages)}" for t in turns])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def to_blob(index: TurnIndex) -> bytes:
-    """The score matrix and vocabulary as bytes (with the turn fingerprint), for the search_index table."""
-    import json
-
-    header = json.dumps(
-        {
-            "fingerprint": fingerprint(index.turns),
-            "vocab": sorted(index.vocab, key=index.vocab.__getitem__),
-            "sizes": [int(index.data.size), int(index.indices.size), int(index.indptr.size)],
-        },
-        ensure_ascii=False,
-    ).encode()
-    parts = [len(header).to_bytes(8, "little"), header]
-    parts += [
-        index.data.astype("<f4").tobytes(),
-        index.indices.astype("<i4").tobytes(),
-        index.indptr.astype("<i8").tobytes(),
-    ]
-    return b"".join(parts)
-
-
-def from_blob(blob: bytes, turns: list[Turn]) -> TurnIndex | None:
-    """The index stored by :func:`to_blob`, or None when it was built for other turns than ``turns``."""
-    import json
-
-    import numpy as np
-
-    size = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8 : 8 + size])
-    if header["fingerprint"] != fingerprint(turns):
-        return None
-    n_data, n_idx, n_ptr = header["sizes"]
-    at = 8 + size
-    data = np.frombuffer(blob, dtype="<f4", count=n_data, offset=at)
-    at += 4 * n_data
-    indices = np.frombuffer(blob, dtype="<i4", count=n_idx, offset=at)
-    at += 4 * n_idx
-    indptr = np.frombuffer(blob, dtype="<i8", count=n_ptr, offset=at)
-    vocab = {token: i for i, token in enumerate(header["vocab"])}
-    return assemble(turns, vocab, data, indices, indptr)
 
 
 def eligible(

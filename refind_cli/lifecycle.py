@@ -21,14 +21,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from . import index_store
 from .errors import InvalidInput, NotFound
 from .store import Store
+from .trace import quoting_searches
 
 CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget or sweep waits for readers before it reports the WAL busy
-QUOTE_PREFIX_CHARS = 32  # a stored trace quoting this much of a message's text counts as quoting the message
-# A text shorter than this ("ok", "yes", "thanks") lies inside every trace's JSON ("prompt_tokens" holds "ok"):
-# such a message counts as quoted by its id alone — every hit a planner was shown carries its message ids.
-QUOTE_MIN_CHARS = 8
 
 
 # ---- scrubbing ---------------------------------------------------------------------------------------------------
@@ -62,9 +60,9 @@ def checkpoint(store: Store, *, timeout_s: float | None = None) -> bool:
 
 
 def _evict(user_ids: Iterable[str]) -> None:
-    """Drop the retrieval's in-process index cache for these users (the version bump already makes it stale;
-    this frees it now). The persisted index went in the same transaction, by the trigger on users.version."""
-    from .search import evict
+    """Drop this process's in-memory indexes of these users (the version bump already makes them stale; this frees
+    their text now). The maintained index on disk changed in the same transaction (index_store.remove)."""
+    from .index_cache import evict
 
     for user_id in user_ids:
         evict(user_id)
@@ -79,33 +77,6 @@ def content_hash(key: bytes, content: str) -> str:
     """HMAC-SHA256 of a message's text under the database's key: whoever holds the text (and the database) can
     check it was forgotten; a listing of tombstones alone reveals nothing, short texts included."""
     return hmac.new(key, content.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
-
-
-def _needles(message_id: str, content: str) -> set[str]:
-    """What a stored trace would contain if it quoted this message: its id, or the start of its text as JSON."""
-    head = content.strip()[:QUOTE_PREFIX_CHARS]
-    out = {message_id}
-    if len(head) >= QUOTE_MIN_CHARS:
-        out.add(json.dumps(head, ensure_ascii=False)[1:-1])
-        out.add(json.dumps(head, ensure_ascii=True)[1:-1])
-    return out
-
-
-def _quoting_searches(store: Store, user_id: str, messages: list[tuple[str, str]]) -> list[str]:
-    """Ids of this user's stored planner searches that quote any of ``messages`` (id, content)."""
-    if not messages:
-        return []
-    needles: set[str] = set()
-    for mid, content in messages:
-        needles |= _needles(mid, content)
-    found = []
-    for sid, returned, trace in store.conn.execute(
-        "SELECT id, returned_ids, trace FROM searches WHERE user_id = ?", (user_id,)
-    ):
-        text = f"{returned}\n{trace}"
-        if any(n in text for n in needles):
-            found.append(sid)
-    return found
 
 
 def _delete_searches(store: Store, ids: list[str]) -> int:
@@ -171,6 +142,10 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
         if dry_run:
             return ExpireResult(store.retention_days, cutoff, True, counts)
         for uid, plan in plans.items():
+            expired = store.conn.execute(
+                "SELECT seq FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)
+            ).fetchall()
+            index_store.remove(store.conn, uid, [r[0] for r in expired])
             store.conn.execute("DELETE FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
             store.conn.execute("DELETE FROM requests WHERE user_id = ? AND recorded_at < ?", (uid, cutoff))
             _delete_searches(store, plan.searches)
@@ -216,7 +191,7 @@ def _expiry_plan(store: Store, cutoff: int, user_id: str | None) -> dict[str, _P
             continue
         expired = q("SELECT id, content FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)).fetchall()
         old = set(plan.searches)
-        plan.searches += [s for s in _quoting_searches(store, uid, expired) if s not in old]
+        plan.searches += [s for s in quoting_searches(store.conn, uid, expired) if s not in old]
     return plans
 
 
@@ -264,11 +239,16 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         if scope == "user":
             searches = [r[0] for r in q("SELECT id FROM searches WHERE user_id = ?", (user_id,))]
         else:
-            searches = _quoting_searches(store, user_id, [(r[0], r[1]) for r in rows])
+            searches = quoting_searches(store.conn, user_id, [(r[0], r[1]) for r in rows])
         if not rows and not n_requests and not searches:
             raise NotFound(_nothing_to_forget(store, scope, user_id, session_id, request_id))
         if scope == "request" and rows:
             session_id = rows[0][3]
+        if scope == "user":
+            index_store.remove_user(store.conn, user_id)
+        else:  # the segments holding these messages are rewritten without them, in this transaction
+            seqs = [r[0] for r in q(f"SELECT seq FROM messages WHERE {where}", params)]
+            index_store.remove(store.conn, user_id, seqs)
         q(f"DELETE FROM messages WHERE {where}", params)
         q(f"DELETE FROM requests WHERE {where}", params)
         _delete_searches(store, searches)

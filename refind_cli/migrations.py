@@ -179,3 +179,37 @@ def m003_security_tombstone_key(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
     conn.execute("INSERT INTO secrets (name, value) VALUES ('tombstone_hmac', randomblob(32))")
     conn.execute("UPDATE tombstones SET content_hashes = '[]'")
+
+
+@migration
+def m004_maintained_index(conn: sqlite3.Connection) -> None:
+    # The per-user BM25 index maintained on write (index_store.py) replaces the persisted whole-user blobs.
+    # Segments are immutable and never reuse an id (AUTOINCREMENT), so a process can cache one by id. index_meta
+    # holds the analyzer version, the watermark below which every message is indexed (0: the existing messages are
+    # indexed once on the next open, by index_store.catch_up) and this database's random id (cache keys).
+    import secrets
+
+    conn.execute("DROP TRIGGER IF EXISTS search_index_stale_on_bump")
+    conn.execute("DROP TRIGGER IF EXISTS search_index_stale_on_user_delete")
+    conn.execute("DROP TABLE IF EXISTS search_index")
+    _script(
+        conn,
+        """
+        CREATE TABLE index_segments (
+            id      INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            docs    INTEGER NOT NULL,
+            min_seq INTEGER NOT NULL,
+            max_seq INTEGER NOT NULL,
+            blob    BLOB NOT NULL
+        );
+        CREATE INDEX index_segments_by_user ON index_segments (user_id, id);
+        CREATE TABLE index_meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID
+        """,
+    )
+    conn.execute("INSERT INTO index_meta (key, value) VALUES ('db_id', ?)", (secrets.token_hex(16),))
+    conn.execute("INSERT INTO index_meta (key, value) VALUES ('indexed_through', '0')")
+    conn.execute("INSERT INTO index_meta (key, value) VALUES ('analyzer', '')")

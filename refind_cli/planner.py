@@ -55,7 +55,8 @@ from .trace import Event
 
 if TYPE_CHECKING:
     from .blocks import Block
-    from .search import SearchConfig, UserIndex
+    from .search import UserIndex
+    from .search_config import SearchConfig
     from .store import Store
 
 __all__ = [

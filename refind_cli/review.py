@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from . import migrations
+from . import index_store, migrations
 from .errors import InvalidInput, NotFound
 from .store import EVENT_KINDS, MESSAGE_COLUMNS, Store, StoredMessage
 
@@ -56,6 +56,7 @@ def overview(store: Store) -> dict[str, Any]:
         "searches": q("SELECT count(*) FROM searches").fetchone()[0],
         "tombstones": q("SELECT count(*) FROM tombstones").fetchone()[0],
         "events": q("SELECT count(*) FROM events").fetchone()[0],
+        "index": index_store.stats(store.conn),
     }
 
 
@@ -139,7 +140,7 @@ def _session_messages(store: Store, user_id: str, session_id: str) -> list[Store
 
 def _turns(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     """The session as the index sees it: the retrieval's turns (default unit), chronological, with stable ids."""
-    from .search import SearchConfig
+    from .search_config import SearchConfig
     from .turns import build_turns
 
     return [

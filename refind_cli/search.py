@@ -2,104 +2,40 @@
 
 Library API (the CLI, the planner, the server and the evaluation all call these):
 
-* :func:`search` — one call: the user's (cached) index, then :meth:`UserIndex.search`;
-* :func:`user_index` — the per-user index, built from ONE ``store.user_messages(user_id, as_of=…)`` read and kept
-  in an in-process LRU cache keyed by (database file, user, ``users.version``, as_of, index settings). Every
-  mutation of a user bumps its version, so a changed user is re-read; an entry holding a message that has since
-  fallen out of the retention window is rebuilt before it is used; :func:`evict` / :func:`clear` drop entries;
+* :func:`search` — one call: the user's index, then :meth:`UserIndex.search`;
+* :func:`user_index` — the per-user index. With one-message turns and the default tokenization (any k1, b) it is
+  the index maintained on write (:mod:`refind_cli.index_cache` over :mod:`refind_cli.index_store`): never rebuilt
+  on the search path. Other index shapes (``turn_unit="pair"``, no labels, no dates), and a database whose index is
+  still being built, get an index built from ONE ``store.user_messages(user_id, as_of=…)`` read, kept in the same
+  byte-sized in-process LRU keyed by (database, user, ``users.version``, as_of, retention, index settings);
+  :func:`evict` / :func:`clear` drop entries;
 * :func:`parse_date` — the date bounds a search accepts.
 
-Every variant the evaluation measures is a field of :class:`SearchConfig`.
+Every variant the evaluation measures is a field of :class:`SearchConfig` (search_config.py).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from . import expand, feedback, settings
+from . import expand, feedback, index_cache
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
 from .contract import parse_date
 from .errors import InvalidInput
-from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, from_blob, fuse, to_blob
+from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
+from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
+from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
+from .search_config import SKIP_MODES, _check, turn_tokenizer
+from .search_config import SearchConfig as SearchConfig
 from .tokenize import analyze
-from .turns import TURN_UNITS, Turn, build_turns
+from .turns import Turn, build_turns
 
 if TYPE_CHECKING:
     from .store import Store, StoredMessage
-
-SKIP_MODES = ("session", "turn")
-OVERLAP_POLICIES = ("repeat", "trim")
-NEIGHBOUR_ROLES = ("all", "same")
-NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Every retrieval variant, one field each. The defaults are the ones chosen by measurement (BENCHMARKS.md)."""
-
-    # index (changing these builds another index)
-    turn_unit: str = "message"  # "message" | "pair"
-    index_labels: bool = True  # index a leading "Name: " speaker label (False strips it before tokenizing)
-    index_dates: bool = True  # also index each turn's said-at month and year as words ("June 2023")
-    k1: float = 1.2
-    b: float = 0.75
-    # ranking
-    session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
-    rrf_k: int = 60
-    session_top: int | None = 3  # session score = sum of its best N turn scores (None: of all its turns)
-    options_in_query: bool = True  # append the multiple-choice options to the query
-    strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
-    common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
-    fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
-    fuzzy_expansions: int = 3  # at most this many words per such query word
-    rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
-    rm3_docs: int = 10  # … read from this many best turns
-    rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
-    backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
-    # rendering
-    neighbours: int = 2  # ±N turns of context within the session
-    neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
-    lead_chars: int = 0  # the list opens with the best turns by plain BM25, alone, while they fit in this many chars
-    bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
-    context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
-    late_neighbours: int = 1
-    neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
-    neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
-    short_chars: int = 80  # a "short" neighbour: every message of it at most this long
-    defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
-    lead_blocks: int = 1  # the first N blocks are never deferred
-    block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
-    overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
-    skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
-
-    def __post_init__(self) -> None:
-        _check("turn_unit", self.turn_unit, TURN_UNITS)
-        _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
-        _check("neighbour_filter", self.neighbour_filter, NEIGHBOUR_FILTERS)
-        _check("overlap", self.overlap, OVERLAP_POLICIES)
-        _check("skip", self.skip, SKIP_MODES)
-        if self.neighbours < 0:
-            raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
-
-    def index_key(self) -> tuple[Any, ...]:
-        """The fields that shape the index (the rest only change how it is queried and rendered)."""
-        return (self.turn_unit, self.index_labels, self.index_dates, self.k1, self.b)
-
-    def with_(self, **changes: Any) -> SearchConfig:
-        return replace(self, **changes)
-
-
-def _check(name: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -147,46 +83,37 @@ def strip_instructions(query: str) -> str:
     return " ".join(kept) if kept else query
 
 
-def _strip_label(content: str) -> str:
-    """Content without a leading speaker label such as 'Caroline: ' (up to 40 characters, no newline)."""
-    head, sep, rest = content.partition(": ")
-    if sep and 0 < len(head) <= 40 and "\n" not in head:
-        return rest
-    return content
-
-
-DATE_WORDS = "%B %Y"  # how index_dates writes a said-at: "June 2023"
-
-
-def turn_tokenizer(config: SearchConfig) -> Callable[[Turn], list[str]]:
-    def tokenize(turn: Turn) -> list[str]:
-        parts = [m.content if config.index_labels else _strip_label(m.content) for m in turn.messages]
-        if config.index_dates and turn.said_at is not None:
-            parts.append(datetime.fromtimestamp(turn.said_at / 1000, tz=UTC).strftime(DATE_WORDS))
-        return analyze("\n".join(parts))
-
-    return tokenize
-
-
 class UserIndex:
     """One user's turns, indexed. Built from one scoped read; searched many times (thread-safe: read-only)."""
 
-    def __init__(
-        self,
-        messages: Sequence[StoredMessage],
-        config: SearchConfig | None = None,
-        *,
-        stored: bytes | None = None,
-    ) -> None:
-        """Build from the user's messages; ``stored`` (a persisted index blob) is used when it fits these turns."""
+    def __init__(self, messages: Sequence[StoredMessage], config: SearchConfig | None = None) -> None:
+        """Build from the user's messages (from scratch, with bm25s)."""
         self.config = config or SearchConfig()
         turns = build_turns(messages, self.config.turn_unit)
-        loaded = from_blob(stored, turns) if stored is not None else None
-        self.loaded = loaded is not None
-        self.index: TurnIndex = loaded or build_index(
+        self.index: TurnIndex = build_index(
             turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
         )
         self._message_session: dict[str, str] | None = None  # built on first use
+
+    @classmethod
+    def of(cls, index: TurnIndex, config: SearchConfig) -> UserIndex:
+        """Wrap an index built elsewhere (the maintained one)."""
+        ui = cls.__new__(cls)
+        ui.config, ui.index, ui._message_session = config, index, None
+        return ui
+
+    @property
+    def maintained(self) -> bool:
+        """Whether this is the index maintained on write (not one built from scratch)."""
+        return self.index.postings is not None
+
+    @property
+    def nbytes(self) -> int:
+        """About what this index holds in memory (its arrays, its turns and their text)."""
+        idx = self.index
+        text = sum(len(m.content) for t in idx.turns for m in t.messages)
+        arrays = idx.data.nbytes + idx.indices.nbytes + idx.indptr.nbytes + sum(len(v) + 100 for v in idx.vocab)
+        return arrays + text + len(idx.turns) * index_cache.MESSAGE_OVERHEAD
 
     def __len__(self) -> int:
         return len(self.index)
@@ -268,120 +195,47 @@ class UserIndex:
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
 
 
-# ---- the cache ----------------------------------------------------------------------------------------------
-
-_CACHE: OrderedDict[tuple[Any, ...], UserIndex] = OrderedDict()
-_LOCK = threading.Lock()
-CACHE_SIZE = settings.index_cache_from_env()
+# ---- getting a user's index --------------------------------------------------------------------------------
 
 
-def _db_key(store: Store) -> str:
-    try:
-        return str(store.path.resolve())
-    except OSError:
-        return str(store.path)
+MAINTAINED = SearchConfig().with_(k1=1.2, b=0.75).index_key()[:3]  # the index shape maintained on write
 
 
 def user_index(
     store: Store, user_id: str, *, as_of: int | None = None, config: SearchConfig | None = None
 ) -> UserIndex:
-    """The user's index, from the cache when the user has not changed since it was built."""
+    """The user's index: the maintained one when it has this shape (see the module docstring), else one built from
+    the user's rows and cached while the user is unchanged."""
     config = config or SearchConfig()
+    if config.index_key()[:3] == MAINTAINED:
+        live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b)
+        if live is not None:
+            return UserIndex.of(live, config)
     version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
     # retention is part of the key: an index built under a shorter window lacks what a longer one shows
-    key = (_db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
+    key = ("scratch", index_cache._db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
     cutoff = store.retention_cutoff()
-    with _LOCK:
-        entry = _CACHE.get(key)
-        if entry is not None:
-            oldest = entry.index.min_recorded_at
-            if cutoff is not None and oldest is not None and oldest < cutoff:
-                del _CACHE[key]  # something in it has expired since it was built
-                entry = None
-            else:
-                _CACHE.move_to_end(key)
+    entry: UserIndex | None = index_cache.CACHE.get(key)
     if entry is not None:
-        return entry if entry.config == config else _with_config(entry, config)
-    persist = as_of is None and version > 0
-    stored = _load_persisted(store, user_id, version, config) if persist else None
-    built = UserIndex(store.user_messages(user_id, as_of=as_of), config, stored=stored)
-    if persist and not built.loaded and len(built):
-        _save_persisted(store, user_id, version, config, built)
-    if not len(built):
-        return built  # nothing to keep: an unknown user must not push real users out of the cache
-    with _LOCK:
-        for old in [k for k in _CACHE if k[:2] == key[:2] and k[2] < version]:
-            del _CACHE[old]  # older versions of this user are dead
-        _CACHE[key] = built
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        oldest = entry.index.min_recorded_at
+        if cutoff is not None and oldest is not None and oldest < cutoff:
+            entry = None  # something in it has expired since it was built
+    if entry is not None:
+        return entry if entry.config == config else UserIndex.of(entry.index, config)
+    built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
+    if len(built):  # an unknown user must not push real users out of the cache
+        index_cache.CACHE.drop(lambda k: k[:3] == key[:3] and k[3] < version)  # older versions of this user
+        index_cache.CACHE.put(key, built, built.nbytes)
     return built
 
 
-def _config_key(config: SearchConfig) -> str:
-    """What a persisted index was built with: the analyzer's version and the index-shaping settings."""
-    import json
-
-    from . import tokenize
-
-    return json.dumps([tokenize.ANALYZER_VERSION, *config.index_key()])
-
-
-def _load_persisted(store: Store, user_id: str, version: int, config: SearchConfig) -> bytes | None:
-    import sqlite3
-
-    try:
-        row = store.conn.execute(
-            "SELECT blob FROM search_index WHERE user_id = ? AND config = ? AND version = ?",
-            (user_id, _config_key(config), version),
-        ).fetchone()
-    except sqlite3.Error:
-        return None
-    return bytes(row[0]) if row else None
-
-
-def _save_persisted(store: Store, user_id: str, version: int, config: SearchConfig, built: UserIndex) -> None:
-    """Keep the index in the database for the next process — only if the user is still at ``version`` (any change
-    since the read bumped it, and the bump's trigger has cleared the table for this user)."""
-    import sqlite3
-
-    try:
-        with store.write():
-            store.conn.execute(
-                "INSERT OR REPLACE INTO search_index (user_id, config, version, turns, built_at, blob) "
-                "SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT version FROM users WHERE user_id = ?) = ?",
-                (
-                    user_id,
-                    _config_key(config),
-                    version,
-                    len(built),
-                    store.clock(),
-                    to_blob(built.index),
-                    user_id,
-                    version,
-                ),
-            )
-    except sqlite3.Error:
-        pass  # a cache: a read-only or busy database just means the next process rebuilds
-
-
-def _with_config(entry: UserIndex, config: SearchConfig) -> UserIndex:
-    view = object.__new__(UserIndex)
-    view.__dict__.update(entry.__dict__)
-    view.config = config
-    return view
-
-
 def evict(user_id: str) -> None:
-    """Drop every cached index of ``user_id`` (all databases): forget/expire call this."""
-    with _LOCK:
-        for key in [k for k in _CACHE if k[1] == user_id]:
-            del _CACHE[key]
+    """Drop every in-memory index of ``user_id`` (all databases): forget/expire call this."""
+    index_cache.evict(user_id)
 
 
 def clear() -> None:
-    with _LOCK:
-        _CACHE.clear()
+    index_cache.clear()
 
 
 def search(

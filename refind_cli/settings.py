@@ -19,8 +19,8 @@ ENV_USER = "REFIND_USER"  # `refind mcp --user`: the one user an MCP server serv
 # Search (retrieval)
 DEFAULT_MODE = "agent"
 ENV_MODE = "REFIND_MODE"  # `refind search --mode`: agent | bm25
-DEFAULT_INDEX_CACHE = 8
-ENV_INDEX_CACHE = "REFIND_INDEX_CACHE"  # how many per-user indexes a process keeps in memory
+DEFAULT_INDEX_CACHE_MB = 512
+ENV_INDEX_CACHE_MB = "REFIND_INDEX_CACHE_MB"  # megabytes of per-user indexes (and their text) a process keeps
 
 # Agent mode (planner)
 DEFAULT_MODEL = "openai/gpt-4o-mini"
@@ -87,18 +87,19 @@ def busy_timeout_s() -> float:
     return positive_number(ENV_BUSY_TIMEOUT, os.environ.get(ENV_BUSY_TIMEOUT), DEFAULT_BUSY_TIMEOUT_S, allow_zero=True)
 
 
-def index_cache_from_env() -> int:
-    """How many per-user search indexes one process keeps in memory (REFIND_INDEX_CACHE, default 8; 0 = none)."""
-    raw = os.environ.get(ENV_INDEX_CACHE, "")
+def index_cache_bytes_from_env() -> int:
+    """How many bytes of per-user search indexes (segments and the turns' text) one process keeps in memory
+    (REFIND_INDEX_CACHE_MB, default 512; 0 = none)."""
+    raw = os.environ.get(ENV_INDEX_CACHE_MB, "")
     if not raw.strip():
-        return DEFAULT_INDEX_CACHE
+        return DEFAULT_INDEX_CACHE_MB * 1_000_000
     try:
-        size = int(raw)
+        size = float(raw)
     except ValueError:
-        raise RefindError(f"{ENV_INDEX_CACHE}: {raw!r} is not a whole number of indexes") from None
-    if size < 0:
-        raise RefindError(f"{ENV_INDEX_CACHE}: must be 0 or more, got {size}")
-    return size
+        raise RefindError(f"{ENV_INDEX_CACHE_MB}: {raw!r} is not a number of megabytes") from None
+    if not size >= 0 or size == float("inf"):
+        raise RefindError(f"{ENV_INDEX_CACHE_MB}: must be 0 or more, got {raw!r}")
+    return int(size * 1_000_000)
 
 
 # ---- `refind serve` ----------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ writes, the other sees its row and reports a duplicate or a conflict.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -19,7 +20,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import migrations
+from . import index_store, migrations
 from .contract import AddRequest
 from .errors import (
     Conflict,
@@ -202,7 +203,10 @@ class Store:
         clock: Clock = system_clock,
         retention_days: float | None = None,
         busy_timeout_s: float | None = None,
+        index_progress: index_store.Progress | None = None,
     ) -> None:
+        """Open (creating and migrating) the database; index messages not yet indexed (an upgraded database's, once),
+        reporting to ``index_progress(done, total)``."""
         if busy_timeout_s is None:
             from .settings import busy_timeout_s as configured
 
@@ -225,6 +229,10 @@ class Store:
             # (with it off, page splits leave stale copies of text that no later delete can find).
             conn.execute("PRAGMA secure_delete = ON")
             migrations.apply(conn, self.clock())
+            # a read-only file or a busy writer: searches build from the rows until a later open indexes them
+            with contextlib.suppress(sqlite3.OperationalError):
+                if index_store.pending(conn):
+                    index_store.catch_up(conn, index_progress)
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
             raise type(error)(f"cannot open {error.message}") from exc
@@ -291,6 +299,7 @@ class Store:
         outcomes: list[AddOutcome | RefindError] = []
         with self.write():
             now = self.clock()
+            since = index_store.max_seq(self.conn)
             for request in requests:
                 try:
                     with self.db.atomic():
@@ -304,6 +313,7 @@ class Store:
                             "(its stable message ids collide with stored ones)"
                         )
                     )
+            index_store.index_new(self.conn, since)  # the maintained index changes in the same transaction
         return outcomes
 
     def _add_one(self, req: AddRequest, now: int) -> AddOutcome:
@@ -370,12 +380,14 @@ class Store:
     def _expire_request(self, user_id: str, request_id: str, cutoff: int) -> None:
         """Delete one expired request as ``refind expire`` would: its messages, its row, the stored searches
         quoting them, with an ``expire`` event."""
-        from .lifecycle import _quoting_searches
+        from .trace import quoting_searches
 
-        old = self.conn.execute(
-            "SELECT id, content FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id)
+        rows = self.conn.execute(
+            "SELECT seq, id, content FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id)
         ).fetchall()
-        searches = _quoting_searches(self, user_id, old)
+        old = [(mid, content) for _, mid, content in rows]
+        searches = quoting_searches(self.conn, user_id, old)
+        index_store.remove(self.conn, user_id, [seq for seq, _, _ in rows])
         self.conn.execute("DELETE FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id))
         self.conn.execute("DELETE FROM requests WHERE user_id = ? AND request_id = ?", (user_id, request_id))
         self.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in searches])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -186,16 +187,49 @@ class _Retention:
             return True
         user_id, returned, trace = row[1], row[-2], row[-1]
         if user_id not in self._expired:
-            from .lifecycle import _needles
-
-            needles: set[str] = set()
+            found: set[str] = set()
             for mid, content in self.store.conn.execute(
                 "SELECT id, content FROM messages WHERE user_id = ? AND recorded_at < ?", (user_id, self.cutoff)
             ):
-                needles |= _needles(mid, content)
-            self._expired[user_id] = needles
+                found |= needles(mid, content)
+            self._expired[user_id] = found
         text = f"{returned}\n{trace}"
         return not any(n in text for n in self._expired[user_id])
+
+
+# ---- which stored searches quote a message (forget and expire delete them; reads past retention hide them) -------
+
+QUOTE_PREFIX_CHARS = 32  # a stored trace quoting this much of a message's text counts as quoting the message
+# A text shorter than this ("ok", "yes", "thanks") lies inside every trace's JSON ("prompt_tokens" holds "ok"):
+# such a message counts as quoted by its id alone — every hit a planner was shown carries its message ids.
+QUOTE_MIN_CHARS = 8
+
+
+def needles(message_id: str, content: str) -> set[str]:
+    """What a stored trace would contain if it quoted this message: its id, or the start of its text as JSON."""
+    head = content.strip()[:QUOTE_PREFIX_CHARS]
+    out = {message_id}
+    if len(head) >= QUOTE_MIN_CHARS:
+        out.add(json.dumps(head, ensure_ascii=False)[1:-1])
+        out.add(json.dumps(head, ensure_ascii=True)[1:-1])
+    return out
+
+
+def quoting_searches(conn: sqlite3.Connection, user_id: str, messages: list[tuple[str, str]]) -> list[str]:
+    """Ids of this user's stored planner searches that quote any of ``messages`` (id, content)."""
+    if not messages:
+        return []
+    wanted: set[str] = set()
+    for mid, content in messages:
+        wanted |= needles(mid, content)
+    found = []
+    for sid, returned, trace in conn.execute(
+        "SELECT id, returned_ids, trace FROM searches WHERE user_id = ?", (user_id,)
+    ):
+        text = f"{returned}\n{trace}"
+        if any(n in text for n in wanted):
+            found.append(sid)
+    return found
 
 
 def load(store: Store, search_id: str) -> StoredSearch:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -355,18 +356,16 @@ def test_check_of_a_sound_database_and_of_derived_data_that_disagrees(cli, db_pa
     assert ok.exit_code == 0
     assert json.loads(ok.output) == {"db": str(db_path), "ok": True, "integrity": ["ok"], "derived": []}
     conn = sqlite3.connect(db_path)
-    with conn:  # damage the derived data the way a bug would: a request row that lost a message, a stale index
+    with conn:  # damage the data the way a bug would: messages deleted behind the store's back (request row, index)
         conn.execute("DELETE FROM messages WHERE request_id = 'r3'")
-        conn.execute(
-            "INSERT INTO search_index (user_id, config, version, turns, built_at, blob) VALUES ('ghost', 'c', 1, 0, 0, x'')"
-        )
     conn.close()
     bad = cli("inspect", "--check", "--json")
     assert bad.exit_code == 10
-    assert json.loads(bad.output)["derived"] == [
-        "request 'r3' of user 'alice': 1 message(s) recorded, 0 stored",
-        "search index of user 'ghost' built at version 1, but the user is at None",
-    ]
+    derived = json.loads(bad.output)["derived"]
+    assert derived[0] == "request 'r3' of user 'alice': 1 message(s) recorded, 0 stored"
+    assert len(derived) == 2 and re.fullmatch(
+        r"segment \d+: message seq \d+ is not a stored message of user 'alice'", derived[1]
+    )
 
 
 # ---- backup --------------------------------------------------------------------------------------------------------

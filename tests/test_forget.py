@@ -65,10 +65,22 @@ def _leaks(db_path: Path, *texts: str) -> list[bytes]:
     return sorted({w for t in texts for w in _windows(t) if w in data})
 
 
+def _token_leaks(db_path: Path, gone: list[str], kept: list[str]) -> list[bytes]:
+    """Index terms (as the segments store them: JSON strings) found only in the forgotten texts, still in the files."""
+    from refind_cli.tokenize import analyze
+
+    only = {t for x in gone for t in analyze(x)} - {t for x in kept for t in analyze(x)}
+    data = _files(db_path)
+    needles = {json.dumps(t, ensure_ascii=False).encode() for t in only if len(t.encode()) >= 4}
+    return sorted(n for n in needles if n in data)
+
+
 @pytest.mark.parametrize("scope", ["request", "session", "user"])
 def test_forget_leaves_no_byte_of_the_text_in_database_or_wal(filled: Store, db_path: Path, scope: str) -> None:
     gone = {"request": [SECRET_A, "Noted."], "session": [SECRET_A, SECRET_B], "user": [SECRET_A, SECRET_B, KEEP_S1]}
     assert _leaks(db_path, *gone[scope]), "the text must be in the files before forget, or the scan proves nothing"
+    kept = [t for t in (KEEP_S1, "Lovely, enjoy the pastéis de nata.", SECRET_B, "Noted.", BOB) if t not in gone[scope]]
+    assert _token_leaks(db_path, gone[scope], kept), "the index holds the text's terms before forget"
     kwargs = {"request": {"request_id": "a-secret-1"}, "session": {"session_id": "s2"}, "user": {}}[scope]
 
     result = lifecycle.forget(filled, "alice", **kwargs)
@@ -76,6 +88,7 @@ def test_forget_leaves_no_byte_of_the_text_in_database_or_wal(filled: Store, db_
     assert result.checkpointed
     # Scanned while the connection is still open, as in a running server (closing would checkpoint by itself).
     assert _leaks(db_path, *gone[scope]) == []
+    assert _token_leaks(db_path, gone[scope], kept) == []  # nor a term of it in the maintained index
     assert Path(f"{db_path}-wal").stat().st_size == 0
     # Other users untouched, byte for byte and through the scoped read.
     assert BOB.encode() in _files(db_path)

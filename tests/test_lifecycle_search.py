@@ -1,5 +1,5 @@
-"""Lifecycle through the retrieval path: search hides expired rows before any sweep (cache and persisted index
-included), `--as-of` ranks only what the store held then, and forget leaves nothing in the persisted index."""
+"""Lifecycle through the retrieval path: search hides expired rows before any sweep (cache and maintained index
+included), `--as-of` ranks only what the store held then, and forget leaves nothing in the maintained index."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers_lifecycle import T0, Clock
 from helpers_lifecycle import add as _add
 
-from refind_cli import lifecycle, search
+from refind_cli import index_store, lifecycle, search
 from refind_cli.store import DAY_MS, Store
 
 
@@ -28,13 +28,12 @@ def test_search_never_returns_an_expired_row_before_the_sweep(db_path: Path) -> 
     clock.now = T0 + 20 * DAY_MS
     _add(store, "new", "alice", "s1", "another kayak outing at the coast")
     ids = {m.request_id: m.id for m in store.user_messages("alice")}
-    # Searched while both are visible: builds the in-process cache and the persisted index.
+    # Searched while both are visible: loads the maintained index into this process.
     assert _found(store, "alice", "kayak") == {ids["old"], ids["new"]}
-    assert store.conn.execute("SELECT count(*) FROM search_index").fetchone()[0] == 1
 
     clock.now = T0 + 31 * DAY_MS  # "old" is past retention; no sweep has run, the user's version is unchanged
     assert _found(store, "alice", "kayak") == {ids["new"]}
-    search.clear()  # a fresh process: only the persisted index and the rows are left
+    search.clear()  # a fresh process: only the maintained index and the rows are left
     assert _found(store, "alice", "kayak") == {ids["new"]}
     with Store(db_path, clock=clock, retention_days=30) as other:  # another connection, the same database
         assert _found(other, "alice", "kayak") == {ids["new"]}
@@ -65,23 +64,23 @@ def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> Non
     assert found("--as-of", str(T0 - 1)) == []
 
 
-def test_forget_clears_the_persisted_index_and_the_cache(db_path: Path) -> None:
+def test_forget_rewrites_the_maintained_index_and_clears_the_cache(db_path: Path) -> None:
     secret = "Alice: the safe combination is 4417 and it sits behind the wedding photo in the hallway"
     store = Store(db_path, retention_days=None)
     _add(store, "keep", "alice", "s1", "Alice: tomatoes and basil are growing well in the garden")
     _add(store, "gone", "alice", "s2", secret)
     _add(store, "bob", "bob", "s1", "Bob: the garage opener battery died again on Tuesday")
-    assert _found(store, "alice", "safe combination")  # cached and persisted
+    assert _found(store, "alice", "safe combination")  # in memory and in the maintained index
     assert _found(store, "bob", "garage")
-    stems = (b"combin", b"hallway", b"photo")  # what the persisted index keeps of the secret
+    stems = (b"combin", b"hallway", b"photo")  # what the maintained index keeps of the secret
     assert all(stem in _raw(db_path) for stem in stems)
     result = lifecycle.forget(store, "alice", request_id="gone")
     assert result.checkpointed
-    assert store.conn.execute("SELECT user_id FROM search_index").fetchall() == [("bob",)]
+    assert index_store.verify(store.conn) == []
     raw = _raw(db_path)
     data = secret.encode()
     assert not [data[i : i + 16] for i in range(len(data) - 15) if data[i : i + 16] in raw]
-    assert [stem for stem in stems if stem in raw] == []  # not even a token of it in the persisted index
+    assert [stem for stem in stems if stem in raw] == []  # not even a token of it in the maintained index
     # The in-process cache was dropped too: the next search rebuilds from what is left.
     assert _found(store, "alice", "safe combination hallway wedding") == set()
     assert _found(store, "alice", "tomatoes")

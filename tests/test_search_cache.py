@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from helpers_retrieval import MIN, T0, add
 
+from refind_cli import index_cache, index_store
 from refind_cli import search as S
 from refind_cli.store import DAY_MS, Store
 
@@ -40,11 +41,11 @@ def test_cached_results_equal_a_naive_rebuild_across_changes(store):
 
 def test_the_cache_is_used_while_the_user_is_unchanged(store):
     _fill(store)
-    first = S.user_index(store, "alice")
+    first = S.user_index(store, "alice").index
     add(store, "bob", "s1", ("user", "unrelated"), at=T0)  # another user's change leaves alice's entry valid
-    assert S.user_index(store, "alice") is first
+    assert S.user_index(store, "alice").index is first
     add(store, "alice", "s9", ("user", "new"), at=T0)
-    assert S.user_index(store, "alice") is not first
+    assert S.user_index(store, "alice").index is not first
 
 
 def test_as_of_hides_later_messages(store, db_path):
@@ -77,10 +78,11 @@ def test_evict_and_clear_leave_nothing_of_a_user(store):
     _fill(store, "bob")
     S.search(store, "alice", "Lisbon", top_k=3)
     S.search(store, "bob", "Lisbon", top_k=3)
+    S.search(store, "bob", "Lisbon", top_k=3, config=S.SearchConfig(turn_unit="pair"))  # built from scratch
     S.evict("alice")
-    assert {k[1] for k in S._CACHE} == {"bob"}
+    assert {k[2] for k in index_cache.CACHE} == {"bob"}
     S.clear()
-    assert not S._CACHE
+    assert not index_cache.CACHE.keys()
 
 
 def test_cache_key_separates_databases(tmp_path):
@@ -91,60 +93,51 @@ def test_cache_key_separates_databases(tmp_path):
     a.close(), b.close()
 
 
-def _persisted(store, user):
-    return store.conn.execute("SELECT count(*) FROM search_index WHERE user_id = ?", (user,)).fetchone()[0]
+def _segments(store, user):
+    return store.conn.execute("SELECT count(*) FROM index_segments WHERE user_id = ?", (user,)).fetchone()[0]
 
 
-def test_the_index_persists_for_the_next_process_and_equals_a_rebuild(store):
+def test_the_index_is_on_disk_for_the_next_process_and_equals_a_rebuild(store):
     _fill(store)
+    assert _segments(store, "alice") >= 1  # written by the Adds themselves, before any search
     first = S.search(store, "alice", "Lisbon Maya", top_k=10)
-    assert _persisted(store, "alice") == 1
     S.clear()  # a new process: nothing in memory
     ui = S.user_index(store, "alice")
-    assert ui.loaded
+    assert ui.maintained
     for q in QUERIES:
         assert ui.search(q, top_k=10) == _naive(store, "alice", q)
     assert ui.search("Lisbon Maya", top_k=10) == first
 
 
-def test_an_index_persisted_by_another_analyzer_version_is_rebuilt(store, monkeypatch):
+def test_an_index_built_by_another_analyzer_version_is_not_used_and_is_rebuilt_on_open(store, monkeypatch):
     from refind_cli import tokenize
 
     _fill(store)
-    S.search(store, "alice", "Lisbon Maya", top_k=10)
-    assert _persisted(store, "alice") == 1
+    assert S.user_index(store, "alice").maintained
     S.clear()
     monkeypatch.setattr(tokenize, "ANALYZER_VERSION", tokenize.ANALYZER_VERSION + 1)
-    assert not S.user_index(store, "alice").loaded  # built afresh, not loaded from the old analyzer's tokens
+    ui = S.user_index(store, "alice")
+    assert not ui.maintained  # built from the rows, not from the old analyzer's tokens
+    S.clear()
+    with Store(store.path, retention_days=None) as again:  # the next open indexes everything again
+        assert S.user_index(again, "alice").maintained
+        assert index_store.verify(again.conn) == []
+        for q in QUERIES:
+            assert S.search(again, "alice", q, top_k=10) == _naive(again, "alice", q)
 
 
-def test_every_change_of_a_user_deletes_its_persisted_index(store):
+def test_an_add_writes_its_user_s_segment_and_leaves_other_users_alone(store):
     _fill(store, "alice")
     _fill(store, "bob")
-    S.search(store, "alice", "Lisbon", top_k=3)
-    S.search(store, "bob", "Lisbon", top_k=3)
-    add(store, "alice", "s9", ("user", "more"), at=T0)  # the version bump's trigger clears alice only
-    assert _persisted(store, "alice") == 0 and _persisted(store, "bob") == 1
-    with store.write():  # what forget does: delete rows, bump the version
-        store.conn.execute("DELETE FROM messages WHERE user_id = 'bob'")
-        store.bump_user("bob")
-    assert _persisted(store, "bob") == 0
-    S.clear()
-    assert S.search(store, "bob", "Lisbon", top_k=3) == []
-
-
-def test_an_index_built_before_a_change_is_not_persisted_after_it(store):
-    _fill(store)
-    version = store.user_version("alice")
-    built = S.UserIndex(store.user_messages("alice"))
-    add(store, "alice", "s9", ("user", "a change between the read and the write"), at=T0)
-    S._save_persisted(store, "alice", version, S.SearchConfig(), built)
-    assert _persisted(store, "alice") == 0
+    bob = store.conn.execute("SELECT id, blob FROM index_segments WHERE user_id = 'bob'").fetchall()
+    add(store, "alice", "s9", ("user", "more"), at=T0)
+    assert store.conn.execute("SELECT id, blob FROM index_segments WHERE user_id = 'bob'").fetchall() == bob
+    assert index_store.verify(store.conn) == []
 
 
 def test_unknown_users_do_not_fill_the_cache(store):
     _fill(store)
     S.search(store, "alice", "Lisbon", top_k=3)
-    for i in range(S.CACHE_SIZE + 2):
+    for i in range(10):
         assert S.search(store, f"nobody{i}", "Lisbon", top_k=3) == []
-    assert [k[1] for k in S._CACHE] == ["alice"]
+    assert [k[2] for k in index_cache.CACHE] == ["alice"]

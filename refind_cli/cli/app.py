@@ -81,8 +81,9 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve
+    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve, traces
 
+    traces.register(inspect.inspect_app)  # here, not in inspect.py: traces.py imports inspect's helpers
     for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup):
         module.register(app)
 

@@ -44,10 +44,11 @@ def remember_db(db: Path) -> None:
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from ..store import Store
+    from .render import index_progress
 
     remember_db(db)
 
-    return Store(db, retention_days=settings.parse_retention(retention))
+    return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
 
 
 # Agent mode (the planner)

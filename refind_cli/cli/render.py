@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,25 @@ def console() -> Console:
 
 def error_console() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+def index_progress() -> Callable[[int, int], None] | None:
+    """A progress bar on stderr while an upgraded database's messages are indexed (once); None off a terminal."""
+    err = error_console()
+    if not err.is_terminal:
+        return None
+    from rich.progress import Progress
+
+    bar = Progress(console=err, transient=True)
+    task = bar.add_task("indexing messages for search", total=None)
+
+    def report(done: int, total: int) -> None:
+        bar.start()
+        bar.update(task, completed=done, total=total)
+        if done >= total:
+            bar.stop()
+
+    return report
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -195,6 +215,16 @@ def overview(data: dict[str, Any]) -> Table:
     table.add_row("expired, awaiting sweep", f"{data['awaiting_expiry']:,}")
     for key in ("searches", "tombstones", "events"):
         table.add_row(f"stored {key}" if key == "searches" else key, f"{data[key]:,}")
+    index = data.get("index")
+    if index:
+        ratio = index["bytes_per_content_byte"]
+        table.add_row(
+            "search index",
+            f"{index['state']}: {index['messages']:,} messages in {index['segments']:,} segment(s), "
+            f"{_size(index['bytes'])}"
+            + (f" ({ratio:.2f}× the text)" if ratio is not None else "")
+            + (f", {index['pending_messages']:,} not indexed yet" if index["pending_messages"] else ""),
+        )
     return table
 
 

@@ -26,9 +26,7 @@ inspect_app = typer.Typer(
 
 
 def register(app: typer.Typer) -> None:
-    from . import traces
-
-    traces.register(inspect_app)
+    """Add `refind inspect` (cli.py adds the stored-search subcommands of traces.py to it first)."""
     app.add_typer(inspect_app, name="inspect")
 
 

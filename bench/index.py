@@ -1,0 +1,145 @@
+"""The index maintained on write: search right after an Add, a cold process against SQLite FTS5, the index's size.
+
+    .venv/bin/python bench/index.py [--sizes 10000,100000] [--repeat 5] [--workdir DIR]
+
+For each size, one synthetic user (bench/synth.py, seed 0) in its own database, measured in the same run:
+
+* rebuild     — the baseline: what every search after an Add cost before the index was maintained (read the user's
+                rows, build turns, tokenize, bm25s index, search);
+* after Add   — ``search()`` right after ``Store.add()`` of one message, the user's index warm before the Add (the
+                agent pattern: store the turn, then search);
+* warm        — ``search()`` with nothing changed;
+* new process — ``search()`` in a process that holds nothing yet (the segments and the rows are read);
+* whole process — ``refind search --mode bm25 --json``, against ``sqlite-utils search`` (SQLite FTS5) over a copy of
+                the same messages and against ``refind --help``, taking turns;
+* index size  — the segments' bytes ÷ the messages' content bytes.
+
+Prints a Markdown report (BENCHMARKS.md, "Index on write").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import synth
+from scale import FLOOR_CMD, _search_cmd, build
+
+from refind_cli import index_store
+from refind_cli import search as S
+from refind_cli.contract import AddRequest, Message
+from refind_cli.store import Store
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def measure(path: Path, queries: list[str], repeat: int) -> dict[str, float]:
+    store = Store(path, retention_days=None)
+    out: dict[str, float] = {}
+    out["rebuild"] = statistics.median(
+        _timed(lambda: S.UserIndex(store.user_messages("u")).search(queries[0], top_k=10)) for _ in range(repeat)
+    )
+    S.clear()
+    out["new process"] = _timed(lambda: S.search(store, "u", queries[1], top_k=10))
+    out["warm"] = statistics.median(_timed(lambda q=q: S.search(store, "u", q, top_k=10)) for q in queries)
+    after = []
+    for i in range(repeat):
+        msg = Message("user", f"Caroline: a new message {i} about {queries[i % len(queries)]}", synth.T0 + i)
+        store.add(AddRequest(f"bench-add-{time.time_ns()}", "u", "s-bench", (msg,)))
+        after.append(_timed(lambda i=i: S.search(store, "u", queries[(i + 3) % len(queries)], top_k=10)))
+    out["after add"] = statistics.median(after)
+    stats = index_store.stats(store.conn)
+    out["ratio"] = float(stats["bytes_per_content_byte"] or 0)
+    out["segments"] = float(stats["segments"])
+    store.close()
+    return out
+
+
+def processes(cmds: list[list[str]], repeat: int) -> list[float]:
+    """Median wall time of each command as a whole process, taking turns (load falls on all alike); one untimed run
+    of each first."""
+    env = {**os.environ, "REFIND_MODE": "bm25"}
+    for cmd in cmds:
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+    runs: list[list[float]] = [[] for _ in cmds]
+    for _ in range(repeat):
+        for i, cmd in enumerate(cmds):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
+            runs[i].append(time.perf_counter() - t)
+    return [statistics.median(r) for r in runs]
+
+
+def fts_copy(path: Path, work: Path) -> Path:
+    """A copy of the database with an FTS5 index over the messages' content (sqlite-utils enable-fts)."""
+    fts = work / f"{path.stem}-fts.db"
+    if not fts.exists():
+        shutil.copy(path, fts)
+        subprocess.run(
+            [sys.executable, "-m", "sqlite_utils", "enable-fts", str(fts), "messages", "content", "--fts5"],
+            check=True,
+            capture_output=True,
+        )
+    return fts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    queries = synth.queries(args.queries)
+    tmp = tempfile.TemporaryDirectory()
+    work = Path(args.workdir or tmp.name)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    print("## Index on write\n")
+    print(f"`{' '.join(['python', 'bench/index.py', *sys.argv[1:]])}` — one synthetic user (bench/synth.py), medians")
+    print(f"of {args.repeat} (warm: of {args.queries} queries), top_k 10; load average {load:.1f} at the start.\n")
+    print(
+        "| turns | rebuild (before) | after a 1-message Add | warm | new process | whole process | "
+        "`sqlite-utils search` (FTS5) | `refind --help` | ÷ FTS5 | ÷ `--help` | index ÷ text | segments |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in [int(s) for s in args.sizes.split(",")]:
+        path = work / f"single-{n}.db"
+        t = time.perf_counter()
+        build(path, {"u": n})
+        built = time.perf_counter() - t
+        fts = fts_copy(path, work)
+        r = measure(path, queries, args.repeat)
+        fts_cmd = [sys.executable, "-m", "sqlite_utils", "search", str(fts), "messages", queries[2], "--limit", "10"]
+        proc, fts_s, floor = processes([_search_cmd(path, "u", queries[2]), fts_cmd, FLOOR_CMD], repeat=args.repeat)
+        print(
+            f"| {n:,} | {_ms(r['rebuild'])} | {_ms(r['after add'])} | {_ms(r['warm'])} | {_ms(r['new process'])} | "
+            f"{_ms(proc)} | {_ms(fts_s)} | {_ms(floor)} | {proc / fts_s:.2f}× | {proc / floor:.2f}× | "
+            f"{r['ratio']:.2f}× | {r['segments']:.0f} |",
+            flush=True,
+        )
+        print(f"<!-- built {n:,} turns (synth, batched Adds, indexed on write) in {built:.1f} s -->", flush=True)
+
+
+if __name__ == "__main__":
+    main()

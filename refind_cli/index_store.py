@@ -1,0 +1,440 @@
+"""The maintained BM25 index on disk: per-user immutable segments of term frequencies, written with the messages.
+
+A segment holds what never changes for a message once it is stored — its tokens (as term frequencies over the
+segment's own vocabulary) and its length in tokens — for a set of one user's messages (by ``seq``). What does change
+(document frequencies, the number of documents, the average length: they depend on which messages a search may see)
+is computed at query time from these (:mod:`refind_cli.index_cache`), so a new message never invalidates the index.
+
+* **Add**: ``Store.add_many`` calls :func:`index_new` inside its transaction — one new segment per user per batch
+  (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
+  so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
+* **forget / expire** call :func:`remove` inside their transaction: every segment holding a removed message is
+  rewritten without it (its vocabulary too), so no token of removed text survives (``secure_delete`` zeroes the
+  freed pages, the lifecycle's checkpoint cuts the WAL);
+* **existing databases**: the migration marks the index as pending; :func:`catch_up` indexes the messages once, in
+  chunks (one transaction each, resumable), reporting progress through a callback. ``indexed_through`` in
+  ``index_meta`` is the watermark: every message with a lower or equal seq is indexed, no other is. An Add indexes
+  its messages only when nothing is pending (otherwise the catch-up will);
+* :func:`verify` re-tokenizes every message and compares it with the segments (for ``refind inspect --check``);
+  :func:`stats` sizes the index for ``refind inspect``.
+
+Segment ids come from AUTOINCREMENT, so an id is never reused and a process may cache a decoded segment by id for as
+long as the database is the same (``index_meta.db_id``, a random id written by the migration).
+
+This module sits below the store: it works on a ``sqlite3.Connection`` and imports only the tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from . import tokenize
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DATE_WORDS = "%B %Y"  # how a message's said-at is indexed as words: "June 2023"
+CATCH_UP_CHUNK = 20_000  # messages per catch-up transaction
+MAX_SEGMENTS = 32  # more than this many segments for a user → merge them all
+Progress = Callable[[int, int], None]  # (messages indexed so far, messages to index)
+
+
+def message_tokens(content: str, said_at: int | None) -> list[str]:
+    """A message's tokens as the default search configuration indexes a one-message turn: its text, then its said-at
+    month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
+    if said_at is None:
+        return tokenize.analyze(content)
+    return tokenize.analyze(content + "\n" + datetime.fromtimestamp(said_at / 1000, tz=UTC).strftime(DATE_WORDS))
+
+
+# ---- the segment format -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies."""
+
+    seqs: np.ndarray  # int64, ascending: the messages in this segment
+    lengths: np.ndarray  # int32: each message's length in tokens
+    terms: list[str]  # the segment's vocabulary; term i's postings are docs/tf[indptr[i]:indptr[i+1]]
+    indptr: np.ndarray  # int64, len(terms) + 1
+    docs: np.ndarray  # int32: local document numbers (positions in seqs)
+    tf: np.ndarray  # int32 term frequencies
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        v = self.__dict__.get("_vocab")
+        if v is None:
+            v = {t: i for i, t in enumerate(self.terms)}
+            object.__setattr__(self, "_vocab", v)
+        return v
+
+    @property
+    def nbytes(self) -> int:
+        size = self.__dict__.get("_nbytes")
+        if size is None:
+            arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
+            size = arrays + sum(len(t) + 120 for t in self.terms)  # a str and its dict entry: ~100 bytes over its text
+            object.__setattr__(self, "_nbytes", size)
+        return int(size)
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        i = self.vocab.get(term)
+        if i is None:
+            return None
+        a, b = int(self.indptr[i]), int(self.indptr[i + 1])
+        return self.docs[a:b], self.tf[a:b]
+
+    def doc_terms(self) -> list[Counter[str]]:
+        """Each document's term counts (for verification)."""
+        import numpy as np
+
+        out: list[Counter[str]] = [Counter() for _ in range(len(self.seqs))]
+        term_of = np.repeat(np.arange(len(self.terms)), np.diff(self.indptr))
+        for t, d, f in zip(term_of.tolist(), self.docs.tolist(), self.tf.tolist(), strict=True):
+            out[d][self.terms[t]] = f
+        return out
+
+
+def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
+    """A segment of (seq, tokens) documents (any order: sorted by seq here)."""
+    import numpy as np
+
+    docs = sorted(docs, key=lambda d: d[0])
+    vocab: dict[str, int] = {}
+    ids = [vocab.setdefault(t, len(vocab)) for _, tokens in docs for t in tokens]
+    lengths = np.fromiter((len(d[1]) for d in docs), dtype=np.int64, count=len(docs))
+    n = max(len(docs), 1)
+    # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order
+    keys = np.asarray(ids, dtype=np.int64) * n + np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+    uniq, tf = np.unique(keys, return_counts=True)
+    term_ids = uniq // n
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_ids, minlength=len(vocab)), out=indptr[1:])
+    return Segment(
+        np.fromiter((d[0] for d in docs), dtype=np.int64, count=len(docs)),
+        lengths.astype(np.int32),
+        list(vocab),
+        indptr,
+        (uniq % n).astype(np.int32),
+        tf.astype(np.int32),
+    )
+
+
+def _csc(
+    seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
+) -> Segment:
+    """A segment from unordered (term id, doc, tf) triples; terms without postings are dropped."""
+    import numpy as np
+
+    used = np.zeros(len(terms), dtype=bool)
+    used[term_ids] = True
+    if not used.all():  # renumber the terms that still have postings
+        new_id = np.cumsum(used) - 1
+        term_ids = new_id[term_ids]
+        terms = [t for t, u in zip(terms, used.tolist(), strict=True) if u]
+    order = np.lexsort((docs, term_ids))
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
+    return Segment(seqs, lengths, terms, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32))
+
+
+def encode(seg: Segment) -> bytes:
+    header = json.dumps({"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}, ensure_ascii=False)
+    head = header.encode()
+    return b"".join(
+        [
+            len(head).to_bytes(8, "little"),
+            head,
+            seg.seqs.astype("<i8").tobytes(),
+            seg.lengths.astype("<i4").tobytes(),
+            seg.indptr.astype("<i8").tobytes(),
+            seg.docs.astype("<i4").tobytes(),
+            seg.tf.astype("<i4").tobytes(),
+        ]
+    )
+
+
+def decode(blob: bytes) -> Segment:
+    import numpy as np
+
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    n_docs, n_terms, n_post = header["n"]
+    at = 8 + size
+    parts = []
+    for dtype, count in (("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)):
+        parts.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
+        at += np.dtype(dtype).itemsize * count
+    seqs, lengths, indptr, docs, tf = parts
+    return Segment(seqs, lengths, header["terms"], indptr, docs, tf)
+
+
+def merge(segments: Sequence[Segment]) -> Segment:
+    """One segment holding every document of ``segments`` (whose seqs are disjoint)."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
+    seqs = np.concatenate([s.seqs for s in segments])
+    lengths = np.concatenate([s.lengths for s in segments])
+    order = np.argsort(seqs, kind="stable")
+    new_doc = np.empty(len(seqs), dtype=np.int64)
+    new_doc[order] = np.arange(len(seqs))
+    term_ids, docs, tfs = [], [], []
+    offset = 0
+    for s in segments:
+        remap = np.fromiter((terms.setdefault(t, len(terms)) for t in s.terms), dtype=np.int64, count=len(s.terms))
+        term_ids.append(np.repeat(remap, np.diff(s.indptr)))
+        docs.append(new_doc[s.docs.astype(np.int64) + offset])
+        tfs.append(s.tf)
+        offset += len(s.seqs)
+    return _csc(
+        seqs[order],
+        lengths[order],
+        list(terms),
+        np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
+        np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
+        np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
+    )
+
+
+def without(seg: Segment, drop: Iterable[int]) -> Segment:
+    """The segment without the documents whose seq is in ``drop`` (their terms go when no document keeps them)."""
+    import numpy as np
+
+    gone = np.isin(seg.seqs, np.fromiter(drop, dtype=np.int64))
+    keep_doc = ~gone
+    new_doc = np.cumsum(keep_doc) - 1
+    term_of = np.repeat(np.arange(len(seg.terms), dtype=np.int64), np.diff(seg.indptr))
+    keep = keep_doc[seg.docs]
+    return _csc(
+        seg.seqs[keep_doc],
+        seg.lengths[keep_doc],
+        seg.terms,
+        term_of[keep],
+        new_doc[seg.docs[keep]].astype(np.int32),
+        seg.tf[keep],
+    )
+
+
+# ---- writing (inside the caller's transaction) --------------------------------------------------------------------
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM index_meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def watermark(conn: sqlite3.Connection) -> int:
+    """Every message with seq ≤ this is indexed; no other is."""
+    return int(_meta(conn, "indexed_through") or 0)
+
+
+def max_seq(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()[0])
+
+
+def pending(conn: sqlite3.Connection) -> bool:
+    """Whether some messages are not indexed yet (or were indexed by another analyzer): :func:`catch_up` then."""
+    return _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION) or watermark(conn) < max_seq(conn)
+
+
+def db_id(conn: sqlite3.Connection) -> str:
+    return _meta(conn, "db_id") or ""
+
+
+def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
+    if not len(seg.seqs):
+        return
+    conn.execute(
+        "INSERT INTO index_segments (user_id, docs, min_seq, max_seq, blob) VALUES (?, ?, ?, ?, ?)",
+        (user_id, len(seg.seqs), int(seg.seqs[0]), int(seg.seqs[-1]), encode(seg)),
+    )
+
+
+def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None]]) -> set[str]:
+    """Write one segment per user for (seq, user_id, content, said_at) rows. Returns the users touched."""
+    by_user: dict[str, list[tuple[int, list[str]]]] = {}
+    for seq, user_id, content, said_at in rows:
+        by_user.setdefault(user_id, []).append((seq, message_tokens(content, said_at)))
+    for user_id, docs in by_user.items():
+        _write(conn, user_id, build_segment(docs))
+        _merge(conn, user_id)
+    return set(by_user)
+
+
+def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
+    """Index the messages stored after ``since_seq`` (the store's max seq when the transaction began) — when the
+    index is up to date; otherwise :func:`catch_up` will index them with the rest."""
+    if watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+        return
+    rows = conn.execute(
+        "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)
+    ).fetchall()
+    if rows:
+        _index_rows(conn, rows)
+        _set_meta(conn, "indexed_through", str(rows[-1][0]))
+
+
+def _merge(conn: sqlite3.Connection, user_id: str) -> None:
+    """Fold the user's newest segments together while the older one is no bigger than twice the newer (a binary
+    counter: about log2(n) segments); everything into one past MAX_SEGMENTS."""
+    sizes = conn.execute("SELECT id, docs FROM index_segments WHERE user_id = ? ORDER BY id", (user_id,)).fetchall()
+    take = 1
+    if len(sizes) > MAX_SEGMENTS:
+        take = len(sizes)
+    else:
+        newest = sizes[-1][1] if sizes else 0
+        while take < len(sizes) and sizes[-take - 1][1] <= 2 * newest:
+            newest += sizes[-take - 1][1]
+            take += 1
+    if take < 2:
+        return
+    ids = [i for i, _ in sizes[-take:]]
+    segs = [_load(conn, i) for i in ids]
+    conn.executemany("DELETE FROM index_segments WHERE id = ?", [(i,) for i in ids])
+    _write(conn, user_id, merge(segs))
+
+
+def _load(conn: sqlite3.Connection, seg_id: int) -> Segment:
+    return decode(conn.execute("SELECT blob FROM index_segments WHERE id = ?", (seg_id,)).fetchone()[0])
+
+
+def remove(conn: sqlite3.Connection, user_id: str, seqs: Iterable[int]) -> None:
+    """Rewrite the user's segments without the messages ``seqs`` (about to be deleted, or just deleted)."""
+    drop = sorted(set(seqs))
+    if not drop:
+        return
+    lo, hi = drop[0], drop[-1]
+    rows = conn.execute(
+        "SELECT id, blob FROM index_segments WHERE user_id = ? AND max_seq >= ? AND min_seq <= ?", (user_id, lo, hi)
+    ).fetchall()
+    import numpy as np
+
+    wanted = np.asarray(drop, dtype=np.int64)
+    for seg_id, blob in rows:
+        seg = decode(blob)
+        if not np.isin(seg.seqs, wanted).any():
+            continue
+        conn.execute("DELETE FROM index_segments WHERE id = ?", (seg_id,))
+        _write(conn, user_id, without(seg, drop))
+
+
+def remove_user(conn: sqlite3.Connection, user_id: str) -> None:
+    conn.execute("DELETE FROM index_segments WHERE user_id = ?", (user_id,))
+
+
+def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
+    """Index every message not indexed yet, CATCH_UP_CHUNK per transaction (resumable). Returns how many."""
+    done = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+                conn.execute("DELETE FROM index_segments")  # another analyzer's tokens: index everything again
+                _set_meta(conn, "analyzer", str(tokenize.ANALYZER_VERSION))
+                _set_meta(conn, "indexed_through", "0")
+            mark = watermark(conn)
+            total = done + conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (mark,)).fetchone()[0]
+            rows = conn.execute(
+                "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
+                (mark, CATCH_UP_CHUNK),
+            ).fetchall()
+            if rows:
+                _index_rows(conn, rows)
+                _set_meta(conn, "indexed_through", str(rows[-1][0]))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        done += len(rows)
+        if progress is not None and total:
+            progress(done, total)
+        if not rows:
+            return done
+
+
+# ---- reading ------------------------------------------------------------------------------------------------------
+
+
+def segment_ids(conn: sqlite3.Connection, user_id: str) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM index_segments WHERE user_id = ? ORDER BY id", (user_id,))]
+
+
+def load_segments(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Segment]:
+    out: dict[int, Segment] = {}
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        marks = ",".join("?" * len(chunk))
+        for seg_id, blob in conn.execute(f"SELECT id, blob FROM index_segments WHERE id IN ({marks})", chunk):
+            out[seg_id] = decode(blob)
+    return out
+
+
+def stats(conn: sqlite3.Connection) -> dict[str, object]:
+    """The index's size and state, for ``refind inspect``."""
+    segs, docs, size = conn.execute(
+        "SELECT count(*), coalesce(sum(docs), 0), coalesce(sum(length(blob)), 0) FROM index_segments"
+    ).fetchone()
+    content = conn.execute("SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM messages").fetchone()[0]
+    users = conn.execute("SELECT count(DISTINCT user_id) FROM index_segments").fetchone()[0]
+    behind = conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (watermark(conn),)).fetchone()[0]
+    stale = _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION)
+    return {
+        "state": "stale" if stale else "pending" if behind else "ready",
+        "segments": segs,
+        "users": users,
+        "messages": docs,
+        "pending_messages": behind,
+        "bytes": size,
+        "bytes_per_content_byte": round(size / content, 3) if content else None,
+    }
+
+
+def verify(conn: sqlite3.Connection) -> list[str]:
+    """Problems where the index disagrees with the messages (empty when it agrees): every indexed message must be
+    in exactly one of its user's segments with its exact tokens, and nothing else may be in them."""
+    problems: list[str] = []
+    if _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+        return ["the index was built by another analyzer version: it is rebuilt on the next open"]
+    mark = watermark(conn)
+    expected: dict[int, tuple[str, str, int | None]] = {
+        seq: (user, content, said)
+        for seq, user, content, said in conn.execute(
+            "SELECT seq, user_id, content, said_at FROM messages WHERE seq <= ?", (mark,)
+        )
+    }
+    seen: set[int] = set()
+    for seg_id, user_id, n_docs, lo, hi, blob in conn.execute(
+        "SELECT id, user_id, docs, min_seq, max_seq, blob FROM index_segments ORDER BY id"
+    ):
+        seg = decode(blob)
+        if n_docs != len(seg.seqs) or (len(seg.seqs) and (lo != seg.seqs[0] or hi != seg.seqs[-1])):
+            problems.append(f"segment {seg_id}: its row disagrees with its contents")
+        for seq, length, counts in zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True):
+            if seq in seen:
+                problems.append(f"segment {seg_id}: message seq {seq} is indexed twice")
+                continue
+            seen.add(seq)
+            want = expected.get(seq)
+            if want is None or want[0] != user_id:
+                problems.append(f"segment {seg_id}: message seq {seq} is not a stored message of user {user_id!r}")
+                continue
+            tokens = message_tokens(want[1], want[2])
+            if length != len(tokens) or counts != Counter(tokens):
+                problems.append(f"segment {seg_id}: message seq {seq}'s tokens differ from its text's")
+    missing = sorted(set(expected) - seen)
+    if missing:
+        problems.append(f"{len(missing)} stored message(s) missing from the index (first seq {missing[0]})")
+    return problems

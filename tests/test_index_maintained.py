@@ -1,0 +1,221 @@
+"""The index maintained on write scores exactly as a from-scratch bm25s build over the same visible turns.
+
+A hypothesis state machine of Adds (single and batched), forgets, expiries, retention changes and ``as_of``
+searches; after every step the maintained index's scores equal a fresh bm25s build's to 1e-5 with the same top-k
+ids, the maintained index agrees with the messages (``index_store.verify``), and nothing is rebuilt from all rows.
+"""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from refind_cli import index_cache, index_store, lifecycle
+from refind_cli import search as S
+from refind_cli.contract import parse_add
+from refind_cli.errors import NotFound
+from refind_cli.index import bm25_scores
+from refind_cli.store import DAY_MS, Store
+from refind_cli.turns import build_turns
+
+T0 = 1_685_606_400_000
+WORDS = ["kayak", "lake", "tahoe", "biscuit", "dog", "salmon", "Lisbon", "trip", "Maya", "marathon", "running", "新年"]
+text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=6).map(lambda w: " ".join(w) or "?!")
+said = st.one_of(st.none(), st.integers(0, 40).map(lambda d: T0 + d * DAY_MS))
+
+
+def scratch_scores(store: Store, user: str, tokens: list[str], as_of: int | None, k1: float, b: float):
+    """bm25s built from scratch over the turns a search may see: the reference."""
+    turns = build_turns(store.user_messages(user, as_of=as_of), "message")
+    corpus = [S.turn_tokenizer(S.SearchConfig())(t) for t in turns]
+    scores = np.zeros(len(turns), dtype=np.float32)
+    if any(corpus):
+        bm = bm25s.BM25(k1=k1, b=b)
+        bm.index(corpus, show_progress=False)
+        ids = [bm.vocab_dict[t] for t in tokens if t in bm.vocab_dict]
+        if ids:
+            scores = bm.get_scores(ids).astype(np.float32)
+    return [t.id for t in turns], scores
+
+
+class Maintained(RuleBasedStateMachine):
+    @initialize()
+    def open(self) -> None:
+        import tempfile
+        from pathlib import Path
+
+        S.clear()
+        self.dir = tempfile.TemporaryDirectory()
+        self.clock = [T0 + 50 * DAY_MS]
+        self.retention: float | None = None
+        self.path = Path(self.dir.name) / "p.db"
+        self.store = Store(self.path, clock=lambda: self.clock[0], retention_days=None)
+        self.n = 0
+
+    def teardown(self) -> None:
+        self.store.close()
+        self.dir.cleanup()
+
+    def _request(self, user: str, session: str, contents: list[tuple[str, int | None]]):
+        self.n += 1
+        msgs = [{"role": "user", "content": c, "timestamp": t} for c, t in contents]
+        return parse_add({"request_id": f"r{self.n}", "user_id": user, "session_id": session, "messages": msgs})
+
+    @rule(
+        user=st.sampled_from(["alice", "bob"]),
+        session=st.sampled_from(["s1", "s2", "s3"]),
+        contents=st.lists(st.tuples(text, said), min_size=1, max_size=4),
+    )
+    def add(self, user, session, contents) -> None:
+        self.store.add(self._request(user, session, contents))
+        self.clock[0] += 3_600_000
+
+    @rule(batch=st.lists(st.tuples(st.sampled_from(["alice", "bob"]), st.tuples(text, said)), min_size=1, max_size=6))
+    def add_batch(self, batch) -> None:  # a replay batch: one transaction, one segment per user
+        self.store.add_many([self._request(u, "s1", [c]) for u, c in batch])
+        self.clock[0] += 3_600_000
+
+    @rule(user=st.sampled_from(["alice", "bob"]), scope=st.sampled_from(["user", "session", "request"]))
+    def forget(self, user, scope) -> None:
+        rows = self.store.conn.execute("SELECT session_id, request_id FROM messages WHERE user_id = ?", (user,))
+        rows = rows.fetchall()
+        if not rows:
+            return
+        try:
+            if scope == "user":
+                lifecycle.forget(self.store, user)
+            elif scope == "session":
+                lifecycle.forget(self.store, user, session_id=rows[0][0])
+            else:
+                lifecycle.forget(self.store, user, request_id=rows[-1][1])
+        except NotFound:
+            pass
+
+    @rule(days=st.sampled_from([None, 0.1, 0.5, 2.0]))
+    def set_retention(self, days) -> None:
+        self.store.retention_days = days
+
+    @rule(hours=st.integers(1, 30))
+    def time_passes(self, hours) -> None:
+        self.clock[0] += hours * 3_600_000
+
+    @rule()
+    def expire(self) -> None:
+        lifecycle.expire(self.store)
+
+    @rule(
+        user=st.sampled_from(["alice", "bob", "carol"]),
+        query=st.lists(st.sampled_from([*WORDS, "june", "2023", "nothing"]), min_size=1, max_size=4),
+        back=st.one_of(st.none(), st.integers(0, 40)),
+        k1=st.sampled_from([1.2, 0.9]),
+        b=st.sampled_from([0.75, 0.4]),
+    )
+    def search_equals_bm25s(self, user, query, back, k1, b) -> None:
+        as_of = None if back is None else self.clock[0] - back * 3_600_000
+        tokens = S.analyze(" ".join(query))
+        ids, want = scratch_scores(self.store, user, tokens, as_of, k1, b)
+        live = index_cache.live_index(self.store, user, as_of=as_of, k1=k1, b=b)
+        assert live is not None and live.postings is not None
+        assert [t.id for t in live.turns] == ids  # the same turns in the same order
+        got = bm25_scores(live, tokens)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        top = 5
+        assert list(np.argsort(-got, kind="stable")[:top]) == list(np.argsort(-want, kind="stable")[:top])
+        config = S.SearchConfig(k1=k1, b=b)
+        maintained = S.search(self.store, user, " ".join(query), top_k=10, as_of=as_of, config=config)
+        naive = S.UserIndex(self.store.user_messages(user, as_of=as_of), config).search(" ".join(query), top_k=10)
+        assert maintained == naive
+
+    @invariant()
+    def index_agrees_with_messages(self) -> None:
+        if hasattr(self, "store"):
+            assert index_store.verify(self.store.conn) == []
+
+
+Maintained.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck)
+)
+TestMaintainedIndex = Maintained.TestCase
+
+
+def test_an_existing_database_is_indexed_once_on_open_with_progress(tmp_path, monkeypatch) -> None:
+    import sqlite3
+
+    from refind_cli import migrations
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])  # the schema before the index
+    migrations.apply(conn, T0)
+    monkeypatch.undo()
+    conn.execute("BEGIN")
+    for i in range(30):
+        rid = f"r{i}"
+        conn.execute("INSERT INTO requests VALUES ('alice', ?, 's1', 'h', 1, ?)", (rid, T0 + i))
+        conn.execute(
+            "INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at) "
+            "VALUES (?, 'alice', ?, ?, 0, 'user', ?, ?, ?)",
+            (f"m{i}", f"s{i % 4}", rid, f"kayak trip number {i} with biscuit" if i % 3 else "lake tahoe", T0, T0 + i),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    monkeypatch.setattr(index_store, "CATCH_UP_CHUNK", 7)  # several transactions, as for a big database
+    seen: list[tuple[int, int]] = []
+    with Store(db, retention_days=None, index_progress=lambda done, total: seen.append((done, total))) as store:
+        assert seen[-1] == (30, 30) and len(seen) >= 5  # one report per chunk
+        assert index_store.stats(store.conn)["state"] == "ready"
+        assert index_store.verify(store.conn) == []
+        ui = S.user_index(store, "alice")
+        assert ui.maintained
+        naive = S.UserIndex(store.user_messages("alice"))
+        assert ui.search("kayak biscuit tahoe", top_k=10) == naive.search("kayak biscuit tahoe", top_k=10)
+    seen.clear()
+    Store(db, retention_days=None, index_progress=lambda done, total: seen.append((done, total))).close()
+    assert seen == []  # indexed once: the next open has nothing to do
+
+
+def test_verify_names_what_disagrees(store) -> None:
+    store.add(
+        parse_add(
+            {
+                "request_id": "r1",
+                "user_id": "alice",
+                "session_id": "s",
+                "messages": [{"role": "user", "content": "kayak"}],
+            }
+        )
+    )
+    assert index_store.verify(store.conn) == []
+    with store.write():  # a message changed behind the index's back
+        store.conn.execute("UPDATE messages SET content = 'canoe'")
+    assert index_store.verify(store.conn) == ["segment 1: message seq 1's tokens differ from its text's"]
+    with store.write():
+        store.conn.execute("DELETE FROM index_segments")
+    assert index_store.verify(store.conn) == ["1 stored message(s) missing from the index (first seq 1)"]
+
+
+def test_vocabulary_is_the_visible_terms_with_their_document_frequencies(db_path) -> None:
+    clock = [T0]
+    store = Store(db_path, clock=lambda: clock[0], retention_days=1)
+    for i, text in enumerate(["kayak on the lake", "kayak trip", "biscuit the dog"]):
+        store.add(
+            parse_add(
+                {
+                    "request_id": f"r{i}",
+                    "user_id": "alice",
+                    "session_id": "s",
+                    "messages": [{"role": "user", "content": text}],
+                }
+            )
+        )
+        clock[0] += DAY_MS // 2
+    want: dict[str, int] = {}
+    for m in store.user_messages("alice"):  # the first message is past retention by now
+        for t in set(index_store.message_tokens(m.content, m.said_at)):
+            want[t] = want.get(t, 0) + 1
+    assert index_cache.vocabulary(store, "alice") == want
+    assert want == {"kayak": 1, "trip": 1, "biscuit": 1, "dog": 1}
+    store.close()
