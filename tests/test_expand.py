@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from helpers_retrieval import T0, add
+from helpers import T0, add
 
 from refind_cli import search as S
 from refind_cli.expand import backfill, edit_distance, fuzzy_scores, fuzzy_terms, max_edits, vocabulary

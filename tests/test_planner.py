@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 from llm_server import Fail, Slow
 
 from refind_cli import search as S

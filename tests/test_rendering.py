@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers_retrieval import MIN, T0, add
+from helpers import MIN, T0, add
 
 from refind_cli import search as S
 

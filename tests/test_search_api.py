@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 
 from refind_cli import search as S
 from refind_cli.errors import InvalidInput
