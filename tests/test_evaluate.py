@@ -119,16 +119,16 @@ def test_plain_tokenizer_baseline_misses_chinese_that_bigrams_find(store):
 
 def test_variants_parse_to_the_fields_types():
     cfg = search_config(
-        parse_variants(["neighbours=0", "session_fusion=off", "neighbour_chars=300", "k1=1.5", "overlap=repeat"])
+        parse_variants(["neighbours=0", "session_fusion=off", "block_chars=300", "k1=1.5", "overlap=repeat"])
     )
-    assert (cfg.neighbours, cfg.session_fusion, cfg.neighbour_chars, cfg.k1, cfg.overlap) == (
+    assert (cfg.neighbours, cfg.session_fusion, cfg.block_chars, cfg.k1, cfg.overlap) == (
         0,
         False,
         300,
         1.5,
         "repeat",
     )
-    assert search_config(parse_variants(["neighbour_chars=none"])).neighbour_chars is None
+    assert search_config(parse_variants(["defer_chars=none"])).defer_chars is None
     assert search_config() == search.SearchConfig()
 
 
