@@ -4,8 +4,11 @@
   .venv/bin/python bench/mcp_startup.py                 # 5 rounds
   .venv/bin/python bench/mcp_startup.py --rounds 9
 
-Each round, in turn: ``python -c pass`` (the interpreter alone); ``python -c "import mcp.server.mcpserver"`` (the
-SDK's own import); ``python -m refind_cli --help``; and ``python -m refind_cli mcp --user bench --db TMP`` spoken
+Each round, in turn: ``python -c pass`` (the interpreter alone); ``python -c "import mcp_types.methods"`` (the
+protocol's pydantic types for both protocol versions, which every server path of the SDK loads: the floor of any
+SDK server); ``python -c "import mcp.server.lowlevel, mcp.server.stdio"`` (the SDK's low-level server, the
+alternative to ``MCPServer``); ``python -c "import mcp.server.mcpserver"`` (what refind imports);
+``python -m refind_cli --help``; and ``python -m refind_cli mcp --user bench --db TMP`` spoken
 to over its stdin/stdout as an MCP client does — ``initialize``, ``notifications/initialized``, ``tools/list`` —
 timed until the tools/list answer is read (the client is plain JSON-RPC lines in this process, so it adds no import
 of its own). Besides wall time each process's CPU time (user + sys, from the OS) is shown: wall time moves with the
@@ -83,6 +86,44 @@ def mcp_until_tools(db: Path, env: dict[str, str]) -> tuple[float, float, int]:
     return wall, _cpu() - cpu0, len(tools)
 
 
+# In one process, the CPU each step of `refind mcp`'s startup adds, in the order the command takes them (the SDK
+# first here, so that refind's own steps show only what they add on top of it).
+SECTIONS = """
+import json, sys, time
+steps = []
+def step(name):
+    steps.append((name, time.process_time()))
+step("interpreter start")
+import pydantic
+step("pydantic")
+import mcp_types
+step("mcp_types: the protocol's pydantic models")
+import mcp_types.methods
+step("mcp_types.methods: both protocol versions' models")
+import mcp
+step("rest of `import mcp`: client, transports, HTTP/auth stack, MCPServer")
+import refind_cli.cli.app
+step("refind's CLI (typer, rich, commands)")
+import refind_cli.api, refind_cli.mcp_server as ms
+step("refind's API and mcp_server modules")
+memory = refind_cli.api.Memory(sys.argv[1])
+ms.build(memory, ms.McpSettings(user="bench", session="bench"))
+step("open the database, build the server and its tools")
+print(json.dumps(steps))
+"""
+
+
+def sections(db: Path, env: dict[str, str], rounds: int) -> list[tuple[str, float]]:
+    """Median CPU seconds each startup step adds, measured inside one process per round."""
+    runs = []
+    for _ in range(rounds):
+        out = subprocess.run([sys.executable, "-c", SECTIONS, str(db)], env=env, capture_output=True, text=True)
+        out.check_returncode()
+        steps = json.loads(out.stdout)
+        runs.append([(name, at - (steps[i - 1][1] if i else 0.0)) for i, (name, at) in enumerate(steps)])
+    return [(name, statistics.median(run[i][1] for run in runs)) for i, (name, _) in enumerate(runs[0])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -91,6 +132,8 @@ def main() -> None:
     env.pop("REFIND_MODEL", None)  # bm25 mode: agent mode resolves its model (and imports litellm) at launch
     rows: dict[str, list[tuple[float, float]]] = {
         "python -c pass": [],
+        "import mcp_types.methods": [],
+        "import mcp.server.lowlevel, mcp.server.stdio": [],
         "import mcp.server.mcpserver": [],
         "refind --help": [],
         "refind mcp → first tools/list": [],
@@ -99,13 +142,17 @@ def main() -> None:
         db = Path(tmp) / "bench.db"
         for _ in range(args.rounds):
             rows["python -c pass"].append(run_command([sys.executable, "-c", "pass"], env))
-            rows["import mcp.server.mcpserver"].append(
-                run_command([sys.executable, "-c", "import mcp.server.mcpserver"], env)
-            )
+            for code in (
+                "import mcp_types.methods",
+                "import mcp.server.lowlevel, mcp.server.stdio",
+                "import mcp.server.mcpserver",
+            ):
+                rows[code].append(run_command([sys.executable, "-c", code], env))
             rows["refind --help"].append(run_command([sys.executable, "-m", "refind_cli", "--help"], env))
             wall, cpu, n = mcp_until_tools(db, env)
             assert n >= 4, n
             rows["refind mcp → first tools/list"].append((wall, cpu))
+        steps = sections(db, env, args.rounds)
     help_wall = statistics.median(w for w, _ in rows["refind --help"])
     print(f"`refind mcp` startup, {args.rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n")
     print("| process | wall median (s) | wall min (s) | CPU median (s) | wall / `refind --help` |")
@@ -117,6 +164,12 @@ def main() -> None:
         print(
             f"| {name} | {median:.2f} | {min(walls):.2f} | {statistics.median(cpus):.2f} | {median / help_wall:.1f}× |"
         )
+    print("\nIn one process, CPU each step adds (median; the SDK imported first):\n")
+    print("| step | CPU (s) |")
+    print("|---|---|")
+    for name, cpu in steps:
+        print(f"| {name} | {cpu:.2f} |")
+    print(f"| total | {sum(cpu for _, cpu in steps):.2f} |")
     verdict = "meets" if statistics.median(w for w, _ in rows["refind mcp → first tools/list"]) <= 1.0 else "misses"
     print(f"\nGoal: `refind mcp` to its first answered tools/list ≤ 1.0 s wall — this run {verdict} it.")
 
