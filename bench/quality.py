@@ -1,7 +1,7 @@
 """Retrieval quality of every SearchConfig variant (and query variant) against plain BM25, in one run per dataset.
 
     .venv/bin/python bench/quality.py [--datasets ../shared/datasets] [--limit N] [--top-k 100] [--out FILE]
-                                      [--only locomo,longmemeval,memdaily,longmemeval-rf]
+                                      [--only locomo,longmemeval,memdaily,realtalk,longmemeval-rf]
 
 Each dataset is replayed once (contest-style) into a temporary database; every question is then asked of every
 system in turn — the plain BM25 baseline, refind's defaults, one-field-at-a-time changes to SearchConfig, a few
@@ -48,20 +48,19 @@ GRID: list[tuple[str, ...]] = [
     ("rrf_k=20",),
     ("overlap=repeat",),
     ("neighbour_roles=same",),
-    ("neighbour_chars=200",),
-    ("neighbour_chars=500",),
-    ("neighbour_chars=1000",),
+    ("neighbour_filter=match",),
+    ("neighbour_filter=short",),
+    ("neighbour_filter=match_or_short",),
+    ("defer_chars=none",),
     ("index_labels=off",),
     ("options_in_query=off",),
-    ("neighbours=1", "neighbour_chars=300"),
-    ("neighbours=2", "neighbour_chars=300"),
-    ("neighbours=2", "neighbour_chars=200", "overlap=trim"),
+    ("neighbours=1", "neighbour_max_chars=300"),
     ("session_fusion=off", "neighbours=0"),
 ]
 PAIR_GRID: list[tuple[str, ...]] = [
     ("turn_unit=pair",),
     ("turn_unit=pair", "neighbours=1"),
-    ("turn_unit=pair", "neighbour_chars=300"),
+    ("turn_unit=pair", "neighbour_max_chars=300"),
 ]
 
 
@@ -145,7 +144,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="../shared/datasets", help="folder holding the three sets")
     ap.add_argument("--limit", type=int, default=None, help="at most N questions per dataset")
     ap.add_argument("--top-k", type=int, default=100)
-    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily")
+    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk")
     ap.add_argument("--out", default=None, help="also write the markdown here")
     ap.add_argument(
         "--grid",
@@ -159,6 +158,7 @@ def main() -> None:
         "longmemeval": root / "longmemeval_s_dev.json.gz",
         "longmemeval-rf": root / "longmemeval_s_dev.json.gz",
         "memdaily": root / "memdaily_dev",
+        "realtalk": root / "realtalk_dev",
     }
     grid = parse_grid(args.grid) if args.grid is not None else None
     lines = [

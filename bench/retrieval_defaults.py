@@ -1,7 +1,7 @@
-"""Why refind's SearchConfig defaults are what they are: each default undone alone, on LoCoMo and LongMemEval-S dev
-(and the LongMemEval oracle split, which no default was tuned on), against plain BM25 in the same run.
+"""Why refind's SearchConfig defaults are what they are: each default undone alone, on the four shared sets (and the
+LongMemEval oracle split, which no default was tuned on), against plain BM25 in the same run.
 
-    .venv/bin/python bench/retrieval_defaults.py [--datasets ../shared/datasets] [--only locomo,longmemeval_s]
+    .venv/bin/python bench/retrieval_defaults.py [--datasets ../shared/datasets] [--only locomo,realtalk]
 
 Runs `refind eval DATASET --json -V KEY=VALUE` per row and prints a Markdown table of recall at 2k / 8k / 32k.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 SETS = {
     "locomo": "locomo10.json",
     "longmemeval_s": "longmemeval_s_dev.json.gz",
+    "memdaily": "memdaily_dev",
+    "realtalk": "realtalk_dev",
     "longmemeval_oracle": "longmemeval_oracle.json.gz",
 }
 
@@ -25,16 +27,29 @@ ROWS = [
     ("defaults", []),
     ("index_dates=off", ["index_dates=false"]),
     ("context_blocks=none (±2 for every block)", ["context_blocks=none"]),
-    ("full_anchors=0 (every anchor cut at 800)", ["full_anchors=0"]),
-    ("anchor_chars=none (no anchor cut)", ["anchor_chars=none"]),
+    ("lead_chars=0 (no plain-BM25 lead)", ["lead_chars=0"]),
+    ("neighbour_filter=all (every neighbour)", ["neighbour_filter=all"]),
+    ("defer_chars=none (long anchors not deferred)", ["defer_chars=none"]),
+    ("fuzzy=off", ["fuzzy=false"]),
+    ("backfill=off", ["backfill=false"]),
+    ("rm3_terms=10 (pseudo-relevance feedback)", ["rm3_terms=10"]),
     ("neighbour_max_chars=none (long neighbours kept)", ["neighbour_max_chars=none"]),
     ("neighbours=0", ["neighbours=0", "late_neighbours=0"]),
     ("session_fusion=off", ["session_fusion=false"]),
     ("session_top=3", ["session_top=3"]),
     ("b=1.0", ["b=1.0"]),
     (
-        "first prototype (±2 everywhere, no caps, no dates)",
-        ["index_dates=false", "context_blocks=none", "anchor_chars=none", "neighbour_max_chars=none"],
+        "first prototype (±2 everywhere, no caps, no dates, no lead)",
+        [
+            "index_dates=false",
+            "context_blocks=none",
+            "defer_chars=none",
+            "neighbour_max_chars=none",
+            "lead_chars=0",
+            "neighbour_filter=all",
+            "fuzzy=false",
+            "backfill=false",
+        ],
     ),
 ]
 

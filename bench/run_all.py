@@ -23,6 +23,7 @@ DATASETS = Path(os.environ.get("REFIND_DATASETS", HERE.parent.parent / "shared" 
 BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "replay": ([], ["--messages", "20000"], False),
     "scale": ([], ["--sizes", "10000", "--users", "100", "--queries", "20"], False),
+    "ranking_latency": ([], ["--turns", "2000", "--queries", "10", "--rounds", "1"], False),
     "planner": ([], ["--turns", "2000", "--queries", "10"], False),
     "reply": ([], ["--repeat", "50"], False),
     "lifecycle": ([], ["--users", "5", "--messages", "500"], False),

@@ -1,7 +1,8 @@
 """Evidence blocks: an anchor turn with its neighbours, rendered one message per line.
 
-Which messages a block shows (the anchor's; neighbours nearest first, subject to the role, length, overlap and
-block-size rules of the SearchConfig) and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``.
+Which messages a block shows (the anchor's, always whole; neighbours nearest first, subject to the role, filter,
+length, overlap and block-size rules of the SearchConfig), which blocks make the list (a long anchor after the lead
+blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .search_config import SearchConfig
+    from .store import StoredMessage
+    from .turns import Turn
 
 
 @dataclass(frozen=True)
@@ -54,34 +57,44 @@ def iso_utc(ms: int) -> str:
 
 
 def render_blocks(
-    idx: TurnIndex, order: np.ndarray, fused: np.ndarray, *, top_k: int, cfg: SearchConfig
+    idx: TurnIndex,
+    order: np.ndarray,
+    fused: np.ndarray,
+    *,
+    top_k: int,
+    cfg: SearchConfig,
+    scores: np.ndarray | None = None,
 ) -> list[Block]:
+    """The first ``top_k`` blocks of the ranked anchors ``order``. An anchor's text is never cut: a block is made
+    shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
+    ``cfg.defer_chars`` after the first ``cfg.lead_blocks`` blocks goes after every shorter one. ``scores`` (each
+    turn's BM25 score for the query) lets ``cfg.neighbour_filter`` keep the neighbours that share a query word."""
     blocks: list[Block] = []
+    deferred: list[tuple[int, float]] = []
     shown: set[str] = set()  # message ids already shown (overlap="trim")
     last_score = float("inf")
-    for pos, score in zip(order.tolist(), fused.tolist()):
-        if len(blocks) >= top_k:
-            break
+
+    def add(pos: int, score: float, *, bare: bool = False) -> None:
+        nonlocal last_score
         anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
-            continue  # already shown in full by a better block
-        block_cfg = cfg
-        if cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
-            block_cfg = block_cfg.with_(neighbours=cfg.late_neighbours)
-        if len(blocks) < cfg.full_anchors:
-            block_cfg = block_cfg.with_(anchor_chars=None)
-        chosen = _compose(idx, pos, block_cfg, shown)
+        n = cfg.neighbours
+        if bare or len(blocks) < cfg.bare_blocks:
+            n = 0
+        elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
+            n = cfg.late_neighbours
+        chosen = compose(idx, pos, cfg, shown, scores, n=n)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
         for j in sorted(chosen):
             first_line = len(lines)
-            for m, text in chosen[j]:
-                lines.extend(render_line(m.said_at, m.role, text).split("\n"))
+            for m in chosen[j]:
+                lines.extend(render_line(m.said_at, m.role, m.content).split("\n"))
                 ids.append(m.id)
             if j == pos:
                 anchor_lines = (first_line, len(lines))
-        shown.update(ids)
+        if not bare:
+            shown.update(ids)  # a lead turn is shown again later, in its block
         score = min(score, _below(last_score))
         last_score = score
         blocks.append(
@@ -97,26 +110,80 @@ def render_blocks(
                 anchor_lines=anchor_lines,
             )
         )
+
+    if cfg.lead_chars and scores is not None and fused.size:
+        for pos in _lead(idx, scores, cfg.lead_chars, top_k):
+            add(pos, float(fused[0]), bare=True)
+    for pos, score in zip(order.tolist(), fused.tolist()):
+        if len(blocks) >= top_k:
+            break
+        anchor = idx.turns[pos]
+        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
+            continue  # already shown in full by a better block
+        if (
+            cfg.defer_chars is not None
+            and len(blocks) >= cfg.lead_blocks
+            and sum(len(m.content) for m in anchor.messages) > cfg.defer_chars
+        ):
+            deferred.append((pos, score))
+            continue
+        add(pos, score)
+    for pos, score in deferred:
+        if len(blocks) >= top_k:
+            break
+        if cfg.overlap == "trim" and all(m.id in shown for m in idx.turns[pos].messages):
+            continue
+        add(pos, score)
     return blocks
 
 
-def _cut(text: str, cap: int | None) -> str:
-    return text if cap is None or len(text) <= cap else text[:cap].rstrip() + " …"
+def _lead(idx: TurnIndex, scores: np.ndarray, chars: int, top_k: int) -> list[int]:
+    """The best turns by plain BM25 (ties: the earlier first) whose whole text fits, in order, in ``chars``."""
+    import numpy as np
+
+    positive = np.flatnonzero(scores > 0)
+    best = positive[np.lexsort((positive, -scores[positive]))][: 4 * top_k]
+    out: list[int] = []
+    used = 0
+    for pos in best.tolist():
+        turn = idx.turns[pos]
+        size = sum(len(render_line(m.said_at, m.role, m.content)) + 1 for m in turn.messages) + 1
+        if used + size > chars:
+            if used:
+                break
+            continue  # a first turn longer than the lead: the lead stays empty rather than cut it
+        used += size
+        out.append(pos)
+        if len(out) >= top_k:
+            break
+    return out
 
 
-def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> dict[int, list[Any]]:
-    """Which messages a block shows, by turn index: the anchor's, then neighbours nearest first, each kept only if
-    it passes the role, length, overlap and block-size rules. Returns {turn index: [(message, text)]}."""
+def compose(
+    idx: TurnIndex,
+    pos: int,
+    cfg: SearchConfig,
+    shown: set[str],
+    scores: np.ndarray | None = None,
+    *,
+    n: int | None = None,
+) -> dict[int, list[StoredMessage]]:
+    """Which messages a block shows, by turn index: the anchor's, whole, then neighbours (±``n``, default
+    ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length, overlap and block-size
+    rules. Returns {turn index: [message]}."""
+    n = cfg.neighbours if n is None else n
     anchor = idx.turns[pos]
-    chosen = {pos: [(m, _cut(m.content, cfg.anchor_chars)) for m in anchor.messages]}
-    size = sum(len(t) for _, t in chosen[pos])
+    chosen = {pos: list(anchor.messages)}
+    size = sum(len(m.content) for m in anchor.messages)
     role = anchor.messages[0].role
-    window = neighbours(idx, pos, cfg.neighbours)
-    before = cfg.neighbours if cfg.neighbours_before is None else cfg.neighbours_before
+    window = neighbours(idx, pos, n)
+    before = n if cfg.neighbours_before is None else cfg.neighbours_before
     nearest = sorted((j for j in window if j != pos and j >= pos - before), key=lambda j: (abs(j - pos), j))
     for j in nearest:
         turn = idx.turns[j]
         if cfg.neighbour_roles == "same" and turn.messages[0].role != role:
+            continue
+        if not _passes_filter(turn, cfg, scores is not None and bool(scores[j] > 0)):
             continue
         kept = []
         for m in turn.messages:
@@ -124,14 +191,26 @@ def _compose(idx: TurnIndex, pos: int, cfg: SearchConfig, shown: set[str]) -> di
                 continue
             if cfg.neighbour_max_chars is not None and len(m.content) > cfg.neighbour_max_chars:
                 continue
-            text = _cut(m.content, cfg.neighbour_chars)
-            if cfg.block_chars is not None and size + len(text) > cfg.block_chars:
+            if cfg.block_chars is not None and size + len(m.content) > cfg.block_chars:
                 continue
-            size += len(text)
-            kept.append((m, text))
+            size += len(m.content)
+            kept.append(m)
         if kept:
             chosen[j] = kept
     return chosen
+
+
+def _passes_filter(turn: Turn, cfg: SearchConfig, matches: bool) -> bool:
+    """The neighbour filter: ``all``; ``match`` (the turn shares a query word); ``short`` (every message of it is
+    at most ``short_chars`` long); ``match_or_short``."""
+    if cfg.neighbour_filter == "all":
+        return True
+    short = all(len(m.content) <= cfg.short_chars for m in turn.messages)
+    if cfg.neighbour_filter == "match":
+        return matches
+    if cfg.neighbour_filter == "short":
+        return short
+    return matches or short
 
 
 def _below(x: float) -> float:

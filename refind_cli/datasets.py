@@ -1,11 +1,14 @@
 """Labelled evaluation sets → Add requests and questions with their evidence, one sample (one user) at a time.
 
-Three formats (described in ``shared/datasets/README.md``, the originals are downloaded by each user):
+Four formats (described in ``shared/datasets/README.md``, the originals are downloaded by each user):
 
 * **LoCoMo** — one user per conversation; questions of categories 1–4 with turn-level ``evidence`` dia_ids.
 * **LongMemEval** — one user per question (its haystack); evidence = the turns marked ``has_answer``.
 * **MemDaily** — every :data:`MEMDAILY_GROUP` consecutive timelines of a file make one user, one session per timeline;
   evidence = the messages named by ``target_step_id``; ``choices`` become the search's ``options``.
+* **REALTALK** — one user per chat file (a folder holds several); like LoCoMo, but each message carries its own
+  ``date_time`` (``"29.12.2023, 22:42:04"``, day first) and the text is ``clean_text``; evidence ids that name no
+  message of the release (images left out of it) are dropped and counted.
 
 Replay is **contest-style** by default, as the platform sends conversations: every message has role ``user`` and
 carries its speaker as a label in the content (``"Caroline: …"``, ``"assistant: …"``), one Add per session split
@@ -30,10 +33,11 @@ from typing import Any
 from .contract import AddRequest, Message
 from .errors import RefindError
 
-FORMATS = ("locomo", "longmemeval", "memdaily")
+FORMATS = ("locomo", "longmemeval", "memdaily", "realtalk")
 SESSION_CHUNK = 20
 MEMDAILY_GROUP = 20
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) unscored
+REALTALK_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain"}
 
 
 @dataclass(frozen=True)
@@ -72,16 +76,20 @@ class Skipped:
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of PATH from its shape: a folder (or a file of timelines) is MemDaily, LoCoMo samples carry
-    ``conversation``, LongMemEval questions carry ``haystack_sessions``."""
+    """The format of PATH from its shape: a folder holds MemDaily or REALTALK files (told apart by its first file),
+    a file of timelines is MemDaily, LoCoMo samples carry ``conversation``, LongMemEval questions carry
+    ``haystack_sessions``, a REALTALK chat is one object with ``name``, ``qa`` and ``session_N`` lists."""
     p = Path(path)
     if not p.exists():
         raise RefindError(f"{p}: no such file or folder")
     if p.is_dir():
-        if not _memdaily_files(p):
-            raise RefindError(f"{p}: a folder must hold MemDaily *.json files; none found")
-        return "memdaily"
+        files = _memdaily_files(p)
+        if not files:
+            raise RefindError(f"{p}: a folder must hold MemDaily or REALTALK *.json files; none found")
+        return "realtalk" if _is_realtalk(_read_json(files[0])) else "memdaily"
     data = _read_json(p)
+    if _is_realtalk(data):
+        return "realtalk"
     first = data[0] if isinstance(data, list) and data else None
     if isinstance(first, dict):
         if "conversation" in first and "qa" in first:
@@ -92,7 +100,7 @@ def detect_format(path: str | Path) -> str:
             return "memdaily"
     raise RefindError(
         f"{p}: cannot tell its format (expected a list of LoCoMo samples, LongMemEval questions or MemDaily "
-        "timelines); pass --format"
+        "timelines, or a REALTALK chat); pass --format"
     )
 
 
@@ -110,6 +118,8 @@ def load(
         samples = (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
     elif fmt == "longmemeval":
         samples = _longmemeval(_expect_list(_read_json(p), p), role_faithful, skipped)
+    elif fmt == "realtalk":
+        samples = _realtalk(p, skipped)
     else:
         samples = _memdaily(p, skipped)
     return _checked(samples, p, fmt)
@@ -132,6 +142,10 @@ def _read_json(path: Path) -> Any:
             return json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
+
+
+def _is_realtalk(data: Any) -> bool:
+    return isinstance(data, dict) and "qa" in data and any(_SESSION_KEY.fullmatch(k) for k in data)
 
 
 def _expect_list(data: Any, path: Path) -> list[Any]:
@@ -357,4 +371,73 @@ def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: 
                     options=memdaily_options(q.get("choices")),
                 )
             )
+    return Sample(user_id, tuple(requests), tuple(questions))
+
+
+# ---- REALTALK --------------------------------------------------------------------------------------------------
+
+REALTALK_TIME = "%d.%m.%Y, %H:%M:%S"
+
+
+def _realtalk(path: Path, skipped: Skipped) -> Iterator[Sample]:
+    for file in _memdaily_files(path) if path.is_dir() else [path]:
+        data = _read_json(file)
+        if not isinstance(data, dict):
+            raise RefindError(f"{file}: expected one REALTALK chat (a JSON object) per file")
+        yield load_realtalk_chat(file.name.split(".")[0], data, skipped)
+
+
+def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> Sample:
+    """One chat → one user: one Add per session (split at :data:`SESSION_CHUNK`), every message role ``user`` with
+    content ``"Speaker: text"`` and its own said-at; questions of categories 1–3 with their resolvable evidence."""
+    sessions = sorted((int(m.group(1)), key) for key in chat if (m := _SESSION_KEY.fullmatch(key)))
+    requests: list[AddRequest] = []
+    content_of: dict[tuple[int, int], str] = {}
+    order: dict[tuple[int, int], int] = {}
+    for _number, key in sessions:
+        turns = chat[key]
+        if not isinstance(turns, list):
+            continue
+        messages = []
+        for turn in turns:
+            text = str(turn.get("clean_text") or "")
+            if not text.strip():
+                skipped.add("realtalk message without text")
+                continue
+            content = f"{turn['speaker']}: {text}"
+            messages.append(
+                Message(role="user", content=content, timestamp=_parse_time(turn.get("date_time"), REALTALK_TIME))
+            )
+            k = _dia_key(str(turn.get("dia_id", "")))
+            if k is not None:
+                content_of[k] = content
+                order[k] = len(order)
+        if messages:
+            requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
+    questions = []
+    for i, qa in enumerate(chat.get("qa", [])):
+        category = qa.get("category")
+        if category not in REALTALK_CATEGORIES:
+            skipped.add(f"realtalk category {category} (not scored)")
+            continue
+        keys = []
+        for entry in qa.get("evidence") or []:
+            for part in split_evidence(str(entry)):
+                k = _dia_key(part)
+                if k is None or k not in content_of:
+                    skipped.add("realtalk evidence id that names no message (dropped)")
+                elif k not in keys:
+                    keys.append(k)
+        if not keys:
+            skipped.add("realtalk question without resolvable evidence")
+            continue
+        questions.append(
+            Question(
+                id=f"{user_id}:q{i}",
+                user_id=user_id,
+                text=qa["question"],
+                category=f"{category} {REALTALK_CATEGORIES[category]}",
+                evidence=_distinct(content_of[k] for k in sorted(keys, key=order.__getitem__)),
+            )
+        )
     return Sample(user_id, tuple(requests), tuple(questions))

@@ -75,7 +75,7 @@ __all__ = [
 
 DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
 DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
-DEFAULT_HIT_CHARS = 4000  # the most characters of one hit the planner is shown (the evidence itself is never cut)
+DEFAULT_HIT_CHARS = 4000  # a hit is fitted to this by leaving out context lines; its anchor is never cut
 
 
 @dataclass(frozen=True)
@@ -484,9 +484,15 @@ class PlannerRun:
             raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
         hits = self.index.search(
-            keywords, top_k=self.hits_per_search, date_from=lo, date_to=hi, skip=Skip(skip_mode, ids)
+            keywords,
+            top_k=self.hits_per_search,
+            date_from=lo,
+            date_to=hi,
+            skip=Skip(skip_mode, ids),
+            config=self.index.config.with_(lead_chars=0, backfill=False),  # a planner search shows what matched
         )
         self.stats.searches += 1
+        shown = views(hits, self.hit_chars)
         self.last_hits = hits
         if hits:
             self.last_shown = hits
@@ -498,11 +504,11 @@ class PlannerRun:
             date_to=action.args.get("date_to"),
             skipped=len(ids),
             skip=skip_mode,
-            hits=[_hit(i, b, self.hit_chars) for i, b in enumerate(hits, 1)],
+            hits=[_hit(i, b, v) for i, (b, v) in enumerate(zip(hits, shown), 1)],
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
-        self._say(_results_message(keywords, hits, len(ids), skip_mode, self.hit_chars) + " " + self._left())
+        self._say(_results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left())
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
@@ -597,27 +603,62 @@ def _said(reply: Reply) -> str:
     return "\n".join(part for part in [reply.content, *calls] if part)
 
 
-def clip(content: str, anchor_lines: tuple[int, int], limit: int) -> str:
-    """A hit as the planner sees it: at most about ``limit`` characters, half of them for the anchor's lines.
+@dataclass(frozen=True)
+class HitView:
+    """A hit as the planner sees it: the anchor's lines always whole; ``text`` None when withheld."""
 
-    Real logs hold messages of thousands of characters (pasted pages); five such hits per search would overflow the
-    planner's context window within two searches. Lines are cut with "…"; the returned evidence is never cut."""
+    text: str | None
+    left_out: int  # neighbour lines left out of the view
+    chars: int  # the whole hit's length
+
+
+def fit(content: str, anchor_lines: tuple[int, int], limit: int) -> tuple[str, int]:
+    """A hit in at most ``limit`` characters by leaving out neighbour lines, farthest from the anchor first; the
+    anchor's lines are never cut or left out (so a longer anchor makes a longer view). Returns (text, left out)."""
     if len(content) <= limit:
-        return content
+        return content, 0
     lines = content.split("\n")
     a, b = anchor_lines
-    n_anchor = max(1, b - a)
-    n_other = max(1, len(lines) - (b - a))
-    anchor_cap = max(200, limit // 2 // n_anchor)
-    other_cap = max(100, limit // 2 // n_other)
-    out = []
-    for i, line in enumerate(lines):
-        cap = anchor_cap if a <= i < b else other_cap
-        out.append(line if len(line) <= cap else line[: cap - 1] + "…")
-    return "\n".join(out)
+    keep = set(range(a, b)) if b > a else set(range(len(lines)))
+    size = sum(len(lines[i]) + 1 for i in keep)
+    for i in sorted(
+        (i for i in range(len(lines)) if i not in keep), key=lambda i: (min(abs(i - a), abs(i - b + 1)), i)
+    ):
+        if size + len(lines[i]) + 1 > limit:
+            break  # nearest first: a farther line is left out whenever a nearer one is
+        keep.add(i)
+        size += len(lines[i]) + 1
+    return "\n".join(lines[i] for i in sorted(keep)), len(lines) - len(keep)
 
 
-def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, hit_chars: int) -> str:
+def views(hits: Sequence[Block], hit_chars: int) -> list[HitView]:
+    """What the planner is shown of one search's hits: each fitted to ``hit_chars`` by leaving out neighbours; a hit
+    whose anchor alone is longer is shown whole while the search's views stay within ``hit_chars × len(hits)``
+    characters, and withheld past that (the planner is told its size and may still keep it by number). Real logs hold
+    pasted pages of tens of thousands of characters; five such hits would overflow a planner's context window."""
+    budget, used, out = hit_chars * len(hits), 0, []
+    for b in hits:
+        text, left_out = fit(b.content, b.anchor_lines, hit_chars)
+        if len(text) > hit_chars and used + len(text) > budget:
+            out.append(HitView(None, left_out, len(b.content)))
+            continue
+        used += len(text)
+        out.append(HitView(text, left_out, len(b.content)))
+    return out
+
+
+def _shown(view: HitView) -> str:
+    if view.text is None:
+        return (
+            f"(withheld: {view.chars:,} characters, longer than this search may show; its messages are never shown "
+            "cut — keep it with take_note to return it)"
+        )
+    if view.left_out:
+        return f"{view.text}\n({view.left_out} line{'s' if view.left_out != 1 else ''} of context left out)"
+    return view.text
+
+
+def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, shown: list[HitView]) -> str:
     unit = "session" if skip_mode == "session" else "result"
     seen = (
         (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} skipped)")
@@ -633,24 +674,35 @@ def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: 
         f"Search {json.dumps(keywords, ensure_ascii=False)} found {len(hits)} result"
         f"{'s' if len(hits) != 1 else ''}{seen}:"
     ]
-    for i, b in enumerate(hits, 1):
-        parts.append(f"\n[{i}] session {b.session_id}\n{clip(b.content, b.anchor_lines, hit_chars)}")
+    for i, (b, view) in enumerate(zip(hits, shown), 1):
+        parts.append(f"\n[{i}] session {b.session_id}\n{_shown(view)}")
     parts.append("\nKeep the useful ones with take_note (by number), search again, or finish.")
     return "\n".join(parts)
 
 
-def _hit(n: int, b: Block, hit_chars: int) -> dict[str, Any]:
-    """A hit in the trace: as the planner saw it (clipped the same way), with its ids."""
+def _hit(n: int, b: Block, view: HitView) -> dict[str, Any]:
+    """A hit in the trace: as the planner saw it (``content``; None when withheld), what was left out, its ids."""
     return {
         "n": n,
         "id": b.id,
         "session_id": b.session_id,
         "said_at": b.said_at,
         "score": round(b.score, 6),
-        "content": clip(b.content, b.anchor_lines, hit_chars),
-        "anchor_lines": list(b.anchor_lines),
+        "content": view.text,
+        "left_out_lines": view.left_out,
+        "chars": view.chars,
+        "anchor_lines": _view_anchor(b, view) if view.text is not None and view.left_out else list(b.anchor_lines),
         "message_ids": list(b.message_ids),
     }
+
+
+def _view_anchor(b: Block, view: HitView) -> list[int]:
+    """The anchor's [start, end) lines inside the fitted view (neighbour lines before it may have been left out)."""
+    a, e = b.anchor_lines
+    lines = b.content.split("\n")
+    shown = (view.text or "").split("\n")
+    start = next(i for i in range(len(shown)) if shown[i : i + (e - a)] == lines[a:e])
+    return [start, start + (e - a)]
 
 
 def _chronological(blocks: list[Block]) -> list[Block]:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import index_cache
+from . import expand, feedback, index_cache
 from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
 from .contract import parse_date
 from .errors import InvalidInput
@@ -164,6 +164,9 @@ class UserIndex:
         if cfg.common_df is not None:
             tokens = drop_common(idx, tokens, cfg.common_df)
         scores = bm25_scores(idx, tokens)
+        if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
+            extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
+            scores = scores if extra is None else scores + extra
         mask = eligible(
             idx,
             date_from=lo,
@@ -171,11 +174,25 @@ class UserIndex:
             skip_sessions=skip.ids if skip and skip.mode == "session" else (),
             skip_turns=skip.ids if skip and skip.mode == "turn" else (),
         )
+        if cfg.rm3_terms:  # pseudo-relevance feedback (feedback.py)
+            terms = feedback.rm3_terms(
+                idx,
+                scores * mask,
+                tokens,
+                turn_tokenizer(cfg),
+                docs=cfg.rm3_docs,
+                terms=cfg.rm3_terms,
+                weight=cfg.rm3_weight,
+            )
+            extra = feedback.rm3_scores(idx, terms)
+            scores = scores if extra is None else scores + extra
         scores = scores * mask
         order, fused = fuse(
             scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion, session_top=cfg.session_top
         )
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg)
+        if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
+            order, fused = expand.backfill(idx, order, fused, mask, top_k)
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
 
 
 # ---- getting a user's index --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from .turns import TURN_UNITS, Turn
 SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
+NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
 
 
 @dataclass(frozen=True)
@@ -33,20 +34,29 @@ class SearchConfig:
     # ranking
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
-    session_top: int | None = None  # session score = sum of its best N turn scores (None: of all its turns)
+    session_top: int | None = 3  # session score = sum of its best N turn scores (None: of all its turns)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
+    fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
+    fuzzy_expansions: int = 3  # at most this many words per such query word
+    rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
+    rm3_docs: int = 10  # … read from this many best turns
+    rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
+    backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
+    lead_chars: int = 0  # the list opens with the best turns by plain BM25, alone, while they fit in this many chars
+    bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
-    neighbour_chars: int | None = None  # cut each neighbour message to this many characters (None: whole)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
-    anchor_chars: int | None = 800  # cut each anchor message to this many characters, "…" marks a cut (None: whole)
-    full_anchors: int = 1  # the first N blocks show their anchor whole, whatever anchor_chars says
+    neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
+    short_chars: int = 80  # a "short" neighbour: every message of it at most this long
+    defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
+    lead_blocks: int = 1  # the first N blocks are never deferred
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
@@ -54,6 +64,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         _check("turn_unit", self.turn_unit, TURN_UNITS)
         _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
+        _check("neighbour_filter", self.neighbour_filter, NEIGHBOUR_FILTERS)
         _check("overlap", self.overlap, OVERLAP_POLICIES)
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import FIXTURES
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 
 from refind_cli import search as S
 

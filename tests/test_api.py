@@ -57,7 +57,7 @@ def _fill(memory: Memory) -> None:
 def test_search_returns_the_same_blocks_as_the_cli(memory: Memory, cli, db_path: Path) -> None:
     _fill(memory)
     hits = memory.search("Lisbon trip", user="alice", top_k=5)
-    assert [h.session_id for h in hits] == ["s1"] and hits[0].as_dict()["content"].endswith("sister Maya")
+    assert hits[0].session_id == "s1" and "trip to Lisbon" in hits[0].as_dict()["content"]
     memory.close()
     os.replace(memory.path, db_path)
     r = cli("search", "Lisbon trip", "--user", "alice", "--mode", "bm25", "--json", "--retention-days", "off")

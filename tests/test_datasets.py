@@ -207,3 +207,50 @@ def test_memdaily_evidence_and_options():
 )
 def test_memdaily_time(value, expected):
     assert datasets.parse_memdaily_time(value) == expected
+
+
+# ---- REALTALK -------------------------------------------------------------------------------------------------
+
+REALTALK = EVAL / "realtalk"
+
+
+def test_realtalk_is_detected_as_a_folder_and_as_one_chat():
+    assert detect_format(REALTALK) == "realtalk"
+    assert detect_format(REALTALK / "Chat_1_Ana_Ben.json") == "realtalk"
+    assert detect_format(MEMDAILY) == "memdaily"  # a folder of timelines is still MemDaily
+
+
+def test_realtalk_one_user_per_chat_with_per_message_times_and_labels():
+    skipped = Skipped()
+    first, second = load(REALTALK, skipped=skipped)
+    assert (first.user_id, second.user_id) == ("Chat_1_Ana_Ben", "Chat_2_Chloe_Dev")
+    assert [r.session_id for r in first.requests] == ["session_1", "session_2"]
+    messages = all_messages(first)
+    assert messages[1].content == "Ben: Great, I went kayaking on the lake with my brother"
+    assert {m.role for m in messages} == {"user"}
+    assert messages[0].timestamp == utc_ms(2024, 1, 3, 18, 0, 5)  # day first: 03.01.2024 is 3 January
+    assert messages[3].timestamp == utc_ms(2024, 1, 4, 9, 10)  # each message its own time
+    assert len(messages) == 6  # the empty message is left out (and counted)
+    assert skipped.counts["realtalk message without text"] == 1
+
+
+def test_realtalk_evidence_categories_and_what_is_dropped():
+    skipped = Skipped()
+    first, _ = load(REALTALK, "realtalk", skipped=skipped)
+    questions = {q.text: q for q in first.questions}
+    assert questions["What did Benny do on the lake?"].category == "3 open-domain"
+    both = questions["What did Ana bake and what class did Ben join?"]
+    assert both.category == "1 multi-hop"
+    assert both.evidence == ("Ana: Nice! I baked a lemon tart", "Ben: I signed up for a pottery class")
+    packed = questions["When did Ben sign up for pottery?"]  # "D2:1; D1:2": split, conversation order
+    assert packed.evidence == (
+        "Ben: Great, I went kayaking on the lake with my brother",
+        "Ben: I signed up for a pottery class",
+    )
+    assert "Which picture did Ana send?" not in questions and "Is Ben adventurous?" not in questions
+    assert skipped.as_dict() == {
+        "realtalk category 4 (not scored)": 1,
+        "realtalk evidence id that names no message (dropped)": 2,  # D1:4 and D9:9 ("" names nothing)
+        "realtalk message without text": 1,
+        "realtalk question without resolvable evidence": 1,
+    }

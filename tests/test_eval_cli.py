@@ -84,3 +84,12 @@ def test_eval_errors_are_one_line(cli):
     assert missing.exit_code == 1 and "no such file" in missing.output
     mode = cli("eval", str(EVAL / "locomo_small.json"), "--mode", "fast")
     assert mode.exit_code == 1 and "unknown mode" in mode.output
+
+
+def test_eval_realtalk_folder_by_format(cli):
+    result = cli("eval", str(EVAL / "realtalk"), "--format", "realtalk", "--json", "--top-k", "5")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["format"] == "realtalk" and report["users"] == 2 and report["questions"] == 4
+    assert set(report["systems"]["refind"]["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain"}
+    assert report["systems"]["refind"]["recall"]["2000"] == 1.0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import FIXTURES
+from helpers import T0, add
 
 from refind_cli import datasets, search
-from refind_cli.contract import AddRequest, Message
 from refind_cli.errors import RefindError
 from refind_cli.evaluate import (
     BUDGETS,
@@ -24,17 +24,6 @@ from refind_cli.evaluate import (
 EVAL = FIXTURES / "eval"
 LOCOMO = EVAL / "locomo_small.json"
 MEMDAILY = EVAL / "memdaily"
-T0 = 1_700_000_000_000
-
-
-def add(store, user, session, *contents, role="user", rid=None):
-    msgs = tuple(Message(role=role, content=c, timestamp=T0 + i * 60_000) for i, c in enumerate(contents))
-    store.add(
-        AddRequest(
-            request_id=rid or f"{user}-{session}-{len(contents)}", user_id=user, session_id=session, messages=msgs
-        )
-    )
-
 
 # ---- the metric ----------------------------------------------------------------------------------------------
 
@@ -66,9 +55,10 @@ def test_baseline_ranks_messages_and_renders_them_like_refind(store):
         store,
         "u",
         "s1",
-        "Ana: my beagle Pepper loves the park",
-        "Ben: nice weather today",
-        "Ana: the beagle chewed my shoe",
+        ("user", "Ana: my beagle Pepper loves the park"),
+        ("user", "Ben: nice weather today"),
+        ("user", "Ana: the beagle chewed my shoe"),
+        at=T0,
     )
     hits = BaselineBM25()(store, user_id="u", query="what did the beagle Pepper do", top_k=10)
     msgs = {m.content: m for m in store.user_messages("u")}
@@ -80,7 +70,7 @@ def test_baseline_ranks_messages_and_renders_them_like_refind(store):
 
 
 def test_baseline_no_match_stopwords_and_unknown_user(store):
-    add(store, "u", "s1", "Ana: my beagle Pepper loves the park")
+    add(store, "u", "s1", ("user", "Ana: my beagle Pepper loves the park"), at=T0)
     baseline = BaselineBM25()
     assert baseline(store, user_id="u", query="zebra", top_k=5).contents == []
     assert baseline(store, user_id="u", query="the of and", top_k=5).contents == []
@@ -89,9 +79,9 @@ def test_baseline_no_match_stopwords_and_unknown_user(store):
 
 def test_baseline_sees_new_messages_of_the_user(store):
     baseline = BaselineBM25()
-    add(store, "u", "s1", "Ana: my beagle Pepper loves the park")
+    add(store, "u", "s1", ("user", "Ana: my beagle Pepper loves the park"), at=T0)
     assert baseline(store, user_id="u", query="marathon", top_k=5).contents == []
-    add(store, "u", "s2", "Ana: I ran a marathon")
+    add(store, "u", "s2", ("user", "Ana: I ran a marathon"), at=T0)
     assert [
         c.endswith("I ran a marathon") for c in baseline(store, user_id="u", query="marathon", top_k=5).contents
     ] == [True]
@@ -99,8 +89,8 @@ def test_baseline_sees_new_messages_of_the_user(store):
 
 def test_baseline_never_returns_another_users_message(store):
     """Negative test: another user's message sharing the session id and the query words never comes back."""
-    add(store, "alice", "s1", "Alice: my beagle Pepper loves the park")
-    add(store, "mallory", "s1", "Mallory: beagle Pepper beagle Pepper park", rid="m1")
+    add(store, "alice", "s1", ("user", "Alice: my beagle Pepper loves the park"), at=T0)
+    add(store, "mallory", "s1", ("user", "Mallory: beagle Pepper beagle Pepper park"), at=T0, request_id="m1")
     for baseline in (BaselineBM25(), BaselineBM25("plain")):
         contents = baseline(store, user_id="alice", query="beagle Pepper park", top_k=10).contents
         assert contents and not any("Mallory" in c for c in contents)
@@ -108,7 +98,7 @@ def test_baseline_never_returns_another_users_message(store):
 
 
 def test_plain_tokenizer_baseline_misses_chinese_that_bigrams_find(store):
-    add(store, "u", "t1", "我把雨伞放在了客厅里。", "今天天气很好。")
+    add(store, "u", "t1", ("user", "我把雨伞放在了客厅里。"), ("user", "今天天气很好。"), at=T0)
     query = "雨伞放在哪里了？"
     assert BaselineBM25("analyze")(store, user_id="u", query=query, top_k=5).contents[0].endswith("客厅里。")
     assert BaselineBM25("plain")(store, user_id="u", query=query, top_k=5).contents == []
@@ -119,16 +109,16 @@ def test_plain_tokenizer_baseline_misses_chinese_that_bigrams_find(store):
 
 def test_variants_parse_to_the_fields_types():
     cfg = search_config(
-        parse_variants(["neighbours=0", "session_fusion=off", "neighbour_chars=300", "k1=1.5", "overlap=repeat"])
+        parse_variants(["neighbours=0", "session_fusion=off", "block_chars=300", "k1=1.5", "overlap=repeat"])
     )
-    assert (cfg.neighbours, cfg.session_fusion, cfg.neighbour_chars, cfg.k1, cfg.overlap) == (
+    assert (cfg.neighbours, cfg.session_fusion, cfg.block_chars, cfg.k1, cfg.overlap) == (
         0,
         False,
         300,
         1.5,
         "repeat",
     )
-    assert search_config(parse_variants(["neighbour_chars=none"])).neighbour_chars is None
+    assert search_config(parse_variants(["defer_chars=none"])).defer_chars is None
     assert search_config() == search.SearchConfig()
 
 

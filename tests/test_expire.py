@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_lifecycle import T0, Clock
-from helpers_lifecycle import add as _add
+from helpers import CLOCK_T0, Clock
+from helpers import add_request as _add
 
 from refind_cli import lifecycle, review
 from refind_cli.store import DAY_MS, Store
@@ -16,13 +16,13 @@ from refind_cli.store import DAY_MS, Store
 @pytest.fixture
 def aged(db_path: Path) -> tuple[Store, Clock]:
     """Requests recorded at day 0, day 10 and day 20 (and one exactly at the later cutoff), retention 30 days."""
-    clock = Clock(T0)
+    clock = Clock(CLOCK_T0)
     s = Store(db_path, clock=clock, retention_days=30)
     _add(s, "old-a", "alice", "s1", "day zero, first", "day zero, second")
     _add(s, "old-b", "bob", "s1", "bob on day zero")
-    clock.now = T0 + 10 * DAY_MS
+    clock.now = CLOCK_T0 + 10 * DAY_MS
     _add(s, "mid-a", "alice", "s2", "day ten")
-    clock.now = T0 + 20 * DAY_MS
+    clock.now = CLOCK_T0 + 20 * DAY_MS
     _add(s, "new-a", "alice", "s3", "day twenty")
     _add(s, "new-b", "bob", "s2", "bob on day twenty")
     yield s, clock
@@ -35,13 +35,13 @@ def _contents(store: Store, user: str) -> list[str]:
 
 def test_reads_hide_expired_messages_before_any_sweep(aged) -> None:
     store, clock = aged
-    clock.now = T0 + 35 * DAY_MS  # cutoff: day 5 → the day-0 requests are expired, the rest not
+    clock.now = CLOCK_T0 + 35 * DAY_MS  # cutoff: day 5 → the day-0 requests are expired, the rest not
     assert _contents(store, "alice") == ["day ten", "day twenty"]
     assert _contents(store, "bob") == ["bob on day twenty"]
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # still stored
     info = review.overview(store)
     assert (info["messages"], info["awaiting_expiry"]) == (3, 3)
-    assert info["recorded_at"]["min"] == T0 + 10 * DAY_MS
+    assert info["recorded_at"]["min"] == CLOCK_T0 + 10 * DAY_MS
     assert [u["messages"] for u in review.users(store)] == [2, 1]
     assert [s["session_id"] for s in review.user(store, "alice")["sessions"]] == ["s2", "s3"]
     exported = [r["request_id"] for r in lifecycle.export_requests(store, "alice")]
@@ -50,14 +50,16 @@ def test_reads_hide_expired_messages_before_any_sweep(aged) -> None:
 
 def test_expire_removes_exactly_the_expired_rows(aged) -> None:
     store, clock = aged
-    clock.now = T0 + 35 * DAY_MS
-    before = {r[0] for r in store.conn.execute("SELECT id FROM messages WHERE recorded_at >= ?", (T0 + 5 * DAY_MS,))}
+    clock.now = CLOCK_T0 + 35 * DAY_MS
+    before = {
+        r[0] for r in store.conn.execute("SELECT id FROM messages WHERE recorded_at >= ?", (CLOCK_T0 + 5 * DAY_MS,))
+    }
     dry = lifecycle.expire(store, dry_run=True)
     assert (dry.messages, dry.requests) == (3, 2)
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # dry run deletes nothing
 
     result = lifecycle.expire(store)
-    assert result.cutoff == T0 + 5 * DAY_MS
+    assert result.cutoff == CLOCK_T0 + 5 * DAY_MS
     assert {u: (e.messages, e.requests) for u, e in result.users.items()} == {"alice": (2, 1), "bob": (1, 1)}
     assert {r[0] for r in store.conn.execute("SELECT id FROM messages")} == before
     assert {r[0] for r in store.conn.execute("SELECT request_id FROM requests")} == {"mid-a", "new-a", "new-b"}
@@ -69,7 +71,7 @@ def test_expire_removes_exactly_the_expired_rows(aged) -> None:
 
 def test_boundary_recorded_exactly_at_the_cutoff_stays(aged) -> None:
     store, clock = aged
-    clock.now = T0 + 40 * DAY_MS  # cutoff is exactly day 10: "day ten" is still inside the window
+    clock.now = CLOCK_T0 + 40 * DAY_MS  # cutoff is exactly day 10: "day ten" is still inside the window
     assert _contents(store, "alice") == ["day ten", "day twenty"]
     assert lifecycle.expire(store).messages == 3
     assert _contents(store, "alice") == ["day ten", "day twenty"]
@@ -80,7 +82,7 @@ def test_boundary_recorded_exactly_at_the_cutoff_stays(aged) -> None:
 
 def test_expire_one_user_and_retention_off(aged, db_path: Path) -> None:
     store, clock = aged
-    clock.now = T0 + 35 * DAY_MS
+    clock.now = CLOCK_T0 + 35 * DAY_MS
     result = lifecycle.expire(store, user_id="bob")
     assert set(result.users) == {"bob"}
     assert store.conn.execute("SELECT count(*) FROM messages WHERE user_id = 'alice'").fetchone()[0] == 4
@@ -93,9 +95,9 @@ def test_expire_one_user_and_retention_off(aged, db_path: Path) -> None:
 def test_expire_removes_old_traces_and_traces_quoting_expired_text(aged) -> None:
     store, clock = aged
     rows = [
-        ("t-old", "alice", T0 + 1, "day ten"),
-        ("t-quotes", "alice", T0 + 20 * DAY_MS, "day zero, first"),
-        ("t-keep", "alice", T0 + 20 * DAY_MS, "day twenty"),
+        ("t-old", "alice", CLOCK_T0 + 1, "day ten"),
+        ("t-quotes", "alice", CLOCK_T0 + 20 * DAY_MS, "day zero, first"),
+        ("t-keep", "alice", CLOCK_T0 + 20 * DAY_MS, "day twenty"),
     ]
     with store.write():
         for sid, user, at, quoted in rows:
@@ -104,7 +106,7 @@ def test_expire_removes_old_traces_and_traces_quoting_expired_text(aged) -> None
                 "VALUES (?, ?, ?, 'q', 'planner', 1.0, '[]', ?)",
                 (sid, user, at, json.dumps({"hit": quoted})),
             )
-    clock.now = T0 + 35 * DAY_MS
+    clock.now = CLOCK_T0 + 35 * DAY_MS
     result = lifecycle.expire(store)
     assert result.users["alice"].searches == 2
     assert [r[0] for r in store.conn.execute("SELECT id FROM searches")] == ["t-keep"]
@@ -143,12 +145,12 @@ def test_stored_planner_searches_past_retention_are_hidden_before_any_sweep(aged
 
     store, clock = aged
     ids = {m.request_id: m.id for m in store.user_messages("alice")}
-    _stored_search(store, "old-search", "alice", T0 + 1, [ids["old-a"]])
-    _stored_search(store, "quotes-old", "alice", T0 + 20 * DAY_MS, [ids["old-a"]])
-    _stored_search(store, "fresh", "alice", T0 + 20 * DAY_MS + 1, [ids["new-a"]])
+    _stored_search(store, "old-search", "alice", CLOCK_T0 + 1, [ids["old-a"]])
+    _stored_search(store, "quotes-old", "alice", CLOCK_T0 + 20 * DAY_MS, [ids["old-a"]])
+    _stored_search(store, "fresh", "alice", CLOCK_T0 + 20 * DAY_MS + 1, [ids["new-a"]])
     assert [s.id for s in trace.recent(store)] == ["fresh", "quotes-old", "old-search"]
 
-    clock.now = T0 + 35 * DAY_MS  # cutoff day 5: old-a is expired, no sweep has run
+    clock.now = CLOCK_T0 + 35 * DAY_MS  # cutoff day 5: old-a is expired, no sweep has run
     assert [s.id for s in trace.recent(store)] == ["fresh"]
     assert [s.id for s in trace.recent(store, user_id="alice", limit=1)] == ["fresh"]
     for hidden in ("old-search", "quotes-old"):
@@ -168,7 +170,7 @@ def test_a_replay_of_an_expired_request_before_the_sweep_is_stored_again(aged, c
     """Past retention a request is gone for every read; replaying it must store it again (as after the sweep),
     not answer "identical replay, nothing written" and leave the data invisible until the sweep deletes it."""
     store, clock = aged
-    clock.now = T0 + 35 * DAY_MS  # day-0 requests expired, not swept
+    clock.now = CLOCK_T0 + 35 * DAY_MS  # day-0 requests expired, not swept
     assert "day zero, first" not in _contents(store, "alice")
     outcome = _add(store, "old-a", "alice", "s1", "day zero, first", "day zero, second")
     assert (outcome.status, outcome.messages) == ("added", 2)

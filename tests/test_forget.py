@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_lifecycle import add as _add
+from helpers import add_request as _add
 
 from refind_cli import lifecycle
 from refind_cli.contract import parse_add

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bm25s
 import numpy as np
+from helpers import T0
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -21,7 +22,6 @@ from refind_cli.index import bm25_scores
 from refind_cli.store import DAY_MS, Store
 from refind_cli.turns import build_turns
 
-T0 = 1_685_606_400_000
 WORDS = ["kayak", "lake", "tahoe", "biscuit", "dog", "salmon", "Lisbon", "trip", "Maya", "marathon", "running", "新年"]
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=6).map(lambda w: " ".join(w) or "?!")
 said = st.one_of(st.none(), st.integers(0, 40).map(lambda d: T0 + d * DAY_MS))

@@ -6,7 +6,7 @@ Checked by hand once: with the ``user_id = ?`` predicate removed from ``Store.us
 from __future__ import annotations
 
 import pytest
-from helpers_retrieval import MIN, T0, add
+from helpers import MIN, T0, add
 
 from refind_cli import search as S
 

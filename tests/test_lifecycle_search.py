@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers_lifecycle import T0, Clock
-from helpers_lifecycle import add as _add
+from helpers import CLOCK_T0, Clock
+from helpers import add_request as _add
 
 from refind_cli import index_store, lifecycle, search
 from refind_cli.store import DAY_MS, Store
@@ -22,16 +22,16 @@ def _found(store: Store, user: str, query: str) -> set[str]:
 
 
 def test_search_never_returns_an_expired_row_before_the_sweep(db_path: Path) -> None:
-    clock = Clock(T0)
+    clock = Clock(CLOCK_T0)
     store = Store(db_path, clock=clock, retention_days=30)
     _add(store, "old", "alice", "s1", "the kayak trip on lake tahoe")
-    clock.now = T0 + 20 * DAY_MS
+    clock.now = CLOCK_T0 + 20 * DAY_MS
     _add(store, "new", "alice", "s1", "another kayak outing at the coast")
     ids = {m.request_id: m.id for m in store.user_messages("alice")}
     # Searched while both are visible: loads the maintained index into this process.
     assert _found(store, "alice", "kayak") == {ids["old"], ids["new"]}
 
-    clock.now = T0 + 31 * DAY_MS  # "old" is past retention; no sweep has run, the user's version is unchanged
+    clock.now = CLOCK_T0 + 31 * DAY_MS  # "old" is past retention; no sweep has run, the user's version is unchanged
     assert _found(store, "alice", "kayak") == {ids["new"]}
     search.clear()  # a fresh process: only the maintained index and the rows are left
     assert _found(store, "alice", "kayak") == {ids["new"]}
@@ -44,12 +44,12 @@ def test_search_never_returns_an_expired_row_before_the_sweep(db_path: Path) -> 
 
 
 def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> None:
-    clock = Clock(T0)
+    clock = Clock(CLOCK_T0)
     with Store(db_path, clock=clock, retention_days=None) as store:
         _add(store, "r1", "alice", "s1", "we adopted a puppy named biscuit")
-        clock.now = T0 + DAY_MS
+        clock.now = CLOCK_T0 + DAY_MS
         _add(store, "r2", "alice", "s2", "biscuit learned to sit")
-        clock.now = T0 + 2 * DAY_MS
+        clock.now = CLOCK_T0 + 2 * DAY_MS
         _add(store, "r3", "alice", "s3", "biscuit chewed the sofa")
         ids = {m.request_id: m.id for m in store.user_messages("alice")}
 
@@ -59,9 +59,9 @@ def test_as_of_search_ranks_only_what_was_stored_then(cli, db_path: Path) -> Non
         return sorted(item["id"] for item in json.loads(out.output)["data"])
 
     assert found() == sorted(ids.values())
-    assert found("--as-of", str(T0 + DAY_MS)) == sorted([ids["r1"], ids["r2"]])  # at or before: inclusive
-    assert found("--as-of", str(T0 + DAY_MS - 1)) == [ids["r1"]]
-    assert found("--as-of", str(T0 - 1)) == []
+    assert found("--as-of", str(CLOCK_T0 + DAY_MS)) == sorted([ids["r1"], ids["r2"]])  # at or before: inclusive
+    assert found("--as-of", str(CLOCK_T0 + DAY_MS - 1)) == [ids["r1"]]
+    assert found("--as-of", str(CLOCK_T0 - 1)) == []
 
 
 def test_forget_rewrites_the_maintained_index_and_clears_the_cache(db_path: Path) -> None:
@@ -122,10 +122,10 @@ def test_forget_removes_the_planner_traces_that_quote_the_session(store: Store, 
 
 
 def test_a_longer_retention_in_the_same_process_is_not_served_a_shorter_ones_index(db_path: Path) -> None:
-    clock = Clock(T0)
+    clock = Clock(CLOCK_T0)
     with Store(db_path, clock=clock, retention_days=None) as store:
         _add(store, "old", "alice", "s1", "the kayak trip on lake tahoe")
-        clock.now = T0 + 40 * DAY_MS
+        clock.now = CLOCK_T0 + 40 * DAY_MS
         _add(store, "new", "alice", "s1", "another kayak outing at the coast")
         ids = {m.request_id: m.id for m in store.user_messages("alice")}
     with Store(db_path, clock=clock, retention_days=30) as short:

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 from llm_server import Fail, Slow
 
 from refind_cli import search as S
@@ -242,17 +242,37 @@ def test_top_k_caps_every_path(memory, llm_server):
     assert len(run(memory, llm_server, top_k=1).blocks) == 1
 
 
-def test_long_hits_are_clipped_for_the_planner_but_returned_whole(store, llm_server):
+def test_a_hit_longer_than_the_search_may_show_is_withheld_never_cut(store, llm_server):
     page = "kayak " + "lorem ipsum dolor " * 2000  # ~36k characters, like a pasted page
     add(store, "alice", "s", ("user", "before", T0), ("user", page, T0 + 60_000), ("user", "after", T0 + 120_000))
     llm_server.play(search_("kayak"), note(1))
     result = run(store, llm_server, max_actions=2, hit_chars=600)
     shown = llm_server.requests[1]["messages"][-1]["content"]
-    assert len(shown) < 1600 and "…" in shown and "before" in shown and "after" in shown
-    # the planner cuts only its own view: the evidence is the block exactly as retrieval rendered it
+    assert len(shown) < 1600 and "withheld: 36,0" in shown and "lorem" not in shown
+    (search_event,) = [e for e in result.events if e.kind == "search"]
+    (hit,) = search_event.data["hits"]
+    assert hit["content"] is None and hit["chars"] > 36_000
+    # kept by number all the same: the evidence is the block exactly as retrieval rendered it
     (block,) = result.blocks
     assert block.content == {b.id: b for b in S.search(store, "alice", "kayak", top_k=5)}[block.id].content
-    assert len(block.content) > len(shown.split("[1] session s\n", 1)[1])
+
+
+def test_the_planner_sees_a_long_hit_with_context_left_out_and_its_anchor_whole(store, llm_server):
+    ctx = [("user", f"context line {i} " + "x" * 250, T0 + i * 60_000) for i in range(4)]
+    anchor = ("user", "kayak " + "y" * 700, T0 + 90_000)
+    add(store, "alice", "s", ctx[0], ctx[1], anchor, ctx[2], ctx[3])
+    llm_server.play(search_("kayak"), note(1))
+    every = S.SearchConfig(neighbour_filter="all")  # context that shares no query word too
+    result = run(store, llm_server, max_actions=2, hit_chars=1400, config=every)
+    shown = llm_server.requests[1]["messages"][-1]["content"]
+    assert "kayak " + "y" * 700 in shown and "…" not in shown  # the anchor whole
+    assert "context line 1" in shown and "context line 2" in shown  # the nearest context fits
+    assert "context line 0" not in shown and "context line 3" not in shown
+    assert "(2 lines of context left out)" in shown
+    (search_event,) = [e for e in result.events if e.kind == "search"]
+    (hit,) = search_event.data["hits"]
+    assert hit["left_out_lines"] == 2 and hit["content"].split("\n")[slice(*hit["anchor_lines"])][0].endswith("y")
+    assert len(result.blocks[0].content.split("\n")) == 5  # the returned block keeps its whole context
 
 
 def test_options_reach_the_planner(memory, llm_server):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 from llm_server import Fail, Tools
 
 from refind_cli import trace

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers_retrieval import MIN, T0, add
+from helpers import MIN, T0, add
 
 from refind_cli import search as S
+
+ALL = S.SearchConfig(neighbour_filter="all")  # every neighbour, whether or not it shares a query word
 
 
 def _lines(block):
@@ -26,58 +28,94 @@ def test_dates_are_indexed_as_month_and_year(store):
 
 def test_neighbours_plus_minus_two_in_order(store):
     _session(store, "a0", "a1", "a2 kayak", "a3", "a4", "a5")
-    (b,) = S.search(store, "u", "kayak", top_k=1)
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=ALL)
     assert _lines(b) == ["a0", "a1", "a2 kayak", "a3", "a4"]
     assert b.anchor_lines == (2, 3)
 
 
-def test_long_neighbours_are_left_out_and_long_anchors_cut(store):
+def test_long_neighbours_are_left_out_and_anchors_never_cut(store):
     _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
-    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(full_anchors=0))
-    lines = _lines(b)
-    assert lines[0].startswith("kayak ") and lines[0].endswith(" …") and len(lines[0]) <= 800 + 2
-    assert lines[1:] == ["short"]  # the 500-character neighbour is over neighbour_max_chars=400
-    whole = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(anchor_chars=None, neighbour_max_chars=None))
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=ALL)
+    assert _lines(b) == ["kayak " + "y" * 2000, "short"]  # the 500-character neighbour is over neighbour_max_chars
+    whole = S.search(
+        store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all", neighbour_max_chars=None)
+    )
     assert _lines(whole[0]) == ["x" * 500, "kayak " + "y" * 2000, "short"]
 
 
 def test_trim_shows_each_message_once_and_repeat_does_not(store):
     _session(store, "kayak one", "kayak two", "other")
-    trim = S.search(store, "u", "kayak", top_k=5)
+    trim = S.search(store, "u", "kayak", top_k=5, config=ALL)
     shown = [m for b in trim for m in b.message_ids]
     assert len(shown) == len(set(shown)) and len(trim) == 1  # the second hit is inside the first block
-    repeat = S.search(store, "u", "kayak", top_k=5, config=S.SearchConfig(overlap="repeat"))
+    repeat = S.search(
+        store, "u", "kayak", top_k=5, config=S.SearchConfig(neighbour_filter="all", overlap="repeat", backfill=False)
+    )
     assert len(repeat) == 2 and repeat[0].message_ids == repeat[1].message_ids
+
+
+def test_neighbour_filter_keeps_neighbours_that_share_a_query_word_or_are_short(store):
+    # by hand, around the anchor "kayak trip": "lake kayak rental ..." shares "kayak"; "ok" is short; the long
+    # chatter shares nothing
+    chatter = "we talked about the weather and the news for a while, nothing much happened today at all"
+    _session(store, "lake kayak rental was cheap", chatter, "kayak trip", "ok", chatter + " really")
+    assert _lines(S.search(store, "u", "kayak trip", top_k=1, config=ALL)[0]) == [
+        "lake kayak rental was cheap",
+        chatter,
+        "kayak trip",
+        "ok",
+        chatter + " really",
+    ]
+    (match,) = S.search(store, "u", "kayak trip", top_k=1)  # the default: neighbour_filter="match"
+    assert _lines(match) == ["lake kayak rental was cheap", "kayak trip"]
+    short = S.search(store, "u", "kayak trip", top_k=1, config=S.SearchConfig(neighbour_filter="short"))
+    assert _lines(short[0]) == ["lake kayak rental was cheap", "kayak trip", "ok"]  # every neighbour ≤ 80 chars
+    either = S.search(store, "u", "kayak trip", top_k=1, config=S.SearchConfig(neighbour_filter="match_or_short"))
+    assert _lines(either[0]) == ["lake kayak rental was cheap", "kayak trip", "ok"]
+    few = S.SearchConfig(neighbour_filter="match_or_short", short_chars=20)
+    assert _lines(S.search(store, "u", "kayak trip", top_k=1, config=few)[0]) == [
+        "lake kayak rental was cheap",
+        "kayak trip",
+        "ok",
+    ]
 
 
 def test_same_role_neighbours(store):
     add(store, "u", "s", ("user", "q kayak"), ("assistant", "reply"), ("user", "follow-up"), at=T0)
-    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_roles="same"))
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all", neighbour_roles="same"))
     assert [line.split(": ", 1)[1] for line in b.content.split("\n")] == ["q kayak", "follow-up"]
 
 
 def test_block_chars_adds_nearest_neighbours_first(store):
     _session(store, "far", "near", "kayak", "n2", "far2")
-    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(block_chars=len("kayak") + 8))
+    (b,) = S.search(
+        store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all", block_chars=len("kayak") + 8)
+    )
     assert _lines(b) == ["near", "kayak", "n2"]
 
 
 def test_context_blocks_limits_neighbours_to_the_first_blocks(store):
     _session(store, "c0", "kayak red", "c2", session="s1")
     _session(store, "d0", "kayak", "d2", session="s2", at=T0 + 60 * MIN)
-    blocks = S.search(store, "u", "kayak red", top_k=2, config=S.SearchConfig(context_blocks=1, late_neighbours=0))
+    blocks = S.search(
+        store,
+        "u",
+        "kayak red",
+        top_k=2,
+        config=S.SearchConfig(neighbour_filter="all", context_blocks=1, late_neighbours=0),
+    )
     assert _lines(blocks[0]) == ["c0", "kayak red", "c2"]
     assert _lines(blocks[1]) == ["kayak"]
     _session(store, "e0", "e1", "kayak", "e3", "e4", session="s3", at=T0 + 120 * MIN)
-    blocks = S.search(store, "u", "kayak red", top_k=3)  # defaults: ±2 for the first 6 blocks, then ±1
+    blocks = S.search(store, "u", "kayak red", top_k=3, config=ALL)  # ±2 for the first 6 blocks, then ±1
     assert [len(b.message_ids) for b in blocks] == [3, 3, 5]
-    blocks = S.search(store, "u", "kayak red", top_k=3, config=S.SearchConfig(context_blocks=1))
+    blocks = S.search(store, "u", "kayak red", top_k=3, config=S.SearchConfig(neighbour_filter="all", context_blocks=1))
     assert _lines(blocks[2]) == ["e1", "kayak", "e3"]
 
 
 def test_neighbours_before_zero_shows_only_what_follows(store):
     _session(store, "b1", "kayak", "f1", "f2")
-    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbours_before=0))
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all", neighbours_before=0))
     assert _lines(b) == ["kayak", "f1", "f2"]
 
 
@@ -106,9 +144,10 @@ def test_instructions_are_stripped_also_when_options_join_the_query_and_results_
     _session(store, "Biscuit eats salmon every day", session="food")
     _session(store, "reply to the letter only after lunch", session="mail", at=T0 + 60 * MIN)
     asked = "What does Biscuit eat? Reply with the letter only."
-    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"])
+    cfg = S.SearchConfig(backfill=False)
+    hits = S.search(store, "u", asked, top_k=5, options=["salmon", "tuna"], config=cfg)
     assert [b.session_id for b in hits] == ["food"]
-    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"])
+    assert hits == S.search(store, "u", "What does Biscuit eat?", top_k=5, options=["salmon", "tuna"], config=cfg)
 
 
 def test_common_words_are_dropped_from_the_query_when_configured(store):
@@ -120,12 +159,26 @@ def test_common_words_are_dropped_from_the_query_when_configured(store):
     assert S.search(store, "u", "Caroline", top_k=1, config=cfg)  # only common words: kept
 
 
-def test_the_first_block_shows_its_anchor_whole_later_ones_are_cut(store):
+def test_a_long_anchor_after_the_lead_block_goes_after_the_shorter_ones_whole(store):
+    # ranked by hand for "kayak kayak": s1 holds it twice; s2 and s3 once in 2 tokens (a tie: the earlier first),
+    # s4 once in 3 tokens (every turn also holds 2 date tokens)
     _session(store, "kayak kayak " + "a" * 1500, session="s1")
     _session(store, "kayak " + "b" * 1500, session="s2", at=T0 + 60 * MIN)
-    first, second = S.search(store, "u", "kayak", top_k=2)
-    assert _lines(first) == ["kayak kayak " + "a" * 1500]
-    assert _lines(second)[0].endswith(" …") and len(_lines(second)[0]) <= 802
+    _session(store, "kayak " + "c" * 1700, session="s3", at=T0 + 120 * MIN)
+    _session(store, "kayak trip today", session="s4", at=T0 + 180 * MIN)
+    whole_order = S.search(
+        store, "u", "kayak kayak", top_k=4, config=S.SearchConfig(neighbour_filter="all", defer_chars=None)
+    )
+    assert [b.session_id for b in whole_order] == ["s1", "s2", "s3", "s4"]
+    hits = S.search(store, "u", "kayak kayak", top_k=4, config=ALL)  # defer_chars 800, lead_blocks 1
+    assert [b.session_id for b in hits] == ["s1", "s4", "s2", "s3"]
+    assert [_lines(b)[0][:8] for b in hits] == ["kayak ka", "kayak tr", "kayak bb", "kayak cc"]
+    assert {b.session_id: b.content for b in hits} == {b.session_id: b.content for b in whole_order}  # all whole
+    assert hits[0].score > hits[1].score > hits[2].score > hits[3].score
+    lead = S.search(store, "u", "kayak kayak", top_k=4, config=S.SearchConfig(neighbour_filter="all", lead_blocks=0))
+    assert [b.session_id for b in lead] == ["s4", "s1", "s2", "s3"]
+    two = S.search(store, "u", "kayak kayak", top_k=2, config=ALL)
+    assert [b.session_id for b in two] == ["s1", "s4"]  # later blocks dropped, not cut
 
 
 def test_instructions_are_stripped_also_when_options_join_the_query(store):

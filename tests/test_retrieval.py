@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers_retrieval import DAY, T0, add
+from helpers import DAY, T0, add
 
 from refind_cli import search as S
 from refind_cli.contract import CLI_NAMES, SearchRequest, search_request

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers_retrieval import MIN, T0, add
+from helpers import MIN, T0, add
 
 from refind_cli import index_cache, index_store
 from refind_cli import search as S

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers_retrieval import MIN, T0, add
+from helpers import MIN, T0, add
 
 from refind_cli.turns import build_turns, session_order
 

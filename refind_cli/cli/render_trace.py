@@ -90,11 +90,15 @@ def event(ev: Event) -> RenderableType:
         for h in hits:
             start, end = (h.get("anchor_lines") or [0, 0])[:2]
             body = Text()
-            for i, line in enumerate(h.get("content", "").split("\n")):
+            if h.get("content") is None and "chars" in h:
+                body.append(f"withheld from the planner: {h['chars']:,} characters (never shown cut)", style="yellow")
+            for i, line in enumerate(h["content"].split("\n") if h.get("content") is not None else []):
                 anchor = start <= i < end
                 body.append(
                     ("▶ " if anchor else "  ") + _cut(line, LINE_CHARS) + "\n", style="bold yellow" if anchor else "dim"
                 )
+            if h.get("left_out_lines"):
+                body.append(f"({h['left_out_lines']} context lines left out of the planner's view)", style="dim")
             body.rstrip()
             table.add_row(str(h.get("n")), Text(f"{h.get('session_id')}\n{_day(h.get('said_at'))}"), body)
         if not hits:

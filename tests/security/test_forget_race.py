@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from helpers_retrieval import T0, add
+from helpers import T0, add
 
 from refind_cli import trace
 from refind_cli.errors import NotFound

@@ -4,7 +4,7 @@ provider's own key. litellm over real HTTP to the scripted loopback server."""
 from __future__ import annotations
 
 import pytest
-from helpers_retrieval import T0, add
+from helpers import T0, add
 from llm_server import Fail
 
 from refind_cli.errors import ModelError

@@ -17,9 +17,9 @@ Measure retrieval quality on a labelled set: evidence recall inside context budg
 
   refind eval ../shared/datasets/locomo10.json --limit 200
 
-PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz) or a MemDaily folder (or one MemDaily file);
-the format is detected from its shape unless --format says it. The set is replayed contest-style into a
-temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
+PATH is a LoCoMo file, a LongMemEval file (.json or .json.gz), a MemDaily folder (or one MemDaily file) or a
+REALTALK folder (or one chat); the format is detected from its shape unless --format says it. The set is
+replayed contest-style into a temporary database (deleted afterwards): one user per sample, every message role 'user' with the speaker's
 name in the content, one Add per session split at 20 messages. Every question is asked through the same
 search as `refind search` (MemDaily's choices passed as options) and of a plain BM25 baseline (one document
 per message, same tokenizer, no fusion, no neighbours, top_k messages) in the same run.
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 def eval_command(
     path: Annotated[str, typer.Argument(help="The labelled set: a file or a MemDaily folder.")],
     fmt: Annotated[
-        str | None, typer.Option("--format", help="locomo, longmemeval or memdaily (default: detected).")
+        str | None, typer.Option("--format", help="locomo, longmemeval, memdaily or realtalk (default: detected).")
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Ask at most N questions.")] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Blocks (baseline: messages) per search.")] = (

@@ -1,0 +1,75 @@
+"""What the ranking stages of issue 10 cost: warm in-process search, the earlier pipeline against today's defaults.
+
+    .venv/bin/python bench/ranking_latency.py [--turns 10000] [--queries 50] [--rounds 5]
+
+One synthetic user (bench/synth.py, seeded) is indexed once; then, in alternating rounds so that machine load falls
+on both alike, every query is asked with the earlier pipeline (every neighbour, no fuzzy expansion, no backfill,
+no deferral) and with the defaults, at top_k 10 and 100, and once more with one query word misspelt (a word the
+vocabulary lacks, so fuzzy expansion runs). Prints medians and the ratio defaults ÷ earlier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import synth
+
+from refind_cli import search as S
+from refind_cli.store import Store
+
+EARLIER = S.SearchConfig(neighbour_filter="all", fuzzy=False, backfill=False, defer_chars=None)
+
+
+def misspell(query: str, rng: random.Random) -> str:
+    words = query.split()
+    i = max(range(len(words)), key=lambda j: len(words[j]))
+    w = words[i]
+    k = rng.randrange(1, len(w))
+    words[i] = w[:k] + w[k:][::-1] if len(w) > 3 else w + "x"
+    return " ".join(words)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    rng = random.Random(0)
+    queries = synth.queries(args.queries)
+    typos = [misspell(q, rng) for q in queries]
+    with tempfile.TemporaryDirectory(prefix="refind-latency-") as tmp:
+        store = Store(Path(tmp) / "db.sqlite", retention_days=None)
+        synth.fill(store, "u", args.turns)
+        index = S.user_index(store, "u")
+        rows: dict[tuple[str, int, str], list[float]] = {}
+        for _ in range(args.rounds):
+            for kind, qs in (("queries", queries), ("one word misspelt", typos)):
+                for top_k in (10, 100):
+                    for name, cfg in (("earlier", EARLIER), ("defaults", S.SearchConfig())):
+                        for q in qs:
+                            t = time.perf_counter()
+                            index.search(q, top_k=top_k, config=cfg)
+                            rows.setdefault((kind, top_k, name), []).append(time.perf_counter() - t)
+        store.close()
+    print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds, medians (ms)\n")
+    print("| queries | top_k | earlier pipeline | defaults | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in ("queries", "one word misspelt"):
+        for top_k in (10, 100):
+            a = statistics.median(rows[(kind, top_k, "earlier")]) * 1000
+            b = statistics.median(rows[(kind, top_k, "defaults")]) * 1000
+            print(f"| {kind} | {top_k} | {a:.2f} | {b:.2f} | {b / a:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Robust queries: fuzzy expansion of query words the user's vocabulary lacks, and backfill when few turns match.
+
+Each stage is a small function so it can be tested on a toy corpus ranked by hand:
+
+* :func:`vocabulary` — the user's words and their document frequencies, read from the index. It is the ONE place
+  this module reads the index's vocabulary, so another index only needs this function repointed;
+* :func:`fuzzy_terms` — what Lucene's ``FuzzyQuery`` does for a query word: the vocabulary's words within a small
+  edit distance (Levenshtein; 1 edit for words of 4–5 characters, 2 from 6; shorter words and CJK bigrams are never
+  expanded), the first two characters fixed (Lucene's prefix length, which keeps the scan to a sliver of the
+  vocabulary), at most ``max_expansions`` of them (fewest edits first, then the most
+  frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
+  ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
+* :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
+* :func:`backfill` — when fewer than ``need`` turns have a positive score, the rest of the list: the other turns of
+  the matched sessions (nearest to a matched turn first), then the other sessions' turns, latest first — so a
+  budget is spent on the likeliest context rather than left unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .index import TurnIndex, bm25_scores
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class _DocFreq(Mapping[str, int]):
+    """Token → number of turns holding it, read lazily from the index's score matrix (no copy)."""
+
+    def __init__(self, index: TurnIndex) -> None:
+        self._vocab = index.vocab
+        self._indptr = index.indptr
+
+    def __getitem__(self, token: str) -> int:
+        row = self._vocab[token]
+        return int(self._indptr[row + 1] - self._indptr[row])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._vocab)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+
+class _PostingsDocFreq(Mapping[str, int]):
+    """The same over a maintained index's postings: membership and counts by ``df``; the word list (needed only
+    when a query word is missing) read once, on first iteration."""
+
+    def __init__(self, postings: Any) -> None:
+        self._vocab = postings  # the identity _buckets caches by
+        self._words: list[str] | None = None
+
+    def __getitem__(self, token: str) -> int:
+        n = int(self._vocab.df(token))
+        if n <= 0:
+            raise KeyError(token)
+        return n
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and int(self._vocab.df(token)) > 0
+
+    def _all(self) -> list[str]:
+        if self._words is None:
+            listing = getattr(self._vocab, "vocabulary", None)
+            self._words = list(listing()) if listing is not None else []
+        return self._words
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def vocabulary(index: TurnIndex) -> Mapping[str, int]:
+    """The user's vocabulary: every indexed token with the number of turns that hold it (from the maintained
+    index's postings when it has them, else from the score matrix)."""
+    if index.postings is not None:
+        return _PostingsDocFreq(index.postings)
+    return _DocFreq(index)
+
+
+def max_edits(word: str) -> int:
+    """Lucene's ``AUTO`` fuzziness, one step stricter for the shortest words: 0 up to 3 characters, 1 for 4–5, 2
+    from 6. Words that are not wholly letters (numbers, CJK bigrams) are never expanded."""
+    if not word.isalpha() or not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
+        return 0
+    return 0 if len(word) <= 3 else 1 if len(word) <= 5 else 2
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of ``a`` and ``b``, or ``limit + 1`` as soon as it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+PREFIX = 2  # characters a fuzzy match must share with the query word at its start (Lucene's prefixLength)
+_BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
+
+
+def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
+    """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
+    key = id(getattr(vocab, "_vocab", vocab))
+    cached = _BUCKETS.get(key)
+    if cached is not None and getattr(cached[0], "_vocab", cached[0]) is getattr(vocab, "_vocab", vocab):
+        return cached[1]
+    out: dict[tuple[str, int], list[str]] = {}
+    for word in vocab:
+        if word and max_edits(word):
+            out.setdefault((word[:PREFIX], len(word)), []).append(word)
+    if len(_BUCKETS) >= 16:
+        _BUCKETS.pop(next(iter(_BUCKETS)))
+    _BUCKETS[key] = (vocab, out)
+    return out
+
+
+def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3) -> list[tuple[str, float]]:
+    """The vocabulary's words near ``word`` with their weights (none when ``word`` is in the vocabulary)."""
+    limit = max_edits(word)
+    if not limit or word in vocab or max_expansions <= 0:
+        return []
+    buckets = _buckets(vocab)
+    found: list[tuple[int, int, str]] = []
+    for length in range(len(word) - limit, len(word) + limit + 1):
+        for candidate in buckets.get((word[:PREFIX], length), ()):
+            d = edit_distance(word, candidate, limit)
+            if d <= limit:
+                found.append((d, -vocab[candidate], candidate))
+    found.sort()
+    return [(w, 1.0 - d / len(word)) for d, _, w in found[:max_expansions]]
+
+
+def fuzzy_scores(index: TurnIndex, tokens: Sequence[str], *, max_expansions: int = 3) -> np.ndarray | None:
+    """The BM25 scores that the fuzzy expansions of ``tokens`` add (None when no token has one)."""
+    vocab = vocabulary(index)
+    total = None
+    for token in dict.fromkeys(tokens):
+        for term, weight in fuzzy_terms(token, vocab, max_expansions=max_expansions):
+            part = bm25_scores(index, [term]) * weight
+            total = part if total is None else total + part
+    return total
+
+
+def backfill(
+    index: TurnIndex, order: np.ndarray, fused: np.ndarray, mask: np.ndarray, need: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` (the matched turns, best first) and their ``fused`` scores, extended to ``need`` turns (the
+    added ones scored as the last matched one): first the unmatched turns of the matched sessions, sessions in the
+    order of their best turn, nearest to a matched turn first; then other turns, latest first. Only turns in
+    ``mask`` are added."""
+    import numpy as np
+
+    extra = _backfill(index, order, mask, need - int(order.size))
+    tail = np.full(extra.size, fused[-1] if fused.size else 0.0)
+    return np.concatenate([order, extra]), np.concatenate([fused, tail])
+
+
+def _backfill(index: TurnIndex, order: np.ndarray, mask: np.ndarray, missing: int) -> np.ndarray:
+    import numpy as np
+
+    if missing <= 0:
+        return np.zeros(0, dtype=np.int64)
+    taken = np.zeros(len(index), dtype=bool)
+    taken[order] = True
+    out: list[int] = []
+    seen_sessions: list[int] = []
+    for pos in order.tolist():
+        s = int(index.session_ix[pos])
+        if s not in seen_sessions:
+            seen_sessions.append(s)
+    for s in seen_sessions:
+        lo, hi = int(index.session_start[s]), int(index.session_end[s])
+        matched = np.flatnonzero(taken[lo:hi]) + lo
+        rest = [j for j in range(lo, hi) if not taken[j] and mask[j]]
+        rest.sort(key=lambda j: (int(np.abs(matched - j).min()) if matched.size else 0, j))
+        out.extend(rest)
+        if len(out) >= missing:
+            return np.asarray(out[:missing], dtype=np.int64)
+    taken[out] = True
+    for j in range(len(index) - 1, -1, -1):
+        if len(out) >= missing:
+            break
+        if mask[j] and not taken[j]:
+            out.append(j)
+    return np.asarray(out, dtype=np.int64)

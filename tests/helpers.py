@@ -1,0 +1,61 @@
+"""The one set of test builders: add messages to a real store with explicit said-at times (``add``), or as one
+request of alternating roles (``add_request``), and a store clock moved by hand (``Clock``)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from refind_cli.contract import parse_add
+from refind_cli.store import Store
+
+T0 = 1_685_606_400_000  # 2023-06-01 08:00 UTC: when the test conversations were said
+MIN = 60_000
+DAY = 86_400_000
+
+
+def add(store, user, session, *messages, request_id=None, at=None):
+    """messages: (role, content) or (role, content, said_at) tuples."""
+    msgs = []
+    for i, m in enumerate(messages):
+        role, content = m[0], m[1]
+        ts = m[2] if len(m) > 2 else (None if at is None else at + i * MIN)
+        msgs.append({"role": role, "content": content, "timestamp": ts})
+    digest = hashlib.sha256(repr(messages).encode()).hexdigest()[:8]  # stable across runs, unlike hash()
+    rid = request_id or f"{session}-{len(store.user_messages(user))}-{digest}"
+    return store.add(parse_add({"request_id": rid, "user_id": user, "session_id": session, "messages": msgs}))
+
+
+CLOCK_T0 = 1_750_000_000_000  # a recorded-at to start the store's clock from (Unix ms)
+
+
+class Clock:
+    """The store's clock, moved by hand: ``clock.now = …``."""
+
+    def __init__(self, now: int = CLOCK_T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def add_request(
+    store: Store, request_id: str, user: str, session: str, *contents: str, ts: int | None = 1_700_000_000_000
+):
+    """One Add request of ``contents`` (user, assistant, user, … roles; said-at ts, ts+1, … or None)."""
+    return store.add(
+        parse_add(
+            {
+                "request_id": request_id,
+                "user_id": user,
+                "session_id": session,
+                "messages": [
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": c,
+                        "timestamp": None if ts is None else ts + i,
+                    }
+                    for i, c in enumerate(contents)
+                ],
+            }
+        )
+    )

@@ -1,0 +1,118 @@
+"""Robust queries (expand.py) and pseudo-relevance feedback (feedback.py) on toy corpora ranked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+from helpers import T0, add
+
+from refind_cli import search as S
+from refind_cli.expand import backfill, edit_distance, fuzzy_scores, fuzzy_terms, max_edits, vocabulary
+from refind_cli.feedback import rm3_scores, rm3_terms
+from refind_cli.index import bm25_scores, build_index
+from refind_cli.store import StoredMessage
+from refind_cli.tokenize import analyze
+from refind_cli.turns import Turn
+
+
+def _turns(spec):
+    """spec: list of (session, text)."""
+    turns = []
+    for i, (sid, text) in enumerate(spec):
+        m = StoredMessage(i + 1, f"m{i}", "u", sid, "r", i, "user", text, None, 1_000)
+        turns.append(Turn(m.id, sid, (m,)))
+    return turns
+
+
+def _tokenize(turn):
+    return analyze(turn.messages[0].content)
+
+
+def _index(spec):
+    return build_index(_turns(spec), tokenize=_tokenize)
+
+
+def test_vocabulary_counts_the_turns_holding_each_word():
+    idx = _index([("s", "nicolas skis"), ("s", "nicolas cooks"), ("s", "pasta")])
+    vocab = vocabulary(idx)
+    assert vocab["nicola"] == 2 and vocab["pasta"] == 1 and "zeppelin" not in vocab
+    assert set(vocab) == set(idx.vocab) and len(vocab) == len(idx.vocab)
+
+
+def test_edit_distance_and_lucene_style_fuzziness():
+    assert edit_distance("nikola", "nicola", 2) == 1
+    assert edit_distance("kitten", "sitting", 3) == 3
+    assert edit_distance("kitten", "sitting", 1) == 2  # stops early: more than the limit
+    assert [max_edits(w) for w in ("kat", "kate", "nikola", "2023", "北京")] == [0, 1, 2, 0, 0]
+
+
+def test_a_misspelt_name_matches_the_transcripts_spelling_only_when_the_vocabulary_lacks_it():
+    # by hand: "nikola" is missing; "nicola" is 1 edit away, "nikolai" would be too but is absent; "mikola" (1 edit,
+    # another first letter) is not expanded: the first two characters are fixed (Lucene's prefix length 2)
+    idx = _index([("s", "Nicolas went skiing"), ("s", "Mikolas cooked"), ("s", "the weather")])
+    vocab = vocabulary(idx)
+    assert fuzzy_terms("nikola", vocab) == [("nicola", 1 - 1 / 6)]
+    assert fuzzy_terms("nicola", vocab) == []  # in the vocabulary: never expanded
+    scores = fuzzy_scores(idx, analyze("What did Nikolas do?"))
+    assert scores is not None and scores[0] > 0 and scores[1] == 0 and scores[2] == 0
+    assert np.allclose(scores, bm25_scores(idx, ["nicola"]) * (1 - 1 / 6))
+    assert fuzzy_scores(idx, analyze("weather")) is None
+
+
+def test_expansions_prefer_fewer_edits_then_frequent_words():
+    idx = _index([("s", "marathon"), ("s", "marathons marathon"), ("s", "maratons"), ("s", "marithon")])
+    vocab = vocabulary(idx)  # stems: marathon ×2 turns, maraton, marithon
+    assert [w for w, _ in fuzzy_terms("marrathon", vocab)] == ["marathon", "maraton", "marithon"]
+    assert [w for w, _ in fuzzy_terms("marrathon", vocab, max_expansions=1)] == ["marathon"]
+
+
+def test_search_finds_a_misspelt_name_and_the_stage_can_be_turned_off(store):
+    add(store, "u", "a", ("user", "Muhhamed: I started a new job at the bakery"), at=T0)
+    add(store, "u", "b", ("user", "Lena: the weather is lovely"), at=T0 + 60_000)
+    hits = S.search(store, "u", "Where does Muhamed work?", top_k=1)
+    assert hits and hits[0].session_id == "a"
+    assert S.search(store, "u", "Where does Muhamed work?", top_k=1, config=S.SearchConfig(fuzzy=False)) == []
+
+
+def test_backfill_takes_the_matched_sessions_nearest_turns_then_the_latest():
+    # sessions: a = turns 0..3, b = turns 4..5, c = turn 6. Matched: turn 2 (session a) only.
+    idx = _index([("a", "t0"), ("a", "t1"), ("a", "kayak"), ("a", "t3"), ("b", "t4"), ("b", "t5"), ("c", "t6")])
+    order, fused = np.array([2]), np.array([0.5])
+    mask = np.ones(len(idx), dtype=bool)
+    got, scores = backfill(idx, order, fused, mask, 7)
+    # by hand: session a by distance to turn 2 (1 and 3 tie at 1, the earlier first; then 0), then latest first
+    assert got.tolist() == [2, 1, 3, 0, 6, 5, 4]
+    assert scores.tolist() == [0.5] * 7
+    assert backfill(idx, order, fused, mask, 3)[0].tolist() == [2, 1, 3]
+    mask[1] = False
+    assert backfill(idx, order, fused, mask, 3)[0].tolist() == [2, 3, 0]  # outside the mask: never added
+    assert backfill(idx, order, fused, mask, 1)[0].tolist() == [2]  # enough already
+
+
+def test_search_backfills_only_when_something_matched(store):
+    add(store, "u", "a", ("user", "kayak"), ("user", "other"), ("user", "more"), at=T0)
+    add(store, "u", "b", ("user", "later talk"), at=T0 + 86_400_000)
+    cfg = S.SearchConfig(neighbours=0, late_neighbours=0)
+    assert [len(S.search(store, "u", "kayak", top_k=k, config=cfg)) for k in (1, 3, 4, 9)] == [1, 3, 4, 4]
+    assert len(S.search(store, "u", "kayak", top_k=4, config=cfg.with_(backfill=False))) == 1
+    assert S.search(store, "u", "zeppelin", top_k=4, config=cfg) == []  # nothing matched: nothing made up
+
+
+def test_rm3_adds_the_words_the_best_turns_share():
+    # by hand: "ski" matches turns 0 and 1 (equal length, equal score); both also hold "aspen", turn 0 holds
+    # "vail": P(aspen) = .5·1/3 + .5·1/3 > P(vail) = .5·1/3. "snow" is in every turn (df share 1.0 > max_df).
+    idx = _index(
+        [
+            ("s", "ski aspen vail snow"),
+            ("s", "ski aspen trip snow"),
+            ("s", "aspen lodge snow"),
+            ("s", "vail snow"),
+            ("s", "pasta snow"),
+        ]
+    )
+    scores = bm25_scores(idx, ["ski"])
+    terms = rm3_terms(idx, scores, ["ski"], _tokenize, docs=2, terms=2, weight=0.5, max_df=0.6)
+    assert terms[0] == ("aspen", 0.5)
+    assert {w for w, _ in terms} <= {"aspen", "vail", "trip"} and len(terms) == 2
+    extra = rm3_scores(idx, terms)
+    assert extra is not None and extra[2] > 0 and extra[4] == 0  # the unmatched aspen turn now scores
+    assert rm3_terms(idx, np.zeros(len(idx)), ["ski"], _tokenize) == []
