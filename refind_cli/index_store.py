@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import tokenize
@@ -50,7 +51,13 @@ def message_tokens(content: str, said_at: int | None) -> list[str]:
     month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
     if said_at is None:
         return tokenize.analyze(content)
-    return tokenize.analyze(content + "\n" + datetime.fromtimestamp(said_at / 1000, tz=UTC).strftime(DATE_WORDS))
+    return tokenize.analyze(content + "\n" + _date_words(said_at // 86_400_000))
+
+
+@lru_cache(maxsize=4096)
+def _date_words(day: int) -> str:
+    """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
+    return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
 
 
 # ---- the segment format -------------------------------------------------------------------------------------------
@@ -107,8 +114,11 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
     import numpy as np
 
     docs = sorted(docs, key=lambda d: d[0])
-    vocab: dict[str, int] = {}
-    ids = [vocab.setdefault(t, len(vocab)) for _, tokens in docs for t in tokens]
+    every = [t for _, tokens in docs for t in tokens]
+    vocab: dict[str, int] = dict.fromkeys(every, 0)  # the terms in order of first occurrence, then numbered
+    for i, term in enumerate(vocab):
+        vocab[term] = i
+    ids = list(map(vocab.__getitem__, every))
     lengths = np.fromiter((len(d[1]) for d in docs), dtype=np.int64, count=len(docs))
     n = max(len(docs), 1)
     # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -38,7 +39,10 @@ _MARKS = (
     "\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0900-\u0963\u0966-\u0d7f\u0e00-\u0e7f"
     "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 )
-_WORD = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")
+# A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
+# been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words).
+_WORD = re.compile(f"[\\w{_MARKS}]+")
+_REFERENCE_WORD = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")  # step 2 as first written (reference_analyze)
 _CJK_SPLIT = re.compile(f"([{_CJK_CLASS}]+)")
 _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]+")
 
@@ -235,13 +239,27 @@ def _stemmer() -> Any:  # a Stemmer.Stemmer (PyStemmer ships no type stubs)
     return Stemmer.Stemmer("english")
 
 
+# Speed (the analyzer runs on every Add since the index is maintained on write): a text's words repeat, so each
+# distinct word is analysed once and its tokens remembered. The caches only remember what the steps above produce —
+# the tokens are exactly those of the uncached steps — and are cleared when they grow past _CACHE_MAX words.
+_CACHE_MAX = 200_000
 _STEM_CACHE: dict[str, str] = {}
+# An ASCII text takes a bytes path: one C-level translate lower-cases and turns every character that is not a letter
+# or digit (``_`` included) into a space — for ASCII that is exactly steps 1–2 — then bytes.split() finds the words.
+# Each maps to its stem, or to "" when it is a stop-word (a Snowball stem of a non-empty word is never empty).
+_ASCII_CACHE: dict[bytes, str] = {}
+_ASCII_TABLE = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 if c < 128 else c for c in range(256)
+)
+# A non-ASCII word (step 2's run) maps to all of its tokens (CJK bigrams included); long runs are not remembered.
+_WORD_CACHE: dict[str, tuple[str, ...]] = {}
+_WORD_CACHE_MAX_LEN = 64
 
 
 def _stem(word: str) -> str:
     stem = _STEM_CACHE.get(word)
     if stem is None:
-        if len(_STEM_CACHE) > 500_000:
+        if len(_STEM_CACHE) > _CACHE_MAX:
             _STEM_CACHE.clear()
         stem = _STEM_CACHE[word] = _stemmer().stemWord(word)
     return stem
@@ -269,27 +287,80 @@ def _normalise(text: str) -> str:
     return text.lower()
 
 
+def _words(text: str) -> list[str]:
+    """Step 2 on a normalised text."""
+    return _WORD.findall(text.replace("_", " "))
+
+
+def _ascii_word(word: bytes) -> str:
+    """The stem of an ASCII word (step 4), or "" for a stop-word; remembered."""
+    if len(_ASCII_CACHE) > _CACHE_MAX:
+        _ASCII_CACHE.clear()
+    text = word.decode("ascii")
+    stem = _ASCII_CACHE[word] = "" if text in STOPWORDS_EN else _stem(text)
+    return stem
+
+
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """All tokens of one word of a normalised text (steps 3–5)."""
+    if word.isascii():
+        return () if word in STOPWORDS_EN else (_stem(word),)
+    out: list[str] = []
+    for i, piece in enumerate(_CJK_SPLIT.split(word)):
+        if not piece:
+            continue
+        if i % 2:  # the capturing group: a CJK run
+            _bigrams(piece, out)
+        else:
+            _latin_or_other(piece, out)
+    return tuple(out)
+
+
 def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
+    if text.isascii():
+        words = text.encode("ascii").translate(_ASCII_TABLE).split()
+        stems = list(map(_ASCII_CACHE.get, words))
+        if None in stems:  # words not seen before
+            stems = [_ascii_word(word) if stem is None else stem for word, stem in zip(words, stems, strict=True)]
+        return [stem for stem in stems if stem]
     out: list[str] = []
-    for word in _WORD.findall(_normalise(text)):
-        if word.isascii():
-            if word not in STOPWORDS_EN:
-                out.append(_stem(word))
-            continue
+    cached = _WORD_CACHE.get
+    for word in _words(_normalise(text)):
+        tokens = cached(word)
+        if tokens is None:
+            tokens = _word_tokens(word)
+            if len(word) <= _WORD_CACHE_MAX_LEN:
+                if len(_WORD_CACHE) > _CACHE_MAX:
+                    _WORD_CACHE.clear()
+                _WORD_CACHE[word] = tokens
+        out.extend(tokens)
+    return out
+
+
+def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) -> list[str]:
+    """:func:`analyze` without its caches and fast paths: the steps of the module docstring, one by one. Slow; tests
+    and ``bench/analyzer.py`` check that :func:`analyze` returns exactly this. ``stem`` replaces the Snowball call
+    (the benchmark passes the stem cache to time the analyzer as it was before its fast paths)."""
+    stem = stem or _stemmer().stemWord
+    out: list[str] = []
+    for word in _REFERENCE_WORD.findall(_normalise(text)):
         for i, piece in enumerate(_CJK_SPLIT.split(word)):
             if not piece:
                 continue
-            if i % 2:  # the capturing group: a CJK run
+            if i % 2:
                 _bigrams(piece, out)
+            elif _LATIN.fullmatch(piece):
+                if piece not in STOPWORDS_EN:
+                    out.append(stem(piece))
             else:
-                _latin_or_other(piece, out)
+                out.append(piece)
     return out
 
 
 def plain_tokenize(text: str) -> list[str]:
     """The English-only baseline: words split on whitespace/punctuation, stop-words, stemming; no CJK bigrams."""
     out: list[str] = []
-    for word in _WORD.findall(_normalise(text)):
+    for word in _words(_normalise(text)):
         _latin_or_other(word, out)
     return out

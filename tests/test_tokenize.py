@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refind_cli import tokenize
 from refind_cli.tokenize import analyze, plain_tokenize
 
 
@@ -53,3 +57,34 @@ def test_query_and_corpus_share_the_tokenizer():
     corpus = analyze("我们昨天在北京见面")
     query = analyze("北京")
     assert set(query) <= set(corpus)
+
+
+# ---- the cached fast paths return exactly the reference steps ----------------------------------------------------
+
+_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßİ\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
+_WORDS_SEEN = ["the", "Running", "hiking", "don't", "IPHONE手机", "北京", "naïve", "a_b", "ＡＢＣ"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.text(alphabet=_ALPHABET, max_size=12), st.sampled_from(_WORDS_SEEN)), max_size=12))
+def test_analyze_equals_the_uncached_reference_steps(pieces):
+    text = " ".join(pieces)
+    assert analyze(text) == tokenize.reference_analyze(text)
+    assert analyze(text) == tokenize.reference_analyze(text)  # the second time from the caches
+
+
+def test_ascii_and_unicode_paths_give_the_same_tokens_for_the_same_words():
+    text = "Where did Caroline go HIKING? I don't know_really 2023!"
+    assert analyze(text) == analyze(text + " ’") == tokenize.reference_analyze(text)
+    assert analyze(text) == ["carolin", "go", "hike", "know", "realli", "2023"]
+
+
+def test_the_word_caches_stay_bounded(monkeypatch):
+    monkeypatch.setattr(tokenize, "_CACHE_MAX", 50)
+    for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+        cache.clear()
+    for i in range(300):
+        for text in (f"word{i} runs{i}", f"wörd{i} 北京{i} walks{i}"):  # the ASCII path, the Unicode path
+            assert analyze(text) == tokenize.reference_analyze(text)
+    for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+        assert 0 < len(cache) <= 51

@@ -1,0 +1,113 @@
+"""The analyzer's speed, and proof that its fast paths change no token: `tokenize.analyze` against
+`tokenize.reference_analyze` (the module's steps one by one, no caches) over real texts, in the same run.
+
+    .venv/bin/python bench/analyzer.py --locomo ../shared/datasets/locomo10.json \
+        --memdaily ../shared/datasets/memdaily_dev [--longmemeval ../shared/datasets/longmemeval_s_dev.json.gz]
+
+Every text (each turn as `speaker: text`, each question and answer; MemDaily messages, questions and choices;
+LongMemEval haystack contents and questions) is analysed by both, plain and with a said-at date appended as the index
+does; any difference fails the run. Times are µs per text, best of 3 passes (the first pass of `analyze` fills its
+caches: reported separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from refind_cli import tokenize
+from refind_cli.index_store import message_tokens
+
+
+def locomo_texts(path: Path) -> list[str]:
+    texts: list[str] = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        for value in sample["conversation"].values():
+            if isinstance(value, list):
+                texts += [f"{turn.get('speaker', '')}: {turn.get('text', '')}" for turn in value]
+        for qa in sample["qa"]:
+            texts += [qa["question"], str(qa.get("answer", ""))]
+    return texts
+
+
+def memdaily_texts(folder: Path) -> list[str]:
+    texts: list[str] = []
+    for path in sorted(folder.glob("*.json")):
+        for timeline in json.loads(path.read_text(encoding="utf-8")):
+            texts += [m["message"] for m in timeline["message_list"]]
+            for q in timeline["question_list"]:
+                texts += [q["question"], str(q.get("answer", "")), json.dumps(q.get("choices"), ensure_ascii=False)]
+    return texts
+
+
+def longmemeval_texts(path: Path) -> list[str]:
+    texts: list[str] = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        questions = json.load(f)
+    for q in questions:
+        texts.append(q["question"])
+        texts += [m["content"] for session in q["haystack_sessions"] for m in session]
+    return texts
+
+
+def before(text: str) -> list[str]:
+    """The reference steps with the per-word stem cache (close to, and a little slower than, main before this)."""
+    return tokenize.reference_analyze(text, stem=tokenize._stem)
+
+
+def best(fn: Callable[[str], list[str]], texts: list[str], passes: int = 3) -> float:
+    times = []
+    for _ in range(passes):
+        start = time.perf_counter()
+        for text in texts:
+            fn(text)
+        times.append(time.perf_counter() - start)
+    return min(times) / len(texts) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--locomo", type=Path, required=True)
+    parser.add_argument("--memdaily", type=Path, required=True)
+    parser.add_argument("--longmemeval", type=Path)
+    args = parser.parse_args()
+    sets = {"locomo": locomo_texts(args.locomo), "memdaily": memdaily_texts(args.memdaily)}
+    if args.longmemeval:
+        sets["longmemeval_s"] = longmemeval_texts(args.longmemeval)
+    print(
+        "| texts | count | reference µs/text | reference + stem cache | analyze, caches cold | analyze, warm |"
+        " warm ÷ ref. + cache | tokens |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, texts in sets.items():
+        for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+            cache.clear()
+        start = time.perf_counter()
+        fast = [tokenize.analyze(t) for t in texts]
+        cold = (time.perf_counter() - start) / len(texts) * 1e6
+        slow = [tokenize.reference_analyze(t) for t in texts]
+        dated = [t + "\nJune 2023" for t in texts]
+        same = fast == slow and [tokenize.analyze(t) for t in dated] == [tokenize.reference_analyze(t) for t in dated]
+        same = same and all(
+            message_tokens(t, 1_686_000_000_000) == tokenize.reference_analyze(d)
+            for t, d in zip(texts, dated, strict=True)
+        )
+        if not same:
+            raise SystemExit(f"{name}: analyze() differs from reference_analyze()")
+        ref, old, warm = best(tokenize.reference_analyze, texts), best(before, texts), best(tokenize.analyze, texts)
+        n_tokens = sum(map(len, fast))
+        print(
+            f"| {name} | {len(texts):,} | {ref:.1f} | {old:.1f} | {cold:.1f} | {warm:.1f} | {warm / old:.2f} | "
+            f"identical ({n_tokens:,}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
