@@ -59,8 +59,12 @@ def message_id(user_id: str, request_id: str, index: int) -> str:
     derivation joined them with ``\\x1f``: user ``a\\x1fb`` + request ``c`` met user ``a`` + request ``b\\x1fc``).
     Stored ids are never re-derived: a database written before keeps its ids, and a replay is matched by its
     (user, request) row and payload hash, not by ids."""
-    raw = json.dumps([user_id, request_id, index], ensure_ascii=True, separators=(",", ":")).encode()
+    raw = _ID_ENCODER.encode([user_id, request_id, index]).encode()
     return hashlib.sha256(raw).hexdigest()[:24]
+
+
+# json.dumps with non-default arguments builds a new encoder per call: a sixth of a replay's time went there
+_ID_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
 def legacy_message_id(user_id: str, request_id: str, index: int) -> str:
