@@ -273,11 +273,9 @@ class LivePostings:
 
 
 def _db_key(store: Store) -> str:
-    key = getattr(store, "_index_db_id", None)
-    if key is None:
-        key = index_store.db_id(store.conn) or str(store.path)
-        store._index_db_id = key  # type: ignore[attr-defined]  # (a constant of the file: read once per Store)
-    return key
+    if store.index_db_id is None:  # a constant of the file: read once per Store
+        store.index_db_id = index_store.db_id(store.conn) or str(store.path)
+    return store.index_db_id
 
 
 def live_index(store: Store, user_id: str, *, as_of: int | None, k1: float, b: float) -> TurnIndex | None:

@@ -242,6 +242,7 @@ class Store:
             raise type(error)(f"cannot open {error.message}") from exc
         self.conn = conn
         self._db: sqlite_utils.Database | None = None
+        self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)
 
     @property
     def db(self) -> sqlite_utils.Database:

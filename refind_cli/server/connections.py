@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -83,8 +83,8 @@ class GuardedH11Protocol(H11Protocol):
     _phase: str = ""  # "headers" | "body" | "" (the request has been read; the app is answering)
     _opened: float = 0.0
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(cast(asyncio.Transport, transport))  # uvicorn narrows asyncio.Protocol's type
         self._arm("headers", Limits.header_timeout_s)
         if len(self.connections) > Limits.max_connections:
             self._make_room()
