@@ -131,8 +131,8 @@ def search_faults(top_k: int, status: int, raw: bytes) -> tuple[list[str], list[
 class ServerProcess:
     """`refind serve` on a free loopback port (read from uvicorn's startup line), bm25 mode, a token."""
 
-    def __init__(self, db: Path, *extra: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    def __init__(self, db: Path, *extra: str, env_extra: dict[str, str] | None = None) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")} | (env_extra or {})
         self.proc = subprocess.Popen(
             [
                 sys.executable,

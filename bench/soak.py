@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="random new words appended to each Added message (text the server has never seen: growing vocabularies)",
     )
+    ap.add_argument(
+        "--index-cache-mb",
+        type=float,
+        default=None,
+        help="the server's REFIND_INDEX_CACHE_MB (default: the server's own, 512): a small cap shows RSS level off sooner",
+    )
     ap.add_argument("--json", action="store_true", help="print the result as JSON only")
     args = ap.parse_args(argv)
 
@@ -135,7 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         user_ids = seed(db, args.users, args.messages)
         seed_s = time.perf_counter() - started
         server = ServerProcess(
-            db, "--retention-days", "30", "--expire-interval", str(args.expire_interval), "--search-threads", "4"
+            db,
+            "--retention-days",
+            "30",
+            "--expire-interval",
+            str(args.expire_interval),
+            "--search-threads",
+            "4",
+            env_extra={"REFIND_INDEX_CACHE_MB": str(args.index_cache_mb)} if args.index_cache_mb is not None else None,
         )
         client = Client(server.url, TOKEN)
         rec = Recorder()
