@@ -396,6 +396,18 @@ def _date_value(value: str | int | None, name: str, *, end: bool) -> int | None:
         raise InvalidInput(f"{name}: {exc.message}") from None
 
 
+def date_bound(value: str | int | None, *, end: bool) -> int | None:
+    """A search's date bound as Unix ms: an int passes through, a string is parsed (``end``: a bare date means its
+    last millisecond); the one reading shared by a search's own bounds and the planner's outer ones."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        if isinstance(value, bool):
+            raise InvalidInput(f"a date must be ISO 8601 or Unix ms, got {value!r}")
+        return value
+    return parse_date(value, end=end)
+
+
 def parse_as_of(value: str | int | None, name: str = "as_of") -> int | None:
     """A search's ``as_of``: Unix ms (digits or an int) or an ISO time / date (a bare date: its last millisecond)."""
     if value is None:

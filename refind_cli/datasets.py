@@ -222,18 +222,16 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
         if category not in LOCOMO_CATEGORIES:
             skipped.add(f"locomo category {category} (not scored)")
             continue
-        keys = []
-        for entry in qa.get("evidence") or []:
-            for part in split_evidence(str(entry)):
-                k = _dia_key(part)
-                if k is None or k not in content_of:
-                    skipped.add("locomo evidence id that names no turn (dropped)")
-                elif k not in keys:
-                    keys.append(k)
-        if not keys:
-            skipped.add("locomo question without evidence")
+        evidence = _evidence(
+            qa,
+            content_of,
+            order,
+            skipped,
+            dropped="locomo evidence id that names no turn (dropped)",
+            empty="locomo question without evidence",
+        )
+        if not evidence:
             continue
-        evidence = _distinct(content_of[k] for k in sorted(keys, key=order.__getitem__))
         questions.append(
             Question(
                 id=f"{user_id}:q{i}",
@@ -248,6 +246,30 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
 
 def _distinct(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+def _evidence(
+    qa: dict[str, Any],
+    content_of: dict[tuple[int, int], str],
+    order: dict[tuple[int, int], int],
+    skipped: Skipped,
+    *,
+    dropped: str,
+    empty: str,
+) -> tuple[str, ...]:
+    """A LoCoMo-shaped question's evidence ("D3:7" ids, some packed as "D8:6; D9:17") as the texts of its turns, in
+    conversation order; ids naming no turn are dropped (and counted), and no evidence at all is counted too."""
+    keys: list[tuple[int, int]] = []
+    for entry in qa.get("evidence") or []:
+        for part in split_evidence(str(entry)):
+            k = _dia_key(part)
+            if k is None or k not in content_of:
+                skipped.add(dropped)
+            elif k not in keys:
+                keys.append(k)
+    if not keys:
+        skipped.add(empty)
+    return _distinct(content_of[k] for k in sorted(keys, key=order.__getitem__))
 
 
 # ---- LongMemEval -----------------------------------------------------------------------------------------------
@@ -420,16 +442,15 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
         if category not in REALTALK_CATEGORIES:
             skipped.add(f"realtalk category {category} (not scored)")
             continue
-        keys = []
-        for entry in qa.get("evidence") or []:
-            for part in split_evidence(str(entry)):
-                k = _dia_key(part)
-                if k is None or k not in content_of:
-                    skipped.add("realtalk evidence id that names no message (dropped)")
-                elif k not in keys:
-                    keys.append(k)
-        if not keys:
-            skipped.add("realtalk question without resolvable evidence")
+        evidence = _evidence(
+            qa,
+            content_of,
+            order,
+            skipped,
+            dropped="realtalk evidence id that names no message (dropped)",
+            empty="realtalk question without resolvable evidence",
+        )
+        if not evidence:
             continue
         questions.append(
             Question(
@@ -437,7 +458,7 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
                 user_id=user_id,
                 text=qa["question"],
                 category=f"{category} {REALTALK_CATEGORIES[category]}",
-                evidence=_distinct(content_of[k] for k in sorted(keys, key=order.__getitem__)),
+                evidence=evidence,
             )
         )
     return Sample(user_id, tuple(requests), tuple(questions))

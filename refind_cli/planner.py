@@ -48,6 +48,7 @@ from string import Template
 from typing import TYPE_CHECKING, Any
 
 from . import settings, trace
+from .contract import date_bound
 from .errors import InvalidInput, RefindError
 from .model import Complete, Reply
 from .reply import ACTIONS, Action, ReplyError, parse_reply
@@ -235,7 +236,7 @@ def plan(
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
     budget = budget or Budget()
-    bounds = (_date_bound(date_from, end=False), _date_bound(date_to, end=True))
+    bounds = (date_bound(date_from, end=False), date_bound(date_to, end=True))
     if model is None:
         from .model import from_env
 
@@ -729,15 +730,6 @@ def _latest_said(index: UserIndex) -> str | None:
     if said.size == 0 or bool(np.isnan(said).all()):
         return None
     return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
-
-
-def _date_bound(value: str | int | None, *, end: bool) -> int | None:
-    """A caller's date bound as Unix ms (an int passes through; a string is parsed, InvalidInput when bad)."""
-    if value is None or isinstance(value, int):
-        return value
-    from .contract import parse_date
-
-    return parse_date(value, end=end)
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -9,7 +9,7 @@ Library API (the CLI, the planner, the server and the evaluation all call these)
   still being built, get an index built from ONE ``store.user_messages(user_id, as_of=…)`` read, kept in the same
   byte-sized in-process LRU keyed by (database, user, ``users.version``, as_of, retention, index settings);
   :func:`evict` / :func:`clear` drop entries;
-* :func:`parse_date` — the date bounds a search accepts.
+* :func:`contract.date_bound` — the date bounds a search accepts (ISO 8601 or Unix ms).
 
 Every variant the evaluation measures is a field of :class:`SearchConfig` (search_config.py).
 """
@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import expand, feedback, index_cache
-from .blocks import Block, format_time, iso_utc, render_blocks, render_line  # noqa: F401 (re-exported)
-from .contract import parse_date
-from .errors import InvalidInput
+from .blocks import Block, render_blocks
+from .contract import date_bound
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
 from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
@@ -49,19 +48,6 @@ class Skip:
     def __post_init__(self) -> None:
         _check("skip mode", self.mode, SKIP_MODES)
         object.__setattr__(self, "ids", frozenset(self.ids))
-
-
-# ---- dates: parse_date lives with the contract's other time parsing (re-exported above) ---------------------
-
-
-def _bound(value: str | int | None, *, end: bool) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int):
-        if isinstance(value, bool):
-            raise InvalidInput(f"a date must be ISO 8601 or Unix ms, got {value!r}")
-        return value
-    return parse_date(value, end=end)
 
 
 @functools.cache
@@ -149,7 +135,7 @@ class UserIndex:
         cfg = config or self.config
         if cfg.index_key() != self.config.index_key():
             raise ValueError("config changes how the index is built: get another user_index for it")
-        lo, hi = _bound(date_from, end=False), _bound(date_to, end=True)
+        lo, hi = date_bound(date_from, end=False), date_bound(date_to, end=True)
         if top_k <= 0:
             return []
         text = strip_instructions(query) if cfg.strip_instructions else query
@@ -255,6 +241,6 @@ def search(
 
     An unparsable date raises InvalidInput (checked before anything is read).
     """
-    _bound(date_from, end=False), _bound(date_to, end=True)
+    date_bound(date_from, end=False), date_bound(date_to, end=True)
     ui = user_index(store, user_id, as_of=as_of, config=config)
     return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)

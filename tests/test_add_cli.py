@@ -337,7 +337,7 @@ def test_strict_stores_nothing_when_a_request_would_be_refused(cli, db_path, tmp
 
 def test_at_with_milliseconds_is_stored_exactly(cli, db_path) -> None:
     """--at and --as-of/--date-* with milliseconds: exact, not float-rounded a millisecond short."""
-    from refind_cli.search import parse_date
+    from refind_cli.contract import parse_date
 
     at = "2038-06-17T21:10:49.957"  # float arithmetic made this …956
     assert cli("add", "hello", "--user", "u", "--session", "s", "--at", at).exit_code == 0

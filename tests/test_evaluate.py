@@ -7,6 +7,7 @@ from conftest import FIXTURES
 from helpers import T0, add
 
 from refind_cli import datasets, search
+from refind_cli.blocks import render_line
 from refind_cli.errors import RefindError
 from refind_cli.evaluate import (
     BUDGETS,
@@ -63,7 +64,7 @@ def test_baseline_ranks_messages_and_renders_them_like_refind(store):
     hits = BaselineBM25()(store, user_id="u", query="what did the beagle Pepper do", top_k=10)
     msgs = {m.content: m for m in store.user_messages("u")}
     best = msgs["Ana: my beagle Pepper loves the park"]
-    assert hits.contents[0] == search.render_line(best.said_at, best.role, best.content)
+    assert hits.contents[0] == render_line(best.said_at, best.role, best.content)
     assert len(hits.contents) == 2  # the weather message shares no word with the query
     (only,) = BaselineBM25()(store, user_id="u", query="beagle", top_k=1).contents  # top_k messages at most
     assert "beagle" in only

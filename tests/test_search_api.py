@@ -8,6 +8,7 @@ import pytest
 from helpers import DAY, T0, add
 
 from refind_cli import search as S
+from refind_cli.contract import parse_date
 from refind_cli.errors import InvalidInput
 
 
@@ -96,11 +97,11 @@ def test_unparsable_date_raises_instead_of_searching_unfiltered(store, bad):
 
 
 def test_parse_date_forms():
-    assert S.parse_date("2023/06/01") == T0 - 8 * 3_600_000
-    assert S.parse_date("2023-06-01") == S.parse_date("2023/06/01")
-    assert S.parse_date("2023-06-01", end=True) == S.parse_date("2023-06-02") - 1
-    assert S.parse_date("2023-06-01T08:00") == T0
-    assert S.parse_date("2023-06-01T10:00+02:00") == T0
+    assert parse_date("2023/06/01") == T0 - 8 * 3_600_000
+    assert parse_date("2023-06-01") == parse_date("2023/06/01")
+    assert parse_date("2023-06-01", end=True) == parse_date("2023-06-02") - 1
+    assert parse_date("2023-06-01T08:00") == T0
+    assert parse_date("2023-06-01T10:00+02:00") == T0
 
 
 def test_options_join_the_query_when_configured(store):
