@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth
-from scale import FLOOR_CMD, _search_cmd, build
+from scale import FLOOR_CMD, _search_cmd, build, processes
 
 from refind_cli import index_store
 from refind_cli import search as S
@@ -70,21 +70,6 @@ def measure(path: Path, queries: list[str], repeat: int) -> dict[str, float]:
     out["segments"] = float(stats["segments"])
     store.close()
     return out
-
-
-def processes(cmds: list[list[str]], repeat: int) -> list[float]:
-    """Median wall time of each command as a whole process, taking turns (load falls on all alike); one untimed run
-    of each first."""
-    env = {**os.environ, "REFIND_MODE": "bm25"}
-    for cmd in cmds:
-        subprocess.run(cmd, check=True, capture_output=True, env=env)
-    runs: list[list[float]] = [[] for _ in cmds]
-    for _ in range(repeat):
-        for i, cmd in enumerate(cmds):
-            t = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True, env=env)
-            runs[i].append(time.perf_counter() - t)
-    return [statistics.median(r) for r in runs]
 
 
 def fts_copy(path: Path, work: Path) -> Path:
