@@ -105,7 +105,7 @@ class UserIndex:
         return len(self.index)
 
     @property
-    def turns(self) -> list[Turn]:
+    def turns(self) -> Sequence[Turn]:
         return self.index.turns
 
     def session_of(self, block_or_turn_id: str) -> str | None:
