@@ -131,26 +131,34 @@ class UserState:
     ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray:
+    def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray | None:
+        """The rows a search with this retention cutoff and ``as_of`` may see (None: every row)."""
         import numpy as np
 
-        vis = np.ones(len(self.seqs), dtype=bool)
+        rec = self.recorded
+        if not len(rec) or ((cutoff is None or rec.min() >= cutoff) and (as_of is None or rec.max() <= as_of)):
+            return None
+        vis = np.ones(len(rec), dtype=bool)
         if cutoff is not None:
-            vis &= self.recorded >= cutoff
+            vis &= rec >= cutoff
         if as_of is not None:
-            vis &= self.recorded <= as_of
+            vis &= rec <= as_of
         return vis
 
+    def view_key(self, vis: np.ndarray | None, k1: float, b: float) -> tuple[Any, ...]:
+        return ("all", k1, b) if vis is None else (hash(vis.tobytes()), int(vis.sum()), k1, b)
+
     def view(self, cutoff: int | None, as_of: int | None, k1: float, b: float) -> Layout:
+        import numpy as np
+
         vis = self.visible(cutoff, as_of)
-        key = _view_key(vis, k1, b)
+        key = self.view_key(vis, k1, b)
         with self.lock:
             hit = self.views.get(key)
         if hit is not None:
             return hit
-        import numpy as np
-
-        built = Layout.build(self, np.flatnonzero(vis), cutoff, as_of, k1, b)
+        rows = np.arange(len(self.seqs), dtype=np.int64) if vis is None else np.flatnonzero(vis)
+        built = Layout.build(self, rows, cutoff, as_of, k1, b)
         self._keep(key, built)
         return built
 
@@ -165,10 +173,6 @@ MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different 
 TURN_CACHE = 4096  # rendered turns kept per state (their text); the cache is emptied when it reaches this
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
 ROW_BYTES = 64  # what one row of the state costs in its arrays and its share of the layouts
-
-
-def _view_key(vis: np.ndarray, k1: float, b: float) -> tuple[Any, ...]:
-    return (hash(vis.tobytes()), int(vis.sum()), k1, b)
 
 
 @dataclass
@@ -355,6 +359,17 @@ class LazyTurns(Sequence[Turn]):
     def __iter__(self) -> Iterator[Turn]:
         found = self._fetch(self._layout.rows)
         return iter([found[s] for s in self._state.seqs[self._layout.rows].tolist()])
+
+    def prefetch(self, positions: np.ndarray, around: int) -> None:
+        """Read the text of the turns at these view positions and of their ±``around`` neighbours in one query (a
+        search calls this with the anchors it is about to render)."""
+        import numpy as np
+
+        n = len(self)
+        if not n or not len(positions):
+            return
+        near = np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)
+        self._fetch(self._layout.rows[np.unique(np.clip(near, 0, n - 1))])
 
     def ids(self) -> list[str]:
         """Every turn's id, in view order (without reading any text)."""
@@ -585,8 +600,8 @@ def _grow(
             vis_fresh &= meta.recorded <= layout.as_of
         grown = layout.extended(state, new_rows[vis_fresh])
         if grown is not None:
-            vis = np.concatenate([layout.postings.pos >= 0, vis_fresh])
-            state._keep(_view_key(vis, layout.postings.k1, layout.postings.b), grown)
+            k1, b = layout.postings.k1, layout.postings.b
+            state._keep(state.view_key(state.visible(layout.cutoff, layout.as_of), k1, b), grown)
     return state
 
 

@@ -178,6 +178,9 @@ class UserIndex:
         )
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
+        prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
+        if prefetch is not None:
+            prefetch(order[: 2 * top_k], max(cfg.neighbours, cfg.neighbours_before or 0))
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
 
 

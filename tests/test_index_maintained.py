@@ -120,6 +120,7 @@ class Maintained(RuleBasedStateMachine):
         live = index_cache.live_index(self.store, user, as_of=as_of, k1=k1, b=b)
         assert live is not None and live.postings is not None
         assert [t.id for t in live.turns] == ids  # the same turns in the same order
+        assert live.turn_pos == {tid: i for i, tid in enumerate(ids)}  # listed without reading any text
         got = bm25_scores(live, tokens)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
         top = 5
@@ -128,6 +129,20 @@ class Maintained(RuleBasedStateMachine):
         maintained = S.search(self.store, user, " ".join(query), top_k=10, as_of=as_of, config=config)
         naive = S.UserIndex(self.store.user_messages(user, as_of=as_of), config).search(" ".join(query), top_k=10)
         assert maintained == naive
+
+    @rule(
+        user=st.sampled_from(["alice", "bob"]),
+        session=st.sampled_from(["s1", "s2", "s4"]),
+        contents=st.lists(st.tuples(text, said), min_size=1, max_size=3),
+        query=st.lists(st.sampled_from([*WORDS, "june"]), min_size=1, max_size=3),
+        k1=st.sampled_from([1.2, 0.9]),
+    )
+    def search_add_search(self, user, session, contents, query, k1) -> None:
+        """The agent pattern: a search, an Add, the same search — the state and its views grow in place (or are laid
+        out again when a new message sorts before its session's last turn)."""
+        self.search_equals_bm25s(user, query, None, k1, 0.75)
+        self.add(user, session, contents)
+        self.search_equals_bm25s(user, query, None, k1, 0.75)
 
     @invariant()
     def index_agrees_with_messages(self) -> None:
@@ -218,4 +233,53 @@ def test_vocabulary_is_the_visible_terms_with_their_document_frequencies(db_path
             want[t] = want.get(t, 0) + 1
     assert index_cache.vocabulary(store, "alice") == want
     assert want == {"kayak": 1, "trip": 1, "biscuit": 1, "dog": 1}
+    store.close()
+
+
+def _add(store: Store, rid: str, session: str, content: str, said_at: int | None) -> None:
+    msg = {"role": "user", "content": content, "timestamp": said_at}
+    store.add(parse_add({"request_id": rid, "user_id": "alice", "session_id": session, "messages": [msg]}))
+
+
+def test_an_add_in_order_grows_the_views_instead_of_laying_them_out_again(store, monkeypatch) -> None:
+    for i in range(6):
+        _add(store, f"r{i}", f"s{i % 2}", f"kayak trip {i}", T0 + i * DAY_MS)
+    S.search(store, "alice", "kayak", top_k=5)  # the view is laid out once
+    builds: list[int] = []
+    full = index_cache.Layout.build.__func__
+
+    def counted(cls, *args):
+        builds.append(1)
+        return full(cls, *args)
+
+    monkeypatch.setattr(index_cache.Layout, "build", classmethod(counted))
+    _add(store, "r6", "s1", "kayak lake", T0 + 9 * DAY_MS)  # later than its session's last turn
+    _add(store, "r7", "s9", "kayak biscuit", None)  # a new session
+    for query in ["kayak", "lake", "biscuit trip"]:
+        naive = S.UserIndex(store.user_messages("alice")).search(query, top_k=10)
+        assert S.search(store, "alice", query, top_k=10) == naive
+    assert builds == []
+    _add(store, "r8", "s0", "kayak before", T0 - DAY_MS)  # earlier than its session's turns: laid out again
+    naive = S.UserIndex(store.user_messages("alice")).search("kayak before", top_k=10)
+    assert S.search(store, "alice", "kayak before", top_k=10) == naive
+    assert builds == [1]
+
+
+def test_a_message_forgotten_while_a_search_renders_is_an_error_not_a_gap(db_path) -> None:
+    from refind_cli.errors import Conflict
+
+    store = Store(db_path, retention_days=None)
+    for i in range(3):
+        _add(store, f"r{i}", "s", f"kayak number {i}", T0 + i)
+    ui = S.user_index(store, "alice")
+    other = Store(db_path, retention_days=None)  # another process forgets: this one's index is not evicted
+    lifecycle.forget(other, "alice", request_id="r1")
+    other.close()
+    try:
+        ui.search("kayak", top_k=3)
+        raise AssertionError("a forgotten message was rendered")
+    except Conflict as exc:
+        assert "search again" in exc.message
+    naive = S.UserIndex(store.user_messages("alice")).search("kayak", top_k=3)
+    assert S.search(store, "alice", "kayak", top_k=3) == naive  # the next search sees the forget
     store.close()
