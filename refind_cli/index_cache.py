@@ -560,9 +560,9 @@ def _grow(
     if not np.array_equal(new_seqs[:split], refolded):
         return None  # a held message is gone (forgotten, expired), or an older one appeared
     fresh = new_seqs[split:]
-    meta = _read_meta(conn, user_id, fresh)
     names, code_of = list(old.session_names), dict(old.code_of)
-    codes = np.fromiter((code_of.setdefault(s, len(code_of)) for s in meta.sessions), dtype=np.int32, count=len(fresh))
+    meta = _segment_meta(added, fresh, code_of) or _read_meta(conn, user_id, fresh, code_of)
+    codes = meta.session
     names.extend(list(code_of)[len(names) :])
     n_old = len(old.seqs)
     seqs = np.concatenate([old.seqs, fresh])
@@ -607,10 +607,46 @@ def _grow(
 
 @dataclass
 class _Meta:
-    sessions: list[str]
-    said: np.ndarray
+    session: np.ndarray  # int32 session codes (code_of)
+    said: np.ndarray  # float64, NaN when unknown
     recorded: np.ndarray
     idx: np.ndarray
+
+
+def _segment_meta(segments: list[Segment], seqs: np.ndarray, code_of: dict[str, int]) -> _Meta | None:
+    """What ranking needs of the messages ``seqs`` (ascending; every one in some segment), from the segments'
+    DocMeta: no row read. None when a segment lacks it. New sessions are numbered into ``code_of``."""
+    import numpy as np
+
+    if any(s.meta is None for s in segments):
+        return None
+    n = len(seqs)
+    session = np.zeros(n, dtype=np.int32)
+    said = np.zeros(n, dtype=np.int64)
+    recorded = np.zeros(n, dtype=np.int64)
+    idx = np.zeros(n, dtype=np.int32)
+    found = 0
+    for seg in segments:
+        meta = seg.meta
+        assert meta is not None
+        at = np.searchsorted(seqs, seg.seqs)
+        inside = at < n
+        inside[inside] = seqs[at[inside]] == seg.seqs[inside]
+        if not inside.any():
+            continue
+        rows = at[inside]
+        codes = np.asarray([code_of.setdefault(name, len(code_of)) for name in meta.sessions], dtype=np.int32)
+        session[rows] = codes[meta.session[inside]]
+        said[rows] = meta.said[inside]
+        recorded[rows] = meta.recorded[inside]
+        idx[rows] = meta.idx[inside]
+        found += int(rows.size)
+    if found != n:
+        raise _changed()
+    unknown = said == index_store.NO_DATE
+    said_f = said.astype(np.float64)
+    said_f[unknown] = np.nan
+    return _Meta(session, said_f, recorded, idx)
 
 
 def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment]) -> UserState:
@@ -618,9 +654,10 @@ def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: di
 
     parts = [s.seqs for s in segments.values()]
     seqs = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-    meta = _read_meta(conn, user_id, seqs)
     code_of: dict[str, int] = {}
-    session = np.fromiter((code_of.setdefault(s, len(code_of)) for s in meta.sessions), dtype=np.int32, count=len(seqs))
+    meta = _segment_meta(list(segments.values()), seqs, code_of)
+    if meta is None:  # segments written before m005 (until their catch-up): from the rows, without their text
+        meta = _read_meta(conn, user_id, seqs, code_of)
     lengths = np.zeros(len(seqs), dtype=np.int64)
     seg_rows = {}
     for seg_id, seg in segments.items():
@@ -632,7 +669,7 @@ def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: di
         segments,
         seg_rows,
         seqs,
-        session,
+        meta.session,
         list(code_of),
         code_of,
         meta.said,
@@ -647,7 +684,7 @@ def _nbytes(segments: dict[int, Segment], rows: int) -> int:
     return sum(s.nbytes for s in segments.values()) + rows * ROW_BYTES + TURN_CACHE * MESSAGE_OVERHEAD
 
 
-def _read_meta(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray) -> _Meta:
+def _read_meta(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray, code_of: dict[str, int]) -> _Meta:
     """What ranking needs of the user's messages with these seqs (ascending), without their text: one range read
     when they are all the user's messages from the first of them on (a cold start, or the newest after an Add)."""
     import numpy as np
@@ -674,12 +711,12 @@ def _read_meta(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray) -> _Met
     if len(rows) != len(seqs):
         raise _changed()
     if not rows:
-        return _Meta([], np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+        return _Meta(np.zeros(0, np.int32), np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int32))
     got, sessions, said, recorded, idx = zip(*rows, strict=True)
     if not np.array_equal(np.asarray(got, dtype=np.int64), seqs):
         raise _changed()
     return _Meta(
-        list(sessions),
+        np.fromiter((code_of.setdefault(s, len(code_of)) for s in sessions), dtype=np.int32, count=len(sessions)),
         np.asarray(said, dtype=np.float64),  # None → NaN
         np.asarray(recorded, dtype=np.int64),
         np.asarray(idx, dtype=np.int32),

@@ -63,9 +63,80 @@ def _date_words(day: int) -> str:
 # ---- the segment format -------------------------------------------------------------------------------------------
 
 
+NO_DATE = -(2**63)  # DocMeta.said of a message without a said-at
+DocInfo = tuple[str, "int | None", int, int]  # a message's session id, said-at, recorded-at and index in its Add
+
+
+@dataclass(frozen=True)
+class DocMeta:
+    """What ranking needs of each document of a segment besides its terms, in the segment's document order — so a
+    process lays out a user's turns from the segments alone, without reading a row of ``messages``."""
+
+    sessions: list[str]  # the session ids of the segment's documents (no other)
+    session: np.ndarray  # int32: each document's session, as an index into sessions
+    said: np.ndarray  # int64 said-at (Unix ms; NO_DATE when unknown)
+    recorded: np.ndarray  # int64 recorded-at
+    idx: np.ndarray  # int32 index inside the Add request
+
+    @classmethod
+    def of(cls, info: Sequence[DocInfo]) -> DocMeta:
+        import numpy as np
+
+        codes: dict[str, int] = {}
+        session = [codes.setdefault(i[0], len(codes)) for i in info]
+        return cls(
+            list(codes),
+            np.asarray(session, dtype=np.int32),
+            np.asarray([NO_DATE if i[1] is None else i[1] for i in info], dtype=np.int64),
+            np.asarray([i[2] for i in info], dtype=np.int64),
+            np.asarray([i[3] for i in info], dtype=np.int32),
+        )
+
+    @classmethod
+    def concat(cls, metas: Sequence[DocMeta]) -> DocMeta:
+        import numpy as np
+
+        codes: dict[str, int] = {}
+        session = []
+        for m in metas:
+            remap = np.asarray([codes.setdefault(name, len(codes)) for name in m.sessions], dtype=np.int32)
+            session.append(remap[m.session] if len(m.session) else m.session)
+        return cls(
+            list(codes),
+            np.concatenate(session).astype(np.int32),
+            np.concatenate([m.said for m in metas]),
+            np.concatenate([m.recorded for m in metas]),
+            np.concatenate([m.idx for m in metas]),
+        )
+
+    def take(self, which: np.ndarray) -> DocMeta:
+        """The documents ``which`` (a mask or positions); sessions no document keeps are dropped (their ids too)."""
+        import numpy as np
+
+        session = self.session[which]
+        used = np.unique(session)
+        if len(used) < len(self.sessions):
+            new_code = np.full(len(self.sessions), -1, dtype=np.int32)
+            new_code[used] = np.arange(len(used), dtype=np.int32)
+            return DocMeta(
+                [self.sessions[i] for i in used.tolist()],
+                new_code[session],
+                self.said[which],
+                self.recorded[which],
+                self.idx[which],
+            )
+        return DocMeta(self.sessions, session, self.said[which], self.recorded[which], self.idx[which])
+
+    @property
+    def nbytes(self) -> int:
+        arrays = self.session.nbytes + self.said.nbytes + self.recorded.nbytes + self.idx.nbytes
+        return int(arrays + sum(len(s) + 60 for s in self.sessions))
+
+
 @dataclass(frozen=True)
 class Segment:
-    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies."""
+    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies (and,
+    since migration m005, each document's :class:`DocMeta`)."""
 
     seqs: np.ndarray  # int64, ascending: the messages in this segment
     lengths: np.ndarray  # int32: each message's length in tokens
@@ -73,6 +144,7 @@ class Segment:
     indptr: np.ndarray  # int64, len(terms) + 1
     docs: np.ndarray  # int32: local document numbers (positions in seqs)
     tf: np.ndarray  # int32 term frequencies
+    meta: DocMeta | None = None  # None: a segment written before m005 (rewritten by its catch-up)
 
     @property
     def vocab(self) -> dict[str, int]:
@@ -88,6 +160,7 @@ class Segment:
         if size is None:
             arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
             size = arrays + sum(len(t) + 120 for t in self.terms)  # a str and its dict entry: ~100 bytes over its text
+            size += self.meta.nbytes if self.meta is not None else 0
             object.__setattr__(self, "_nbytes", size)
         return int(size)
 
@@ -109,11 +182,14 @@ class Segment:
         return out
 
 
-def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
-    """A segment of (seq, tokens) documents (any order: sorted by seq here)."""
+def build_segment(docs: Sequence[tuple[int, list[str]]], info: Sequence[DocInfo] | None = None) -> Segment:
+    """A segment of (seq, tokens) documents (any order: sorted by seq here), with each one's ``info`` (in the same
+    order as ``docs``) when given."""
     import numpy as np
 
-    docs = sorted(docs, key=lambda d: d[0])
+    order = sorted(range(len(docs)), key=lambda i: docs[i][0])
+    meta = None if info is None else DocMeta.of([info[i] for i in order])
+    docs = [docs[i] for i in order]
     every = [t for _, tokens in docs for t in tokens]
     vocab: dict[str, int] = dict.fromkeys(every, 0)  # the terms in order of first occurrence, then numbered
     for i, term in enumerate(vocab):
@@ -134,11 +210,18 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
         indptr,
         (uniq % n).astype(np.int32),
         tf.astype(np.int32),
+        meta,
     )
 
 
 def _csc(
-    seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
+    seqs: np.ndarray,
+    lengths: np.ndarray,
+    terms: list[str],
+    term_ids: np.ndarray,
+    docs: np.ndarray,
+    tf: np.ndarray,
+    meta: DocMeta | None,
 ) -> Segment:
     """A segment from unordered (term id, doc, tf) triples; terms without postings are dropped."""
     import numpy as np
@@ -152,23 +235,32 @@ def _csc(
     order = np.lexsort((docs, term_ids))
     indptr = np.zeros(len(terms) + 1, dtype=np.int64)
     np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
-    return Segment(seqs, lengths, terms, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32))
+    return Segment(seqs, lengths, terms, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32), meta)
 
 
 def encode(seg: Segment) -> bytes:
-    header = json.dumps({"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}, ensure_ascii=False)
-    head = header.encode()
-    return b"".join(
-        [
-            len(head).to_bytes(8, "little"),
-            head,
-            seg.seqs.astype("<i8").tobytes(),
-            seg.lengths.astype("<i4").tobytes(),
-            seg.indptr.astype("<i8").tobytes(),
-            seg.docs.astype("<i4").tobytes(),
-            seg.tf.astype("<i4").tobytes(),
+    fields: dict[str, object] = {"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}
+    meta = seg.meta
+    if meta is not None:
+        fields["sessions"] = meta.sessions
+    head = json.dumps(fields, ensure_ascii=False).encode()
+    parts = [
+        len(head).to_bytes(8, "little"),
+        head,
+        seg.seqs.astype("<i8").tobytes(),
+        seg.lengths.astype("<i4").tobytes(),
+        seg.indptr.astype("<i8").tobytes(),
+        seg.docs.astype("<i4").tobytes(),
+        seg.tf.astype("<i4").tobytes(),
+    ]
+    if meta is not None:
+        parts += [
+            meta.session.astype("<i4").tobytes(),
+            meta.said.astype("<i8").tobytes(),
+            meta.recorded.astype("<i8").tobytes(),
+            meta.idx.astype("<i4").tobytes(),
         ]
-    )
+    return b"".join(parts)
 
 
 def decode(blob: bytes) -> Segment:
@@ -178,12 +270,17 @@ def decode(blob: bytes) -> Segment:
     header = json.loads(blob[8 : 8 + size])
     n_docs, n_terms, n_post = header["n"]
     at = 8 + size
+    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)]
+    sessions = header.get("sessions")
+    if sessions is not None:
+        layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
     parts = []
-    for dtype, count in (("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)):
+    for dtype, count in layout:
         parts.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
         at += np.dtype(dtype).itemsize * count
-    seqs, lengths, indptr, docs, tf = parts
-    return Segment(seqs, lengths, header["terms"], indptr, docs, tf)
+    seqs, lengths, indptr, docs, tf = parts[:5]
+    meta = None if sessions is None else DocMeta(sessions, *parts[5:])
+    return Segment(seqs, lengths, header["terms"], indptr, docs, tf, meta)
 
 
 def merge(segments: Sequence[Segment]) -> Segment:
@@ -204,6 +301,7 @@ def merge(segments: Sequence[Segment]) -> Segment:
         docs.append(new_doc[s.docs.astype(np.int64) + offset])
         tfs.append(s.tf)
         offset += len(s.seqs)
+    metas = [s.meta for s in segments if s.meta is not None]
     return _csc(
         seqs[order],
         lengths[order],
@@ -211,6 +309,7 @@ def merge(segments: Sequence[Segment]) -> Segment:
         np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
         np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
         np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
+        DocMeta.concat(metas).take(order) if metas and len(metas) == len(segments) else None,
     )
 
 
@@ -230,6 +329,7 @@ def without(seg: Segment, drop: Iterable[int]) -> Segment:
         term_of[keep],
         new_doc[seg.docs[keep]].astype(np.int32),
         seg.tf[keep],
+        seg.meta.take(keep_doc) if seg.meta is not None else None,
     )
 
 
@@ -272,13 +372,18 @@ def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
     )
 
 
-def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None]]) -> set[str]:
-    """Write one segment per user for (seq, user_id, content, said_at) rows. Returns the users touched."""
-    by_user: dict[str, list[tuple[int, list[str]]]] = {}
-    for seq, user_id, content, said_at in rows:
-        by_user.setdefault(user_id, []).append((seq, message_tokens(content, said_at)))
-    for user_id, docs in by_user.items():
-        _write(conn, user_id, build_segment(docs))
+ROW_COLUMNS = "seq, user_id, content, said_at, session_id, recorded_at, idx"  # what indexing reads of a message
+
+
+def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None, str, int, int]]) -> set[str]:
+    """Write one segment per user for rows of ROW_COLUMNS. Returns the users touched."""
+    by_user: dict[str, tuple[list[tuple[int, list[str]]], list[DocInfo]]] = {}
+    for seq, user_id, content, said_at, session_id, recorded_at, idx in rows:
+        docs, info = by_user.setdefault(user_id, ([], []))
+        docs.append((seq, message_tokens(content, said_at)))
+        info.append((session_id, said_at, recorded_at, idx))
+    for user_id, (docs, info) in by_user.items():
+        _write(conn, user_id, build_segment(docs, info))
         _merge(conn, user_id)
     return set(by_user)
 
@@ -288,9 +393,7 @@ def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
     index is up to date; otherwise :func:`catch_up` will index them with the rest."""
     if watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return
-    rows = conn.execute(
-        "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)
-    ).fetchall()
+    rows = conn.execute(f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)).fetchall()
     if rows:
         _index_rows(conn, rows)
         _set_meta(conn, "indexed_through", str(rows[-1][0]))
@@ -357,7 +460,7 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
             mark = watermark(conn)
             total = done + conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (mark,)).fetchone()[0]
             rows = conn.execute(
-                "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
+                f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
                 (mark, CATCH_UP_CHUNK),
             ).fetchall()
             if rows:
@@ -419,10 +522,10 @@ def verify(conn: sqlite3.Connection) -> list[str]:
     if _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return ["the index was built by another analyzer version: it is rebuilt on the next open"]
     mark = watermark(conn)
-    expected: dict[int, tuple[str, str, int | None]] = {
-        seq: (user, content, said)
-        for seq, user, content, said in conn.execute(
-            "SELECT seq, user_id, content, said_at FROM messages WHERE seq <= ?", (mark,)
+    expected: dict[int, tuple[str, str, int | None, DocInfo]] = {
+        seq: (user, content, said, (session, said, recorded, idx))
+        for seq, user, content, said, session, recorded, idx in conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM messages WHERE seq <= ?", (mark,)
         )
     }
     seen: set[int] = set()
@@ -432,7 +535,11 @@ def verify(conn: sqlite3.Connection) -> list[str]:
         seg = decode(blob)
         if n_docs != len(seg.seqs) or (len(seg.seqs) and (lo != seg.seqs[0] or hi != seg.seqs[-1])):
             problems.append(f"segment {seg_id}: its row disagrees with its contents")
-        for seq, length, counts in zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True):
+        if seg.meta is None:
+            problems.append(f"segment {seg_id}: it lacks its messages' sessions and dates (written before m005)")
+        for d, (seq, length, counts) in enumerate(
+            zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True)
+        ):
             if seq in seen:
                 problems.append(f"segment {seg_id}: message seq {seq} is indexed twice")
                 continue
@@ -444,7 +551,19 @@ def verify(conn: sqlite3.Connection) -> list[str]:
             tokens = message_tokens(want[1], want[2])
             if length != len(tokens) or counts != Counter(tokens):
                 problems.append(f"segment {seg_id}: message seq {seq}'s tokens differ from its text's")
+            if seg.meta is not None and _info(seg.meta, d) != want[3]:
+                problems.append(f"segment {seg_id}: message seq {seq}'s session or dates differ from the message's")
     missing = sorted(set(expected) - seen)
     if missing:
         problems.append(f"{len(missing)} stored message(s) missing from the index (first seq {missing[0]})")
     return problems
+
+
+def _info(meta: DocMeta, d: int) -> DocInfo:
+    said = int(meta.said[d])
+    return (
+        meta.sessions[int(meta.session[d])],
+        None if said == NO_DATE else said,
+        int(meta.recorded[d]),
+        int(meta.idx[d]),
+    )
