@@ -1,20 +1,25 @@
-"""The maintained index in memory: one user's segments and turns, kept up to date by reading only what changed.
+"""The maintained index in memory: one user's segments and per-turn arrays, kept up to date by reading only what
+changed.
 
 Per search, :func:`live_index` reads the user's ``users.version`` (one indexed lookup). Unchanged → the user's state
 is reused. Changed (an Add, forget or expire here or in another process) → in one read transaction it lists the
-user's segment ids, decodes only the segments it does not hold (segments are immutable, ids never reused) and reads
-only the messages it lacks; a message gone from the segments is gone from the state. Nothing is rebuilt from all of
-a user's rows.
+user's segment ids and decodes only the segments it does not hold (segments are immutable, ids never reused); a
+message gone from the segments is gone from the state. Nothing is rebuilt from all of a user's rows, and no text is
+read to lay turns out: each segment carries its messages' session, said-at, recorded-at and index
+(:class:`~.index_store.DocMeta`). When every new message comes after every message held (an Add), the state's arrays
+are extended and each memoised view grows by the new turns at the end of their sessions — work in proportion to the
+new messages, plus a few array copies — unless a new message sorts before its session's last turn.
 
 A *view* is the state as one search may see it — retention cutoff and ``as_of`` applied **before** scoring, so the
 document count, the average length and every document frequency are those of the visible turns, as a from-scratch
 bm25s build over ``store.user_messages(user, as_of=…)`` would have them — laid out as a :class:`~.index.TurnIndex`
 (turns session by session, chronological within each, as ``turns.build_turns`` orders them) whose ``postings``
 score a query at query time (:class:`LivePostings`): bm25s's Lucene formula with its float32/float64 steps, so the
-scores are bm25s's bit for bit.
+scores are bm25s's bit for bit. Its turns (:class:`LazyTurns`) are read by ``seq`` when a search renders them.
 
-Memory is bounded in bytes: one LRU (:data:`CACHE`) holds every user's state (its segments, its messages' text) and
-any index built from scratch (other turn units), sized by ``REFIND_INDEX_CACHE_MB``.
+Memory is bounded in bytes: one LRU (:data:`CACHE`) holds every user's state (its segments, its arrays, the text of
+at most :data:`TURN_CACHE` rendered turns) and any index built from scratch (other turn units), sized by
+``REFIND_INDEX_CACHE_MB``.
 """
 
 from __future__ import annotations
@@ -128,6 +133,7 @@ class UserState:
     nbytes: int
     views: dict[tuple[Any, ...], Layout] = field(default_factory=dict)
     turn_cache: dict[int, Turn] = field(default_factory=dict)  # seq → its one-message Turn (text read on demand)
+    turn_text: int = 0  # characters of text in turn_cache
     ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -170,7 +176,8 @@ class UserState:
 
 
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
-TURN_CACHE = 4096  # rendered turns kept per state (their text); the cache is emptied when it reaches this
+TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
+TURN_TEXT = 1 << 20  # … or more than this many characters of text
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
 ROW_BYTES = 64  # what one row of the state costs in its arrays and its share of the layouts
 
@@ -404,11 +411,14 @@ class LazyTurns(Sequence[Turn]):
                 found[m.seq] = Turn(m.id, m.session_id, (m,))
         if len(found) != len(rows):
             raise _changed()
-        if want:
-            if len(cache) + len(want) > TURN_CACHE:
-                cache.clear()  # bounded: the text of at most about TURN_CACHE turns stays in memory per user
-            if len(want) <= TURN_CACHE:
-                cache.update((s, found[s]) for s in want)
+        text = sum(len(found[s].messages[0].content) for s in want)
+        state = self._state
+        if len(cache) + len(want) > TURN_CACHE or state.turn_text + text > TURN_TEXT:
+            cache.clear()  # bounded: at most TURN_CACHE turns and TURN_TEXT characters of text per user
+            state.turn_text = 0
+        if len(want) <= TURN_CACHE and text <= TURN_TEXT:
+            cache.update((s, found[s]) for s in want)
+            state.turn_text += text
         return found
 
 
@@ -681,7 +691,8 @@ def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: di
 
 
 def _nbytes(segments: dict[int, Segment], rows: int) -> int:
-    return sum(s.nbytes for s in segments.values()) + rows * ROW_BYTES + TURN_CACHE * MESSAGE_OVERHEAD
+    cached = min(rows, TURN_CACHE) * MESSAGE_OVERHEAD + min(rows * MESSAGE_OVERHEAD, TURN_TEXT)  # turns, their text
+    return sum(s.nbytes for s in segments.values()) + rows * ROW_BYTES + cached
 
 
 def _read_meta(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray, code_of: dict[str, int]) -> _Meta:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bm25s
 import numpy as np
+import pytest
 from helpers import T0
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -283,3 +284,17 @@ def test_a_message_forgotten_while_a_search_renders_is_an_error_not_a_gap(db_pat
     naive = S.UserIndex(store.user_messages("alice")).search("kayak", top_k=3)
     assert S.search(store, "alice", "kayak", top_k=3) == naive  # the next search sees the forget
     store.close()
+
+
+@pytest.mark.parametrize(("turns", "chars"), [(20, 10**6), (10**6, 400)])
+def test_the_text_a_process_keeps_per_user_is_bounded(store, monkeypatch, turns, chars) -> None:
+    monkeypatch.setattr(index_cache, "TURN_CACHE", turns)
+    monkeypatch.setattr(index_cache, "TURN_TEXT", chars)
+    for i in range(30):
+        _add(store, f"r{i}", f"s{i % 3}", f"kayak trip number {i} " + "x" * (i % 7), T0 + i)
+    for query in ["kayak", "trip 3", "number 17", "kayak 29", "number 8", "trip 23", "number 12"]:
+        naive = S.UserIndex(store.user_messages("alice")).search(query, top_k=2)
+        assert S.search(store, "alice", query, top_k=2) == naive
+        state = index_cache.CACHE.get(("live", index_cache._db_key(store), "alice"))
+        assert 0 < len(state.turn_cache) <= turns
+        assert state.turn_text == sum(len(t.messages[0].content) for t in state.turn_cache.values()) <= chars
