@@ -298,3 +298,52 @@ def test_the_text_a_process_keeps_per_user_is_bounded(store, monkeypatch, turns,
         state = index_cache.CACHE.get(("live", index_cache._db_key(store), "alice"))
         assert 0 < len(state.turn_cache) <= turns
         assert state.turn_text == sum(len(t.messages[0].content) for t in state.turn_cache.values()) <= chars
+
+
+def _strip_meta(store: Store) -> None:
+    """Rewrite every segment as one written before m005 (no sessions or dates)."""
+    with store.write():
+        for seg_id, blob in store.conn.execute("SELECT id, blob FROM index_segments").fetchall():
+            seg = index_store.decode(blob)
+            bare = index_store.Segment(seg.seqs, seg.lengths, seg.terms, seg.indptr, seg.docs, seg.tf)
+            store.conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (index_store.encode(bare), seg_id))
+
+
+def test_segments_carry_sessions_and_dates_and_verify_checks_them(store) -> None:
+    _add(store, "r0", "s1", "kayak", T0)
+    _add(store, "r1", "s2", "lake", None)
+    assert index_store.verify(store.conn) == []
+    segs = [index_store.decode(b) for (b,) in store.conn.execute("SELECT blob FROM index_segments")]
+    metas = [index_store._info(s.meta, d) for s in segs for d in range(len(s.seqs)) if s.meta is not None]
+    assert sorted(metas, key=str) == sorted(
+        [
+            (sid, said, rec, idx)
+            for sid, said, rec, idx in store.conn.execute("SELECT session_id, said_at, recorded_at, idx FROM messages")
+        ],
+        key=str,
+    )
+    with store.write():  # a message's session changed behind the index's back
+        store.conn.execute("UPDATE messages SET session_id = 's9' WHERE request_id = 'r1'")
+    assert index_store.verify(store.conn) == ["segment 3: message seq 2's session or dates differ from the message's"]
+
+
+def test_segments_without_sessions_and_dates_are_read_from_the_rows_then_rewritten_on_upgrade(db_path) -> None:
+    from refind_cli import migrations
+
+    store = Store(db_path, retention_days=None)
+    for i in range(5):
+        _add(store, f"r{i}", f"s{i % 2}", f"kayak trip {i}", T0 + i * DAY_MS if i != 2 else None)
+    _strip_meta(store)
+    assert "lacks its messages' sessions and dates" in " ".join(index_store.verify(store.conn))
+    index_cache.clear()
+    for query in ["kayak", "trip 3"]:  # the state is laid out from the rows (without their text)
+        assert S.search(store, "alice", query, top_k=3) == S.UserIndex(store.user_messages("alice")).search(
+            query, top_k=3
+        )
+    with store.write():  # back to the schema before m005: the next open applies it
+        store.conn.execute("DELETE FROM _migrations WHERE name = 'm005_index_segment_metadata'")
+    store.close()
+    store = Store(db_path, retention_days=None)
+    assert migrations.schema_version(store.conn) == len(migrations.MIGRATIONS)
+    assert index_store.verify(store.conn) == []  # re-indexed once, with the sessions and dates
+    store.close()
