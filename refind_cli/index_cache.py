@@ -339,6 +339,7 @@ class LazyTurns(Sequence[Turn]):
 
     def __init__(self, state: UserState, layout: Layout, conn: sqlite3.Connection, user_id: str) -> None:
         self._state, self._layout, self._conn, self._user = state, layout, conn, user_id
+        self._at: dict[int, Turn] = {}  # view position → turn, for the turns this object handed out already
 
     def __len__(self) -> int:
         return len(self._layout.rows)
@@ -352,6 +353,14 @@ class LazyTurns(Sequence[Turn]):
     def __getitem__(self, pos: int | slice) -> Turn | list[Turn]:
         if isinstance(pos, slice):
             return [self[i] for i in range(*pos.indices(len(self)))]
+        turn = self._at.get(pos)
+        if turn is None:
+            turn = self._at[pos] = self._turn(pos)
+            if len(self._at) > TURN_CACHE:
+                self._at.clear()
+        return turn
+
+    def _turn(self, pos: int) -> Turn:
         n = len(self)
         if pos < 0:
             pos += n

@@ -180,7 +180,7 @@ class UserIndex:
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
         prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
         if prefetch is not None:
-            prefetch(order[: 2 * top_k], max(cfg.neighbours, cfg.neighbours_before or 0))
+            prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
 
 
