@@ -69,13 +69,7 @@ def mcp(
     from datetime import UTC, datetime
 
     from ...api import Memory
-
-    try:
-        from ...mcp_server import McpSettings, serve
-    except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'") from None
+    from ...mcp_start import McpSettings, serve
 
     cfg = McpSettings(
         user=user,
@@ -87,4 +81,9 @@ def mcp(
         allow_forget=allow_forget,
     )
     with Memory(os.fspath(db), retention_days=settings.parse_retention(retention)) as memory:
-        serve(memory, cfg)
+        try:
+            serve(memory, cfg)
+        except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
+            if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
+                raise
+            raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'") from None
