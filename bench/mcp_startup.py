@@ -8,11 +8,15 @@ Each round, in turn: ``python -c pass`` (the interpreter alone); ``python -c "im
 protocol's pydantic types for both protocol versions, which every server path of the SDK loads: the floor of any
 SDK server); ``python -c "import mcp.server.lowlevel, mcp.server.stdio"`` (the SDK's low-level server, the
 alternative to ``MCPServer``); ``python -c "import mcp.server.mcpserver"`` (what refind imports);
-``python -m refind_cli --help``; and ``python -m refind_cli mcp --user bench --db TMP`` spoken
-to over its stdin/stdout as an MCP client does — ``initialize``, ``notifications/initialized``, ``tools/list`` —
-timed until the tools/list answer is read (the client is plain JSON-RPC lines in this process, so it adds no import
-of its own). Besides wall time each process's CPU time (user + sys, from the OS) is shown: wall time moves with the
-machine's load, CPU time much less. Goal (issue 12): wall ≤ 1.0 s.
+``python -m refind_cli --help``; and ``python -m refind_cli mcp --user bench --db TMP`` spoken to over its
+stdin/stdout as an MCP client does — ``initialize``, ``notifications/initialized``, ``tools/list``, then one
+``tools/call`` — timed until the tools/list answer and until the tool call's answer is read (the client is plain
+JSON-RPC lines in this process, so it adds no import of its own). `refind mcp` is launched three ways: with an empty
+``REFIND_MCP_CACHE`` (a first launch: nothing recorded, the SDK answers everything and its first answers are
+recorded), after one such launch (the recorded answers are sent while the SDK loads; refind_cli/mcp_start.py), and
+with ``REFIND_MCP_CACHE=off`` (the SDK alone, as before the record existed). Besides wall time each process's CPU
+time (user + sys, from the OS) is shown, in all and up to the tools/list answer: wall time moves with the machine's
+load, CPU time much less. Goal (issue 12): wall ≤ 1.0 s to the tools/list answer.
 """
 
 from __future__ import annotations
