@@ -210,10 +210,13 @@ def main() -> None:
     for name, cpu in steps:
         print(f"| {name} | {cpu:.2f} |")
     print(f"| total | {sum(cpu for _, cpu in steps):.2f} |")
-    recorded = statistics.median(v[0] for v in mcp_rows["recorded answers"])
-    verdict = "meets" if recorded <= 1.0 else "misses"
+    recorded = mcp_rows["recorded answers"]
+    wall, cpu = statistics.median(v[0] for v in recorded), statistics.median(v[3] for v in recorded)
     print(
-        f"\nGoal: `refind mcp` to its first answered tools/list ≤ 1.0 s wall — with recorded answers this run {verdict} it."
+        f"\nGoal: `refind mcp` to its first answered tools/list ≤ 1.0 s wall. With recorded answers: wall {wall:.2f} s "
+        f"({'meets' if wall <= 1.0 else 'misses'}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs), CPU to "
+        f"that answer {cpu:.2f} s ({'meets' if cpu <= 1.0 else 'misses'}: the process runs one thread at a time, so "
+        "this is its wall time on an idle core)."
     )
 
 
