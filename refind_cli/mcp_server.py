@@ -215,8 +215,8 @@ def _iso(ms: int | None) -> str | None:
 
 def runner(memory: Memory, cfg: McpSettings, on_running: Callable[[], None]) -> Callable[[], None]:
     """The server built, and the function that serves it over stdin/stdout until the client closes the stream
-    (stdout carries only the protocol; logs go to stderr, warnings and worse). :func:`refind_cli.mcp_start.serve`
-    runs it."""
+    (stdout carries only the protocol; logs go to stderr, warnings and worse); :func:`refind_cli.mcp_start.serve`
+    calls this on its loading thread."""
     import logging
 
     server = build(memory, cfg, on_running)

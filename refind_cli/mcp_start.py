@@ -38,8 +38,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-    from .api import Memory
-
 # What a record may hold: the handshake and the tool list. The first line of any other kind ends it.
 RECORDED = frozenset({"initialize", "notifications/initialized", "server/discover", "tools/list"})
 MAX_RECORDS = 8  # per key: a few clients (each its own first lines) share one server configuration
@@ -68,7 +66,10 @@ def cache_file(cfg: McpSettings, directory: Path) -> Path | None:
         versions = [version(name) for name in ("mcp", "mcp-types", "pydantic", "pydantic-core")]
     except PackageNotFoundError:
         return None
-    tools = hashlib.sha256(Path(__file__).with_name("mcp_server.py").read_bytes()).hexdigest()
+    try:
+        tools = hashlib.sha256(Path(__file__).with_name("mcp_server.py").read_bytes()).hexdigest()
+    except OSError:  # not a plain file (a zipped install): no record
+        return None
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     key = json.dumps([__version__, tools, versions, python, cfg.mode, cfg.allow_forget])
     return directory / f"mcp-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
@@ -112,14 +113,11 @@ def _id(message: dict[str, Any]) -> str:
     return json.dumps(message.get("id"))  # 1 and "1" are different ids
 
 
-def serve(memory: Memory, cfg: McpSettings) -> None:
-    """Serve ``memory`` to one client over stdin/stdout until it closes the stream."""
+def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
+    """Serve one client over stdin/stdout until it closes the stream. ``start(on_running)`` imports the SDK and
+    builds the server (:func:`refind_cli.mcp_server.runner`, which calls ``on_running`` once its transport holds
+    the streams) and returns the function that serves."""
     from . import settings
-
-    def start(on_running: Callable[[], None]) -> Callable[[], None]:
-        from .mcp_server import runner
-
-        return runner(memory, cfg, on_running)
 
     directory = settings.mcp_cache_dir()
     path = None if directory is None or sys.platform == "win32" else cache_file(cfg, directory)
