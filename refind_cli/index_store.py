@@ -3,9 +3,9 @@
 A segment holds what never changes for a message once it is stored — its tokens (as term frequencies over the
 segment's own vocabulary), its length in tokens, and (since m005) its session, said-at, recorded-at and index in
 its Add (:class:`DocMeta`, so turns are laid out without reading the messages) — for a set of one user's messages
-(by ``seq``). What does change
-(document frequencies, the number of documents, the average length: they depend on which messages a search may see)
-is computed at query time from these (:mod:`refind_cli.index_cache`), so a new message never invalidates the index.
+(by ``seq``). What does change (document frequencies, the number of documents, the average length: they depend on
+which messages a search may see) is computed at query time from these (:mod:`refind_cli.index_cache`), so a new
+message never invalidates the index.
 
 * **Add**: ``Store.add_many`` calls :func:`index_new` inside its transaction — one new segment per user per batch
   (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
