@@ -38,16 +38,21 @@ class SearchConfig:
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
+    common_weight: float = 0.0  # … or weigh them this much instead of dropping them (a rarer word weighs 1)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
     rm3_docs: int = 10  # … read from this many best turns
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
+    date_boost: float = 0.0  # a matching turn said on a day the query names scores (1 + this) times more
+    date_window_days: int = 0  # … or said within this many days of it
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
     lead_chars: int = 0  # the list opens with the best turns by plain BM25, alone, while they fit in this many chars
+    interleave_chars: int = 0  # while the text is within this many chars, each block is followed by plain turns
+    interleave_turns: int = 1  # … this many: the best turns by plain BM25 not shown yet, each alone
     bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
