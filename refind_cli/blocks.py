@@ -64,6 +64,7 @@ def render_blocks(
     top_k: int,
     cfg: SearchConfig,
     scores: np.ndarray | None = None,
+    match: np.ndarray | None = None,
 ) -> list[Block]:
     """The first ``top_k`` blocks of the ranked anchors ``order``. An anchor's text is never cut: a block is made
     shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
@@ -76,6 +77,7 @@ def render_blocks(
     used = 0  # characters of the joined contents so far (each block and a two-character separator)
     plain = _plain_order(idx, scores, top_k) if cfg.interleave_chars and scores is not None else []
     plain_next = 0
+    interleaved: set[str] = set()  # message ids shown alone by the interleave
 
     def add(pos: int, score: float, *, bare: bool = False, remember: bool = False) -> None:
         nonlocal last_score, used
@@ -85,7 +87,7 @@ def render_blocks(
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
-        chosen = compose(idx, pos, cfg, shown, scores, n=n)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -125,8 +127,15 @@ def render_blocks(
                 return
             pos = plain[plain_next]
             plain_next += 1
-            if all(m.id in shown for m in idx.turns[pos].messages):
+            turn = idx.turns[pos]
+            if all(m.id in shown for m in turn.messages):
                 continue
+            if (
+                cfg.interleave_max_chars is not None
+                and sum(len(m.content) for m in turn.messages) > cfg.interleave_max_chars
+            ):
+                continue
+            interleaved.update(m.id for m in turn.messages)
             add(pos, score, bare=True, remember=True)
             added += 1
 
@@ -137,8 +146,8 @@ def render_blocks(
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
-            continue  # already shown in full by a better block
+        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in anchor.messages):
+            continue  # already shown in full by a better block (a turn shown alone is shown again, in context)
         if (
             cfg.defer_chars is not None
             and len(blocks) >= cfg.lead_blocks
@@ -151,7 +160,7 @@ def render_blocks(
     for pos, score in deferred:
         if len(blocks) >= top_k:
             break
-        if cfg.overlap == "trim" and all(m.id in shown for m in idx.turns[pos].messages):
+        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in idx.turns[pos].messages):
             continue
         add(pos, score)
         interleave(score)

@@ -183,11 +183,21 @@ class UserIndex:
             scores = scores if extra is None else scores + extra
         scores = scores * mask
         order, fused = fuse(
-            scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion, session_top=cfg.session_top
+            scores,
+            idx.session_ix,
+            rrf_k=cfg.rrf_k,
+            use_sessions=cfg.session_fusion,
+            session_top=cfg.session_top,
+            session_weight=cfg.session_weight,
         )
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
+        match = None  # which turns count as sharing a query word for the neighbour filter
+        if cfg.neighbour_match_df is not None:
+            rare = drop_common(idx, tokens, cfg.neighbour_match_df)
+            if len(rare) < len(tokens):  # a speaker's name (in every label of theirs) does not make a neighbour match
+                match = bm25_scores(idx, rare) * mask
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
 
 
 # ---- getting a user's index --------------------------------------------------------------------------------
