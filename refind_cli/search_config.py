@@ -35,7 +35,7 @@ class SearchConfig:
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
     session_top: int | None = 3  # session score = sum of its best N turn scores (None: of all its turns)
-    session_weight: float = 1.0  # the session rank's weight in the fusion (the turn rank's is 1)
+    session_weight: float = 0.5  # the session rank's weight in the fusion (the turn rank's is 1)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
@@ -45,8 +45,8 @@ class SearchConfig:
     rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
     rm3_docs: int = 10  # … read from this many best turns
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
-    date_boost: float = 0.0  # a matching turn said on a day the query names scores (1 + this) times more
-    date_window_days: int = 0  # … or said within this many days of it
+    date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
+    date_window_days: int = 1  # … or said within this many days of it
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
