@@ -286,13 +286,13 @@ def test_a_message_forgotten_while_a_search_renders_is_an_error_not_a_gap(db_pat
     store.close()
 
 
-@pytest.mark.parametrize(("turns", "chars"), [(20, 10**6), (10**6, 400)])
+@pytest.mark.parametrize(("turns", "chars"), [(25, 10**6), (10**6, 1200)])
 def test_the_text_a_process_keeps_per_user_is_bounded(store, monkeypatch, turns, chars) -> None:
     monkeypatch.setattr(index_cache, "TURN_CACHE", turns)
     monkeypatch.setattr(index_cache, "TURN_TEXT", chars)
-    for i in range(30):
-        _add(store, f"r{i}", f"s{i % 3}", f"kayak trip number {i} " + "x" * (i % 7), T0 + i)
-    for query in ["kayak", "trip 3", "number 17", "kayak 29", "number 8", "trip 23", "number 12"]:
+    for i in range(60):  # ~2,400 characters in all, more than either bound
+        _add(store, f"r{i}", f"s{i % 3}", f"kayak trip number {i} " + "x" * (20 + i % 7), T0 + i)
+    for query in [f"number {i}" for i in range(0, 60, 5)]:
         naive = S.UserIndex(store.user_messages("alice")).search(query, top_k=2)
         assert S.search(store, "alice", query, top_k=2) == naive
         state = index_cache.CACHE.get(("live", index_cache._db_key(store), "alice"))
