@@ -49,15 +49,23 @@ Progress = Callable[[int, int], None]  # (messages indexed so far, messages to i
 def message_tokens(content: str, said_at: int | None) -> list[str]:
     """A message's tokens as the default search configuration indexes a one-message turn: its text, then its said-at
     month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
-    if said_at is None:
-        return tokenize.analyze(content)
-    return tokenize.analyze(content + "\n" + _date_words(said_at // 86_400_000))
+    tokens = tokenize.analyze(content)
+    if said_at is not None:
+        # = analyze(content + "\n" + date words): a line break ends every word and is left alone by NFKC and by
+        # lower-casing (a final sigma stays final), so the text's tokens and the date's are simply joined
+        tokens.extend(_date_tokens(said_at // 86_400_000))
+    return tokens
 
 
 @lru_cache(maxsize=4096)
 def _date_words(day: int) -> str:
     """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
+
+
+@lru_cache(maxsize=4096)
+def _date_tokens(day: int) -> tuple[str, ...]:
+    return tuple(tokenize.analyze(_date_words(day)))
 
 
 # ---- the segment format -------------------------------------------------------------------------------------------
