@@ -145,6 +145,46 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
     )
 
 
+def segment_of_texts(seqs: Sequence[int], texts: Sequence[str]) -> Segment:
+    """``build_segment`` of documents given as texts (each already holding its date words, as :func:`index_text`
+    writes them), ``seqs`` ascending: the same segment, byte for byte. The texts are analysed together
+    (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message."""
+    import numpy as np
+
+    flat = tokenize.analyze_each(texts)
+    number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
+    number.pop("", None)  # a stop-word
+    number.pop(tokenize.DOC_END, None)
+    for i, term in enumerate(number):
+        number[term] = i
+    terms = list(number)
+    number[""], number[tokenize.DOC_END] = -1, -2
+    ids = np.fromiter(map(number.__getitem__, flat), dtype=np.int64, count=len(flat))
+    end = ids == -2
+    doc = np.cumsum(end) - end  # each token's document: how many documents ended before it
+    keep = ids >= 0
+    ids, doc = ids[keep], doc[keep]
+    n = max(len(seqs), 1)
+    lengths = np.bincount(doc, minlength=len(seqs))
+    # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order
+    uniq, tf = np.unique(ids * n + doc, return_counts=True)
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(uniq // n, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        np.asarray(seqs, dtype=np.int64),
+        lengths.astype(np.int32),
+        terms,
+        indptr,
+        (uniq % n).astype(np.int32),
+        tf.astype(np.int32),
+    )
+
+
+def index_text(content: str, said_at: int | None) -> str:
+    """The text whose tokens a message is indexed by: ``analyze(index_text(c, s)) == message_tokens(c, s)``."""
+    return content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000)
+
+
 def _csc(
     seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
 ) -> Segment:
@@ -281,12 +321,17 @@ def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
 
 
 def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None]]) -> set[str]:
-    """Write one segment per user for (seq, user_id, content, said_at) rows. Returns the users touched."""
-    by_user: dict[str, list[tuple[int, list[str]]]] = {}
+    """Write one segment per user for (seq, user_id, content, said_at) rows, in ascending seq. Returns the users
+    touched."""
+    by_user: dict[str, tuple[list[int], list[str]]] = {}
     for seq, user_id, content, said_at in rows:
-        by_user.setdefault(user_id, []).append((seq, message_tokens(content, said_at)))
-    for user_id, docs in by_user.items():
-        _write(conn, user_id, build_segment(docs))
+        docs = by_user.get(user_id)
+        if docs is None:
+            docs = by_user[user_id] = ([], [])
+        docs[0].append(seq)
+        docs[1].append(content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000))
+    for user_id, (seqs, texts) in by_user.items():
+        _write(conn, user_id, segment_of_texts(seqs, texts))
         _merge(conn, user_id)
     return set(by_user)
 
@@ -302,6 +347,15 @@ def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
     if rows:
         _index_rows(conn, rows)
         _set_meta(conn, "indexed_through", str(rows[-1][0]))
+
+
+def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[tuple[int, str, str, int | None]]) -> None:
+    """:func:`index_new` given the (seq, user_id, content, said_at) rows its transaction stored, in ascending seq,
+    every seq above ``since_seq``: the same segments without reading the messages back."""
+    if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+        return
+    _index_rows(conn, rows)
+    _set_meta(conn, "indexed_through", str(rows[-1][0]))
 
 
 def _merge(conn: sqlite3.Connection, user_id: str) -> None:
