@@ -241,6 +241,8 @@ def merge(segments: Sequence[Segment]) -> Segment:
     terms: dict[str, int] = {}
     seqs = np.concatenate([s.seqs for s in segments])
     lengths = np.concatenate([s.lengths for s in segments])
+    if len(seqs) and bool((seqs[1:] > seqs[:-1]).all()):
+        return _merge_in_order(segments, seqs, lengths)
     order = np.argsort(seqs, kind="stable")
     new_doc = np.empty(len(seqs), dtype=np.int64)
     new_doc[order] = np.arange(len(seqs))
@@ -259,6 +261,34 @@ def merge(segments: Sequence[Segment]) -> Segment:
         np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
         np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
         np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
+    )
+
+
+def _merge_in_order(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of segments that follow each other in seq order (the usual case: each newer than the last), the
+    same segment without its sorts: the documents keep their order (one offset per segment), and a stable sort of
+    the postings by term keeps each term's documents ascending."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
+    term_ids, docs = [], []
+    offset = 0
+    for s in segments:
+        remap = np.fromiter((terms.setdefault(t, len(terms)) for t in s.terms), dtype=np.int64, count=len(s.terms))
+        term_ids.append(np.repeat(remap, np.diff(s.indptr)))
+        docs.append(s.docs.astype(np.int64) + offset)
+        offset += len(s.seqs)
+    term_of = np.concatenate(term_ids)
+    order = np.argsort(term_of, kind="stable")
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_of, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        seqs,
+        lengths.astype(np.int32),
+        list(terms),
+        indptr,
+        np.concatenate(docs)[order].astype(np.int32),
+        np.concatenate([s.tf for s in segments])[order].astype(np.int32),
     )
 
 
