@@ -238,11 +238,18 @@ def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every document of ``segments`` (whose seqs are disjoint)."""
     import numpy as np
 
-    terms: dict[str, int] = {}
     seqs = np.concatenate([s.seqs for s in segments])
     lengths = np.concatenate([s.lengths for s in segments])
     if len(seqs) and bool((seqs[1:] > seqs[:-1]).all()):
         return _merge_in_order(segments, seqs, lengths)
+    return _merge_sorting(segments, seqs, lengths)
+
+
+def _merge_sorting(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of any disjoint segments: documents sorted by seq, postings by (term, document)."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
     order = np.argsort(seqs, kind="stable")
     new_doc = np.empty(len(seqs), dtype=np.int64)
     new_doc[order] = np.arange(len(seqs))
