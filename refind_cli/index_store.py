@@ -5,7 +5,7 @@ segment's own vocabulary) and its length in tokens — for a set of one user's m
 (document frequencies, the number of documents, the average length: they depend on which messages a search may see)
 is computed at query time from these (:mod:`refind_cli.index_cache`), so a new message never invalidates the index.
 
-* **Add**: ``Store.add_many`` calls :func:`index_new` inside its transaction — one new segment per user per batch
+* **Add**: ``Store.add_many`` calls :func:`index_added` inside its transaction — one new segment per user per batch
   (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
   so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
 * **forget / expire** call :func:`remove` inside their transaction: every segment holding a removed message is
@@ -151,6 +151,8 @@ def segment_of_texts(seqs: Sequence[int], texts: Sequence[str]) -> Segment:
     (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message."""
     import numpy as np
 
+    if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # not ascending: sort (build_segment's order)
+        seqs, texts = zip(*sorted(zip(seqs, texts, strict=True)), strict=True)
     flat = tokenize.analyze_each(texts)
     number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
     number.pop("", None)  # a stop-word
@@ -366,29 +368,17 @@ def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, in
         if docs is None:
             docs = by_user[user_id] = ([], [])
         docs[0].append(seq)
-        docs[1].append(content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000))
+        docs[1].append(index_text(content, said_at))
     for user_id, (seqs, texts) in by_user.items():
         _write(conn, user_id, segment_of_texts(seqs, texts))
         _merge(conn, user_id)
     return set(by_user)
 
 
-def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
-    """Index the messages stored after ``since_seq`` (the store's max seq when the transaction began) — when the
-    index is up to date; otherwise :func:`catch_up` will index them with the rest."""
-    if watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
-        return
-    rows = conn.execute(
-        "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)
-    ).fetchall()
-    if rows:
-        _index_rows(conn, rows)
-        _set_meta(conn, "indexed_through", str(rows[-1][0]))
-
-
 def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[tuple[int, str, str, int | None]]) -> None:
-    """:func:`index_new` given the (seq, user_id, content, said_at) rows its transaction stored, in ascending seq,
-    every seq above ``since_seq``: the same segments without reading the messages back."""
+    """Index the (seq, user_id, content, said_at) rows an Add transaction stored, in ascending seq, every seq above
+    ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
+    :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
     if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return
     _index_rows(conn, rows)

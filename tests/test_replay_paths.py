@@ -138,6 +138,8 @@ def test_a_segment_of_texts_is_the_segment_of_their_tokens(docs: list[tuple[str,
         assert tokenize.analyze(text) == t  # a message's tokens are its text's and then its date's
     built = index_store.segment_of_texts(seqs, texts)
     assert index_store.encode(built) == index_store.encode(index_store.build_segment(tokens))
+    backwards = index_store.segment_of_texts(seqs[::-1], texts[::-1])  # sorted by seq first, as build_segment does
+    assert index_store.encode(backwards) == index_store.encode(built)
 
 
 def _sorting_merge(segments: list[index_store.Segment]) -> index_store.Segment:
