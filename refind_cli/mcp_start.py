@@ -2,7 +2,7 @@
 
 The official ``mcp`` SDK takes 1.5-2 s of CPU to import (its ~500 protocol models are built at import), longer than
 a client should wait for its tool list. Its answers to ``initialize``, ``server/discover`` and ``tools/list`` depend
-only on the request, on refind's tools (this version, ``mcp_server.py``, the mode and ``--allow-forget``) and on the
+only on the request, on refind's tools (its version, the source of its modules, the mode and ``--allow-forget``) and on the
 SDK and pydantic versions that render them. So each launch records the lines the SDK read and the answers it wrote,
 up to the first request of any other kind, in a file keyed by all of those (:func:`cache_file`); the next launch
 with the same key starts importing the SDK on a thread and, meanwhile, answers the client from that record — but
@@ -67,12 +67,21 @@ def cache_file(cfg: McpSettings, directory: Path) -> Path | None:
     except PackageNotFoundError:
         return None
     try:
-        tools = hashlib.sha256(Path(__file__).with_name("mcp_server.py").read_bytes()).hexdigest()
-    except OSError:  # not a plain file (a zipped install): no record
+        tools = _source_digest(Path(__file__).parent)
+    except OSError:  # not plain files (a zipped install): no record
         return None
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     key = json.dumps([__version__, tools, versions, python, cfg.mode, cfg.allow_forget])
     return directory / f"mcp-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _source_digest(package: Path) -> str:
+    """A hash of every module of the package: the tools' schemas draw on more than ``mcp_server.py`` (the API's
+    dataclasses, the contract's limits), and a source checkout changes them without changing ``__version__``."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def load(path: Path) -> list[list[Step]]:
