@@ -7,7 +7,7 @@ its Add (:class:`DocMeta`, so turns are laid out without reading the messages) �
 which messages a search may see) is computed at query time from these (:mod:`refind_cli.index_cache`), so a new
 message never invalidates the index.
 
-* **Add**: ``Store.add_many`` calls :func:`index_new` inside its transaction — one new segment per user per batch
+* **Add**: ``Store.add_many`` calls :func:`index_added` inside its transaction — one new segment per user per batch
   (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
   so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
 * **forget / expire** call :func:`remove` inside their transaction: every segment holding a removed message is
@@ -51,15 +51,23 @@ Progress = Callable[[int, int], None]  # (messages indexed so far, messages to i
 def message_tokens(content: str, said_at: int | None) -> list[str]:
     """A message's tokens as the default search configuration indexes a one-message turn: its text, then its said-at
     month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
-    if said_at is None:
-        return tokenize.analyze(content)
-    return tokenize.analyze(content + "\n" + _date_words(said_at // 86_400_000))
+    tokens = tokenize.analyze(content)
+    if said_at is not None:
+        # = analyze(content + "\n" + date words): a line break ends every word and is left alone by NFKC and by
+        # lower-casing (a final sigma stays final), so the text's tokens and the date's are simply joined
+        tokens.extend(_date_tokens(said_at // 86_400_000))
+    return tokens
 
 
 @lru_cache(maxsize=4096)
 def _date_words(day: int) -> str:
     """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
+
+
+@lru_cache(maxsize=4096)
+def _date_tokens(day: int) -> tuple[str, ...]:
+    return tuple(tokenize.analyze(_date_words(day)))
 
 
 # ---- the segment format -------------------------------------------------------------------------------------------
@@ -216,6 +224,52 @@ def build_segment(docs: Sequence[tuple[int, list[str]]], info: Sequence[DocInfo]
     )
 
 
+def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[DocInfo] | None = None) -> Segment:
+    """``build_segment`` of documents given as texts (each already holding its date words, as :func:`index_text`
+    writes them), ``seqs`` ascending: the same segment, byte for byte. The texts are analysed together
+    (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message.
+    ``info``: each document's, in the same order as ``seqs``."""
+    import numpy as np
+
+    if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # not ascending: sort (build_segment's order)
+        order = sorted(range(len(seqs)), key=seqs.__getitem__)
+        seqs, texts = [seqs[i] for i in order], [texts[i] for i in order]
+        info = None if info is None else [info[i] for i in order]
+    flat = tokenize.analyze_each(texts)
+    number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
+    number.pop("", None)  # a stop-word
+    number.pop(tokenize.DOC_END, None)
+    for i, term in enumerate(number):
+        number[term] = i
+    terms = list(number)
+    number[""], number[tokenize.DOC_END] = -1, -2
+    ids = np.fromiter(map(number.__getitem__, flat), dtype=np.int64, count=len(flat))
+    end = ids == -2
+    doc = np.cumsum(end) - end  # each token's document: how many documents ended before it
+    keep = ids >= 0
+    ids, doc = ids[keep], doc[keep]
+    n = max(len(seqs), 1)
+    lengths = np.bincount(doc, minlength=len(seqs))
+    # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order
+    uniq, tf = np.unique(ids * n + doc, return_counts=True)
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(uniq // n, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        np.asarray(seqs, dtype=np.int64),
+        lengths.astype(np.int32),
+        terms,
+        indptr,
+        (uniq % n).astype(np.int32),
+        tf.astype(np.int32),
+        None if info is None else DocMeta.of(info),
+    )
+
+
+def index_text(content: str, said_at: int | None) -> str:
+    """The text whose tokens a message is indexed by: ``analyze(index_text(c, s)) == message_tokens(c, s)``."""
+    return content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000)
+
+
 def _csc(
     seqs: np.ndarray,
     lengths: np.ndarray,
@@ -289,9 +343,18 @@ def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every document of ``segments`` (whose seqs are disjoint)."""
     import numpy as np
 
-    terms: dict[str, int] = {}
     seqs = np.concatenate([s.seqs for s in segments])
     lengths = np.concatenate([s.lengths for s in segments])
+    if len(seqs) and bool((seqs[1:] > seqs[:-1]).all()):
+        return _merge_in_order(segments, seqs, lengths)
+    return _merge_sorting(segments, seqs, lengths)
+
+
+def _merge_sorting(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of any disjoint segments: documents sorted by seq, postings by (term, document)."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
     order = np.argsort(seqs, kind="stable")
     new_doc = np.empty(len(seqs), dtype=np.int64)
     new_doc[order] = np.arange(len(seqs))
@@ -303,7 +366,6 @@ def merge(segments: Sequence[Segment]) -> Segment:
         docs.append(new_doc[s.docs.astype(np.int64) + offset])
         tfs.append(s.tf)
         offset += len(s.seqs)
-    metas = [s.meta for s in segments if s.meta is not None]
     return _csc(
         seqs[order],
         lengths[order],
@@ -311,8 +373,43 @@ def merge(segments: Sequence[Segment]) -> Segment:
         np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
         np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
         np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
-        DocMeta.concat(metas).take(order) if metas and len(metas) == len(segments) else None,
+        None if (meta := _concat_meta(segments)) is None else meta.take(order),
     )
+
+
+def _merge_in_order(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of segments that follow each other in seq order (the usual case: each newer than the last), the
+    same segment without its sorts: the documents keep their order (one offset per segment), and a stable sort of
+    the postings by term keeps each term's documents ascending."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
+    term_ids, docs = [], []
+    offset = 0
+    for s in segments:
+        remap = np.fromiter((terms.setdefault(t, len(terms)) for t in s.terms), dtype=np.int64, count=len(s.terms))
+        term_ids.append(np.repeat(remap, np.diff(s.indptr)))
+        docs.append(s.docs.astype(np.int64) + offset)
+        offset += len(s.seqs)
+    term_of = np.concatenate(term_ids)
+    order = np.argsort(term_of, kind="stable")
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_of, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        seqs,
+        lengths.astype(np.int32),
+        list(terms),
+        indptr,
+        np.concatenate(docs)[order].astype(np.int32),
+        np.concatenate([s.tf for s in segments])[order].astype(np.int32),
+        _concat_meta(segments),
+    )
+
+
+def _concat_meta(segments: Sequence[Segment]) -> DocMeta | None:
+    """The segments' DocMeta one after the other (None unless every one has it)."""
+    metas = [s.meta for s in segments if s.meta is not None]
+    return DocMeta.concat(metas) if metas and len(metas) == len(segments) else None
 
 
 def without(seg: Segment, drop: Iterable[int]) -> Segment:
@@ -374,31 +471,34 @@ def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
     )
 
 
-ROW_COLUMNS = "seq, user_id, content, said_at, session_id, recorded_at, idx"  # what indexing reads of a message
+ROW_COLUMNS = "seq, user_id, content, said_at, session_id, recorded_at, idx"  # what indexing needs of a message
+Row = tuple[int, str, str, "int | None", str, int, int]  # a message's ROW_COLUMNS
 
 
-def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None, str, int, int]]) -> set[str]:
-    """Write one segment per user for rows of ROW_COLUMNS. Returns the users touched."""
-    by_user: dict[str, tuple[list[tuple[int, list[str]]], list[DocInfo]]] = {}
+def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
+    """Write one segment per user for rows of ROW_COLUMNS, in ascending seq. Returns the users touched."""
+    by_user: dict[str, tuple[list[int], list[str], list[DocInfo]]] = {}
     for seq, user_id, content, said_at, session_id, recorded_at, idx in rows:
-        docs, info = by_user.setdefault(user_id, ([], []))
-        docs.append((seq, message_tokens(content, said_at)))
-        info.append((session_id, said_at, recorded_at, idx))
-    for user_id, (docs, info) in by_user.items():
-        _write(conn, user_id, build_segment(docs, info))
+        docs = by_user.get(user_id)
+        if docs is None:
+            docs = by_user[user_id] = ([], [], [])
+        docs[0].append(seq)
+        docs[1].append(index_text(content, said_at))
+        docs[2].append((session_id, said_at, recorded_at, idx))
+    for user_id, (seqs, texts, info) in by_user.items():
+        _write(conn, user_id, segment_of_texts(seqs, texts, info))
         _merge(conn, user_id)
     return set(by_user)
 
 
-def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
-    """Index the messages stored after ``since_seq`` (the store's max seq when the transaction began) — when the
-    index is up to date; otherwise :func:`catch_up` will index them with the rest."""
-    if watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[Row]) -> None:
+    """Index the rows (ROW_COLUMNS) an Add transaction stored, in ascending seq, every seq above
+    ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
+    :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
+    if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return
-    rows = conn.execute(f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)).fetchall()
-    if rows:
-        _index_rows(conn, rows)
-        _set_meta(conn, "indexed_through", str(rows[-1][0]))
+    _index_rows(conn, rows)
+    _set_meta(conn, "indexed_through", str(rows[-1][0]))
 
 
 def _merge(conn: sqlite3.Connection, user_id: str) -> None:
