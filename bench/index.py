@@ -14,6 +14,9 @@ For each size, one synthetic user (bench/synth.py, seed 0) in its own database, 
                 the same messages and against ``refind --help``, taking turns;
 * index size  — the segments' bytes ÷ the messages' content bytes.
 
+In brackets, CPU time (user + system) of the same runs: on a shared machine it moves less with the load than wall
+time does.
+
 Prints a Markdown report (BENCHMARKS.md, "Index on write").
 """
 
@@ -59,12 +62,15 @@ def measure(path: Path, queries: list[str], repeat: int) -> dict[str, float]:
     S.clear()
     out["new process"] = _timed(lambda: S.search(store, "u", queries[1], top_k=10))
     out["warm"] = statistics.median(_timed(lambda q=q: S.search(store, "u", q, top_k=10)) for q in queries)
-    after = []
+    after, after_cpu = [], []
     for i in range(repeat):
         msg = Message("user", f"Caroline: a new message {i} about {queries[i % len(queries)]}", synth.T0 + i)
         store.add(AddRequest(f"bench-add-{time.time_ns()}", "u", "s-bench", (msg,)))
+        cpu = time.process_time()
         after.append(_timed(lambda i=i: S.search(store, "u", queries[(i + 3) % len(queries)], top_k=10)))
+        after_cpu.append(time.process_time() - cpu)
     out["after add"] = statistics.median(after)
+    out["after add cpu"] = statistics.median(after_cpu)
     stats = index_store.stats(store.conn)
     out["ratio"] = float(stats["bytes_per_content_byte"] or 0)
     out["segments"] = float(stats["segments"])
@@ -104,8 +110,9 @@ def main() -> None:
     print(f"`{' '.join(['python', 'bench/index.py', *sys.argv[1:]])}` — one synthetic user (bench/synth.py), medians")
     print(f"of {args.repeat} (warm: of {args.queries} queries), top_k 10; load average {load:.1f} at the start.\n")
     print(
-        "| turns | rebuild (before) | after a 1-message Add | warm | new process | whole process | "
-        "`sqlite-utils search` (FTS5) | `refind --help` | ÷ FTS5 | ÷ `--help` | index ÷ text | segments |"
+        "| turns | rebuild (before) | after a 1-message Add (CPU) | warm | new process | whole process (CPU) | "
+        "`sqlite-utils search` (FTS5) (CPU) | `refind --help` (CPU) | ÷ FTS5 (CPU) | ÷ `--help` (CPU) | index ÷ text "
+        "| segments |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in [int(s) for s in args.sizes.split(",")]:
@@ -116,11 +123,15 @@ def main() -> None:
         fts = fts_copy(path, work)
         r = measure(path, queries, args.repeat)
         fts_cmd = [sys.executable, "-m", "sqlite_utils", "search", str(fts), "messages", queries[2], "--limit", "10"]
-        proc, fts_s, floor = processes([_search_cmd(path, "u", queries[2]), fts_cmd, FLOOR_CMD], repeat=args.repeat)
+        cpu: list[float] = []
+        cmds = [_search_cmd(path, "u", queries[2]), fts_cmd, FLOOR_CMD]
+        proc, fts_s, floor = processes(cmds, repeat=args.repeat, cpu=cpu)
+        c_proc, c_fts, c_floor = cpu
         print(
-            f"| {n:,} | {_ms(r['rebuild'])} | {_ms(r['after add'])} | {_ms(r['warm'])} | {_ms(r['new process'])} | "
-            f"{_ms(proc)} | {_ms(fts_s)} | {_ms(floor)} | {proc / fts_s:.2f}× | {proc / floor:.2f}× | "
-            f"{r['ratio']:.2f}× | {r['segments']:.0f} |",
+            f"| {n:,} | {_ms(r['rebuild'])} | {_ms(r['after add'])} ({_ms(r['after add cpu'])}) | {_ms(r['warm'])} | "
+            f"{_ms(r['new process'])} | {_ms(proc)} ({_ms(c_proc)}) | {_ms(fts_s)} ({_ms(c_fts)}) | "
+            f"{_ms(floor)} ({_ms(c_floor)}) | {proc / fts_s:.2f}× ({c_proc / c_fts:.2f}×) | "
+            f"{proc / floor:.2f}× ({c_proc / c_floor:.2f}×) | {r['ratio']:.2f}× | {r['segments']:.0f} |",
             flush=True,
         )
         print(f"<!-- built {n:,} turns (synth, batched Adds, indexed on write) in {built:.1f} s -->", flush=True)

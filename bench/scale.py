@@ -107,18 +107,26 @@ def _search_cmd(path: Path, user: str, query: str) -> list[str]:
 FLOOR_CMD = [sys.executable, "-m", "refind_cli", "--help"]
 
 
-def processes(cmds: list[list[str]], repeat: int) -> list[float]:
+def processes(cmds: list[list[str]], repeat: int, cpu: list[float] | None = None) -> list[float]:
     """Median wall time of each command run as a whole process; the commands take turns, so that the load of a
-    shared machine falls on all of them alike. Each runs once first, untimed (it persists the index if needed)."""
+    shared machine falls on all of them alike. Each runs once first, untimed (it persists the index if needed).
+    ``cpu``, when given, receives each command's median CPU time (user + system) in the same runs."""
     env = {**os.environ, "REFIND_MODE": "bm25"}
     for cmd in cmds:
         subprocess.run(cmd, check=True, capture_output=True, env=env)
     runs: list[list[float]] = [[] for _ in cmds]
+    cpus: list[list[float]] = [[] for _ in cmds]
     for _ in range(repeat):
         for i, cmd in enumerate(cmds):
             t = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True, env=env)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            _, status, usage = os.wait4(proc.pid, 0)
             runs[i].append(time.perf_counter() - t)
+            cpus[i].append(usage.ru_utime + usage.ru_stime)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), cmd)
+    if cpu is not None:
+        cpu.extend(statistics.median(c) for c in cpus)
     return [statistics.median(r) for r in runs]
 
 

@@ -40,7 +40,7 @@ class Postings(Protocol):
 class TurnIndex:
     """The BM25 index of one user's turns plus the per-turn arrays ranking needs. Built once, read many times."""
 
-    turns: list[Turn]  # session by session, chronological within each (as turns.build_turns returns them)
+    turns: Sequence[Turn]  # session by session, chronological within each (as turns.build_turns returns them)
     vocab: dict[str, int]  # token → row of the score matrix
     data: np.ndarray  # float32 BM25 contributions, CSC by token: token t's turns are indices[indptr[t]:indptr[t+1]]
     indices: np.ndarray  # int32 turn numbers
@@ -61,7 +61,9 @@ class TurnIndex:
     def turn_pos(self) -> dict[str, int]:
         """Turn id → index (built on first use: a search that skips no turns never needs it)."""
         if self._turn_pos is None:
-            self._turn_pos = {t.id: i for i, t in enumerate(self.turns)}
+            listing = getattr(self.turns, "ids", None)  # a maintained index lists its ids without its text
+            ids = listing() if listing is not None else [t.id for t in self.turns]
+            self._turn_pos = {tid: i for i, tid in enumerate(ids)}
         return self._turn_pos
 
 

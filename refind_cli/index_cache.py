@@ -1,20 +1,25 @@
-"""The maintained index in memory: one user's segments and turns, kept up to date by reading only what changed.
+"""The maintained index in memory: one user's segments and per-turn arrays, kept up to date by reading only what
+changed.
 
 Per search, :func:`live_index` reads the user's ``users.version`` (one indexed lookup). Unchanged → the user's state
 is reused. Changed (an Add, forget or expire here or in another process) → in one read transaction it lists the
-user's segment ids, decodes only the segments it does not hold (segments are immutable, ids never reused) and reads
-only the messages it lacks; a message gone from the segments is gone from the state. Nothing is rebuilt from all of
-a user's rows.
+user's segment ids and decodes only the segments it does not hold (segments are immutable, ids never reused); a
+message gone from the segments is gone from the state. Nothing is rebuilt from all of a user's rows, and no text is
+read to lay turns out: each segment carries its messages' session, said-at, recorded-at and index
+(:class:`~.index_store.DocMeta`). When every new message comes after every message held (an Add), the state's arrays
+are extended and each memoised view grows by the new turns at the end of their sessions — work in proportion to the
+new messages, plus a few array copies — unless a new message sorts before its session's last turn.
 
 A *view* is the state as one search may see it — retention cutoff and ``as_of`` applied **before** scoring, so the
 document count, the average length and every document frequency are those of the visible turns, as a from-scratch
 bm25s build over ``store.user_messages(user, as_of=…)`` would have them — laid out as a :class:`~.index.TurnIndex`
 (turns session by session, chronological within each, as ``turns.build_turns`` orders them) whose ``postings``
 score a query at query time (:class:`LivePostings`): bm25s's Lucene formula with its float32/float64 steps, so the
-scores are bm25s's bit for bit.
+scores are bm25s's bit for bit. Its turns (:class:`LazyTurns`) are read by ``seq`` when a search renders them.
 
-Memory is bounded in bytes: one LRU (:data:`CACHE`) holds every user's state (its segments, its messages' text) and
-any index built from scratch (other turn units), sized by ``REFIND_INDEX_CACHE_MB``.
+Memory is bounded in bytes: one LRU (:data:`CACHE`) holds every user's state (its segments, its arrays, the text of
+at most :data:`TURN_CACHE` rendered turns) and any index built from scratch (other turn units), sized by
+``REFIND_INDEX_CACHE_MB``.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from . import index_store, settings
+from .errors import Conflict, RefindError
 from .index import TurnIndex
 from .store import MESSAGE_COLUMNS, StoredMessage
 from .turns import Turn
@@ -108,56 +114,111 @@ def clear() -> None:
 
 @dataclass
 class UserState:
-    """One user's maintained index in memory at one version. Never changed once built (views are memoised)."""
+    """One user's maintained index in memory at one version: the segments and, per indexed message (one *row* each,
+    ascending ``seq``), only what ranking needs — never the text. A turn's text is read when a search renders it
+    (:class:`LazyTurns`) and kept in a small per-state cache. Never changed once built, except its memos (views,
+    the text cache, the message ids)."""
 
     version: int
     segments: dict[int, Segment]
     seg_rows: dict[int, np.ndarray]  # segment id → the state row of each of its documents
     seqs: np.ndarray  # int64, ascending: one row per indexed message
-    turns: np.ndarray  # object: the one-message Turn of each row
     session: np.ndarray  # int32 session code of each row
     session_names: list[str]  # session code → session id
+    code_of: dict[str, int]  # session id → session code
     said: np.ndarray  # float64 said-at (NaN: unknown)
     recorded: np.ndarray  # int64 recorded-at
     idx: np.ndarray  # int32 index inside the Add request
     lengths: np.ndarray  # int64 length in tokens
-    text: np.ndarray  # int64 length of each row's text (for sizing the cache)
     nbytes: int
-    views: dict[tuple[Any, ...], TurnIndex] = field(default_factory=dict)
+    views: dict[tuple[Any, ...], Layout] = field(default_factory=dict)
+    turn_cache: dict[int, Turn] = field(default_factory=dict)  # seq → its one-message Turn (text read on demand)
+    turn_text: int = 0  # characters of text in turn_cache
+    ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def view(self, cutoff: int | None, as_of: int | None, k1: float, b: float) -> TurnIndex:
+    def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray | None:
+        """The rows a search with this retention cutoff and ``as_of`` may see (None: every row)."""
         import numpy as np
 
-        vis = np.ones(len(self.seqs), dtype=bool)
+        rec = self.recorded
+        if not len(rec) or ((cutoff is None or rec.min() >= cutoff) and (as_of is None or rec.max() <= as_of)):
+            return None
+        vis = np.ones(len(rec), dtype=bool)
         if cutoff is not None:
-            vis &= self.recorded >= cutoff
+            vis &= rec >= cutoff
         if as_of is not None:
-            vis &= self.recorded <= as_of
-        key = (hash(vis.tobytes()), int(vis.sum()), k1, b)
+            vis &= rec <= as_of
+        return vis
+
+    def view_key(self, vis: np.ndarray | None, k1: float, b: float) -> tuple[Any, ...]:
+        return ("all", k1, b) if vis is None else (hash(vis.tobytes()), int(vis.sum()), k1, b)
+
+    def view(self, cutoff: int | None, as_of: int | None, k1: float, b: float) -> Layout:
+        import numpy as np
+
+        vis = self.visible(cutoff, as_of)
+        key = self.view_key(vis, k1, b)
         with self.lock:
             hit = self.views.get(key)
         if hit is not None:
             return hit
-        built = self._build_view(np.flatnonzero(vis), k1, b)
-        with self.lock:
-            if len(self.views) >= 4:
-                self.views.pop(next(iter(self.views)))
-            self.views[key] = built
+        rows = np.arange(len(self.seqs), dtype=np.int64) if vis is None else np.flatnonzero(vis)
+        built = Layout.build(self, rows, cutoff, as_of, k1, b)
+        self._keep(key, built)
         return built
 
-    def _build_view(self, rows: np.ndarray, k1: float, b: float) -> TurnIndex:
-        """The visible rows laid out as build_turns lays out turns (see turns.session_order)."""
+    def _keep(self, key: tuple[Any, ...], layout: Layout) -> None:
+        with self.lock:
+            if len(self.views) >= MAX_VIEWS:
+                self.views.pop(next(iter(self.views)))
+            self.views[key] = layout
+
+
+MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
+TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
+TURN_TEXT = 1 << 20  # … or more than this many characters of text
+FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
+ROW_BYTES = 64  # what one row of the state costs in its arrays and its share of the layouts
+
+
+@dataclass
+class Layout:
+    """One view of a state: the visible rows laid out as build_turns lays out turns (sessions by first arrival,
+    chronological within each; see turns.session_order), with what is needed to extend it by new rows."""
+
+    cutoff: int | None
+    as_of: int | None
+    rows: np.ndarray  # int64: view position → state row
+    session_ix: np.ndarray  # int32: view session of each position
+    session_codes: np.ndarray  # int64: view session → state session code
+    session_ids: list[str]  # view session → session id
+    session_start: np.ndarray  # int64
+    session_end: np.ndarray  # int64
+    said: np.ndarray  # float64 said-at of each position
+    min_recorded_at: int | None
+    view_of_code: np.ndarray  # int64: state session code → view session (-1: none visible)
+    tail: np.ndarray  # float64 per view session: the sort key (said-at, filled) of its last turn in the layout
+    latest: np.ndarray  # float64 per view session: the filled said-at of its latest-arrived turn
+    postings: LivePostings
+    last: tuple[sqlite3.Connection, TurnIndex] | None = None  # the TurnIndex handed out last, and its connection
+
+    @classmethod
+    def build(
+        cls, state: UserState, rows: np.ndarray, cutoff: int | None, as_of: int | None, k1: float, b: float
+    ) -> Layout:
+        """The full layout of the visible ``rows`` (ascending): two sorts."""
         import numpy as np
 
-        codes = self.session[rows]
+        codes = state.session[rows]
         uniq, first = np.unique(codes, return_index=True)
-        rank_of = np.zeros(int(uniq.max()) + 1 if uniq.size else 0, dtype=np.int64)
-        rank_of[uniq[np.argsort(first, kind="stable")]] = np.arange(uniq.size)  # sessions by first arrival
+        arrival = uniq[np.argsort(first, kind="stable")]  # session codes by first arrival
+        rank_of = np.full(len(state.session_names), -1, dtype=np.int64)
+        rank_of[arrival] = np.arange(arrival.size)
         srank = rank_of[codes]
         o1 = np.argsort(srank, kind="stable")  # session by session, arrival order inside
         s1 = srank[o1]
-        vals = self.said[rows][o1].copy()
+        vals = state.said[rows][o1].copy()
         start = np.ones(len(s1), dtype=bool)
         start[1:] = s1[1:] != s1[:-1]
         vals[start & np.isnan(vals)] = -np.inf  # an undated message before any dated one sorts first
@@ -166,36 +227,212 @@ class UserState:
         np.maximum.accumulate(last, out=last)
         filled = vals[last]  # an undated message takes the said-at of the one that arrived just before it
         r1 = rows[o1]
-        o2 = np.lexsort((self.idx[r1], self.seqs[r1], filled, s1))
+        o2 = np.lexsort((state.idx[r1], state.seqs[r1], filled, s1))
         order = r1[o2]
         session_ix = s1[o2].astype(np.int32)
-        n_sessions = uniq.size
-        session_start = np.searchsorted(session_ix, np.arange(n_sessions), side="left").astype(np.int64)
-        session_end = np.append(session_start[1:], len(order)).astype(np.int64)
-        names = [self.session_names[c] for c in uniq[np.argsort(first, kind="stable")].tolist()]
-        pos = np.full(len(self.seqs), -1, dtype=np.int64)
-        pos[order] = np.arange(len(order))
-        postings = LivePostings(
-            segments=self.segments,
-            seg_pos={i: pos[r] for i, r in self.seg_rows.items()},
-            lengths=self.lengths[order],
-            k1=k1,
-            b=b,
+        session_start = np.searchsorted(session_ix, np.arange(arrival.size), side="left").astype(np.int64)
+        session_end = np.append(session_start[1:], len(order)) if arrival.size else session_start
+        ends = session_end - 1
+        return cls(
+            cutoff=cutoff,
+            as_of=as_of,
+            rows=order,
+            session_ix=session_ix,
+            session_codes=arrival.astype(np.int64),
+            session_ids=[state.session_names[c] for c in arrival.tolist()],
+            session_start=session_start,
+            session_end=session_end,
+            said=state.said[order],
+            min_recorded_at=int(state.recorded[order].min()) if len(order) else None,
+            view_of_code=rank_of,
+            tail=filled[o2][ends] if len(order) else np.zeros(0),
+            latest=filled[ends] if len(order) else np.zeros(0),
+            postings=LivePostings.of(state, order, k1, b),
         )
-        return TurnIndex(
-            turns=self.turns[order].tolist(),
+
+    def extended(self, state: UserState, fresh: np.ndarray) -> Layout | None:
+        """This layout (of the state before) with the visible ``fresh`` rows of ``state`` (rows above every row
+        before, ascending) added at the end of their sessions — None when one of them sorts before its session's
+        last turn (a said-at earlier than the session's): the caller lays the view out in full then."""
+        import numpy as np
+
+        n_before = len(self.session_codes)
+        view_of_code = np.full(len(state.session_names), -1, dtype=np.int64)
+        view_of_code[: len(self.view_of_code)] = self.view_of_code
+        tail, latest = self.tail.tolist(), self.latest.tolist()
+        new_codes: list[int] = []
+        at: list[int] = []
+        sess: list[int] = []
+        for row in fresh.tolist():
+            code = int(state.session[row])
+            v = int(view_of_code[code])
+            if v < 0:  # a session first seen now: the last to arrive, so the last session
+                v = view_of_code[code] = n_before + len(new_codes)
+                new_codes.append(code)
+                tail.append(-math.inf)
+                latest.append(-math.inf)
+            said = float(state.said[row])
+            key = latest[v] if math.isnan(said) else said
+            if key < tail[v]:
+                return None
+            tail[v] = latest[v] = key
+            at.append(int(self.session_end[v]) if v < n_before else len(self.rows))
+            sess.append(v)
+        where = np.asarray(at, dtype=np.int64)
+        vs = np.asarray(sess, dtype=np.int64)
+        o = np.lexsort((np.arange(where.size), vs, where))  # new sessions in arrival order, each contiguous
+        where, vs, added = where[o], vs[o], fresh[o]
+        rows = np.insert(self.rows, where, added)
+        counts = np.zeros(n_before + len(new_codes), dtype=np.int64)
+        counts[:n_before] = self.session_end - self.session_start
+        counts += np.bincount(vs, minlength=counts.size)
+        session_end = np.cumsum(counts)
+        recorded = [self.min_recorded_at] if self.min_recorded_at is not None else []
+        if added.size:
+            recorded.append(int(state.recorded[added].min()))
+        return Layout(
+            cutoff=self.cutoff,
+            as_of=self.as_of,
+            rows=rows,
+            session_ix=np.insert(self.session_ix, where, vs).astype(np.int32),
+            session_codes=np.append(self.session_codes, np.asarray(new_codes, dtype=np.int64)),
+            session_ids=[*self.session_ids, *(state.session_names[c] for c in new_codes)],
+            session_start=session_end - counts,
+            session_end=session_end,
+            said=np.insert(self.said, where, state.said[added]),
+            min_recorded_at=min(recorded) if recorded else None,
+            view_of_code=view_of_code,
+            tail=np.asarray(tail, dtype=np.float64),
+            latest=np.asarray(latest, dtype=np.float64),
+            postings=LivePostings.of(state, rows, self.postings.k1, self.postings.b),
+        )
+
+    def index(self, state: UserState, conn: sqlite3.Connection, user_id: str) -> TurnIndex:
+        """This view as a TurnIndex whose turns read their text through ``conn`` when a search renders them (the
+        same object again while the connection is the same)."""
+        import numpy as np
+
+        last = self.last
+        if last is not None and last[0] is conn:
+            return last[1]
+        made = TurnIndex(
+            turns=LazyTurns(state, self, conn, user_id),
             vocab={},
             data=np.zeros(0, dtype=np.float32),
             indices=np.zeros(0, dtype=np.int32),
             indptr=np.zeros(1, dtype=np.int64),
-            session_ix=session_ix,
-            session_ids=names,
-            session_start=session_start,
-            session_end=session_end,
-            said_at=self.said[order],
-            min_recorded_at=int(self.recorded[order].min()) if len(order) else None,
-            postings=postings,
+            session_ix=self.session_ix,
+            session_ids=self.session_ids,
+            session_start=self.session_start,
+            session_end=self.session_end,
+            said_at=self.said,
+            min_recorded_at=self.min_recorded_at,
+            postings=self.postings,
         )
+        self.last = (conn, made)
+        return made
+
+
+class LazyTurns(Sequence[Turn]):
+    """A view's turns, each built when first asked for: its message (text included) is read by ``seq`` with its
+    neighbours in the view, and kept in the state's turn cache."""
+
+    def __init__(self, state: UserState, layout: Layout, conn: sqlite3.Connection, user_id: str) -> None:
+        self._state, self._layout, self._conn, self._user = state, layout, conn, user_id
+        self._at: dict[int, Turn] = {}  # view position → turn, for the turns this object handed out already
+
+    def __len__(self) -> int:
+        return len(self._layout.rows)
+
+    @overload
+    def __getitem__(self, pos: int) -> Turn: ...
+
+    @overload
+    def __getitem__(self, pos: slice) -> list[Turn]: ...
+
+    def __getitem__(self, pos: int | slice) -> Turn | list[Turn]:
+        if isinstance(pos, slice):
+            return [self[i] for i in range(*pos.indices(len(self)))]
+        turn = self._at.get(pos)
+        if turn is None:
+            turn = self._at[pos] = self._turn(pos)
+            if len(self._at) > TURN_CACHE:
+                self._at.clear()
+        return turn
+
+    def _turn(self, pos: int) -> Turn:
+        n = len(self)
+        if pos < 0:
+            pos += n
+        if not 0 <= pos < n:
+            raise IndexError(pos)
+        seq = int(self._state.seqs[self._layout.rows[pos]])
+        turn = self._state.turn_cache.get(seq)
+        if turn is None:
+            turn = self._fetch(self._layout.rows[max(0, pos - FETCH_WINDOW) : pos + FETCH_WINDOW + 1])[seq]
+        return turn
+
+    def __iter__(self) -> Iterator[Turn]:
+        found = self._fetch(self._layout.rows)
+        return iter([found[s] for s in self._state.seqs[self._layout.rows].tolist()])
+
+    def prefetch(self, positions: np.ndarray, around: int) -> None:
+        """Read the text of the turns at these view positions and of their ±``around`` neighbours in one query (a
+        search calls this with the anchors it is about to render)."""
+        import numpy as np
+
+        n = len(self)
+        if not n or not len(positions):
+            return
+        near = np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)
+        self._fetch(self._layout.rows[np.unique(np.clip(near, 0, n - 1))])
+
+    def ids(self) -> list[str]:
+        """Every turn's id, in view order (without reading any text)."""
+        state = self._state
+        if state.ids is None:
+            found = dict(self._conn.execute("SELECT seq, id FROM messages WHERE user_id = ?", (self._user,)))
+            try:
+                state.ids = [found[s] for s in state.seqs.tolist()]
+            except KeyError:
+                raise _changed() from None
+        ids = state.ids
+        return [ids[r] for r in self._layout.rows.tolist()]
+
+    def _fetch(self, rows: np.ndarray) -> dict[int, Turn]:
+        """The turns of these state rows by seq, read from the database when the state's cache lacks them."""
+        cache = self._state.turn_cache
+        found: dict[int, Turn] = {}
+        want = []
+        for s in self._state.seqs[rows].tolist():
+            turn = cache.get(s)
+            if turn is None:
+                want.append(s)
+            else:
+                found[s] = turn
+        for i in range(0, len(want), 500):
+            chunk = want[i : i + 500]
+            for row in self._conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+                [self._user, *chunk],
+            ):
+                m = StoredMessage(*row)
+                found[m.seq] = Turn(m.id, m.session_id, (m,))
+        if len(found) != len(rows):
+            raise _changed()
+        text = sum(len(found[s].messages[0].content) for s in want)
+        state = self._state
+        if len(cache) + len(want) > TURN_CACHE or state.turn_text + text > TURN_TEXT:
+            cache.clear()  # bounded: at most TURN_CACHE turns and TURN_TEXT characters of text per user
+            state.turn_text = 0
+        if len(want) <= TURN_CACHE and text <= TURN_TEXT:
+            cache.update((s, found[s]) for s in want)
+            state.turn_text += text
+        return found
+
+
+def _changed() -> RefindError:
+    return Conflict("the user's messages were forgotten or expired during this search: search again")
 
 
 @dataclass
@@ -203,10 +440,19 @@ class LivePostings:
     """Query-time BM25 over the stored term frequencies of one view's turns (positions as in the view)."""
 
     segments: dict[int, Segment]
-    seg_pos: dict[int, np.ndarray]  # segment id → view position of each of its documents (-1: not visible)
+    seg_rows: dict[int, np.ndarray]  # segment id → the state row of each of its documents
+    pos: np.ndarray  # int64: state row → view position (-1: not visible)
     lengths: np.ndarray  # int64 token length of each visible turn, by view position
     k1: float
     b: float
+
+    @classmethod
+    def of(cls, state: UserState, rows: np.ndarray, k1: float, b: float) -> LivePostings:
+        import numpy as np
+
+        pos = np.full(len(state.seqs), -1, dtype=np.int64)
+        pos[rows] = np.arange(len(rows))
+        return cls(state.segments, state.seg_rows, pos, state.lengths[rows], k1, b)
 
     def _hits(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
         import numpy as np
@@ -217,7 +463,7 @@ class LivePostings:
             if found is None:
                 continue
             docs, tf = found
-            pos = self.seg_pos[seg_id][docs]
+            pos = self.pos[self.seg_rows[seg_id][docs]]
             keep = pos >= 0
             pos_parts.append(pos[keep])
             tf_parts.append(tf[keep])
@@ -259,9 +505,9 @@ class LivePostings:
 
         out: dict[str, int] = {}
         for seg_id, seg in self.segments.items():
-            visible = (self.seg_pos[seg_id] >= 0)[seg.docs]
             if not len(seg.docs):
                 continue
+            visible = (self.pos[self.seg_rows[seg_id]] >= 0)[seg.docs]
             counts = np.add.reduceat(visible.astype(np.int64), seg.indptr[:-1])
             for term, c in zip(seg.terms, counts.tolist(), strict=True):
                 if c:
@@ -289,7 +535,7 @@ def live_index(store: Store, user_id: str, *, as_of: int | None, k1: float, b: f
             return None
         if len(state.seqs):  # an unknown user must not push real users out of the cache
             CACHE.put(key, state, state.nbytes)
-    return state.view(store.retention_cutoff(), as_of, k1, b)
+    return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
 
 
 def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | None:
@@ -305,7 +551,8 @@ def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | N
         held = old.segments if old is not None else {}
         segments = {i: held[i] for i in ids if i in held}
         segments.update(index_store.load_segments(conn, [i for i in ids if i not in held]))
-        return _assemble(conn, user_id, version, segments, old)
+        grown = _grow(conn, user_id, version, segments, old) if old is not None else None
+        return grown or _assemble(conn, user_id, version, segments)
     except sqlite3.OperationalError:
         return None
     finally:
@@ -313,73 +560,187 @@ def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | N
             conn.execute("COMMIT")
 
 
-def _assemble(
-    conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment], old: UserState | None
-) -> UserState:
+def _grow(
+    conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment], old: UserState
+) -> UserState | None:
+    """The common case — messages added after every message ``old`` holds (an Add; a merge may have folded some
+    held segments together with them) — in time proportional to the new messages: the arrays are extended, held
+    segments keep their rows, and every view ``old`` memoised is extended by the new rows at the end of their
+    sessions. None when anything else changed (a forget or an expiry removed messages): the caller assembles."""
+    import numpy as np
+
+    added = [s for i, s in segments.items() if i not in old.segments]
+    removed = [s for i, s in old.segments.items() if i not in segments]
+    empty = np.zeros(0, dtype=np.int64)
+    new_seqs = np.sort(np.concatenate([s.seqs for s in added])) if added else empty
+    last = int(old.seqs[-1]) if len(old.seqs) else -1
+    split = int(np.searchsorted(new_seqs, last, side="right"))
+    refolded = np.sort(np.concatenate([s.seqs for s in removed])) if removed else empty
+    if not np.array_equal(new_seqs[:split], refolded):
+        return None  # a held message is gone (forgotten, expired), or an older one appeared
+    fresh = new_seqs[split:]
+    names, code_of = list(old.session_names), dict(old.code_of)
+    meta = _segment_meta(added, fresh, code_of) or _read_meta(conn, user_id, fresh, code_of)
+    codes = meta.session
+    names.extend(list(code_of)[len(names) :])
+    n_old = len(old.seqs)
+    seqs = np.concatenate([old.seqs, fresh])
+    lengths = np.concatenate([old.lengths, np.zeros(len(fresh), dtype=np.int64)])
+    seg_rows = {i: old.seg_rows[i] for i in segments if i in old.segments}
+    for i, seg in segments.items():
+        if i not in seg_rows:
+            rows = np.searchsorted(seqs, seg.seqs)
+            seg_rows[i] = rows
+            lengths[rows] = seg.lengths
+    state = UserState(
+        version,
+        segments,
+        seg_rows,
+        seqs,
+        np.concatenate([old.session, codes]),
+        names,
+        code_of,
+        np.concatenate([old.said, meta.said]),
+        np.concatenate([old.recorded, meta.recorded]),
+        np.concatenate([old.idx, meta.idx]),
+        lengths,
+        _nbytes(segments, len(seqs)),
+    )
+    if old.ids is not None and not len(fresh):
+        state.ids = old.ids
+    new_rows = np.arange(n_old, len(seqs), dtype=np.int64)
+    with old.lock:
+        views = list(old.views.values())
+    for layout in views:
+        vis_fresh = np.ones(len(fresh), dtype=bool)
+        if layout.cutoff is not None:
+            vis_fresh &= meta.recorded >= layout.cutoff
+        if layout.as_of is not None:
+            vis_fresh &= meta.recorded <= layout.as_of
+        grown = layout.extended(state, new_rows[vis_fresh])
+        if grown is not None:
+            k1, b = layout.postings.k1, layout.postings.b
+            state._keep(state.view_key(state.visible(layout.cutoff, layout.as_of), k1, b), grown)
+    return state
+
+
+@dataclass
+class _Meta:
+    session: np.ndarray  # int32 session codes (code_of)
+    said: np.ndarray  # float64, NaN when unknown
+    recorded: np.ndarray
+    idx: np.ndarray
+
+
+def _segment_meta(segments: list[Segment], seqs: np.ndarray, code_of: dict[str, int]) -> _Meta | None:
+    """What ranking needs of the messages ``seqs`` (ascending; every one in some segment), from the segments'
+    DocMeta: no row read. None when a segment lacks it. New sessions are numbered into ``code_of``."""
+    import numpy as np
+
+    if any(s.meta is None for s in segments):
+        return None
+    n = len(seqs)
+    session = np.zeros(n, dtype=np.int32)
+    said = np.zeros(n, dtype=np.int64)
+    recorded = np.zeros(n, dtype=np.int64)
+    idx = np.zeros(n, dtype=np.int32)
+    found = 0
+    for seg in segments:
+        meta = seg.meta
+        assert meta is not None
+        at = np.searchsorted(seqs, seg.seqs)
+        inside = at < n
+        inside[inside] = seqs[at[inside]] == seg.seqs[inside]
+        if not inside.any():
+            continue
+        rows = at[inside]
+        codes = np.asarray([code_of.setdefault(name, len(code_of)) for name in meta.sessions], dtype=np.int32)
+        session[rows] = codes[meta.session[inside]]
+        said[rows] = meta.said[inside]
+        recorded[rows] = meta.recorded[inside]
+        idx[rows] = meta.idx[inside]
+        found += int(rows.size)
+    if found != n:
+        raise _changed()
+    unknown = said == index_store.NO_DATE
+    said_f = said.astype(np.float64)
+    said_f[unknown] = np.nan
+    return _Meta(session, said_f, recorded, idx)
+
+
+def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment]) -> UserState:
     import numpy as np
 
     parts = [s.seqs for s in segments.values()]
     seqs = np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-    n = len(seqs)
-    turns = np.empty(n, dtype=object)
-    session = np.empty(n, dtype=np.int32)
-    said = np.empty(n, dtype=np.float64)
-    recorded = np.empty(n, dtype=np.int64)
-    idx = np.empty(n, dtype=np.int32)
-    text = np.zeros(n, dtype=np.int64)
-    names = list(old.session_names) if old is not None else []
-    code_of = {name: i for i, name in enumerate(names)}
-    missing = np.ones(n, dtype=bool)
-    if old is not None and len(old.seqs):
-        at = np.minimum(np.searchsorted(old.seqs, seqs), len(old.seqs) - 1)
-        have = old.seqs[at] == seqs
-        src = at[have]
-        turns[have], session[have], said[have] = old.turns[src], old.session[src], old.said[src]
-        recorded[have], idx[have], text[have] = old.recorded[src], old.idx[src], old.text[src]
-        missing = ~have
-    want = seqs[missing]
-    if want.size:
-        fetched = sorted(_read(conn, user_id, want), key=lambda m: m.seq)
-        for row, m in zip(np.flatnonzero(missing).tolist(), fetched, strict=True):
-            code = code_of.get(m.session_id)
-            if code is None:
-                code = code_of[m.session_id] = len(names)
-                names.append(m.session_id)
-            turns[row] = Turn(m.id, m.session_id, (m,))
-            session[row] = code
-            said[row] = np.nan if m.said_at is None else float(m.said_at)
-            recorded[row] = m.recorded_at
-            idx[row] = m.idx
-            text[row] = len(m.content)
-    lengths = np.zeros(n, dtype=np.int64)
+    code_of: dict[str, int] = {}
+    meta = _segment_meta(list(segments.values()), seqs, code_of)
+    if meta is None:  # segments written before m005 (until their catch-up): from the rows, without their text
+        meta = _read_meta(conn, user_id, seqs, code_of)
+    lengths = np.zeros(len(seqs), dtype=np.int64)
     seg_rows = {}
     for seg_id, seg in segments.items():
         rows = np.searchsorted(seqs, seg.seqs)
         seg_rows[seg_id] = rows
         lengths[rows] = seg.lengths
-    nbytes = sum(s.nbytes for s in segments.values()) + int(text.sum()) + n * (MESSAGE_OVERHEAD + 48)
     return UserState(
-        version, segments, seg_rows, seqs, turns, session, names, said, recorded, idx, lengths, text, nbytes
+        version,
+        segments,
+        seg_rows,
+        seqs,
+        meta.session,
+        list(code_of),
+        code_of,
+        meta.said,
+        meta.recorded,
+        meta.idx,
+        lengths,
+        _nbytes(segments, len(seqs)),
     )
 
 
-def _read(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray) -> list[StoredMessage]:
-    """The user's messages with these seqs (one range read when they are the newest, as after an Add)."""
-    lo = int(seqs[0])
-    count = conn.execute("SELECT count(*) FROM messages WHERE user_id = ? AND seq >= ?", (user_id, lo)).fetchone()[0]
-    if count == len(seqs):
-        rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND seq >= ? ORDER BY seq", (user_id, lo)
-        ).fetchall()
-    else:
-        rows = []
-        listed = seqs.tolist()
-        for i in range(0, len(listed), 500):
-            chunk = listed[i : i + 500]
-            rows += conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+def _nbytes(segments: dict[int, Segment], rows: int) -> int:
+    cached = min(rows, TURN_CACHE) * MESSAGE_OVERHEAD + min(rows * MESSAGE_OVERHEAD, TURN_TEXT)  # turns, their text
+    return sum(s.nbytes for s in segments.values()) + rows * ROW_BYTES + cached
+
+
+def _read_meta(conn: sqlite3.Connection, user_id: str, seqs: np.ndarray, code_of: dict[str, int]) -> _Meta:
+    """What ranking needs of the user's messages with these seqs (ascending), without their text: one range read
+    when they are all the user's messages from the first of them on (a cold start, or the newest after an Add)."""
+    import numpy as np
+
+    rows: list[tuple[int, str, int | None, int, int]] = []
+    if len(seqs):
+        lo = int(seqs[0])
+        cols = "seq, session_id, said_at, recorded_at, idx"
+        count = conn.execute("SELECT count(*) FROM messages WHERE user_id = ? AND seq >= ?", (user_id, lo)).fetchone()[
+            0
+        ]
+        if count == len(seqs):
+            rows = conn.execute(
+                f"SELECT {cols} FROM messages WHERE user_id = ? AND seq >= ? ORDER BY seq", (user_id, lo)
             ).fetchall()
-    return [StoredMessage(*r) for r in rows]
+        else:
+            listed = seqs.tolist()
+            for i in range(0, len(listed), 500):
+                chunk = listed[i : i + 500]
+                rows += conn.execute(
+                    f"SELECT {cols} FROM messages WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+            rows.sort()
+    if len(rows) != len(seqs):
+        raise _changed()
+    if not rows:
+        return _Meta(np.zeros(0, np.int32), np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+    got, sessions, said, recorded, idx = zip(*rows, strict=True)
+    if not np.array_equal(np.asarray(got, dtype=np.int64), seqs):
+        raise _changed()
+    return _Meta(
+        np.fromiter((code_of.setdefault(s, len(code_of)) for s in sessions), dtype=np.int32, count=len(sessions)),
+        np.asarray(said, dtype=np.float64),  # None → NaN
+        np.asarray(recorded, dtype=np.int64),
+        np.asarray(idx, dtype=np.int32),
+    )
 
 
 def vocabulary(store: Store, user_id: str, *, as_of: int | None = None) -> dict[str, int]:

@@ -1,9 +1,11 @@
 """The maintained BM25 index on disk: per-user immutable segments of term frequencies, written with the messages.
 
 A segment holds what never changes for a message once it is stored — its tokens (as term frequencies over the
-segment's own vocabulary) and its length in tokens — for a set of one user's messages (by ``seq``). What does change
-(document frequencies, the number of documents, the average length: they depend on which messages a search may see)
-is computed at query time from these (:mod:`refind_cli.index_cache`), so a new message never invalidates the index.
+segment's own vocabulary), its length in tokens, and (since m005) its session, said-at, recorded-at and index in
+its Add (:class:`DocMeta`, so turns are laid out without reading the messages) — for a set of one user's messages
+(by ``seq``). What does change (document frequencies, the number of documents, the average length: they depend on
+which messages a search may see) is computed at query time from these (:mod:`refind_cli.index_cache`), so a new
+message never invalidates the index.
 
 * **Add**: ``Store.add_many`` calls :func:`index_added` inside its transaction — one new segment per user per batch
   (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
@@ -71,9 +73,80 @@ def _date_tokens(day: int) -> tuple[str, ...]:
 # ---- the segment format -------------------------------------------------------------------------------------------
 
 
+NO_DATE = -(2**63)  # DocMeta.said of a message without a said-at
+DocInfo = tuple[str, "int | None", int, int]  # a message's session id, said-at, recorded-at and index in its Add
+
+
+@dataclass(frozen=True)
+class DocMeta:
+    """What ranking needs of each document of a segment besides its terms, in the segment's document order — so a
+    process lays out a user's turns from the segments alone, without reading a row of ``messages``."""
+
+    sessions: list[str]  # the session ids of the segment's documents (no other)
+    session: np.ndarray  # int32: each document's session, as an index into sessions
+    said: np.ndarray  # int64 said-at (Unix ms; NO_DATE when unknown)
+    recorded: np.ndarray  # int64 recorded-at
+    idx: np.ndarray  # int32 index inside the Add request
+
+    @classmethod
+    def of(cls, info: Sequence[DocInfo]) -> DocMeta:
+        import numpy as np
+
+        codes: dict[str, int] = {}
+        session = [codes.setdefault(i[0], len(codes)) for i in info]
+        return cls(
+            list(codes),
+            np.asarray(session, dtype=np.int32),
+            np.asarray([NO_DATE if i[1] is None else i[1] for i in info], dtype=np.int64),
+            np.asarray([i[2] for i in info], dtype=np.int64),
+            np.asarray([i[3] for i in info], dtype=np.int32),
+        )
+
+    @classmethod
+    def concat(cls, metas: Sequence[DocMeta]) -> DocMeta:
+        import numpy as np
+
+        codes: dict[str, int] = {}
+        session = []
+        for m in metas:
+            remap = np.asarray([codes.setdefault(name, len(codes)) for name in m.sessions], dtype=np.int32)
+            session.append(remap[m.session] if len(m.session) else m.session)
+        return cls(
+            list(codes),
+            np.concatenate(session).astype(np.int32),
+            np.concatenate([m.said for m in metas]),
+            np.concatenate([m.recorded for m in metas]),
+            np.concatenate([m.idx for m in metas]),
+        )
+
+    def take(self, which: np.ndarray) -> DocMeta:
+        """The documents ``which`` (a mask or positions); sessions no document keeps are dropped (their ids too)."""
+        import numpy as np
+
+        session = self.session[which]
+        used = np.unique(session)
+        if len(used) < len(self.sessions):
+            new_code = np.full(len(self.sessions), -1, dtype=np.int32)
+            new_code[used] = np.arange(len(used), dtype=np.int32)
+            return DocMeta(
+                [self.sessions[i] for i in used.tolist()],
+                new_code[session],
+                self.said[which],
+                self.recorded[which],
+                self.idx[which],
+            )
+        return DocMeta(self.sessions, session, self.said[which], self.recorded[which], self.idx[which])
+
+    @property
+    def nbytes(self) -> int:
+        arrays = self.session.nbytes + self.said.nbytes + self.recorded.nbytes + self.idx.nbytes
+        return int(arrays + sum(len(s) + 60 for s in self.sessions))
+
+
 @dataclass(frozen=True)
 class Segment:
-    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies."""
+    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies (and,
+    since migration m005, each document's :class:`DocMeta`)."""
 
     seqs: np.ndarray  # int64, ascending: the messages in this segment
     lengths: np.ndarray  # int32: each message's length in tokens
@@ -81,6 +154,7 @@ class Segment:
     indptr: np.ndarray  # int64, len(terms) + 1
     docs: np.ndarray  # int32: local document numbers (positions in seqs)
     tf: np.ndarray  # int32 term frequencies
+    meta: DocMeta | None = None  # None: a segment written before m005 (rewritten by its catch-up)
 
     @property
     def vocab(self) -> dict[str, int]:
@@ -96,6 +170,7 @@ class Segment:
         if size is None:
             arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
             size = arrays + sum(len(t) + 120 for t in self.terms)  # a str and its dict entry: ~100 bytes over its text
+            size += self.meta.nbytes if self.meta is not None else 0
             object.__setattr__(self, "_nbytes", size)
         return int(size)
 
@@ -117,11 +192,14 @@ class Segment:
         return out
 
 
-def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
-    """A segment of (seq, tokens) documents (any order: sorted by seq here)."""
+def build_segment(docs: Sequence[tuple[int, list[str]]], info: Sequence[DocInfo] | None = None) -> Segment:
+    """A segment of (seq, tokens) documents (any order: sorted by seq here), with each one's ``info`` (in the same
+    order as ``docs``) when given."""
     import numpy as np
 
-    docs = sorted(docs, key=lambda d: d[0])
+    order = sorted(range(len(docs)), key=lambda i: docs[i][0])
+    meta = None if info is None else DocMeta.of([info[i] for i in order])
+    docs = [docs[i] for i in order]
     every = [t for _, tokens in docs for t in tokens]
     vocab: dict[str, int] = dict.fromkeys(every, 0)  # the terms in order of first occurrence, then numbered
     for i, term in enumerate(vocab):
@@ -142,17 +220,21 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
         indptr,
         (uniq % n).astype(np.int32),
         tf.astype(np.int32),
+        meta,
     )
 
 
-def segment_of_texts(seqs: Sequence[int], texts: Sequence[str]) -> Segment:
+def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[DocInfo] | None = None) -> Segment:
     """``build_segment`` of documents given as texts (each already holding its date words, as :func:`index_text`
     writes them), ``seqs`` ascending: the same segment, byte for byte. The texts are analysed together
-    (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message."""
+    (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message.
+    ``info``: each document's, in the same order as ``seqs``."""
     import numpy as np
 
     if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # not ascending: sort (build_segment's order)
-        seqs, texts = zip(*sorted(zip(seqs, texts, strict=True)), strict=True)
+        order = sorted(range(len(seqs)), key=seqs.__getitem__)
+        seqs, texts = [seqs[i] for i in order], [texts[i] for i in order]
+        info = None if info is None else [info[i] for i in order]
     flat = tokenize.analyze_each(texts)
     number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
     number.pop("", None)  # a stop-word
@@ -179,6 +261,7 @@ def segment_of_texts(seqs: Sequence[int], texts: Sequence[str]) -> Segment:
         indptr,
         (uniq % n).astype(np.int32),
         tf.astype(np.int32),
+        None if info is None else DocMeta.of(info),
     )
 
 
@@ -188,7 +271,13 @@ def index_text(content: str, said_at: int | None) -> str:
 
 
 def _csc(
-    seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
+    seqs: np.ndarray,
+    lengths: np.ndarray,
+    terms: list[str],
+    term_ids: np.ndarray,
+    docs: np.ndarray,
+    tf: np.ndarray,
+    meta: DocMeta | None,
 ) -> Segment:
     """A segment from unordered (term id, doc, tf) triples; terms without postings are dropped."""
     import numpy as np
@@ -202,23 +291,32 @@ def _csc(
     order = np.lexsort((docs, term_ids))
     indptr = np.zeros(len(terms) + 1, dtype=np.int64)
     np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=indptr[1:])
-    return Segment(seqs, lengths, terms, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32))
+    return Segment(seqs, lengths, terms, indptr, docs[order].astype(np.int32), tf[order].astype(np.int32), meta)
 
 
 def encode(seg: Segment) -> bytes:
-    header = json.dumps({"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}, ensure_ascii=False)
-    head = header.encode()
-    return b"".join(
-        [
-            len(head).to_bytes(8, "little"),
-            head,
-            seg.seqs.astype("<i8").tobytes(),
-            seg.lengths.astype("<i4").tobytes(),
-            seg.indptr.astype("<i8").tobytes(),
-            seg.docs.astype("<i4").tobytes(),
-            seg.tf.astype("<i4").tobytes(),
+    fields: dict[str, object] = {"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}
+    meta = seg.meta
+    if meta is not None:
+        fields["sessions"] = meta.sessions
+    head = json.dumps(fields, ensure_ascii=False).encode()
+    parts = [
+        len(head).to_bytes(8, "little"),
+        head,
+        seg.seqs.astype("<i8").tobytes(),
+        seg.lengths.astype("<i4").tobytes(),
+        seg.indptr.astype("<i8").tobytes(),
+        seg.docs.astype("<i4").tobytes(),
+        seg.tf.astype("<i4").tobytes(),
+    ]
+    if meta is not None:
+        parts += [
+            meta.session.astype("<i4").tobytes(),
+            meta.said.astype("<i8").tobytes(),
+            meta.recorded.astype("<i8").tobytes(),
+            meta.idx.astype("<i4").tobytes(),
         ]
-    )
+    return b"".join(parts)
 
 
 def decode(blob: bytes) -> Segment:
@@ -228,12 +326,17 @@ def decode(blob: bytes) -> Segment:
     header = json.loads(blob[8 : 8 + size])
     n_docs, n_terms, n_post = header["n"]
     at = 8 + size
+    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)]
+    sessions = header.get("sessions")
+    if sessions is not None:
+        layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
     parts = []
-    for dtype, count in (("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)):
+    for dtype, count in layout:
         parts.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
         at += np.dtype(dtype).itemsize * count
-    seqs, lengths, indptr, docs, tf = parts
-    return Segment(seqs, lengths, header["terms"], indptr, docs, tf)
+    seqs, lengths, indptr, docs, tf = parts[:5]
+    meta = None if sessions is None else DocMeta(sessions, *parts[5:])
+    return Segment(seqs, lengths, header["terms"], indptr, docs, tf, meta)
 
 
 def merge(segments: Sequence[Segment]) -> Segment:
@@ -270,6 +373,7 @@ def _merge_sorting(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.nd
         np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
         np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
         np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
+        None if (meta := _concat_meta(segments)) is None else meta.take(order),
     )
 
 
@@ -298,7 +402,14 @@ def _merge_in_order(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.n
         indptr,
         np.concatenate(docs)[order].astype(np.int32),
         np.concatenate([s.tf for s in segments])[order].astype(np.int32),
+        _concat_meta(segments),
     )
+
+
+def _concat_meta(segments: Sequence[Segment]) -> DocMeta | None:
+    """The segments' DocMeta one after the other (None unless every one has it)."""
+    metas = [s.meta for s in segments if s.meta is not None]
+    return DocMeta.concat(metas) if metas and len(metas) == len(segments) else None
 
 
 def without(seg: Segment, drop: Iterable[int]) -> Segment:
@@ -317,6 +428,7 @@ def without(seg: Segment, drop: Iterable[int]) -> Segment:
         term_of[keep],
         new_doc[seg.docs[keep]].astype(np.int32),
         seg.tf[keep],
+        seg.meta.take(keep_doc) if seg.meta is not None else None,
     )
 
 
@@ -359,24 +471,28 @@ def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
     )
 
 
-def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None]]) -> set[str]:
-    """Write one segment per user for (seq, user_id, content, said_at) rows, in ascending seq. Returns the users
-    touched."""
-    by_user: dict[str, tuple[list[int], list[str]]] = {}
-    for seq, user_id, content, said_at in rows:
+ROW_COLUMNS = "seq, user_id, content, said_at, session_id, recorded_at, idx"  # what indexing needs of a message
+Row = tuple[int, str, str, "int | None", str, int, int]  # a message's ROW_COLUMNS
+
+
+def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
+    """Write one segment per user for rows of ROW_COLUMNS, in ascending seq. Returns the users touched."""
+    by_user: dict[str, tuple[list[int], list[str], list[DocInfo]]] = {}
+    for seq, user_id, content, said_at, session_id, recorded_at, idx in rows:
         docs = by_user.get(user_id)
         if docs is None:
-            docs = by_user[user_id] = ([], [])
+            docs = by_user[user_id] = ([], [], [])
         docs[0].append(seq)
         docs[1].append(index_text(content, said_at))
-    for user_id, (seqs, texts) in by_user.items():
-        _write(conn, user_id, segment_of_texts(seqs, texts))
+        docs[2].append((session_id, said_at, recorded_at, idx))
+    for user_id, (seqs, texts, info) in by_user.items():
+        _write(conn, user_id, segment_of_texts(seqs, texts, info))
         _merge(conn, user_id)
     return set(by_user)
 
 
-def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[tuple[int, str, str, int | None]]) -> None:
-    """Index the (seq, user_id, content, said_at) rows an Add transaction stored, in ascending seq, every seq above
+def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[Row]) -> None:
+    """Index the rows (ROW_COLUMNS) an Add transaction stored, in ascending seq, every seq above
     ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
     :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
     if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
@@ -446,7 +562,7 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
             mark = watermark(conn)
             total = done + conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (mark,)).fetchone()[0]
             rows = conn.execute(
-                "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
+                f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
                 (mark, CATCH_UP_CHUNK),
             ).fetchall()
             if rows:
@@ -508,10 +624,10 @@ def verify(conn: sqlite3.Connection) -> list[str]:
     if _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return ["the index was built by another analyzer version: it is rebuilt on the next open"]
     mark = watermark(conn)
-    expected: dict[int, tuple[str, str, int | None]] = {
-        seq: (user, content, said)
-        for seq, user, content, said in conn.execute(
-            "SELECT seq, user_id, content, said_at FROM messages WHERE seq <= ?", (mark,)
+    expected: dict[int, tuple[str, str, int | None, DocInfo]] = {
+        seq: (user, content, said, (session, said, recorded, idx))
+        for seq, user, content, said, session, recorded, idx in conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM messages WHERE seq <= ?", (mark,)
         )
     }
     seen: set[int] = set()
@@ -521,7 +637,11 @@ def verify(conn: sqlite3.Connection) -> list[str]:
         seg = decode(blob)
         if n_docs != len(seg.seqs) or (len(seg.seqs) and (lo != seg.seqs[0] or hi != seg.seqs[-1])):
             problems.append(f"segment {seg_id}: its row disagrees with its contents")
-        for seq, length, counts in zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True):
+        if seg.meta is None:
+            problems.append(f"segment {seg_id}: it lacks its messages' sessions and dates (written before m005)")
+        for d, (seq, length, counts) in enumerate(
+            zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True)
+        ):
             if seq in seen:
                 problems.append(f"segment {seg_id}: message seq {seq} is indexed twice")
                 continue
@@ -533,7 +653,19 @@ def verify(conn: sqlite3.Connection) -> list[str]:
             tokens = message_tokens(want[1], want[2])
             if length != len(tokens) or counts != Counter(tokens):
                 problems.append(f"segment {seg_id}: message seq {seq}'s tokens differ from its text's")
+            if seg.meta is not None and _info(seg.meta, d) != want[3]:
+                problems.append(f"segment {seg_id}: message seq {seq}'s session or dates differ from the message's")
     missing = sorted(set(expected) - seen)
     if missing:
         problems.append(f"{len(missing)} stored message(s) missing from the index (first seq {missing[0]})")
     return problems
+
+
+def _info(meta: DocMeta, d: int) -> DocInfo:
+    said = int(meta.said[d])
+    return (
+        meta.sessions[int(meta.session[d])],
+        None if said == NO_DATE else said,
+        int(meta.recorded[d]),
+        int(meta.idx[d]),
+    )

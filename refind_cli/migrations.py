@@ -213,3 +213,13 @@ def m004_maintained_index(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO index_meta (key, value) VALUES ('db_id', ?)", (secrets.token_hex(16),))
     conn.execute("INSERT INTO index_meta (key, value) VALUES ('indexed_through', '0')")
     conn.execute("INSERT INTO index_meta (key, value) VALUES ('analyzer', '')")
+
+
+@migration
+def m005_index_segment_metadata(conn: sqlite3.Connection) -> None:
+    # Segments also hold each message's session, said-at, recorded-at and index in its Add (index_store.DocMeta),
+    # so a process lays a user's turns out from the segments alone and reads the text only of the turns it shows.
+    # The segments written before lack them: they are dropped and the messages indexed once more on the next open
+    # (index_store.catch_up, with its progress bar), as m004 did.
+    conn.execute("DELETE FROM index_segments")
+    conn.execute("UPDATE index_meta SET value = '0' WHERE key = 'indexed_through'")

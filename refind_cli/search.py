@@ -105,7 +105,7 @@ class UserIndex:
         return len(self.index)
 
     @property
-    def turns(self) -> list[Turn]:
+    def turns(self) -> Sequence[Turn]:
         return self.index.turns
 
     def session_of(self, block_or_turn_id: str) -> str | None:
@@ -197,6 +197,9 @@ class UserIndex:
             rare = drop_common(idx, tokens, cfg.neighbour_match_df)
             if len(rare) < len(tokens):  # a speaker's name (in every label of theirs) does not make a neighbour match
                 match = bm25_scores(idx, rare) * mask
+        prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
+        if prefetch is not None:
+            prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
 
 

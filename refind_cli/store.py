@@ -215,7 +215,7 @@ class _Batch:
     # an expired request's messages gave back (a message's seq is assigned here, not by SQLite's max(seq) + 1, so
     # every message of the batch is above the index's watermark).
     next_seq: int
-    rows: list[tuple[int, str, str, int | None]] = field(default_factory=list)  # (seq, user, content, said_at)
+    rows: list[index_store.Row] = field(default_factory=list)  # what indexing needs of each message (ROW_COLUMNS)
     added: dict[str, int] = field(default_factory=dict)  # requests added per user
     stoneless: set[str] = field(default_factory=set)  # users seen to have no tombstone at all
 
@@ -412,7 +412,9 @@ class Store:
         # written: now the batch may count it (a refused request's savepoint is rolled back before this point)
         batch.next_seq = first + count
         batch.added[req.user_id] = batch.added.get(req.user_id, 0) + 1
-        batch.rows.extend((first + i, req.user_id, m.content, m.timestamp) for i, m in enumerate(req.messages))
+        batch.rows.extend(
+            (first + i, req.user_id, m.content, m.timestamp, req.session_id, now, i) for i, m in enumerate(req.messages)
+        )
         return AddOutcome(req.request_id, req.user_id, req.session_id, "added", count)
 
     def check(self, req: AddRequest) -> RefindError | None:

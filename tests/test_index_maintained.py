@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bm25s
 import numpy as np
+import pytest
 from helpers import T0
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -120,6 +121,7 @@ class Maintained(RuleBasedStateMachine):
         live = index_cache.live_index(self.store, user, as_of=as_of, k1=k1, b=b)
         assert live is not None and live.postings is not None
         assert [t.id for t in live.turns] == ids  # the same turns in the same order
+        assert live.turn_pos == {tid: i for i, tid in enumerate(ids)}  # listed without reading any text
         got = bm25_scores(live, tokens)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
         top = 5
@@ -128,6 +130,20 @@ class Maintained(RuleBasedStateMachine):
         maintained = S.search(self.store, user, " ".join(query), top_k=10, as_of=as_of, config=config)
         naive = S.UserIndex(self.store.user_messages(user, as_of=as_of), config).search(" ".join(query), top_k=10)
         assert maintained == naive
+
+    @rule(
+        user=st.sampled_from(["alice", "bob"]),
+        session=st.sampled_from(["s1", "s2", "s4"]),
+        contents=st.lists(st.tuples(text, said), min_size=1, max_size=3),
+        query=st.lists(st.sampled_from([*WORDS, "june"]), min_size=1, max_size=3),
+        k1=st.sampled_from([1.2, 0.9]),
+    )
+    def search_add_search(self, user, session, contents, query, k1) -> None:
+        """The agent pattern: a search, an Add, the same search — the state and its views grow in place (or are laid
+        out again when a new message sorts before its session's last turn)."""
+        self.search_equals_bm25s(user, query, None, k1, 0.75)
+        self.add(user, session, contents)
+        self.search_equals_bm25s(user, query, None, k1, 0.75)
 
     @invariant()
     def index_agrees_with_messages(self) -> None:
@@ -218,4 +234,116 @@ def test_vocabulary_is_the_visible_terms_with_their_document_frequencies(db_path
             want[t] = want.get(t, 0) + 1
     assert index_cache.vocabulary(store, "alice") == want
     assert want == {"kayak": 1, "trip": 1, "biscuit": 1, "dog": 1}
+    store.close()
+
+
+def _add(store: Store, rid: str, session: str, content: str, said_at: int | None) -> None:
+    msg = {"role": "user", "content": content, "timestamp": said_at}
+    store.add(parse_add({"request_id": rid, "user_id": "alice", "session_id": session, "messages": [msg]}))
+
+
+def test_an_add_in_order_grows_the_views_instead_of_laying_them_out_again(store, monkeypatch) -> None:
+    for i in range(6):
+        _add(store, f"r{i}", f"s{i % 2}", f"kayak trip {i}", T0 + i * DAY_MS)
+    S.search(store, "alice", "kayak", top_k=5)  # the view is laid out once
+    builds: list[int] = []
+    full = index_cache.Layout.build.__func__
+
+    def counted(cls, *args):
+        builds.append(1)
+        return full(cls, *args)
+
+    monkeypatch.setattr(index_cache.Layout, "build", classmethod(counted))
+    _add(store, "r6", "s1", "kayak lake", T0 + 9 * DAY_MS)  # later than its session's last turn
+    _add(store, "r7", "s9", "kayak biscuit", None)  # a new session
+    for query in ["kayak", "lake", "biscuit trip"]:
+        naive = S.UserIndex(store.user_messages("alice")).search(query, top_k=10)
+        assert S.search(store, "alice", query, top_k=10) == naive
+    assert builds == []
+    _add(store, "r8", "s0", "kayak before", T0 - DAY_MS)  # earlier than its session's turns: laid out again
+    naive = S.UserIndex(store.user_messages("alice")).search("kayak before", top_k=10)
+    assert S.search(store, "alice", "kayak before", top_k=10) == naive
+    assert builds == [1]
+
+
+def test_a_message_forgotten_while_a_search_renders_is_an_error_not_a_gap(db_path) -> None:
+    from refind_cli.errors import Conflict
+
+    store = Store(db_path, retention_days=None)
+    for i in range(3):
+        _add(store, f"r{i}", "s", f"kayak number {i}", T0 + i)
+    ui = S.user_index(store, "alice")
+    other = Store(db_path, retention_days=None)  # another process forgets: this one's index is not evicted
+    lifecycle.forget(other, "alice", request_id="r1")
+    other.close()
+    try:
+        ui.search("kayak", top_k=3)
+        raise AssertionError("a forgotten message was rendered")
+    except Conflict as exc:
+        assert "search again" in exc.message
+    naive = S.UserIndex(store.user_messages("alice")).search("kayak", top_k=3)
+    assert S.search(store, "alice", "kayak", top_k=3) == naive  # the next search sees the forget
+    store.close()
+
+
+@pytest.mark.parametrize(("turns", "chars"), [(25, 10**6), (10**6, 1200)])
+def test_the_text_a_process_keeps_per_user_is_bounded(store, monkeypatch, turns, chars) -> None:
+    monkeypatch.setattr(index_cache, "TURN_CACHE", turns)
+    monkeypatch.setattr(index_cache, "TURN_TEXT", chars)
+    for i in range(60):  # ~2,400 characters in all, more than either bound
+        _add(store, f"r{i}", f"s{i % 3}", f"kayak trip number {i} " + "x" * (20 + i % 7), T0 + i)
+    for query in [f"number {i}" for i in range(0, 60, 5)]:
+        naive = S.UserIndex(store.user_messages("alice")).search(query, top_k=2)
+        assert S.search(store, "alice", query, top_k=2) == naive
+        state = index_cache.CACHE.get(("live", index_cache._db_key(store), "alice"))
+        assert 0 < len(state.turn_cache) <= turns
+        assert state.turn_text == sum(len(t.messages[0].content) for t in state.turn_cache.values()) <= chars
+
+
+def _strip_meta(store: Store) -> None:
+    """Rewrite every segment as one written before m005 (no sessions or dates)."""
+    with store.write():
+        for seg_id, blob in store.conn.execute("SELECT id, blob FROM index_segments").fetchall():
+            seg = index_store.decode(blob)
+            bare = index_store.Segment(seg.seqs, seg.lengths, seg.terms, seg.indptr, seg.docs, seg.tf)
+            store.conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (index_store.encode(bare), seg_id))
+
+
+def test_segments_carry_sessions_and_dates_and_verify_checks_them(store) -> None:
+    _add(store, "r0", "s1", "kayak", T0)
+    _add(store, "r1", "s2", "lake", None)
+    assert index_store.verify(store.conn) == []
+    segs = [index_store.decode(b) for (b,) in store.conn.execute("SELECT blob FROM index_segments")]
+    metas = [index_store._info(s.meta, d) for s in segs for d in range(len(s.seqs)) if s.meta is not None]
+    assert sorted(metas, key=str) == sorted(
+        [
+            (sid, said, rec, idx)
+            for sid, said, rec, idx in store.conn.execute("SELECT session_id, said_at, recorded_at, idx FROM messages")
+        ],
+        key=str,
+    )
+    with store.write():  # a message's session changed behind the index's back
+        store.conn.execute("UPDATE messages SET session_id = 's9' WHERE request_id = 'r1'")
+    assert index_store.verify(store.conn) == ["segment 3: message seq 2's session or dates differ from the message's"]
+
+
+def test_segments_without_sessions_and_dates_are_read_from_the_rows_then_rewritten_on_upgrade(db_path) -> None:
+    from refind_cli import migrations
+
+    store = Store(db_path, retention_days=None)
+    for i in range(5):
+        _add(store, f"r{i}", f"s{i % 2}", f"kayak trip {i}", T0 + i * DAY_MS if i != 2 else None)
+    _strip_meta(store)
+    assert "lacks its messages' sessions and dates" in " ".join(index_store.verify(store.conn))
+    index_cache.clear()
+    for query in ["kayak", "trip 3"]:  # the state is laid out from the rows (without their text)
+        assert S.search(store, "alice", query, top_k=3) == S.UserIndex(store.user_messages("alice")).search(
+            query, top_k=3
+        )
+    with store.write():  # back to the schema before m005: the next open applies it
+        store.conn.execute("DELETE FROM _migrations WHERE name = 'm005_index_segment_metadata'")
+    store.close()
+    store = Store(db_path, retention_days=None)
+    assert migrations.schema_version(store.conn) == len(migrations.MIGRATIONS)
+    assert index_store.verify(store.conn) == []  # re-indexed once, with the sessions and dates
     store.close()
