@@ -99,7 +99,7 @@ def add(client, user: str, request_id: str, *contents: str) -> None:
 
 
 def live_users() -> set[str]:
-    return {key[2] for key in index_cache.CACHE.keys() if isinstance(key, tuple) and key[0] == "live"}
+    return {key[2] for key in index_cache.CACHE if isinstance(key, tuple) and key[0] == "live"}
 
 
 CONVERSATION = [
