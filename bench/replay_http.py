@@ -15,7 +15,8 @@ then the questions, on ``min(workers, 32)`` threads. Recall is scored with the e
 
 ``--baseline DIR`` also replays each dataset into a server run from another checkout's ``refind_cli`` (e.g. the
 main branch's worktree), alternating with this one, so both are measured under the same load (``--repeat N``
-times each). Each row also shows the server's resident memory (VmRSS) when its replay ended.
+times each). Each row also shows the CPU time the server process used per Add and per search (from /proc: unlike
+latency, hardly moved by other processes on the same cores) and its resident memory (VmRSS) when the replay ended.
 """
 
 from __future__ import annotations
@@ -173,6 +174,12 @@ class ServerProcess:
             raise RuntimeError("refind serve did not start:\n" + "".join(self.log))
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (user + system; Linux /proc): unlike latency, hardly moved by
+        other processes sharing the cores."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         """The server's resident memory now (MiB; Linux /proc)."""
         return rss_kb(self.proc.pid) / 1024
@@ -252,6 +259,7 @@ def run_dataset(
     url: str | None,
     token: str = TOKEN,
     tree: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict:
     from refind_cli import datasets
     from refind_cli.evaluate import take
@@ -259,12 +267,17 @@ def run_dataset(
     samples = take(list(datasets.load(path)), limit)
     rss = None
     with tempfile.TemporaryDirectory(prefix="refind-http-") as tmp:
-        server = None if url else ServerProcess(Path(tmp) / "served.db", tree=tree)
+        server = None if url else ServerProcess(Path(tmp) / "served.db", env_extra=env, tree=tree)
         try:
             client = Client(url or server.url, token or None)
+            cpu = [server.cpu_s() if server is not None else math.nan]
             adds = replay(client, samples, workers)
+            cpu.append(server.cpu_s() if server is not None else math.nan)
             asked = ask(client, samples, workers, top_k)
+            cpu.append(server.cpu_s() if server is not None else math.nan)
             rss = server.rss_mb() if server is not None else None
+            adds["server_cpu_ms"] = (cpu[1] - cpu[0]) * 1000 / max(1, adds["requests"])
+            asked["server_cpu_ms"] = (cpu[2] - cpu[1]) * 1000 / max(1, asked["questions"])
         finally:
             if server is not None:
                 server.stop()
@@ -298,20 +311,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--baseline", help="also run the server from this checkout (e.g. ../main), alternating")
     parser.add_argument("--repeat", type=int, default=1, help="replays per server and worker count (default 1)")
+    parser.add_argument(
+        "--server-env", action="append", default=[], help="KEY=VALUE for the servers started here (repeatable)"
+    )
     args = parser.parse_args(argv)
+    env = dict(item.split("=", 1) for item in args.server_env)
     token = os.environ.get("REFIND_SERVER_TOKEN", "") if args.url else TOKEN
     trees = [args.baseline, None] if args.baseline and not args.url else [None]
     results, ok = [], True
     print(
         "| dataset | server | workers | users | adds | add p50/p95 ms | questions | search p50/p95 ms | faults | "
-        "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal | RSS MiB | load |"
+        "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal | server CPU ms per add / search | RSS MiB | load |"
     )
-    print("|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|---|---:|---:|")
     for path in args.datasets:
         expected = in_process_recall(path, top_k=args.top_k, limit=args.limit)
         for workers in args.workers or [8, 64]:
             for _, tree in ((i, t) for i in range(args.repeat) for t in trees):
-                r = run_dataset(path, workers, top_k=args.top_k, limit=args.limit, url=args.url, token=token, tree=tree)
+                r = run_dataset(
+                    path, workers, top_k=args.top_k, limit=args.limit, url=args.url, token=token, tree=tree, env=env
+                )
                 from refind_cli.evaluate import percentile
 
                 got = r["searches"]["summary"]["recall"]
@@ -326,7 +345,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['searches']['questions']} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {len(faults)} | "
                     + " | ".join(f"{got[k]:.3f}" for k in sorted(got, key=int))
                     + f" | {' / '.join(f'{expected[k]:.3f}' for k in sorted(expected, key=int))} | "
-                    f"{'yes' if equal else 'NO'} | {rss} | {os.getloadavg()[0]:.1f} |",
+                    f"{'yes' if equal else 'NO'} | "
+                    f"{r['adds']['server_cpu_ms']:.1f} / {r['searches']['server_cpu_ms']:.1f} | "
+                    f"{rss} | {os.getloadavg()[0]:.1f} |",
                     flush=True,
                 )
                 for fault, n in Counter(faults).most_common(5):
