@@ -1,4 +1,6 @@
-"""Block times by arithmetic (blocks.format_time / iso_utc) are the text datetime writes, on and off the fast range."""
+"""Fast paths on the search path give exactly their reference's answers: block times by arithmetic
+(blocks.format_time / iso_utc) are the text datetime writes; expand.max_edits skips its per-character scan for ASCII
+words with the same result."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import random
 from datetime import UTC, datetime
 
 from refind_cli.blocks import FAST_TIME_MS, format_time, iso_utc
+from refind_cli.expand import max_edits
 
 
 def reference_time(ms: int, *, seconds: bool = False) -> str:
@@ -30,3 +33,18 @@ def test_block_times_are_datetimes_text_across_and_around_the_fast_range():
     assert format_time(None) == ""
     assert format_time(1_683_554_160_000) == "2023-05-08 13:56"
     assert iso_utc(1_683_554_160_123) == "2023-05-08T13:56:00.123Z"
+
+
+def reference_max_edits(word: str) -> int:
+    if not word.isalpha() or not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
+        return 0
+    return 0 if len(word) <= 3 else 1 if len(word) <= 5 else 2
+
+
+def test_max_edits_is_the_per_character_rule():
+    rng = random.Random(9)
+    alphabet = "abcXYZéüßøŁ12_-'中文한글ДжΩ \u0250\u00bf\u00c0\u024f\u00d7"
+    words = ["", "a", "abc", "abcd", "abcde", "abcdef", "nikolas", "café", "über", "straße", "łódź", "naïve1"]
+    words += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 9))) for _ in range(20_000)]
+    for word in words:
+        assert max_edits(word) == reference_max_edits(word), word
