@@ -138,8 +138,10 @@ class ServerProcess:
 
     def __init__(self, db: Path, *extra: str, env_extra: dict[str, str] | None = None, tree: str | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")} | (env_extra or {})
-        if tree is not None:  # the server's code from another checkout (a baseline in the same run)
-            env["PYTHONPATH"] = str(Path(tree).resolve())
+        cwd = None
+        if tree is not None:  # the server's code from another checkout (a baseline in the same run); `python -m`
+            cwd = Path(tree).resolve()  # puts the working directory first on sys.path, so run it from there
+            env["PYTHONPATH"] = str(cwd)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -162,6 +164,7 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=cwd,
         )
         self.log: list[str] = []
         for line in self.proc.stderr:
