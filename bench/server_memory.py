@@ -4,7 +4,9 @@ questions), and its resident memory (VmRSS, from /proc) is read after each set, 
 
 The per-process index cache (``REFIND_INDEX_CACHE_MB``, 512 MB by default) is what grows with the users a server
 has seen; each ``--index-cache-mb`` value is a server of its own (default: the server's default, then 16 MB), so the
-rows show where RSS levels off with the cap and how far below the default it stays with a small one.
+rows show where RSS levels off with the cap and how far below the default it stays with a small one. ``--rounds N``
+sends every set N times, each round under new user ids (``<user>~<round>``): N times the users, the same data, so
+RSS after each round shows whether memory grows with the number of users seen.
 
   .venv/bin/python bench/server_memory.py ../shared/datasets/locomo10.json \\
       ../shared/datasets/longmemeval_s_dev.json.gz ../shared/datasets/memdaily_dev ../shared/datasets/realtalk_dev
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from replay_http import Client, ServerProcess, ask, replay
 
@@ -30,7 +33,24 @@ def peak_mb(pid: int) -> float:
     return 0.0
 
 
-def one_server(paths: list[str], cache_mb: int | None, *, workers: int, top_k: int, tree: str | None) -> dict:
+def renamed(sample: Any, suffix: str) -> Any:
+    """A datasets.Sample under user id + suffix."""
+    from dataclasses import replace
+
+    user = sample.user_id + suffix
+    return replace(
+        sample,
+        user_id=user,
+        requests=tuple(
+            replace(r, user_id=r.user_id + suffix, request_id=r.request_id + suffix) for r in sample.requests
+        ),
+        questions=tuple(replace(q, user_id=q.user_id + suffix) for q in sample.questions),
+    )
+
+
+def one_server(
+    paths: list[str], cache_mb: int | None, *, workers: int, top_k: int, tree: str | None, rounds: int = 1
+) -> dict:
     from refind_cli import datasets
 
     env = {"REFIND_INDEX_CACHE_MB": str(cache_mb)} if cache_mb is not None else None
@@ -43,8 +63,8 @@ def one_server(paths: list[str], cache_mb: int | None, *, workers: int, top_k: i
             start = server.rss_mb()
             users = messages = questions = 0
             faults = 0
-            for path in paths:
-                samples = list(datasets.load(path))
+            for path, round_ in ((p, r) for r in range(rounds) for p in paths):
+                samples = [renamed(x, f"~{round_}") if round_ else x for x in datasets.load(path)]
                 users += len(samples)
                 messages += sum(len(r.messages) for s in samples for r in s.requests)
                 questions += sum(len(s.questions) for s in samples)
@@ -53,7 +73,7 @@ def one_server(paths: list[str], cache_mb: int | None, *, workers: int, top_k: i
                 faults += len(ask(client, samples, workers, top_k)["faults"])
                 after.append(
                     {
-                        "dataset": Path(path).name,
+                        "dataset": Path(path).name + (f" (round {round_ + 1})" if rounds > 1 else ""),
                         "users": users,
                         "messages": messages,
                         "rss_mb": server.rss_mb(),
@@ -88,12 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1, help="servers per cache size (default 1)")
+    parser.add_argument("--rounds", type=int, default=1, help="send every set this many times, new user ids each")
     parser.add_argument("--baseline", help="also run the server from this checkout (e.g. ../main), alternating")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     sizes: list[int | None] = args.index_cache_mb or [None, 16]
     trees = [args.baseline, None] if args.baseline else [None]
-    names = [Path(p).name for p in args.datasets]
+    names = [
+        Path(p).name + (f" ({r + 1})" if args.rounds > 1 else "") for r in range(args.rounds) for p in args.datasets
+    ]
     print(
         "| server | index cache MB | RSS at start | "
         + " | ".join(f"after {n}" for n in names)
@@ -104,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeat):
         for size in sizes:
             for tree in trees:
-                r = one_server(args.datasets, size, workers=args.workers, top_k=args.top_k, tree=tree)
+                r = one_server(
+                    args.datasets, size, workers=args.workers, top_k=args.top_k, tree=tree, rounds=args.rounds
+                )
                 last = r["after"][-1]
                 print(
                     f"| {r['server']} | {'default' if size is None else size} | {r['start_rss_mb']:.0f} | "
