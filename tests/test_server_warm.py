@@ -20,10 +20,17 @@ class Recorder:
         self.started = threading.Event()
         self.release = threading.Event()
         self.fail = fail
+        self.called = threading.Condition()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> bool:
+        with self.called:
+            return self.called.wait_for(lambda: len(self.calls) >= count, timeout)
 
     def __call__(self, store: object, user_id: str) -> None:
         self.calls.append(user_id)
         self.started.set()
+        with self.called:
+            self.called.notify_all()
         self.release.wait(10)
         if user_id in self.fail:
             raise RuntimeError("boom")
@@ -75,6 +82,20 @@ def test_a_failed_warm_is_logged_without_data_and_the_next_user_is_still_warmed(
     assert warmer.warmed == 1
     assert "warming an index failed: RuntimeError at test_server_warm.py:" in caplog.text
     assert "secret-user" not in caplog.text
+
+
+def test_a_user_is_warmed_again_only_after_the_interval_while_others_are_not_held_up():
+    warm = Recorder()
+    warm.release.set()
+    warmer = Warmer(no_store, warm=warm, min_interval_s=60)
+    warmer.touch("a")
+    assert warmer.idle(10)
+    warmer.touch("a")  # an Add right after the last warming: not before 60 s
+    warmer.touch("b")  # never warmed: at once
+    assert warm.wait_for(2)
+    assert not warmer.idle(0.5)  # "a" still waits its turn
+    warmer.close()  # and closing does not wait for it
+    assert warm.calls == ["a", "b"]
 
 
 def test_after_close_nothing_more_is_warmed():

@@ -7,7 +7,10 @@ server can do that work between the Add and the question, off the search path.
 
 One daemon thread takes the users whose Adds committed, oldest first, each once however many Adds it had meanwhile
 (``touch`` is a set insertion), and refreshes each user's index exactly as a default search would
-(``search.user_index``), on a store borrowed from the server's pool. Nothing here changes what a search answers:
+(``search.user_index``), on a store borrowed from the server's pool. A user is warmed at most once per
+``MIN_INTERVAL_S``: the first load (every message read) is what a first question would pay dearly for; a refresh
+after a few more Adds reads only those, so a search that comes within the interval does that little itself, and an
+Add burst does not pay a refresh per Add (~2 ms each, a third of an Add's CPU). Nothing here changes what a search answers:
 a warmed index is the one the search would have built, and a search that comes first builds it itself. Memory
 stays within the index cache's byte budget (``REFIND_INDEX_CACHE_MB``): warming only fills the same LRU sooner.
 """
@@ -15,7 +18,9 @@ stays within the index cache's byte budget (``REFIND_INDEX_CACHE_MB``): warming 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -26,6 +31,7 @@ from .asgi import where
 log = logging.getLogger("refind.server")
 
 MAX_PENDING = 4096  # users waiting to be warmed; past this the oldest are dropped (their first search warms them)
+MIN_INTERVAL_S = 2.0  # a user is warmed again no sooner than this after its last warming began
 
 
 def warm_user(store: Store, user_id: str) -> None:
@@ -50,11 +56,14 @@ class Warmer:
         *,
         warm: Callable[[Store, str], None] = warm_user,
         max_pending: int = MAX_PENDING,
+        min_interval_s: float = MIN_INTERVAL_S,
     ) -> None:
         self._lend = lend  # StorePool.store
         self._warm = warm
         self._max_pending = max_pending
-        self._pending: OrderedDict[str, None] = OrderedDict()
+        self._interval = min_interval_s
+        self._pending: OrderedDict[str, float] = OrderedDict()  # user → when it may be warmed (time.monotonic)
+        self._last: OrderedDict[str, float] = OrderedDict()  # user → when its last warming began (bounded)
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -66,7 +75,7 @@ class Warmer:
         with self._wake:
             if self._stopped or user_id in self._pending:
                 return
-            self._pending[user_id] = None
+            self._pending[user_id] = self._last.get(user_id, -math.inf) + self._interval
             if len(self._pending) > self._max_pending:
                 self._pending.popitem(last=False)
             if self._thread is None:
@@ -89,16 +98,33 @@ class Warmer:
         if thread is not None:
             thread.join(timeout)
 
+    def _next(self) -> str | None:
+        """The next user due (the earliest due, ties in arrival order), waiting for one; None once stopped."""
+        while not self._stopped:
+            if not self._pending:
+                self._wake.wait()
+                continue
+            user_id, due = min(self._pending.items(), key=lambda item: item[1])
+            wait = due - time.monotonic()
+            if wait <= 0:
+                del self._pending[user_id]
+                return user_id
+            self._wake.wait(wait)
+        return None
+
     def _run(self) -> None:
         while True:
             with self._wake:
                 self._busy = False
                 self._wake.notify_all()
-                self._wake.wait_for(lambda: self._stopped or bool(self._pending))
-                if self._stopped:
+                user_id = self._next()
+                if user_id is None:
                     return
-                user_id, _ = self._pending.popitem(last=False)
                 self._busy = True
+                self._last[user_id] = time.monotonic()
+                self._last.move_to_end(user_id)
+                if len(self._last) > 4 * self._max_pending:  # forgetting one only lets it be warmed sooner
+                    self._last.popitem(last=False)
             try:
                 with self._lend() as store:
                     self._warm(store, user_id)
