@@ -9,12 +9,13 @@ Tools: ``remember`` (one turn), ``remember_exchange`` (a user message and the as
 with ``--allow-forget``. Arguments are checked as the CLI checks them (:func:`~refind_cli.contract.search_request`):
 a bad one becomes a tool error whose text names the field (``date_from: date '…' is not a date: …``), never a crash.
 
-This module imports the SDK at its top; only ``refind mcp`` imports this module.
+This module imports the SDK at its top; only ``refind mcp`` imports it, on a thread (:mod:`refind_cli.mcp_start`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -24,6 +25,7 @@ from pydantic import Field
 from . import __version__
 from .api import Evidence, Memory, parse_said_at
 from .errors import RefindError
+from .mcp_start import McpSettings
 from .store import system_clock
 
 EVIDENCE = (
@@ -50,21 +52,22 @@ AtArg = Annotated[
 ]
 
 
-@dataclass(frozen=True)
-class McpSettings:
-    user: str
-    session: str  # the default session of remember / remember_exchange
-    mode: str = "bm25"  # "bm25" | "agent"
-    model: Any = None  # agent mode: the resolved ``complete`` callable
-    model_name: str | None = None
-    max_actions: int = 4
-    allow_forget: bool = False
+def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lambda: None) -> MCPServer[None]:
+    """The MCP server over ``memory`` for the one user of ``cfg``; ``on_running`` is called when it starts serving
+    (its transport holds the streams)."""
 
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[None]) -> AsyncIterator[None]:
+        on_running()
+        yield
 
-def build(memory: Memory, cfg: McpSettings) -> MCPServer:
-    """The MCP server over ``memory`` for the one user of ``cfg``."""
-    server: MCPServer = MCPServer(
-        name="refind", title="refind memory", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    server: MCPServer[None] = MCPServer(
+        name="refind",
+        title="refind memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        lifespan=lifespan,
     )
 
     def remember(
@@ -210,11 +213,12 @@ def _iso(ms: int | None) -> str | None:
     return iso_utc(ms)
 
 
-def serve(memory: Memory, cfg: McpSettings) -> None:
-    """Serve over stdin/stdout until the client closes the stream (stdout carries only the protocol; logs go to
-    stderr, warnings and worse)."""
+def runner(memory: Memory, cfg: McpSettings, on_running: Callable[[], None]) -> Callable[[], None]:
+    """The server built, and the function that serves it over stdin/stdout until the client closes the stream
+    (stdout carries only the protocol; logs go to stderr, warnings and worse); :func:`refind_cli.mcp_start.serve`
+    calls this on its loading thread."""
     import logging
 
-    server = build(memory, cfg)
+    server = build(memory, cfg, on_running)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
-    server.run("stdio")
+    return lambda: server.run("stdio")

@@ -6,6 +6,7 @@ The CLI's shared options (``refind_cli/cli/options.py``) and the server read the
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .errors import RefindError
 
@@ -15,6 +16,7 @@ DEFAULT_RETENTION_DAYS = 30.0
 ENV_DB = "REFIND_DB"
 ENV_RETENTION_DAYS = "REFIND_RETENTION_DAYS"
 ENV_USER = "REFIND_USER"  # `refind mcp --user`: the one user an MCP server serves
+ENV_MCP_CACHE = "REFIND_MCP_CACHE"  # `refind mcp`: directory of the SDK's recorded first answers, or off
 
 # Search (retrieval)
 DEFAULT_MODE = "agent"
@@ -57,6 +59,21 @@ def parse_retention(value: str | float | None) -> float | None:
             "(use 'off' to keep everything)"
         )
     return days
+
+
+def mcp_cache_dir() -> Path | None:
+    """Where `refind mcp` keeps the SDK's recorded answers to a client's first requests (``REFIND_MCP_CACHE``;
+    default ``$XDG_CACHE_HOME/refind``, else ``~/.cache/refind``); None when it is ``off``."""
+    value = os.environ.get(ENV_MCP_CACHE, "").strip()
+    if value.lower() in OFF_WORDS:
+        return None
+    if value:
+        return Path(value)
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    try:
+        return (Path(base) if base else Path.home() / ".cache") / "refind"
+    except RuntimeError:  # no home directory
+        return None
 
 
 def retention_from_env() -> float | None:

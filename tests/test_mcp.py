@@ -24,7 +24,12 @@ SECRET = "Bob's locker code is 4417 and his boat is the Saltwind"
 def _params(db: Path, *args: str, user: str | None = "alice") -> Any:
     from mcp import StdioServerParameters
 
-    env = {"PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": os.environ.get("PATH", "")}
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": str(db.parent / "mcp-cache"),  # the SDK's recorded first answers (mcp_start.py)
+    }
     argv = ["-m", "refind_cli", "mcp", "--db", str(db), "--retention-days", "off", *args]
     if user is not None:
         argv += ["--user", user]
@@ -100,6 +105,25 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
     assert [len(r["messages"]) for r in stored] == [1, 2]  # the refused calls stored nothing
 
 
+def test_the_sdks_client_drives_a_launch_that_answers_from_its_record(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+
+    async def first(client: Any) -> None:
+        assert len((await client.list_tools()).tools) == 4
+
+    async def second(client: Any) -> None:
+        first_tools = [t.name for t in (await client.list_tools()).tools]
+        assert first_tools == ["remember", "remember_exchange", "search_memory", "recent_sessions"]
+        await client.call_tool("remember", {"content": "Our dog Pepper chews shoes", "at": "2023-05-08"})
+        found = _data(await client.call_tool("search_memory", {"query": "dog chews"}))
+        assert found["evidence"][0]["content"] == "[2023-05-08 00:00] user: Our dog Pepper chews shoes"
+        assert "not a date" in _error(await client.call_tool("search_memory", {"query": "x", "date_to": "soon"}))
+
+    _drive(_params(db), first)
+    assert list((tmp_path / "mcp-cache").glob("mcp-*.json"))  # the SDK's answers to server/discover, tools/list
+    _drive(_params(db), second)
+
+
 def test_no_tool_call_reaches_another_users_memory(tmp_path: Path) -> None:
     db = tmp_path / "shared.db"
     with Memory(db, retention_days=None) as memory:
@@ -154,7 +178,8 @@ def test_the_readme_client_script_runs_as_written(tmp_path: Path) -> None:
     script = section.split("python - <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     launch = 'command="refind", args=["mcp",'
     assert launch in script
-    here = f"command={sys.executable!r}, env={{'PYTHONPATH': {str(ROOT)!r}}}, "  # this checkout's refind
+    env = {"PYTHONPATH": str(ROOT), "REFIND_MCP_CACHE": str(tmp_path / "mcp-cache")}
+    here = f"command={sys.executable!r}, env={env!r}, "  # this checkout's refind
     script = script.replace(launch, here + 'args=["-m", "refind_cli", "mcp",')
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     fixtures = ROOT / "fixtures" / "conversations.jsonl"

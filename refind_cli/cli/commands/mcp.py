@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -67,15 +68,12 @@ def mcp(
 
         complete, model_name = from_env(model, api_base)
     from datetime import UTC, datetime
+    from importlib.util import find_spec
 
+    if find_spec("mcp") is None or find_spec("mcp_types") is None:  # a dependency, but an install may predate it
+        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'")
     from ...api import Memory
-
-    try:
-        from ...mcp_server import McpSettings, serve
-    except ModuleNotFoundError as exc:  # a dependency, but an install may predate it
-        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'") from None
+    from ...mcp_start import McpSettings, serve
 
     cfg = McpSettings(
         user=user,
@@ -87,4 +85,10 @@ def mcp(
         allow_forget=allow_forget,
     )
     with Memory(os.fspath(db), retention_days=settings.parse_retention(retention)) as memory:
-        serve(memory, cfg)
+
+        def start(on_running: Callable[[], None]) -> Callable[[], None]:
+            from ...mcp_server import runner  # the SDK: imported while the first requests are answered
+
+            return runner(memory, cfg, on_running)
+
+        serve(cfg, start)

@@ -1,0 +1,344 @@
+"""How `refind mcp` starts: it answers a client's first requests with the SDK's own earlier answers while the SDK loads.
+
+The official ``mcp`` SDK takes 1.5-2 s of CPU to import (its ~500 protocol models are built at import), longer than
+a client should wait for its tool list. Its answers to ``initialize``, ``server/discover`` and ``tools/list`` depend
+only on the request, on refind's tools (its version, the source of its modules, the mode and ``--allow-forget``) and on the
+SDK and pydantic versions that render them. So each launch records the lines the SDK read and the answers it wrote,
+up to the first request of any other kind, in a file keyed by all of those (:func:`cache_file`); the next launch
+with the same key starts importing the SDK on a thread and, meanwhile, answers the client from that record — but
+only while every line the client sends is byte for byte the recorded one, in order. The first line that differs
+(another client, another id, a tool call, a malformed line) stops it: that line and all later ones wait for the SDK.
+
+When the SDK is loaded it reads every line the client sent, from the first (so its session state is what the client
+negotiated), and serves the session from then on; its answers to the requests already answered are not sent again
+but compared with what was sent: a difference (which the key should make impossible) is reported on stderr and
+deletes the record. Every ``tools/call`` and every error is the SDK's.
+
+The SDK gets the client's streams as ``sys.stdin``/``sys.stdout`` objects not backed by a descriptor, which its
+stdio transport serves in place; as it would itself, this module keeps the wire on private descriptors and points
+fd 0 at the null device and fd 1 at stderr, and once the server runs (:meth:`Wire.release`, from its lifespan)
+``sys.stdout`` is the process's own again, so a stray ``print`` cannot corrupt the protocol. POSIX only: on
+Windows, or when the record cannot be keyed (or ``REFIND_MCP_CACHE=off``), the SDK serves the streams alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import select
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
+# What a record may hold: the handshake and the tool list. The first line of any other kind ends it.
+RECORDED = frozenset({"initialize", "notifications/initialized", "server/discover", "tools/list"})
+MAX_RECORDS = 8  # per key: a few clients (each its own first lines) share one server configuration
+
+Step = tuple[bytes, bytes | None]  # a line the client sent, and the SDK's answer (None for a notification)
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    user: str
+    session: str  # the default session of remember / remember_exchange
+    mode: str = "bm25"  # "bm25" | "agent"
+    model: Any = None  # agent mode: the resolved ``complete`` callable
+    model_name: str | None = None
+    max_actions: int = 4
+    allow_forget: bool = False
+
+
+def cache_file(cfg: McpSettings, directory: Path) -> Path | None:
+    """The record's file for this server configuration; None when the SDK is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import __version__
+
+    try:
+        versions = [version(name) for name in ("mcp", "mcp-types", "pydantic", "pydantic-core")]
+    except PackageNotFoundError:
+        return None
+    try:
+        tools = _source_digest(Path(__file__).parent)
+    except OSError:  # not plain files (a zipped install): no record
+        return None
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = json.dumps([__version__, tools, versions, python, cfg.mode, cfg.allow_forget])
+    return directory / f"mcp-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _source_digest(package: Path) -> str:
+    """A hash of every module of the package: the tools' schemas draw on more than ``mcp_server.py`` (the API's
+    dataclasses, the contract's limits), and a source checkout changes them without changing ``__version__``."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def load(path: Path) -> list[list[Step]]:
+    """The records in ``path``; none when it is missing, unreadable, or writable by anyone but its owner."""
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return []
+        records = json.loads(path.read_bytes())
+        return [[(s[0].encode(), None if s[1] is None else s[1].encode()) for s in record] for record in records]
+    except (OSError, ValueError, TypeError, LookupError, AttributeError):
+        return []
+
+
+def save(path: Path, records: list[list[Step]]) -> None:
+    """Write the records (owner-only); a cache that cannot be written is skipped."""
+    data = [[[s[0].decode(), None if s[1] is None else s[1].decode()] for s in record] for record in records]
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(data, ensure_ascii=False).encode())
+        os.replace(tmp, path)
+    except (OSError, UnicodeError):
+        tmp.unlink(missing_ok=True)
+
+
+def _message(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _id(message: dict[str, Any]) -> str:
+    return json.dumps(message.get("id"))  # 1 and "1" are different ids
+
+
+def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
+    """Serve one client over stdin/stdout until it closes the stream. ``start(on_running)`` imports the SDK and
+    builds the server (:func:`refind_cli.mcp_server.runner`, which calls ``on_running`` once its transport holds
+    the streams) and returns the function that serves."""
+    from . import settings
+
+    directory = settings.mcp_cache_dir()
+    path = None if directory is None or sys.platform == "win32" else cache_file(cfg, directory)
+    try:
+        wire = None if path is None else Wire(path, load(path))
+    except OSError:  # no standard descriptors to hold
+        wire = None
+    if wire is None:
+        start(lambda: None)()
+    else:
+        wire.answer_while(lambda: start(wire.release))()
+
+
+class Wire:
+    """The client's stdin and stdout, on private descriptors, with what was read, answered and recorded."""
+
+    def __init__(self, path: Path, records: list[list[Step]]) -> None:
+        import fcntl
+
+        self.path, self.records = path, records
+        sys.stdout.flush()
+        self.fd_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        self.fd_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        self.std = (sys.stdin, sys.stdout)
+        self.unread = bytearray()  # read from the client before the SDK was loaded: the SDK reads it first
+        self.answered: dict[str, bytes] = {}  # id -> the recorded answer sent for it, until the SDK repeats it
+        self.lock = threading.Lock()
+        self.heard, self.said = bytearray(), bytearray()  # partial lines of the SDK's input and output
+        self.lines: list[bytes] = []  # this session's record so far: the client's lines
+        self.answers: list[bytes | None] = []  # and the SDK's answers to them
+        self.waiting: dict[str, int] = {}  # id -> its step, until the SDK answers
+        self.recording = True  # until a line of another kind, an error answer, or the end of the input
+        self.reading = True  # the record's lines are still coming
+
+    def answer_while(self, start: Callable[[], Callable[[], None]]) -> Callable[[], None]:
+        """Run ``start`` on a thread; meanwhile answer the client from the records while its lines match one.
+        Then hand the streams to the SDK and return what ``start`` returned (or raise what it raised)."""
+        done_r, done_w = os.pipe()
+        outcome: list[Callable[[], None] | BaseException] = []
+
+        def load() -> None:
+            try:
+                outcome.append(start())
+            except BaseException as exc:
+                outcome.append(exc)
+            finally:
+                os.write(done_w, b"\0")
+
+        threading.Thread(target=load, name="refind-mcp-load", daemon=True).start()
+        candidates, index, line_start = self.records, 0, 0
+        while True:
+            watch = [done_r, self.fd_in] if candidates else [done_r]
+            if done_r in select.select(watch, [], [])[0]:
+                break
+            chunk = os.read(self.fd_in, 65536)
+            if not chunk:
+                candidates = []  # the client closed its end: the SDK reads what came and the end
+            self.unread += chunk
+            while candidates and (end := self.unread.find(b"\n", line_start)) >= 0:
+                line, line_start = bytes(self.unread[line_start:end]), end + 1
+                candidates = [r for r in candidates if index < len(r) and r[index][0] == line]
+                answers = {r[index][1] for r in candidates}
+                if len(answers) > 1:
+                    candidates = []
+                elif candidates and (answer := answers.pop()) is not None:
+                    message = _message(answer)
+                    if message is None:
+                        candidates = []
+                        break
+                    try:
+                        self._write(answer + b"\n")
+                    except OSError:  # the client is gone: the SDK will find out
+                        candidates = []
+                        break
+                    self.answered[_id(message)] = answer
+                index += 1
+        os.close(done_r)
+        os.close(done_w)
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        self.streams = (  # kept here: a collected wrapper would close the buffer the SDK serves
+            io.TextIOWrapper(io.BufferedReader(_In(self)), encoding="utf-8"),
+            io.TextIOWrapper(io.BufferedWriter(_Out(self)), encoding="utf-8"),
+        )
+        sys.stdin, sys.stdout = self.streams
+        return result
+
+    def release(self) -> None:
+        """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again."""
+        sys.stdin, sys.stdout = self.std
+
+    def read(self, size: int) -> bytes:
+        """The SDK reads: first what was read before it loaded, then the client's stream."""
+        if self.unread:
+            data = bytes(self.unread[:size])
+            del self.unread[:size]
+        else:
+            data = os.read(self.fd_in, size)
+        if self.recording:
+            with self.lock:
+                self._heard(data)
+        return data
+
+    def write(self, data: bytes) -> None:
+        """The SDK writes: answers already sent from the record are checked and dropped, the rest goes out."""
+        if not (self.answered or self.recording):
+            self._write(data)
+            return
+        with self.lock:
+            self.said += data
+            while (end := self.said.find(b"\n")) >= 0:
+                line = bytes(self.said[:end])
+                del self.said[: end + 1]
+                if not self._said(line):
+                    self._write(line + b"\n")
+            self._save()
+            if not (self.answered or self.recording) and self.said:
+                self._write(bytes(self.said))
+                self.said.clear()
+
+    def _heard(self, data: bytes) -> None:
+        if not data:
+            self.reading = False
+        self.heard += data
+        while self.reading and (end := self.heard.find(b"\n")) >= 0:
+            line = bytes(self.heard[:end])
+            del self.heard[: end + 1]
+            message = _message(line)
+            method = message.get("method") if message else None
+            notification = method == "notifications/initialized"
+            if message is None or method not in RECORDED or ("id" in message) == notification:
+                self.reading = False
+                break
+            self.lines.append(line)
+            self.answers.append(None)
+            if not notification:
+                self.waiting[_id(message)] = len(self.lines) - 1
+        if not self.reading:
+            self.heard.clear()
+            self.recording = bool(self.waiting)
+
+    def _said(self, line: bytes) -> bool:
+        """Record the SDK's answer; True when the client already has it from the record."""
+        message = _message(line) or {}
+        if "result" not in message and "error" not in message:
+            return False
+        key = _id(message)
+        if (step := self.waiting.pop(key, None)) is not None:
+            self.answers[step] = line
+            if "result" not in message:
+                self.recording = False  # an error is never recorded
+                self.lines.clear()
+            elif not (self.waiting or self.reading):
+                self.recording = False
+        if (sent := self.answered.pop(key, None)) is None:
+            return False
+        if sent != line:
+            print(
+                f"refind mcp: the recorded answer to request {key} differs from the SDK's; {self.path} is deleted",
+                file=sys.stderr,
+            )
+            self.path.unlink(missing_ok=True)
+            self.records = []
+        return True
+
+    def _save(self) -> None:
+        """Once every recorded request has its answer, keep this session's lines if they are new."""
+        if self.waiting or not self.lines:
+            return
+        record: list[Step] = list(zip(self.lines, self.answers))
+        if any(r[: len(record)] == record for r in self.records):
+            return
+        self.records = [record, *(r for r in self.records if record[: len(r)] != r)][:MAX_RECORDS]
+        save(self.path, self.records)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd_out, view) :]
+
+
+class _In(io.RawIOBase):
+    """The SDK's stdin (no descriptor: its transport serves it in place)."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.wire.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+class _Out(io.RawIOBase):
+    """The SDK's stdout (no descriptor: its transport serves it in place)."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer) -> int:
+        chunk = bytes(data)
+        self.wire.write(chunk)
+        return len(chunk)

@@ -1,0 +1,150 @@
+"""`refind mcp`'s start (refind_cli/mcp_start.py): a launch records the SDK's answers to a client's first requests;
+the next launch answers the same lines with those bytes while the SDK loads, then the SDK serves the session —
+each request answered exactly once, every tool call and error by the SDK, a stale record reported and deleted.
+
+The client here is plain JSON-RPC lines over the process's pipes, so the bytes on the wire are what is compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from refind_cli import mcp_start
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recent_sessions", "arguments": {}}}
+BAD_DATE = {
+    "jsonrpc": "2.0",
+    "id": 4,
+    "method": "tools/call",
+    "params": {"name": "search_memory", "arguments": {"query": "x", "date_from": "2023-13-45"}},
+}
+HANDSHAKE = [INITIALIZE, INITIALIZED, TOOLS]
+
+
+def _session(db: Path, cache: Path | str, messages: list[dict]) -> tuple[list[bytes], str]:
+    """Launch `refind mcp`, send each message (waiting for the answer of each request), close stdin; every line it
+    wrote (in order) and its stderr."""
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": str(cache),
+    }
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    out: list[bytes] = []
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            while "id" in message and not any(json.loads(line).get("id") == message["id"] for line in out):
+                line = proc.stdout.readline()
+                assert line, "refind mcp closed its output before answering"
+                out.append(line)
+        proc.stdin.close()
+        out += proc.stdout.readlines()  # anything more, up to the end (a repeated answer would show here)
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        assert proc.wait(60) == 0, stderr
+    finally:
+        proc.kill()
+    return out, stderr
+
+
+def _by_id(lines: list[bytes]) -> dict[object, bytes]:
+    answers: dict[object, bytes] = {}
+    for line in lines:
+        key = json.loads(line).get("id")
+        assert key not in answers, f"request {key} answered twice"
+        answers[key] = line
+    return answers
+
+
+def _records(cache: Path) -> list[Path]:
+    return sorted(cache.glob("mcp-*.json"))
+
+
+@pytest.mark.slow
+def test_a_launch_answers_from_the_sdks_recorded_bytes_and_the_sdk_serves_the_rest(tmp_path: Path) -> None:
+    db, cache = tmp_path / "m.db", tmp_path / "cache"
+    sdk, _ = _session(db, "off", [*HANDSHAKE, CALL, BAD_DATE])  # the SDK alone: nothing recorded, nothing read
+    assert not cache.exists()
+    first, _ = _session(db, cache, [*HANDSHAKE, CALL])
+    [record] = _records(cache)
+    lines = json.loads(record.read_text(encoding="utf-8"))
+    assert [json.loads(request) for request, _ in lines[0]] == HANDSHAKE  # up to the first tool call, not past it
+    assert [answer.encode() + b"\n" for _, answer in lines[0] if answer] == first[:2]  # what the SDK wrote
+
+    second, stderr = _session(db, cache, [*HANDSHAKE, CALL, BAD_DATE])
+    answers, alone = _by_id(second), _by_id(sdk)
+    assert answers == alone  # byte for byte the SDK's, each request answered once (_by_id checks)
+    assert "differs" not in stderr and _records(cache) == [record]
+    error = json.loads(answers[4])["result"]
+    assert (
+        error["isError"] and "date_from: date '2023-13-45' is not a date" in error["content"][0]["text"]
+    )  # the SDK's clean tool error
+
+
+def _tampered(cache: Path) -> Path:
+    """Record a handshake, then change the recorded tools/list answer (a description), as a stale record would."""
+    _session(cache.parent / "m.db", cache, HANDSHAKE)
+    [record] = _records(cache)
+    text = record.read_text(encoding="utf-8")
+    assert text.count("Store one message of the conversation") == 1
+    record.write_text(text.replace("Store one message of the conversation", "TAMPERED"), encoding="utf-8")
+    return record
+
+
+@pytest.mark.slow
+def test_a_recorded_answer_that_differs_from_the_sdks_is_reported_and_deleted(tmp_path: Path) -> None:
+    record = _tampered(tmp_path / "cache")
+    out, stderr = _session(tmp_path / "m.db", tmp_path / "cache", [*HANDSHAKE, CALL])
+    answers = _by_id(out)  # once each: the SDK's own tools/list answer is not sent a second time
+    assert b"TAMPERED" in answers[2]  # the record answered it (before the SDK had loaded) ...
+    assert "recorded answer to request 2 differs from the SDK's" in stderr  # ... the SDK's differed: reported
+    assert not record.exists() or b"TAMPERED" not in record.read_bytes()  # and the stale record is gone
+    assert not json.loads(answers[3])["result"]["isError"]
+
+
+@pytest.mark.slow
+def test_a_line_unlike_the_record_waits_for_the_sdk(tmp_path: Path) -> None:
+    _tampered(tmp_path / "cache")
+    other_id = {**INITIALIZE, "id": 7}
+    other_client = {**INITIALIZE, "params": {**INITIALIZE["params"], "clientInfo": {"name": "other", "version": "1"}}}
+    for first in (other_id, other_client):
+        out, _ = _session(tmp_path / "m.db", tmp_path / "cache", [first, INITIALIZED, TOOLS])
+        answers = _by_id(out)
+        assert set(answers) == {first["id"], 2}
+        assert b"TAMPERED" not in answers[2]  # tools/list came after an unrecorded line: the SDK answered it
+
+
+@pytest.mark.slow
+def test_an_error_answer_is_never_recorded(tmp_path: Path) -> None:
+    bad_list = {**TOOLS, "params": {"cursor": 5}}  # the SDK refuses it (cursor must be a string)
+    out, _ = _session(tmp_path / "m.db", tmp_path / "cache", [INITIALIZE, INITIALIZED, bad_list])
+    assert "error" in json.loads(_by_id(out)[2])
+    for record in _records(tmp_path / "cache"):  # at most the handshake before it
+        assert all(json.loads(request)["method"] != "tools/list" for request, _ in json.loads(record.read_text())[0])
+
+
+def test_a_record_others_can_write_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "mcp-x.json"
+    mcp_start.save(path, [[(b'{"id":1}', b'{"id":1,"result":{}}')]])
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert mcp_start.load(path) == [[(b'{"id":1}', b'{"id":1,"result":{}}')]]
+    path.chmod(0o666)
+    assert mcp_start.load(path) == []
