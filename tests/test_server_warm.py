@@ -120,6 +120,8 @@ def add(client, user: str, request_id: str, *contents: str) -> None:
 
 
 def live_users() -> set[str]:
+    """Users whose maintained index is in the process's cache (any database: other tests' servers may still be
+    closing, so tests ask about their own users only)."""
     return {key[2] for key in index_cache.CACHE if isinstance(key, tuple) and key[0] == "live"}
 
 
@@ -138,7 +140,7 @@ def test_an_add_loads_its_users_index_before_any_search(make_client):
     add(client, "alice", "r2", *CONVERSATION[2:])
     warmer = client.app.state.runtime.warmer
     assert warmer.idle(10)
-    assert live_users() == {"alice"}  # loaded by the warmer: nobody has searched yet
+    assert "alice" in live_users()  # loaded by the warmer: nobody has searched yet
     assert warmer.warmed >= 1
 
 
@@ -152,9 +154,9 @@ def test_warming_changes_no_answer_and_can_be_turned_off(make_client, tmp_path):
         runtime = client.app.state.runtime
         if warm:
             assert runtime.warmer.idle(10)
-            assert live_users() == {"alice"}
+            assert "alice" in live_users()
         else:
-            assert runtime.warmer is None and live_users() == set()
+            assert runtime.warmer is None and "alice" not in live_users()
         answers[warm] = [
             client.post("/v1/memories/search", json={"query": q, "user_id": "alice", "top_k": 10}).json()
             for q in QUERIES
