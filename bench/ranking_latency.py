@@ -1,11 +1,13 @@
 """What the ranking stages of issue 10 cost: warm in-process search, the earlier pipeline against today's defaults.
 
-    .venv/bin/python bench/ranking_latency.py [--turns 10000] [--queries 50] [--rounds 5]
+    .venv/bin/python bench/ranking_latency.py [--turns 10000] [--queries 50] [--rounds 5] [--earlier K=V,K=V]
 
 One synthetic user (bench/synth.py, seeded) is indexed once; then, in alternating rounds so that machine load falls
 on both alike, every query is asked with the earlier pipeline (every neighbour, no fuzzy expansion, no backfill,
 no deferral) and with the defaults, at top_k 10 and 100, and once more with one query word misspelt (a word the
-vocabulary lacks, so fuzzy expansion runs). Prints medians and the ratio defaults ÷ earlier.
+vocabulary lacks, so fuzzy expansion runs) and once with a day named ("… on 12 March 2024", so the date boost
+runs). ``--earlier`` replaces the earlier pipeline by the defaults with those fields changed (``--earlier
+date_boost=0`` measures what the date boost costs). Prints medians and the ratio defaults ÷ earlier.
 """
 
 from __future__ import annotations
@@ -43,19 +45,27 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--earlier", default=None, help="the baseline: the defaults with these K=V fields changed")
     args = ap.parse_args()
+    earlier = EARLIER
+    if args.earlier:
+        from refind_cli.evaluate import parse_variants, search_config
+
+        earlier = search_config(parse_variants(args.earlier.split(",")))
     rng = random.Random(0)
     queries = synth.queries(args.queries)
     typos = [misspell(q, rng) for q in queries]
+    dated = [f"{q} on 12 March 2024" for q in queries]
+    kinds = (("queries", queries), ("one word misspelt", typos), ("a day named", dated))
     with tempfile.TemporaryDirectory(prefix="refind-latency-") as tmp:
         store = Store(Path(tmp) / "db.sqlite", retention_days=None)
         synth.fill(store, "u", args.turns)
         index = S.user_index(store, "u")
         rows: dict[tuple[str, int, str], list[float]] = {}
         for _ in range(args.rounds):
-            for kind, qs in (("queries", queries), ("one word misspelt", typos)):
+            for kind, qs in kinds:
                 for top_k in (10, 100):
-                    for name, cfg in (("earlier", EARLIER), ("defaults", S.SearchConfig())):
+                    for name, cfg in (("earlier", earlier), ("defaults", S.SearchConfig())):
                         for q in qs:
                             t = time.perf_counter()
                             index.search(q, top_k=top_k, config=cfg)
@@ -64,7 +74,7 @@ def main() -> None:
     print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds, medians (ms)\n")
     print("| queries | top_k | earlier pipeline | defaults | ratio |")
     print("|---|---:|---:|---:|---:|")
-    for kind in ("queries", "one word misspelt"):
+    for kind, _ in kinds:
         for top_k in (10, 100):
             a = statistics.median(rows[(kind, top_k, "earlier")]) * 1000
             b = statistics.median(rows[(kind, top_k, "defaults")]) * 1000

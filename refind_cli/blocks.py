@@ -88,6 +88,7 @@ def render_blocks(
     top_k: int,
     cfg: SearchConfig,
     scores: np.ndarray | None = None,
+    match: np.ndarray | None = None,
 ) -> list[Block]:
     """The first ``top_k`` blocks of the ranked anchors ``order``. An anchor's text is never cut: a block is made
     shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
@@ -97,16 +98,20 @@ def render_blocks(
     deferred: list[tuple[int, float]] = []
     shown: set[str] = set()  # message ids already shown (overlap="trim")
     last_score = float("inf")
+    used = 0  # characters of the joined contents so far (each block and a two-character separator)
+    plain = _plain_order(idx, scores, top_k) if cfg.interleave_chars and scores is not None else []
+    plain_next = 0
+    interleaved: set[str] = set()  # message ids shown alone by the interleave
 
-    def add(pos: int, score: float, *, bare: bool = False) -> None:
-        nonlocal last_score
+    def add(pos: int, score: float, *, bare: bool = False, remember: bool = False) -> None:
+        nonlocal last_score, used
         anchor = idx.turns[pos]
         n = cfg.neighbours
         if bare or len(blocks) < cfg.bare_blocks:
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
-        chosen = compose(idx, pos, cfg, shown, scores, n=n)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -117,10 +122,11 @@ def render_blocks(
                 ids.append(m.id)
             if j == pos:
                 anchor_lines = (first_line, len(lines))
-        if not bare:
-            shown.update(ids)  # a lead turn is shown again later, in its block
+        if not bare or remember:
+            shown.update(ids)  # a lead turn is shown again later, in its block; an interleaved one is not
         score = min(score, _below(last_score))
         last_score = score
+        used += sum(len(x) + 1 for x in lines) + 1
         blocks.append(
             Block(
                 id=anchor.id,
@@ -135,6 +141,28 @@ def render_blocks(
             )
         )
 
+    def interleave(score: float) -> None:
+        """After a block, while the text is within ``cfg.interleave_chars``: the next ``cfg.interleave_turns`` best
+        turns by plain BM25 not shown yet, each alone."""
+        nonlocal plain_next
+        added = 0
+        while added < cfg.interleave_turns and used < cfg.interleave_chars and plain_next < len(plain):
+            if len(blocks) >= top_k:
+                return
+            pos = plain[plain_next]
+            plain_next += 1
+            turn = idx.turns[pos]
+            if all(m.id in shown for m in turn.messages):
+                continue
+            if (
+                cfg.interleave_max_chars is not None
+                and sum(len(m.content) for m in turn.messages) > cfg.interleave_max_chars
+            ):
+                continue
+            interleaved.update(m.id for m in turn.messages)
+            add(pos, score, bare=True, remember=True)
+            added += 1
+
     if cfg.lead_chars and scores is not None and fused.size:
         for pos in _lead(idx, scores, cfg.lead_chars, top_k):
             add(pos, float(fused[0]), bare=True)
@@ -142,8 +170,8 @@ def render_blocks(
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown for m in anchor.messages):
-            continue  # already shown in full by a better block
+        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in anchor.messages):
+            continue  # already shown in full by a better block (a turn shown alone is shown again, in context)
         if (
             cfg.defer_chars is not None
             and len(blocks) >= cfg.lead_blocks
@@ -152,13 +180,24 @@ def render_blocks(
             deferred.append((pos, score))
             continue
         add(pos, score)
+        interleave(score)
     for pos, score in deferred:
         if len(blocks) >= top_k:
             break
-        if cfg.overlap == "trim" and all(m.id in shown for m in idx.turns[pos].messages):
+        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in idx.turns[pos].messages):
             continue
         add(pos, score)
+        interleave(score)
     return blocks
+
+
+def _plain_order(idx: TurnIndex, scores: np.ndarray, top_k: int) -> list[int]:
+    """The turns with a positive score, best first by plain BM25 (ties: the earlier first), at most ``4 × top_k``."""
+    import numpy as np
+
+    positive = np.flatnonzero(scores > 0)
+    best: list[int] = positive[np.lexsort((positive, -scores[positive]))][: 4 * top_k].tolist()
+    return best
 
 
 def _lead(idx: TurnIndex, scores: np.ndarray, chars: int, top_k: int) -> list[int]:

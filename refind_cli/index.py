@@ -198,6 +198,7 @@ def fuse(
     rrf_k: int = 60,
     use_sessions: bool = True,
     session_top: int | None = None,
+    session_weight: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rank the turns with a positive score. Returns (turn indices best first, their fused scores).
 
@@ -229,7 +230,7 @@ def fuse(
         order = present[np.lexsort((present, -sums[present]))]
         session_rank = np.zeros(n_sessions, dtype=np.float64)
         session_rank[order] = np.arange(1, order.size + 1)
-        fused = fused + 1.0 / (rrf_k + session_rank[sess])
+        fused = fused + session_weight / (rrf_k + session_rank[sess])
     final = np.lexsort((turn_rank, -fused))
     return cand[final], fused[final]
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import expand, feedback, index_cache
+from . import expand, feedback, index_cache, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
@@ -147,12 +147,21 @@ class UserIndex:
         if not tokens or len(self.index) == 0:
             return []
         idx = self.index
+        common: list[str] = []
         if cfg.common_df is not None:
-            tokens = drop_common(idx, tokens, cfg.common_df)
+            kept = drop_common(idx, tokens, cfg.common_df)
+            common = [t for t in tokens if t not in set(kept)] if cfg.common_weight else []
+            tokens = kept
         scores = bm25_scores(idx, tokens)
+        if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
+            scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
             extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
+        if cfg.date_boost:  # a question naming a day prefers the matching turns said that day (query_dates.py)
+            scores = query_dates.date_boost(
+                idx, scores, query_dates.named_days(text), boost=cfg.date_boost, window_days=cfg.date_window_days
+            )
         mask = eligible(
             idx,
             date_from=lo,
@@ -174,11 +183,21 @@ class UserIndex:
             scores = scores if extra is None else scores + extra
         scores = scores * mask
         order, fused = fuse(
-            scores, idx.session_ix, rrf_k=cfg.rrf_k, use_sessions=cfg.session_fusion, session_top=cfg.session_top
+            scores,
+            idx.session_ix,
+            rrf_k=cfg.rrf_k,
+            use_sessions=cfg.session_fusion,
+            session_top=cfg.session_top,
+            session_weight=cfg.session_weight,
         )
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores)
+        match = None  # which turns count as sharing a query word for the neighbour filter
+        if cfg.neighbour_match_df is not None:
+            rare = drop_common(idx, tokens, cfg.neighbour_match_df)
+            if len(rare) < len(tokens):  # a speaker's name (in every label of theirs) does not make a neighbour match
+                match = bm25_scores(idx, rare) * mask
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
 
 
 # ---- getting a user's index --------------------------------------------------------------------------------

@@ -35,25 +35,33 @@ class SearchConfig:
     session_fusion: bool = True  # RRF of turn rank and session rank; False = plain BM25 order
     rrf_k: int = 60
     session_top: int | None = 3  # session score = sum of its best N turn scores (None: of all its turns)
+    session_weight: float = 0.5  # the session rank's weight in the fusion (the turn rank's is 1)
     options_in_query: bool = True  # append the multiple-choice options to the query
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
+    common_weight: float = 0.0  # … or weigh them this much instead of dropping them (a rarer word weighs 1)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
     rm3_docs: int = 10  # … read from this many best turns
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
+    date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
+    date_window_days: int = 1  # … or said within this many days of it
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)
     lead_chars: int = 0  # the list opens with the best turns by plain BM25, alone, while they fit in this many chars
+    interleave_chars: int = 0  # while the text is within this many chars, each block is followed by plain turns
+    interleave_turns: int = 1  # … this many: the best turns by plain BM25 not shown yet, each alone
+    interleave_max_chars: int | None = None  # … each at most this long (None: any length)
     bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
+    neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred

@@ -1,0 +1,179 @@
+"""Ranking stages added for issue 10's REALTALK misses, each on a toy corpus ranked by hand: days named in the
+question (query_dates.py), the plain-BM25 interleave (blocks.py), common words weighed instead of dropped, the session
+rank's weight in the fusion and the neighbour filter that ignores common words."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pytest
+from helpers import DAY, T0, add
+
+from refind_cli import search as S
+from refind_cli.blocks import render_blocks
+from refind_cli.index import build_index, fuse
+from refind_cli.query_dates import date_boost, named_days
+from refind_cli.store import StoredMessage
+from refind_cli.tokenize import analyze
+from refind_cli.turns import Turn
+
+EPOCH = date(1970, 1, 1)
+
+
+def _day(y: int, m: int, d: int) -> int:
+    return (date(y, m, d) - EPOCH).days
+
+
+def _index(spec):
+    """spec: list of (session, text, said_at or None)."""
+    turns = []
+    for i, (sid, text, said) in enumerate(spec):
+        m = StoredMessage(i + 1, f"m{i}", "u", sid, "r", i, "user", text, said, 1_000)
+        turns.append(Turn(m.id, sid, (m,)))
+    return build_index(turns, tokenize=lambda t: analyze(t.messages[0].content))
+
+
+@pytest.mark.parametrize(
+    ("query", "days"),
+    [
+        ("What kind of pasta did Kate make on 29 Dec 2023?", [(2023, 12, 29)]),
+        ("What movie did Akib watch on the 31 of December 2023?", [(2023, 12, 31)]),
+        ("Where is Paola going on the 10th of February 2024?", [(2024, 2, 10)]),
+        ("What did Melanie show to Caroline on October 13, 2023?", [(2023, 10, 13)]),
+        ("Did Vanessa take the test before December 23rd, 2023?", [(2023, 12, 23)]),
+        ("What did Gina find on 1 February, 2023?", [(2023, 2, 1)]),
+        ("What is Paola planning to do on 10.01.2024?", [(2024, 1, 10)]),  # day.month.year
+        ("Between 1/10/2024 and 2024-01-12", [(2024, 1, 10), (2024, 1, 12)]),  # month/day/year; ISO
+        ("What did Emi do on 5 Jan 2024 and on 5 Jan 2024 again?", [(2024, 1, 5)]),  # no repeats
+        ("What happened in January 2024?", []),  # a month names no day (the index has month words)
+        ("What happened on 31.02.2024 or on 30 February 2024?", []),  # impossible dates are ignored
+        ("How many times in 2023?", []),
+    ],
+)
+def test_named_days_reads_the_forms_questions_use(query, days):
+    assert named_days(query) == [_day(*d) for d in days]
+
+
+def test_date_boost_multiplies_matching_turns_said_near_a_named_day():
+    day = _day(2024, 1, 10)
+    ms = day * DAY
+    idx = _index(
+        [
+            ("a", "t0", ms - 2 * DAY + 1),  # two days before
+            ("a", "t1", ms - DAY + 1),  # the day before
+            ("b", "t2", ms + 3_600_000),  # that day, 01:00
+            ("b", "t3", ms + 3_600_000),  # that day, but it shares no query word
+            ("c", "t4", None),  # said-at unknown
+        ]
+    )
+    scores = np.array([1.0, 1.0, 1.0, 0.0, 1.0], dtype=np.float32)
+    got = date_boost(idx, scores, [day], boost=1.0)
+    assert got.tolist() == [1.0, 1.0, 2.0, 0.0, 1.0]  # only a matching turn, only that day
+    assert date_boost(idx, scores, [day], boost=1.0, window_days=1).tolist() == [1.0, 2.0, 2.0, 0.0, 1.0]
+    assert date_boost(idx, scores, [], boost=1.0) is scores
+    assert date_boost(idx, scores, [day], boost=0.0) is scores
+    assert scores.tolist() == [1.0, 1.0, 1.0, 0.0, 1.0]  # the input is left alone
+
+
+def test_search_prefers_the_turn_said_on_the_named_day(store):
+    # by hand: both turns say "hiking" and both are indexed with "June 2023": a tie, broken by the earlier turn
+    # (1 June); the question names 5 June, so the boost puts that day's turn first
+    add(store, "u", "first", ("user", "went hiking with Sam"), at=T0)
+    add(store, "u", "fifth", ("user", "went hiking with Ana"), at=T0 + 4 * DAY)
+    query = "Where did I go hiking on 5 June 2023?"
+    off = S.SearchConfig(date_boost=0.0, neighbours=0)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=off)] == ["first", "fifth"]
+    on = off.with_(date_boost=1.0)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=on)] == ["fifth", "first"]
+
+
+def _interleave_case():
+    idx = _index(
+        [
+            ("a", "kayak one", None),
+            ("a", "filler", None),
+            ("a", "kayak two", None),
+            ("b", "kayak kayak", None),
+            ("b", "x" * 600 + " kayak", None),
+        ]
+    )
+    scores = np.array([3.0, 0.0, 2.0, 5.0, 1.0], dtype=np.float32)  # plain BM25 order: 3, 0, 2, 4
+    order, fused = np.array([0, 2, 3, 4]), np.array([0.4, 0.3, 0.2, 0.1])  # the block ranking
+    cfg = S.SearchConfig(neighbours=1, neighbour_filter="all", defer_chars=None, context_blocks=None)
+    return idx, scores, order, fused, cfg
+
+
+def _contents(blocks):
+    return [b.content.replace("user: ", "").replace("x" * 600, "X") for b in blocks]
+
+
+def test_interleave_follows_each_block_with_the_best_plain_turn_not_shown_yet():
+    idx, scores, order, fused, cfg = _interleave_case()
+    plain = render_blocks(idx, order, fused, top_k=10, cfg=cfg, scores=scores)
+    assert _contents(plain) == ["kayak one\nfiller", "kayak two", "kayak kayak", "X kayak"]
+    got = render_blocks(idx, order, fused, top_k=10, cfg=cfg.with_(interleave_chars=10_000), scores=scores)
+    # by hand: block 0 (with neighbour 1); plain turn 3; block 2 (neighbour 1 already shown); plain 0 and 2 are
+    # shown, so 4; block 3 shows turn 3 again, now in context (neighbour 4 is over neighbour_max_chars); block 4
+    # likewise shows turn 4 again (its neighbour 3 is shown)
+    assert _contents(got) == ["kayak one\nfiller", "kayak kayak", "kayak two", "X kayak", "kayak kayak", "X kayak"]
+    assert [b.score for b in got] == sorted((b.score for b in got), reverse=True)
+    assert len({b.score for b in got}) == len(got)
+
+
+def test_interleave_stops_at_its_character_budget_and_skips_long_turns():
+    idx, scores, order, fused, cfg = _interleave_case()
+    # "kayak one\nfiller" rendered is 30 characters with the separator: one plain turn fits before 40, none after
+    got = render_blocks(idx, order, fused, top_k=10, cfg=cfg.with_(interleave_chars=40), scores=scores)
+    assert _contents(got) == ["kayak one\nfiller", "kayak kayak", "kayak two", "kayak kayak", "X kayak"]
+    short = cfg.with_(interleave_chars=10_000, interleave_max_chars=100)
+    got = render_blocks(idx, order, fused, top_k=10, cfg=short, scores=scores)
+    assert _contents(got) == ["kayak one\nfiller", "kayak kayak", "kayak two", "kayak kayak", "X kayak"]
+    two = cfg.with_(interleave_chars=10_000, interleave_turns=2)
+    got = render_blocks(idx, order, fused, top_k=3, cfg=two, scores=scores)
+    assert _contents(got) == ["kayak one\nfiller", "kayak kayak", "kayak two"]  # plain 3 and 2; top_k counts all
+
+
+def test_common_words_can_weigh_less_instead_of_being_dropped(store):
+    # "paola" is in 4 of 5 turns (every label of hers); "exam" ties between Kevin's turn and Paola's
+    add(
+        store,
+        "u",
+        "s",
+        ("user", "Kevin: exam today"),
+        ("user", "Paola: exam today"),
+        ("user", "Paola: hi"),
+        ("user", "Paola: hello"),
+        ("user", "Paola: bye"),
+        at=T0,
+    )
+    base = S.SearchConfig(neighbours=0)
+
+    def first(cfg):
+        return S.search(store, "u", "paola exam", top_k=1, config=cfg)[0].content.split("user: ")[1]
+
+    assert first(base) == "Paola: exam today"  # the name counts fully
+    assert first(base.with_(common_df=0.5)) == "Kevin: exam today"  # dropped: a tie, the earlier turn first
+    assert first(base.with_(common_df=0.5, common_weight=0.3)) == "Paola: exam today"  # weighed: breaks the tie
+
+
+def test_session_weight_scales_the_session_rank_in_the_fusion():
+    # test_index's case: t0 is the best turn, but its session ranks 3rd. With the session rank at full weight
+    # t1 = 1/62 + 1/61 overtakes t0 = 1/61 + 1/63; at half weight t0 = 1/61 + .5/63 > t1 = 1/62 + .5/61
+    scores = np.array([3.0, 2.9, 2.8, 2.0, 1.9], dtype=np.float32)
+    sessions = np.array([0, 1, 1, 2, 2], dtype=np.int32)
+    assert fuse(scores, sessions)[0].tolist() == [1, 0, 2, 3, 4]
+    order, fused = fuse(scores, sessions, session_weight=0.5)
+    assert order.tolist() == [0, 1, 2, 3, 4]
+    assert np.isclose(fused[0], 1 / 61 + 0.5 / 63)
+
+
+def test_neighbour_match_can_ignore_a_word_found_in_most_turns(store):
+    # every turn holds "paola" (her label); only the anchor holds "tennis". With the match filter a neighbour
+    # sharing only her name is kept; with neighbour_match_df=0.5 it is not
+    add(store, "u", "s", ("user", "Paola: hi"), ("user", "Paola: tennis"), ("user", "Paola: bye"), at=T0)
+    cfg = S.SearchConfig(neighbours=1)
+    (b,) = S.search(store, "u", "paola tennis", top_k=1, config=cfg.with_(backfill=False))
+    assert b.content.count("\n") == 2
+    (b,) = S.search(store, "u", "paola tennis", top_k=1, config=cfg.with_(backfill=False, neighbour_match_df=0.5))
+    assert b.content.endswith("user: Paola: tennis") and "\n" not in b.content
