@@ -1,20 +1,25 @@
 """Replay throughput: `refind add --file` against plain `sqlite3.executemany` of the same rows, in the same run.
 
-    .venv/bin/python bench/replay.py [--messages 100000] [--per-request 20]
+    .venv/bin/python bench/replay.py [--messages 100000] [--per-request 20] [--repeat 3]
 
-Writes a synthetic contest-shaped JSONL (one Add request per line), then times:
+Writes a synthetic contest-shaped JSONL (one Add request per line), then times, ``--repeat`` times over:
   baseline  — json.loads every line, one executemany of all rows into a bare table of the same columns, one commit;
-  refind    — the real replay path (validation, idempotency check, per-request savepoints, audit events, ids);
+  refind    — the real replay path (validation, idempotency check, per-request savepoints, audit events, ids, the
+              maintained index written in the same transactions);
   re-replay — the same file again, which must add nothing.
-Prints a markdown table; numbers are messages per second (higher is better) and the ratio refind / baseline.
+Prints a markdown table per run and the medians; numbers are messages per second (higher is better) by the wall
+clock and by this process's CPU time (user + sys: what the replay itself spent, whatever else the machine runs),
+and the ratio refind / baseline of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -77,8 +82,9 @@ def write_source(path: Path, messages: int, per_request: int, seed: int = 7) -> 
     return n_requests * per_request
 
 
-def baseline(source: Path, db: Path) -> float:
-    start = time.perf_counter()
+def baseline(source: Path, db: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds)."""
+    start, cpu = time.perf_counter(), time.process_time()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
@@ -113,41 +119,79 @@ def baseline(source: Path, db: Path) -> float:
     )
     conn.execute("COMMIT")
     conn.close()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def refind_replay(source: Path, db: Path) -> tuple[float, dict]:
-    start = time.perf_counter()
+def refind_replay(source: Path, db: Path) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds, the replay's summary)."""
+    start, cpu = time.perf_counter(), time.process_time()
     with Store(db, retention_days=None) as store:
         summary = replay(store, str(source))
-    return time.perf_counter() - start, summary.as_dict()
+    return time.perf_counter() - start, time.process_time() - cpu, summary.as_dict()
+
+
+def one_run(tmp_path: Path, source: Path, total: int, per_request: int) -> dict[str, tuple[float, float]]:
+    """One baseline, one first replay and one re-replay into fresh databases: {path: (wall s, CPU s)}."""
+    for old in tmp_path.glob("*.db*"):
+        old.unlink()
+    base = baseline(source, tmp_path / "baseline.db")
+    *first_t, first = refind_replay(source, tmp_path / "refind.db")
+    *second_t, second = refind_replay(source, tmp_path / "refind.db")
+    conn = sqlite3.connect(tmp_path / "refind.db")
+    stored = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    distinct = conn.execute("SELECT count(DISTINCT id) FROM messages").fetchone()[0]
+    conn.close()
+    assert first["messages_added"] == total == stored == distinct, (first, stored, distinct)
+    assert second["messages_added"] == 0 and second["duplicates"] == total // per_request, second
+    return {"baseline": base, "first": (first_t[0], first_t[1]), "again": (second_t[0], second_t[1])}
+
+
+ROWS = [
+    ("baseline", "baseline: json.loads + one `executemany`"),
+    ("first", "`refind add --file` (first replay)"),
+    ("again", "same file again (adds nothing)"),
+]
+
+
+def table(total: int, runs: list[dict[str, tuple[float, float]]]) -> str:
+    """One row per path: seconds and messages/s by wall clock and by CPU, and ÷ the baseline of the same run."""
+    out = [
+        "| path | wall s | msg/s (wall) | ÷ baseline (wall) | CPU s | msg/s (CPU) | ÷ baseline (CPU) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, label in ROWS:
+        wall = statistics.median(r[key][0] for r in runs)
+        cpu = statistics.median(r[key][1] for r in runs)
+        ratio_wall = statistics.median(r["baseline"][0] / r[key][0] for r in runs)
+        ratio_cpu = statistics.median(r["baseline"][1] / r[key][1] for r in runs)
+        out.append(
+            f"| {label} | {wall:.2f} | {total / wall:,.0f} | {ratio_wall:.2f} | {cpu:.2f} | {total / cpu:,.0f} "
+            f"| {ratio_cpu:.2f} |"
+        )
+    return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--per-request", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of all three paths; medians are printed last")
     args = parser.parse_args()
+    runs = []
     with tempfile.TemporaryDirectory(prefix="refind-bench-") as tmp:
         tmp_path = Path(tmp)
         source = tmp_path / "replay.jsonl"
         total = write_source(source, args.messages, args.per_request)
-        t_base = baseline(source, tmp_path / "baseline.db")
-        t_first, first = refind_replay(source, tmp_path / "refind.db")
-        t_second, second = refind_replay(source, tmp_path / "refind.db")
-        conn = sqlite3.connect(tmp_path / "refind.db")
-        stored = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-        distinct = conn.execute("SELECT count(DISTINCT id) FROM messages").fetchone()[0]
-        conn.close()
-    assert first["messages_added"] == total == stored == distinct, (first, stored, distinct)
-    assert second["messages_added"] == 0 and second["duplicates"] == total // args.per_request, second
-    print(f"{total:,} messages, {args.per_request} per request, file database, synchronous=FULL\n")
-    print("| path | seconds | messages/s | vs baseline |")
-    print("|---|---:|---:|---:|")
-    print(f"| baseline: json.loads + one `executemany` | {t_base:.2f} | {total / t_base:,.0f} | 1.00 |")
-    print(f"| `refind add --file` (first replay) | {t_first:.2f} | {total / t_first:,.0f} | {t_base / t_first:.2f} |")
-    print(f"| same file again (adds nothing) | {t_second:.2f} | {total / t_second:,.0f} | {t_base / t_second:.2f} |")
-    print(f"\nstored {stored:,} messages, {distinct:,} distinct ids; second replay added {second['messages_added']}")
+        print(f"{total:,} messages, {args.per_request} per request, file database, synchronous=FULL")
+        for n in range(1, args.repeat + 1):
+            runs.append(one_run(tmp_path, source, total, args.per_request))
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            print(f"\nrun {n} (load average {load:.1f}):\n\n{table(total, runs[-1:])}", flush=True)
+    if len(runs) > 1:
+        print(
+            f"\nmedians of {len(runs)} runs (each ratio is the median of the runs' own ratios):\n\n{table(total, runs)}"
+        )
+    print(f"\nevery run stored {total:,} messages with {total:,} distinct ids; every second replay added 0")
 
 
 if __name__ == "__main__":

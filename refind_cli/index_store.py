@@ -5,7 +5,7 @@ segment's own vocabulary) and its length in tokens — for a set of one user's m
 (document frequencies, the number of documents, the average length: they depend on which messages a search may see)
 is computed at query time from these (:mod:`refind_cli.index_cache`), so a new message never invalidates the index.
 
-* **Add**: ``Store.add_many`` calls :func:`index_new` inside its transaction — one new segment per user per batch
+* **Add**: ``Store.add_many`` calls :func:`index_added` inside its transaction — one new segment per user per batch
   (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
   so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
 * **forget / expire** call :func:`remove` inside their transaction: every segment holding a removed message is
@@ -49,15 +49,23 @@ Progress = Callable[[int, int], None]  # (messages indexed so far, messages to i
 def message_tokens(content: str, said_at: int | None) -> list[str]:
     """A message's tokens as the default search configuration indexes a one-message turn: its text, then its said-at
     month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
-    if said_at is None:
-        return tokenize.analyze(content)
-    return tokenize.analyze(content + "\n" + _date_words(said_at // 86_400_000))
+    tokens = tokenize.analyze(content)
+    if said_at is not None:
+        # = analyze(content + "\n" + date words): a line break ends every word and is left alone by NFKC and by
+        # lower-casing (a final sigma stays final), so the text's tokens and the date's are simply joined
+        tokens.extend(_date_tokens(said_at // 86_400_000))
+    return tokens
 
 
 @lru_cache(maxsize=4096)
 def _date_words(day: int) -> str:
     """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
+
+
+@lru_cache(maxsize=4096)
+def _date_tokens(day: int) -> tuple[str, ...]:
+    return tuple(tokenize.analyze(_date_words(day)))
 
 
 # ---- the segment format -------------------------------------------------------------------------------------------
@@ -137,6 +145,48 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
     )
 
 
+def segment_of_texts(seqs: Sequence[int], texts: Sequence[str]) -> Segment:
+    """``build_segment`` of documents given as texts (each already holding its date words, as :func:`index_text`
+    writes them), ``seqs`` ascending: the same segment, byte for byte. The texts are analysed together
+    (:func:`tokenize.analyze_each`) and their tokens numbered in one pass, without a token list per message."""
+    import numpy as np
+
+    if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # not ascending: sort (build_segment's order)
+        seqs, texts = zip(*sorted(zip(seqs, texts, strict=True)), strict=True)
+    flat = tokenize.analyze_each(texts)
+    number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
+    number.pop("", None)  # a stop-word
+    number.pop(tokenize.DOC_END, None)
+    for i, term in enumerate(number):
+        number[term] = i
+    terms = list(number)
+    number[""], number[tokenize.DOC_END] = -1, -2
+    ids = np.fromiter(map(number.__getitem__, flat), dtype=np.int64, count=len(flat))
+    end = ids == -2
+    doc = np.cumsum(end) - end  # each token's document: how many documents ended before it
+    keep = ids >= 0
+    ids, doc = ids[keep], doc[keep]
+    n = max(len(seqs), 1)
+    lengths = np.bincount(doc, minlength=len(seqs))
+    # one key per (term, doc) occurrence; unique keys come out sorted by term, then doc: the CSC order
+    uniq, tf = np.unique(ids * n + doc, return_counts=True)
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(uniq // n, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        np.asarray(seqs, dtype=np.int64),
+        lengths.astype(np.int32),
+        terms,
+        indptr,
+        (uniq % n).astype(np.int32),
+        tf.astype(np.int32),
+    )
+
+
+def index_text(content: str, said_at: int | None) -> str:
+    """The text whose tokens a message is indexed by: ``analyze(index_text(c, s)) == message_tokens(c, s)``."""
+    return content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000)
+
+
 def _csc(
     seqs: np.ndarray, lengths: np.ndarray, terms: list[str], term_ids: np.ndarray, docs: np.ndarray, tf: np.ndarray
 ) -> Segment:
@@ -190,9 +240,18 @@ def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every document of ``segments`` (whose seqs are disjoint)."""
     import numpy as np
 
-    terms: dict[str, int] = {}
     seqs = np.concatenate([s.seqs for s in segments])
     lengths = np.concatenate([s.lengths for s in segments])
+    if len(seqs) and bool((seqs[1:] > seqs[:-1]).all()):
+        return _merge_in_order(segments, seqs, lengths)
+    return _merge_sorting(segments, seqs, lengths)
+
+
+def _merge_sorting(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of any disjoint segments: documents sorted by seq, postings by (term, document)."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
     order = np.argsort(seqs, kind="stable")
     new_doc = np.empty(len(seqs), dtype=np.int64)
     new_doc[order] = np.arange(len(seqs))
@@ -211,6 +270,34 @@ def merge(segments: Sequence[Segment]) -> Segment:
         np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.int64),
         np.concatenate(docs).astype(np.int32) if docs else np.zeros(0, dtype=np.int32),
         np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.int32),
+    )
+
+
+def _merge_in_order(segments: Sequence[Segment], seqs: np.ndarray, lengths: np.ndarray) -> Segment:
+    """``merge`` of segments that follow each other in seq order (the usual case: each newer than the last), the
+    same segment without its sorts: the documents keep their order (one offset per segment), and a stable sort of
+    the postings by term keeps each term's documents ascending."""
+    import numpy as np
+
+    terms: dict[str, int] = {}
+    term_ids, docs = [], []
+    offset = 0
+    for s in segments:
+        remap = np.fromiter((terms.setdefault(t, len(terms)) for t in s.terms), dtype=np.int64, count=len(s.terms))
+        term_ids.append(np.repeat(remap, np.diff(s.indptr)))
+        docs.append(s.docs.astype(np.int64) + offset)
+        offset += len(s.seqs)
+    term_of = np.concatenate(term_ids)
+    order = np.argsort(term_of, kind="stable")
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_of, minlength=len(terms)), out=indptr[1:])
+    return Segment(
+        seqs,
+        lengths.astype(np.int32),
+        list(terms),
+        indptr,
+        np.concatenate(docs)[order].astype(np.int32),
+        np.concatenate([s.tf for s in segments])[order].astype(np.int32),
     )
 
 
@@ -273,27 +360,29 @@ def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
 
 
 def _index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, str, int | None]]) -> set[str]:
-    """Write one segment per user for (seq, user_id, content, said_at) rows. Returns the users touched."""
-    by_user: dict[str, list[tuple[int, list[str]]]] = {}
+    """Write one segment per user for (seq, user_id, content, said_at) rows, in ascending seq. Returns the users
+    touched."""
+    by_user: dict[str, tuple[list[int], list[str]]] = {}
     for seq, user_id, content, said_at in rows:
-        by_user.setdefault(user_id, []).append((seq, message_tokens(content, said_at)))
-    for user_id, docs in by_user.items():
-        _write(conn, user_id, build_segment(docs))
+        docs = by_user.get(user_id)
+        if docs is None:
+            docs = by_user[user_id] = ([], [])
+        docs[0].append(seq)
+        docs[1].append(index_text(content, said_at))
+    for user_id, (seqs, texts) in by_user.items():
+        _write(conn, user_id, segment_of_texts(seqs, texts))
         _merge(conn, user_id)
     return set(by_user)
 
 
-def index_new(conn: sqlite3.Connection, since_seq: int) -> None:
-    """Index the messages stored after ``since_seq`` (the store's max seq when the transaction began) — when the
-    index is up to date; otherwise :func:`catch_up` will index them with the rest."""
-    if watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[tuple[int, str, str, int | None]]) -> None:
+    """Index the (seq, user_id, content, said_at) rows an Add transaction stored, in ascending seq, every seq above
+    ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
+    :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
+    if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
         return
-    rows = conn.execute(
-        "SELECT seq, user_id, content, said_at FROM messages WHERE seq > ? ORDER BY seq", (since_seq,)
-    ).fetchall()
-    if rows:
-        _index_rows(conn, rows)
-        _set_meta(conn, "indexed_through", str(rows[-1][0]))
+    _index_rows(conn, rows)
+    _set_meta(conn, "indexed_through", str(rows[-1][0]))
 
 
 def _merge(conn: sqlite3.Connection, user_id: str) -> None:

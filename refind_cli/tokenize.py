@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -244,10 +244,32 @@ def _stemmer() -> Any:  # a Stemmer.Stemmer (PyStemmer ships no type stubs)
 # the tokens are exactly those of the uncached steps — and are cleared when they grow past _CACHE_MAX words.
 _CACHE_MAX = 200_000
 _STEM_CACHE: dict[str, str] = {}
+DOC_END = "\x00"  # ends each text's tokens in analyze_each's output: never a token (no word holds it)
+_ASCII_DOC_END = (
+    b"\xff"  # joins ASCII texts: survives the translate table (bytes >= 128 map to themselves), never split
+)
 # An ASCII text takes a bytes path: one C-level translate lower-cases and turns every character that is not a letter
 # or digit (``_`` included) into a space — for ASCII that is exactly steps 1–2 — then bytes.split() finds the words.
 # Each maps to its stem, or to "" when it is a stop-word (a Snowball stem of a non-empty word is never empty).
-_ASCII_CACHE: dict[bytes, str] = {}
+
+
+class _AsciiStems(dict[bytes, str]):
+    """word → stem ("" for a stop-word) of ASCII words; a missing word is analysed on lookup, so a text's words
+    are looked up in one C-level ``map`` (a miss calls ``__missing__``) without a second pass for the new ones."""
+
+    def __missing__(self, word: bytes) -> str:
+        """The stem of an ASCII word (step 4), or "" for a stop-word; remembered."""
+        if len(self) > _CACHE_MAX:
+            self.clear()
+        if word == _ASCII_DOC_END:  # analyze_each's separator between texts
+            self[word] = DOC_END
+            return DOC_END
+        text = word.decode("ascii")
+        stem = self[word] = "" if text in STOPWORDS_EN else _stem(text)
+        return stem
+
+
+_ASCII_CACHE = _AsciiStems()
 _ASCII_TABLE = bytes(
     c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 if c < 128 else c for c in range(256)
 )
@@ -292,15 +314,6 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.replace("_", " "))
 
 
-def _ascii_word(word: bytes) -> str:
-    """The stem of an ASCII word (step 4), or "" for a stop-word; remembered."""
-    if len(_ASCII_CACHE) > _CACHE_MAX:
-        _ASCII_CACHE.clear()
-    text = word.decode("ascii")
-    stem = _ASCII_CACHE[word] = "" if text in STOPWORDS_EN else _stem(text)
-    return stem
-
-
 def _word_tokens(word: str) -> tuple[str, ...]:
     """All tokens of one word of a normalised text (steps 3–5)."""
     if word.isascii():
@@ -319,11 +332,7 @@ def _word_tokens(word: str) -> tuple[str, ...]:
 def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
     if text.isascii():
-        words = text.encode("ascii").translate(_ASCII_TABLE).split()
-        stems = list(map(_ASCII_CACHE.get, words))
-        if None in stems:  # words not seen before
-            stems = [_ascii_word(word) if stem is None else stem for word, stem in zip(words, stems, strict=True)]
-        return [stem for stem in stems if stem]
+        return list(filter(None, map(_ASCII_CACHE.__getitem__, text.encode("ascii").translate(_ASCII_TABLE).split())))
     out: list[str] = []
     cached = _WORD_CACHE.get
     for word in _words(_normalise(text)):
@@ -335,6 +344,32 @@ def analyze(text: str) -> list[str]:
                     _WORD_CACHE.clear()
                 _WORD_CACHE[word] = tokens
         out.extend(tokens)
+    return out
+
+
+def analyze_each(texts: Iterable[str]) -> list[str]:
+    """``analyze(text)`` of every text, each followed by :data:`DOC_END`, in one list. Runs of ASCII texts are
+    joined and analysed as one (a byte that no ASCII text holds between them, kept as a word of its own), so a batch
+    of short messages pays the per-text steps once; stop-words are left in as ``""`` — the caller skips them."""
+    out: list[str] = []
+    run: list[bytes] = []
+
+    def flush() -> None:
+        words = b" \xff ".join(run).translate(_ASCII_TABLE).split()
+        words.append(_ASCII_DOC_END)
+        out.extend(map(_ASCII_CACHE.__getitem__, words))
+        run.clear()
+
+    for text in texts:
+        if text.isascii():
+            run.append(text.encode("ascii"))
+            continue
+        if run:
+            flush()
+        out.extend(analyze(text))
+        out.append(DOC_END)
+    if run:
+        flush()
     return out
 
 
