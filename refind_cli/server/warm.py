@@ -31,7 +31,7 @@ from .asgi import where
 log = logging.getLogger("refind.server")
 
 MAX_PENDING = 4096  # users waiting to be warmed; past this the oldest are dropped (their first search warms them)
-MIN_INTERVAL_S = 2.0  # a user is warmed again no sooner than this after its last warming began
+MIN_INTERVAL_S = 0.5  # a user is warmed again no sooner than this after its last warming began
 
 
 def warm_user(store: Store, user_id: str) -> None:
