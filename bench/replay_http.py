@@ -12,6 +12,11 @@ then the questions, on ``min(workers, 32)`` threads. Recall is scored with the e
 
   .venv/bin/python bench/replay_http.py ../shared/datasets/locomo10.json --workers 8 --workers 64
   .venv/bin/python bench/replay_http.py ../shared/datasets/longmemeval_s_dev.json.gz --workers 64
+
+``--baseline DIR`` also replays each dataset into a server run from another checkout's ``refind_cli`` (e.g. the
+main branch's worktree), alternating with this one, so both are measured under the same load (``--repeat N``
+times each). Each row also shows the CPU time the server process used per Add and per search (from /proc: unlike
+latency, hardly moved by other processes on the same cores) and its resident memory (VmRSS) when the replay ended.
 """
 
 from __future__ import annotations
@@ -131,8 +136,12 @@ def search_faults(top_k: int, status: int, raw: bytes) -> tuple[list[str], list[
 class ServerProcess:
     """`refind serve` on a free loopback port (read from uvicorn's startup line), bm25 mode, a token."""
 
-    def __init__(self, db: Path, *extra: str, env_extra: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path, *extra: str, env_extra: dict[str, str] | None = None, tree: str | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")} | (env_extra or {})
+        cwd = None
+        if tree is not None:  # the server's code from another checkout (a baseline in the same run); `python -m`
+            cwd = Path(tree).resolve()  # puts the working directory first on sys.path, so run it from there
+            env["PYTHONPATH"] = str(cwd)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -155,6 +164,7 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=cwd,
         )
         self.log: list[str] = []
         for line in self.proc.stderr:
@@ -167,9 +177,26 @@ class ServerProcess:
             raise RuntimeError("refind serve did not start:\n" + "".join(self.log))
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (user + system; Linux /proc): unlike latency, hardly moved by
+        other processes sharing the cores."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mb(self) -> float:
+        """The server's resident memory now (MiB; Linux /proc)."""
+        return rss_kb(self.proc.pid) / 1024
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(60)
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
 
 
 # ---- replay and ask --------------------------------------------------------------------------------------------
@@ -226,28 +253,47 @@ def ask(client: Client, samples: list, workers: int, top_k: int) -> dict:
     }
 
 
-def run_dataset(path: str, workers: int, *, top_k: int, limit: int | None, url: str | None, token: str = TOKEN) -> dict:
+def run_dataset(
+    path: str,
+    workers: int,
+    *,
+    top_k: int,
+    limit: int | None,
+    url: str | None,
+    token: str = TOKEN,
+    tree: str | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:
     from refind_cli import datasets
     from refind_cli.evaluate import take
 
     samples = take(list(datasets.load(path)), limit)
+    rss = None
     with tempfile.TemporaryDirectory(prefix="refind-http-") as tmp:
-        server = None if url else ServerProcess(Path(tmp) / "served.db")
+        server = None if url else ServerProcess(Path(tmp) / "served.db", env_extra=env, tree=tree)
         try:
             client = Client(url or server.url, token or None)
+            cpu = [server.cpu_s() if server is not None else math.nan]
             adds = replay(client, samples, workers)
+            cpu.append(server.cpu_s() if server is not None else math.nan)
             asked = ask(client, samples, workers, top_k)
+            cpu.append(server.cpu_s() if server is not None else math.nan)
+            rss = server.rss_mb() if server is not None else None
+            adds["server_cpu_ms"] = (cpu[1] - cpu[0]) * 1000 / max(1, adds["requests"])
+            asked["server_cpu_ms"] = (cpu[2] - cpu[1]) * 1000 / max(1, asked["questions"])
         finally:
             if server is not None:
                 server.stop()
         locked = sum("database is locked" in line for line in (server.log if server else []))
     return {
         "dataset": Path(path).name,
+        "server": Path(tree).name if tree else "this tree",
         "workers": workers,
         "users": len(samples),
         "adds": adds,
         "searches": asked,
         "locked_in_log": locked,
+        "rss_mb": rss,
     }
 
 
@@ -266,39 +312,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="at most this many questions per dataset")
     parser.add_argument("--url", help="an already running server (token from REFIND_SERVER_TOKEN)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--baseline", help="also run the server from this checkout (e.g. ../main), alternating")
+    parser.add_argument("--repeat", type=int, default=1, help="replays per server and worker count (default 1)")
+    parser.add_argument(
+        "--server-env", action="append", default=[], help="KEY=VALUE for the servers started here (repeatable)"
+    )
     args = parser.parse_args(argv)
+    env = dict(item.split("=", 1) for item in args.server_env)
     token = os.environ.get("REFIND_SERVER_TOKEN", "") if args.url else TOKEN
+    trees = [args.baseline, None] if args.baseline and not args.url else [None]
     results, ok = [], True
     print(
-        "| dataset | workers | users | adds | add p50/p95 ms | questions | search p50/p95 ms | faults | "
-        "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal |"
+        "| dataset | server | workers | users | adds | add p50/p95 ms | questions | search p50/p95 ms | faults | "
+        "R@2k | R@8k | R@32k | `refind eval` R@2k/8k/32k | equal | server CPU ms per add / search | RSS MiB | load |"
     )
-    print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|")
+    print("|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|---|---:|---:|")
     for path in args.datasets:
         expected = in_process_recall(path, top_k=args.top_k, limit=args.limit)
         for workers in args.workers or [8, 64]:
-            r = run_dataset(path, workers, top_k=args.top_k, limit=args.limit, url=args.url, token=token)
-            from refind_cli.evaluate import percentile
+            for _, tree in ((i, t) for i in range(args.repeat) for t in trees):
+                r = run_dataset(
+                    path, workers, top_k=args.top_k, limit=args.limit, url=args.url, token=token, tree=tree, env=env
+                )
+                from refind_cli.evaluate import percentile
 
-            got = r["searches"]["summary"]["recall"]
-            faults = r["adds"]["faults"] + r["searches"]["faults"]
-            equal = got == expected
-            ok &= equal and not faults and not r["locked_in_log"]
-            s = r["searches"]["summary"]
-            print(
-                f"| {r['dataset']} | {workers} | {r['users']} | {r['adds']['requests']} | "
-                f"{percentile(r['adds']['ms'], 50):.1f} / {percentile(r['adds']['ms'], 95):.1f} | "
-                f"{r['searches']['questions']} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {len(faults)} | "
-                + " | ".join(f"{got[k]:.3f}" for k in sorted(got, key=int))
-                + f" | {' / '.join(f'{expected[k]:.3f}' for k in sorted(expected, key=int))} | "
-                f"{'yes' if equal else 'NO'} |",
-                flush=True,
-            )
-            for fault, n in Counter(faults).most_common(5):
-                print(f"    fault ×{n}: {fault}", file=sys.stderr)
-            r["adds"].pop("ms")
-            r["expected_recall"] = expected
-            results.append(r)
+                got = r["searches"]["summary"]["recall"]
+                faults = r["adds"]["faults"] + r["searches"]["faults"]
+                equal = got == expected
+                ok &= equal and not faults and not r["locked_in_log"]
+                s = r["searches"]["summary"]
+                rss = "–" if r["rss_mb"] is None else f"{r['rss_mb']:.0f}"
+                print(
+                    f"| {r['dataset']} | {r['server']} | {workers} | {r['users']} | {r['adds']['requests']} | "
+                    f"{percentile(r['adds']['ms'], 50):.1f} / {percentile(r['adds']['ms'], 95):.1f} | "
+                    f"{r['searches']['questions']} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} | {len(faults)} | "
+                    + " | ".join(f"{got[k]:.3f}" for k in sorted(got, key=int))
+                    + f" | {' / '.join(f'{expected[k]:.3f}' for k in sorted(expected, key=int))} | "
+                    f"{'yes' if equal else 'NO'} | "
+                    f"{r['adds']['server_cpu_ms']:.1f} / {r['searches']['server_cpu_ms']:.1f} | "
+                    f"{rss} | {os.getloadavg()[0]:.1f} |",
+                    flush=True,
+                )
+                for fault, n in Counter(faults).most_common(5):
+                    print(f"    fault ×{n}: {fault}", file=sys.stderr)
+                r["adds"].pop("ms")
+                r["expected_recall"] = expected
+                results.append(r)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False))
     return 0 if ok else 1

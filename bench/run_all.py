@@ -32,6 +32,16 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "mcp_startup": ([], ["--rounds", "2"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),
     "quality": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),
+    "replay_http": (
+        [str(DATASETS / "longmemeval_s_dev.json.gz"), "--workers", "8"],
+        [str(DATASETS / "locomo10.json"), "--workers", "8", "--limit", "50"],
+        True,
+    ),
+    "server_memory": (
+        [str(DATASETS / n) for n in ("locomo10.json", "longmemeval_s_dev.json.gz", "memdaily_dev", "realtalk_dev")],
+        [str(DATASETS / "realtalk_dev"), "--index-cache-mb", "16"],
+        True,
+    ),
 }
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, neighbours
@@ -44,13 +45,36 @@ class Block:
 def format_time(ms: int | None, *, seconds: bool = False) -> str:
     if ms is None:
         return ""
+    if type(ms) is int and FAST_TIME_MS[0] <= ms < FAST_TIME_MS[1]:
+        days, rem = divmod(ms // 1000, 86_400)
+        hm = f"{_day(days)} {_TWO[rem // 3600]}:{_TWO[rem % 3600 // 60]}"
+        return f"{hm}:{_TWO[rem % 60]}" if seconds else hm
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
 def iso_utc(ms: int) -> str:
+    if type(ms) is int and FAST_TIME_MS[0] <= ms < FAST_TIME_MS[1]:
+        secs, milli = divmod(ms, 1000)
+        days, rem = divmod(secs, 86_400)
+        return f"{_day(days)}T{_TWO[rem // 3600]}:{_TWO[rem % 3600 // 60]}:{_TWO[rem % 60]}.{milli:03d}Z"
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# Every block line and block carries a time: datetime's fromtimestamp + strftime/isoformat cost ~10-20 µs a pair
+# (measured on the 2 shared cores; about a third of rendering a top_k 100 search). For int Unix ms from 2000 to 2100
+# (UTC) the same text comes from arithmetic (whole ms are exact in the float ``ms / 1000`` at these magnitudes, so
+# the fields are the ones datetime has); any other value takes the datetime path.
+FAST_TIME_MS = (946_684_800_000, 4_102_444_800_000)  # 2000-01-01 ≤ ms < 2100-01-01
+_TWO = [f"{i:02d}" for i in range(60)]
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+@lru_cache(maxsize=65_536)
+def _day(days: int) -> str:
+    """YYYY-MM-DD of a day counted from the Unix epoch."""
+    return date.fromordinal(days + _EPOCH_ORDINAL).isoformat()
 
 
 # ---- the per-user index ----------------------------------------------------------------------------------------

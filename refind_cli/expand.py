@@ -86,9 +86,11 @@ def vocabulary(index: TurnIndex) -> Mapping[str, int]:
 def max_edits(word: str) -> int:
     """Lucene's ``AUTO`` fuzziness, one step stricter for the shortest words: 0 up to 3 characters, 1 for 4–5, 2
     from 6. Words that are not wholly letters (numbers, CJK bigrams) are never expanded."""
-    if not word.isalpha() or not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
+    if len(word) <= 3 or not word.isalpha():
         return 0
-    return 0 if len(word) <= 3 else 1 if len(word) <= 5 else 2
+    if not word.isascii() and not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
+        return 0  # (ASCII words, most of a vocabulary, skip the per-character scan: it is most of _buckets' time)
+    return 1 if len(word) <= 5 else 2
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:

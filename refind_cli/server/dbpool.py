@@ -40,7 +40,7 @@ _WRITE_LOCKS_GUARD = threading.Lock()
 
 
 def _write_lock(path: Path) -> threading.RLock:
-    key = str(path.resolve())
+    key = _key(path)
     with _WRITE_LOCKS_GUARD:
         return _WRITE_LOCKS.setdefault(key, threading.RLock())
 
@@ -53,8 +53,12 @@ def _write_lock(path: Path) -> threading.RLock:
 _GENERATIONS: dict[str, int] = {}
 
 
-def _generation(path: Path) -> int:
-    return _GENERATIONS.get(str(path.resolve()), 0)
+def _key(path: Path) -> str:
+    return str(path.resolve())
+
+
+def _generation(key: str) -> int:
+    return _GENERATIONS.get(key, 0)
 
 
 def heal_lost_wal(store: Store) -> bool:
@@ -66,7 +70,7 @@ def heal_lost_wal(store: Store) -> bool:
         if os.path.exists(f"{store.path}-wal") or getattr(store, "retired", False):
             return getattr(store, "retired", False)
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        key = str(store.path.resolve())
+        key = _key(store.path)
         _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
     log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
     return True
@@ -80,13 +84,14 @@ class SerialStore(Store):
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
         super().__init__(path, **kwargs)
+        self._key = _key(self.path)  # resolved once: every lend asks `retired`, and resolving costs syscalls
         self._write_lock = _write_lock(self.path)
-        self._generation = _generation(self.path)
+        self._generation = _generation(self._key)
 
     @property
     def retired(self) -> bool:
         """Opened before a lost WAL was healed: it still holds the deleted file, and must not be used again."""
-        return self._generation != _generation(self.path)
+        return self._generation != _generation(self._key)
 
     @contextmanager
     def write(self) -> Iterator[Any]:

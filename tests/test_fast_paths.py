@@ -1,0 +1,50 @@
+"""Fast paths on the search path give exactly their reference's answers: block times by arithmetic
+(blocks.format_time / iso_utc) are the text datetime writes; expand.max_edits skips its per-character scan for ASCII
+words with the same result."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+from refind_cli.blocks import FAST_TIME_MS, format_time, iso_utc
+from refind_cli.expand import max_edits
+
+
+def reference_time(ms: int, *, seconds: bool = False) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def reference_iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def test_block_times_are_datetimes_text_across_and_around_the_fast_range():
+    lo, hi = FAST_TIME_MS
+    rng = random.Random(9)
+    values = [rng.randrange(lo, hi) for _ in range(20_000)]
+    values += [rng.randrange(lo, hi) // 60_000 * 60_000 + d for d in (-1, 0, 1, 999, 59_999) for _ in range(500)]
+    values += [lo - 1, lo, hi - 1, hi, 0, -1, 1, 951_782_400_000, 4_107_542_399_999]  # edges, 2000-02-29, 2100
+    values += [1_709_164_800_000, 1_709_251_199_999, 1_735_689_599_999]  # 2024-02-29, its last ms, 2024-12-31
+    for ms in values:
+        assert format_time(ms) == reference_time(ms), ms
+        assert format_time(ms, seconds=True) == reference_time(ms, seconds=True), ms
+        assert iso_utc(ms) == reference_iso(ms), ms
+    assert format_time(None) == ""
+    assert format_time(1_683_554_160_000) == "2023-05-08 13:56"
+    assert iso_utc(1_683_554_160_123) == "2023-05-08T13:56:00.123Z"
+
+
+def reference_max_edits(word: str) -> int:
+    if not word.isalpha() or not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
+        return 0
+    return 0 if len(word) <= 3 else 1 if len(word) <= 5 else 2
+
+
+def test_max_edits_is_the_per_character_rule():
+    rng = random.Random(9)
+    alphabet = "abcXYZéüßøŁ12_-'中文한글ДжΩ \u0250\u00bf\u00c0\u024f\u00d7"
+    words = ["", "a", "abc", "abcd", "abcde", "abcdef", "nikolas", "café", "über", "straße", "łódź", "naïve1"]
+    words += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 9))) for _ in range(20_000)]
+    for word in words:
+        assert max_edits(word) == reference_max_edits(word), word
