@@ -54,6 +54,7 @@ class ByteLRU:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.used = 0
+        self.generation = 0  # bumped by every drop: a value read before a drop must not be put back after it
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -65,8 +66,12 @@ class ByteLRU:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
+    def put(self, key: Hashable, value: Any, nbytes: int, *, generation: int | None = None) -> None:
+        """Keep ``value``; with ``generation`` (read before the value was built), only if nothing was dropped
+        since — so a value built from data a forget has just deleted is not cached after that forget evicted."""
         with self._lock:
+            if generation is not None and generation != self.generation:
+                return
             old = self._items.pop(key, None)
             if old is not None:
                 self.used -= old[1]
@@ -81,6 +86,7 @@ class ByteLRU:
     def drop(self, match: Any) -> None:
         """Drop every entry whose key satisfies ``match(key)``."""
         with self._lock:
+            self.generation += 1
             for key in [k for k in self._items if match(k)]:
                 self.used -= self._items.pop(key)[1]
 
@@ -530,11 +536,12 @@ def live_index(store: Store, user_id: str, *, as_of: int | None, k1: float, b: f
     version = store.user_version(user_id)
     state: UserState | None = CACHE.get(key)
     if state is None or state.version != version:
+        generation = CACHE.generation  # a forget that evicts while this refresh reads must win
         state = _refresh(store, user_id, state)
         if state is None:
             return None
         if len(state.seqs):  # an unknown user must not push real users out of the cache
-            CACHE.put(key, state, state.nbytes)
+            CACHE.put(key, state, state.nbytes, generation=generation)
     return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
 
 

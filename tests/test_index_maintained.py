@@ -347,3 +347,28 @@ def test_segments_without_sessions_and_dates_are_read_from_the_rows_then_rewritt
     assert migrations.schema_version(store.conn) == len(migrations.MIGRATIONS)
     assert index_store.verify(store.conn) == []  # re-indexed once, with the sessions and dates
     store.close()
+
+
+def test_an_index_read_before_a_forget_is_not_cached_after_it(db_path, monkeypatch) -> None:
+    """A forget that lands (and evicts) while a search is loading the user's index must not find that index —
+    terms and session names of the forgotten text — put back in the process's cache after it."""
+    from refind_cli.errors import Conflict
+
+    store = Store(db_path, retention_days=None)
+    for i in range(3):
+        _add(store, f"r{i}", "s", f"kayak secret {i}", T0 + i)
+    index_cache.clear()
+    refresh = index_cache._refresh
+
+    def forget_meanwhile(st: Store, user: str, old: object) -> object:
+        state = refresh(st, user, old)  # read before the forget below
+        other = Store(db_path, retention_days=None)
+        lifecycle.forget(other, "alice")  # in this process: it evicts
+        other.close()
+        return state
+
+    monkeypatch.setattr(index_cache, "_refresh", forget_meanwhile)
+    with pytest.raises(Conflict):  # what it read is gone when it renders: "search again"
+        S.search(store, "alice", "kayak", top_k=3)
+    assert index_cache.CACHE.get(("live", index_cache._db_key(store), "alice")) is None
+    store.close()
