@@ -140,6 +140,7 @@ class UserState:
     views: dict[tuple[Any, ...], Layout] = field(default_factory=dict)
     turn_cache: dict[int, Turn] = field(default_factory=dict)  # seq → its one-message Turn (text read on demand)
     turn_text: int = 0  # characters of text in turn_cache
+    text_overflows: bool = False  # the user's text is more than TURN_TEXT (LazyTurns.preload does not try again)
     ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -393,6 +394,20 @@ class LazyTurns(Sequence[Turn]):
         near = np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)
         self._fetch(self._layout.rows[np.unique(np.clip(near, 0, n - 1))])
 
+    def preload(self) -> bool:
+        """Read every turn's text into the state's turn cache when all of it fits the cache's bounds (the server's
+        warmer calls this after an Add, so a first question renders without reading text); False when it does not
+        fit, and then nothing is read."""
+        state = self._state
+        rows = self._layout.rows
+        if not len(rows) or len(rows) > TURN_CACHE or state.text_overflows:
+            return False
+        self._fetch(rows)
+        if len(state.turn_cache) < len(rows):  # more text than TURN_TEXT: not kept, and not tried again
+            state.text_overflows = True
+            return False
+        return True
+
     def ids(self) -> list[str]:
         """Every turn's id, in view order (without reading any text)."""
         state = self._state
@@ -615,6 +630,8 @@ def _grow(
     )
     if old.ids is not None and not len(fresh):
         state.ids = old.ids
+    # every message old held is still here, unchanged: so is the text old read of them
+    state.turn_cache, state.turn_text, state.text_overflows = dict(old.turn_cache), old.turn_text, old.text_overflows
     new_rows = np.arange(n_old, len(seqs), dtype=np.int64)
     with old.lock:
         views = list(old.views.values())

@@ -179,3 +179,53 @@ def test_the_response_body_is_the_json_the_standard_library_would_write():
     assert body.decode() == json.dumps({"data": items}, ensure_ascii=False, separators=(",", ":"))
     tiny = [{"id": "t3", "content": "x", "score": 1.25e-05}]
     assert json.loads(encode_items(tiny)) == {"data": tiny}  # written 0.0000125: the same number
+
+
+def _text_reads(store: object) -> list[str]:
+    reads: list[str] = []
+    store.conn.set_trace_callback(lambda sql: reads.append(sql) if "FROM messages" in sql else None)
+    return reads
+
+
+def test_a_warmed_user_s_first_search_reads_no_text_and_an_add_keeps_what_was_read(store) -> None:
+    from helpers import T0
+
+    from refind_cli import search as S
+    from refind_cli.contract import parse_add
+    from refind_cli.server.warm import warm_user
+
+    def add(rid: str, text: str, at: int) -> None:
+        msg = {"role": "user", "content": text, "timestamp": at}
+        store.add(parse_add({"request_id": rid, "user_id": "alice", "session_id": "s", "messages": [msg]}))
+
+    for i in range(20):
+        add(f"r{i}", f"kayak trip number {i}", T0 + i)
+    index_cache.clear()
+    warm_user(store, "alice")
+    reads = _text_reads(store)
+    first = S.search(store, "alice", "kayak trip", top_k=100)
+    assert len(first) > 0 and reads == []  # every rendered turn came from the warmed text
+    add("r20", "kayak lake", T0 + 20)
+    warm_user(store, "alice")  # reads the one new message only
+    assert [sql for sql in reads if "seq IN (" in sql and "," in sql.split("seq IN (")[1]] == []
+    store.conn.set_trace_callback(None)
+    assert S.search(store, "alice", "kayak", top_k=100) == S.UserIndex(store.user_messages("alice")).search(
+        "kayak", top_k=100
+    )
+
+
+def test_a_user_whose_text_exceeds_the_bound_is_not_preloaded_twice(store, monkeypatch) -> None:
+    from helpers import T0
+
+    from refind_cli.contract import parse_add
+    from refind_cli.search import user_index
+
+    monkeypatch.setattr(index_cache, "TURN_TEXT", 50)
+    for i in range(10):
+        msg = {"role": "user", "content": f"kayak trip number {i} " + "x" * 20, "timestamp": T0 + i}
+        store.add(parse_add({"request_id": f"r{i}", "user_id": "alice", "session_id": "s", "messages": [msg]}))
+    turns = user_index(store, "alice").index.turns
+    assert turns.preload() is False
+    reads = _text_reads(store)
+    assert turns.preload() is False and reads == []
+    store.conn.set_trace_callback(None)

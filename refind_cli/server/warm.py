@@ -36,14 +36,18 @@ MIN_INTERVAL_S = 0.5  # a user is warmed again no sooner than this after its las
 
 def warm_user(store: Store, user_id: str) -> None:
     """Bring ``user_id``'s maintained index (as the default search sees it now) into the index cache, with each of
-    its segments' term dictionaries decoded."""
+    its segments' term dictionaries decoded and, when it fits the per-user bound, its turns' text read."""
     from ..index_cache import LivePostings
     from ..search import user_index
 
-    postings = user_index(store, user_id).index.postings
+    index = user_index(store, user_id).index
+    postings = index.postings
     if isinstance(postings, LivePostings):
         for segment in postings.segments.values():
             segment.vocab  # noqa: B018 — decoded on first use: use it now
+    preload = getattr(index.turns, "preload", None)
+    if preload is not None:
+        preload()  # the turns' text, when it fits the per-user bound: a first question reads none
 
 
 class Warmer:
