@@ -59,10 +59,10 @@ def retrieve(
     (default: litellm from the environment, budget ``REFIND_MAX_ACTIONS``' default, trace stored).
     """
     if request.mode == "agent":
-        from .planner import Budget, plan, record_search
+        from .planner import agent_search
 
         p = planner or Planner()
-        result = plan(
+        result = agent_search(  # the planner never writes: agent_search stores the trace (a failed run's too)
             store,
             request.user_id,
             request.query,
@@ -70,15 +70,14 @@ def retrieve(
             options=request.options,
             model=p.model,
             model_name=p.model_name,
-            budget=Budget(max_actions=p.max_actions),
+            max_actions=p.max_actions,
             as_of=request.as_of,
             config=config,
             date_from=request.date_from,
             date_to=request.date_to,
             on_event=p.on_event,
+            record=p.record,
         )
-        # The planner never writes: its caller stores the trace (a failed run's too) and then raises its error.
-        result = record_search(store, result) if p.record else result.raise_error()
         return Retrieval(result.blocks[: request.top_k], result)
     from .search import search
 

@@ -4,6 +4,8 @@ request of alternating roles (``add_request``), and a store clock moved by hand 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+from pathlib import Path
 
 from refind_cli.contract import parse_add
 from refind_cli.store import Store
@@ -59,3 +61,23 @@ def add_request(
             }
         )
     )
+
+
+def sound(db: Path) -> int:
+    """The file passes integrity_check and holds no partial request; returns how many requests it holds."""
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        partial = conn.execute(
+            "SELECT count(*) FROM requests r WHERE message_count != "
+            "(SELECT count(*) FROM messages m WHERE m.user_id = r.user_id AND m.request_id = r.request_id)"
+        ).fetchone()[0]
+        assert partial == 0
+        orphans = conn.execute(
+            "SELECT count(*) FROM messages m WHERE NOT EXISTS "
+            "(SELECT 1 FROM requests r WHERE r.user_id = m.user_id AND r.request_id = m.request_id)"
+        ).fetchone()[0]
+        assert orphans == 0
+        return conn.execute("SELECT count(*) FROM requests").fetchone()[0]
+    finally:
+        conn.close()

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import sound
 
 from refind_cli.contract import parse_add
 from refind_cli.store import Store
@@ -82,26 +83,6 @@ def request(i: int, size: int = 2000, user: str = "alice") -> dict:
 def write_file(path: Path, n: int, size: int = 2000, user: str = "alice") -> Path:
     path.write_text("".join(json.dumps(request(i, size, user)) + "\n" for i in range(n)), encoding="utf-8")
     return path
-
-
-def sound(db: Path) -> int:
-    """The file passes integrity_check and holds no partial request; returns how many requests it holds."""
-    conn = sqlite3.connect(db)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        partial = conn.execute(
-            "SELECT count(*) FROM requests r WHERE message_count != "
-            "(SELECT count(*) FROM messages m WHERE m.user_id = r.user_id AND m.request_id = r.request_id)"
-        ).fetchone()[0]
-        assert partial == 0
-        orphans = conn.execute(
-            "SELECT count(*) FROM messages m WHERE NOT EXISTS "
-            "(SELECT 1 FROM requests r WHERE r.user_id = m.user_id AND r.request_id = m.request_id)"
-        ).fetchone()[0]
-        assert orphans == 0
-        return conn.execute("SELECT count(*) FROM requests").fetchone()[0]
-    finally:
-        conn.close()
 
 
 def error_line(output: str) -> str:
