@@ -347,6 +347,7 @@ class LazyTurns(Sequence[Turn]):
     def __init__(self, state: UserState, layout: Layout, conn: sqlite3.Connection, user_id: str) -> None:
         self._state, self._layout, self._conn, self._user = state, layout, conn, user_id
         self._at: dict[int, Turn] = {}  # view position → turn, for the turns this object handed out already
+        self._at_text = 0  # characters of text in _at: bounded as the state's turn cache is
 
     def __len__(self) -> int:
         return len(self._layout.rows)
@@ -362,9 +363,13 @@ class LazyTurns(Sequence[Turn]):
             return [self[i] for i in range(*pos.indices(len(self)))]
         turn = self._at.get(pos)
         if turn is None:
-            turn = self._at[pos] = self._turn(pos)
-            if len(self._at) > TURN_CACHE:
-                self._at.clear()
+            turn = self._turn(pos)
+            text = len(turn.messages[0].content)
+            if len(self._at) >= TURN_CACHE or self._at_text + text > TURN_TEXT:
+                self._at.clear()  # this object lives as long as its view and connection: never more than the bounds
+                self._at_text = 0
+            self._at[pos] = turn
+            self._at_text += text
         return turn
 
     def _turn(self, pos: int) -> Turn:

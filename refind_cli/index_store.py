@@ -51,23 +51,13 @@ Progress = Callable[[int, int], None]  # (messages indexed so far, messages to i
 def message_tokens(content: str, said_at: int | None) -> list[str]:
     """A message's tokens as the default search configuration indexes a one-message turn: its text, then its said-at
     month and year as words (exactly ``search_config.turn_tokenizer``'s output for a "message" turn)."""
-    tokens = tokenize.analyze(content)
-    if said_at is not None:
-        # = analyze(content + "\n" + date words): a line break ends every word and is left alone by NFKC and by
-        # lower-casing (a final sigma stays final), so the text's tokens and the date's are simply joined
-        tokens.extend(_date_tokens(said_at // 86_400_000))
-    return tokens
+    return tokenize.analyze(index_text(content, said_at))
 
 
 @lru_cache(maxsize=4096)
 def _date_words(day: int) -> str:
     """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
-
-
-@lru_cache(maxsize=4096)
-def _date_tokens(day: int) -> tuple[str, ...]:
-    return tuple(tokenize.analyze(_date_words(day)))
 
 
 # ---- the segment format -------------------------------------------------------------------------------------------
@@ -192,13 +182,11 @@ class Segment:
         return out
 
 
-def build_segment(docs: Sequence[tuple[int, list[str]]], info: Sequence[DocInfo] | None = None) -> Segment:
-    """A segment of (seq, tokens) documents (any order: sorted by seq here), with each one's ``info`` (in the same
-    order as ``docs``) when given."""
+def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
+    """A segment of (seq, tokens) documents (any order: sorted by seq here), without the messages' DocMeta."""
     import numpy as np
 
     order = sorted(range(len(docs)), key=lambda i: docs[i][0])
-    meta = None if info is None else DocMeta.of([info[i] for i in order])
     docs = [docs[i] for i in order]
     every = [t for _, tokens in docs for t in tokens]
     vocab: dict[str, int] = dict.fromkeys(every, 0)  # the terms in order of first occurrence, then numbered
@@ -220,7 +208,7 @@ def build_segment(docs: Sequence[tuple[int, list[str]]], info: Sequence[DocInfo]
         indptr,
         (uniq % n).astype(np.int32),
         tf.astype(np.int32),
-        meta,
+        None,
     )
 
 
@@ -266,7 +254,7 @@ def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[D
 
 
 def index_text(content: str, said_at: int | None) -> str:
-    """The text whose tokens a message is indexed by: ``analyze(index_text(c, s)) == message_tokens(c, s)``."""
+    """The text whose tokens a message is indexed by (what :func:`message_tokens` analyses)."""
     return content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000)
 
 

@@ -150,7 +150,8 @@ class UserIndex:
         common: list[str] = []
         if cfg.common_df is not None:
             kept = drop_common(idx, tokens, cfg.common_df)
-            common = [t for t in tokens if t not in set(kept)] if cfg.common_weight else []
+            kept_set = set(kept)
+            common = [t for t in tokens if t not in kept_set] if cfg.common_weight else []
             tokens = kept
         scores = bm25_scores(idx, tokens)
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly

@@ -13,7 +13,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -353,12 +353,7 @@ class Store:
                     raise
                 execute("RELEASE refind_add")
                 outcomes.append(outcome)
-            if batch.added:  # users.version goes up by one per request added, as bump_user would
-                self.conn.executemany(
-                    "INSERT INTO users (user_id, version) VALUES (?, ?) "
-                    "ON CONFLICT (user_id) DO UPDATE SET version = version + excluded.version",
-                    batch.added.items(),
-                )
+            self.bump_users(batch.added)  # users.version goes up by one per request added
             # the maintained index changes in the same transaction, from the rows just written (not read back)
             index_store.index_added(self.conn, since, batch.rows)
         return outcomes
@@ -454,10 +449,14 @@ class Store:
 
     def bump_user(self, user_id: str) -> None:
         """Mark a user's data as changed: every cache keyed on the user's version becomes stale."""
-        self.conn.execute(
-            "INSERT INTO users (user_id, version) VALUES (?, 1) "
-            "ON CONFLICT (user_id) DO UPDATE SET version = version + 1",
-            (user_id,),
+        self.bump_users({user_id: 1})
+
+    def bump_users(self, changes: Mapping[str, int]) -> None:
+        """Raise each user's version by its count of changes (one statement for a batch's users)."""
+        self.conn.executemany(
+            "INSERT INTO users (user_id, version) VALUES (?, ?) "
+            "ON CONFLICT (user_id) DO UPDATE SET version = version + excluded.version",
+            changes.items(),
         )
 
     def record_event(

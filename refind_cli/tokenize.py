@@ -355,7 +355,7 @@ def analyze_each(texts: Iterable[str]) -> list[str]:
     run: list[bytes] = []
 
     def flush() -> None:
-        words = b" \xff ".join(run).translate(_ASCII_TABLE).split()
+        words = (b" " + _ASCII_DOC_END + b" ").join(run).translate(_ASCII_TABLE).split()
         words.append(_ASCII_DOC_END)
         out.extend(map(_ASCII_CACHE.__getitem__, words))
         run.clear()

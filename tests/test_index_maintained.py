@@ -298,6 +298,9 @@ def test_the_text_a_process_keeps_per_user_is_bounded(store, monkeypatch, turns,
         state = index_cache.CACHE.get(("live", index_cache._db_key(store), "alice"))
         assert 0 < len(state.turn_cache) <= turns
         assert state.turn_text == sum(len(t.messages[0].content) for t in state.turn_cache.values()) <= chars
+        handed = S.user_index(store, "alice").index.turns._at  # the view's own memo lives across searches too
+        assert 0 < len(handed) <= turns
+        assert sum(len(t.messages[0].content) for t in handed.values()) <= chars
 
 
 def _strip_meta(store: Store) -> None:

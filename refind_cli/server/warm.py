@@ -1,7 +1,7 @@
 """Warm indexes: after an Add commits, its user's index is brought into the process's cache in the background.
 
-A user's first search otherwise pays for reading that user's segments and messages into the index cache
-(``index_cache.live_index``) and for decoding their term dictionaries — for a LongMemEval user (~500 long turns) more
+A user's first search otherwise pays for reading that user's segments into the index cache
+(``index_cache.live_index``), for decoding their term dictionaries and for reading the text of the turns it shows — for a LongMemEval user (~500 long turns) more
 than the search itself. The contest sends all of a user's Adds before (most of) that user's questions, so the
 server can do that work between the Add and the question, off the search path.
 
