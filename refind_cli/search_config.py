@@ -47,6 +47,7 @@ class SearchConfig:
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
     date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
     date_window_days: int = 1  # … or said within this many days of it
+    session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
