@@ -89,7 +89,6 @@ def render_blocks(
     cfg: SearchConfig,
     scores: np.ndarray | None = None,
     match: np.ndarray | None = None,
-    rare: np.ndarray | None = None,
 ) -> list[Block]:
     """The first ``top_k`` blocks of the ranked anchors ``order``. An anchor's text is never cut: a block is made
     shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
@@ -113,9 +112,7 @@ def render_blocks(
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
             longest = _shorter(longest, cfg.late_neighbour_max_chars)
-        chosen = compose(
-            idx, pos, cfg, shown, scores if match is None else match, n=n, max_chars=longest, rare=rare
-        )
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, max_chars=longest)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -235,7 +232,6 @@ def compose(
     *,
     n: int | None = None,
     max_chars: int | None | Literal["config"] = "config",
-    rare: np.ndarray | None = None,
 ) -> dict[int, list[StoredMessage]]:
     """Which messages a block shows, by turn index: the anchor's, whole, then neighbours (±``n``, default
     ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length (at most ``max_chars``,
@@ -261,13 +257,6 @@ def compose(
                 continue
             if longest is not None and len(m.content) > longest:
                 continue
-            if (
-                rare is not None
-                and cfg.long_neighbour_chars is not None
-                and len(m.content) > cfg.long_neighbour_chars
-                and not rare[j] > 0
-            ):
-                continue  # a long neighbour earns its characters only by sharing a rare query word
             if cfg.block_chars is not None and size + len(m.content) > cfg.block_chars:
                 continue
             size += len(m.content)

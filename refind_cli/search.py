@@ -202,14 +202,10 @@ class UserIndex:
             rare = drop_common(idx, tokens, cfg.neighbour_match_df)
             if len(rare) < len(tokens):  # a speaker's name (in every label of theirs) does not make a neighbour match
                 match = bm25_scores(idx, rare) * mask
-        rare_match = None  # which turns share a query word other than one in most turns (a speaker's name)
-        if cfg.long_neighbour_chars is not None:
-            kept = drop_common(idx, tokens, cfg.long_neighbour_df)
-            rare_match = bm25_scores(idx, kept) * mask if len(kept) < len(tokens) else scores
         prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
         if prefetch is not None:
             prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, rare=rare_match)
+        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
 
 
 def spread_sessions(

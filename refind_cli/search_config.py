@@ -64,8 +64,6 @@ class SearchConfig:
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
-    long_neighbour_chars: int | None = None  # a neighbour message longer than this needs a rarer query word …
-    long_neighbour_df: float = 0.1  # … one found in at most this share of turns (None above: any length)
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred
