@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, neighbours
 
@@ -106,13 +106,12 @@ def render_blocks(
     def add(pos: int, score: float, *, bare: bool = False, remember: bool = False) -> None:
         nonlocal last_score, used
         anchor = idx.turns[pos]
-        n, longest = cfg.neighbours, cfg.neighbour_max_chars
+        n = cfg.neighbours
         if bare or len(blocks) < cfg.bare_blocks:
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
-            longest = _shorter(longest, cfg.late_neighbour_max_chars)
-        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, max_chars=longest)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -231,13 +230,11 @@ def compose(
     scores: np.ndarray | None = None,
     *,
     n: int | None = None,
-    max_chars: int | None | Literal["config"] = "config",
 ) -> dict[int, list[StoredMessage]]:
     """Which messages a block shows, by turn index: the anchor's, whole, then neighbours (±``n``, default
-    ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length (at most ``max_chars``,
-    default ``cfg.neighbour_max_chars``), overlap and block-size rules. Returns {turn index: [message]}."""
+    ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length, overlap and block-size
+    rules. Returns {turn index: [message]}."""
     n = cfg.neighbours if n is None else n
-    longest = cfg.neighbour_max_chars if max_chars == "config" else max_chars
     anchor = idx.turns[pos]
     chosen = {pos: list(anchor.messages)}
     size = sum(len(m.content) for m in anchor.messages)
@@ -255,7 +252,7 @@ def compose(
         for m in turn.messages:
             if cfg.overlap == "trim" and m.id in shown:
                 continue
-            if longest is not None and len(m.content) > longest:
+            if cfg.neighbour_max_chars is not None and len(m.content) > cfg.neighbour_max_chars:
                 continue
             if cfg.block_chars is not None and size + len(m.content) > cfg.block_chars:
                 continue
@@ -264,11 +261,6 @@ def compose(
         if kept:
             chosen[j] = kept
     return chosen
-
-
-def _shorter(a: int | None, b: int | None) -> int | None:
-    """The tighter of two optional length limits (None: no limit)."""
-    return b if a is None else a if b is None else min(a, b)
 
 
 def _passes_filter(turn: Turn, cfg: SearchConfig, matches: bool) -> bool:

@@ -59,7 +59,6 @@ class SearchConfig:
     bare_blocks: int = 0  # the first N blocks show their anchor alone (no neighbours)
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
-    late_neighbour_max_chars: int | None = None  # … and only neighbour messages at most this long (None: as early)
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
     neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
