@@ -60,7 +60,7 @@ class SearchConfig:
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
-    neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
+    neighbour_max_chars: int | None = 250  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
