@@ -45,7 +45,7 @@ from refind_cli.evaluate import (
     warm_up,
 )
 from refind_cli.index_store import DATE_WORDS
-from refind_cli.store import Store
+from refind_cli.store import Store, StoredMessage
 from refind_cli.tokenize import analyze
 
 
@@ -84,7 +84,7 @@ def main() -> None:
     ours: list[list[int | None]] = []
     theirs: list[list[int | None]] = []
     misses: list[dict[str, object]] = []
-    cats: list[str] = []
+    match_counts: list[list[int]] = []
     left = args.limit
     with tempfile.TemporaryDirectory(prefix="refind-ceiling-") as tmp:
         store = Store(Path(tmp) / "c.db", retention_days=None)
@@ -95,14 +95,17 @@ def main() -> None:
             messages = store.user_messages(sample.user_id)
             names = {t for m in messages if (h := label(m.content)) for t in analyze(h)}
             said = {m.content: m.said_at for m in messages}
+            where = {m.content: i for i, m in enumerate(messages)}
+            words_of = [set(analyze(m.content)) - names for m in messages]
             for q in sample.questions[:left]:
                 a = refind(store, user_id=q.user_id, query=q.text, options=q.options, top_k=args.top_k)
                 b = plain(store, user_id=q.user_id, query=q.text, options=q.options, top_k=args.top_k)
                 oa, ob = offsets(a.contents, q.evidence), offsets(b.contents, q.evidence)
                 ours.append(oa)
                 theirs.append(ob)
-                cats.append(q.category)
                 asked = set(analyze(q.text))
+                matching = [i for i, w in enumerate(words_of) if w & (asked - names)]
+                match_counts.append(matching)
                 for e, x, y in zip(q.evidence, oa, ob):
                     if (x is not None and x <= args.budget) or (y is not None and y <= args.budget):
                         continue
@@ -133,6 +136,7 @@ def main() -> None:
                             "shared": sorted(shared),
                             "kind": kind,
                             "labelled": len(q.evidence),
+                            "turns_to_a_match": _distance(messages, matching, where.get(e)),
                         }
                     )
             if left is not None:
@@ -192,7 +196,16 @@ def main() -> None:
         by_cat[str(m["category"])][str(m["kind"])] += 1
     for c, n in sorted(by_cat.items()):
         print(f"  - {c}: " + ", ".join(f"{k} {v}" for k, v in n.most_common()))
-    unreachable = _unreachable_share(ours, misses, args.budget)
+    weak = [m for m in misses if m["kind"] != "content word"]
+    near = Counter(_band(m["turns_to_a_match"]) for m in weak)
+    print()
+    print(
+        f"Of the {len(weak)} that share no content word, turns to the nearest message of the same session that does: "
+        + ", ".join(f"{k} {near[k]}" for k in ("≤ 2", "3-5", "6-10", "> 10", "no such message in the session"))
+        + f" (a question's words other than names match {statistics.fmean(map(len, match_counts)):.0f} messages on "
+        "average)."
+    )
+    unreachable = _unreachable_share(len(ours), misses, args.budget)
     print()
     print(unreachable)
     if args.misses:
@@ -201,48 +214,48 @@ def main() -> None:
                 fh.write(json.dumps(m, ensure_ascii=False) + "\n")
 
 
+def _distance(messages: list[StoredMessage], matching: list[int], at: int | None) -> int | None:
+    """Messages between ``at`` and the nearest of ``matching`` in the same session (None: none there)."""
+    if at is None:
+        return None
+    session = messages[at].session_id
+    return min((abs(i - at) for i in matching if messages[i].session_id == session), default=None)
+
+
+def _band(d: object) -> str:
+    if not isinstance(d, int):
+        return "no such message in the session"
+    return "≤ 2" if d <= 2 else "3-5" if d <= 5 else "6-10" if d <= 10 else "> 10"
+
+
 def _bucket(o: int | None, budget: int) -> str:
     if o is None:
         return "not returned"
     return f"≤ {budget // 1000}k" if o <= budget else f"> {budget // 1000}k"
 
 
-def _unreachable_share(ours: list[list[int | None]], misses: list[dict[str, object]], budget: int) -> str:
-    """How many questions miss only messages no ranking by their words prefers, and the recall a lexical ranking
-    could reach at most: every labelled message found except those sharing nothing (or at most a name or a date
-    word) with the question."""
+def _unreachable_share(questions: int, misses: list[dict[str, object]], budget: int) -> str:
+    """How many questions miss only messages that no ranking by their words prefers, and the most a lexical ranking
+    could reach: every labelled message found but those sharing nothing (or at most a name or a date word) with the
+    question — counted, like recall, per question."""
     by_q: dict[str, list[str]] = defaultdict(list)
+    labelled: dict[str, int] = {}
     for m in misses:
         by_q[str(m["question"])].append(str(m["kind"]))
-    n = len(ours)
-    sizes = [len(r) for r in ours]
-    ids = list(dict.fromkeys(str(m["question"]) for m in misses))
-    weight = {q: 0 for q in ids}
-    for m in misses:
-        weight[str(m["question"])] += 1
-    # the question of each miss is identified by id; sizes come in question order, which the misses follow
-    order = {q: i for i, q in enumerate(ids)}
-    del order
+        labelled[str(m["question"])] = int(str(m["labelled"]))
 
     def ceiling(kinds: set[str]) -> float:
-        lost = 0.0
-        size_of = _size_of(misses, ours)
-        for q, v in by_q.items():
-            lost += sum(1 for k in v if k in kinds) / size_of[q]
-        return 1 - lost / n
+        return 1 - sum(sum(1 for k in v if k in kinds) / labelled[q] for q, v in by_q.items()) / questions
 
+    weak = {"nothing", "speaker name only", "date word only"}
     return (
-        f"Questions with a miss of both within {budget // 1000}k: {len(by_q)} of {n}; of them every missed message "
-        f"shares nothing: {sum(1 for v in by_q.values() if set(v) == {'nothing'})}; at most a speaker's name or "
-        f"a date word: {sum(1 for v in by_q.values() if set(v) <= {'nothing', 'speaker name only', 'date word only'})}."
-        f"\nLexical ceiling at {budget // 1000}k (every message found but those sharing nothing): "
-        f"{ceiling({'nothing'}):.3f}; but those sharing at most a name or a date word: "
-        f"{ceiling({'nothing', 'speaker name only', 'date word only'}):.3f} (sizes {sum(sizes)})."
+        f"Questions with a miss of both within {budget // 1000}k: {len(by_q)} of {questions}; of them every missed "
+        f"message shares nothing: {sum(1 for v in by_q.values() if set(v) == {'nothing'})}; at most a speaker's name "
+        f"or a date word: {sum(1 for v in by_q.values() if set(v) <= weak)}.\n\n"
+        f"Lexical ceiling at {budget // 1000}k — every labelled message found but those that share nothing with the "
+        f"question: {ceiling({'nothing'}):.3f}; but those that share at most a name or a date word: "
+        f"{ceiling(weak):.3f}."
     )
-
-
-def _size_of(misses: list[dict[str, object]], ours: list[list[int | None]]) -> dict[str, int]:
-    return {str(m["question"]): int(str(m["labelled"])) for m in misses}
 
 
 if __name__ == "__main__":
