@@ -24,9 +24,9 @@ def index_progress() -> Callable[[int, int], None]:
 
     def report(done: int, total: int) -> None:
         if not made:
-            from .render import error_console
+            from rich.console import Console
 
-            err = error_console()
+            err = Console(stderr=True)
             if not err.is_terminal:
                 made.append(None)
             else:
