@@ -78,6 +78,8 @@ class SearchConfig:
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
+        if self.session_cap is not None and self.session_cap < 1:
+            raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
 
     def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""

@@ -12,6 +12,7 @@ from helpers import DAY, T0, add
 
 from refind_cli import search as S
 from refind_cli.blocks import render_blocks
+from refind_cli.errors import InvalidInput
 from refind_cli.index import build_index, fuse
 from refind_cli.query_dates import date_boost, named_days
 from refind_cli.store import StoredMessage
@@ -202,3 +203,8 @@ def test_session_cap_changes_which_sessions_a_short_list_shows(store):
         "a",
         "b",
     }
+
+
+def test_session_cap_below_one_is_refused():
+    with pytest.raises(InvalidInput, match="session_cap must be 1 or more"):
+        S.SearchConfig(session_cap=0)
