@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -465,6 +465,13 @@ Row = tuple[int, str, str, "int | None", str, int, int]  # a message's ROW_COLUM
 
 def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
     """Write one segment per user for rows of ROW_COLUMNS, in ascending seq. Returns the users touched."""
+    segments = segments_of_rows(rows)
+    write_segments(conn, segments)
+    return set(segments)
+
+
+def segments_of_rows(rows: Iterable[Row]) -> dict[str, Segment]:
+    """One segment per user of rows of ROW_COLUMNS in ascending seq, the users in order of their first row."""
     by_user: dict[str, tuple[list[int], list[str], list[DocInfo]]] = {}
     for seq, user_id, content, said_at, session_id, recorded_at, idx in rows:
         docs = by_user.get(user_id)
@@ -473,20 +480,46 @@ def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
         docs[0].append(seq)
         docs[1].append(index_text(content, said_at))
         docs[2].append((session_id, said_at, recorded_at, idx))
-    for user_id, (seqs, texts, info) in by_user.items():
-        _write(conn, user_id, segment_of_texts(seqs, texts, info))
+    return {user_id: segment_of_texts(seqs, texts, info) for user_id, (seqs, texts, info) in by_user.items()}
+
+
+def placed(seg: Segment, seqs: Sequence[int], recorded_at: int) -> Segment:
+    """A segment built ahead of its messages' seqs and recorded-at (a replay's reader builds it while the batch
+    before is written), given them: byte for byte the segment of the same rows built after they were written."""
+    import numpy as np
+
+    meta = seg.meta
+    if meta is not None:
+        meta = replace(meta, recorded=np.full(len(seqs), recorded_at, dtype=np.int64))
+    return replace(seg, seqs=np.asarray(seqs, dtype=np.int64), meta=meta)
+
+
+def write_segments(conn: sqlite3.Connection, segments: Mapping[str, Segment]) -> None:
+    """Write each user's new segment (in the mapping's order: segment ids follow it), merging after each."""
+    for user_id, seg in segments.items():
+        _write(conn, user_id, seg)
         _merge(conn, user_id)
-    return set(by_user)
+
+
+def indexing(conn: sqlite3.Connection, since_seq: int) -> bool:
+    """Whether an Add transaction that began at max seq ``since_seq`` indexes its messages itself: when the index
+    is up to date (otherwise :func:`catch_up` indexes them with the rest)."""
+    return watermark(conn) >= since_seq and _meta(conn, "analyzer") == str(tokenize.ANALYZER_VERSION)
 
 
 def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[Row]) -> None:
     """Index the rows (ROW_COLUMNS) an Add transaction stored, in ascending seq, every seq above
     ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
     :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
-    if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+    if not rows or not indexing(conn, since_seq):
         return
     _index_rows(conn, rows)
-    _set_meta(conn, "indexed_through", str(rows[-1][0]))
+    mark_indexed(conn, rows[-1][0])
+
+
+def mark_indexed(conn: sqlite3.Connection, through: int) -> None:
+    """Every message up to seq ``through`` is indexed (inside the transaction that indexed them)."""
+    _set_meta(conn, "indexed_through", str(through))
 
 
 def _merge(conn: sqlite3.Connection, user_id: str) -> None:
