@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import zlib
@@ -433,7 +434,7 @@ def replay(
             on_progress(0, total)
         if parallel is None:
             parallel = (total is None or total >= PARALLEL_MIN_BYTES) and _can_fork()
-        hint = _shared_flag() if parallel else None
+        hint = _Hint() if parallel else None
         chunks = _chunks(lines, done, strict, batch_size, hint)
         with _replay_cache(store), _read_ahead(chunks, parallel) as ready:
             return _replay_stream(store, ready, hint, total, summary, name, on_progress, on_problem)
@@ -529,53 +530,73 @@ def _ahead_rows(items: Iterable[Ready | LineError]) -> Iterator[index_store.Row]
                 yield seq, user, content, said_at, session, 0, i
 
 
-def _shared_flag() -> Any:
-    """A byte in memory a forked process shares (1: build index segments ahead)."""
-    import multiprocessing
+class _Hint:
+    """One byte of memory shared with a forked reader: 1 while building index segments ahead pays."""
 
-    return multiprocessing.get_context("fork").RawValue("b", 1)
+    def __init__(self) -> None:
+        import mmap
+
+        self.memory = mmap.mmap(-1, 1)  # anonymous and shared: a forked child sees the parent's writes
+        self.memory[0] = 1
+
+    @property
+    def value(self) -> int:
+        return self.memory[0]
+
+    @value.setter
+    def value(self, value: int) -> None:
+        self.memory[0] = value
 
 
 def _can_fork() -> bool:
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods()
+    return hasattr(os, "fork")
 
 
 @contextmanager
 def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Chunk]]:
     """The chunks, read here or — ``parallel`` — by a forked reader process while this one writes: parsing, checking,
     hashing and tokenizing a batch (the reader) overlap with storing the one before (the writer). Only this process
-    opens or writes the database; the reader gets nothing from it.
+    opens or writes the database; the reader never touches it and leaves with ``os._exit`` (no finalizer, no
+    flush of what it inherited).
 
     The reader never outlives the replay: it ends when the file does, and it is killed when the writer stops early
-    (an error, a storage fault, Ctrl-C). An error raised by the reader (an unreadable or corrupt file) is raised
-    here, after the batches before it were stored, as it would be without a reader."""
+    (an error, a storage fault, Ctrl-C); a writer killed outright closes the pipe, which ends the reader at its next
+    chunk. An error raised by the reader (an unreadable or corrupt file) is raised here, after the batches before it
+    were stored, as it would be without a reader."""
     if not parallel:
         yield chunks
         return
-    import multiprocessing
+    from multiprocessing.connection import Pipe
 
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    for stream in (sys.stdout, sys.stderr):  # a forked child flushes what it inherited: flush it once, here
-        with contextlib.suppress(Exception):
-            stream.flush()
-    reader = ctx.Process(target=_reader, args=(chunks, send), name="refind-replay-reader", daemon=True)
-    reader.start()
+    receive, send = Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:  # the reader
+        code = 1
+        try:
+            receive.close()
+            _reader(chunks, send)
+            code = 0
+        finally:
+            os._exit(code)
     send.close()
+    ended: list[int] = []
+
+    def wait() -> int:
+        if not ended:
+            ended.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        return ended[0]
 
     def received() -> Iterator[Chunk]:
         while True:
             try:
                 message = receive.recv()
             except EOFError:
-                reader.join(5)
                 raise RefindError(
-                    f"the replay's reader process ended unexpectedly (exit code {reader.exitcode}); "
-                    "what was stored before is kept — replay the same file again to store the rest"
+                    f"the replay's reader process ended unexpectedly (exit code {wait()}); what was stored before "
+                    "is kept — replay the same file again to store the rest"
                 ) from None
-            if message is None:
+            if message is None:  # the file's end: the reader exits now
+                wait()
                 return
             if isinstance(message, BaseException):
                 raise message
@@ -585,16 +606,15 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
         yield received()
     finally:
         receive.close()
-        if reader.is_alive():
-            reader.kill()
-        reader.join()
+        if not ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # done already (then this is a no-op on a zombie), or stopped early
+            wait()
 
 
 def _reader(chunks: Iterator[Chunk], send: Any) -> None:
     """The reader process: send each chunk, then None (or the error that stopped it). Ctrl-C is the writer's to
     handle (it kills the reader); a writer gone (a closed pipe) ends the reader."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for chunk in chunks:

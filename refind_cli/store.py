@@ -241,20 +241,18 @@ class _Batch:
     next_seq: int
     written: list[tuple[int, Prepared]] = field(default_factory=list)  # (first seq, request) of each added request
     added: dict[str, int] = field(default_factory=dict)  # requests added per user
-    not_added: set[str] = field(default_factory=set)  # users with a request of the batch refused or a duplicate
     stoneless: set[str] = field(default_factory=set)  # users seen to have no tombstone at all
 
 
 def _segments(batch: _Batch, now: int, ahead: Mapping[str, index_store.Segment]) -> dict[str, index_store.Segment]:
     """Each user's new index segment of the batch's written requests, the users in order of their first message: the
-    segment built ahead when the user's requests were all written (it holds exactly their messages), else built from
-    the rows written."""
+    segment built ahead when it holds as many messages as the user's written requests (then they are the same: it
+    was built of all of the user's requests of the batch, each of at least one message, and every one was written),
+    else one built from the rows written."""
     counts: dict[str, int] = {}
     for _, req in batch.written:
         counts[req.user_id] = counts.get(req.user_id, 0) + len(req.messages)
-    usable = {
-        user: seg for user, seg in ahead.items() if user not in batch.not_added and counts.get(user) == len(seg.seqs)
-    }
+    usable = {user: seg for user, seg in ahead.items() if counts.get(user) == len(seg.seqs)}
     seqs: dict[str, list[int]] = {user: [] for user in counts}
     rows: list[index_store.Row] = []
     for first, req in batch.written:
@@ -387,8 +385,8 @@ class Store:
         self, requests: Iterable[Prepared], *, segments: Mapping[str, index_store.Segment] | None = None
     ) -> list[AddOutcome | RefindError]:
         """``add_many`` of requests prepared beforehand. ``segments``: each user's index segment of all of that
-        user's ``requests``, built ahead (seqs and recorded-at are placed here); used for a user whose requests were
-        all added, built from the written rows for any other."""
+        user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
+        requests were all added, built from the written rows for any other."""
         outcomes: list[AddOutcome | RefindError] = []
         execute = self.conn.execute
         with self.write():
@@ -401,7 +399,6 @@ class Store:
                     outcome = self._add_one(request, now, batch)
                 except (RefindError, sqlite3.IntegrityError) as exc:  # refuse this request alone, never the batch
                     self._roll_back_request()
-                    batch.not_added.add(request.user_id)
                     outcomes.append(
                         exc
                         if isinstance(exc, RefindError)
@@ -442,7 +439,6 @@ class Store:
             self._expire_request(user_id, request_id, cutoff)
             row = None
         if row is not None:
-            batch.not_added.add(user_id)
             if row[0] == req.digest:
                 return AddOutcome(request_id, user_id, session_id, "duplicate", 0)
             raise _conflict(req)
