@@ -387,38 +387,141 @@ class Store:
         """``add_many`` of requests prepared beforehand. ``segments``: each user's index segment of all of that
         user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
         requests were all added, built from the written rows for any other."""
-        outcomes: list[AddOutcome | RefindError] = []
-        execute = self.conn.execute
+        requests = list(requests)
         with self.write():
             now = self.clock()
             since = index_store.max_seq(self.conn)
             batch = _Batch(next_seq=since + 1)
-            for request in requests:
-                execute("SAVEPOINT refind_add")
-                try:
-                    outcome = self._add_one(request, now, batch)
-                except (RefindError, sqlite3.IntegrityError) as exc:  # refuse this request alone, never the batch
-                    self._roll_back_request()
-                    outcomes.append(
-                        exc
-                        if isinstance(exc, RefindError)
-                        else Conflict(
-                            f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
-                            "(its stable message ids collide with stored ones)"
-                        )
-                    )
-                    continue
-                except BaseException:
-                    self._roll_back_request()
-                    raise
-                execute("RELEASE refind_add")
-                outcomes.append(outcome)
+            together = self._add_together(requests, now, batch) if len(requests) > 1 else None
+            if together is None:
+                batch = _Batch(next_seq=since + 1)
+            outcomes = together if together is not None else self._add_each(requests, now, batch)
             self.bump_users(batch.added)  # users.version goes up by one per request added
             # the maintained index changes in the same transaction, from the rows just written (not read back)
             if batch.written and index_store.indexing(self.conn, since):
                 index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
                 index_store.mark_indexed(self.conn, batch.next_seq - 1)
         return outcomes
+
+    def _add_each(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError]:
+        """Store each request in its own savepoint: a request that fails (its ids collide with stored ones) is rolled
+        back alone."""
+        outcomes: list[AddOutcome | RefindError] = []
+        execute = self.conn.execute
+        for request in requests:
+            execute("SAVEPOINT refind_add")
+            try:
+                outcome = self._add_one(request, now, batch)
+            except (RefindError, sqlite3.IntegrityError) as exc:  # refuse this request alone, never the batch
+                self._roll_back_request()
+                outcomes.append(
+                    exc
+                    if isinstance(exc, RefindError)
+                    else Conflict(
+                        f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
+                        "(its stable message ids collide with stored ones)"
+                    )
+                )
+                continue
+            except BaseException:
+                self._roll_back_request()
+                raise
+            execute("RELEASE refind_add")
+            outcomes.append(outcome)
+        return outcomes
+
+    def _add_together(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError] | None:
+        """Store the requests with one statement per table (what ``_add_each`` stores, row for row, in the same
+        order): the stored rows they meet are read with one query per user, then the requests, messages and events
+        to add are each inserted by one ``executemany``. None, with nothing written, when the batch needs
+        ``_add_each``: a request past retention to expire first, or ids that collide with stored ones."""
+        conn = self.conn
+        stored = self._stored_requests(requests)
+        cutoff = self.retention_cutoff() if stored else None
+        outcomes: list[AddOutcome | RefindError] = []
+        fresh: dict[tuple[str, str], str] = {}  # requests added by this batch: their payload hash
+        added: list[Prepared] = []
+        stones: dict[str, bool] = {}  # whether the user has any tombstone
+        for req in requests:
+            key = (req.user_id, req.request_id)
+            row = stored.get(key)
+            if row is not None and cutoff is not None and row[1] < cutoff:
+                return None  # expire it first, as _add_one does
+            digest = row[0] if row is not None else fresh.get(key)
+            if digest is not None:
+                if digest == req.digest:
+                    outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0))
+                else:
+                    outcomes.append(_conflict(req))
+                continue
+            has_stones = stones.get(req.user_id)
+            if has_stones is None:
+                has_stones = stones[req.user_id] = (
+                    conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone()
+                    is not None
+                )
+            if has_stones:
+                stone = self.tombstone_for(req.user_id, req.request_id)
+                if stone is not None:
+                    outcomes.append(_forgotten(req, stone))
+                    continue
+            fresh[key] = req.digest
+            added.append(req)
+            outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages)))
+        first = batch.next_seq
+        rows = []
+        for req in added:
+            user_id, session_id, request_id = req.user_id, req.session_id, req.request_id
+            rows += [
+                (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
+                for i, (mid, (role, content, said_at)) in enumerate(zip(req.ids, req.messages))
+            ]
+            batch.written.append((first, req))
+            batch.added[user_id] = batch.added.get(user_id, 0) + 1
+            first += len(req.messages)
+        conn.execute("SAVEPOINT refind_add")
+        try:
+            conn.executemany(
+                "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.user_id, r.request_id, r.session_id, r.digest, len(r.messages), now) for r in added],
+            )
+            conn.executemany(
+                "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, "
+                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT INTO events (at, kind, user_id, session_id, request_id, rows, detail) "
+                "VALUES (?, 'add', ?, ?, ?, ?, NULL)",
+                [(self.clock(), r.user_id, r.session_id, r.request_id, len(r.messages)) for r in added],
+            )
+        except sqlite3.IntegrityError:  # ids that collide with stored ones: _add_each refuses those requests alone
+            self._roll_back_request()
+            return None
+        except BaseException:
+            self._roll_back_request()
+            raise
+        conn.execute("RELEASE refind_add")
+        batch.next_seq = first
+        return outcomes
+
+    def _stored_requests(self, requests: list[Prepared]) -> dict[tuple[str, str], tuple[str, int]]:
+        """(payload hash, recorded-at) of each of the requests already stored, by (user, request id)."""
+        by_user: dict[str, list[str]] = {}
+        for req in requests:
+            by_user.setdefault(req.user_id, []).append(req.request_id)
+        out: dict[tuple[str, str], tuple[str, int]] = {}
+        for user_id, ids in by_user.items():
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                for rid, digest, recorded_at in self.conn.execute(
+                    "SELECT request_id, payload_hash, recorded_at FROM requests "
+                    f"WHERE user_id = ? AND request_id IN ({','.join('?' * len(part))})",
+                    [user_id, *part],
+                ):
+                    out[(user_id, rid)] = (digest, recorded_at)
+        return out
 
     def _roll_back_request(self) -> None:
         # An error such as a failed COMMIT can have ended the transaction, savepoint included: then there is
