@@ -502,7 +502,9 @@ def _chunks(
     def cut() -> Chunk:
         segments = None
         if hint is not None and hint.value:
-            segments = index_store.segments_of_rows(_ahead_rows(items))
+            segments = index_store.segments_ahead(
+                (r.request.user_id, r.request.session_id, r.request.messages) for r in items if isinstance(r, Ready)
+            )
         return Chunk(items, count[0], done(), segments)
 
     for item in parse_lines(numbered(), strict=strict):
@@ -515,19 +517,6 @@ def _chunks(
             yield cut()
             items, requests = [], 0
     yield cut()
-
-
-def _ahead_rows(items: Iterable[Ready | LineError]) -> Iterator[index_store.Row]:
-    """Index rows of the chunk's requests with stand-in seqs (ascending in file order) and recorded-at (0), which
-    ``index_store.placed`` replaces once they are written."""
-    seq = 0
-    for item in items:
-        if isinstance(item, Ready):
-            req = item.request
-            user, session = req.user_id, req.session_id
-            for i, (_, content, said_at) in enumerate(req.messages):
-                seq += 1
-                yield seq, user, content, said_at, session, 0, i
 
 
 class _Hint:
