@@ -11,10 +11,13 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from helpers import Clock
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refind_cli import index_store, lifecycle
 from refind_cli.contract import parse_add
@@ -23,6 +26,20 @@ from refind_cli.replay import replay
 from refind_cli.store import DAY_MS, Store
 
 T0 = 1_700_000_000_000
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=30)  # NUL, "_", capitals, punctuation
+_TEXT = st.one_of(
+    _ASCII, _ASCII, st.lists(st.sampled_from(["Kayaks", "the", "LISBON", "ran", "é", "北京"])).map(" ".join)
+)
+_SAID = st.one_of(st.none(), st.integers(0, 20_000).map(lambda d: d * DAY_MS + 5))
+_REQUESTS = st.lists(
+    st.tuples(
+        st.sampled_from(["u1", "u2"]),
+        st.sampled_from(["s1", "s2"]),
+        st.lists(st.tuples(_TEXT, _SAID), min_size=1, max_size=4),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 def add_line(rid: str, user: str, session: str, *contents: str, ts: int | None = T0) -> str:
@@ -214,3 +231,25 @@ def test_the_reader_is_reaped_after_a_whole_file(tmp_path: Path, monkeypatch: py
     assert len(forks) == 1
     with pytest.raises(ChildProcessError):  # reaped: no zombie left for this process to wait for
         os.waitpid(forks[0], os.WNOHANG)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_REQUESTS)
+def test_segments_built_ahead_are_the_segments_of_the_written_rows(
+    requests: list[tuple[str, str, list[tuple[str, int | None]]]],
+) -> None:
+    rows, seqs, seq = [], {}, 10
+    for user, session, messages in requests:
+        for i, (text, said) in enumerate(messages):
+            rows.append((seq, user, text, said, session, T0, i))
+            seqs.setdefault(user, []).append(seq)
+            seq += 2
+    written = index_store.segments_of_rows(rows)
+    ahead = index_store.segments_ahead((u, s, [("user", t, a) for t, a in m]) for u, s, m in requests)
+    assert list(ahead) == list(written)
+    for user, seg in written.items():
+        assert index_store.encode(index_store.placed(ahead[user], seqs[user], T0)) == index_store.encode(seg)
+        # and both are the reference: the segment of each message's tokens, numbered in order of first occurrence
+        tokens = [(r[0], index_store.message_tokens(r[2], r[3])) for r in rows if r[1] == user]
+        reference = index_store.build_segment(tokens)
+        assert index_store.encode(replace(seg, meta=None)) == index_store.encode(reference)
