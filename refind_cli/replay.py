@@ -511,7 +511,9 @@ def _chunks(
         if isinstance(item, LineError):
             items.append(item)
             continue
-        items.append(Ready(prepare(item.request), item.first_line, item.last_line, item.warnings, item.notes))
+        # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
+        prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
+        items.append(Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes))
         requests += 1
         if requests >= batch_size:
             yield cut()

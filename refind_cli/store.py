@@ -110,18 +110,24 @@ class Prepared(NamedTuple):
     session_id: str
     messages: tuple[tuple[str, str, int | None], ...]  # (role, content, said-at) of each message, in order
     digest: str  # AddRequest.payload_hash()
-    ids: list[str]  # message_ids(user_id, request_id, 0, len(messages))
+    ids: list[str] | None = None  # message_ids(user_id, request_id, 0, len(messages)); None: derived when stored
 
 
-def prepare(req: AddRequest) -> Prepared:
+def prepare(req: AddRequest, *, ids: bool = False) -> Prepared:
+    """The request prepared for storing; its message ids derived now with ``ids`` (else when it is stored: a
+    duplicate needs none)."""
     return Prepared(
         req.request_id,
         req.user_id,
         req.session_id,
         tuple((m.role, m.content, m.timestamp) for m in req.messages),
         req.payload_hash(),
-        message_ids(req.user_id, req.request_id, 0, len(req.messages)),
+        message_ids(req.user_id, req.request_id, 0, len(req.messages)) if ids else None,
     )
+
+
+def _ids(req: Prepared) -> list[str]:
+    return req.ids if req.ids is not None else message_ids(req.user_id, req.request_id, 0, len(req.messages))
 
 
 def _conflict(req: AddRequest | Prepared) -> Conflict:
@@ -474,7 +480,7 @@ class Store:
             user_id, session_id, request_id = req.user_id, req.session_id, req.request_id
             rows += [
                 (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
-                for i, (mid, (role, content, said_at)) in enumerate(zip(req.ids, req.messages))
+                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
             ]
             batch.written.append((first, req))
             batch.added[user_id] = batch.added.get(user_id, 0) + 1
@@ -564,7 +570,7 @@ class Store:
             "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
-                for i, (mid, (role, content, said_at)) in enumerate(zip(req.ids, req.messages))
+                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
             ],
         )
         self.record_event("add", user_id=user_id, session_id=session_id, request_id=request_id, rows=count)
