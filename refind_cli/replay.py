@@ -559,6 +559,8 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
         return
     from multiprocessing.connection import Pipe
 
+    import numpy  # noqa: F401  both processes use it (segments): imported once, before the fork, not in each
+
     receive, send = Pipe(duplex=False)
     pid = os.fork()
     if pid == 0:  # the reader
