@@ -562,11 +562,13 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
     import numpy  # noqa: F401  both processes use it (segments): imported once, before the fork, not in each
 
     receive, send = Pipe(duplex=False)
+    writer = os.getpid()
     pid = os.fork()
     if pid == 0:  # the reader
         code = 1
         try:
             receive.close()
+            _end_with(writer)
             _reader(chunks, send)
             code = 0
         finally:
@@ -603,6 +605,19 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # done already (then this is a no-op on a zombie), or stopped early
             wait()
+
+
+def _end_with(writer: int) -> None:
+    """Have the kernel kill this reader the moment its writer dies (Linux: a writer killed outright would otherwise
+    leave it parsing until its next chunk finds the pipe closed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != writer:  # died before that: end now
+        os._exit(1)
 
 
 def _reader(chunks: Iterator[Chunk], send: Any) -> None:

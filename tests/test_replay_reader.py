@@ -253,3 +253,62 @@ def test_segments_built_ahead_are_the_segments_of_the_written_rows(
         tokens = [(r[0], index_store.message_tokens(r[2], r[3])) for r in rows if r[1] == user]
         reference = index_store.build_segment(tokens)
         assert index_store.encode(replace(seg, meta=None)) == index_store.encode(reference)
+
+
+READER_PID = """
+import os, sys
+from refind_cli.replay import replay
+from refind_cli.store import Store
+
+real_fork = os.fork
+
+def fork():
+    pid = real_fork()
+    if pid:
+        print(pid, flush=True)
+    return pid
+
+os.fork = fork
+with Store(sys.argv[1], retention_days=None) as store:
+    replay(store, "-", parallel=True)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_the_reader_dies_with_a_writer_killed_outright(tmp_path: Path) -> None:
+    """kill -9 of the writer while its reader waits for more of stdin: the reader dies too, at once."""
+    import signal
+    import time
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(READER_PID), str(tmp_path / "k.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    writer.stdin.write(add_line("r1", "u", "s", "hello") + "\n")
+    writer.stdin.flush()  # and left open: the reader waits in its read
+    reader = int(writer.stdout.readline())
+    try:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(30)
+        for _ in range(100):
+            if _ended(reader):
+                break
+            time.sleep(0.1)
+        assert _ended(reader), "the reader outlived its writer"
+    finally:
+        writer.stdin.close()
+        if not _ended(reader):
+            os.kill(reader, signal.SIGKILL)
