@@ -1,6 +1,6 @@
 """The index maintained on write: search right after an Add, a cold process against SQLite FTS5, the index's size.
 
-    .venv/bin/python bench/index.py [--sizes 10000,100000] [--repeat 5] [--workdir DIR]
+    .venv/bin/python bench/index.py [--sizes 10000,100000] [--repeat 5] [--workdir DIR] [--baseline PYTHONPATH]
 
 For each size, one synthetic user (bench/synth.py, seed 0) in its own database, measured in the same run:
 
@@ -13,6 +13,11 @@ For each size, one synthetic user (bench/synth.py, seed 0) in its own database, 
 * whole process — ``refind search --mode bm25 --json``, against ``sqlite-utils search`` (SQLite FTS5) over a copy of
                 the same messages and against ``refind --help``, taking turns;
 * index size  — the segments' bytes ÷ the messages' content bytes.
+
+``--baseline PYTHONPATH`` also runs the whole-process search and ``refind --help`` of another refind, taking turns
+with this one's: PYTHONPATH names its checkout (and, first, a directory holding the typer it was locked with, e.g.
+``pip install --no-deps --target DIR typer==X``); it runs with ``python -P`` so that the working directory's
+refind_cli does not shadow it.
 
 In brackets, CPU time (user + system) of the same runs: on a shared machine it moves less with the load than wall
 time does.
@@ -91,12 +96,18 @@ def fts_copy(path: Path, work: Path) -> Path:
     return fts
 
 
+def _under(pythonpath: str, cmd: list[str]) -> list[str]:
+    """``cmd`` (``python -m …``) run by the refind found on ``pythonpath``, not the working directory's."""
+    return ["env", f"PYTHONPATH={pythonpath}", cmd[0], "-P", *cmd[1:]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--baseline", default=None, metavar="PYTHONPATH", help="another refind to compare with")
     args = ap.parse_args()
     queries = synth.queries(args.queries)
     tmp = tempfile.TemporaryDirectory()
@@ -125,8 +136,11 @@ def main() -> None:
         fts_cmd = [sys.executable, "-m", "sqlite_utils", "search", str(fts), "messages", queries[2], "--limit", "10"]
         cpu: list[float] = []
         cmds = [_search_cmd(path, "u", queries[2]), fts_cmd, FLOOR_CMD]
-        proc, fts_s, floor = processes(cmds, repeat=args.repeat, cpu=cpu)
-        c_proc, c_fts, c_floor = cpu
+        if args.baseline:
+            cmds += [_under(args.baseline, _search_cmd(path, "u", queries[2])), _under(args.baseline, FLOOR_CMD)]
+        times = processes(cmds, repeat=args.repeat, cpu=cpu)
+        proc, fts_s, floor = times[:3]
+        c_proc, c_fts, c_floor = cpu[:3]
         print(
             f"| {n:,} | {_ms(r['rebuild'])} | {_ms(r['after add'])} ({_ms(r['after add cpu'])}) | {_ms(r['warm'])} | "
             f"{_ms(r['new process'])} | {_ms(proc)} ({_ms(c_proc)}) | {_ms(fts_s)} ({_ms(c_fts)}) | "
@@ -134,6 +148,15 @@ def main() -> None:
             f"{proc / floor:.2f}× ({c_proc / c_floor:.2f}×) | {r['ratio']:.2f}× | {r['segments']:.0f} |",
             flush=True,
         )
+        if args.baseline:
+            (b_proc, b_floor), (c_b_proc, c_b_floor) = times[3:], cpu[3:]
+            print(
+                f"<!-- baseline ({args.baseline}), {n:,} turns: whole process {_ms(b_proc)} ({_ms(c_b_proc)}), "
+                f"÷ FTS5 {b_proc / fts_s:.2f}× ({c_b_proc / c_fts:.2f}×), `refind --help` {_ms(b_floor)} "
+                f"({_ms(c_b_floor)}), ÷ its `--help` {b_proc / b_floor:.2f}× ({c_b_proc / c_b_floor:.2f}×); "
+                f"this refind ÷ baseline {proc / b_proc:.2f}× ({c_proc / c_b_proc:.2f}×) -->",
+                flush=True,
+            )
         print(f"<!-- built {n:,} turns (synth, batched Adds, indexed on write) in {built:.1f} s -->", flush=True)
 
 

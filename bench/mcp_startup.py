@@ -122,8 +122,9 @@ import mcp_types.methods
 step("mcp_types.methods: both protocol versions' models")
 import mcp
 step("rest of `import mcp`: client, transports, HTTP/auth stack, MCPServer")
-import refind_cli.cli.app
-step("refind's CLI (typer, rich, commands)")
+import refind_cli.cli.root as root
+root.command_app("mcp")
+step("refind's CLI (typer, the mcp command)")
 import refind_cli.api, refind_cli.mcp_server as ms, refind_cli.mcp_start as start
 step("refind's API and mcp_server modules")
 memory = refind_cli.api.Memory(sys.argv[1])

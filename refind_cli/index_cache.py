@@ -397,7 +397,7 @@ class LazyTurns(Sequence[Turn]):
         if not n or not len(positions):
             return
         near = np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)
-        self._fetch(self._layout.rows[np.unique(np.clip(near, 0, n - 1))])
+        self._fetch(self._layout.rows[index_store.distinct(np.clip(near, 0, n - 1))])
 
     def preload(self) -> bool:
         """Read every turn's text into the state's turn cache when all of it fits the cache's bounds (the server's

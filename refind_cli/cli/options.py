@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .. import settings
+from ..errors import NotFound
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -44,11 +45,18 @@ def remember_db(db: Path) -> None:
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from ..store import Store
-    from .render import index_progress
+    from .plain import index_progress
 
     remember_db(db)
 
     return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
+
+
+def open_existing(db: Path, retention: str | None) -> Store:
+    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
+    if not Path(db).exists():
+        raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
+    return open_store(db, retention)
 
 
 # Agent mode (the planner)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import sys
-from collections.abc import Callable
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from .plain import print_json as print_json  # the commands print JSON through render too
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,25 +27,6 @@ def error_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def index_progress() -> Callable[[int, int], None] | None:
-    """A progress bar on stderr while an upgraded database's messages are indexed (once); None off a terminal."""
-    err = error_console()
-    if not err.is_terminal:
-        return None
-    from rich.progress import Progress
-
-    bar = Progress(console=err, transient=True)
-    task = bar.add_task("indexing messages for search", total=None)
-
-    def report(done: int, total: int) -> None:
-        bar.start()
-        bar.update(task, completed=done, total=total)
-        if done >= total:
-            bar.stop()
-
-    return report
-
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
@@ -54,12 +34,6 @@ def printable(text: str) -> str:
     """Stored text made safe for a terminal: control characters (ESC above all) shown as ``\\x1b``, so a message
     cannot recolour, retitle or rewrite the reader's terminal. (``--json`` output is escaped by JSON itself.)"""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def print_json(data: Any) -> None:
-    """Plain JSON on stdout (no rich markup, no wrapping): what scripts parse."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-    sys.stdout.flush()
 
 
 def _facts(title: str | Text, *, numbers: bool) -> Table:

@@ -40,7 +40,7 @@ def run_agent(
 
         on_event = print_event
 
-    from .inspect import open_existing  # a typo in --db must not create an empty database
+    from ..options import open_existing  # a typo in --db must not create an empty database
 
     planner = Planner(model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event)
     with open_existing(db, retention) as store:

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ...errors import NotFound
 from .. import render
-from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_existing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,13 +33,6 @@ def _open(ctx: typer.Context, db: Path, retention: str | None) -> Store:
     """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
     db, retention = _shared(ctx, db=db, retention=retention)
     return open_existing(db, retention)
-
-
-def open_existing(db: Path, retention: str | None) -> Store:
-    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
-    if not Path(db).exists():
-        raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
-    return open_store(db, retention)
 
 
 def _shared(ctx: typer.Context, **values: Any) -> list[Any]:

@@ -13,8 +13,7 @@ import typer
 from ... import settings
 from ...errors import InvalidInput
 from .. import render
-from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption
-from .inspect import open_existing
+from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption, open_existing
 
 if TYPE_CHECKING:
     from ...lifecycle import ExportResult

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from ... import settings
-from .. import render
 from ..options import (
     DEFAULT_DB,
     ApiBaseOption,
@@ -93,11 +92,15 @@ def search(
         )
         return
     from ...retrieval import retrieve
-    from .inspect import open_existing  # a typo in --db must not create an empty database and answer "no match"
+    from ..options import open_existing  # a typo in --db must not create an empty database and answer "no match"
 
     with open_existing(db, retention) as store:
         blocks = retrieve(store, request).blocks
-    if as_json:
-        render.print_json({"data": [b.as_contract() for b in blocks]})
+    if as_json:  # through plain: a scripted search never imports rich
+        from ..plain import print_json
+
+        print_json({"data": [b.as_contract() for b in blocks]})
         return
+    from .. import render
+
     render.print_blocks(blocks, query=query)

@@ -1,12 +1,15 @@
-"""The `refind` command line: the app, its commands (one module each under ``commands/``) and error handling."""
+"""The `refind` command line: the app, its commands (one module each under ``commands/``), error handling and the
+entry point, which builds only the command it runs."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sqlite3
+import sys
 from typing import Any
 
 import typer
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from ..errors import RefindError
@@ -43,6 +46,8 @@ class RefindGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except (RefindError, sqlite3.Error) as exc:
+            from rich.markup import escape
+
             from .render import error_console
 
             if not isinstance(exc, RefindError):
@@ -53,14 +58,17 @@ class RefindGroup(TyperGroup):
             raise typer.Exit(exc.exit_code) from None
 
 
-app = typer.Typer(
-    cls=RefindGroup,
-    help=HELP,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+def _new_app() -> typer.Typer:
+    new = typer.Typer(
+        cls=RefindGroup,
+        help=HELP,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    new.callback()(_root)
+    return new
 
 
 def _print_version(value: bool) -> None:
@@ -71,7 +79,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print refind's version and exit.", is_eager=True, callback=_print_version
@@ -80,17 +87,44 @@ def _root(
     """refind's top level: only --version lives here."""
 
 
-def _register() -> None:
+# The module under commands/ that registers each top-level command. A process running one of them builds an app
+# holding only that module's commands: typer builds every registered command's parameters before it runs one, and
+# the other modules' imports (rich among them) are ~40-90 ms of a cold `refind search` (BENCHMARKS.md, "Index on
+# write"). `inspect` is left out: traces.py registers into its app, which the full app does once.
+ONE_COMMAND = {
+    "add": "add",
+    "search": "search",
+    "eval": "evaluate",
+    "serve": "serve",
+    "mcp": "mcp",
+    "expire": "lifecycle",
+    "forget": "lifecycle",
+    "export": "lifecycle",
+    "backup": "backup",
+}
+
+
+def command_app(name: str) -> typer.Typer:
+    """An app with the commands of ``name``'s module alone (``name`` a key of ``ONE_COMMAND``)."""
+    module = importlib.import_module(f"{__package__}.commands.{ONE_COMMAND[name]}")
+    one = _new_app()
+    module.register(one)
+    return one
+
+
+@functools.cache
+def full_app() -> typer.Typer:
+    """The app with every command (built once, on first use: ``refind --help``, the tests, ``refind inspect``)."""
     from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve, traces
 
+    full = _new_app()
     traces.register(inspect.inspect_app)  # here, not in inspect.py: traces.py imports inspect's helpers
     for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup):
-        module.register(app)
-
-
-_register()
+        module.register(full)
+    return full
 
 
 def main() -> None:
-    """Console entry point (``refind`` and ``python -m refind_cli``)."""
-    app()
+    """Console entry point (``refind`` and ``python -m refind_cli``): the one command named builds alone."""
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    (command_app(name) if name in ONE_COMMAND else full_app())()

@@ -1,0 +1,45 @@
+"""Output that does not need rich: JSON for scripts, and the progress report of a one-time re-index (which imports
+rich only when there is something to draw). `refind search --json` prints through here alone, so it never imports
+rich (~90 ms of a cold process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout (no rich markup, no wrapping): what scripts parse."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def index_progress() -> Callable[[int, int], None]:
+    """A progress report for a one-time re-index of an upgraded database: a bar on stderr on a terminal, nothing
+    elsewhere. The bar (and rich) is made on the first report, so opening a database that needs no indexing —
+    every open but the first after an upgrade — imports nothing."""
+    made: list[Any] = []  # [] until the first report; then [bar, task], or [None] off a terminal
+
+    def report(done: int, total: int) -> None:
+        if not made:
+            from rich.console import Console
+
+            err = Console(stderr=True)
+            if not err.is_terminal:
+                made.append(None)
+            else:
+                from rich.progress import Progress
+
+                bar = Progress(console=err, transient=True)
+                made.extend([bar, bar.add_task("indexing messages for search", total=None)])
+        if made[0] is None:
+            return
+        bar, task = made
+        bar.start()
+        bar.update(task, completed=done, total=total)
+        if done >= total:
+            bar.stop()
+
+    return report

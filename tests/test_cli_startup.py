@@ -1,0 +1,68 @@
+"""What a `refind` process builds and imports before it runs one command (root.main): only that command, and for a
+scripted search (`--mode bm25 --json`) neither rich nor pydantic (BENCHMARKS.md, "Index on write": the cold
+process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES
+
+from refind_cli.cli import root
+
+
+def _names(app) -> set[str]:
+    import typer.main
+    from typer.core import TyperGroup
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    return set(group.commands)
+
+
+def test_every_top_level_command_but_inspect_can_be_built_alone():
+    assert set(root.ONE_COMMAND) | {"inspect"} == _names(root.full_app())
+
+
+@pytest.mark.parametrize("name", sorted(root.ONE_COMMAND))
+def test_a_command_built_alone_is_the_full_apps_command(runner, name):
+    alone = runner.invoke(root.command_app(name), [name, "--help"], prog_name="refind", terminal_width=120)
+    full = runner.invoke(root.full_app(), [name, "--help"], prog_name="refind", terminal_width=120)
+    assert alone.exit_code == full.exit_code == 0
+    assert alone.output == full.output
+    assert name in _names(root.command_app(name))
+
+
+@pytest.mark.slow
+def test_a_scripted_search_imports_no_rich_pydantic_or_other_commands(cli, db_path):
+    assert cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--quiet").exit_code == 0
+    code = (
+        "import sys\n"
+        "from refind_cli.cli import main\n"
+        f"sys.argv = ['refind', 'search', 'Lisbon', '--user', 'alice', '--mode', 'bm25', '--json', '--db', "
+        f"{str(db_path)!r}, '--retention-days', 'off']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "prefixes = ('rich', 'pydantic', 'refind_cli.cli.render', 'refind_cli.cli.commands.')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(prefixes))\n"
+        "print('LOADED', loaded, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Lisbon" in out.stdout
+    assert "LOADED ['refind_cli.cli.commands.search']" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (["serch", "x"], 2, "No such command 'serch'. Did you mean 'search'"),
+        (["--version"], 0, "refind "),
+        (["inspect", "--help"], 0, "searches"),
+    ],
+)
+def test_other_command_lines_run_the_full_app(argv, code, expected):
+    out = subprocess.run([sys.executable, "-m", "refind_cli", *argv], capture_output=True, text=True, timeout=120)
+    assert out.returncode == code, out.stderr
+    assert expected in out.stdout + out.stderr
