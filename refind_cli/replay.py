@@ -405,7 +405,7 @@ def replay(
     line is bad (stdin is spooled to a temporary file for the second pass).
 
     ``parallel``: read, check and tokenize the lines in a second process while this one writes (see
-    :func:`_read_ahead`); by default when the platform can fork and the file is at least ``PARALLEL_MIN_BYTES``
+    :func:`_read_ahead`); by default on Linux when the file is at least ``PARALLEL_MIN_BYTES``
     (or is stdin). The stored bytes are the same either way."""
     name = "<stdin>" if path == "-" else path
     summary = ReplaySummary(source=name)
@@ -540,7 +540,8 @@ class _Hint:
 
 
 def _can_fork() -> bool:
-    return hasattr(os, "fork")
+    """Linux: a fork there copies nothing that breaks (macOS's system frameworks may abort in a forked child)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
 @contextmanager
