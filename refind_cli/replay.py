@@ -665,6 +665,8 @@ def _replay_stream(
         if batch:
             added = summary.messages_added
             if not _store_batch(store, batch, chunk.segments, summary, name, on_problem):
+                if hint is not None:  # the rest is only counted: nothing to build ahead for
+                    hint.value = 0
                 return _stopped(summary, batch, chunks)
             if hint is not None:  # tell the reader whether building index segments ahead pays
                 hint.value = 1 if summary.messages_added > added else 0
