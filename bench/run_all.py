@@ -32,6 +32,16 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "mcp_startup": ([], ["--rounds", "2"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),
     "quality": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),
+    "ceiling": (
+        ["--dataset", str(DATASETS / "realtalk_dev")],
+        ["--dataset", str(DATASETS / "realtalk_dev"), "--limit", "50"],
+        True,
+    ),
+    "probes": (
+        ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
+        ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
+        True,
+    ),
     "replay_http": (
         [str(DATASETS / "longmemeval_s_dev.json.gz"), "--workers", "8"],
         [str(DATASETS / "locomo10.json"), "--workers", "8", "--limit", "50"],

@@ -34,6 +34,8 @@ from .tokenize import analyze
 from .turns import Turn, build_turns
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .store import Store, StoredMessage
 
 
@@ -191,6 +193,8 @@ class UserIndex:
             session_top=cfg.session_top,
             session_weight=cfg.session_weight,
         )
+        if cfg.session_cap is not None:  # spread the list over more sessions
+            order, fused = spread_sessions(order, fused, idx.session_ix, cfg.session_cap)
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
         match = None  # which turns count as sharing a query word for the neighbour filter
@@ -202,6 +206,27 @@ class UserIndex:
         if prefetch is not None:
             prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
+
+
+def spread_sessions(
+    order: np.ndarray, fused: np.ndarray, session_ix: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ranked anchors ``order`` with each session's anchors after its first ``cap`` moved behind every other
+    session's first ``cap`` (the moved ones keep their order, and so does the rest). Scores travel with their
+    anchors; rendering keeps them strictly decreasing."""
+    import numpy as np
+
+    if order.size == 0:
+        return order, fused
+    sess = session_ix[order]
+    by_session = np.lexsort((np.arange(order.size), sess))  # each session's anchors, in rank order
+    ss = sess[by_session]
+    first = np.searchsorted(ss, ss, side="left")
+    nth = np.empty(order.size, dtype=np.int64)
+    nth[by_session] = np.arange(order.size) - first  # 0 for a session's best anchor, 1 for its second, …
+    late = nth >= cap
+    keep = np.concatenate([np.flatnonzero(~late), np.flatnonzero(late)])
+    return order[keep], fused[keep]
 
 
 # ---- getting a user's index --------------------------------------------------------------------------------

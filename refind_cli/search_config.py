@@ -47,6 +47,7 @@ class SearchConfig:
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
     date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
     date_window_days: int = 1  # … or said within this many days of it
+    session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
@@ -59,7 +60,7 @@ class SearchConfig:
     context_blocks: int | None = 6  # only the first N blocks get `neighbours`, later ones `late_neighbours`
     late_neighbours: int = 1
     neighbour_roles: str = "all"  # "all" | "same" (only neighbours whose role is the anchor's)
-    neighbour_max_chars: int | None = 400  # leave out neighbour messages longer than this (None: keep all)
+    neighbour_max_chars: int | None = 250  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
@@ -77,6 +78,8 @@ class SearchConfig:
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
+        if self.session_cap is not None and self.session_cap < 1:
+            raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
 
     def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""

@@ -262,7 +262,8 @@ def test_the_planner_sees_a_long_hit_with_context_left_out_and_its_anchor_whole(
     anchor = ("user", "kayak " + "y" * 700, T0 + 90_000)
     add(store, "alice", "s", ctx[0], ctx[1], anchor, ctx[2], ctx[3])
     llm_server.play(search_("kayak"), note(1))
-    every = S.SearchConfig(neighbour_filter="all")  # context that shares no query word too
+    # context that shares no query word too, and neighbours up to 400 characters (these are ~267)
+    every = S.SearchConfig(neighbour_filter="all", neighbour_max_chars=400)
     result = run(store, llm_server, max_actions=2, hit_chars=1400, config=every)
     shown = llm_server.requests[1]["messages"][-1]["content"]
     assert "kayak " + "y" * 700 in shown and "…" not in shown  # the anchor whole

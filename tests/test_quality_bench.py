@@ -41,3 +41,16 @@ def test_quality_grid_option_parses_variant_sets():
     ]
     systems = quality.systems_for("locomo", quality.parse_grid(";neighbours=0"), extras=False)
     assert list(systems) == ["baseline (plain BM25)", "defaults", "neighbours=0"]
+
+
+def test_ceiling_and_probes_run_on_the_realtalk_fixture(tmp_path):
+    import subprocess
+    import sys
+
+    misses = tmp_path / "misses.jsonl"
+    run = [sys.executable, str(ROOT / "bench" / "ceiling.py"), "--dataset", str(EVAL / "realtalk")]
+    out = subprocess.run([*run, "--misses", str(misses)], capture_output=True, text=True, check=True).stdout
+    assert "| refind |" in out and "| plain BM25 |" in out and "Lexical ceiling at 8k" in out
+    probe = [sys.executable, str(ROOT / "bench" / "probes.py"), "--dataset", str(EVAL / "realtalk")]
+    out = subprocess.run([*probe, "--misses", str(misses)], capture_output=True, text=True, check=True).stdout
+    assert "| defaults, all questions |" in out and "Questions with a message both systems miss" in out

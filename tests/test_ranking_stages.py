@@ -12,6 +12,7 @@ from helpers import DAY, T0, add
 
 from refind_cli import search as S
 from refind_cli.blocks import render_blocks
+from refind_cli.errors import InvalidInput
 from refind_cli.index import build_index, fuse
 from refind_cli.query_dates import date_boost, named_days
 from refind_cli.store import StoredMessage
@@ -177,3 +178,33 @@ def test_neighbour_match_can_ignore_a_word_found_in_most_turns(store):
     assert b.content.count("\n") == 2
     (b,) = S.search(store, "u", "paola tennis", top_k=1, config=cfg.with_(backfill=False, neighbour_match_df=0.5))
     assert b.content.endswith("user: Paola: tennis") and "\n" not in b.content
+
+
+def test_session_cap_spreads_the_list_over_more_sessions():
+    # ranked anchors 0..5 of sessions A A A B A C: with a cap of 2 a session's third and later anchors (2 and 4)
+    # move behind the others' first two, keeping their order; scores travel with their anchors
+    order = np.array([0, 1, 2, 3, 4, 5])
+    fused = np.array([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+    sessions = np.array([0, 0, 0, 1, 0, 2], dtype=np.int32)
+    spread, scores = S.spread_sessions(order, fused, sessions, 2)
+    assert spread.tolist() == [0, 1, 3, 5, 2, 4]
+    assert scores.tolist() == [6.0, 5.0, 3.0, 1.0, 4.0, 2.0]
+    assert S.spread_sessions(order, fused, sessions, 3)[0].tolist() == [0, 1, 2, 3, 5, 4]
+
+
+def test_session_cap_changes_which_sessions_a_short_list_shows(store):
+    # three turns about pasta in session a outrank one in session b; top_k 2 shows a's best two, or with a cap
+    # of one anchor per session a's best and b's
+    add(store, "u", "a", ("user", "pasta pasta"), ("user", "pasta pasta again"), ("user", "pasta and more"), at=T0)
+    add(store, "u", "b", ("user", "some pasta said once in a longer turn"), at=T0 + DAY)
+    cfg = S.SearchConfig(neighbours=0, backfill=False)
+    assert {b.session_id for b in S.search(store, "u", "pasta", top_k=2, config=cfg)} == {"a"}
+    assert {b.session_id for b in S.search(store, "u", "pasta", top_k=2, config=cfg.with_(session_cap=1))} == {
+        "a",
+        "b",
+    }
+
+
+def test_session_cap_below_one_is_refused():
+    with pytest.raises(InvalidInput, match="session_cap must be 1 or more"):
+        S.SearchConfig(session_cap=0)

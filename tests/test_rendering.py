@@ -33,6 +33,16 @@ def test_neighbours_plus_minus_two_in_order(store):
     assert b.anchor_lines == (2, 3)
 
 
+def test_a_neighbour_over_250_characters_is_left_out_by_default(store):
+    # the default chosen on four sets (BENCHMARKS.md, "Issue 10, third pass"): a 300-character neighbour that
+    # shares the query word is left out, a 250-character one kept; at the earlier 400 both are kept
+    _session(store, "kayak " + "p" * 294, "kayak anchor kayak", "kayak " + "q" * 244)
+    (b,) = S.search(store, "u", "kayak", top_k=1)
+    assert _lines(b) == ["kayak anchor kayak", "kayak " + "q" * 244]
+    (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_max_chars=400))
+    assert _lines(b) == ["kayak " + "p" * 294, "kayak anchor kayak", "kayak " + "q" * 244]
+
+
 def test_long_neighbours_are_left_out_and_anchors_never_cut(store):
     _session(store, "x" * 500, "kayak " + "y" * 2000, "short")
     (b,) = S.search(store, "u", "kayak", top_k=1, config=ALL)
