@@ -31,8 +31,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -223,6 +223,21 @@ def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
     )
 
 
+class _Numbering(dict[bytes, int]):
+    """ASCII word → its term's number (terms numbered in order of first occurrence, as words are looked up), -1 for
+    a stop-word, -2 for the separator after each text; a word is stemmed and numbered on its first lookup."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.terms: dict[str, int] = {}
+
+    def __missing__(self, word: bytes) -> int:
+        term = tokenize.ascii_stems[word]
+        terms = self.terms
+        number = self[word] = -2 if term == tokenize.DOC_END else terms.setdefault(term, len(terms)) if term else -1
+        return number
+
+
 def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[DocInfo] | None = None) -> Segment:
     """``build_segment`` of documents given as texts (each already holding its date words, as :func:`index_text`
     writes them), ``seqs`` ascending: the same segment, byte for byte. The texts are analysed together
@@ -230,19 +245,26 @@ def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[D
     ``info``: each document's, in the same order as ``seqs``."""
     import numpy as np
 
-    if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # not ascending: sort (build_segment's order)
+    ascending = isinstance(seqs, range) and seqs.step > 0
+    if not ascending and any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):  # sort (build_segment's order)
         order = sorted(range(len(seqs)), key=seqs.__getitem__)
         seqs, texts = [seqs[i] for i in order], [texts[i] for i in order]
         info = None if info is None else [info[i] for i in order]
-    flat = tokenize.analyze_each(texts)
-    number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
-    number.pop("", None)  # a stop-word
-    number.pop(tokenize.DOC_END, None)
-    for i, term in enumerate(number):
-        number[term] = i
-    terms = list(number)
-    number[""], number[tokenize.DOC_END] = -1, -2
-    ids = np.fromiter(map(number.__getitem__, flat), dtype=np.int64, count=len(flat))
+    words = tokenize.ascii_words(texts)
+    if words is not None:  # every text ASCII (the usual case): each distinct word is stemmed and numbered once
+        numbering = _Numbering()
+        ids = np.fromiter(map(numbering.__getitem__, words), dtype=np.int64, count=len(words))
+        terms = list(numbering.terms)
+    else:
+        flat = tokenize.analyze_each(texts)
+        number: dict[str, int] = dict.fromkeys(flat, 0)  # the terms in order of first occurrence, then numbered
+        number.pop("", None)  # a stop-word
+        number.pop(tokenize.DOC_END, None)
+        for i, term in enumerate(number):
+            number[term] = i
+        terms = list(number)
+        number[""], number[tokenize.DOC_END] = -1, -2
+        ids = np.fromiter(map(number.__getitem__, flat), dtype=np.int64, count=len(flat))
     end = ids == -2
     doc = np.cumsum(end) - end  # each token's document: how many documents ended before it
     keep = ids >= 0
@@ -476,6 +498,13 @@ Row = tuple[int, str, str, "int | None", str, int, int]  # a message's ROW_COLUM
 
 def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
     """Write one segment per user for rows of ROW_COLUMNS, in ascending seq. Returns the users touched."""
+    segments = segments_of_rows(rows)
+    write_segments(conn, segments)
+    return set(segments)
+
+
+def segments_of_rows(rows: Iterable[Row]) -> dict[str, Segment]:
+    """One segment per user of rows of ROW_COLUMNS in ascending seq, the users in order of their first row."""
     by_user: dict[str, tuple[list[int], list[str], list[DocInfo]]] = {}
     for seq, user_id, content, said_at, session_id, recorded_at, idx in rows:
         docs = by_user.get(user_id)
@@ -484,20 +513,76 @@ def _index_rows(conn: sqlite3.Connection, rows: Iterable[Row]) -> set[str]:
         docs[0].append(seq)
         docs[1].append(index_text(content, said_at))
         docs[2].append((session_id, said_at, recorded_at, idx))
-    for user_id, (seqs, texts, info) in by_user.items():
-        _write(conn, user_id, segment_of_texts(seqs, texts, info))
+    return {user_id: segment_of_texts(seqs, texts, info) for user_id, (seqs, texts, info) in by_user.items()}
+
+
+def segments_ahead(requests: Iterable[tuple[str, str, Sequence[tuple[str, str, int | None]]]]) -> dict[str, Segment]:
+    """One segment per user of the messages of (user id, session id, [(role, content, said-at), …]) requests, in
+    order: ``segments_of_rows`` of their rows before they are written, with stand-ins for what the write gives them
+    (seqs 1, 2, … per user; recorded-at 0), which :func:`placed` replaces."""
+    import numpy as np
+
+    by_user: dict[str, tuple[list[str], dict[str, int], list[int], list[int], list[int]]] = {}
+    words = _date_words
+    for user_id, session_id, messages in requests:
+        docs = by_user.get(user_id)
+        if docs is None:
+            docs = by_user[user_id] = ([], {}, [], [], [])
+        texts, codes, session, said, idx = docs
+        texts.extend([text if at is None else f"{text}\n{words(at // 86_400_000)}" for _, text, at in messages])
+        session.extend([codes.setdefault(session_id, len(codes))] * len(messages))
+        said.extend([NO_DATE if at is None else at for _, _, at in messages])
+        idx.extend(range(len(messages)))
+    out = {}
+    for user_id, (texts, codes, session, said, idx) in by_user.items():
+        meta = DocMeta(
+            list(codes),
+            np.asarray(session, dtype=np.int32),
+            np.asarray(said, dtype=np.int64),
+            np.zeros(len(said), dtype=np.int64),
+            np.asarray(idx, dtype=np.int32),
+        )  # DocMeta.of of each message's (session, said-at, 0, index), built a request at a time
+        out[user_id] = replace(segment_of_texts(range(1, len(texts) + 1), texts), meta=meta)
+    return out
+
+
+def placed(seg: Segment, seqs: Sequence[int], recorded_at: int) -> Segment:
+    """A segment built ahead of its messages' seqs and recorded-at (a replay's reader builds it while the batch
+    before is written), given them: byte for byte the segment of the same rows built after they were written."""
+    import numpy as np
+
+    meta = seg.meta
+    if meta is not None:
+        meta = replace(meta, recorded=np.full(len(seqs), recorded_at, dtype=np.int64))
+    return replace(seg, seqs=np.asarray(seqs, dtype=np.int64), meta=meta)
+
+
+def write_segments(conn: sqlite3.Connection, segments: Mapping[str, Segment]) -> None:
+    """Write each user's new segment (in the mapping's order: segment ids follow it), merging after each."""
+    for user_id, seg in segments.items():
+        _write(conn, user_id, seg)
         _merge(conn, user_id)
-    return set(by_user)
+
+
+def indexing(conn: sqlite3.Connection, since_seq: int) -> bool:
+    """Whether an Add transaction that began at max seq ``since_seq`` indexes its messages itself: when the index
+    is up to date (otherwise :func:`catch_up` indexes them with the rest)."""
+    return watermark(conn) >= since_seq and _meta(conn, "analyzer") == str(tokenize.ANALYZER_VERSION)
 
 
 def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[Row]) -> None:
     """Index the rows (ROW_COLUMNS) an Add transaction stored, in ascending seq, every seq above
     ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
     :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
-    if not rows or watermark(conn) < since_seq or _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+    if not rows or not indexing(conn, since_seq):
         return
     _index_rows(conn, rows)
-    _set_meta(conn, "indexed_through", str(rows[-1][0]))
+    mark_indexed(conn, rows[-1][0])
+
+
+def mark_indexed(conn: sqlite3.Connection, through: int) -> None:
+    """Every message up to seq ``through`` is indexed (inside the transaction that indexed them)."""
+    _set_meta(conn, "indexed_through", str(through))
 
 
 def _merge(conn: sqlite3.Connection, user_id: str) -> None:

@@ -16,11 +16,13 @@ good one down with it, and a killed replay re-run stores each message exactly on
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import zlib
@@ -28,8 +30,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
+from . import index_store
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -41,7 +44,7 @@ from .contract import (
     unique_keys,
 )
 from .errors import Forgotten, InvalidInput, RefindError
-from .store import Store, storage_error
+from .store import Prepared, Store, prepare, storage_error
 
 GROUP_SIZE = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
@@ -396,9 +399,14 @@ def replay(
     batch_size: int = BATCH_SIZE,
     on_progress: Callable[[int, int | None], None] | None = None,
     on_problem: Callable[[str], None] | None = None,
+    parallel: bool | None = None,
 ) -> ReplaySummary:
     """Replay a JSONL file into the store. With ``strict``, check the whole file first and store nothing if any
-    line is bad (stdin is spooled to a temporary file for the second pass)."""
+    line is bad (stdin is spooled to a temporary file for the second pass).
+
+    ``parallel``: read, check and tokenize the lines in a second process while this one writes (see
+    :func:`_read_ahead`); by default on Linux when the file is at least ``PARALLEL_MIN_BYTES``
+    (or is stdin). The stored bytes are the same either way."""
     name = "<stdin>" if path == "-" else path
     summary = ReplaySummary(source=name)
     spool: str | None = None
@@ -424,8 +432,12 @@ def replay(
         lines, done, total = open_lines(path)
         if on_progress:
             on_progress(0, total)
-        with _replay_cache(store):
-            return _replay_stream(store, lines, done, total, summary, name, strict, batch_size, on_progress, on_problem)
+        if parallel is None:
+            parallel = (total is None or total >= PARALLEL_MIN_BYTES) and _can_fork()
+        hint = _Hint() if parallel else None
+        chunks = _chunks(lines, done, strict, batch_size, hint)
+        with _replay_cache(store), _read_ahead(chunks, parallel) as ready:
+            return _replay_stream(store, ready, hint, total, summary, name, on_progress, on_problem)
     finally:
         if spool:
             os.unlink(spool)
@@ -448,49 +460,229 @@ def _replay_cache(store: Store) -> Iterator[None]:
         store.conn.execute(f"PRAGMA cache_size = {int(previous)}")
 
 
+PARALLEL_MIN_BYTES = 1 << 20  # a file at least this big is read by a second process (forking costs ~10 ms)
+
+
+class Ready(NamedTuple):
+    """A request of the file, prepared for the writer (hash and ids computed), with the lines it came from."""
+
+    request: Prepared
+    first_line: int
+    last_line: int
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+class Chunk(NamedTuple):
+    """One batch of the file: its requests and line errors in file order (at most ``batch_size`` requests, the
+    batch stored in one transaction), the lines and bytes read so far, and — when read ahead by a second process —
+    each user's index segment of the chunk's requests (:meth:`Store.add_prepared`)."""
+
+    items: list[Ready | LineError]
+    lines: int
+    done: int
+    segments: dict[str, index_store.Segment] | None
+
+
+def _chunks(
+    lines: Iterator[tuple[int, bytes]], done: Callable[[], int], strict: bool, batch_size: int, hint: Any
+) -> Iterator[Chunk]:
+    """The file in chunks of ``batch_size`` requests. With a ``hint`` (read by a reader process: a flag in memory
+    shared with the writer) each chunk's index segments are built too, unless the hint says that the writer's last
+    batch added nothing (a file replayed again): then the writer builds any it needs itself."""
+    items: list[Ready | LineError] = []
+    requests = 0
+    count = [0]
+
+    def numbered() -> Iterator[tuple[int, bytes]]:
+        for n, line in lines:
+            count[0] = n
+            yield n, line
+
+    def cut() -> Chunk:
+        segments = None
+        if hint is not None and hint.value:
+            segments = index_store.segments_ahead(
+                (r.request.user_id, r.request.session_id, r.request.messages) for r in items if isinstance(r, Ready)
+            )
+        return Chunk(items, count[0], done(), segments)
+
+    for item in parse_lines(numbered(), strict=strict):
+        if isinstance(item, LineError):
+            items.append(item)
+            continue
+        # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
+        prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
+        items.append(Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes))
+        requests += 1
+        if requests >= batch_size:
+            yield cut()
+            items, requests = [], 0
+    yield cut()
+
+
+class _Hint:
+    """One byte of memory shared with a forked reader: 1 while building index segments ahead pays."""
+
+    def __init__(self) -> None:
+        import mmap
+
+        self.memory = mmap.mmap(-1, 1)  # anonymous and shared: a forked child sees the parent's writes
+        self.memory[0] = 1
+
+    @property
+    def value(self) -> int:
+        return self.memory[0]
+
+    @value.setter
+    def value(self, value: int) -> None:
+        self.memory[0] = value
+
+
+def _can_fork() -> bool:
+    """Linux: a fork there copies nothing that breaks (macOS's system frameworks may abort in a forked child)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+@contextmanager
+def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Chunk]]:
+    """The chunks, read here or — ``parallel`` — by a forked reader process while this one writes: parsing, checking,
+    hashing and tokenizing a batch (the reader) overlap with storing the one before (the writer). Only this process
+    opens or writes the database; the reader never touches it and leaves with ``os._exit`` (no finalizer, no
+    flush of what it inherited).
+
+    The reader never outlives the replay: it ends when the file does, and it is killed when the writer stops early
+    (an error, a storage fault, Ctrl-C); a writer killed outright closes the pipe, which ends the reader at its next
+    chunk. An error raised by the reader (an unreadable or corrupt file) is raised here, after the batches before it
+    were stored, as it would be without a reader."""
+    if not parallel:
+        yield chunks
+        return
+    from multiprocessing.connection import Pipe
+
+    import numpy  # noqa: F401  both processes use it (segments): imported once, before the fork, not in each
+
+    receive, send = Pipe(duplex=False)
+    writer = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the reader
+        code = 1
+        try:
+            receive.close()
+            _end_with(writer)
+            _reader(chunks, send)
+            code = 0
+        finally:
+            os._exit(code)
+    send.close()
+    ended: list[int] = []
+
+    def wait() -> int:
+        if not ended:
+            ended.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        return ended[0]
+
+    def received() -> Iterator[Chunk]:
+        while True:
+            try:
+                message = receive.recv()
+            except EOFError:
+                raise RefindError(
+                    f"the replay's reader process ended unexpectedly (exit code {wait()}); what was stored before "
+                    "is kept — replay the same file again to store the rest"
+                ) from None
+            if message is None:  # the file's end: the reader exits now
+                wait()
+                return
+            if isinstance(message, BaseException):
+                raise message
+            yield message
+
+    try:
+        yield received()
+    finally:
+        receive.close()
+        if not ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # done already (then this is a no-op on a zombie), or stopped early
+            wait()
+
+
+def _end_with(writer: int) -> None:
+    """Have the kernel kill this reader the moment its writer dies (Linux: a writer killed outright would otherwise
+    leave it parsing until its next chunk finds the pipe closed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != writer:  # died before that: end now
+        os._exit(1)
+
+
+def _reader(chunks: Iterator[Chunk], send: Any) -> None:
+    """The reader process: send each chunk, then None (or the error that stopped it). Ctrl-C is the writer's to
+    handle (it kills the reader); a writer gone (a closed pipe) ends the reader."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for chunk in chunks:
+            send.send(chunk)
+        send.send(None)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    except BaseException as exc:  # the writer raises it as its own (it pickles: RefindError(message))
+        with contextlib.suppress(Exception):
+            send.send(exc if isinstance(exc, RefindError) else RefindError(f"reading the file failed: {exc!r}"))
+    finally:
+        send.close()
+
+
 def _replay_stream(
     store: Store,
-    lines: Iterator[tuple[int, bytes]],
-    done: Callable[[], int],
+    chunks: Iterator[Chunk],
+    hint: Any,
     total: int | None,
     summary: ReplaySummary,
     name: str,
-    strict: bool,
-    batch_size: int,
     on_progress: Callable[[int, int | None], None] | None,
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
-    batch: list[Parsed] = []
-    items = parse_lines(_counted(lines, summary), strict=strict)
-    for item in items:
-        if isinstance(item, LineError):
-            summary.invalid_lines += 1
-            _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
-            continue
-        if item.warnings:
-            summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
-        if item.notes:
-            summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
-            summary.normalized += len(item.notes)
-        batch.append(item)
-        if len(batch) >= batch_size:
-            if not _store_batch(store, batch, summary, name, on_problem):
-                return _stopped(summary, batch, items)
-            batch = []
-            if on_progress:
-                on_progress(done(), total)
-    if batch and not _store_batch(store, batch, summary, name, on_problem):
-        return _stopped(summary, batch, items)
-    if on_progress:
-        on_progress(done(), total)
+    for chunk in chunks:
+        summary.lines = chunk.lines
+        batch: list[Ready] = []
+        for item in chunk.items:
+            if isinstance(item, LineError):
+                summary.invalid_lines += 1
+                _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
+                continue
+            if item.warnings:
+                summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+            if item.notes:
+                summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
+                summary.normalized += len(item.notes)
+            batch.append(item)
+        if batch:
+            added = summary.messages_added
+            if not _store_batch(store, batch, chunk.segments, summary, name, on_problem):
+                if hint is not None:  # the rest is only counted: nothing to build ahead for
+                    hint.value = 0
+                return _stopped(summary, batch, chunks)
+            if hint is not None:  # tell the reader whether building index segments ahead pays
+                hint.value = 1 if summary.messages_added > added else 0
+        if on_progress:
+            on_progress(chunk.done, total)
     return summary
 
 
-def _stopped(summary: ReplaySummary, batch: list[Parsed], rest: Iterable[Parsed | LineError]) -> ReplaySummary:
+def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) -> ReplaySummary:
     """A storage fault stopped the replay: count the file's requests (reading on, storing nothing), so the message
     says how much was stored of how much. The failed batch rolled back whole; a re-run stores the rest."""
     handled = summary.requests_added + summary.duplicates + summary.conflicts + summary.forgotten
-    total = handled + len(batch) + sum(1 for item in rest if isinstance(item, Parsed))
+    total = handled + len(batch)
+    for chunk in rest:
+        summary.lines = chunk.lines
+        total += sum(1 for item in chunk.items if isinstance(item, Ready))
     summary.requests_in_file = total
     stored = summary.requests_added + summary.duplicates
     fault = summary.fault
@@ -547,14 +739,8 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     return bad
 
 
-def _where(item: Parsed) -> str:
+def _where(item: Parsed | Ready) -> str:
     return f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
-
-
-def _counted(lines: Iterable[tuple[int, bytes]], summary: ReplaySummary) -> Iterator[tuple[int, bytes]]:
-    for n, line in lines:
-        summary.lines = n
-        yield n, line
 
 
 def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None] | None) -> None:
@@ -564,13 +750,18 @@ def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None
 
 
 def _store_batch(
-    store: Store, batch: list[Parsed], summary: ReplaySummary, name: str, on_problem: Callable[[str], None] | None
+    store: Store,
+    batch: list[Ready],
+    segments: dict[str, index_store.Segment] | None,
+    summary: ReplaySummary,
+    name: str,
+    on_problem: Callable[[str], None] | None,
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
     import sqlite3
 
     try:
-        outcomes = store.add_many(item.request for item in batch)
+        outcomes = store.add_prepared((item.request for item in batch), segments=segments)
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
         return False

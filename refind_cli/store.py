@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import index_store, migrations
 from .contract import AddRequest
@@ -100,14 +100,44 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _conflict(req: AddRequest) -> Conflict:
+class Prepared(NamedTuple):
+    """An Add request with what storing it computes ahead of the write (its payload hash and message ids), in plain
+    tuples: what a replay's reader process hands the writer (a dataclass per message costs more to pickle and unpickle
+    than the rest of the batch). :func:`prepare` makes one of an :class:`AddRequest`."""
+
+    request_id: str
+    user_id: str
+    session_id: str
+    messages: tuple[tuple[str, str, int | None], ...]  # (role, content, said-at) of each message, in order
+    digest: str  # AddRequest.payload_hash()
+    ids: list[str] | None = None  # message_ids(user_id, request_id, 0, len(messages)); None: derived when stored
+
+
+def prepare(req: AddRequest, *, ids: bool = False) -> Prepared:
+    """The request prepared for storing; its message ids derived now with ``ids`` (else when it is stored: a
+    duplicate needs none)."""
+    return Prepared(
+        req.request_id,
+        req.user_id,
+        req.session_id,
+        tuple((m.role, m.content, m.timestamp) for m in req.messages),
+        req.payload_hash(),
+        message_ids(req.user_id, req.request_id, 0, len(req.messages)) if ids else None,
+    )
+
+
+def _ids(req: Prepared) -> list[str]:
+    return req.ids if req.ids is not None else message_ids(req.user_id, req.request_id, 0, len(req.messages))
+
+
+def _conflict(req: AddRequest | Prepared) -> Conflict:
     return Conflict(
         f"request_id {req.request_id!r} of user {req.user_id!r} is already stored with a different "
         "payload; an identical replay is accepted, a changed one is not"
     )
 
 
-def _forgotten(req: AddRequest, stone: tuple[int, int]) -> Forgotten:
+def _forgotten(req: AddRequest | Prepared, stone: tuple[int, int]) -> Forgotten:
     return Forgotten(
         f"request_id {req.request_id!r} of user {req.user_id!r} was forgotten (tombstone {stone[0]}, "
         f"{_iso(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
@@ -215,9 +245,37 @@ class _Batch:
     # an expired request's messages gave back (a message's seq is assigned here, not by SQLite's max(seq) + 1, so
     # every message of the batch is above the index's watermark).
     next_seq: int
-    rows: list[index_store.Row] = field(default_factory=list)  # what indexing needs of each message (ROW_COLUMNS)
+    written: list[tuple[int, Prepared]] = field(default_factory=list)  # (first seq, request) of each added request
     added: dict[str, int] = field(default_factory=dict)  # requests added per user
     stoneless: set[str] = field(default_factory=set)  # users seen to have no tombstone at all
+
+
+def _segments(batch: _Batch, now: int, ahead: Mapping[str, index_store.Segment]) -> dict[str, index_store.Segment]:
+    """Each user's new index segment of the batch's written requests, the users in order of their first message: the
+    segment built ahead when it holds as many messages as the user's written requests (then they are the same: it
+    was built of all of the user's requests of the batch, each of at least one message, and every one was written),
+    else one built from the rows written."""
+    counts: dict[str, int] = {}
+    for _, req in batch.written:
+        counts[req.user_id] = counts.get(req.user_id, 0) + len(req.messages)
+    usable = {user: seg for user, seg in ahead.items() if counts.get(user) == len(seg.seqs)}
+    seqs: dict[str, list[int]] = {user: [] for user in counts}
+    rows: list[index_store.Row] = []
+    for first, req in batch.written:
+        user = req.user_id
+        if user in usable:
+            seqs[user].extend(range(first, first + len(req.messages)))
+        else:
+            session = req.session_id
+            rows.extend(
+                (first + i, user, content, said_at, session, now, i)
+                for i, (_, content, said_at) in enumerate(req.messages)
+            )
+    built = index_store.segments_of_rows(rows)
+    return {
+        user: built[user] if user not in usable else index_store.placed(usable[user], seqs[user], now)
+        for user in counts
+    }
 
 
 MESSAGE_COLUMNS = "seq, id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at"
@@ -327,36 +385,149 @@ class Store:
 
         Returns one outcome per request, in order: an AddOutcome, or the RefindError that refused it.
         """
-        outcomes: list[AddOutcome | RefindError] = []
-        execute = self.conn.execute
+        return self.add_prepared(prepare(r) for r in requests)
+
+    def add_prepared(
+        self, requests: Iterable[Prepared], *, segments: Mapping[str, index_store.Segment] | None = None
+    ) -> list[AddOutcome | RefindError]:
+        """``add_many`` of requests prepared beforehand. ``segments``: each user's index segment of all of that
+        user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
+        requests were all added, built from the written rows for any other."""
+        requests = list(requests)
         with self.write():
             now = self.clock()
             since = index_store.max_seq(self.conn)
             batch = _Batch(next_seq=since + 1)
-            for request in requests:
-                execute("SAVEPOINT refind_add")
-                try:
-                    outcome = self._add_one(request, now, batch)
-                except (RefindError, sqlite3.IntegrityError) as exc:  # refuse this request alone, never the batch
-                    self._roll_back_request()
-                    outcomes.append(
-                        exc
-                        if isinstance(exc, RefindError)
-                        else Conflict(
-                            f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
-                            "(its stable message ids collide with stored ones)"
-                        )
-                    )
-                    continue
-                except BaseException:
-                    self._roll_back_request()
-                    raise
-                execute("RELEASE refind_add")
-                outcomes.append(outcome)
+            together = self._add_together(requests, now, batch) if len(requests) > 1 else None
+            if together is None:
+                batch = _Batch(next_seq=since + 1)
+            outcomes = together if together is not None else self._add_each(requests, now, batch)
             self.bump_users(batch.added)  # users.version goes up by one per request added
             # the maintained index changes in the same transaction, from the rows just written (not read back)
-            index_store.index_added(self.conn, since, batch.rows)
+            if batch.written and index_store.indexing(self.conn, since):
+                index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
+                index_store.mark_indexed(self.conn, batch.next_seq - 1)
         return outcomes
+
+    def _add_each(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError]:
+        """Store each request in its own savepoint: a request that fails (its ids collide with stored ones) is rolled
+        back alone."""
+        outcomes: list[AddOutcome | RefindError] = []
+        execute = self.conn.execute
+        for request in requests:
+            execute("SAVEPOINT refind_add")
+            try:
+                outcome = self._add_one(request, now, batch)
+            except (RefindError, sqlite3.IntegrityError) as exc:  # refuse this request alone, never the batch
+                self._roll_back_request()
+                outcomes.append(
+                    exc
+                    if isinstance(exc, RefindError)
+                    else Conflict(
+                        f"request_id {request.request_id!r} of user {request.user_id!r} cannot be stored: {exc} "
+                        "(its stable message ids collide with stored ones)"
+                    )
+                )
+                continue
+            except BaseException:
+                self._roll_back_request()
+                raise
+            execute("RELEASE refind_add")
+            outcomes.append(outcome)
+        return outcomes
+
+    def _add_together(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError] | None:
+        """Store the requests with one statement per table (what ``_add_each`` stores, row for row, in the same
+        order): the stored rows they meet are read with one query per user, then the requests, messages and events
+        to add are each inserted by one ``executemany``. None, with nothing written, when the batch needs
+        ``_add_each``: a request past retention to expire first, or ids that collide with stored ones."""
+        conn = self.conn
+        stored = self._stored_requests(requests)
+        cutoff = self.retention_cutoff() if stored else None
+        outcomes: list[AddOutcome | RefindError] = []
+        fresh: dict[tuple[str, str], str] = {}  # requests added by this batch: their payload hash
+        added: list[Prepared] = []
+        stones: dict[str, bool] = {}  # whether the user has any tombstone
+        for req in requests:
+            key = (req.user_id, req.request_id)
+            row = stored.get(key)
+            if row is not None and cutoff is not None and row[1] < cutoff:
+                return None  # expire it first, as _add_one does
+            digest = row[0] if row is not None else fresh.get(key)
+            if digest is not None:
+                if digest == req.digest:
+                    outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0))
+                else:
+                    outcomes.append(_conflict(req))
+                continue
+            has_stones = stones.get(req.user_id)
+            if has_stones is None:
+                has_stones = stones[req.user_id] = (
+                    conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone()
+                    is not None
+                )
+            if has_stones:
+                stone = self.tombstone_for(req.user_id, req.request_id)
+                if stone is not None:
+                    outcomes.append(_forgotten(req, stone))
+                    continue
+            fresh[key] = req.digest
+            added.append(req)
+            outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages)))
+        first = batch.next_seq
+        rows = []
+        for req in added:
+            user_id, session_id, request_id = req.user_id, req.session_id, req.request_id
+            rows += [
+                (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
+                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
+            ]
+            batch.written.append((first, req))
+            batch.added[user_id] = batch.added.get(user_id, 0) + 1
+            first += len(req.messages)
+        conn.execute("SAVEPOINT refind_add")
+        try:
+            conn.executemany(
+                "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.user_id, r.request_id, r.session_id, r.digest, len(r.messages), now) for r in added],
+            )
+            conn.executemany(
+                "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, "
+                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT INTO events (at, kind, user_id, session_id, request_id, rows, detail) "
+                "VALUES (?, 'add', ?, ?, ?, ?, NULL)",
+                [(self.clock(), r.user_id, r.session_id, r.request_id, len(r.messages)) for r in added],
+            )
+        except sqlite3.IntegrityError:  # ids that collide with stored ones: _add_each refuses those requests alone
+            self._roll_back_request()
+            return None
+        except BaseException:
+            self._roll_back_request()
+            raise
+        conn.execute("RELEASE refind_add")
+        batch.next_seq = first
+        return outcomes
+
+    def _stored_requests(self, requests: list[Prepared]) -> dict[tuple[str, str], tuple[str, int]]:
+        """(payload hash, recorded-at) of each of the requests already stored, by (user, request id)."""
+        by_user: dict[str, list[str]] = {}
+        for req in requests:
+            by_user.setdefault(req.user_id, []).append(req.request_id)
+        out: dict[tuple[str, str], tuple[str, int]] = {}
+        for user_id, ids in by_user.items():
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                for rid, digest, recorded_at in self.conn.execute(
+                    "SELECT request_id, payload_hash, recorded_at FROM requests "
+                    f"WHERE user_id = ? AND request_id IN ({','.join('?' * len(part))})",
+                    [user_id, *part],
+                ):
+                    out[(user_id, rid)] = (digest, recorded_at)
+        return out
 
     def _roll_back_request(self) -> None:
         # An error such as a failed COMMIT can have ended the transaction, savepoint included: then there is
@@ -365,52 +536,49 @@ class Store:
             self.conn.execute("ROLLBACK TO refind_add")
             self.conn.execute("RELEASE refind_add")
 
-    def _add_one(self, req: AddRequest, now: int, batch: _Batch) -> AddOutcome:
-        digest = req.payload_hash()
+    def _add_one(self, req: Prepared, now: int, batch: _Batch) -> AddOutcome:
+        user_id, request_id, session_id = req.user_id, req.request_id, req.session_id
         row = self.conn.execute(
-            "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?",
-            (req.user_id, req.request_id),
+            "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?", (user_id, request_id)
         ).fetchone()
-        cutoff = self.retention_cutoff()
+        cutoff = None if row is None else self.retention_cutoff()
         if row is not None and cutoff is not None and row[1] < cutoff:
             # Past retention, only awaiting the sweep: hidden from every read, so it is expired already. A replay
             # stores it again as new data, as after the sweep — never an "identical replay" that stores nothing.
-            self._expire_request(req.user_id, req.request_id, cutoff)
+            self._expire_request(user_id, request_id, cutoff)
             row = None
         if row is not None:
-            if row[0] == digest:
-                return AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0)
+            if row[0] == req.digest:
+                return AddOutcome(request_id, user_id, session_id, "duplicate", 0)
             raise _conflict(req)
-        if req.user_id not in batch.stoneless:  # most users never forgot anything: one look per user and batch
-            if self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone():
-                stone = self.tombstone_for(req.user_id, req.request_id)
+        if user_id not in batch.stoneless:  # most users never forgot anything: one look per user and batch
+            if self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone():
+                stone = self.tombstone_for(user_id, request_id)
                 if stone is not None:
                     raise _forgotten(req, stone)
             else:
-                batch.stoneless.add(req.user_id)
+                batch.stoneless.add(user_id)
         count = len(req.messages)
         self.conn.execute(
             "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (req.user_id, req.request_id, req.session_id, digest, count, now),
+            (user_id, request_id, session_id, req.digest, count, now),
         )
         first = batch.next_seq
         self.conn.executemany(
             "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, "
             "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (first + i, mid, req.user_id, req.session_id, req.request_id, i, m.role, m.content, m.timestamp, now)
-                for i, (mid, m) in enumerate(zip(message_ids(req.user_id, req.request_id, 0, count), req.messages))
+                (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
+                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
             ],
         )
-        self.record_event("add", user_id=req.user_id, session_id=req.session_id, request_id=req.request_id, rows=count)
+        self.record_event("add", user_id=user_id, session_id=session_id, request_id=request_id, rows=count)
         # written: now the batch may count it (a refused request's savepoint is rolled back before this point)
         batch.next_seq = first + count
-        batch.added[req.user_id] = batch.added.get(req.user_id, 0) + 1
-        batch.rows.extend(
-            (first + i, req.user_id, m.content, m.timestamp, req.session_id, now, i) for i, m in enumerate(req.messages)
-        )
-        return AddOutcome(req.request_id, req.user_id, req.session_id, "added", count)
+        batch.added[user_id] = batch.added.get(user_id, 0) + 1
+        batch.written.append((first, req))
+        return AddOutcome(request_id, user_id, session_id, "added", count)
 
     def check(self, req: AddRequest) -> RefindError | None:
         """What ``add`` would refuse this request with right now (Conflict or Forgotten), without writing; None

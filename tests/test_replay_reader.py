@@ -1,0 +1,314 @@
+"""The replay's two fast paths store exactly what storing each request alone stores: a batch written with one
+statement per table (``Store._add_together``), and a reader process that parses, hashes and tokenizes the next batch
+while this one writes (``replay(..., parallel=True)``). And the reader never outlives the replay, whatever stops it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from helpers import Clock
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refind_cli import index_store, lifecycle
+from refind_cli.contract import parse_add
+from refind_cli.errors import RefindError
+from refind_cli.replay import replay
+from refind_cli.store import DAY_MS, Store
+
+T0 = 1_700_000_000_000
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=30)  # NUL, "_", capitals, punctuation
+_TEXT = st.one_of(
+    _ASCII, _ASCII, st.lists(st.sampled_from(["Kayaks", "the", "LISBON", "ran", "é", "北京"])).map(" ".join)
+)
+_SAID = st.one_of(st.none(), st.integers(0, 20_000).map(lambda d: d * DAY_MS + 5))
+_REQUESTS = st.lists(
+    st.tuples(
+        st.sampled_from(["u1", "u2"]),
+        st.sampled_from(["s1", "s2"]),
+        st.lists(st.tuples(_TEXT, _SAID), min_size=1, max_size=4),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def add_line(rid: str, user: str, session: str, *contents: str, ts: int | None = T0) -> str:
+    messages = [
+        {"role": "user", "content": c, **({} if ts is None else {"timestamp": ts + i})} for i, c in enumerate(contents)
+    ]
+    return json.dumps({"request_id": rid, "user_id": user, "session_id": session, "messages": messages})
+
+
+def mixed_lines() -> list[str]:
+    """Every kind of line and outcome a replay meets, spread over batches of 4 requests."""
+    lines = []
+    for r in range(30):
+        user = f"u{r % 3}"
+        lines.append(add_line(f"r{r}", user, f"s{r // 6}", f"{user} talks of kayaks and Lisbon {r}", f"answer {r}"))
+        if r == 5:
+            lines.append(add_line("r3", "u0", "s0", "u0 talks of kayaks and Lisbon 3", "answer 3"))  # a duplicate
+            lines.append("{not json")
+        if r == 9:
+            lines.append(add_line("r4", "u1", "s0", "another payload"))  # a conflict
+            lines.append('{"request_id": "x", "request_id": "y"}')  # a key given twice
+        if r == 12:
+            lines.append(add_line("r12", "u0", "s2", "u0 talks of kayaks and Lisbon 12", "answer 12"))  # same batch
+        if r == 20:
+            lines.append(add_line("gone", "u2", "s9", "forgotten words"))  # forgotten before the replay
+            lines.append(add_line("old", "u1", "s9", "said long ago", ts=None))  # stored past retention: again
+    for i in range(7):  # message lines, grouped by session
+        lines.append(json.dumps({"user_id": "u1", "session_id": "m", "role": "assistant", "content": f"line {i}"}))
+    lines.append(add_line("r0", "u0", "s0", "u0 talks of kayaks and Lisbon 0", "answer 0"))  # a duplicate, last
+    return lines
+
+
+def contents(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    conn = sqlite3.connect(db)
+    try:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        out = {
+            t: conn.execute(f"SELECT * FROM {t}").fetchall()
+            for t in tables
+            if t not in ("secrets", "index_meta", "_migrations")  # a random secret, a random db id, applied-at
+        }
+        out["tombstones"] = [row[:-1] for row in out["tombstones"]]  # content hashes keyed by the random secret
+        out["index_meta"] = conn.execute("SELECT * FROM index_meta WHERE key != 'db_id'").fetchall()
+        return out
+    finally:
+        conn.close()
+
+
+def replayed(tmp_path: Path, name: str, source: Path, *, parallel: bool) -> tuple[dict, dict]:
+    """Replay ``source`` twice into a fresh database whose state before is the same every time."""
+    db = tmp_path / f"{name}.db"
+    clock = Clock(T0)
+    with Store(db, clock=clock, retention_days=30) as store:
+        store.add(parse_add(json.loads(add_line("gone", "u2", "s9", "forgotten words"))))
+        lifecycle.forget(store, "u2", request_id="gone")
+        store.add(parse_add(json.loads(add_line("old", "u1", "s9", "said long ago", ts=None))))
+        clock.now += 31 * DAY_MS  # "old" is past retention, not swept
+        first = replay(store, str(source), batch_size=4, parallel=parallel)
+        clock.now += 1000
+        again = replay(store, str(source), batch_size=4, parallel=parallel)
+        assert index_store.verify(store.conn) == []
+    return contents(db), {"first": first.as_dict(), "again": again.as_dict()}
+
+
+def test_every_path_stores_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(mixed_lines()) + "\n")
+    together, together_summary = replayed(tmp_path, "together", source, parallel=False)
+    reader, reader_summary = replayed(tmp_path, "reader", source, parallel=True)
+    monkeypatch.setattr(Store, "_add_together", lambda self, requests, now, batch: None)
+    each, each_summary = replayed(tmp_path, "each", source, parallel=False)
+
+    first = each_summary["first"]
+    assert (first["requests_added"], first["duplicates"], first["conflicts"], first["forgotten"]) == (32, 3, 1, 1)
+    assert first["invalid_lines"] == 2 and len(each["messages"]) == 30 * 2 + 1 + 7
+    assert each_summary["again"]["messages_added"] == 0
+    assert len(each["index_segments"]) > 3  # several batches, merged
+    for table, rows in each.items():
+        assert together[table] == rows, table
+        assert reader[table] == rows, table
+    assert together_summary == each_summary == reader_summary
+
+
+def test_a_segment_built_ahead_is_not_used_for_a_user_with_a_request_not_added(tmp_path: Path) -> None:
+    """The reader builds u0's segment of all of u0's requests in the batch; one of them is a duplicate, so the
+    writer must index only the ones it wrote (built from their rows)."""
+    source = tmp_path / "dup.jsonl"
+    source.write_text(add_line("a", "u0", "s", "alpha words") + "\n")
+    with Store(tmp_path / "d.db", retention_days=None) as store:
+        replay(store, str(source), parallel=True)
+        source.write_text("\n".join([add_line("a", "u0", "s", "alpha words"), add_line("b", "u0", "s", "beta")]) + "\n")
+        assert replay(store, str(source), parallel=True).messages_added == 1
+        assert index_store.verify(store.conn) == []
+
+
+def test_a_reader_error_is_raised_after_the_batches_before_it_were_stored(tmp_path: Path) -> None:
+    # 1.2 MB of lines: the first read (1 MiB) holds three batches of 10; the next read meets the cut
+    good = "".join(add_line(f"r{i}", "u", "s", f"text {i} " + "x" * 30_000) + "\n" for i in range(40)).encode()
+    packed = gzip.compress(good)
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(packed[: len(packed) - 40])  # cut short: its end cannot be read
+    errors, stored = [], []
+    for parallel in (False, True):
+        with Store(tmp_path / f"e{parallel}.db", retention_days=None) as store:
+            with pytest.raises(RefindError) as caught:
+                replay(store, str(broken), batch_size=10, parallel=parallel)
+            errors.append(caught.value.message)
+            stored.append(store.counts()["messages"])
+    assert errors[0] == errors[1] and "cannot read" in errors[0]
+    assert stored[0] == stored[1] == 30
+
+
+READER_LEFT = """
+import json, os, sys
+from refind_cli.replay import replay
+from refind_cli.store import Store
+
+forks = []
+real_fork = os.fork
+
+def fork():
+    pid = real_fork()
+    if pid:
+        forks.append(pid)
+    return pid
+
+os.fork = fork
+
+def stop(done, total):
+    if done:
+        raise RuntimeError("the writer stopped")
+
+with Store(sys.argv[1], retention_days=None) as store:
+    try:
+        replay(store, "-", batch_size=100, parallel=True, on_progress=stop)
+    except RuntimeError as exc:
+        print(exc)
+for pid in forks:
+    try:
+        os.kill(pid, 0)
+        print("reader alive", pid)
+    except ProcessLookupError:
+        print("reader gone")
+"""
+
+
+def test_the_reader_does_not_outlive_a_writer_that_stops(tmp_path: Path) -> None:
+    """The writer fails after its first batch while the reader waits for more of a stdin that never ends: the replay
+    raises the writer's error and the reader is gone (killed, not waited for: it would wait for its line forever)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(READER_LEFT), str(tmp_path / "w.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    # 180 requests of ~6 kB: the reader's first read (1 MiB) holds a batch of 100, the rest never completes another
+    child.stdin.write("".join(add_line(f"r{i}", "u", "s", f"text {i} " + "x" * 6000) + "\n" for i in range(180)))
+    child.stdin.flush()  # and left open
+    try:
+        child.wait(60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        pytest.fail("the replay waited for its reader, which waited for a line")
+    finally:
+        child.stdin.close()
+    out, err = child.stdout.read(), child.stderr.read()
+    assert out.split("\n")[:2] == ["the writer stopped", "reader gone"], out + err
+
+
+def test_the_reader_is_reaped_after_a_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    source = tmp_path / "few.jsonl"
+    source.write_text("".join(add_line(f"r{i}", "u", "s", f"text {i}") + "\n" for i in range(9)))
+    with Store(tmp_path / "r.db", retention_days=None) as store:
+        assert replay(store, str(source), batch_size=2, parallel=True).messages_added == 9
+    assert len(forks) == 1
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left for this process to wait for
+        os.waitpid(forks[0], os.WNOHANG)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_REQUESTS)
+def test_segments_built_ahead_are_the_segments_of_the_written_rows(
+    requests: list[tuple[str, str, list[tuple[str, int | None]]]],
+) -> None:
+    rows, seqs, seq = [], {}, 10
+    for user, session, messages in requests:
+        for i, (text, said) in enumerate(messages):
+            rows.append((seq, user, text, said, session, T0, i))
+            seqs.setdefault(user, []).append(seq)
+            seq += 2
+    written = index_store.segments_of_rows(rows)
+    ahead = index_store.segments_ahead((u, s, [("user", t, a) for t, a in m]) for u, s, m in requests)
+    assert list(ahead) == list(written)
+    for user, seg in written.items():
+        assert index_store.encode(index_store.placed(ahead[user], seqs[user], T0)) == index_store.encode(seg)
+        # and both are the reference: the segment of each message's tokens, numbered in order of first occurrence
+        tokens = [(r[0], index_store.message_tokens(r[2], r[3])) for r in rows if r[1] == user]
+        reference = index_store.build_segment(tokens)
+        assert index_store.encode(replace(seg, meta=None)) == index_store.encode(reference)
+
+
+READER_PID = """
+import os, sys
+from refind_cli.replay import replay
+from refind_cli.store import Store
+
+real_fork = os.fork
+
+def fork():
+    pid = real_fork()
+    if pid:
+        print(pid, flush=True)
+    return pid
+
+os.fork = fork
+with Store(sys.argv[1], retention_days=None) as store:
+    replay(store, "-", parallel=True)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_the_reader_dies_with_a_writer_killed_outright(tmp_path: Path) -> None:
+    """kill -9 of the writer while its reader waits for more of stdin: the reader dies too, at once."""
+    import signal
+    import time
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(READER_PID), str(tmp_path / "k.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    writer.stdin.write(add_line("r1", "u", "s", "hello") + "\n")
+    writer.stdin.flush()  # and left open: the reader waits in its read
+    reader = int(writer.stdout.readline())
+    try:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(30)
+        for _ in range(100):
+            if _ended(reader):
+                break
+            time.sleep(0.1)
+        assert _ended(reader), "the reader outlived its writer"
+    finally:
+        writer.stdin.close()
+        if not _ended(reader):
+            os.kill(reader, signal.SIGKILL)
