@@ -209,6 +209,7 @@ class Layout:
     latest: np.ndarray  # float64 per view session: the filled said-at of its latest-arrived turn
     postings: LivePostings
     last: tuple[sqlite3.Connection, TurnIndex] | None = None  # the TurnIndex handed out last, and its connection
+    whole: TurnIndex | None = None  # once every turn's text is held (LazyTurns.preload): over a plain list, any conn
 
     @classmethod
     def build(
@@ -316,14 +317,23 @@ class Layout:
 
     def index(self, state: UserState, conn: sqlite3.Connection, user_id: str) -> TurnIndex:
         """This view as a TurnIndex whose turns read their text through ``conn`` when a search renders them (the
-        same object again while the connection is the same)."""
-        import numpy as np
-
+        same object again while the connection is the same) — or, once every turn's text is held (the server's
+        warmer preloads it), one over a plain list of the turns for every connection: a top_k 100 search looks up
+        ~500 turns, and a list index costs a fraction of ``LazyTurns.__getitem__``."""
+        if self.whole is not None:
+            return self.whole
         last = self.last
         if last is not None and last[0] is conn:
             return last[1]
-        made = TurnIndex(
-            turns=LazyTurns(state, self, conn, user_id),
+        made = self._turn_index(LazyTurns(state, self, conn, user_id))
+        self.last = (conn, made)
+        return made
+
+    def _turn_index(self, turns: Sequence[Turn]) -> TurnIndex:
+        import numpy as np
+
+        return TurnIndex(
+            turns=turns,
             vocab={},
             data=np.zeros(0, dtype=np.float32),
             indices=np.zeros(0, dtype=np.int32),
@@ -336,8 +346,6 @@ class Layout:
             min_recorded_at=self.min_recorded_at,
             postings=self.postings,
         )
-        self.last = (conn, made)
-        return made
 
 
 class LazyTurns(Sequence[Turn]):
@@ -403,14 +411,16 @@ class LazyTurns(Sequence[Turn]):
         """Read every turn's text into the state's turn cache when all of it fits the cache's bounds (the server's
         warmer calls this after an Add, so a first question renders without reading text); False when it does not
         fit, and then nothing is read."""
-        state = self._state
-        rows = self._layout.rows
+        state, layout = self._state, self._layout
+        rows = layout.rows
         if not len(rows) or len(rows) > TURN_CACHE or state.text_overflows:
             return False
-        self._fetch(rows)
+        found = self._fetch(rows)
         if len(state.turn_cache) < len(rows):  # more text than TURN_TEXT: not kept, and not tried again
             state.text_overflows = True
             return False
+        if layout.whole is None:  # the same turns, held by the turn cache too: within the same bounds
+            layout.whole = layout._turn_index([found[s] for s in state.seqs[rows].tolist()])
         return True
 
     def ids(self) -> list[str]:

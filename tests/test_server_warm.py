@@ -229,3 +229,29 @@ def test_a_user_whose_text_exceeds_the_bound_is_not_preloaded_twice(store, monke
     reads = _text_reads(store)
     assert turns.preload() is False and reads == []
     store.conn.set_trace_callback(None)
+
+
+def test_a_preloaded_view_is_handed_to_every_connection_as_a_plain_list_with_the_same_answers(store, tmp_path):
+    from helpers import T0
+
+    from refind_cli import search as S
+    from refind_cli.contract import parse_add
+    from refind_cli.server.warm import warm_user
+    from refind_cli.store import Store
+
+    for i in range(12):
+        msg = {"role": "user", "content": f"kayak trip number {i}", "timestamp": T0 + i}
+        store.add(parse_add({"request_id": f"r{i}", "user_id": "alice", "session_id": "s", "messages": [msg]}))
+    index_cache.clear()
+    with Store(store.path, retention_days=store.retention_days) as other:  # a search thread's own connection
+        assert not isinstance(S.user_index(other, "alice").index.turns, list)  # not preloaded: read on demand
+        warm_user(store, "alice")
+        turns = S.user_index(other, "alice").index.turns
+        assert isinstance(turns, list) and [t.id for t in turns] == [
+            t.id for t in S.UserIndex(store.user_messages("alice")).turns
+        ]
+        reads = _text_reads(other)
+        assert S.search(other, "alice", "kayak trip", top_k=100) == S.UserIndex(store.user_messages("alice")).search(
+            "kayak trip", top_k=100
+        )
+        assert reads == []

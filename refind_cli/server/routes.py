@@ -1,0 +1,73 @@
+"""The contract's two POST routes — Add and Search, and their aliases — answered straight from ASGI.
+
+FastAPI still declares them (their OpenAPI documentation, and the 405 for another method), but a POST to one of them
+is answered here, inside the same body limit, token guard and access log as every route (``ContractRoutes`` is the
+innermost middleware). FastAPI's routing, dependency resolution and exception middleware cost ~0.5 ms of event-loop
+CPU per request on the 2 shared cores (BENCHMARKS "The contest's traffic over HTTP"): a twentieth of a search's CPU,
+and every request of the contest is one of these. An exception is answered by the same mapping as the app's
+exception handlers (``errors``), so a refusal reads the same whichever way a request went.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+ADD_PATHS = frozenset({"/v1/memories/add", "/add"})
+SEARCH_PATHS = frozenset({"/v1/memories/search", "/search"})
+
+Errors = Callable[[Exception, Scope], Response | None]
+
+
+class ContractRoutes:
+    """POST Add → ``add(body)`` (its JSON object), POST Search → ``search(body)`` (the encoded response); any other
+    request goes on to FastAPI."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        add: Callable[[bytes], Awaitable[dict[str, Any]]],
+        search: Callable[[bytes], Awaitable[bytes]],
+        errors: Errors,
+    ) -> None:
+        self.app = app
+        self.add = add
+        self.search = search
+        self.errors = errors
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" and scope.get("method") == "POST" else None
+        if path not in ADD_PATHS and path not in SEARCH_PATHS:
+            await self.app(scope, receive, send)
+            return
+        response: Response
+        try:
+            body = await read_body(receive)
+            if path in ADD_PATHS:
+                response = JSONResponse(await self.add(body))
+            else:
+                response = Response(await self.search(body), media_type="application/json")
+        except Exception as exc:
+            handled = self.errors(exc, scope)
+            if handled is None:
+                raise  # RequestLog logs it (type and file:line) and answers the JSON 500; a disconnect, a 499
+            response = handled
+        await response(scope, receive, send)
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body (as Starlette's ``Request.body``: a disconnect before its end is ClientDisconnect)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return b"".join(chunks)

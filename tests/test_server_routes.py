@@ -1,0 +1,81 @@
+"""The contract's POST routes answered straight from ASGI (server/routes.py): the same answers as FastAPI's routes,
+and everything else still goes to FastAPI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from refind_cli.server import routes
+from refind_cli.server.app import ServerSettings, create_app
+
+TOKEN = "routes-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+@pytest.fixture
+def client(tmp_path):
+    with TestClient(create_app(ServerSettings(db=tmp_path / "r.db", retention_days=None, token=TOKEN))) as c:
+        yield c
+
+
+def _add(client: TestClient, path: str = "/v1/memories/add", content: str = "we paddled the kayak") -> object:
+    body = {"request_id": "r1", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": content}]}
+    return client.post(path, headers=AUTH, content=json.dumps(body))
+
+
+def test_add_and_search_never_reach_fastapi_s_router_yet_answer_as_documented(client, monkeypatch):
+    routed: list[str] = []
+    router = client.app.router
+    original = router.__call__
+
+    async def spy(scope, receive, send):  # FastAPI's router: every route it answers passes here
+        routed.append(f"{scope['method']} {scope['path']}")
+        await original(scope, receive, send)
+
+    monkeypatch.setattr(type(router), "__call__", lambda self, *a: spy(*a))
+    assert _add(client).json() == {"success": True, "request_id": "r1", "user_id": "u", "session_id": "s"}
+    assert _add(client, "/add").status_code == 200  # an identical replay, through the alias
+    found = client.post("/search", headers=AUTH, content=json.dumps({"query": "kayak", "user_id": "u", "top_k": 3}))
+    assert found.headers["content-type"] == "application/json"
+    assert [item["content"] for item in found.json()["data"]] == ["user: we paddled the kayak"]
+    assert routed == []
+    assert client.get("/v1/memories/search", headers=AUTH).status_code == 405  # any other method: FastAPI's
+    assert routed == ["GET /v1/memories/search"]
+    assert "/v1/memories/search" in client.app.openapi()["paths"]  # still documented
+
+
+def test_refusals_on_the_direct_routes_read_as_the_app_s_error_handlers_write_them(client):
+    conflict = _add(client), _add(client, content="another text")
+    assert conflict[1].status_code == 409 and conflict[1].json()["error"]["type"] == "conflict"
+    bad = client.post("/v1/memories/search", headers=AUTH, content=b"{not json")
+    assert bad.status_code == 422 and bad.json()["error"]["message"].startswith("request: the body is not valid JSON")
+    unauthorized = client.post("/search", headers={"Content-Type": "application/json"}, content=b"{}")
+    assert unauthorized.status_code == 401 and unauthorized.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_body_is_read_to_its_end_and_a_hang_up_before_it_is_a_client_disconnect():
+    import asyncio
+
+    from starlette.requests import ClientDisconnect
+
+    messages = iter(
+        [
+            {"type": "http.request", "body": b'{"a":', "more_body": True},
+            {"type": "http.request", "body": b"1}", "more_body": False},
+        ]
+    )
+
+    async def receive():
+        return next(messages)
+
+    assert asyncio.run(routes.read_body(receive)) == b'{"a":1}'
+    cut = iter([{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}])
+
+    async def hang_up():
+        return next(cut)
+
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(routes.read_body(hang_up))
