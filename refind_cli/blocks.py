@@ -126,11 +126,12 @@ def render_blocks(
             shown.update(ids)  # a lead turn is shown again later, in its block; an interleaved one is not
         score = min(score, _below(last_score))
         last_score = score
-        used += sum(len(x) + 1 for x in lines) + 1
+        content = "\n".join(lines)
+        used += len(content) + 2 if lines else 1  # = the sum of len(line) + 1 over the lines, + 1
         blocks.append(
             Block(
                 id=anchor.id,
-                content="\n".join(lines),
+                content=content,
                 score=score,
                 created_at=iso_utc(anchor.recorded_at),
                 session_id=anchor.session_id,
@@ -268,9 +269,9 @@ def _passes_filter(turn: Turn, cfg: SearchConfig, matches: bool) -> bool:
     at most ``short_chars`` long); ``match_or_short``."""
     if cfg.neighbour_filter == "all":
         return True
-    short = all(len(m.content) <= cfg.short_chars for m in turn.messages)
     if cfg.neighbour_filter == "match":
         return matches
+    short = all(len(m.content) <= cfg.short_chars for m in turn.messages)
     if cfg.neighbour_filter == "short":
         return short
     return matches or short
