@@ -4,6 +4,7 @@ process)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -66,3 +67,20 @@ def test_other_command_lines_run_the_full_app(argv, code, expected):
     out = subprocess.run([sys.executable, "-m", "refind_cli", *argv], capture_output=True, text=True, timeout=120)
     assert out.returncode == code, out.stderr
     assert expected in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "1"), ("3", "3")])
+def test_refind_runs_numpy_with_one_openblas_thread_unless_told_otherwise(preset, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = (
+        "import os, sys\n"
+        "from refind_cli.cli import main\n"
+        "sys.argv = ['refind', '--version']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('THREADS', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"THREADS {expected}" in out.stdout

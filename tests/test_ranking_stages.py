@@ -56,6 +56,15 @@ def test_named_days_reads_the_forms_questions_use(query, days):
     assert named_days(query) == [_day(*d) for d in days]
 
 
+def test_a_query_without_a_digit_names_no_day_and_compiles_no_pattern():
+    from refind_cli import query_dates
+
+    query_dates._patterns.cache_clear()
+    assert named_days("what did Caroline do on the last day of December?") == []
+    assert query_dates._patterns.cache_info().currsize == 0  # a cold process's search skips compiling them
+    assert named_days("on ２９ Dec ２０２３") == [_day(2023, 12, 29)]  # fullwidth digits are digits (\d, isdecimal)
+
+
 def test_date_boost_multiplies_matching_turns_said_near_a_named_day():
     day = _day(2024, 1, 10)
     ms = day * DAY

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sqlite3
 import sys
 from typing import Any
@@ -126,5 +127,9 @@ def full_app() -> typer.Typer:
 
 def main() -> None:
     """Console entry point (``refind`` and ``python -m refind_cli``): the one command named builds alone."""
+    # Nothing refind does calls BLAS, but numpy's OpenBLAS starts a thread per core that spins while it loads: ~140 ms
+    # of CPU in every process, and wall time when the cores are busy (BENCHMARKS.md, "Index on write"). A value set
+    # by the user is kept; the Python API, which runs in someone else's process, leaves it alone.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     (command_app(name) if name in ONE_COMMAND else full_app())()
