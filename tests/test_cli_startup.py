@@ -84,3 +84,23 @@ def test_refind_runs_numpy_with_one_openblas_thread_unless_told_otherwise(preset
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert f"THREADS {expected}" in out.stdout
+
+
+@pytest.mark.parametrize(("terminal", "drawn"), [(True, True), (False, False)])
+def test_the_reindex_progress_bar_is_drawn_on_a_terminal_only(terminal, drawn):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    if terminal:
+        env["FORCE_COLOR"] = "1"  # rich takes stderr for a terminal
+    code = (
+        "import sys\n"
+        "from refind_cli.cli.plain import index_progress\n"
+        "report = index_progress()\n"
+        "print('BEFORE', 'rich' in sys.modules)\n"
+        "report(0, 10)\nreport(10, 10)\n"
+        "print('PROGRESS', 'rich.progress' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "BEFORE False" in out.stdout  # nothing is made until there is something to report
+    assert ("indexing messages for search" in out.stderr) is drawn
+    assert f"PROGRESS {drawn}" in out.stdout  # off a terminal no bar is made at all

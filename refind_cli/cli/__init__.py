@@ -1,6 +1,7 @@
-"""The command line: the Typer app, its error handling and entry point (root.py), one module per command (commands/), the shared
-options (options.py) and everything that draws rich output (render.py, render_trace.py). Nothing here holds domain
-logic; each command calls one domain function and renders what it returns."""
+"""The command line: the Typer app, its error handling and entry point (root.py), one module per command
+(commands/), the shared options (options.py), plain JSON output (plain.py) and everything that draws rich output
+(render.py, render_trace.py). Nothing here holds domain logic; each command calls one domain function and renders
+what it returns."""
 
 from __future__ import annotations
 

@@ -20,23 +20,24 @@ def index_progress() -> Callable[[int, int], None]:
     """A progress report for a one-time re-index of an upgraded database: a bar on stderr on a terminal, nothing
     elsewhere. The bar (and rich) is made on the first report, so opening a database that needs no indexing —
     every open but the first after an upgrade — imports nothing."""
-    made: list[Any] = []  # [] until the first report; then [bar, task], or [None] off a terminal
+    bar: Any = None
+    task: Any = None
+    looked = False  # whether stderr was checked for a terminal (on the first report)
 
     def report(done: int, total: int) -> None:
-        if not made:
+        nonlocal bar, task, looked
+        if not looked:
+            looked = True
             from rich.console import Console
 
             err = Console(stderr=True)
-            if not err.is_terminal:
-                made.append(None)
-            else:
+            if err.is_terminal:
                 from rich.progress import Progress
 
                 bar = Progress(console=err, transient=True)
-                made.extend([bar, bar.add_task("indexing messages for search", total=None)])
-        if made[0] is None:
+                task = bar.add_task("indexing messages for search", total=None)
+        if bar is None:
             return
-        bar, task = made
         bar.start()
         bar.update(task, completed=done, total=total)
         if done >= total:
