@@ -7,8 +7,8 @@ its Add (:class:`DocMeta`, so turns are laid out without reading the messages) �
 which messages a search may see) is computed at query time from these (:mod:`refind_cli.index_cache`), so a new
 message never invalidates the index.
 
-* **Add**: ``Store.add_many`` calls :func:`index_added` inside its transaction — one new segment per user per batch
-  (a replay batch, or a single Add), then :func:`_merge` folds the newest segments together like a binary counter,
+* **Add**: ``Store.add_prepared`` writes, inside its transaction, one new segment per user per batch (a replay batch,
+  or a single Add; :func:`write_segments`, :func:`mark_indexed`), then :func:`_merge` folds the newest segments together like a binary counter,
   so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
 * **forget / expire** call :func:`remove` inside their transaction: every segment holding a removed message is
   rewritten without it (its vocabulary too), so no token of removed text survives (``secure_delete`` zeroes the
@@ -519,7 +519,9 @@ def segments_of_rows(rows: Iterable[Row]) -> dict[str, Segment]:
 def segments_ahead(requests: Iterable[tuple[str, str, Sequence[tuple[str, str, int | None]]]]) -> dict[str, Segment]:
     """One segment per user of the messages of (user id, session id, [(role, content, said-at), …]) requests, in
     order: ``segments_of_rows`` of their rows before they are written, with stand-ins for what the write gives them
-    (seqs 1, 2, … per user; recorded-at 0), which :func:`placed` replaces."""
+    (seqs 1, 2, … per user; recorded-at 0), which :func:`placed` replaces. Built a request at a time rather than as
+    ``segments_of_rows`` of stand-in rows (the same bytes): a tuple per message cost the reader ~12 % more CPU on
+    100k messages (`bench/replay.py`, review of round 4)."""
     import numpy as np
 
     by_user: dict[str, tuple[list[str], dict[str, int], list[int], list[int], list[int]]] = {}
@@ -568,16 +570,6 @@ def indexing(conn: sqlite3.Connection, since_seq: int) -> bool:
     """Whether an Add transaction that began at max seq ``since_seq`` indexes its messages itself: when the index
     is up to date (otherwise :func:`catch_up` indexes them with the rest)."""
     return watermark(conn) >= since_seq and _meta(conn, "analyzer") == str(tokenize.ANALYZER_VERSION)
-
-
-def index_added(conn: sqlite3.Connection, since_seq: int, rows: Sequence[Row]) -> None:
-    """Index the rows (ROW_COLUMNS) an Add transaction stored, in ascending seq, every seq above
-    ``since_seq`` (the store's max seq when the transaction began) — when the index is up to date; otherwise
-    :func:`catch_up` will index them with the rest. The rows come from the writer, not read back."""
-    if not rows or not indexing(conn, since_seq):
-        return
-    _index_rows(conn, rows)
-    mark_indexed(conn, rows[-1][0])
 
 
 def mark_indexed(conn: sqlite3.Connection, through: int) -> None:

@@ -145,6 +145,29 @@ def _forgotten(req: AddRequest | Prepared, stone: tuple[int, int]) -> Forgotten:
     )
 
 
+_INSERT_REQUEST = (
+    "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _request_row(req: Prepared, now: int) -> tuple[str, str, str, str, int, int]:
+    return (req.user_id, req.request_id, req.session_id, req.digest, len(req.messages), now)
+
+
+def _message_rows(req: Prepared, first: int, now: int) -> list[tuple[object, ...]]:
+    """The ``messages`` rows of a request whose first message gets seq ``first``."""
+    user_id, session_id, request_id = req.user_id, req.session_id, req.request_id
+    return [
+        (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
+        for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
+    ]
+
+
 # SQLite's primary result codes (the low byte of an extended code) that name a fault of the file, not of the request.
 _SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13, 5, 6, 8, 3
 _SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
@@ -399,8 +422,6 @@ class Store:
             since = index_store.max_seq(self.conn)
             batch = _Batch(next_seq=since + 1)
             together = self._add_together(requests, now, batch) if len(requests) > 1 else None
-            if together is None:
-                batch = _Batch(next_seq=since + 1)
             outcomes = together if together is not None else self._add_each(requests, now, batch)
             self.bump_users(batch.added)  # users.version goes up by one per request added
             # the maintained index changes in the same transaction, from the rows just written (not read back)
@@ -440,14 +461,14 @@ class Store:
         """Store the requests with one statement per table (what ``_add_each`` stores, row for row, in the same
         order): the stored rows they meet are read with one query per user, then the requests, messages and events
         to add are each inserted by one ``executemany``. None, with nothing written, when the batch needs
-        ``_add_each``: a request past retention to expire first, or ids that collide with stored ones."""
+        ``_add_each``: a request past retention to expire first, or ids that collide with stored ones (``batch`` is
+        changed only once the rows are written)."""
         conn = self.conn
         stored = self._stored_requests(requests)
         cutoff = self.retention_cutoff() if stored else None
         outcomes: list[AddOutcome | RefindError] = []
         fresh: dict[tuple[str, str], str] = {}  # requests added by this batch: their payload hash
         added: list[Prepared] = []
-        stones: dict[str, bool] = {}  # whether the user has any tombstone
         for req in requests:
             key = (req.user_id, req.request_id)
             row = stored.get(key)
@@ -460,43 +481,24 @@ class Store:
                 else:
                     outcomes.append(_conflict(req))
                 continue
-            has_stones = stones.get(req.user_id)
-            if has_stones is None:
-                has_stones = stones[req.user_id] = (
-                    conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone()
-                    is not None
-                )
-            if has_stones:
-                stone = self.tombstone_for(req.user_id, req.request_id)
-                if stone is not None:
-                    outcomes.append(_forgotten(req, stone))
-                    continue
+            stone = self._stone(req, batch)
+            if stone is not None:
+                outcomes.append(_forgotten(req, stone))
+                continue
             fresh[key] = req.digest
             added.append(req)
             outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages)))
         first = batch.next_seq
-        rows = []
+        rows: list[tuple[object, ...]] = []
+        written: list[tuple[int, Prepared]] = []
         for req in added:
-            user_id, session_id, request_id = req.user_id, req.session_id, req.request_id
-            rows += [
-                (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
-                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
-            ]
-            batch.written.append((first, req))
-            batch.added[user_id] = batch.added.get(user_id, 0) + 1
+            rows += _message_rows(req, first, now)
+            written.append((first, req))
             first += len(req.messages)
         conn.execute("SAVEPOINT refind_add")
         try:
-            conn.executemany(
-                "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(r.user_id, r.request_id, r.session_id, r.digest, len(r.messages), now) for r in added],
-            )
-            conn.executemany(
-                "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, "
-                "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            conn.executemany(_INSERT_REQUEST, [_request_row(r, now) for r in added])
+            conn.executemany(_INSERT_MESSAGE, rows)
             conn.executemany(
                 "INSERT INTO events (at, kind, user_id, session_id, request_id, rows, detail) "
                 "VALUES (?, 'add', ?, ?, ?, ?, NULL)",
@@ -510,7 +512,20 @@ class Store:
             raise
         conn.execute("RELEASE refind_add")
         batch.next_seq = first
+        batch.written += written
+        for req in added:
+            batch.added[req.user_id] = batch.added.get(req.user_id, 0) + 1
         return outcomes
+
+    def _stone(self, req: Prepared, batch: _Batch) -> tuple[int, int] | None:
+        """The tombstone that refuses ``req`` (its request was forgotten), if any. Most users never forgot anything:
+        one look per user and batch (no Add writes a tombstone, so the look stays true for the batch)."""
+        if req.user_id in batch.stoneless:
+            return None
+        if self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone():
+            return self.tombstone_for(req.user_id, req.request_id)
+        batch.stoneless.add(req.user_id)
+        return None
 
     def _stored_requests(self, requests: list[Prepared]) -> dict[tuple[str, str], tuple[str, int]]:
         """(payload hash, recorded-at) of each of the requests already stored, by (user, request id)."""
@@ -551,28 +566,13 @@ class Store:
             if row[0] == req.digest:
                 return AddOutcome(request_id, user_id, session_id, "duplicate", 0)
             raise _conflict(req)
-        if user_id not in batch.stoneless:  # most users never forgot anything: one look per user and batch
-            if self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone():
-                stone = self.tombstone_for(user_id, request_id)
-                if stone is not None:
-                    raise _forgotten(req, stone)
-            else:
-                batch.stoneless.add(user_id)
+        stone = self._stone(req, batch)
+        if stone is not None:
+            raise _forgotten(req, stone)
         count = len(req.messages)
-        self.conn.execute(
-            "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (user_id, request_id, session_id, req.digest, count, now),
-        )
+        self.conn.execute(_INSERT_REQUEST, _request_row(req, now))
         first = batch.next_seq
-        self.conn.executemany(
-            "INSERT INTO messages (seq, id, user_id, session_id, request_id, idx, role, content, said_at, "
-            "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (first + i, mid, user_id, session_id, request_id, i, role, content, said_at, now)
-                for i, (mid, (role, content, said_at)) in enumerate(zip(_ids(req), req.messages))
-            ],
-        )
+        self.conn.executemany(_INSERT_MESSAGE, _message_rows(req, first, now))
         self.record_event("add", user_id=user_id, session_id=session_id, request_id=request_id, rows=count)
         # written: now the batch may count it (a refused request's savepoint is rolled back before this point)
         batch.next_seq = first + count

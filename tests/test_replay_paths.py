@@ -179,7 +179,16 @@ def test_the_replay_leaves_the_page_cache_as_it_found_it(db_path: Path, tmp_path
     source = tmp_path / "one.jsonl"
     line = {"request_id": "r1", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "hi"}]}
     source.write_text(json.dumps(line) + "\n")
+    from refind_cli.replay import REPLAY_CACHE_KIB
+
     with Store(db_path) as store:
         before = store.conn.execute("PRAGMA cache_size").fetchone()[0]
-        replay(store, str(source))
+        during: list[int] = []
+        replay(
+            store,
+            str(source),
+            parallel=False,
+            on_progress=lambda done, total: during.append(store.conn.execute("PRAGMA cache_size").fetchone()[0]),
+        )
+        assert during and set(during[1:]) == {-REPLAY_CACHE_KIB}  # larger while the batches are written
         assert store.conn.execute("PRAGMA cache_size").fetchone()[0] == before

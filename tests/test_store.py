@@ -196,3 +196,9 @@ def test_colliding_message_ids_refuse_one_request_not_the_batch(store) -> None:
     assert [m.content for m in store.user_messages("bob")] == ["innocent bystander"]
     assert [m.content for m in store.user_messages("a")] == ["first"]
     assert store.user_messages("a\x1fb") == []
+    # the refused batch-at-once attempt left nothing behind: the index and the users' versions count bob's Add alone
+    from refind_cli import index_store
+
+    assert index_store.verify(store.conn) == []
+    versions = dict(store.conn.execute("SELECT user_id, version FROM users"))
+    assert versions.get("bob") == 1 and versions.get("a\x1fb", 0) == 0
