@@ -651,15 +651,10 @@ def _grow(
     with old.lock:
         views = list(old.views.values())
     for layout in views:
-        vis_fresh = np.ones(len(fresh), dtype=bool)
-        if layout.cutoff is not None:
-            vis_fresh &= meta.recorded >= layout.cutoff
-        if layout.as_of is not None:
-            vis_fresh &= meta.recorded <= layout.as_of
-        grown = layout.extended(state, new_rows[vis_fresh])
+        vis = state.visible(layout.cutoff, layout.as_of)  # the new rows are the state's last ones
+        grown = layout.extended(state, new_rows if vis is None else new_rows[vis[n_old:]])
         if grown is not None:
-            k1, b = layout.postings.k1, layout.postings.b
-            state._keep(state.view_key(state.visible(layout.cutoff, layout.as_of), k1, b), grown)
+            state._keep(state.view_key(vis, layout.postings.k1, layout.postings.b), grown)
     return state
 
 

@@ -61,6 +61,22 @@ def test_a_body_is_read_to_its_end_and_a_hang_up_before_it_is_a_client_disconnec
 
     from starlette.requests import ClientDisconnect
 
+    seen: list[bytes] = []
+
+    async def add(body: bytes) -> dict:
+        seen.append(body)
+        return {"success": True}
+
+    async def search(body: bytes) -> bytes:
+        return b"{}"
+
+    direct = routes.ContractRoutes(None, add=add, search=search, errors=lambda exc, scope: None)
+    scope = {"type": "http", "method": "POST", "path": "/add", "headers": [], "query_string": b""}
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
     messages = iter(
         [
             {"type": "http.request", "body": b'{"a":', "more_body": True},
@@ -71,11 +87,14 @@ def test_a_body_is_read_to_its_end_and_a_hang_up_before_it_is_a_client_disconnec
     async def receive():
         return next(messages)
 
-    assert asyncio.run(routes.read_body(receive)) == b'{"a":1}'
+    asyncio.run(direct(scope, receive, send))
+    assert seen == [b'{"a":1}']
+    assert sent[0]["status"] == 200
     cut = iter([{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}])
 
     async def hang_up():
         return next(cut)
 
     with pytest.raises(ClientDisconnect):
-        asyncio.run(routes.read_body(hang_up))
+        asyncio.run(direct(scope, hang_up, send))
+    assert seen == [b'{"a":1}']  # nothing reached add

@@ -261,7 +261,8 @@ def _warm_up() -> None:
 
 async def _warm_threads() -> None:
     """Start anyio's worker-thread machinery: its first use imports its asyncio backend (~25 ms on the event loop),
-    which the first search would otherwise pay while every other request waits."""
+    which the first request that uses it — a large Add's body parsed in a thread, a forget — would otherwise pay while
+    every other request waits (searches run on their own executor). The warm-up itself runs there, off the loop."""
     import anyio.to_thread
 
     await anyio.to_thread.run_sync(_warm_up)
