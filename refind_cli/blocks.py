@@ -99,7 +99,7 @@ def render_blocks(
     shown: set[str] = set()  # message ids already shown (overlap="trim")
     last_score = float("inf")
     used = 0  # characters of the joined contents so far (each block and a two-character separator)
-    plain = _plain_order(idx, scores, top_k) if cfg.interleave_chars and scores is not None else []
+    plain = _plain_order(scores, top_k) if cfg.interleave_chars and scores is not None else []
     plain_next = 0
     interleaved: set[str] = set()  # message ids shown alone by the interleave
 
@@ -192,7 +192,7 @@ def render_blocks(
     return blocks
 
 
-def _plain_order(idx: TurnIndex, scores: np.ndarray, top_k: int) -> list[int]:
+def _plain_order(scores: np.ndarray, top_k: int) -> list[int]:
     """The turns with a positive score, best first by plain BM25 (ties: the earlier first), at most ``4 × top_k``."""
     import numpy as np
 
@@ -203,13 +203,9 @@ def _plain_order(idx: TurnIndex, scores: np.ndarray, top_k: int) -> list[int]:
 
 def _lead(idx: TurnIndex, scores: np.ndarray, chars: int, top_k: int) -> list[int]:
     """The best turns by plain BM25 (ties: the earlier first) whose whole text fits, in order, in ``chars``."""
-    import numpy as np
-
-    positive = np.flatnonzero(scores > 0)
-    best = positive[np.lexsort((positive, -scores[positive]))][: 4 * top_k]
     out: list[int] = []
     used = 0
-    for pos in best.tolist():
+    for pos in _plain_order(scores, top_k):
         turn = idx.turns[pos]
         size = sum(len(render_line(m.said_at, m.role, m.content)) + 1 for m in turn.messages) + 1
         if used + size > chars:

@@ -88,14 +88,14 @@ def date_boost(
     ``1 + boost`` (a new array; ``scores`` itself when there is nothing to boost)."""
     import numpy as np
 
+    from .index import eligible
+
     if not days or boost <= 0 or not len(index):
         return scores
-    said = index.said_at
     near = np.zeros(len(index), dtype=bool)
-    with np.errstate(invalid="ignore"):  # NaN (unknown said-at) compares False
-        for d in days:
-            near |= (said >= (d - window_days) * DAY_MS) & (said < (d + 1 + window_days) * DAY_MS)
+    for d in days:  # said within the window (an unknown said-at never is)
+        near |= eligible(index, date_from=(d - window_days) * DAY_MS, date_to=(d + 1 + window_days) * DAY_MS - 1)
     near &= scores > 0
     if not near.any():
         return scores
-    return np.where(near, scores * (1.0 + boost), scores).astype(scores.dtype)
+    return np.where(near, scores * (1.0 + boost), scores)
