@@ -227,3 +227,14 @@ def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, ll
     assert len(llm_server.requests) == 3
     assert "Mount Rainier last weekend" in llm_server.bodies_text()
     assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
+
+
+@pytest.mark.parametrize("missing", ["mcp", "mcp_types"])
+def test_a_missing_sdk_is_one_clear_error(cli, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
+    r = cli("mcp", "--user", "u", "--mode", "bm25")
+    assert r.exit_code == 1
+    assert "refind mcp needs the mcp package: pip install 'mcp>=2,<3'" in r.output
