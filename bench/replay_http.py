@@ -185,16 +185,17 @@ class ServerProcess:
 
     def rss_mb(self) -> float:
         """The server's resident memory now (MiB; Linux /proc)."""
-        return rss_kb(self.proc.pid) / 1024
+        return proc_status_kb(self.proc.pid) / 1024
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(60)
 
 
-def rss_kb(pid: int) -> int:
+def proc_status_kb(pid: int, field: str = "VmRSS") -> int:
+    """A kB field of /proc/PID/status (VmRSS: resident memory now; VmHWM: its peak); 0 when absent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
 

@@ -23,14 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replay_http import Client, ServerProcess, ask, replay
-
-
-def peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+from replay_http import Client, ServerProcess, ask, proc_status_kb, replay
 
 
 def renamed(sample: Any, suffix: str) -> Any:
@@ -80,7 +73,7 @@ def one_server(
                         "seconds": time.perf_counter() - started,
                     }
                 )
-            peak = peak_mb(server.proc.pid)
+            peak = proc_status_kb(server.proc.pid, "VmHWM") / 1024
         finally:
             server.stop()
         db_mb = sum(f.stat().st_size for f in Path(tmp).glob("served.db*")) / 2**20
