@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/index_alternatives.py [--messages 20000] [--batch 500] [--queries 20]
 
-* segments (chosen, refind_cli/index_store.py) — one immutable blob of term frequencies per user per batch,
-  merged like a binary counter; a search decodes the segments it lacks and scores them in numpy;
+* segments (chosen, refind_cli/index_store.py) — one immutable segment of term frequencies per user per batch,
+  merged like a binary counter (its head in ``index_segments``, its postings in parts in ``index_parts``); a search
+  decodes the heads it lacks, reads its query terms' parts and scores them in numpy;
 * postings rows — one SQLite row per (user, term, message) with its term frequency (WITHOUT ROWID, primary key
   (user, term, seq)) plus one row per message with its length; a search reads the query terms' rows.
 
@@ -61,6 +62,14 @@ def segments(db: Path, msgs, batch: int, queries: list[str]) -> dict[str, float]
         "min_seq INTEGER, max_seq INTEGER, blob BLOB)"
     )
     conn.execute("CREATE INDEX index_segments_by_user ON index_segments (user_id, id)")
+    conn.execute(
+        "CREATE TABLE index_parts (segment_id INTEGER NOT NULL, part INTEGER NOT NULL, blob BLOB NOT NULL, "
+        "PRIMARY KEY (segment_id, part))"
+    )
+    conn.execute(
+        "CREATE TRIGGER index_parts_follow_segment AFTER DELETE ON index_segments "
+        "BEGIN DELETE FROM index_parts WHERE segment_id = OLD.id; END"
+    )
     t = time.perf_counter()
     for i in range(0, len(msgs), batch):
         conn.execute("BEGIN IMMEDIATE")
@@ -82,7 +91,7 @@ def segments(db: Path, msgs, batch: int, queries: list[str]) -> dict[str, float]
         offset = 0
         for s in segs.values():
             for tok in analyze(q):
-                hit = s.postings(tok)
+                hit = s.postings(tok, lambda i, parts: index_store.read_parts(c, i, parts))
                 if hit is not None:
                     d, tf = hit
                     tfc = tf / (1.2 * (0.25 + 0.75 * s.lengths[d] / avgdl) + tf)
@@ -91,7 +100,7 @@ def segments(db: Path, msgs, batch: int, queries: list[str]) -> dict[str, float]
         c.close()
 
     cold_s = statistics.median(_timed(lambda q=q: cold(q)) for q in queries)
-    return {"write": write, "cold": cold_s, "bytes": _size(db, "index_segments")}
+    return {"write": write, "cold": cold_s, "bytes": _size(db, "index_segments") + _size(db, "index_parts")}
 
 
 def postings(db: Path, msgs, batch: int, queries: list[str]) -> dict[str, float]:

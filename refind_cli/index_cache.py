@@ -29,7 +29,8 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 from . import index_store, settings
@@ -41,7 +42,7 @@ from .turns import Turn
 if TYPE_CHECKING:
     import numpy as np
 
-    from .index_store import Segment
+    from .index_store import AnySegment, Reader
     from .store import Store
 
 MESSAGE_OVERHEAD = 400  # bytes a StoredMessage, its Turn and their entries cost besides the text
@@ -126,7 +127,7 @@ class UserState:
     the text cache, the message ids)."""
 
     version: int
-    segments: dict[int, Segment]
+    segments: dict[int, AnySegment]  # postings of a LazySegment are read when a search needs them
     seg_rows: dict[int, np.ndarray]  # segment id → the state row of each of its documents
     seqs: np.ndarray  # int64, ascending: one row per indexed message
     session: np.ndarray  # int32 session code of each row
@@ -157,6 +158,12 @@ class UserState:
         if as_of is not None:
             vis &= rec <= as_of
         return vis
+
+    def read_all(self, read: Reader) -> None:
+        """Read every part of every segment not read yet (what a search holding the index beyond one call needs:
+        the planner, the server's warmer)."""
+        for seg in self.segments.values():
+            seg.whole(read)
 
     def view_key(self, vis: np.ndarray | None, k1: float, b: float) -> tuple[Any, ...]:
         return ("all", k1, b) if vis is None else (hash(vis.tobytes()), int(vis.sum()), k1, b)
@@ -215,18 +222,29 @@ class Layout:
     def build(
         cls, state: UserState, rows: np.ndarray, cutoff: int | None, as_of: int | None, k1: float, b: float
     ) -> Layout:
-        """The full layout of the visible ``rows`` (ascending): two sorts."""
+        """The full layout of the visible ``rows`` (ascending): two sorts — none when the rows already come session
+        by session (each session's messages after the last one's, as a replay or an agent adds them) and in said-at
+        order inside each, as they usually do: checking that is linear."""
         import numpy as np
 
         codes = state.session[rows]
-        uniq, first = np.unique(codes, return_index=True)
-        arrival = uniq[np.argsort(first, kind="stable")]  # session codes by first arrival
+        n = len(codes)
         rank_of = np.full(len(state.session_names), -1, dtype=np.int64)
-        rank_of[arrival] = np.arange(arrival.size)
-        srank = rank_of[codes]
-        o1 = np.argsort(srank, kind="stable")  # session by session, arrival order inside
-        s1 = srank[o1]
-        vals = state.said[rows][o1].copy()
+        grouped = n < 2 or bool((codes[1:] >= codes[:-1]).all())  # sessions contiguous, in arrival order
+        if grouped:
+            first = np.ones(n, dtype=bool)
+            first[1:] = codes[1:] != codes[:-1]
+            arrival = codes[first]
+            rank_of[arrival] = np.arange(arrival.size)
+            s1, r1 = np.cumsum(first) - 1, rows
+        else:
+            uniq, at = np.unique(codes, return_index=True)
+            arrival = uniq[np.argsort(at, kind="stable")]  # session codes by first arrival
+            rank_of[arrival] = np.arange(arrival.size)
+            srank = rank_of[codes]
+            o1 = np.argsort(srank, kind="stable")  # session by session, arrival order inside
+            s1, r1 = srank[o1], rows[o1]
+        vals = state.said[r1].copy()
         start = np.ones(len(s1), dtype=bool)
         start[1:] = s1[1:] != s1[:-1]
         vals[start & np.isnan(vals)] = -np.inf  # an undated message before any dated one sorts first
@@ -234,8 +252,16 @@ class Layout:
         last = np.where(known, np.arange(len(vals)), 0)
         np.maximum.accumulate(last, out=last)
         filled = vals[last]  # an undated message takes the said-at of the one that arrived just before it
-        r1 = rows[o1]
-        o2 = np.lexsort((state.idx[r1], state.seqs[r1], filled, s1))
+        o2 = np.arange(len(r1))  # into (session, said-at, seq, index) order: only the sessions out of it are sorted
+        late = np.flatnonzero(~start[1:] & (filled[1:] < filled[:-1])) + 1  # said before the turn that came before
+        unsorted = index_store.distinct(s1[late])
+        if unsorted.size * 64 > len(r1):  # many: one sort of everything
+            o2 = np.lexsort((state.idx[r1], state.seqs[r1], filled, s1))
+        else:  # s1 ascends: each such session is one slice
+            lo, hi = np.searchsorted(s1, unsorted, side="left"), np.searchsorted(s1, unsorted, side="right")
+            for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+                part = r1[a:b]
+                o2[a:b] = a + np.lexsort((state.idx[part], state.seqs[part], filled[a:b]))
         order = r1[o2]
         session_ix = s1[o2].astype(np.int32)
         session_start = np.searchsorted(session_ix, np.arange(arrival.size), side="left").astype(np.int64)
@@ -325,11 +351,11 @@ class Layout:
         last = self.last
         if last is not None and last[0] is conn:
             return last[1]
-        made = self._turn_index(LazyTurns(state, self, conn, user_id))
+        made = self._turn_index(LazyTurns(state, self, conn, user_id), reader(conn))
         self.last = (conn, made)
         return made
 
-    def _turn_index(self, turns: Sequence[Turn]) -> TurnIndex:
+    def _turn_index(self, turns: Sequence[Turn], read: Reader | None) -> TurnIndex:
         import numpy as np
 
         return TurnIndex(
@@ -344,7 +370,7 @@ class Layout:
             session_end=self.session_end,
             said_at=self.said,
             min_recorded_at=self.min_recorded_at,
-            postings=self.postings,
+            postings=replace(self.postings, read=read),
         )
 
 
@@ -420,7 +446,8 @@ class LazyTurns(Sequence[Turn]):
             state.text_overflows = True
             return False
         if layout.whole is None:  # the same turns, held by the turn cache too: within the same bounds
-            layout.whole = layout._turn_index([found[s] for s in state.seqs[rows].tolist()])
+            state.read_all(reader(self._conn))  # shared by every connection: it reads nothing more
+            layout.whole = layout._turn_index([found[s] for s in state.seqs[rows].tolist()], None)
         return True
 
     def ids(self) -> list[str]:
@@ -475,12 +502,13 @@ def _changed() -> RefindError:
 class LivePostings:
     """Query-time BM25 over the stored term frequencies of one view's turns (positions as in the view)."""
 
-    segments: dict[int, Segment]
+    segments: dict[int, AnySegment]
     seg_rows: dict[int, np.ndarray]  # segment id → the state row of each of its documents
     pos: np.ndarray  # int64: state row → view position (-1: not visible)
     lengths: np.ndarray  # int64 token length of each visible turn, by view position
     k1: float
     b: float
+    read: Reader | None = None  # reads the parts of lazy segments through one connection (bound by Layout.index)
 
     @classmethod
     def of(cls, state: UserState, rows: np.ndarray, k1: float, b: float) -> LivePostings:
@@ -495,7 +523,7 @@ class LivePostings:
 
         pos_parts, tf_parts = [], []
         for seg_id, seg in self.segments.items():
-            found = seg.postings(token)
+            found = seg.postings(token, self.read)
             if found is None:
                 continue
             docs, tf = found
@@ -523,6 +551,9 @@ class LivePostings:
         # bm25s: avg_doc_len = np.array([len(doc) ...]).mean() — an exact float64 sum of ints, divided by N
         avgdl = np.float64(int(self.lengths.sum())) / np.float64(n)
         k1, b = self.k1, self.b
+        for seg in self.segments.values():  # every part the query needs, one read per segment
+            if isinstance(seg, index_store.LazySegment):
+                seg.need(seg.part_numbers(tokens), self.read)
         for token in tokens:  # a repeated query token counts again, as in bm25s
             hits = self._hits(token) if token else None
             if hits is None:
@@ -541,10 +572,14 @@ class LivePostings:
 
         out: dict[str, int] = {}
         for seg_id, seg in self.segments.items():
-            if not len(seg.docs):
+            if not len(seg.terms):
                 continue
-            visible = (self.pos[self.seg_rows[seg_id]] >= 0)[seg.docs]
-            counts = np.add.reduceat(visible.astype(np.int64), seg.indptr[:-1])
+            shown = self.pos[self.seg_rows[seg_id]] >= 0
+            if shown.all():  # every document visible: the document frequencies are the segment's own
+                counts = np.diff(seg.indptr)
+            else:
+                whole = seg.whole(self.read)
+                counts = np.add.reduceat(shown[whole.docs].astype(np.int64), seg.indptr[:-1])
             for term, c in zip(seg.terms, counts.tolist(), strict=True):
                 if c:
                     out[term] = out.get(term, 0) + c
@@ -554,25 +589,52 @@ class LivePostings:
 # ---- refreshing ---------------------------------------------------------------------------------------------------
 
 
+def reader(conn: sqlite3.Connection) -> Reader:
+    """Reads parts of segments through ``conn``."""
+    return partial(index_store.read_parts, conn)
+
+
 def _db_key(store: Store) -> str:
     if store.index_db_id is None:  # a constant of the file: read once per Store
         store.index_db_id = index_store.db_id(store.conn) or str(store.path)
     return store.index_db_id
 
 
-def live_index(store: Store, user_id: str, *, as_of: int | None, k1: float, b: float) -> TurnIndex | None:
-    """The user's maintained index as a search at ``as_of`` may see it; None while the index is being built."""
+def live_index(
+    store: Store, user_id: str, *, as_of: int | None, k1: float, b: float, lazy: bool = False
+) -> TurnIndex | None:
+    """The user's maintained index as a search at ``as_of`` may see it; None while the index is being built.
+
+    ``lazy``: the postings of the query terms are read when the index is searched, through ``store.conn`` — for a
+    caller that searches it at once (``search.search``), which meets :class:`~.index_store.SegmentGone` when a
+    merge, forget or expiry replaced a segment in between. Otherwise every posting is read now (the planner keeps the
+    index through its model calls; the server's warmer keeps it for the questions to come)."""
     key = ("live", _db_key(store), user_id)
-    version = store.user_version(user_id)
-    state: UserState | None = CACHE.get(key)
-    if state is None or state.version != version:
-        generation = CACHE.generation  # a forget that evicts while this refresh reads must win
-        state = _refresh(store, user_id, state)
-        if state is None:
-            return None
-        if len(state.seqs):  # an unknown user must not push real users out of the cache
-            CACHE.put(key, state, state.nbytes, generation=generation)
-    return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
+    for attempt in range(3):
+        version = store.user_version(user_id)
+        state: UserState | None = CACHE.get(key)
+        if state is None or state.version != version:
+            generation = CACHE.generation  # a forget that evicts while this refresh reads must win
+            state = _refresh(store, user_id, state)
+            if state is None:
+                return None
+            if len(state.seqs):  # an unknown user must not push real users out of the cache
+                CACHE.put(key, state, state.nbytes, generation=generation)
+        try:
+            if not lazy:
+                state.read_all(reader(store.conn))
+            return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
+        except index_store.SegmentGone:
+            drop_state(store, user_id)  # replaced since it was read: read the user's segments again
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def drop_state(store: Store, user_id: str) -> None:
+    """Forget this process's state of the user in this database (the next search reads the segments again)."""
+    key = ("live", _db_key(store), user_id)
+    CACHE.drop(lambda k: k == key)
 
 
 def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | None:
@@ -598,7 +660,7 @@ def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | N
 
 
 def _grow(
-    conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment], old: UserState
+    conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, AnySegment], old: UserState
 ) -> UserState | None:
     """The common case — messages added after every message ``old`` holds (an Add; a merge may have folded some
     held segments together with them) — in time proportional to the new messages: the arrays are extended, held
@@ -666,7 +728,7 @@ class _Meta:
     idx: np.ndarray
 
 
-def _segment_meta(segments: list[Segment], seqs: np.ndarray, code_of: dict[str, int]) -> _Meta | None:
+def _segment_meta(segments: list[AnySegment], seqs: np.ndarray, code_of: dict[str, int]) -> _Meta | None:
     """What ranking needs of the messages ``seqs`` (ascending; every one in some segment), from the segments'
     DocMeta: no row read. None when a segment lacks it. New sessions are numbered into ``code_of``."""
     import numpy as np
@@ -702,7 +764,59 @@ def _segment_meta(segments: list[Segment], seqs: np.ndarray, code_of: dict[str, 
     return _Meta(session, said_f, recorded, idx)
 
 
-def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, Segment]) -> UserState:
+def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, AnySegment]) -> UserState:
+    return _assemble_in_order(version, segments) or _assemble_sorting(conn, user_id, version, segments)
+
+
+def _assemble_in_order(version: int, segments: dict[int, AnySegment]) -> UserState | None:
+    """``_assemble`` of segments whose seq ranges follow one another (the usual case: written and merged in seq
+    order; forgets and expiries keep the ranges apart): the rows are the segments' documents one after the other, so
+    no sort or search places them. None when the ranges interleave or a segment lacks its DocMeta."""
+    import numpy as np
+
+    ordered = sorted(((i, s) for i, s in segments.items() if len(s.seqs)), key=lambda item: int(item[1].seqs[0]))
+    metas = [s.meta for _, s in ordered]
+    if any(m is None for m in metas) or any(
+        int(a.seqs[-1]) >= int(b.seqs[0]) for (_, a), (_, b) in zip(ordered, ordered[1:], strict=False)
+    ):
+        return None
+    if not ordered:
+        return None
+    code_of: dict[str, int] = {}
+    seg_rows, session = {}, []
+    at = 0
+    for (seg_id, seg), meta in zip(ordered, metas, strict=True):
+        assert meta is not None
+        seg_rows[seg_id] = np.arange(at, at + len(seg.seqs), dtype=np.int64)
+        at += len(seg.seqs)
+        if not code_of:  # the first segment's sessions are distinct: numbered as they are
+            code_of = dict(zip(meta.sessions, range(len(meta.sessions)), strict=True))
+            session.append(meta.session.astype(np.int32))
+        else:
+            remap = [code_of.setdefault(name, len(code_of)) for name in meta.sessions]
+            session.append(np.asarray(remap, dtype=np.int32)[meta.session])
+    said = np.concatenate([m.said for m in metas if m is not None])
+    said_f = said.astype(np.float64)
+    said_f[said == index_store.NO_DATE] = np.nan
+    return UserState(
+        version,
+        segments,
+        seg_rows,
+        np.concatenate([s.seqs for _, s in ordered]).astype(np.int64),
+        np.concatenate(session).astype(np.int32),
+        list(code_of),
+        code_of,
+        said_f,
+        np.concatenate([m.recorded for m in metas if m is not None]).astype(np.int64),
+        np.concatenate([m.idx for m in metas if m is not None]).astype(np.int32),
+        np.concatenate([s.lengths for _, s in ordered]).astype(np.int64),
+        _nbytes(segments, at),
+    )
+
+
+def _assemble_sorting(
+    conn: sqlite3.Connection, user_id: str, version: int, segments: dict[int, AnySegment]
+) -> UserState:
     import numpy as np
 
     parts = [s.seqs for s in segments.values()]
@@ -733,7 +847,7 @@ def _assemble(conn: sqlite3.Connection, user_id: str, version: int, segments: di
     )
 
 
-def _nbytes(segments: dict[int, Segment], rows: int) -> int:
+def _nbytes(segments: dict[int, AnySegment], rows: int) -> int:
     cached = min(rows, TURN_CACHE) * MESSAGE_OVERHEAD + min(rows * MESSAGE_OVERHEAD, TURN_TEXT)  # turns, their text
     return sum(s.nbytes for s in segments.values()) + rows * ROW_BYTES + cached
 

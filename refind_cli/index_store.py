@@ -38,6 +38,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import tokenize
+from .errors import Conflict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -144,18 +145,15 @@ class DocMeta:
         return int(arrays + sum(map(len, self.sessions)) + 60 * len(self.sessions))
 
 
-@dataclass(frozen=True)
-class Segment:
-    """One immutable segment, decoded: documents (messages) by ``seq`` and a CSC matrix of term frequencies (and,
-    since migration m005, each document's :class:`DocMeta`)."""
+@dataclass(frozen=True, eq=False)
+class _Head:
+    """What every segment holds in memory: its documents, their lengths, its vocabulary and where each term's
+    postings lie (``indptr``)."""
 
     seqs: np.ndarray  # int64, ascending: the messages in this segment
     lengths: np.ndarray  # int32: each message's length in tokens
-    terms: list[str]  # the segment's vocabulary; term i's postings are docs/tf[indptr[i]:indptr[i+1]]
+    terms: list[str]  # the segment's vocabulary; term i's postings are positions indptr[i]:indptr[i+1]
     indptr: np.ndarray  # int64, len(terms) + 1
-    docs: np.ndarray  # int32: local document numbers (positions in seqs)
-    tf: np.ndarray  # int32 term frequencies
-    meta: DocMeta | None = None  # None: a segment written before m005 (rewritten by its catch-up)
 
     @property
     def vocab(self) -> dict[str, int]:
@@ -165,22 +163,37 @@ class Segment:
             object.__setattr__(self, "_vocab", v)
         return v
 
+    def _head_nbytes(self) -> int:
+        arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + 8 * int(self.indptr[-1])
+        return arrays + sum(map(len, self.terms)) + 120 * len(self.terms)  # a str and its dict entry: ~100 bytes
+
+
+@dataclass(frozen=True, eq=False)
+class Segment(_Head):
+    """One immutable segment, decoded whole: documents (messages) by ``seq`` and a CSC matrix of term frequencies
+    (and, since migration m005, each document's :class:`DocMeta`)."""
+
+    docs: np.ndarray  # int32: local document numbers (positions in seqs)
+    tf: np.ndarray  # int32 term frequencies
+    meta: DocMeta | None = None  # None: a segment written before m005 (rewritten by its catch-up)
+
     @property
     def nbytes(self) -> int:
         size = self.__dict__.get("_nbytes")
         if size is None:
-            arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + self.docs.nbytes + self.tf.nbytes
-            size = arrays + sum(map(len, self.terms)) + 120 * len(self.terms)  # a str and its dict entry: ~100 bytes
-            size += self.meta.nbytes if self.meta is not None else 0
+            size = self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
             object.__setattr__(self, "_nbytes", size)
         return int(size)
 
-    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def postings(self, term: str, read: Reader | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         i = self.vocab.get(term)
         if i is None:
             return None
         a, b = int(self.indptr[i]), int(self.indptr[i + 1])
         return self.docs[a:b], self.tf[a:b]
+
+    def whole(self, read: Reader | None = None) -> Segment:
+        return self
 
     def doc_terms(self) -> list[Counter[str]]:
         """Each document's term counts (for verification)."""
@@ -191,6 +204,96 @@ class Segment:
         for t, d, f in zip(term_of.tolist(), self.docs.tolist(), self.tf.tolist(), strict=True):
             out[d][self.terms[t]] = f
         return out
+
+
+Reader = Callable[[int, Sequence[int]], dict[int, bytes]]  # (segment id, part numbers) → each part's bytes
+
+
+class SegmentGone(Conflict):
+    """A part of a segment held in memory is no longer in the database: a merge, forget or expiry replaced the
+    segment since it was read (the search that met it reads the user's segments again)."""
+
+    def __init__(self, seg_id: int) -> None:
+        super().__init__(f"the index changed while segment {seg_id} was read: search again")
+
+
+@dataclass(frozen=True, eq=False)
+class LazySegment(_Head):
+    """A segment of the current format (m006) as a search reads it: the head (documents, lengths, vocabulary,
+    :class:`DocMeta`) from ``index_segments``, and the postings from ``index_parts`` part by part, when a query
+    term needs them — so a search in a new process reads the postings of its query's terms, not the whole index.
+    Parts read are kept (a segment never changes); ``read`` reads them through the caller's connection."""
+
+    meta: DocMeta | None
+    seg_id: int
+    part: int  # postings per part: term i's postings are in part indptr[i] // part
+
+    @property
+    def nbytes(self) -> int:  # as if every part were read: a state's size does not grow as its parts are read
+        return self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
+
+    @property
+    def _parts(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        held = self.__dict__.get("_held")
+        if held is None:
+            held = {}
+            object.__setattr__(self, "_held", held)
+        return held
+
+    def _term_part(self) -> np.ndarray:
+        tp = self.__dict__.get("_tp")
+        if tp is None:
+            tp = self.indptr[:-1] // self.part
+            object.__setattr__(self, "_tp", tp)
+        return tp
+
+    def part_numbers(self, terms: Iterable[str] | None = None) -> list[int]:
+        """The parts holding these terms' postings (every part: None)."""
+        tp = self._term_part()
+        if terms is None:
+            return [int(k) for k in distinct(tp).tolist()]
+        vocab = self.vocab
+        return sorted({int(tp[i]) for i in (vocab.get(t) for t in terms) if i is not None})
+
+    def need(self, parts: Iterable[int], read: Reader | None) -> None:
+        """Read the parts not held yet, in one query."""
+        import numpy as np
+
+        held = self._parts
+        want = [k for k in parts if k not in held]
+        if not want:
+            return
+        if read is None:
+            raise SegmentGone(self.seg_id)
+        for k, blob in read(self.seg_id, want).items():
+            n = len(blob) // 8
+            held[k] = (np.frombuffer(blob, dtype="<i4", count=n), np.frombuffer(blob, dtype="<i4", offset=4 * n))
+
+    def postings(self, term: str, read: Reader | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        i = self.vocab.get(term)
+        if i is None:
+            return None
+        k = int(self._term_part()[i])
+        self.need([k], read)
+        docs, tf = self._parts[k]
+        start = int(self.indptr[int(self._term_part().searchsorted(k))])  # the part's first posting
+        a, b = int(self.indptr[i]) - start, int(self.indptr[i + 1]) - start
+        return docs[a:b], tf[a:b]
+
+    def whole(self, read: Reader | None = None) -> Segment:
+        """This segment with every part read: a :class:`Segment` (for merges, removals and verification)."""
+        import numpy as np
+
+        parts = self.part_numbers()
+        self.need(parts, read)
+        held = self._parts
+        empty = np.zeros(0, dtype=np.int32)
+        docs = np.concatenate([held[k][0] for k in parts]) if parts else empty
+        tf = np.concatenate([held[k][1] for k in parts]) if parts else empty
+        return Segment(self.seqs, self.lengths, self.terms, self.indptr, docs, tf, self.meta)
+
+
+AnySegment = Segment | LazySegment
 
 
 def build_segment(docs: Sequence[tuple[int, list[str]]]) -> Segment:
@@ -360,6 +463,96 @@ def decode(blob: bytes) -> Segment:
     return Segment(seqs, lengths, header["terms"], indptr, docs, tf, meta)
 
 
+PART_POSTINGS = 4096  # postings per part (32 KiB): a query term's postings are read a part at a time
+FORMAT = 2  # the head + parts format of m006 (format 1: everything in one blob, :func:`encode`)
+
+
+def encode_head(seg: Segment) -> bytes:
+    """The segment without its postings (the row of ``index_segments``): documents, lengths, vocabulary, indptr
+    and DocMeta. Its postings go to ``index_parts`` (:func:`encode_parts`)."""
+    fields: dict[str, object] = {"v": FORMAT, "n": [len(seg.seqs), len(seg.terms)], "part": PART_POSTINGS}
+    fields["terms"] = seg.terms
+    meta = seg.meta
+    if meta is not None:
+        fields["sessions"] = meta.sessions
+    head = json.dumps(fields, ensure_ascii=False).encode()
+    parts = [
+        len(head).to_bytes(8, "little"),
+        head,
+        seg.seqs.astype("<i8").tobytes(),
+        seg.lengths.astype("<i4").tobytes(),
+        seg.indptr.astype("<i8").tobytes(),
+    ]
+    if meta is not None:
+        parts += [
+            meta.session.astype("<i4").tobytes(),
+            meta.said.astype("<i8").tobytes(),
+            meta.recorded.astype("<i8").tobytes(),
+            meta.idx.astype("<i4").tobytes(),
+        ]
+    return b"".join(parts)
+
+
+def encode_parts(seg: Segment) -> list[tuple[int, bytes]]:
+    """The segment's postings in parts: part k holds, for the terms whose postings start in [k·part, (k+1)·part),
+    their documents then their term frequencies (int32 each), part = PART_POSTINGS. A term's postings are never split, so a part may be
+    bigger than PART_POSTINGS postings (a frequent term) and some numbers have no part."""
+    import numpy as np
+
+    starts = seg.indptr[:-1]
+    if not len(starts):
+        return []
+    tp = starts // PART_POSTINGS  # as encode_head records it
+    first = np.flatnonzero(np.concatenate(([True], tp[1:] != tp[:-1])))  # each part's first term
+    bounds = np.append(starts[first], seg.indptr[-1]).tolist()
+    docs, tf = seg.docs.astype("<i4"), seg.tf.astype("<i4")
+    return [
+        (int(tp[t]), docs[a:b].tobytes() + tf[a:b].tobytes())
+        for t, a, b in zip(first.tolist(), bounds, bounds[1:], strict=False)
+    ]
+
+
+def decode_head(seg_id: int, blob: bytes) -> AnySegment:
+    """A row of ``index_segments``: its head, postings read on demand (:class:`LazySegment`); a segment of
+    format 1 (before m006) whole."""
+    import numpy as np
+
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    if header.get("v") != FORMAT:
+        return decode(blob)
+    n_docs, n_terms = header["n"]
+    at = 8 + size
+    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1)]
+    sessions = header.get("sessions")
+    if sessions is not None:
+        layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
+    arrays = []
+    for dtype, count in layout:
+        arrays.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
+        at += np.dtype(dtype).itemsize * count
+    seqs, lengths, indptr = arrays[:3]
+    meta = None if sessions is None else DocMeta(sessions, *arrays[3:])
+    return LazySegment(seqs, lengths, header["terms"], indptr, meta, seg_id, int(header["part"]))
+
+
+def read_parts(conn: sqlite3.Connection, seg_id: int, parts: Sequence[int]) -> dict[int, bytes]:
+    """Parts of one segment (a :data:`Reader` once bound to a connection); SegmentGone when one is missing."""
+    want = sorted(set(parts))
+    found: dict[int, bytes] = {}
+    for i in range(0, len(want), 500):
+        chunk = want[i : i + 500]
+        found.update(
+            conn.execute(
+                f"SELECT part, blob FROM index_parts WHERE segment_id = ? AND part IN ({','.join('?' * len(chunk))})",
+                [seg_id, *chunk],
+            ).fetchall()
+        )
+    if len(found) != len(want):
+        raise SegmentGone(seg_id)
+    return found
+
+
 def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every document of ``segments`` (whose seqs are disjoint)."""
     import numpy as np
@@ -486,9 +679,13 @@ def db_id(conn: sqlite3.Connection) -> str:
 def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
     if not len(seg.seqs):
         return
-    conn.execute(
+    seg_id = conn.execute(
         "INSERT INTO index_segments (user_id, docs, min_seq, max_seq, blob) VALUES (?, ?, ?, ?, ?)",
-        (user_id, len(seg.seqs), int(seg.seqs[0]), int(seg.seqs[-1]), encode(seg)),
+        (user_id, len(seg.seqs), int(seg.seqs[0]), int(seg.seqs[-1]), encode_head(seg)),
+    ).lastrowid
+    conn.executemany(
+        "INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)",
+        [(seg_id, k, blob) for k, blob in encode_parts(seg)],
     )
 
 
@@ -598,7 +795,13 @@ def _merge(conn: sqlite3.Connection, user_id: str) -> None:
 
 
 def _load(conn: sqlite3.Connection, seg_id: int) -> Segment:
-    return decode(conn.execute("SELECT blob FROM index_segments WHERE id = ?", (seg_id,)).fetchone()[0])
+    blob = conn.execute("SELECT blob FROM index_segments WHERE id = ?", (seg_id,)).fetchone()[0]
+    return _whole(conn, seg_id, blob)
+
+
+def _whole(conn: sqlite3.Connection, seg_id: int, blob: bytes) -> Segment:
+    """The segment of this ``index_segments`` row with all its postings."""
+    return decode_head(seg_id, blob).whole(lambda i, parts: read_parts(conn, i, parts))
 
 
 def remove(conn: sqlite3.Connection, user_id: str, seqs: Iterable[int]) -> None:
@@ -614,10 +817,11 @@ def remove(conn: sqlite3.Connection, user_id: str, seqs: Iterable[int]) -> None:
 
     wanted = np.asarray(drop, dtype=np.int64)
     for seg_id, blob in rows:
-        seg = decode(blob)
-        if not np.isin(seg.seqs, wanted).any():
+        head = decode_head(seg_id, blob)
+        if not np.isin(head.seqs, wanted).any():
             continue
-        conn.execute("DELETE FROM index_segments WHERE id = ?", (seg_id,))
+        seg = _whole(conn, seg_id, blob)
+        conn.execute("DELETE FROM index_segments WHERE id = ?", (seg_id,))  # its parts too (a trigger, m006)
         _write(conn, user_id, without(seg, drop))
 
 
@@ -663,13 +867,14 @@ def segment_ids(conn: sqlite3.Connection, user_id: str) -> list[int]:
     return [r[0] for r in conn.execute("SELECT id FROM index_segments WHERE user_id = ? ORDER BY id", (user_id,))]
 
 
-def load_segments(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Segment]:
-    out: dict[int, Segment] = {}
+def load_segments(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, AnySegment]:
+    """The heads of these segments (their postings are read when a search needs them: :class:`LazySegment`)."""
+    out: dict[int, AnySegment] = {}
     for i in range(0, len(ids), 500):
         chunk = list(ids[i : i + 500])
         marks = ",".join("?" * len(chunk))
         for seg_id, blob in conn.execute(f"SELECT id, blob FROM index_segments WHERE id IN ({marks})", chunk):
-            out[seg_id] = decode(blob)
+            out[seg_id] = decode_head(seg_id, blob)
     return out
 
 
@@ -678,6 +883,7 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
     segs, docs, size = conn.execute(
         "SELECT count(*), coalesce(sum(docs), 0), coalesce(sum(length(blob)), 0) FROM index_segments"
     ).fetchone()
+    size += conn.execute("SELECT coalesce(sum(length(blob)), 0) FROM index_parts").fetchone()[0]
     content = conn.execute("SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM messages").fetchone()[0]
     users = conn.execute("SELECT count(DISTINCT user_id) FROM index_segments").fetchone()[0]
     behind = conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (watermark(conn),)).fetchone()[0]
@@ -710,7 +916,11 @@ def verify(conn: sqlite3.Connection) -> list[str]:
     for seg_id, user_id, n_docs, lo, hi, blob in conn.execute(
         "SELECT id, user_id, docs, min_seq, max_seq, blob FROM index_segments ORDER BY id"
     ):
-        seg = decode(blob)
+        try:
+            seg = _whole(conn, seg_id, blob)
+        except SegmentGone:
+            problems.append(f"segment {seg_id}: some of its postings are missing")
+            continue
         if n_docs != len(seg.seqs) or (len(seg.seqs) and (lo != seg.seqs[0] or hi != seg.seqs[-1])):
             problems.append(f"segment {seg_id}: its row disagrees with its contents")
         if seg.meta is None:
@@ -731,6 +941,11 @@ def verify(conn: sqlite3.Connection) -> list[str]:
                 problems.append(f"segment {seg_id}: message seq {seq}'s tokens differ from its text's")
             if seg.meta is not None and _info(seg.meta, d) != want[3]:
                 problems.append(f"segment {seg_id}: message seq {seq}'s session or dates differ from the message's")
+    orphans = conn.execute(
+        "SELECT count(*) FROM index_parts WHERE segment_id NOT IN (SELECT id FROM index_segments)"
+    ).fetchone()[0]
+    if orphans:
+        problems.append(f"{orphans} part(s) of postings belong to no segment")
     missing = sorted(set(expected) - seen)
     if missing:
         problems.append(f"{len(missing)} stored message(s) missing from the index (first seq {missing[0]})")

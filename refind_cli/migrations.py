@@ -223,3 +223,35 @@ def m005_index_segment_metadata(conn: sqlite3.Connection) -> None:
     # (index_store.catch_up, with its progress bar), as m004 did.
     conn.execute("DELETE FROM index_segments")
     conn.execute("UPDATE index_meta SET value = '0' WHERE key = 'indexed_through'")
+
+
+@migration
+def m006_index_parts(conn: sqlite3.Connection) -> None:
+    # A segment's postings move to index_parts, a part (~4096 postings) per row, keyed by the segment and the part
+    # a term's postings start in: a search reads its query terms' parts, not every posting of the user (what a
+    # process that holds nothing paid on its first search). index_segments keeps the head: documents, lengths,
+    # vocabulary, indptr and DocMeta. A trigger drops a segment's parts with it, on every path that deletes one.
+    # The segments written before are rewritten in the new format here (no message is read or tokenized again).
+    from . import index_store
+
+    conn.execute(
+        """
+        CREATE TABLE index_parts (
+            segment_id INTEGER NOT NULL,
+            part       INTEGER NOT NULL,
+            blob       BLOB NOT NULL,
+            PRIMARY KEY (segment_id, part)
+        )
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER index_parts_follow_segment AFTER DELETE ON index_segments "
+        "BEGIN DELETE FROM index_parts WHERE segment_id = OLD.id; END"
+    )
+    for (seg_id,) in conn.execute("SELECT id FROM index_segments ORDER BY id").fetchall():
+        seg = index_store.decode(conn.execute("SELECT blob FROM index_segments WHERE id = ?", (seg_id,)).fetchone()[0])
+        conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (index_store.encode_head(seg), seg_id))
+        conn.executemany(
+            "INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)",
+            [(seg_id, k, blob) for k, blob in index_store.encode_parts(seg)],
+        )

@@ -26,6 +26,7 @@ from . import expand, feedback, index_cache, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
+from .index_store import SegmentGone
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
 from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
 from .search_config import SKIP_MODES, _check, turn_tokenizer
@@ -236,13 +237,18 @@ MAINTAINED = SearchConfig().with_(k1=1.2, b=0.75).index_key()[:3]  # the index s
 
 
 def user_index(
-    store: Store, user_id: str, *, as_of: int | None = None, config: SearchConfig | None = None
+    store: Store,
+    user_id: str,
+    *,
+    as_of: int | None = None,
+    config: SearchConfig | None = None,
+    lazy: bool = False,
 ) -> UserIndex:
     """The user's index: the maintained one when it has this shape (see the module docstring), else one built from
-    the user's rows and cached while the user is unchanged."""
+    the user's rows and cached while the user is unchanged. ``lazy``: see ``index_cache.live_index``."""
     config = config or SearchConfig()
     if config.index_key()[:3] == MAINTAINED:
-        live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b)
+        live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b, lazy=lazy)
         if live is not None:
             return UserIndex.of(live, config)
     version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
@@ -290,5 +296,10 @@ def search(
     An unparsable date raises InvalidInput (checked before anything is read).
     """
     date_bound(date_from, end=False), date_bound(date_to, end=True)
-    ui = user_index(store, user_id, as_of=as_of, config=config)
-    return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
+    ui = user_index(store, user_id, as_of=as_of, config=config, lazy=True)  # reads the query terms' postings
+    try:
+        return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
+    except SegmentGone:  # a merge, forget or expiry replaced a segment since it was read: once more, reading all
+        index_cache.drop_state(store, user_id)
+        ui = user_index(store, user_id, as_of=as_of, config=config)
+        return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
