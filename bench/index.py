@@ -17,7 +17,8 @@ For each size, one synthetic user (bench/synth.py, seed 0) in its own database, 
 ``--baseline PYTHONPATH`` also runs the whole-process search and ``refind --help`` of another refind, taking turns
 with this one's: PYTHONPATH names its checkout (and, first, a directory holding the typer it was locked with, e.g.
 ``pip install --no-deps --target DIR typer==X``); it runs with ``python -P`` so that the working directory's
-refind_cli does not shadow it.
+refind_cli does not shadow it, over a database of the same synthetic user written by its own code (its index format
+may differ).
 
 In brackets, CPU time (user + system) of the same runs: on a shared machine it moves less with the load than wall
 time does.
@@ -96,6 +97,16 @@ def fts_copy(path: Path, work: Path) -> Path:
     return fts
 
 
+def baseline_db(pythonpath: str, work: Path, n: int) -> Path:
+    """The same synthetic user written by the baseline's own code (its index format may differ from this one's)."""
+    path = work / f"single-{n}-baseline.db"
+    if not path.exists():
+        bench = str(Path(__file__).resolve().parent)
+        code = f"import sys; sys.path.insert(0, {bench!r}); import scale; scale.build(__import__('pathlib').Path(sys.argv[1]), {{'u': {n}}})"
+        subprocess.run(_under(pythonpath, [sys.executable, "-c", code, str(path)]), check=True)
+    return path
+
+
 def _under(pythonpath: str, cmd: list[str]) -> list[str]:
     """``cmd`` (``python -m …``) run by the refind found on ``pythonpath``, not the working directory's."""
     return ["env", f"PYTHONPATH={pythonpath}", cmd[0], "-P", *cmd[1:]]
@@ -137,7 +148,8 @@ def main() -> None:
         cpu: list[float] = []
         cmds = [_search_cmd(path, "u", queries[2]), fts_cmd, FLOOR_CMD]
         if args.baseline:
-            cmds += [_under(args.baseline, _search_cmd(path, "u", queries[2])), _under(args.baseline, FLOOR_CMD)]
+            base = baseline_db(args.baseline, work, n)
+            cmds += [_under(args.baseline, _search_cmd(base, "u", queries[2])), _under(args.baseline, FLOOR_CMD)]
         times = processes(cmds, repeat=args.repeat, cpu=cpu)
         proc, fts_s, floor = times[:3]
         c_proc, c_fts, c_floor = cpu[:3]

@@ -163,7 +163,8 @@ class UserState:
         """Read every part of every segment not read yet (what a search holding the index beyond one call needs:
         the planner, the server's warmer)."""
         for seg in self.segments.values():
-            seg.whole(read)
+            if isinstance(seg, index_store.LazySegment):
+                seg.need_all(read)
 
     def view_key(self, vis: np.ndarray | None, k1: float, b: float) -> tuple[Any, ...]:
         return ("all", k1, b) if vis is None else (hash(vis.tobytes()), int(vis.sum()), k1, b)

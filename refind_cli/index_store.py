@@ -32,7 +32,7 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -228,17 +228,16 @@ class LazySegment(_Head):
     seg_id: int
     part: int  # postings per part: term i's postings are in part indptr[i] // part
 
+    def __post_init__(self) -> None:  # made here, not on first use: threads reading parts share the one dict
+        object.__setattr__(self, "_parts", {})
+        object.__setattr__(self, "_complete", False)
+
+    _parts: dict[int, tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)  # part → (docs, tf) read
+    _complete: bool = field(init=False, repr=False)  # every part read
+
     @property
     def nbytes(self) -> int:  # as if every part were read: a state's size does not grow as its parts are read
         return self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
-
-    @property
-    def _parts(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        held = self.__dict__.get("_held")
-        if held is None:
-            held = {}
-            object.__setattr__(self, "_held", held)
-        return held
 
     def _term_part(self) -> np.ndarray:
         tp = self.__dict__.get("_tp")
@@ -269,6 +268,12 @@ class LazySegment(_Head):
             n = len(blob) // 8
             held[k] = (np.frombuffer(blob, dtype="<i4", count=n), np.frombuffer(blob, dtype="<i4", offset=4 * n))
 
+    def need_all(self, read: Reader | None) -> None:
+        """Read every part not read yet (then nothing more is ever read)."""
+        if not self._complete:
+            self.need(self.part_numbers(), read)
+            object.__setattr__(self, "_complete", True)
+
     def postings(self, term: str, read: Reader | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         i = self.vocab.get(term)
         if i is None:
@@ -285,7 +290,7 @@ class LazySegment(_Head):
         import numpy as np
 
         parts = self.part_numbers()
-        self.need(parts, read)
+        self.need_all(read)
         held = self._parts
         empty = np.zeros(0, dtype=np.int32)
         docs = np.concatenate([held[k][0] for k in parts]) if parts else empty
