@@ -7,6 +7,12 @@ its Add (:class:`DocMeta`, so turns are laid out without reading the messages) â
 which messages a search may see) is computed at query time from these (:mod:`refind_cli.index_cache`), so a new
 message never invalidates the index.
 
+Since m006 a segment is stored in two places: its *head* (documents, lengths, vocabulary, ``indptr``, DocMeta) is
+its row of ``index_segments``, and its postings are rows of ``index_parts``, one per run of terms whose postings
+start in the same block of :data:`PART_POSTINGS` â€” so a search reads the heads and its query terms' parts
+(:class:`LazySegment`), not every posting of the user, as an inverted index reads a term's postings list. A trigger
+deletes a segment's parts with it.
+
 * **Add**: ``Store.add_prepared`` writes, inside its transaction, one new segment per user per batch (a replay batch,
   or a single Add; :func:`write_segments`, :func:`mark_indexed`), then :func:`_merge` folds the newest segments together like a binary counter,
   so a user has about log2(messages) segments and each message is rewritten about log2(messages) times in all;
@@ -893,9 +899,11 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
     users = conn.execute("SELECT count(DISTINCT user_id) FROM index_segments").fetchone()[0]
     behind = conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (watermark(conn),)).fetchone()[0]
     stale = _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION)
+    parts = conn.execute("SELECT count(*) FROM index_parts").fetchone()[0]
     return {
         "state": "stale" if stale else "pending" if behind else "ready",
         "segments": segs,
+        "parts": parts,
         "users": users,
         "messages": docs,
         "pending_messages": behind,

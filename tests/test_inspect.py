@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -151,3 +152,25 @@ def test_inspect_hides_messages_past_retention(cli, db_path: Path) -> None:
     assert cli("inspect", "session", "erin", "s").exit_code == 4
     kept = json.loads(cli("inspect", "session", "erin", "s", "--retention-days", "off", "--json").output)
     assert kept["turns"][0]["messages"][0]["content"] == "recorded in 2001"
+
+
+def test_inspect_shows_the_index_size_and_state(cli, loaded, db_path: Path) -> None:
+    index = _json(cli, "inspect")["index"]
+    with Store(db_path, retention_days=None) as s:
+        q = s.conn.execute
+        segments, heads = q("SELECT count(*), sum(length(blob)) FROM index_segments").fetchone()
+        parts, postings = q("SELECT count(*), sum(length(blob)) FROM index_parts").fetchone()
+        content = q("SELECT sum(length(CAST(content AS BLOB))) FROM messages").fetchone()[0]
+        messages = q("SELECT count(*) FROM messages").fetchone()[0]
+    assert (index["state"], index["messages"], index["pending_messages"]) == ("ready", messages, 0)
+    assert (index["segments"], index["parts"], index["bytes"]) == (segments, parts, heads + postings)
+    assert index["bytes_per_content_byte"] == round((heads + postings) / content, 3)
+    from rich.console import Console
+
+    from refind_cli.cli.render import overview
+
+    wide = Console(width=240, record=True, file=io.StringIO())
+    wide.print(overview(_json(cli, "inspect")))
+    shown = wide.export_text()
+    assert f"ready: {messages:,} messages in {segments:,} segment(s) ({parts:,} part(s) of postings)" in shown
+    assert cli("inspect").exit_code == 0

@@ -194,7 +194,8 @@ def overview(data: dict[str, Any]) -> Table:
         ratio = index["bytes_per_content_byte"]
         table.add_row(
             "search index",
-            f"{index['state']}: {index['messages']:,} messages in {index['segments']:,} segment(s), "
+            f"{index['state']}: {index['messages']:,} messages in {index['segments']:,} segment(s) "
+            f"({index['parts']:,} part(s) of postings), "
             f"{_size(index['bytes'])}"
             + (f" ({ratio:.2f}× the text)" if ratio is not None else "")
             + (f", {index['pending_messages']:,} not indexed yet" if index["pending_messages"] else ""),
