@@ -236,10 +236,11 @@ class LazySegment(_Head):
 
     def __post_init__(self) -> None:  # made here, not on first use: threads reading parts share the one dict
         object.__setattr__(self, "_parts", {})
-        object.__setattr__(self, "_complete", False)
+        object.__setattr__(self, "full", None)
 
-    _parts: dict[int, tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)  # part → (docs, tf) read
-    _complete: bool = field(init=False, repr=False)  # every part read
+    _parts: dict[int, tuple[int, np.ndarray, np.ndarray]] = field(init=False, repr=False)  # part → (its first
+    # posting, docs, tf), for the parts read so far
+    full: tuple[np.ndarray, np.ndarray] | None = field(init=False, repr=False)  # (docs, tf) once every part is read
 
     @property
     def nbytes(self) -> int:  # as if every part were read: a state's size does not grow as its parts are read
@@ -253,7 +254,9 @@ class LazySegment(_Head):
         return tp
 
     def part_numbers(self, terms: Iterable[str] | None = None) -> list[int]:
-        """The parts holding these terms' postings (every part: None)."""
+        """The parts holding these terms' postings and not read yet (every part: None)."""
+        if self.full is not None:
+            return []
         tp = self._term_part()
         if terms is None:
             return [int(k) for k in distinct(tp).tolist()]
@@ -270,38 +273,50 @@ class LazySegment(_Head):
             return
         if read is None:
             raise SegmentGone(self.seg_id)
+        tp = self._term_part()
         for k, blob in read(self.seg_id, want).items():
             n = len(blob) // 8
-            held[k] = (np.frombuffer(blob, dtype="<i4", count=n), np.frombuffer(blob, dtype="<i4", offset=4 * n))
+            start = int(self.indptr[int(tp.searchsorted(k))])  # the part's first posting
+            held[k] = (start, np.frombuffer(blob, dtype="<i4", count=n), np.frombuffer(blob, dtype="<i4", offset=4 * n))
 
     def need_all(self, read: Reader | None) -> None:
-        """Read every part not read yet (then nothing more is ever read)."""
-        if not self._complete:
-            self.need(self.part_numbers(), read)
-            object.__setattr__(self, "_complete", True)
+        """Read every part not read yet, and hold the postings as two arrays (the parts become views of them)."""
+        import numpy as np
+
+        if self.full is not None:
+            return
+        parts = self.part_numbers()
+        self.need(parts, read)
+        held = self._parts
+        empty = np.zeros(0, dtype=np.int32)
+        docs = np.concatenate([held[k][1] for k in parts]) if parts else empty
+        tf = np.concatenate([held[k][2] for k in parts]) if parts else empty
+        for k in parts:  # (a thread reading a part meanwhile keeps the tuple it took)
+            start, d, _ = held[k]
+            held[k] = (start, docs[start : start + len(d)], tf[start : start + len(d)])
+        object.__setattr__(self, "full", (docs, tf))
 
     def postings(self, term: str, read: Reader | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         i = self.vocab.get(term)
         if i is None:
             return None
+        a, b = int(self.indptr[i]), int(self.indptr[i + 1])
+        full = self.full
+        if full is not None:
+            return full[0][a:b], full[1][a:b]
         k = int(self._term_part()[i])
-        self.need([k], read)
-        docs, tf = self._parts[k]
-        start = int(self.indptr[int(self._term_part().searchsorted(k))])  # the part's first posting
-        a, b = int(self.indptr[i]) - start, int(self.indptr[i + 1]) - start
-        return docs[a:b], tf[a:b]
+        got = self._parts.get(k)
+        if got is None:
+            self.need([k], read)
+            got = self._parts[k]
+        start, docs, tf = got
+        return docs[a - start : b - start], tf[a - start : b - start]
 
     def whole(self, read: Reader | None = None) -> Segment:
         """This segment with every part read: a :class:`Segment` (for merges, removals and verification)."""
-        import numpy as np
-
-        parts = self.part_numbers()
         self.need_all(read)
-        held = self._parts
-        empty = np.zeros(0, dtype=np.int32)
-        docs = np.concatenate([held[k][0] for k in parts]) if parts else empty
-        tf = np.concatenate([held[k][1] for k in parts]) if parts else empty
-        return Segment(self.seqs, self.lengths, self.terms, self.indptr, docs, tf, self.meta)
+        assert self.full is not None
+        return Segment(self.seqs, self.lengths, self.terms, self.indptr, *self.full, self.meta)
 
 
 AnySegment = Segment | LazySegment
