@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import synth
 
-from refind_cli import index_store
+from refind_cli import index_store, migrations
 from refind_cli.tokenize import analyze
 
 
@@ -57,25 +57,12 @@ def corpus(n: int) -> list[tuple[int, str, int]]:
 def segments(db: Path, msgs, batch: int, queries: list[str]) -> dict[str, float]:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(
-        "CREATE TABLE index_segments (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT, docs INTEGER, "
-        "min_seq INTEGER, max_seq INTEGER, blob BLOB)"
-    )
-    conn.execute("CREATE INDEX index_segments_by_user ON index_segments (user_id, id)")
-    conn.execute(
-        "CREATE TABLE index_parts (segment_id INTEGER NOT NULL, part INTEGER NOT NULL, blob BLOB NOT NULL, "
-        "PRIMARY KEY (segment_id, part))"
-    )
-    conn.execute(
-        "CREATE TRIGGER index_parts_follow_segment AFTER DELETE ON index_segments "
-        "BEGIN DELETE FROM index_parts WHERE segment_id = OLD.id; END"
-    )
+    migrations.apply(conn, 0)  # refind's schema: index_segments, index_parts and the trigger between them
     t = time.perf_counter()
     for i in range(0, len(msgs), batch):
         conn.execute("BEGIN IMMEDIATE")
         docs = [(seq, index_store.message_tokens(c, s)) for seq, c, s in msgs[i : i + batch]]
-        index_store._write(conn, "u", index_store.build_segment(docs))
-        index_store._merge(conn, "u")
+        index_store.write_segments(conn, {"u": index_store.build_segment(docs)})  # written, then merged
         conn.execute("COMMIT")
     write = time.perf_counter() - t
     conn.close()

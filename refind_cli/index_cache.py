@@ -34,7 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 from . import index_store, settings
-from .errors import Conflict, RefindError
+from .errors import RefindError
 from .index import TurnIndex
 from .store import MESSAGE_COLUMNS, StoredMessage
 from .turns import Turn
@@ -496,7 +496,7 @@ class LazyTurns(Sequence[Turn]):
 
 
 def _changed() -> RefindError:
-    return Conflict("the user's messages were forgotten or expired during this search: search again")
+    return index_store.IndexChanged("the user's messages were forgotten or expired during this search: search again")
 
 
 @dataclass
@@ -510,6 +510,7 @@ class LivePostings:
     k1: float
     b: float
     read: Reader | None = None  # reads the parts of lazy segments through one connection (bound by Layout.index)
+    shown: dict[int, bool] = field(default_factory=dict)  # segment id → every document of it visible (memo)
 
     @classmethod
     def of(cls, state: UserState, rows: np.ndarray, k1: float, b: float) -> LivePostings:
@@ -537,9 +538,25 @@ class LivePostings:
         pos = np.concatenate(pos_parts)
         return (pos, np.concatenate(tf_parts)) if pos.size else None
 
+    def _all_shown(self, seg_id: int) -> bool:
+        every = self.shown.get(seg_id)
+        if every is None:
+            every = self.shown[seg_id] = bool((self.pos[self.seg_rows[seg_id]] >= 0).all())
+        return every
+
     def df(self, token: str) -> int:
-        hits = self._hits(token) if token else None
-        return 0 if hits is None else int(hits[0].size)
+        """The token's document frequency among the visible turns: from a segment's head when every document of it
+        is visible (no postings read: fuzzy expansion asks this of many candidate words)."""
+        if not token:
+            return 0
+        count = 0
+        for seg_id, seg in self.segments.items():
+            if self._all_shown(seg_id):
+                i = seg.vocab.get(token)
+                count += 0 if i is None else int(seg.indptr[i + 1] - seg.indptr[i])
+            elif (found := seg.postings(token, self.read)) is not None:
+                count += int((self.pos[self.seg_rows[seg_id][found[0]]] >= 0).sum())
+        return count
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         """Every visible turn's score, exactly as bm25s (method "lucene") would index and score these turns."""
@@ -575,10 +592,10 @@ class LivePostings:
         for seg_id, seg in self.segments.items():
             if not len(seg.terms):
                 continue
-            shown = self.pos[self.seg_rows[seg_id]] >= 0
-            if shown.all():  # every document visible: the document frequencies are the segment's own
+            if self._all_shown(seg_id):  # every document visible: the document frequencies are the segment's own
                 counts = np.diff(seg.indptr)
             else:
+                shown = self.pos[self.seg_rows[seg_id]] >= 0
                 whole = seg.whole(self.read)
                 counts = np.add.reduceat(shown[whole.docs].astype(np.int64), seg.indptr[:-1])
             for term, c in zip(seg.terms, counts.tolist(), strict=True):
@@ -607,11 +624,18 @@ def live_index(
     """The user's maintained index as a search at ``as_of`` may see it; None while the index is being built.
 
     ``lazy``: the postings of the query terms are read when the index is searched, through ``store.conn`` — for a
-    caller that searches it at once (``search.search``), which meets :class:`~.index_store.SegmentGone` when a
-    merge, forget or expiry replaced a segment in between. Otherwise every posting is read now (the planner keeps the
-    index through its model calls; the server's warmer keeps it for the questions to come)."""
+    caller that searches it at once, inside the same ``store.reading()`` snapshot (``search.search``), so the parts
+    it reads belong to the segments it read. Otherwise every posting is read now, in this call's snapshot (the
+    planner keeps the index through its model calls; the server's warmer keeps it for the questions to come)."""
     key = ("live", _db_key(store), user_id)
-    for attempt in range(3):
+    with store.reading():  # the version, the segments and (unless lazy) their parts: one snapshot
+        return _live_index(store, user_id, key, as_of=as_of, k1=k1, b=b, lazy=lazy)
+
+
+def _live_index(
+    store: Store, user_id: str, key: tuple[str, str, str], *, as_of: int | None, k1: float, b: float, lazy: bool
+) -> TurnIndex | None:
+    for attempt in range(2):
         version = store.user_version(user_id)
         state: UserState | None = CACHE.get(key)
         if state is None or state.version != version:
@@ -625,9 +649,9 @@ def live_index(
             if not lazy:
                 state.read_all(reader(store.conn))
             return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
-        except index_store.SegmentGone:
-            drop_state(store, user_id)  # replaced since it was read: read the user's segments again
-            if attempt == 2:
+        except index_store.SegmentGone:  # the held state outlived its segments (an analyzer change's re-index)
+            drop_state(store, user_id)
+            if attempt == 1:
                 raise
     raise AssertionError("unreachable")
 

@@ -44,7 +44,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import tokenize
-from .errors import Conflict
+from .errors import Conflict, CorruptDatabase
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,12 +215,28 @@ class Segment(_Head):
 Reader = Callable[[int, Sequence[int]], dict[int, bytes]]  # (segment id, part numbers) → each part's bytes
 
 
-class SegmentGone(Conflict):
-    """A part of a segment held in memory is no longer in the database: a merge, forget or expiry replaced the
-    segment since it was read (the search that met it reads the user's segments again)."""
+class IndexChanged(Conflict):
+    """What a search read of a user changed under it — a merge, forget or expiry in another process replaced a
+    segment or deleted a message since — so what it holds no longer agrees with the database: search again
+    (``search.search`` does, once)."""
+
+
+class SegmentGone(IndexChanged):
+    """A part of a segment held in memory is no longer in the database."""
 
     def __init__(self, seg_id: int) -> None:
         super().__init__(f"the index changed while segment {seg_id} was read: search again")
+
+
+class PartMismatch(CorruptDatabase):
+    """A part's size disagrees with its segment's head (a damaged database): never read as postings."""
+
+    def __init__(self, seg_id: int, part: int) -> None:
+        super().__init__(
+            f"part {part} of index segment {seg_id} disagrees with the segment's head: `refind inspect --check` "
+            "names what else is damaged"
+        )
+        self.seg_id = seg_id
 
 
 @dataclass(frozen=True, eq=False)
@@ -275,8 +291,11 @@ class LazySegment(_Head):
             raise SegmentGone(self.seg_id)
         tp = self._term_part()
         for k, blob in read(self.seg_id, want).items():
-            n = len(blob) // 8
-            start = int(self.indptr[int(tp.searchsorted(k))])  # the part's first posting
+            first, after = int(tp.searchsorted(k, side="left")), int(tp.searchsorted(k, side="right"))
+            start, end = int(self.indptr[first]), int(self.indptr[after])  # the part's postings, by the head
+            if first == after or len(blob) != 8 * (end - start):
+                raise PartMismatch(self.seg_id, k)
+            n = end - start
             held[k] = (start, np.frombuffer(blob, dtype="<i4", count=n), np.frombuffer(blob, dtype="<i4", offset=4 * n))
 
     def need_all(self, read: Reader | None) -> None:
@@ -445,7 +464,23 @@ def _csc(
 
 
 def encode(seg: Segment) -> bytes:
-    fields: dict[str, object] = {"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}
+    """The whole segment in one blob (format 1: what a small segment's row holds, and what every row held before
+    m006)."""
+    return _encode(seg, postings=True)
+
+
+def encode_head(seg: Segment) -> bytes:
+    """The segment without its postings (format 2, the row of a segment stored by part): documents, lengths,
+    vocabulary, indptr and DocMeta. Its postings go to ``index_parts`` (:func:`encode_parts`)."""
+    return _encode(seg, postings=False)
+
+
+def _encode(seg: Segment, *, postings: bool) -> bytes:
+    fields: dict[str, object]
+    if postings:
+        fields = {"n": [len(seg.seqs), len(seg.terms), len(seg.docs)], "terms": seg.terms}
+    else:
+        fields = {"v": FORMAT, "n": [len(seg.seqs), len(seg.terms)], "part": PART_POSTINGS, "terms": seg.terms}
     meta = seg.meta
     if meta is not None:
         fields["sessions"] = meta.sessions
@@ -456,9 +491,9 @@ def encode(seg: Segment) -> bytes:
         seg.seqs.astype("<i8").tobytes(),
         seg.lengths.astype("<i4").tobytes(),
         seg.indptr.astype("<i8").tobytes(),
-        seg.docs.astype("<i4").tobytes(),
-        seg.tf.astype("<i4").tobytes(),
     ]
+    if postings:
+        parts += [seg.docs.astype("<i4").tobytes(), seg.tf.astype("<i4").tobytes()]
     if meta is not None:
         parts += [
             meta.session.astype("<i4").tobytes(),
@@ -470,53 +505,57 @@ def encode(seg: Segment) -> bytes:
 
 
 def decode(blob: bytes) -> Segment:
+    """A blob of format 1 (:func:`encode`)."""
+    seg = decode_head(0, blob)
+    if not isinstance(seg, Segment):
+        raise ValueError("a head of format 2 holds no postings: decode_head, then whole()")
+    return seg
+
+
+def decode_head(seg_id: int, blob: bytes) -> AnySegment:
+    """A row of ``index_segments``: a segment stored whole (format 1) as a :class:`Segment`; the head of one stored
+    by part (format 2) as a :class:`LazySegment`, its postings read on demand."""
     import numpy as np
 
     size = int.from_bytes(blob[:8], "little")
     header = json.loads(blob[8 : 8 + size])
-    n_docs, n_terms, n_post = header["n"]
-    at = 8 + size
-    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1), ("<i4", n_post), ("<i4", n_post)]
+    whole = header.get("v") != FORMAT
+    n_docs, n_terms = header["n"][:2]
+    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1)]
+    if whole:
+        layout += [("<i4", header["n"][2])] * 2
     sessions = header.get("sessions")
     if sessions is not None:
         layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
-    parts = []
+    arrays = []
+    at = 8 + size
     for dtype, count in layout:
-        parts.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
+        arrays.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
         at += np.dtype(dtype).itemsize * count
-    seqs, lengths, indptr, docs, tf = parts[:5]
-    meta = None if sessions is None else DocMeta(sessions, *parts[5:])
-    return Segment(seqs, lengths, header["terms"], indptr, docs, tf, meta)
+    seqs, lengths, indptr = arrays[:3]
+    meta = None if sessions is None else DocMeta(sessions, *arrays[5 if whole else 3 :])
+    if whole:
+        return Segment(seqs, lengths, header["terms"], indptr, arrays[3], arrays[4], meta)
+    return LazySegment(seqs, lengths, header["terms"], indptr, meta, seg_id, int(header["part"]))
 
 
 PART_POSTINGS = 4096  # postings per part (32 KiB): a query term's postings are read a part at a time
-FORMAT = 2  # the head + parts format of m006 (format 1: everything in one blob, :func:`encode`)
+FORMAT = 2  # a segment stored by part (m006): its head in its row, its postings in index_parts
 
 
-def encode_head(seg: Segment) -> bytes:
-    """The segment without its postings (the row of ``index_segments``): documents, lengths, vocabulary, indptr
-    and DocMeta. Its postings go to ``index_parts`` (:func:`encode_parts`)."""
-    fields: dict[str, object] = {"v": FORMAT, "n": [len(seg.seqs), len(seg.terms)], "part": PART_POSTINGS}
-    fields["terms"] = seg.terms
-    meta = seg.meta
-    if meta is not None:
-        fields["sessions"] = meta.sessions
-    head = json.dumps(fields, ensure_ascii=False).encode()
-    parts = [
-        len(head).to_bytes(8, "little"),
-        head,
-        seg.seqs.astype("<i8").tobytes(),
-        seg.lengths.astype("<i4").tobytes(),
-        seg.indptr.astype("<i8").tobytes(),
-    ]
-    if meta is not None:
-        parts += [
-            meta.session.astype("<i4").tobytes(),
-            meta.said.astype("<i8").tobytes(),
-            meta.recorded.astype("<i8").tobytes(),
-            meta.idx.astype("<i4").tobytes(),
-        ]
-    return b"".join(parts)
+def encode_row(seg: Segment) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """What stores a segment: the blob of its ``index_segments`` row and its parts. A segment of at most one part's
+    postings (the small segments every Add writes and merges) stays whole in its row, format 1: one row to write and
+    to read, as before m006; a bigger one is a head and parts."""
+    if len(seg.docs) <= PART_POSTINGS:
+        return encode(seg), []
+    return encode_head(seg), encode_parts(seg)
+
+
+def write_parts(conn: sqlite3.Connection, seg_id: int, parts: Sequence[tuple[int, bytes]]) -> None:
+    conn.executemany(
+        "INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)", [(seg_id, k, b) for k, b in parts]
+    )
 
 
 def encode_parts(seg: Segment) -> list[tuple[int, bytes]]:
@@ -536,30 +575,6 @@ def encode_parts(seg: Segment) -> list[tuple[int, bytes]]:
         (int(tp[t]), docs[a:b].tobytes() + tf[a:b].tobytes())
         for t, a, b in zip(first.tolist(), bounds, bounds[1:], strict=False)
     ]
-
-
-def decode_head(seg_id: int, blob: bytes) -> AnySegment:
-    """A row of ``index_segments``: its head, postings read on demand (:class:`LazySegment`); a segment of
-    format 1 (before m006) whole."""
-    import numpy as np
-
-    size = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8 : 8 + size])
-    if header.get("v") != FORMAT:
-        return decode(blob)
-    n_docs, n_terms = header["n"]
-    at = 8 + size
-    layout = [("<i8", n_docs), ("<i4", n_docs), ("<i8", n_terms + 1)]
-    sessions = header.get("sessions")
-    if sessions is not None:
-        layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
-    arrays = []
-    for dtype, count in layout:
-        arrays.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
-        at += np.dtype(dtype).itemsize * count
-    seqs, lengths, indptr = arrays[:3]
-    meta = None if sessions is None else DocMeta(sessions, *arrays[3:])
-    return LazySegment(seqs, lengths, header["terms"], indptr, meta, seg_id, int(header["part"]))
 
 
 def read_parts(conn: sqlite3.Connection, seg_id: int, parts: Sequence[int]) -> dict[int, bytes]:
@@ -702,17 +717,18 @@ def db_id(conn: sqlite3.Connection) -> str:
     return _meta(conn, "db_id") or ""
 
 
-def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> None:
+def _write(conn: sqlite3.Connection, user_id: str, seg: Segment) -> int | None:
+    """Store the segment (its head and its parts); its id (None for an empty segment, which is not stored)."""
     if not len(seg.seqs):
-        return
+        return None
+    blob, parts = encode_row(seg)
     seg_id = conn.execute(
         "INSERT INTO index_segments (user_id, docs, min_seq, max_seq, blob) VALUES (?, ?, ?, ?, ?)",
-        (user_id, len(seg.seqs), int(seg.seqs[0]), int(seg.seqs[-1]), encode_head(seg)),
+        (user_id, len(seg.seqs), int(seg.seqs[0]), int(seg.seqs[-1]), blob),
     ).lastrowid
-    conn.executemany(
-        "INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)",
-        [(seg_id, k, blob) for k, blob in encode_parts(seg)],
-    )
+    assert seg_id is not None
+    write_parts(conn, seg_id, parts)
+    return seg_id
 
 
 ROW_COLUMNS = "seq, user_id, content, said_at, session_id, recorded_at, idx"  # what indexing needs of a message
@@ -785,8 +801,8 @@ def placed(seg: Segment, seqs: Sequence[int], recorded_at: int) -> Segment:
 def write_segments(conn: sqlite3.Connection, segments: Mapping[str, Segment]) -> None:
     """Write each user's new segment (in the mapping's order: segment ids follow it), merging after each."""
     for user_id, seg in segments.items():
-        _write(conn, user_id, seg)
-        _merge(conn, user_id)
+        seg_id = _write(conn, user_id, seg)
+        _merge(conn, user_id, {seg_id: seg} if seg_id is not None else {})
 
 
 def indexing(conn: sqlite3.Connection, since_seq: int) -> bool:
@@ -800,7 +816,7 @@ def mark_indexed(conn: sqlite3.Connection, through: int) -> None:
     _set_meta(conn, "indexed_through", str(through))
 
 
-def _merge(conn: sqlite3.Connection, user_id: str) -> None:
+def _merge(conn: sqlite3.Connection, user_id: str, held: Mapping[int, Segment]) -> None:
     """Fold the user's newest segments together while the older one is no bigger than twice the newer (a binary
     counter: about log2(n) segments); everything into one past MAX_SEGMENTS."""
     sizes = conn.execute("SELECT id, docs FROM index_segments WHERE user_id = ? ORDER BY id", (user_id,)).fetchall()
@@ -815,7 +831,7 @@ def _merge(conn: sqlite3.Connection, user_id: str) -> None:
     if take < 2:
         return
     ids = [i for i, _ in sizes[-take:]]
-    segs = [_load(conn, i) for i in ids]
+    segs = [held[i] if i in held else _load(conn, i) for i in ids]  # (the segment just written is not read back)
     conn.executemany("DELETE FROM index_segments WHERE id = ?", [(i,) for i in ids])
     _write(conn, user_id, merge(segs))
 
@@ -909,12 +925,16 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
     segs, docs, size = conn.execute(
         "SELECT count(*), coalesce(sum(docs), 0), coalesce(sum(length(blob)), 0) FROM index_segments"
     ).fetchone()
-    size += conn.execute("SELECT coalesce(sum(length(blob)), 0) FROM index_parts").fetchone()[0]
+    parts, part_bytes = (
+        conn.execute("SELECT count(*), coalesce(sum(length(blob)), 0) FROM index_parts").fetchone()
+        if _has_parts(conn)
+        else (0, 0)
+    )
+    size += part_bytes
     content = conn.execute("SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM messages").fetchone()[0]
     users = conn.execute("SELECT count(DISTINCT user_id) FROM index_segments").fetchone()[0]
     behind = conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (watermark(conn),)).fetchone()[0]
     stale = _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION)
-    parts = conn.execute("SELECT count(*) FROM index_parts").fetchone()[0]
     return {
         "state": "stale" if stale else "pending" if behind else "ready",
         "segments": segs,
@@ -925,6 +945,11 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
         "bytes": size,
         "bytes_per_content_byte": round(size / content, 3) if content else None,
     }
+
+
+def _has_parts(conn: sqlite3.Connection) -> bool:
+    """Whether m006 ran (``inspect --check`` reads a database without migrating it)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_parts'").fetchone() is not None
 
 
 def verify(conn: sqlite3.Connection) -> list[str]:
@@ -949,6 +974,9 @@ def verify(conn: sqlite3.Connection) -> list[str]:
         except SegmentGone:
             problems.append(f"segment {seg_id}: some of its postings are missing")
             continue
+        except PartMismatch:
+            problems.append(f"segment {seg_id}: a part of its postings disagrees with its head")
+            continue
         if n_docs != len(seg.seqs) or (len(seg.seqs) and (lo != seg.seqs[0] or hi != seg.seqs[-1])):
             problems.append(f"segment {seg_id}: its row disagrees with its contents")
         if seg.meta is None:
@@ -969,9 +997,12 @@ def verify(conn: sqlite3.Connection) -> list[str]:
                 problems.append(f"segment {seg_id}: message seq {seq}'s tokens differ from its text's")
             if seg.meta is not None and _info(seg.meta, d) != want[3]:
                 problems.append(f"segment {seg_id}: message seq {seq}'s session or dates differ from the message's")
-    orphans = conn.execute(
-        "SELECT count(*) FROM index_parts WHERE segment_id NOT IN (SELECT id FROM index_segments)"
-    ).fetchone()[0]
+    orphans = (
+        _has_parts(conn)
+        and conn.execute(
+            "SELECT count(*) FROM index_parts WHERE segment_id NOT IN (SELECT id FROM index_segments)"
+        ).fetchone()[0]
+    )
     if orphans:
         problems.append(f"{orphans} part(s) of postings belong to no segment")
     missing = sorted(set(expected) - seen)

@@ -231,7 +231,9 @@ def m006_index_parts(conn: sqlite3.Connection) -> None:
     # a term's postings start in: a search reads its query terms' parts, not every posting of the user (what a
     # process that holds nothing paid on its first search). index_segments keeps the head: documents, lengths,
     # vocabulary, indptr and DocMeta. A trigger drops a segment's parts with it, on every path that deletes one.
-    # The segments written before are rewritten in the new format here (no message is read or tokenized again).
+    # A segment of at most one part's postings stays whole in its row (what every Add writes and merges: one row to
+    # write and read); the bigger segments written before are rewritten here as head and parts (no message is read or
+    # tokenized again).
     from . import index_store
 
     conn.execute(
@@ -250,8 +252,7 @@ def m006_index_parts(conn: sqlite3.Connection) -> None:
     )
     for (seg_id,) in conn.execute("SELECT id FROM index_segments ORDER BY id").fetchall():
         seg = index_store.decode(conn.execute("SELECT blob FROM index_segments WHERE id = ?", (seg_id,)).fetchone()[0])
-        conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (index_store.encode_head(seg), seg_id))
-        conn.executemany(
-            "INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)",
-            [(seg_id, k, blob) for k, blob in index_store.encode_parts(seg)],
-        )
+        blob, parts = index_store.encode_row(seg)  # (a small segment stays whole in its row)
+        if parts:
+            conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (blob, seg_id))
+            index_store.write_parts(conn, seg_id, parts)

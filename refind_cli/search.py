@@ -26,7 +26,7 @@ from . import expand, feedback, index_cache, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
-from .index_store import SegmentGone
+from .index_store import IndexChanged
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
 from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
 from .search_config import SKIP_MODES, _check, turn_tokenizer
@@ -296,10 +296,13 @@ def search(
     An unparsable date raises InvalidInput (checked before anything is read).
     """
     date_bound(date_from, end=False), date_bound(date_to, end=True)
-    ui = user_index(store, user_id, as_of=as_of, config=config, lazy=True)  # reads the query terms' postings
-    try:
-        return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
-    except SegmentGone:  # a merge, forget or expiry replaced a segment since it was read: once more, reading all
-        index_cache.drop_state(store, user_id)
-        ui = user_index(store, user_id, as_of=as_of, config=config)
-        return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
+    for attempt in (1, 2):
+        with store.reading():  # the version, the segments, their parts and the text shown: one snapshot
+            ui = user_index(store, user_id, as_of=as_of, config=config, lazy=True)  # the query terms' postings
+            try:
+                return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
+            except IndexChanged:  # the state outlived what it read (an analyzer change's re-index): read it again
+                index_cache.drop_state(store, user_id)
+                if attempt == 2:
+                    raise
+    raise AssertionError("unreachable")

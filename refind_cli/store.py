@@ -396,6 +396,21 @@ class Store:
                     self.conn.execute("ROLLBACK")
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read snapshot (WAL: what was committed when its first statement ran, whatever is committed during it),
+        for reads that must agree — a search's version check, segments, parts and text. Inside a transaction
+        already: that one."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")  # (it wrote nothing)
+
     def add(self, request: AddRequest) -> AddOutcome:
         """Store one Add request all-or-nothing. Identical replay → ``duplicate``; other payload → Conflict."""
         outcome = self.add_many([request])[0]

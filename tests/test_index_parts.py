@@ -10,6 +10,7 @@ from helpers import T0
 from refind_cli import index_cache, index_store
 from refind_cli import search as S
 from refind_cli.contract import parse_add
+from refind_cli.errors import CorruptDatabase
 from refind_cli.index import bm25_scores
 from refind_cli.index_store import SegmentGone
 from refind_cli.store import DAY_MS, Store
@@ -73,16 +74,20 @@ def test_a_search_reads_only_the_parts_of_its_query_terms(db_path, small_parts, 
     assert got == _naive(store, "w7 number42")
     assert 0 < len(reads) <= total // 4  # the query's terms' parts, each once
     assert len(reads) == len(set(reads))
+    first = set(reads)
     reads.clear()
-    S.user_index(store, "alice")  # the planner's index: every part, read once (the state holds them now)
-    assert len(reads) + len(set(reads)) > 0 and len(set(reads)) < total
+    S.user_index(store, "alice")  # the planner's index: every other part, once (the state holds them all now)
+    assert len(reads) == len(set(reads)) and first.isdisjoint(reads)
+    assert first | set(reads) == set(store.conn.execute("SELECT segment_id, part FROM index_parts").fetchall())
     reads.clear()
     assert S.search(store, "alice", "w11", top_k=5) == _naive(store, "w11")
     assert reads == []
     store.close()
 
 
-def test_a_segment_replaced_after_its_head_was_read_is_read_again(db_path, small_parts, monkeypatch) -> None:
+def test_a_search_reads_the_parts_of_its_own_snapshot(db_path, small_parts, monkeypatch) -> None:
+    """Heads read, then another process's Add merges those segments away: outside a snapshot their parts are gone
+    (SegmentGone); a search reads heads and parts in one snapshot, so it answers from what it read."""
     store = Store(db_path, retention_days=None)
     store.add_many(_requests(0, 60))
     index_cache.clear()
@@ -100,17 +105,19 @@ def test_a_segment_replaced_after_its_head_was_read_is_read_again(db_path, small
     def add_meanwhile(*args, **kwargs):  # another process's Add lands between the heads and the parts
         got = real(*args, **kwargs)
         if not added:
-            added.append(other.add_many(_requests(120, 60)))
+            added.append(other.add_many(_requests(120, 60)))  # merges: the segments just read are deleted
         return got
 
     monkeypatch.setattr(index_cache, "live_index", add_meanwhile)
-    assert S.search(store, "alice", "w7 number150", top_k=5) == _naive(store, "w7 number150")
+    before = _naive(store, "w7 number150")  # a search reads one snapshot: the parts of the segments it read
+    assert S.search(store, "alice", "w7 number150", top_k=5) == before
     assert added
+    assert S.search(store, "alice", "w7 number150", top_k=5) == _naive(store, "w7 number150") != before
     other.close()
     store.close()
 
 
-def test_the_migration_rewrites_segments_of_the_old_format(db_path) -> None:
+def test_the_migration_rewrites_segments_of_the_old_format(db_path, small_parts) -> None:
     store = Store(db_path, retention_days=None)
     store.add_many(_requests(0, 80))
     store.add_many(_requests(80, 40))
@@ -127,16 +134,22 @@ def test_the_migration_rewrites_segments_of_the_old_format(db_path) -> None:
         conn.execute("DELETE FROM _migrations WHERE name = 'm006_index_parts'")
     store.close()
     index_cache.clear()
+    from refind_cli import health
+
+    report = health.check(db_path)  # `refind inspect --check` reads it as it is, without migrating it
+    assert report["ok"], report
 
     store = Store(db_path, retention_days=None)
     heads = [index_store.decode_head(i, b) for i, b in store.conn.execute("SELECT id, blob FROM index_segments")]
-    assert heads and all(isinstance(h, index_store.LazySegment) for h in heads)
+    big = [h for h in heads if int(h.indptr[-1]) > index_store.PART_POSTINGS]
+    assert big and all(isinstance(h, index_store.LazySegment) for h in big)  # head and parts
+    assert all(isinstance(h, index_store.Segment) for h in heads if h not in big)  # small: whole in their rows
     assert index_store.verify(store.conn) == []
     assert S.search(store, "alice", "w7 number90", top_k=5) == want
     store.close()
 
 
-def test_verify_names_missing_and_orphaned_parts(store) -> None:
+def test_verify_names_missing_and_orphaned_parts(store, small_parts) -> None:
     store.add_many(_requests(0, 30))
     assert index_store.verify(store.conn) == []
     seg_id, part = store.conn.execute("SELECT segment_id, part FROM index_parts LIMIT 1").fetchone()
@@ -153,9 +166,18 @@ def test_verify_names_missing_and_orphaned_parts(store) -> None:
         store.conn.execute("INSERT INTO index_parts (segment_id, part, blob) VALUES (?, ?, ?)", (seg_id, part, blob))
         store.conn.execute("INSERT INTO index_parts (segment_id, part, blob) VALUES (999, 0, x'00')")
     assert index_store.verify(store.conn) == ["1 part(s) of postings belong to no segment"]
+    with store.write():  # a part one posting short: never read as postings
+        store.conn.execute("DELETE FROM index_parts WHERE segment_id = 999")
+        store.conn.execute(
+            "UPDATE index_parts SET blob = ? WHERE segment_id = ? AND part = ?", (blob[4:-4], seg_id, part)
+        )
+    assert index_store.verify(store.conn)[0] == f"segment {seg_id}: a part of its postings disagrees with its head"
+    index_cache.clear()
+    with pytest.raises(CorruptDatabase, match=f"part {part} of index segment {seg_id} disagrees"):
+        S.user_index(store, "alice")
 
 
-def test_parts_go_with_their_segments(store) -> None:
+def test_parts_go_with_their_segments(store, small_parts) -> None:
     from refind_cli import lifecycle
 
     store.add_many(_requests(0, 30))
@@ -167,6 +189,17 @@ def test_parts_go_with_their_segments(store) -> None:
         "SELECT DISTINCT s.user_id FROM index_parts p JOIN index_segments s ON s.id = p.segment_id"
     ).fetchall()
     assert users == [("alice",)]
+
+
+def test_a_segment_of_one_part_stays_whole_in_its_row(store) -> None:
+    """What every Add writes and merges is small: one row to write and to read, no parts."""
+    store.add_many(_requests(0, 30))
+    for i in range(30, 40):
+        store.add_many(_requests(i, 1))
+    assert store.conn.execute("SELECT count(*) FROM index_parts").fetchone()[0] == 0
+    heads = [index_store.decode_head(i, b) for i, b in store.conn.execute("SELECT id, blob FROM index_segments")]
+    assert heads and all(isinstance(h, index_store.Segment) for h in heads)
+    assert index_store.verify(store.conn) == []
 
 
 @pytest.mark.parametrize("sessions", [1, 12])  # 1: one session after another, 50 turns each
@@ -186,3 +219,53 @@ def test_the_layout_sorts_only_the_sessions_said_out_of_order(store, monkeypatch
     live = index_cache.live_index(store, "alice", as_of=None, k1=1.2, b=0.75)
     assert [t.id for t in live.turns] == [t.id for t in build_turns(store.user_messages("alice"), "message")]
     assert sizes and max(sizes) < 300  # only the sessions out of order
+
+
+def test_a_state_that_outlived_its_segments_is_read_again(db_path, small_parts) -> None:
+    """An analyzer change re-indexes every message without bumping a user's version: a process holding the old
+    state meets its segments gone (SegmentGone), drops the state and searches again."""
+    store = Store(db_path, retention_days=None)
+    store.add_many(_requests(0, 120))
+    S.search(store, "alice", "w7", top_k=5)  # the state is held; w7's parts are read
+    with store.write():  # what another process's re-index leaves: the same postings under new segment ids
+        store.conn.execute("UPDATE index_meta SET value = '' WHERE key = 'analyzer'")
+    Store(db_path, retention_days=None).close()  # opening it re-indexes (catch_up)
+    assert S.search(store, "alice", "w11 number60", top_k=5) == _naive(store, "w11 number60")
+    store.close()
+
+
+def test_searches_while_another_connection_adds_and_merges_never_fail(db_path, small_parts) -> None:
+    import threading
+    import time
+
+    store = Store(db_path, retention_days=None)
+    store.add_many(_requests(0, 600))
+    stop = time.monotonic() + 1.5
+    errors: list[BaseException] = []
+    done: list[int] = []
+
+    def write() -> None:
+        writer = Store(db_path, retention_days=None)
+        i = 600
+        while time.monotonic() < stop:
+            writer.add_many(_requests(i, 7))  # a segment per batch, merged with the newest ones
+            i += 7
+        writer.close()
+
+    def search(n: int) -> None:
+        reader = Store(db_path, retention_days=None)
+        while time.monotonic() < stop:
+            try:
+                assert S.search(reader, "alice", f"w{n} w{n + 20} kayak", top_k=5)
+                done.append(n)
+            except BaseException as exc:
+                errors.append(exc)
+        reader.close()
+
+    threads = [threading.Thread(target=write)] + [threading.Thread(target=search, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    assert errors == [] and len(done) > 10

@@ -159,7 +159,7 @@ def test_inspect_shows_the_index_size_and_state(cli, loaded, db_path: Path) -> N
     with Store(db_path, retention_days=None) as s:
         q = s.conn.execute
         segments, heads = q("SELECT count(*), sum(length(blob)) FROM index_segments").fetchone()
-        parts, postings = q("SELECT count(*), sum(length(blob)) FROM index_parts").fetchone()
+        parts, postings = q("SELECT count(*), coalesce(sum(length(blob)), 0) FROM index_parts").fetchone()
         content = q("SELECT sum(length(CAST(content AS BLOB))) FROM messages").fetchone()[0]
         messages = q("SELECT count(*) FROM messages").fetchone()[0]
     assert (index["state"], index["messages"], index["pending_messages"]) == ("ready", messages, 0)
