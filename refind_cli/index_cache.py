@@ -190,6 +190,7 @@ class UserState:
             self.views[key] = layout
 
 
+SORT_ALL_PAST = 64  # a layout sorts everything when more than 1 in this many turns' sessions are out of order
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
 TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
 TURN_TEXT = 1 << 20  # … or more than this many characters of text
@@ -256,13 +257,15 @@ class Layout:
         o2 = np.arange(len(r1))  # into (session, said-at, seq, index) order: only the sessions out of it are sorted
         late = np.flatnonzero(~start[1:] & (filled[1:] < filled[:-1])) + 1  # said before the turn that came before
         unsorted = index_store.distinct(s1[late])
-        if unsorted.size * 64 > len(r1):  # many: one sort of everything
+        if unsorted.size * SORT_ALL_PAST > len(r1):  # many: one sort of everything
             o2 = np.lexsort((state.idx[r1], state.seqs[r1], filled, s1))
         else:  # s1 ascends: each such session is one slice
             lo, hi = np.searchsorted(s1, unsorted, side="left"), np.searchsorted(s1, unsorted, side="right")
-            for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-                part = r1[a:b]
-                o2[a:b] = a + np.lexsort((state.idx[part], state.seqs[part], filled[a:b]))
+            for first_at, end_at in zip(lo.tolist(), hi.tolist(), strict=True):  # (not a, b: b is BM25's b)
+                part = r1[first_at:end_at]
+                o2[first_at:end_at] = first_at + np.lexsort(
+                    (state.idx[part], state.seqs[part], filled[first_at:end_at])
+                )
         order = r1[o2]
         session_ix = s1[o2].astype(np.int32)
         session_start = np.searchsorted(session_ix, np.arange(arrival.size), side="left").astype(np.int64)

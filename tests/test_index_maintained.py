@@ -51,6 +51,8 @@ class Maintained(RuleBasedStateMachine):
         S.clear()
         self.part_postings = index_store.PART_POSTINGS
         index_store.PART_POSTINGS = 4  # segments of both kinds: whole in their row, and head + parts
+        self.sort_all_past = index_cache.SORT_ALL_PAST
+        index_cache.SORT_ALL_PAST = 0  # a layout sorts only its sessions out of order, however many
         self.dir = tempfile.TemporaryDirectory()
         self.clock = [T0 + 50 * DAY_MS]
         self.retention: float | None = None
@@ -62,6 +64,7 @@ class Maintained(RuleBasedStateMachine):
         self.store.close()
         self.dir.cleanup()
         index_store.PART_POSTINGS = self.part_postings
+        index_cache.SORT_ALL_PAST = self.sort_all_past
 
     def _request(self, user: str, session: str, contents: list[tuple[str, int | None]]):
         self.n += 1
@@ -97,6 +100,10 @@ class Maintained(RuleBasedStateMachine):
                 lifecycle.forget(self.store, user, request_id=rows[-1][1])
         except NotFound:
             pass
+
+    @rule(past=st.sampled_from([0, 64]))
+    def sort_policy(self, past) -> None:  # the layouts built from now on sort only out-of-order sessions, or all
+        index_cache.SORT_ALL_PAST = past
 
     @rule(days=st.sampled_from([None, 0.1, 0.5, 2.0]))
     def set_retention(self, days) -> None:

@@ -25,7 +25,7 @@ def _requests(start: int, n: int, *, user: str = "alice", sessions: int = 5, sai
     for i in range(start, start + n):
         words = " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 7, 13))
         at = T0 + i * 60_000 if said is None else said(i)
-        msg = {"role": "user", "content": f"kayak {words} number{i}", "timestamp": at}
+        msg = {"role": "user", "content": f"kayak {words} number{i}" + " filler" * (i % 7), "timestamp": at}
         out.append(
             parse_add(
                 {
@@ -219,6 +219,12 @@ def test_the_layout_sorts_only_the_sessions_said_out_of_order(store, monkeypatch
     live = index_cache.live_index(store, "alice", as_of=None, k1=1.2, b=0.75)
     assert [t.id for t in live.turns] == [t.id for t in build_turns(store.user_messages("alice"), "message")]
     assert sizes and max(sizes) < 300  # only the sessions out of order
+    monkeypatch.setattr(np, "lexsort", real)
+    scratch = S.UserIndex(store.user_messages("alice")).index
+    for query in ("w7 kayak", "number57 w13"):  # and it scores as a from-scratch build does
+        tokens = S.analyze(query)
+        np.testing.assert_allclose(bm25_scores(live, tokens), bm25_scores(scratch, tokens), rtol=0, atol=1e-5)
+        assert S.search(store, "alice", query, top_k=5) == _naive(store, query)
 
 
 def test_a_state_that_outlived_its_segments_is_read_again(db_path, small_parts) -> None:
