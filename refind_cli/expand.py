@@ -112,11 +112,18 @@ PREFIX = 2  # characters a fuzzy match must share with the query word at its sta
 _BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
 
 
+def _identity(vocab: Mapping[str, int]) -> object:
+    """What a vocabulary's buckets are cached by: its source (a maintained index's postings as one view holds them,
+    whichever connection they are bound to — ``cache_identity`` — or the score matrix's vocabulary)."""
+    source = getattr(vocab, "_vocab", vocab)
+    return getattr(source, "cache_identity", source)
+
+
 def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
     """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
-    key = id(getattr(vocab, "_vocab", vocab))
+    key = id(_identity(vocab))
     cached = _BUCKETS.get(key)
-    if cached is not None and getattr(cached[0], "_vocab", cached[0]) is getattr(vocab, "_vocab", vocab):
+    if cached is not None and _identity(cached[0]) is _identity(vocab):
         return cached[1]
     out: dict[tuple[str, int], list[str]] = {}
     for word in vocab:

@@ -374,7 +374,7 @@ class Layout:
             session_end=self.session_end,
             said_at=self.said,
             min_recorded_at=self.min_recorded_at,
-            postings=replace(self.postings, read=read),
+            postings=self.postings.bound(read),
         )
 
 
@@ -514,6 +514,15 @@ class LivePostings:
     b: float
     read: Reader | None = None  # reads the parts of lazy segments through one connection (bound by Layout.index)
     shown: dict[int, bool] = field(default_factory=dict)  # segment id → every document of it visible (memo)
+    origin: LivePostings | None = None  # the view's own postings, when these are them bound to a connection
+
+    @property
+    def cache_identity(self) -> LivePostings:
+        """The same object for every connection's binding of one view's postings (what caches key by)."""
+        return self.origin or self
+
+    def bound(self, read: Reader | None) -> LivePostings:
+        return replace(self, read=read, origin=self.cache_identity)
 
     @classmethod
     def of(cls, state: UserState, rows: np.ndarray, k1: float, b: float) -> LivePostings:
