@@ -38,6 +38,8 @@ def test_a_command_built_alone_is_the_full_apps_command(runner, name):
 
 @pytest.mark.slow
 def test_a_scripted_search_imports_no_rich_pydantic_or_other_commands(cli, db_path):
+    """A cold `refind search --mode bm25 --json` loads its own command module and nothing heavy it does not use:
+    no rich or pydantic, no other command, and none of litellm, fastapi, openai or mcp (agent mode, the server)."""
     assert cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--quiet").exit_code == 0
     code = (
         "import sys\n"
@@ -45,7 +47,8 @@ def test_a_scripted_search_imports_no_rich_pydantic_or_other_commands(cli, db_pa
         f"sys.argv = ['refind', 'search', 'Lisbon', '--user', 'alice', '--mode', 'bm25', '--json', '--db', "
         f"{str(db_path)!r}, '--retention-days', 'off']\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "prefixes = ('rich', 'pydantic', 'refind_cli.cli.render', 'refind_cli.cli.commands.')\n"
+        "prefixes = ('rich', 'pydantic', 'refind_cli.cli.render', 'refind_cli.cli.commands.', 'litellm', 'fastapi', "
+        "'openai', 'mcp')\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(prefixes))\n"
         "print('LOADED', loaded, file=sys.stderr)\n"
     )

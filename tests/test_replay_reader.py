@@ -107,8 +107,24 @@ def replayed(tmp_path: Path, name: str, source: Path, *, parallel: bool) -> tupl
 def test_every_path_stores_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = tmp_path / "mixed.jsonl"
     source.write_text("\n".join(mixed_lines()) + "\n")
+    used = {"together": 0, "placed": 0}  # the fast paths did run (each stores what the slow one would)
+    add_together, placed = Store._add_together, index_store.placed
+
+    def counted_together(self, requests, now, batch):
+        got = add_together(self, requests, now, batch)
+        used["together"] += got is not None
+        return got
+
+    def counted_placed(*args, **kwargs):
+        used["placed"] += 1
+        return placed(*args, **kwargs)
+
+    monkeypatch.setattr(Store, "_add_together", counted_together)
+    monkeypatch.setattr(index_store, "placed", counted_placed)
     together, together_summary = replayed(tmp_path, "together", source, parallel=False)
+    assert used["together"] > 0
     reader, reader_summary = replayed(tmp_path, "reader", source, parallel=True)
+    assert used["placed"] > 0  # segments the reader built ahead, placed by the writer
     monkeypatch.setattr(Store, "_add_together", lambda self, requests, now, batch: None)
     each, each_summary = replayed(tmp_path, "each", source, parallel=False)
 
@@ -312,3 +328,21 @@ def test_the_reader_dies_with_a_writer_killed_outright(tmp_path: Path) -> None:
         writer.stdin.close()
         if not _ended(reader):
             os.kill(reader, signal.SIGKILL)
+
+
+def test_a_process_with_other_threads_replays_in_one_process() -> None:
+    """The reader is forked only from a single-threaded process (a fork keeps one thread and every lock)."""
+    import threading
+
+    from refind_cli import replay as replay_module
+
+    if threading.active_count() == 1:  # (a thread left by another test would make it False here)
+        assert replay_module._can_fork() == sys.platform.startswith("linux")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert replay_module._can_fork() is False
+    finally:
+        stop.set()
+        other.join()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 from conftest import FIXTURES
@@ -69,24 +67,6 @@ def test_bad_date_is_an_error_not_an_unfiltered_search(filled):
 
 def test_unknown_mode_is_refused(filled):
     assert filled("search", "Lisbon", "--user", "alice", "--mode", "vector").exit_code == 2
-
-
-@pytest.mark.slow
-def test_bm25_search_imports_no_litellm(tmp_path):
-    db = tmp_path / "x.db"
-    code = (
-        "import sys\n"
-        "from refind_cli.cli import main\n"
-        f"sys.argv = ['refind', 'add', '--file', {str(FIXTURES / 'conversations.jsonl')!r}, '--db', {str(db)!r}, '-q']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        f"sys.argv = ['refind', 'search', 'Lisbon', '--user', 'alice', '--mode', 'bm25', '--json', '--db', {str(db)!r}]\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "heavy = [m for m in ('litellm', 'fastapi', 'openai', 'mcp') if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "Lisbon" in out.stdout
 
 
 def test_a_missing_database_is_an_error_and_is_not_created(runner, tmp_path):
