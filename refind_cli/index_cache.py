@@ -676,24 +676,19 @@ def drop_state(store: Store, user_id: str) -> None:
 
 def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | None:
     conn = store.conn
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")  # one snapshot: the version, the segments and the messages agree
     try:
-        if index_store.pending(conn):
-            return None
-        version = store.user_version(user_id)
-        ids = index_store.segment_ids(conn, user_id)
-        held = old.segments if old is not None else {}
-        segments = {i: held[i] for i in ids if i in held}
-        segments.update(index_store.load_segments(conn, [i for i in ids if i not in held]))
-        grown = _grow(conn, user_id, version, segments, old) if old is not None else None
-        return grown or _assemble(conn, user_id, version, segments)
+        with store.reading():  # one snapshot: the version, the segments and the messages agree (live_index's)
+            if index_store.pending(conn):
+                return None
+            version = store.user_version(user_id)
+            ids = index_store.segment_ids(conn, user_id)
+            held = old.segments if old is not None else {}
+            segments = {i: held[i] for i in ids if i in held}
+            segments.update(index_store.load_segments(conn, [i for i in ids if i not in held]))
+            grown = _grow(conn, user_id, version, segments, old) if old is not None else None
+            return grown or _assemble(conn, user_id, version, segments)
     except sqlite3.OperationalError:
         return None
-    finally:
-        if own and conn.in_transaction:
-            conn.execute("COMMIT")
 
 
 def _grow(
