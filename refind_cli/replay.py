@@ -25,6 +25,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -540,8 +541,9 @@ class _Hint:
 
 
 def _can_fork() -> bool:
-    """Linux: a fork there copies nothing that breaks (macOS's system frameworks may abort in a forked child)."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork")
+    """Linux (macOS's system frameworks may abort in a forked child), and a process with one thread: a fork copies
+    only the thread that calls it, so a lock another thread held (in an embedder's process) would stay held."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
 
 
 @contextmanager
