@@ -45,6 +45,7 @@ from refind_cli.evaluate import (
     warm_up,
 )
 from refind_cli.index_store import DATE_WORDS
+from refind_cli.search_config import speaker_label
 from refind_cli.store import Store, StoredMessage
 from refind_cli.tokenize import analyze
 
@@ -57,11 +58,6 @@ def offsets(contents: list[str], evidence: tuple[str, ...]) -> list[int | None]:
         at = text.find(e)
         out.append(None if at < 0 else at + len(e))
     return out
-
-
-def label(content: str) -> str | None:
-    head, sep, _ = content.partition(": ")
-    return head if sep and 0 < len(head) <= 40 and "\n" not in head else None
 
 
 def recall(rows: list[list[int | None]], budget: int) -> float:
@@ -93,7 +89,7 @@ def main() -> None:
                 break
             replay_sample(store, sample)
             messages = store.user_messages(sample.user_id)
-            names = {t for m in messages if (h := label(m.content)) for t in analyze(h)}
+            names = {t for m in messages if (h := speaker_label(m.content)) for t in analyze(h)}
             said = {m.content: m.said_at for m in messages}
             where = {m.content: i for i, m in enumerate(messages)}
             words_of = [set(analyze(m.content)) - names for m in messages]

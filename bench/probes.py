@@ -35,18 +35,13 @@ from refind_cli import datasets
 from refind_cli.datasets import Sample
 from refind_cli.evaluate import BUDGETS, found_within, replay_sample, warm_up
 from refind_cli.search import search
+from refind_cli.search_config import speaker_label
 from refind_cli.store import Store
 from refind_cli.tokenize import analyze
 
 
 def labels_of(sample: Sample) -> set[str]:
-    out = set()
-    for r in sample.requests:
-        for m in r.messages:
-            head, sep, _ = m.content.partition(": ")
-            if sep and 0 < len(head) <= 40:
-                out.add(head)
-    return out
+    return {h for r in sample.requests for m in r.messages if (h := speaker_label(m.content)) is not None}
 
 
 def recall(contents: list[str], evidence: tuple[str, ...]) -> list[float]:
@@ -74,7 +69,7 @@ def probe_search(dataset: str, probes: set[str]) -> None:
                     if named:
                         rows["nickname oracle, all questions"].append(base_r)
                     else:
-                        said_by = sorted({e.partition(": ")[0] for e in q.evidence})
+                        said_by = sorted({h for e in q.evidence if (h := speaker_label(e)) is not None})
                         text = q.text + " " + " ".join(said_by)
                         alt = [b.content for b in search(store, q.user_id, text, top_k=100)]
                         rows["defaults, questions naming no speaker"].append(base_r)

@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_http import TOKEN, Client, ServerProcess
+from replay_http import TOKEN, Client, ServerProcess, proc_status_kb
 from synth import queries, requests
 
 from refind_cli.contract import AddRequest, parse_add
@@ -72,13 +72,6 @@ def seed(db: Path, users: int, messages: int) -> list[str]:
 
 def new_word(rng: random.Random) -> str:
     return "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(5, 10)))
-
-
-def rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 class Recorder:
@@ -158,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         qs = queries(500, seed=4)
         add_bodies = pool(8_000, seed=2)
         planted = [0]
-        rss: list[tuple[float, int]] = [(0.0, rss_kb(server.proc.pid))]
+        rss: list[tuple[float, int]] = [(0.0, proc_status_kb(server.proc.pid))]
 
         def adder(worker: int) -> None:
             rng = random.Random(f"add{worker}")
@@ -213,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         def sampler() -> None:
             t0 = time.perf_counter()
             while not stop.wait(args.rss_every):
-                rss.append((time.perf_counter() - t0, rss_kb(server.proc.pid)))
+                rss.append((time.perf_counter() - t0, proc_status_kb(server.proc.pid)))
 
         threads = [threading.Thread(target=adder, args=(i,)) for i in range(args.add_workers)]
         threads += [threading.Thread(target=searcher, args=(i,)) for i in range(args.search_workers)]
@@ -226,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join(120)
         elapsed = time.perf_counter() - t0
-        rss.append((elapsed, rss_kb(server.proc.pid)))
+        rss.append((elapsed, proc_status_kb(server.proc.pid)))
         server.stop()
 
         conn = sqlite3.connect(db)

@@ -94,12 +94,16 @@ def _check(name: str, value: str, allowed: Sequence[str]) -> None:
         raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
+def speaker_label(content: str) -> str | None:
+    """The leading speaker label of a message, 'Caroline' of 'Caroline: …' (up to 40 characters, no newline)."""
+    head, sep, _ = content.partition(": ")
+    return head if sep and 0 < len(head) <= 40 and "\n" not in head else None
+
+
 def _strip_label(content: str) -> str:
-    """Content without a leading speaker label such as 'Caroline: ' (up to 40 characters, no newline)."""
-    head, sep, rest = content.partition(": ")
-    if sep and 0 < len(head) <= 40 and "\n" not in head:
-        return rest
-    return content
+    """Content without a leading speaker label such as 'Caroline: '."""
+    label = speaker_label(content)
+    return content if label is None else content[len(label) + 2 :]
 
 
 def turn_tokenizer(config: SearchConfig) -> Callable[[Turn], list[str]]:
