@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from helpers import T0
 
@@ -36,8 +35,8 @@ def test_the_category_phrase_is_up_to_three_words_after_what_or_which(question: 
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory: pytest.TempPathFactory) -> kinds.Table:
-    path = tmp_path_factory.mktemp("kinds") / "toy.npz"
-    np.savez(path, allow_pickle=False, **kinds.build(TOY))
+    path = tmp_path_factory.mktemp("kinds") / "toy"
+    kinds.write(kinds.build(TOY), path)
     return kinds.read(path)
 
 
