@@ -39,7 +39,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="../shared/datasets/realtalk_dev")
     ap.add_argument("--top-k", type=int, default=100)
-    ap.add_argument("--variant", action="append", default=[], help="a SearchConfig override K=V (one system each)")
+    ap.add_argument(
+        "--variant", action="append", default=[], help="SearchConfig overrides K=V[,K=V…] (one system each)"
+    )
     args = ap.parse_args()
 
     warm_up()
@@ -47,7 +49,7 @@ def main() -> None:
         ("plain BM25", BaselineBM25("analyze")),
         ("defaults", refind_bm25(search_config())),
     ]
-    systems += [(v, refind_bm25(search_config(parse_variants([v])))) for v in args.variant]
+    systems += [(v, refind_bm25(search_config(parse_variants(v.split(","))))) for v in args.variant]
     every: dict[str, list[list[float]]] = {name: [] for name, _ in systems}
     print("| user | questions | " + " | ".join(name for name, _ in systems) + " |")
     print("|---|---:|" + "---|" * len(systems))
