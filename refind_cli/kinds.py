@@ -105,25 +105,39 @@ class Table:
 
     def kinds(self, word: str, *, senses: int, depth: int | None) -> list[str]:
         """The lemmas of every synset below the first ``senses`` senses of ``word`` (a head form), nearest first."""
+        import numpy as np
+
         i = self._find(self.heads, word)
         if i is None:
             return []
         start = int(self.head_ptr[i])
-        frontier = [int(s) for s in self.senses[start : min(int(self.head_ptr[i + 1]), start + senses)]]
-        seen = set(frontier)
-        out: list[str] = []
+        frontier = np.asarray(self.senses[start : min(int(self.head_ptr[i + 1]), start + senses)], dtype=np.int64)
+        seen = np.zeros(len(self.hypo_ptr) - 1, dtype=bool)
+        seen[frontier] = True
+        ptr = np.asarray(self.hypo_ptr, dtype=np.int64)
+        found: list[np.ndarray] = []
         level = 0
-        while frontier and (depth is None or level < depth):
-            below: list[int] = []
-            for s in frontier:
-                for h in self.hypo[self.hypo_ptr[s] : self.hypo_ptr[s + 1]].tolist():
-                    if h not in seen:
-                        seen.add(h)
-                        below.append(h)
-                        out.extend(self.lemma_text[self.lemma_ptr[h] : self.lemma_ptr[h + 1]].decode().split("\t"))
+        while frontier.size and (depth is None or level < depth):
+            lo, hi = ptr[frontier], ptr[frontier + 1]
+            sizes = hi - lo
+            flat = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))  # each child's slot
+            below = np.asarray(self.hypo[flat], dtype=np.int64)
+            below = below[~seen[below]]
+            below = below[np.sort(np.unique(below, return_index=True)[1])]  # first occurrence, in order
+            seen[below] = True
+            found.append(below)
             frontier = below
             level += 1
-        return out
+        if not found:
+            return []
+        synsets = np.concatenate(found)
+        at = np.asarray(self.lemma_ptr)
+        text = self.lemma_text
+        return [
+            name
+            for lo, hi in zip(at[synsets].tolist(), at[synsets + 1].tolist(), strict=True)
+            for name in text[lo:hi].decode().split("\t")
+        ]
 
 
 @lru_cache(maxsize=1)
