@@ -49,6 +49,7 @@ FUNCTION_WORDS = frozenset(  # end a category phrase ("what" / "which" + up to t
     "her their our your my me we you i thing things some any many much one ones have has had can could will would "
     "shall should may might must".split()
 )
+MAX_CANDIDATES = 4096  # a word's nearest kinds looked for in the user's vocabulary (0.3% of words have more)
 MAX_KINDS = 64  # kinds a category word adds at most: the nearest that the user wrote (BENCHMARKS.md, fifth pass)
 _SUFFIXES = (
     ("ses", "s"),
@@ -178,17 +179,18 @@ def write(arrays: Mapping[str, np.ndarray], path: Path) -> None:
         np.save(path / f"{name}.npy", array, allow_pickle=False)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=256)
 def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
-    """The analyzed tokens of every kind of ``word`` (any inflection of a noun head; none for other words), each
-    with its place, nearest kind first."""
+    """The analyzed tokens of the kinds of ``word`` (any inflection of a noun head; none for other words), each with
+    its place, nearest kind first: at most :data:`MAX_CANDIDATES`, so that a process keeps at most 256 × 4,096 of
+    them however broad the words it is asked ("entity" has 57,877)."""
     t = table()
     head = t.base(word)
     if head is None:
         return {}
     found = analyze("\n".join(t.kinds(head, senses=senses, depth=depth)))
     ordered = dict.fromkeys(token for token in found if len(token) > 2 and not token.isdigit())
-    return {token: place for place, token in enumerate(ordered)}
+    return {token: place for place, token in zip(range(MAX_CANDIDATES), ordered)}
 
 
 def kind_terms(

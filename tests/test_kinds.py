@@ -88,6 +88,8 @@ def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
     assert kinds.kind_tokens("kevin", 1, None) == {}
     assert kinds.kind_tokens("women", 1, None)  # WordNet's -men → -man
     assert len(kinds.kind_tokens("colors", 1, None)) > 100  # color's kinds, though "colors" is a head too
+    # the broadest words keep their nearest kinds only: a process's cache stays bounded (entity has 57,877)
+    assert len(kinds.kind_tokens("entities", 1, None)) == kinds.MAX_CANDIDATES
 
 
 def _user(counts: dict[str, int]) -> tuple[dict[str, int], Callable[[Mapping[str, int]], AbstractSet[str]]]:
