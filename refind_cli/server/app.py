@@ -248,13 +248,14 @@ def _warm_up() -> None:
     try:
         import numpy.ma  # noqa: F401 — np.unique imports it on first use (~25 ms)
 
-        from .. import blocks, expand, retrieval, search  # noqa: F401 — imported now, not by the first search
+        from .. import blocks, expand, kinds, retrieval, search  # noqa: F401 — imported now, not by the first search
         from ..query_dates import named_days
         from ..tokenize import analyze
 
         analyze("warming up the analyzer 预热")
         search.strip_instructions("Warming up. Answer in one word.")  # compiles its pattern
         named_days("warming up on 1 May 2023")  # compiles its patterns
+        kinds.table()  # the WordNet table a first category question ("What sports …?") would read (~6 ms)
     except Exception:  # only an optimisation
         pass
 
