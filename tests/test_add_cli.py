@@ -89,6 +89,9 @@ def test_one_message_faults(cli) -> None:
     assert bad_role.exit_code == 2
     assert "messages[0].role: must be one of user, assistant, system; got 'robot'" in bad_role.output
     assert "is not an ISO 8601 time" in cli("add", "x", "-u", "u", "-s", "s", "--at", "yesterday").output
+    too_early = cli("add", "x", "-u", "u", "-s", "s", "--at", "1969-12-31")
+    assert too_early.exit_code == 2
+    assert "--at: '1969-12-31' is outside the dates refind stores, 1973-03-03 to 2286-11-20" in too_early.output
     assert "give either the message TEXT or --file PATH" in cli("add", "x", "--file", "f.jsonl").output
 
 
