@@ -109,8 +109,11 @@ def operation(body: dict[str, Any], ok: dict[str, Any], *errors: int) -> dict[st
 
 _REASONS = {
     401: "Missing or wrong token",
+    403: "A foreign Origin or Host (without a token)",
     409: "Same request id, other payload",
+    410: "The request id was forgotten (not stored again)",
     413: "Body too large",
+    415: "The body is not sent as application/json (without a token)",
     422: "The body breaks the contract",
     502: "The language model failed",
     503: "The database is locked by another process or read-only (nothing was stored; retry)",

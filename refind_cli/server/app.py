@@ -406,8 +406,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         },
     )
 
-    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422, 503, 507)
-    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502, 503)
+    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 403, 409, 410, 413, 415, 422, 503, 507)
+    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 403, 413, 415, 422, 502, 503)
     for path, fn, doc, summary, shown in (
         ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
         ("/v1/memories/search", search, search_doc, "Search one user's memory", True),
