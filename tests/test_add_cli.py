@@ -390,3 +390,20 @@ def test_seconds_and_digit_strings_are_stored_as_milliseconds_and_said(cli, db_p
     one = cli("add", "shell", "--user", "u1", "--session", "s3", "--timestamp", "1700000000")
     assert one.exit_code == 0
     assert "warning: --timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)" in one.output
+
+
+def test_after_invalid_lines_the_summary_says_to_replay_only_the_fixed_ones(cli, db_path, tmp_path) -> None:
+    # message lines are grouped by their content: line 2 fixed and the whole file replayed would be another group,
+    # storing lines 1 and 3 a second time; replaying the fixed line alone stores each message exactly once
+    def line(text: str, ts: int | None = None) -> dict:
+        return {"user_id": "u", "session_id": "s", "role": "user", "content": text, "timestamp": ts}
+
+    source = jsonl(tmp_path / "log.jsonl", line("first"), line("second", 5), line("third"))
+    result = cli("add", "--file", source)
+    assert result.exit_code == 2
+    assert f"{source}:2: timestamp: 5 is neither Unix milliseconds" in result.output
+    assert "hint: once fixed, replay a file of the invalid lines only" in result.output
+    fixed = jsonl(tmp_path / "fixed.jsonl", line("second", 1_700_000_000_000))
+    assert cli("add", "--file", fixed).exit_code == 0
+    assert [r[3] for r in rows(db_path)] == ["first", "third", "second"]
+    assert "hint:" not in cli("add", "--file", fixed).output  # nothing invalid: no hint

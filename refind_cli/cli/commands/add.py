@@ -160,6 +160,15 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
+        if summary.invalid_lines and not strict:  # the whole file again would store a fixed line's group twice
+            err.print(
+                "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
+                "grouped into requests by their content, so replaying the whole file would store the valid lines "
+                "grouped with a fixed one a second time",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
         raise summary.fault
     if summary.invalid_lines:
