@@ -450,7 +450,7 @@ def parse_as_of(value: str | int | None, name: str = "as_of") -> int | None:
         text = value.strip()
     else:
         raise InvalidInput(f"{name}: must be an ISO 8601 time or Unix milliseconds, got {_json_type(value)}")
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²" is a digit to isdigit, not to int
         ms = int(text)
         if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
             raise InvalidInput(f"{name} {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
