@@ -142,6 +142,10 @@ def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
         assert r.exit_code == 0, (args, r.output)
         assert "\x1b" not in r.output and "\x9b" not in r.output and "\x07" not in r.output, args
         assert "\\x1b" in r.output or "\\x9b" in r.output, args
+    # and an error that quotes one (here --output's suggested file name)
+    r = cli("export", "--user", user, "--output", ".")
+    assert r.exit_code == 2 and "is a folder" in r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output and "\\x1b]0;pwned\\x07" in r.output
 
 
 def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
