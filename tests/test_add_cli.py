@@ -407,3 +407,13 @@ def test_after_invalid_lines_the_summary_says_to_replay_only_the_fixed_ones(cli,
     assert cli("add", "--file", fixed).exit_code == 0
     assert [r[3] for r in rows(db_path)] == ["first", "third", "second"]
     assert "hint:" not in cli("add", "--file", fixed).output  # nothing invalid: no hint
+
+
+def test_what_a_replay_quotes_of_its_file_is_shown_escaped(cli, tmp_path) -> None:
+    # an untrusted file's unknown field names are quoted in warnings, and in --strict's refusals: never raw ESC
+    line = {"user_id": "u", "session_id": "s", "role": "user", "content": "x", "\x1b]0;pwned\x07": 1}
+    source = jsonl(tmp_path / "untrusted.jsonl", line)
+    for strict in ([], ["--strict"]):
+        result = cli("add", "--file", source, *strict)
+        assert "ignored unknown field" in result.output or "refused by --strict" in result.output, result.output
+        assert "\x1b" not in result.output and "\\x1b]0;pwned\\x07" in result.output

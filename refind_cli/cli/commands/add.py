@@ -142,7 +142,10 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
 
     def on_problem(line: str) -> None:
         if not as_json:
-            (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
+            # a line quotes the file (an unknown field's name, say): never raw to the terminal
+            (progress.console if progress else err).print(
+                render.printable(line), markup=False, highlight=False, soft_wrap=True
+            )
 
     from ...replay import replay
 
@@ -156,7 +159,7 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         render.print_json(data)
     else:
         for w in summary.warnings[:20]:
-            err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"warning: {render.printable(w)}", markup=False, highlight=False, soft_wrap=True)
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
