@@ -305,6 +305,11 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     cfg = cfg or ServerSettings()
     if cfg.token is not None and not cfg.token.strip():
         raise InvalidInput(f"the server token is blank: set a real one ({defaults.ENV_SERVER_TOKEN}) or none at all")
+    if cfg.token is not None and not (cfg.token.isascii() and cfg.token.strip().isprintable()):
+        raise InvalidInput(  # never its value: it is a secret
+            f"the server token must be printable ASCII: it travels in an HTTP header, where other characters never "
+            f"arrive as they were set, so no request could match it; set another ({defaults.ENV_SERVER_TOKEN})"
+        )
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
