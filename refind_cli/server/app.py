@@ -365,7 +365,9 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         error = RefindError(str(exc.detail))
         error.status = exc.status_code
         error.kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
-        return error_response(error)
+        response = error_response(error)
+        response.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 requires it)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
