@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import MAX_ID_CHARS
+
 _NONEMPTY = {"type": "string", "pattern": r"\S"}
+_ID = {**_NONEMPTY, "maxLength": MAX_ID_CHARS}
 ADD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["request_id", "user_id", "session_id", "messages"],
     "properties": {
-        "request_id": _NONEMPTY,
-        "user_id": _NONEMPTY,
-        "session_id": _NONEMPTY,
+        "request_id": _ID,
+        "user_id": _ID,
+        "session_id": _ID,
         "messages": {
             "type": "array",
             "minItems": 1,
