@@ -6,8 +6,8 @@ One synthetic user (bench/synth.py, seeded) is indexed once; then, in alternatin
 on both alike, every query is asked once untimed (so that both find its turns' text already read) and then, timed and
 taking turns at going first, with the earlier pipeline (every neighbour, no fuzzy expansion, no backfill,
 no deferral) and with the defaults, at top_k 10 and 100, and once more with one query word misspelt (a word the
-vocabulary lacks, so fuzzy expansion runs) and once with a day named ("… on 12 March 2024", so the date boost
-runs). ``--earlier`` replaces the earlier pipeline by the defaults with those fields changed (``--earlier
+vocabulary lacks, so fuzzy expansion runs), once with a day named ("… on 12 March 2024", so the date boost
+runs) and once as a category question ("What sports …?", so the kinds of sports are looked up in the vocabulary). ``--earlier`` replaces the earlier pipeline by the defaults with those fields changed (``--earlier
 date_boost=0`` measures what the date boost costs). Prints medians and the ratio defaults ÷ earlier.
 """
 
@@ -57,7 +57,9 @@ def main() -> None:
     queries = synth.queries(args.queries)
     typos = [misspell(q, rng) for q in queries]
     dated = [f"{q} on 12 March 2024" for q in queries]
-    kinds = (("queries", queries), ("one word misspelt", typos), ("a day named", dated))
+    nouns = ("sports", "foods", "cities", "books", "activities", "animals", "games", "countries")
+    category = [f"What {nouns[j % len(nouns)]} {q}?" for j, q in enumerate(queries)]
+    kinds = (("queries", queries), ("one word misspelt", typos), ("a day named", dated), ("a category named", category))
     with tempfile.TemporaryDirectory(prefix="refind-latency-") as tmp:
         store = Store(Path(tmp) / "db.sqlite", retention_days=None)
         synth.fill(store, "u", args.turns)

@@ -83,6 +83,18 @@ def vocabulary(index: TurnIndex) -> Mapping[str, int]:
     return _DocFreq(index)
 
 
+def doc_freqs(index: TurnIndex, tokens: frozenset[str]) -> dict[str, int]:
+    """The number of turns holding each of ``tokens`` that some turn holds (the rest left out), for many candidate
+    words at once: only the words the user wrote are counted one by one."""
+    postings = index.postings
+    if postings is not None:
+        counts = {t: int(postings.df(t)) for t in postings.present(tokens)}
+    else:
+        indptr = index.indptr
+        counts = {t: int(indptr[index.vocab[t] + 1] - indptr[index.vocab[t]]) for t in index.vocab.keys() & tokens}
+    return {t: n for t, n in counts.items() if n > 0}
+
+
 def max_edits(word: str) -> int:
     """Lucene's ``AUTO`` fuzziness, one step stricter for the shortest words: 0 up to 3 characters, 1 for 4–5, 2
     from 6. Words that are not wholly letters (numbers, CJK bigrams) are never expanded."""

@@ -35,6 +35,8 @@ class Postings(Protocol):
 
     def df(self, token: str) -> int: ...
 
+    def present(self, tokens: frozenset[str]) -> set[str]: ...
+
 
 @dataclass
 class TurnIndex:

@@ -570,6 +570,14 @@ class LivePostings:
                 count += int((self.pos[self.seg_rows[seg_id][found[0]]] >= 0).sum())
         return count
 
+    def present(self, tokens: frozenset[str]) -> set[str]:
+        """Which of ``tokens`` some segment holds (visible or not): a set intersection with each segment's term
+        dictionary, so thousands of candidate words cost about as little as a few."""
+        found: set[str] = set()
+        for seg in self.segments.values():
+            found |= seg.vocab.keys() & tokens
+        return found
+
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         """Every visible turn's score, exactly as bm25s (method "lucene") would index and score these turns."""
         import numpy as np

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import expand, feedback, index_cache, query_dates
+from . import expand, feedback, index_cache, kinds, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
@@ -162,6 +162,18 @@ class UserIndex:
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
             extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
+        if cfg.kinds_weight:  # "What sports …" also matches football and golf, weakly (kinds.py)
+            more = kinds.kind_terms(
+                functools.partial(expand.doc_freqs, idx),
+                len(idx),
+                text,
+                tokens,
+                senses=cfg.kinds_senses,
+                depth=cfg.kinds_depth,
+                max_df=cfg.kinds_df,
+            )
+            if more:
+                scores = scores + bm25_scores(idx, more) * cfg.kinds_weight
         if cfg.date_boost:  # a question naming a day prefers the matching turns said that day (query_dates.py)
             scores = query_dates.date_boost(
                 idx, scores, query_dates.named_days(text), boost=cfg.date_boost, window_days=cfg.date_window_days

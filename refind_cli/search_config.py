@@ -45,6 +45,10 @@ class SearchConfig:
     rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
     rm3_docs: int = 10  # … read from this many best turns
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)
+    kinds_weight: float = 0.15  # a question's category words also match their kinds (kinds.py), this much (0: off)
+    kinds_senses: int = 1  # … the kinds of this many of a word's most frequent senses
+    kinds_depth: int | None = None  # … down to this many levels (None: all)
+    kinds_df: float = 0.02  # … each kind found in at most this share of the user's turns
     date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
     date_window_days: int = 1  # … or said within this many days of it
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)

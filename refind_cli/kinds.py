@@ -1,0 +1,291 @@
+"""Kinds of what a question asks about: "What sports does Kevin like?" also matches football, golf and tennis.
+
+A category question shares no word with the turns that answer it ("I play football professionally", "a fantastic
+day for golf"): only the speaker's name, which half the chat has. WordNet lists football and golf among the kinds
+(hyponyms) of sport, Miami among the instances of city and lasagna among the dishes, so these words are added to
+the query with a small weight (``SearchConfig.kinds_weight``) — query expansion by a thesaurus, still BM25.
+
+Which words are expanded (:func:`category_words`): up to three words right after "what" or "which", skipping
+"kind(s) / type(s) / sort(s) of", ending at the first function word ("What **physical activity** did Kevin do?",
+"Which **cities** have both …", "What kind of **pasta** …"). Only this phrase, because it names the category the
+answer belongs to; expanding every noun of a question costs LongMemEval 3 points at 2k (BENCHMARKS.md).
+
+What a word expands to (:func:`kind_tokens`): its noun base form (WordNet's irregular plurals, then -ies/-es/-s),
+the synsets of its ``senses`` most frequent senses, every synset below them by hyponym or instance links (down to
+``depth`` levels), and their lemmas analyzed as the index analyzes text. :func:`kind_terms` keeps the tokens that
+are in the user's vocabulary, are not query words already and are found in at most ``max_df`` of the user's turns
+(a kind found everywhere says nothing).
+
+The table (``data/kinds/``, loaded once per process on the first question that has a category phrase) is
+derived from the noun files of WordNet 3.0 by :func:`build` (``python -m refind_cli.kinds WORDNET_DIR``, WORDNET_DIR
+holding data.noun, index.noun and noun.exc, e.g. Debian's wordnet-base /usr/share/wordnet). WordNet 3.0 Copyright
+2006 by Princeton University; its license is in ``data/WORDNET-LICENSE``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .tokenize import analyze
+
+if TYPE_CHECKING:
+    import numpy as np
+
+TABLE = Path(__file__).resolve().parent / "data" / "kinds"  # one .npy file per array of :class:`Table`
+MAX_SENSES = 3  # senses of a word the table keeps (most frequent first)
+MIN_DF_LIMIT = 3  # a kind in up to this many turns is kept however few turns the user has (2% of 150)
+WH = frozenset({"what", "which"})
+KIND_OF = frozenset({"kind", "kinds", "type", "types", "sort", "sorts", "of"})
+FUNCTION_WORDS = frozenset(  # end a category phrase ("what" / "which" + up to three words)
+    "what which who whom whose when where why how does did do done is are was were be been being the a an of to in "  # noqa: SIM905
+    "on for with from by at as and or but not no yes it its this that these those there here he she they them his "
+    "her their our your my me we you i thing things some any many much one ones".split()
+)
+_WORD = re.compile(r"[A-Za-z]+(?:[-'][A-Za-z]+)*")
+
+
+def category_words(text: str) -> list[str]:
+    """The words of ``text`` that may name the category of its answer: up to three after each "what" / "which"
+    (lower-cased; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function word."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w not in WH:
+            continue
+        taken = 0
+        for v in words[i + 1 :]:
+            if v in KIND_OF and not taken:
+                continue
+            if v in FUNCTION_WORDS or taken == 3:
+                break
+            if v not in out:
+                out.append(v)
+            taken += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Table:
+    """WordNet's noun hierarchy, as arrays: synsets are numbered 0…n-1."""
+
+    heads: np.ndarray  # bytes, sorted: one-word noun lemmas (lower case) whose first senses have kinds
+    head_ptr: np.ndarray  # int32 [len(heads) + 1]: each head's senses are senses[head_ptr[i]:head_ptr[i + 1]]
+    senses: np.ndarray  # int32 synset numbers, most frequent sense first
+    exc_from: np.ndarray  # bytes, sorted: irregular plurals (WordNet's noun.exc) …
+    exc_to: np.ndarray  # … and their base forms
+    hypo_ptr: np.ndarray  # int32 [n + 1]: synset i's kinds are hypo[hypo_ptr[i]:hypo_ptr[i + 1]]
+    hypo: np.ndarray  # int32 synset numbers (hyponyms and instances)
+    lemma_ptr: np.ndarray  # int64 [n + 1]: synset i's lemmas are lemma_text[lemma_ptr[i]:lemma_ptr[i + 1]]
+    lemma_text: bytes  # UTF-8; a synset's lemmas (lower case, "_" as a space), joined by "\t"
+
+    def _find(self, keys: np.ndarray, word: str) -> int | None:
+        import numpy as np
+
+        key = word.encode()
+        i = int(np.searchsorted(keys, key))
+        return i if i < len(keys) and keys[i] == key else None
+
+    def base(self, word: str) -> str | None:
+        """The head form of a noun (``cities`` → ``city``, ``children`` → ``child``); None when not a head."""
+        i = self._find(self.exc_from, word)
+        if i is not None and self._find(self.heads, self.exc_to[i].decode()) is not None:
+            return str(self.exc_to[i].decode())
+        if self._find(self.heads, word) is not None:
+            return word
+        for suffix, repl in (("ies", "y"), ("ses", "s"), ("xes", "x"), ("ches", "ch"), ("shes", "sh"), ("s", "")):
+            if word.endswith(suffix) and self._find(self.heads, word[: -len(suffix)] + repl) is not None:
+                return word[: -len(suffix)] + repl
+        return None
+
+    def kinds(self, word: str, *, senses: int, depth: int | None) -> list[str]:
+        """The lemmas of every synset below the first ``senses`` senses of ``word`` (a head form), nearest first."""
+        import numpy as np
+
+        i = self._find(self.heads, word)
+        if i is None:
+            return []
+        start = int(self.head_ptr[i])
+        frontier = np.asarray(self.senses[start : min(int(self.head_ptr[i + 1]), start + senses)], dtype=np.int64)
+        seen = np.zeros(len(self.hypo_ptr) - 1, dtype=bool)
+        seen[frontier] = True
+        ptr = np.asarray(self.hypo_ptr, dtype=np.int64)
+        found: list[np.ndarray] = []
+        level = 0
+        while frontier.size and (depth is None or level < depth):
+            lo, hi = ptr[frontier], ptr[frontier + 1]
+            sizes = hi - lo
+            flat = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))  # each child's slot
+            below = np.asarray(self.hypo[flat], dtype=np.int64)
+            below = below[~seen[below]]
+            below = below[np.sort(np.unique(below, return_index=True)[1])]  # first occurrence, in order
+            seen[below] = True
+            found.append(below)
+            frontier = below
+            level += 1
+        if not found:
+            return []
+        synsets = np.concatenate(found)
+        at = np.asarray(self.lemma_ptr)
+        text = self.lemma_text
+        return [
+            name
+            for lo, hi in zip(at[synsets].tolist(), at[synsets + 1].tolist(), strict=True)
+            for name in text[lo:hi].decode().split("\t")
+        ]
+
+
+@lru_cache(maxsize=1)
+def table() -> Table:
+    """The shipped table (read once per process)."""
+    return read(TABLE)
+
+
+def read(path: Path) -> Table:
+    """A table written by :func:`write` (.npy files, memory-mapped: ~1 ms, where one .npz took ~20 ms in a new
+    process, most of it importing zipfile and inflating)."""
+    import numpy as np
+
+    arrays = {f.name: np.load(path / f"{f.name}.npy", mmap_mode="r", allow_pickle=False) for f in fields(Table)}
+    text = arrays.pop("lemma_text")
+    return Table(lemma_text=text.tobytes(), **arrays)
+
+
+def write(arrays: Mapping[str, np.ndarray], path: Path) -> None:
+    import numpy as np
+
+    path.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(path / f"{name}.npy", array, allow_pickle=False)
+
+
+@lru_cache(maxsize=4096)
+def kind_tokens(word: str, senses: int, depth: int | None) -> frozenset[str]:
+    """The analyzed tokens of every kind of ``word`` (any inflection of a noun head; empty for other words)."""
+    t = table()
+    head = t.base(word)
+    if head is None:
+        return frozenset()
+    found = analyze("\n".join(t.kinds(head, senses=senses, depth=depth)))
+    return frozenset(token for token in found if len(token) > 2 and not token.isdigit())
+
+
+def kind_terms(
+    doc_freqs: Callable[[frozenset[str]], Mapping[str, int]],
+    turns: int,
+    text: str,
+    query_tokens: Sequence[str],
+    *,
+    senses: int = 1,
+    depth: int | None = None,
+    max_df: float = 0.02,
+) -> list[str]:
+    """The tokens that the kinds of ``text``'s category words add to the query (sorted): written by the user
+    (``doc_freqs(tokens)``: the number of turns holding each, of ``turns``, for those in any), in at most ``max_df``
+    of the turns (or :data:`MIN_DF_LIMIT`, for a user with few turns), and not query words already."""
+    words = category_words(text)
+    if not words:
+        return []
+    candidates = _candidates(tuple(words), senses, depth)
+    if not candidates:
+        return []
+    asked = set(query_tokens)
+    limit = max(max_df * turns, MIN_DF_LIMIT)
+    return sorted(t for t, n in doc_freqs(candidates).items() if n <= limit and t not in asked)
+
+
+@lru_cache(maxsize=1024)
+def _candidates(words: tuple[str, ...], senses: int, depth: int | None) -> frozenset[str]:
+    return frozenset().union(*(kind_tokens(w, senses, depth) for w in words))
+
+
+# ---- building the table from WordNet's files ----------------------------------------------------------------------
+
+
+def build(wordnet: Path) -> dict[str, np.ndarray]:
+    """The table's arrays from WordNet's data.noun, index.noun and noun.exc in the directory ``wordnet``."""
+    import numpy as np
+
+    number: dict[str, int] = {}
+    lemmas: list[list[str]] = []
+    children: list[list[str]] = []
+    for line in _lines(wordnet / "data.noun"):
+        head = line.split(" | ", 1)[0].split()
+        offset, count = head[0], int(head[3], 16)
+        number[offset] = len(lemmas)
+        lemmas.append(list(dict.fromkeys(_lemma(head[4 + 2 * k]) for k in range(count))))
+        p = 4 + 2 * count
+        links = int(head[p])
+        kids = []
+        for k in range(links):
+            symbol, target, pos = head[p + 1 + 4 * k : p + 4 + 4 * k]
+            if symbol in ("~", "~i") and pos == "n":
+                kids.append(target)
+        children.append(kids)
+    hypo_ptr = np.zeros(len(lemmas) + 1, dtype=np.int32)
+    hypo: list[int] = []
+    for i, kids in enumerate(children):
+        hypo.extend(number[k] for k in kids)
+        hypo_ptr[i + 1] = len(hypo)
+    heads: list[tuple[bytes, list[int]]] = []
+    for line in _lines(wordnet / "index.noun"):
+        fields = line.split()
+        word = fields[0]
+        if "_" in word or not word.isascii():
+            continue
+        pointers = int(fields[3])
+        synsets = [number[o] for o in fields[4 + pointers + 2 :]][:MAX_SENSES]
+        if any(hypo_ptr[s + 1] > hypo_ptr[s] for s in synsets):
+            heads.append((word.lower().encode(), synsets))
+    heads.sort()
+    head_ptr = np.zeros(len(heads) + 1, dtype=np.int32)
+    senses: list[int] = []
+    for i, (_, synsets) in enumerate(heads):
+        senses.extend(synsets)
+        head_ptr[i + 1] = len(senses)
+    exceptions = sorted(
+        (f[0].encode(), f[1].encode()) for f in (line.split() for line in _lines(wordnet / "noun.exc")) if len(f) >= 2
+    )
+    encoded = [("\t".join(names)).encode() for names in lemmas]
+    lemma_ptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+    lemma_ptr[1:] = np.cumsum([len(e) for e in encoded])
+    return {
+        "heads": np.array([h for h, _ in heads], dtype=bytes),
+        "head_ptr": head_ptr,
+        "senses": np.array(senses, dtype=np.int32),
+        "exc_from": np.array([a for a, _ in exceptions], dtype=bytes),
+        "exc_to": np.array([b for _, b in exceptions], dtype=bytes),
+        "hypo_ptr": hypo_ptr,
+        "hypo": np.array(hypo, dtype=np.int32),
+        "lemma_ptr": lemma_ptr,
+        "lemma_text": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+    }
+
+
+def _lines(path: Path) -> Iterable[str]:
+    """A WordNet file's records (its license header lines start with two spaces)."""
+    with open(path, encoding="latin-1") as f:
+        for line in f:
+            if line.strip() and not line.startswith("  "):
+                yield line.rstrip("\n")
+
+
+def _lemma(raw: str) -> str:
+    """A data.noun lemma as text: lower case, "_" as a space, without an adjective marker such as "(p)"."""
+    return re.sub(r"\([a-z]+\)$", "", raw).replace("_", " ").lower()
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m refind_cli.kinds WORDNET_DIR [OUT_DIR]``: write the table (default: the shipped one)."""
+    out = Path(argv[1]) if len(argv) > 1 else TABLE
+    write(build(Path(argv[0])), out)
+    print(f"{out}: {sum(f.stat().st_size for f in out.iterdir()):,} bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,132 @@
+"""Kinds of a question's category words (kinds.py): the phrase read, the WordNet table built and read, the words
+kept, and a toy corpus ranked by hand with and without the stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import T0
+
+from refind_cli import kinds
+from refind_cli import search as S
+from refind_cli.contract import parse_add
+from refind_cli.tokenize import analyze
+
+TOY = Path(__file__).resolve().parent.parent / "fixtures" / "wordnet-toy"
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("What sports does Kevin like?", ["sports"]),
+        ("What types of sports did Kevin do?", ["sports"]),
+        ("What kind of pasta did Kate make on 29 Dec 2023?", ["pasta"]),
+        ("What physical activity did Kevin do?", ["physical", "activity"]),
+        ("Which cities have both, Kate and Elise, been to?", ["cities", "have", "both"]),
+        ("When did Kevin go hiking?", []),  # no "what" / "which": not a category question
+        ("What did Kevin watch? Which books does Paola like?", ["books"]),  # "did" ends the first phrase at once
+        ("what board games or card games", ["board", "games"]),  # at most three words, "or" ends it anyway
+    ],
+)
+def test_the_category_phrase_is_up_to_three_words_after_what_or_which(question: str, words: list[str]) -> None:
+    assert kinds.category_words(question) == words
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> kinds.Table:
+    path = tmp_path_factory.mktemp("kinds") / "toy"
+    kinds.write(kinds.build(TOY), path)
+    return kinds.read(path)
+
+
+def test_the_table_holds_each_noun_with_kinds_and_its_inflections(toy: kinds.Table) -> None:
+    assert [h.decode() for h in toy.heads] == ["athletics", "child", "city", "diversion", "football", "sport"]
+    assert toy.base("sports") == "sport"
+    assert toy.base("cities") == "city"  # -ies
+    assert toy.base("children") == "child"  # noun.exc
+    assert toy.base("golf") is None  # a leaf: nothing below it, so not in the table
+    assert toy.base("kevin") is None
+
+
+def test_kinds_are_every_synset_below_the_first_senses_nearest_first(toy: kinds.Table) -> None:
+    # sport's first sense: football (2 lemmas) and golf, then American football below football
+    assert toy.kinds("sport", senses=1, depth=None) == ["football", "football game", "golf", "american football"]
+    assert toy.kinds("sport", senses=1, depth=1) == ["football", "football game", "golf"]
+    # the second sense (a good loser) adds its own kinds, level by level; "loser(p)"'s adjective marker is dropped
+    assert toy.kinds("sport", senses=2, depth=None) == [
+        "football",
+        "football game",
+        "golf",
+        "good sport",
+        "loser",
+        "american football",
+    ]
+    assert toy.kinds("city", senses=1, depth=None) == ["miami", "magic city"]  # instances count
+    assert toy.kinds("diversion", senses=1, depth=None) == [
+        "sport",
+        "athletics",
+        "football",
+        "football game",
+        "golf",
+        "american football",
+    ]
+
+
+def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
+    def has(word: str, kind: str) -> bool:
+        return set(analyze(kind)) <= kinds.kind_tokens(word, 1, None)
+
+    assert has("sports", "football") and has("sports", "golf") and has("sports", "basketball")
+    assert has("cities", "Miami") and has("cities", "Boston")
+    assert has("pasta", "lasagna") and has("foods", "cheese")
+    assert kinds.kind_tokens("kevin", 1, None) == frozenset()
+
+
+def test_kept_kinds_are_written_by_the_user_rare_there_and_not_asked_already() -> None:
+    question = "What kind of pasta did Kate make?"
+    lasagna, spaghetti, macaroni = (analyze(w)[0] for w in ("lasagna", "spaghetti", "macaroni"))
+    counts = {lasagna: 1, spaghetti: 30, macaroni: 4}  # the user never wrote the other kinds of pasta
+
+    def doc_freqs(tokens: frozenset[str]) -> dict[str, int]:
+        return {t: n for t, n in counts.items() if t in tokens}
+
+    # 1,000 turns: at most 2% (20) of them: spaghetti is too common to say anything
+    assert kinds.kind_terms(doc_freqs, 1000, question, ["pasta"]) == sorted([lasagna, macaroni])
+    assert kinds.kind_terms(doc_freqs, 1000, question, ["pasta", lasagna]) == [macaroni]  # asked already
+    assert kinds.kind_terms(doc_freqs, 1000, "Did Kate make pasta?", ["pasta"]) == []  # no category phrase
+    # 10 turns: a kind in up to 3 of them is kept (2% of 10 is less than one turn)
+    assert kinds.kind_terms(doc_freqs, 10, question, ["pasta"]) == [lasagna]
+
+
+KEVIN = [
+    "Kevin: I play football on Sundays",
+    "Kevin: my sister called me today",
+    "Kevin: golf is relaxing",
+    "Kevin: the weather was rainy",
+    "Kevin: I cooked pasta",
+]
+
+
+def _kevin(store: object) -> None:
+    for i, text in enumerate(KEVIN):  # a session each: no neighbours, the session rank is the turn's own
+        msg = {"role": "user", "content": text, "timestamp": T0 + i * 60_000}
+        store.add(parse_add({"request_id": f"r{i}", "user_id": "kevin", "session_id": f"s{i}", "messages": [msg]}))
+
+
+def test_a_category_question_ranks_the_turns_naming_its_kinds_first(store) -> None:
+    """By hand: "sports" and "like" are in no turn, so without kinds every turn scores by "kevin" alone, and the
+    shorter turns (golf, weather, pasta: 3 words and the month's 2) beat the longer ones (football, sister) by BM25's
+    length norm. With kinds, football and golf also score, weakly, for being kinds of sport: football first, as it
+    holds two ("football", and "play" of golf's "stroke play"), each worth 0.15 × 1.39 × 0.43 = 0.09 against
+    "kevin"'s 0.04, then golf (0.15 × 1.39 × 0.47 = 0.10)."""
+    _kevin(store)
+    question = "What sports does Kevin like?"
+    with_kinds = [b.content.split("user: ", 1)[1] for b in S.search(store, "kevin", question, top_k=5)]
+    assert with_kinds[:2] == ["Kevin: I play football on Sundays", "Kevin: golf is relaxing"]
+    off = S.SearchConfig().with_(kinds_weight=0.0)
+    without = [b.content.split("user: ", 1)[1] for b in S.search(store, "kevin", question, top_k=5, config=off)]
+    assert set(without[:3]) == {"Kevin: golf is relaxing", "Kevin: the weather was rainy", "Kevin: I cooked pasta"}
+    # the index built from the user's rows (another vocabulary path) gives the same answer
+    scratch = S.UserIndex(store.user_messages("kevin")).search(question, top_k=5)
+    assert scratch == S.search(store, "kevin", question, top_k=5)
