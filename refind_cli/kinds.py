@@ -199,7 +199,7 @@ def kind_terms(
     return sorted(t for t, n in doc_freqs(candidates).items() if n <= limit and t not in asked)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=32)  # each distinct question's union (2 MB for "entity"): 1,024 of them held ~2 GB for good
 def _candidates(words: tuple[str, ...], senses: int, depth: int | None) -> frozenset[str]:
     return frozenset().union(*(kind_tokens(w, senses, depth) for w in words))
 

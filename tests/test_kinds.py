@@ -99,6 +99,21 @@ def test_kept_kinds_are_written_by_the_user_rare_there_and_not_asked_already() -
     assert kinds.kind_terms(doc_freqs, 10, question, ["pasta"]) == [lasagna]
 
 
+def test_distinct_questions_do_not_each_keep_their_kinds_in_memory() -> None:
+    # a union of kinds is megabytes for a broad category ("entity": ~58,000 tokens): one kept per distinct question
+    # grew a process by ~2 MB a question, up to ~2 GB; a few are kept, and the answers are the same without them
+    def doc_freqs(tokens: frozenset[str]) -> dict[str, int]:
+        return dict.fromkeys(sorted(tokens)[:2], 1)
+
+    questions = [f"What sports zq{chr(97 + i // 26)}{chr(97 + i % 26)} did Kate play?" for i in range(100)]
+    assert kinds.category_words(questions[0]) == ["sports", "zqaa"]  # a distinct category phrase each
+    kinds._candidates.cache_clear()
+    answers = [kinds.kind_terms(doc_freqs, 1000, question, []) for question in questions]
+    assert kinds._candidates.cache_info().currsize <= 32
+    kinds._candidates.cache_clear()
+    assert answers[0] == kinds.kind_terms(doc_freqs, 1000, questions[0], []) != []
+
+
 KEVIN = [
     "Kevin: I play football on Sundays",
     "Kevin: my sister called me today",
