@@ -41,7 +41,7 @@ from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
-from .dbpool import GroupWriter, SerialStore, StorePool
+from .dbpool import GroupWriter, SerialStore, StorePool, open_anew
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
 from .warm import Warmer
@@ -312,6 +312,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         )
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
+    open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
     rt = Runtime(cfg)
 
