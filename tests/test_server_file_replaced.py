@@ -11,6 +11,7 @@ ADD = {"request_id": "r1", "user_id": "u", "session_id": "s", "messages": [{"rol
 def test_a_deleted_database_file_is_refused_until_a_restart(make_client, db_path) -> None:
     client = make_client()
     assert client.post("/v1/memories/add", json=ADD).status_code == 200
+    assert client.app.state.runtime.warmer.idle(30)  # no connection is being opened while the file goes
     db_path.unlink()
     for path, body in (
         ("/v1/memories/add", {**ADD, "request_id": "r2"}),

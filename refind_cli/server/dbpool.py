@@ -121,6 +121,11 @@ class SerialStore(Store):
         identity = _file_identity(self.path)
         if identity is not None:
             _FILES.setdefault(key, identity)
+        try:  # deleted between the check and the open: this connection holds another file than the server's
+            check_same_file(self.path, key)
+        except StorageError:
+            self.close()
+            raise
         self._write_lock = _write_lock(self.path)
         self._generation = _generation(self._key)
 
