@@ -19,6 +19,7 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, bm25_scores
@@ -83,16 +84,14 @@ def vocabulary(index: TurnIndex) -> Mapping[str, int]:
     return _DocFreq(index)
 
 
-def doc_freqs(index: TurnIndex, tokens: frozenset[str]) -> dict[str, int]:
-    """The number of turns holding each of ``tokens`` that some turn holds (the rest left out), for many candidate
-    words at once: only the words the user wrote are counted one by one."""
+def present(index: TurnIndex, tokens: Mapping[str, int]) -> AbstractSet[str]:
+    """Which of ``tokens`` (its keys) the user's turns may hold — in some segment's term dictionary, or in the score
+    matrix's vocabulary — for many candidate words at once: one intersection of dictionary keys, which walks the
+    smaller side."""
     postings = index.postings
     if postings is not None:
-        counts = {t: int(postings.df(t)) for t in postings.present(tokens)}
-    else:
-        indptr = index.indptr
-        counts = {t: int(indptr[index.vocab[t] + 1] - indptr[index.vocab[t]]) for t in index.vocab.keys() & tokens}
-    return {t: n for t, n in counts.items() if n > 0}
+        return postings.present(tokens)
+    return tokens.keys() & index.vocab.keys()
 
 
 def max_edits(word: str) -> int:

@@ -18,7 +18,7 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,7 +35,7 @@ class Postings(Protocol):
 
     def df(self, token: str) -> int: ...
 
-    def present(self, tokens: frozenset[str]) -> set[str]: ...
+    def present(self, tokens: Mapping[str, int]) -> set[str]: ...
 
 
 @dataclass

@@ -28,7 +28,7 @@ import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
@@ -570,12 +570,12 @@ class LivePostings:
                 count += int((self.pos[self.seg_rows[seg_id][found[0]]] >= 0).sum())
         return count
 
-    def present(self, tokens: frozenset[str]) -> set[str]:
-        """Which of ``tokens`` some segment holds (visible or not): a set intersection with each segment's term
-        dictionary, so thousands of candidate words cost about as little as a few."""
+    def present(self, tokens: Mapping[str, int]) -> set[str]:
+        """Which of ``tokens`` (its keys) some segment holds, visible or not: an intersection of dictionary keys per
+        segment, so thousands of candidate words cost about as little as a few."""
         found: set[str] = set()
         for seg in self.segments.values():
-            found |= seg.vocab.keys() & tokens
+            found |= tokens.keys() & seg.vocab.keys()
         return found
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -45,15 +46,29 @@ KIND_OF = frozenset({"kind", "kinds", "type", "types", "sort", "sorts", "of"})
 FUNCTION_WORDS = frozenset(  # end a category phrase ("what" / "which" + up to three words)
     "what which who whom whose when where why how does did do done is are was were be been being the a an of to in "  # noqa: SIM905
     "on for with from by at as and or but not no yes it its this that these those there here he she they them his "
-    "her their our your my me we you i thing things some any many much one ones".split()
+    "her their our your my me we you i thing things some any many much one ones have has had can could will would "
+    "shall should may might must".split()
 )
-_WORD = re.compile(r"[A-Za-z]+(?:[-'][A-Za-z]+)*")
+MAX_KINDS = 64  # kinds a category word adds at most: the nearest that the user wrote (BENCHMARKS.md, fifth pass)
+_SUFFIXES = (
+    ("ses", "s"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("men", "man"),
+    ("ies", "y"),
+    ("s", ""),
+)
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[?.!;\n]")  # words, and the marks that end a sentence
+_ENDS = frozenset("?.!;\n")
 
 
 def category_words(text: str) -> list[str]:
     """The words of ``text`` that may name the category of its answer: up to three after each "what" / "which"
-    (lower-cased; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function word."""
-    words = [w.lower() for w in _WORD.findall(text)]
+    (lower-cased; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function word or at the end of
+    the sentence."""
+    words = [w.lower() for w in _WORD.findall(text.replace("\u2019", "'"))]
     out: list[str] = []
     for i, w in enumerate(words):
         if w not in WH:
@@ -62,7 +77,7 @@ def category_words(text: str) -> list[str]:
         for v in words[i + 1 :]:
             if v in KIND_OF and not taken:
                 continue
-            if v in FUNCTION_WORDS or taken == 3:
+            if v in FUNCTION_WORDS or v in _ENDS or taken == 3:
                 break
             if v not in out:
                 out.append(v)
@@ -92,16 +107,15 @@ class Table:
         return i if i < len(keys) and keys[i] == key else None
 
     def base(self, word: str) -> str | None:
-        """The head form of a noun (``cities`` → ``city``, ``children`` → ``child``); None when not a head."""
+        """The head form of a noun (``cities`` → ``city``, ``children`` → ``child``, ``colors`` → ``color`` though
+        "colors" is a head too: a question names a category in the plural); None when not a head."""
         i = self._find(self.exc_from, word)
         if i is not None and self._find(self.heads, self.exc_to[i].decode()) is not None:
             return str(self.exc_to[i].decode())
-        if self._find(self.heads, word) is not None:
-            return word
-        for suffix, repl in (("ies", "y"), ("ses", "s"), ("xes", "x"), ("ches", "ch"), ("shes", "sh"), ("s", "")):
+        for suffix, repl in _SUFFIXES:  # WordNet's own rules for nouns (morphy)
             if word.endswith(suffix) and self._find(self.heads, word[: -len(suffix)] + repl) is not None:
                 return word[: -len(suffix)] + repl
-        return None
+        return word if self._find(self.heads, word) is not None else None
 
     def kinds(self, word: str, *, senses: int, depth: int | None) -> list[str]:
         """The lemmas of every synset below the first ``senses`` senses of ``word`` (a head form), nearest first."""
@@ -147,8 +161,8 @@ def table() -> Table:
 
 
 def read(path: Path) -> Table:
-    """A table written by :func:`write` (.npy files, memory-mapped: ~1 ms, where one .npz took ~20 ms in a new
-    process, most of it importing zipfile and inflating)."""
+    """A table written by :func:`write` (.npy files, memory-mapped: ~6 ms in a new process, where one .npz took ~20 ms,
+    most of it importing zipfile and inflating)."""
     import numpy as np
 
     arrays = {f.name: np.load(path / f"{f.name}.npy", mmap_mode="r", allow_pickle=False) for f in fields(Table)}
@@ -164,19 +178,22 @@ def write(arrays: Mapping[str, np.ndarray], path: Path) -> None:
         np.save(path / f"{name}.npy", array, allow_pickle=False)
 
 
-@lru_cache(maxsize=4096)
-def kind_tokens(word: str, senses: int, depth: int | None) -> frozenset[str]:
-    """The analyzed tokens of every kind of ``word`` (any inflection of a noun head; empty for other words)."""
+@lru_cache(maxsize=512)
+def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
+    """The analyzed tokens of every kind of ``word`` (any inflection of a noun head; none for other words), each
+    with its place, nearest kind first."""
     t = table()
     head = t.base(word)
     if head is None:
-        return frozenset()
+        return {}
     found = analyze("\n".join(t.kinds(head, senses=senses, depth=depth)))
-    return frozenset(token for token in found if len(token) > 2 and not token.isdigit())
+    ordered = dict.fromkeys(token for token in found if len(token) > 2 and not token.isdigit())
+    return {token: place for place, token in enumerate(ordered)}
 
 
 def kind_terms(
-    doc_freqs: Callable[[frozenset[str]], Mapping[str, int]],
+    vocab: Mapping[str, int],
+    present: Callable[[Mapping[str, int]], AbstractSet[str]],
     turns: int,
     text: str,
     query_tokens: Sequence[str],
@@ -184,24 +201,27 @@ def kind_terms(
     senses: int = 1,
     depth: int | None = None,
     max_df: float = 0.02,
+    most: int = MAX_KINDS,
 ) -> list[str]:
-    """The tokens that the kinds of ``text``'s category words add to the query (sorted): written by the user
-    (``doc_freqs(tokens)``: the number of turns holding each, of ``turns``, for those in any), in at most ``max_df``
-    of the turns (or :data:`MIN_DF_LIMIT`, for a user with few turns), and not query words already."""
-    words = category_words(text)
-    if not words:
-        return []
-    candidates = _candidates(tuple(words), senses, depth)
-    if not candidates:
-        return []
+    """The tokens that the kinds of ``text``'s category words add to the query (sorted): for each word, its
+    nearest ``most`` kinds that the user wrote — ``present(kinds)`` tells which the user's turns may hold (one set
+    intersection however many kinds), ``vocab`` how many of the ``turns`` hold each — each in at most ``max_df`` of
+    the turns (or :data:`MIN_DF_LIMIT`, for a user with few turns) and not a query word already."""
     asked = set(query_tokens)
     limit = max(max_df * turns, MIN_DF_LIMIT)
-    return sorted(t for t, n in doc_freqs(candidates).items() if n <= limit and t not in asked)
-
-
-@lru_cache(maxsize=32)  # each distinct question's union (2 MB for "entity"): 1,024 of them held ~2 GB for good
-def _candidates(words: tuple[str, ...], senses: int, depth: int | None) -> frozenset[str]:
-    return frozenset().union(*(kind_tokens(w, senses, depth) for w in words))
+    out: set[str] = set()
+    for word in category_words(text):
+        places = kind_tokens(word, senses, depth)
+        kept = 0
+        for token in sorted(present(places) if places else (), key=places.__getitem__):
+            if kept == most:
+                break
+            n = vocab.get(token)
+            if n is None or n > limit or token in asked or token in out:
+                continue
+            out.add(token)
+            kept += 1
+    return sorted(out)
 
 
 # ---- building the table from WordNet's files ----------------------------------------------------------------------

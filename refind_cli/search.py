@@ -144,6 +144,7 @@ class UserIndex:
         text = strip_instructions(query) if cfg.strip_instructions else query
         if text != query and not analyze(text):
             text = query  # what looked like an instruction held every search word ("Only Al ... Who is it?")
+        question = text  # without the options: what kinds.py reads a category from
         if cfg.options_in_query and options:
             text = "\n".join([text, *options])
         tokens = analyze(text)
@@ -164,13 +165,15 @@ class UserIndex:
             scores = scores if extra is None else scores + extra
         if cfg.kinds_weight:  # "What sports …" also matches football and golf, weakly (kinds.py)
             more = kinds.kind_terms(
-                functools.partial(expand.doc_freqs, idx),
+                expand.vocabulary(idx),
+                functools.partial(expand.present, idx),
                 len(idx),
-                text,
+                question,
                 tokens,
                 senses=cfg.kinds_senses,
                 depth=cfg.kinds_depth,
                 max_df=cfg.kinds_df,
+                most=cfg.kinds_max,
             )
             if more:
                 scores = scores + bm25_scores(idx, more) * cfg.kinds_weight

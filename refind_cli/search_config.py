@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .index_store import DATE_WORDS
+from .kinds import MAX_KINDS
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn
 
@@ -49,6 +50,7 @@ class SearchConfig:
     kinds_senses: int = 1  # … the kinds of this many of a word's most frequent senses
     kinds_depth: int | None = None  # … down to this many levels (None: all)
     kinds_df: float = 0.02  # … each kind found in at most this share of the user's turns
+    kinds_max: int = MAX_KINDS  # … at most this many kinds per word, the nearest the user wrote
     date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
     date_window_days: int = 1  # … or said within this many days of it
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
@@ -82,6 +84,10 @@ class SearchConfig:
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
+        if not 1 <= self.kinds_senses <= 3:
+            raise InvalidInput(
+                f"kinds_senses must be 1 to 3 (the table keeps a word's 3 most frequent), got {self.kinds_senses}"
+            )
         if self.session_cap is not None and self.session_cap < 1:
             raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
 

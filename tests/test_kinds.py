@@ -3,6 +3,8 @@ kept, and a toy corpus ranked by hand with and without the stage."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,10 @@ TOY = Path(__file__).resolve().parent.parent / "fixtures" / "wordnet-toy"
         ("What types of sports did Kevin do?", ["sports"]),
         ("What kind of pasta did Kate make on 29 Dec 2023?", ["pasta"]),
         ("What physical activity did Kevin do?", ["physical", "activity"]),
-        ("Which cities have both, Kate and Elise, been to?", ["cities", "have", "both"]),
+        ("Which cities have both, Kate and Elise, been to?", ["cities"]),  # "have" ends it
+        ("What games has John played?", ["games"]),  # not "john" (whose first sense is a toilet)
+        ("Which city?\nPorto\nMadrid", ["city"]),  # the end of the sentence ends it
+        ("What\u2019s new?", []),  # a curly apostrophe joins, as a straight one: not "what" + "s new"
         ("When did Kevin go hiking?", []),  # no "what" / "which": not a category question
         ("What did Kevin watch? Which books does Paola like?", ["books"]),  # "did" ends the first phrase at once
         ("what board games or card games", ["board", "games"]),  # at most three words, "or" ends it anyway
@@ -75,43 +80,46 @@ def test_kinds_are_every_synset_below_the_first_senses_nearest_first(toy: kinds.
 
 def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
     def has(word: str, kind: str) -> bool:
-        return set(analyze(kind)) <= kinds.kind_tokens(word, 1, None)
+        return set(analyze(kind)) <= kinds.kind_tokens(word, 1, None).keys()
 
     assert has("sports", "football") and has("sports", "golf") and has("sports", "basketball")
     assert has("cities", "Miami") and has("cities", "Boston")
     assert has("pasta", "lasagna") and has("foods", "cheese")
-    assert kinds.kind_tokens("kevin", 1, None) == frozenset()
+    assert kinds.kind_tokens("kevin", 1, None) == {}
+    assert kinds.kind_tokens("women", 1, None)  # WordNet's -men → -man
+    assert len(kinds.kind_tokens("colors", 1, None)) > 100  # color's kinds, though "colors" is a head too
+
+
+def _user(counts: dict[str, int]) -> tuple[dict[str, int], Callable[[Mapping[str, int]], AbstractSet[str]]]:
+    """A user's vocabulary (token → turns holding it) and its ``present``."""
+    return counts, lambda candidates: candidates.keys() & counts.keys()
 
 
 def test_kept_kinds_are_written_by_the_user_rare_there_and_not_asked_already() -> None:
     question = "What kind of pasta did Kate make?"
     lasagna, spaghetti, macaroni = (analyze(w)[0] for w in ("lasagna", "spaghetti", "macaroni"))
-    counts = {lasagna: 1, spaghetti: 30, macaroni: 4}  # the user never wrote the other kinds of pasta
-
-    def doc_freqs(tokens: frozenset[str]) -> dict[str, int]:
-        return {t: n for t, n in counts.items() if t in tokens}
+    user = _user({lasagna: 1, spaghetti: 30, macaroni: 4, "kate": 500})  # no other kind of pasta
 
     # 1,000 turns: at most 2% (20) of them: spaghetti is too common to say anything
-    assert kinds.kind_terms(doc_freqs, 1000, question, ["pasta"]) == sorted([lasagna, macaroni])
-    assert kinds.kind_terms(doc_freqs, 1000, question, ["pasta", lasagna]) == [macaroni]  # asked already
-    assert kinds.kind_terms(doc_freqs, 1000, "Did Kate make pasta?", ["pasta"]) == []  # no category phrase
+    assert kinds.kind_terms(*user, 1000, question, ["pasta"]) == sorted([lasagna, macaroni])
+    assert kinds.kind_terms(*user, 1000, question, ["pasta", lasagna]) == [macaroni]  # asked already
+    assert kinds.kind_terms(*user, 1000, "Did Kate make pasta?", ["pasta"]) == []  # no category phrase
     # 10 turns: a kind in up to 3 of them is kept (2% of 10 is less than one turn)
-    assert kinds.kind_terms(doc_freqs, 10, question, ["pasta"]) == [lasagna]
+    assert kinds.kind_terms(*user, 10, question, ["pasta"]) == [lasagna]
 
 
-def test_distinct_questions_do_not_each_keep_their_kinds_in_memory() -> None:
-    # a union of kinds is megabytes for a broad category ("entity": ~58,000 tokens): one kept per distinct question
-    # grew a process by ~2 MB a question, up to ~2 GB; a few are kept, and the answers are the same without them
-    def doc_freqs(tokens: frozenset[str]) -> dict[str, int]:
-        return dict.fromkeys(sorted(tokens)[:2], 1)
-
-    questions = [f"What sports zq{chr(97 + i // 26)}{chr(97 + i % 26)} did Kate play?" for i in range(100)]
-    assert kinds.category_words(questions[0]) == ["sports", "zqaa"]  # a distinct category phrase each
-    kinds._candidates.cache_clear()
-    answers = [kinds.kind_terms(doc_freqs, 1000, question, []) for question in questions]
-    assert kinds._candidates.cache_info().currsize <= 32
-    kinds._candidates.cache_clear()
-    assert answers[0] == kinds.kind_terms(doc_freqs, 1000, questions[0], []) != []
+def test_a_word_adds_at_most_its_nearest_kinds_that_the_user_wrote() -> None:
+    """ "animal" has thousands of kinds; a user who wrote every one of them gets the nearest ``most`` only."""
+    places = kinds.kind_tokens("animals", 1, None)
+    ordered = sorted(places, key=places.__getitem__)
+    assert len(ordered) > 1000
+    question = "What animals did Kate see?"
+    every = _user(dict.fromkeys(ordered, 1))
+    assert kinds.kind_terms(*every, 10_000, question, [], most=64) == sorted(ordered[:64])
+    assert len(kinds.kind_terms(*every, 10_000, question, [])) == kinds.MAX_KINDS
+    # the nearest the user wrote: the first 10 missing, the cap takes the next 64
+    most = _user(dict.fromkeys(ordered[10:], 1))
+    assert kinds.kind_terms(*most, 10_000, question, [], most=64) == sorted(ordered[10:74])
 
 
 KEVIN = [
