@@ -417,3 +417,11 @@ def test_what_a_replay_quotes_of_its_file_is_shown_escaped(cli, tmp_path) -> Non
         result = cli("add", "--file", source, *strict)
         assert "ignored unknown field" in result.output or "refused by --strict" in result.output, result.output
         assert "\x1b" not in result.output and "\\x1b]0;pwned\\x07" in result.output
+
+
+def test_the_summary_counts_digit_strings_as_read_leniently_not_as_seconds(cli, tmp_path) -> None:
+    line = {"user_id": "u", "session_id": "s", "role": "user", "content": "x", "timestamp": "1700000000000"}
+    result = cli("add", "--file", jsonl(tmp_path / "digits.jsonl", line))
+    assert result.exit_code == 0
+    assert ":1: timestamp: a string of digits read as a number" in result.output
+    assert "values read leniently" in result.output and "read as seconds" not in result.output

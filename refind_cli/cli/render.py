@@ -59,7 +59,8 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     table.add_row("forgotten (refused)", _bad(summary.get("forgotten", 0)))
     table.add_row("invalid lines", _bad(summary["invalid_lines"]))
     if summary.get("normalized"):
-        table.add_row("timestamps read as seconds (×1000)", f"[yellow]{summary['normalized']:,}[/yellow]")
+        # each a warning above: Unix seconds read ×1000, or a string of digits read as the number it spells
+        table.add_row("values read leniently", f"[yellow]{summary['normalized']:,}[/yellow]")
     return table
 
 
