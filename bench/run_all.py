@@ -37,6 +37,16 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         ["--dataset", str(DATASETS / "realtalk_dev"), "--limit", "50"],
         True,
     ),
+    "per_user": (
+        ["--dataset", str(DATASETS / "realtalk_dev")],
+        ["--dataset", str(DATASETS / "realtalk_dev")],
+        True,
+    ),
+    "category_latency": (
+        ["--dataset", str(DATASETS / "locomo10.json")],
+        ["--dataset", str(DATASETS / "locomo10.json"), "--questions", "20", "--rounds", "1"],
+        True,
+    ),
     "probes": (
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],

@@ -1,0 +1,78 @@
+"""What the kinds stage costs on real category questions: LoCoMo's "what / which" questions against all ten of its
+chats stored as one user (5,882 turns), warm, in-process, with the stage off, on (the defaults), and without its cap.
+
+    .venv/bin/python bench/category_latency.py [--dataset ../shared/datasets/locomo10.json] [--questions 80]
+                                               [--rounds 3] [--top-k 10]
+
+bench/ranking_latency.py's synthetic words are random letters, so few kinds match there; real chats hold hundreds
+of a broad category's kinds ("What event did John …"). Every question is asked once untimed by each configuration,
+then timed in rounds, the three taking turns. Prints p50, p95 and the maximum (ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from refind_cli import datasets
+from refind_cli import search as S
+from refind_cli.evaluate import replay_sample, warm_up
+from refind_cli.store import Store
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="../shared/datasets/locomo10.json")
+    ap.add_argument("--questions", type=int, default=80, help="every Nth what/which question, this many")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--top-k", type=int, default=10)
+    args = ap.parse_args()
+    warm_up()
+    configs = {
+        "kinds off": S.SearchConfig(kinds_weight=0),
+        "defaults": S.SearchConfig(),
+        "no cap": S.SearchConfig(kinds_max=10**6),
+    }
+    with tempfile.TemporaryDirectory(prefix="refind-category-") as tmp:
+        store = Store(Path(tmp) / "c.db", retention_days=None)
+        asked: list[str] = []
+        for sample in datasets.load(args.dataset):
+            one_user = tuple(replace(r, user_id="all") for r in sample.requests)
+            replay_sample(store, replace(sample, user_id="all", requests=one_user))
+            asked += [q.text for q in sample.questions if q.text.lower().startswith(("what", "which"))]
+        step = max(1, len(asked) // args.questions)
+        asked = asked[::step][: args.questions]
+        index = S.user_index(store, "all")
+        for q in asked:
+            for cfg in configs.values():
+                index.search(q, top_k=args.top_k, config=cfg)
+        times: dict[str, list[float]] = {name: [] for name in configs}
+        for r in range(args.rounds):
+            for j, q in enumerate(asked):
+                order = list(configs.items())
+                k = (j + r) % len(order)
+                for name, cfg in order[k:] + order[:k]:
+                    t = time.perf_counter()
+                    index.search(q, top_k=args.top_k, config=cfg)
+                    times[name].append((time.perf_counter() - t) * 1000)
+        store.close()
+    print(
+        f"{len(index)} turns as one user, {len(asked)} what/which questions × {args.rounds} rounds, top_k {args.top_k}"
+    )
+    print()
+    print("| configuration | p50 ms | p95 ms | max ms |")
+    print("|---|---:|---:|---:|")
+    for name, v in times.items():
+        v.sort()
+        print(f"| {name} | {statistics.median(v):.2f} | {v[int(len(v) * 0.95)]:.2f} | {v[-1]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
