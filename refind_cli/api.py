@@ -25,7 +25,16 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import settings
-from .contract import AddRequest, Message, SearchRequest, parse_add, parse_date, search_request
+from .contract import (
+    MAX_TIMESTAMP_MS,
+    MIN_TIMESTAMP_MS,
+    AddRequest,
+    Message,
+    SearchRequest,
+    parse_add,
+    parse_date,
+    search_request,
+)
 from .errors import InvalidInput, RefindError
 from .store import AddOutcome, Store, storage_error, system_clock
 
@@ -332,9 +341,12 @@ def parse_said_at(at: int | str | None) -> int | None:
     if not isinstance(at, str):
         raise InvalidInput(f"at: must be Unix milliseconds or an ISO 8601 time, got {type(at).__name__}")
     try:
-        return parse_date(at)
+        ms = parse_date(at)
     except InvalidInput as exc:
         raise InvalidInput(f"at: {exc.message}") from None
+    if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:  # named as given, not as the milliseconds it became
+        raise InvalidInput(f"at: {at!r} is outside the dates refind stores, 1973-03-03 to 2286-11-20")
+    return ms
 
 
 def _message_dict(message: MessageLike, i: int) -> dict[str, Any]:

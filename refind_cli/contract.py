@@ -35,6 +35,7 @@ MAX_AS_OF_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time pa
 # Caps that keep one request from holding the single writer or a search thread for long (README "Security").
 MAX_MESSAGES_PER_ADD = 10_000  # one Add; the platform sends a session in Adds of ~20
 MAX_QUERY_CHARS = 100_000  # a search's query and options together; real questions are under 2,000
+MAX_ID_CHARS = 1_024  # a user, session or request id of an Add: every stored message repeats its ids (and indexes them)
 
 
 class DuplicateKey(ValueError):
@@ -163,6 +164,17 @@ def _require_str(obj: dict[str, Any], key: str, where: str = "") -> str:
     return value
 
 
+def check_id(name: str, value: str) -> str:
+    """An Add's id, at most MAX_ID_CHARS long: each message row (and three indexes) repeats it, so a 200 KB session
+    id on 2,000 one-character messages wrote 1.5 GB."""
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidInput(
+            f"{name}: {len(value):,} characters, over the limit of {MAX_ID_CHARS:,} for an id (every stored message "
+            "repeats its ids)"
+        )
+    return value
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -236,9 +248,9 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
     """Validate one Add request body. Unknown fields are kept as names in ``unknown_fields`` (refused if strict)."""
     if not isinstance(obj, dict):
         raise InvalidInput(f"request: must be a JSON object, got {_json_type(obj)}")
-    request_id = _require_str(obj, "request_id")
-    user_id = _require_str(obj, "user_id")
-    session_id = _require_str(obj, "session_id")
+    request_id = check_id("request_id", _require_str(obj, "request_id"))
+    user_id = check_id("user_id", _require_str(obj, "user_id"))
+    session_id = check_id("session_id", _require_str(obj, "session_id"))
     raw = obj.get("messages")
     if raw is None:
         raise InvalidInput("messages: required")
@@ -450,7 +462,7 @@ def parse_as_of(value: str | int | None, name: str = "as_of") -> int | None:
         text = value.strip()
     else:
         raise InvalidInput(f"{name}: must be an ISO 8601 time or Unix milliseconds, got {_json_type(value)}")
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²" is a digit to isdigit, not to int
         ms = int(text)
         if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
             raise InvalidInput(f"{name} {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")

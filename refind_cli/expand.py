@@ -162,11 +162,19 @@ def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3)
     return [(w, 1.0 - d / len(word)) for d, _, w in found[:max_expansions]]
 
 
-def fuzzy_scores(index: TurnIndex, tokens: Sequence[str], *, max_expansions: int = 3) -> np.ndarray | None:
-    """The BM25 scores that the fuzzy expansions of ``tokens`` add (None when no token has one)."""
+MAX_FUZZY_WORDS = 64  # query words expanded per search; the shared sets' questions have at most 23 expandable words
+
+
+def fuzzy_scores(
+    index: TurnIndex, tokens: Sequence[str], *, max_expansions: int = 3, max_words: int = MAX_FUZZY_WORDS
+) -> np.ndarray | None:
+    """The BM25 scores that the fuzzy expansions of ``tokens`` add (None when no token has one). Only the first
+    ``max_words`` query words the vocabulary lacks are expanded: each costs a scan of its vocabulary bucket, and a
+    query of 100,000 characters of made-up words held a search thread for minutes."""
     vocab = vocabulary(index)
     total = None
-    for token in dict.fromkeys(tokens):
+    missing = [t for t in dict.fromkeys(tokens) if max_edits(t) and t not in vocab]
+    for token in missing[:max_words]:
         for term, weight in fuzzy_terms(token, vocab, max_expansions=max_expansions):
             part = bm25_scores(index, [term]) * weight
             total = part if total is None else total + part

@@ -634,7 +634,9 @@ def reader(conn: sqlite3.Connection) -> Reader:
 
 def _db_key(store: Store) -> str:
     if store.index_db_id is None:  # a constant of the file: read once per Store
-        store.index_db_id = index_store.db_id(store.conn) or str(store.path)
+        # the file's id and where it is: a copy (cp, refind backup) keeps the id, and two copies open in one process
+        # would otherwise be served each other's indexes and text
+        store.index_db_id = f"{index_store.db_id(store.conn)}:{store.path.resolve()}"
     return store.index_db_id
 
 

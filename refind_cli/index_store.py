@@ -528,9 +528,9 @@ def decode_head(seg_id: int, blob: bytes) -> AnySegment:
     if sessions is not None:
         layout += [("<i4", n_docs), ("<i8", n_docs), ("<i8", n_docs), ("<i4", n_docs)]
     arrays = []
-    at = 8 + size
+    body, at = blob[8 + size :], 0  # the arrays alone: views of the blob would keep its header (the terms again) alive
     for dtype, count in layout:
-        arrays.append(np.frombuffer(blob, dtype=dtype, count=count, offset=at))
+        arrays.append(np.frombuffer(body, dtype=dtype, count=count, offset=at))
         at += np.dtype(dtype).itemsize * count
     seqs, lengths, indptr = arrays[:3]
     meta = None if sessions is None else DocMeta(sessions, *arrays[5 if whole else 3 :])

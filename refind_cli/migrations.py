@@ -8,6 +8,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from .errors import RefindError
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
@@ -117,6 +119,12 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction. Returns the names applied."""
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    if unknown:  # a newer refind's schema: this version's writes would not keep what that one added
+        raise RefindError(
+            f"written by a newer refind (migration{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} unknown to "
+            "this version); upgrade refind to use it — nothing was changed"
+        )
     if all(name in done for name, _ in MIGRATIONS):
         return []
     applied = []

@@ -39,6 +39,7 @@ from .contract import (
     AddRequest,
     DuplicateKey,
     Message,
+    check_id,
     parse_add,
     parse_message,
     refuse_lone_surrogates,
@@ -319,10 +320,12 @@ def _parse_message_line(
             raise InvalidInput(f"{name}: required")
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput(f"{name}: must be a non-empty string")
-        ids.append(value)
+        ids.append(check_id(name, value))
     request_id = obj.get("request_id")
     if request_id is not None and (not isinstance(request_id, str) or not request_id.strip()):
         raise InvalidInput("request_id: must be a non-empty string when given")
+    if request_id is not None:
+        check_id("request_id", request_id)
     notes: list[str] = []
     message, _ = parse_message(obj, "", notes)
     unknown = [k for k in obj if k not in MESSAGE_LINE_FIELDS]

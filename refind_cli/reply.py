@@ -236,7 +236,7 @@ def _args(name: str, fields: dict[str, Any], form: str) -> dict[str, Any]:
             raw = [raw]
         numbers = []
         for item in raw if isinstance(raw, list) else [None]:
-            if isinstance(item, str) and item.strip().isdigit():
+            if isinstance(item, str) and item.strip().isascii() and item.strip().isdigit():  # "²" is a digit too
                 item = int(item.strip())
             if isinstance(item, bool) or not isinstance(item, int):
                 raise ReplyError(

@@ -203,6 +203,7 @@ def events(
         clauses.append("kind = ?")
         params.append(kind)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    limit = limit if limit < 2**63 else 0  # more than SQLite can count is all of them (not an OverflowError)
     tail = " LIMIT ?" if limit else ""
     rows = store.conn.execute(
         f"SELECT {', '.join(EVENT_COLUMNS)} FROM events {where} ORDER BY id DESC{tail}",

@@ -5,6 +5,7 @@ The CLI's shared options (``refind_cli/cli/options.py``) and the server read the
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def positive_number(
         number = int(value) if integer else float(value)
     except (TypeError, ValueError):
         raise RefindError(f"{name}: {value!r} is not a{'n integer' if integer else ' number'}") from None
+    if not number < math.inf:  # nan and inf: PRAGMA busy_timeout and a model call's timeout need a number
+        raise RefindError(f"{name}: must be a finite number, got {value!r}")
     if number < 0 or (number == 0 and not allow_zero):
         raise RefindError(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
     return number

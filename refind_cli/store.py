@@ -347,6 +347,9 @@ class Store:
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
             raise type(error)(f"cannot open {error.message}") from exc
+        except RefindError as exc:  # a newer refind's schema (migrations.apply)
+            conn.close()
+            raise RefindError(f"cannot open database {self.path}: {exc.message}") from None
         self.conn = conn
         self._db: sqlite_utils.Database | None = None
         self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)

@@ -236,7 +236,9 @@ STOPWORDS_EN = frozenset(
 def _stemmer() -> Any:  # a Stemmer.Stemmer (PyStemmer ships no type stubs)
     import Stemmer  # PyStemmer: C Snowball stemmers
 
-    return Stemmer.Stemmer("english")
+    stemmer = Stemmer.Stemmer("english")
+    stemmer.maxCacheSize = 0  # its own cache keeps 10,000 words of any length; ours keep only short ones
+    return stemmer
 
 
 # Speed (the analyzer runs on every Add since the index is maintained on write): a text's words repeat, so each
@@ -265,7 +267,9 @@ class _AsciiStems(dict[bytes, str]):
             self[word] = DOC_END
             return DOC_END
         text = word.decode("ascii")
-        stem = self[word] = "" if text in STOPWORDS_EN else _stem(text)
+        stem = "" if text in STOPWORDS_EN else _stem(text)
+        if len(word) <= _WORD_CACHE_MAX_LEN:  # a long "word" (base64, a pasted blob) would stay in memory for good
+            self[word] = stem
         return stem
 
 
@@ -281,9 +285,11 @@ _WORD_CACHE_MAX_LEN = 64
 def _stem(word: str) -> str:
     stem = _STEM_CACHE.get(word)
     if stem is None:
-        if len(_STEM_CACHE) > _CACHE_MAX:
-            _STEM_CACHE.clear()
-        stem = _STEM_CACHE[word] = _stemmer().stemWord(word)
+        stem = _stemmer().stemWord(word)
+        if len(word) <= _WORD_CACHE_MAX_LEN:  # the caches hold at most _CACHE_MAX short words, never a blob
+            if len(_STEM_CACHE) > _CACHE_MAX:
+                _STEM_CACHE.clear()
+            _STEM_CACHE[word] = stem
     return stem
 
 

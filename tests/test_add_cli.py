@@ -89,6 +89,9 @@ def test_one_message_faults(cli) -> None:
     assert bad_role.exit_code == 2
     assert "messages[0].role: must be one of user, assistant, system; got 'robot'" in bad_role.output
     assert "is not an ISO 8601 time" in cli("add", "x", "-u", "u", "-s", "s", "--at", "yesterday").output
+    too_early = cli("add", "x", "-u", "u", "-s", "s", "--at", "1969-12-31")
+    assert too_early.exit_code == 2
+    assert "--at: '1969-12-31' is outside the dates refind stores, 1973-03-03 to 2286-11-20" in too_early.output
     assert "give either the message TEXT or --file PATH" in cli("add", "x", "--file", "f.jsonl").output
 
 
@@ -387,3 +390,38 @@ def test_seconds_and_digit_strings_are_stored_as_milliseconds_and_said(cli, db_p
     one = cli("add", "shell", "--user", "u1", "--session", "s3", "--timestamp", "1700000000")
     assert one.exit_code == 0
     assert "warning: --timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)" in one.output
+
+
+def test_after_invalid_lines_the_summary_says_to_replay_only_the_fixed_ones(cli, db_path, tmp_path) -> None:
+    # message lines are grouped by their content: line 2 fixed and the whole file replayed would be another group,
+    # storing lines 1 and 3 a second time; replaying the fixed line alone stores each message exactly once
+    def line(text: str, ts: int | None = None) -> dict:
+        return {"user_id": "u", "session_id": "s", "role": "user", "content": text, "timestamp": ts}
+
+    source = jsonl(tmp_path / "log.jsonl", line("first"), line("second", 5), line("third"))
+    result = cli("add", "--file", source)
+    assert result.exit_code == 2
+    assert f"{source}:2: timestamp: 5 is neither Unix milliseconds" in result.output
+    assert "hint: once fixed, replay a file of the invalid lines only" in result.output
+    fixed = jsonl(tmp_path / "fixed.jsonl", line("second", 1_700_000_000_000))
+    assert cli("add", "--file", fixed).exit_code == 0
+    assert [r[3] for r in rows(db_path)] == ["first", "third", "second"]
+    assert "hint:" not in cli("add", "--file", fixed).output  # nothing invalid: no hint
+
+
+def test_what_a_replay_quotes_of_its_file_is_shown_escaped(cli, tmp_path) -> None:
+    # an untrusted file's unknown field names are quoted in warnings, and in --strict's refusals: never raw ESC
+    line = {"user_id": "u", "session_id": "s", "role": "user", "content": "x", "\x1b]0;pwned\x07": 1}
+    source = jsonl(tmp_path / "untrusted.jsonl", line)
+    for strict in ([], ["--strict"]):
+        result = cli("add", "--file", source, *strict)
+        assert "ignored unknown field" in result.output or "refused by --strict" in result.output, result.output
+        assert "\x1b" not in result.output and "\\x1b]0;pwned\\x07" in result.output
+
+
+def test_the_summary_counts_digit_strings_as_read_leniently_not_as_seconds(cli, tmp_path) -> None:
+    line = {"user_id": "u", "session_id": "s", "role": "user", "content": "x", "timestamp": "1700000000000"}
+    result = cli("add", "--file", jsonl(tmp_path / "digits.jsonl", line))
+    assert result.exit_code == 0
+    assert ":1: timestamp: a string of digits read as a number" in result.output
+    assert "values read leniently" in result.output and "read as seconds" not in result.output

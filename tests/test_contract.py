@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from refind_cli.contract import parse_add, parse_search
@@ -39,6 +41,18 @@ DROP = object()
         (with_(user_id=DROP), "user_id: required"),
         (with_(user_id=""), "user_id: must be a non-empty string"),
         (with_(session_id=["s"]), "session_id: must be a string, got array"),
+        (  # every stored message repeats its ids: a 200 KB session id on 2,000 messages wrote 1.5 GB
+            with_(session_id="s" * 1025),
+            "session_id: 1,025 characters, over the limit of 1,024 for an id (every stored message repeats its ids)",
+        ),
+        (
+            with_(user_id="u" * 5000),
+            "user_id: 5,000 characters, over the limit of 1,024 for an id (every stored message repeats its ids)",
+        ),
+        (
+            with_(request_id="r" * 1025),
+            "request_id: 1,025 characters, over the limit of 1,024 for an id (every stored message repeats its ids)",
+        ),
         (with_(messages=DROP), "messages: required"),
         (with_(messages={"role": "user"}), "messages: must be an array, got object"),
         (with_(messages=[]), "messages: must hold at least one message"),
@@ -185,3 +199,19 @@ def test_top_k_digits_and_above_the_limit_are_read() -> None:
     assert parse_search({"query": "q", "user_id": "u", "top_k": "7"}).top_k == 7
     big = parse_search({"query": "q", "user_id": "u", "top_k": 5000})
     assert big.top_k == 1000 and big.normalized == ("top_k: 5000 clamped to 1000",)
+
+
+def test_an_id_of_1024_characters_is_kept_and_a_replay_line_refuses_a_longer_one(tmp_path) -> None:
+    from refind_cli.replay import replay
+    from refind_cli.store import Store
+
+    assert parse_add(with_(session_id="s" * 1024)).session_id == "s" * 1024
+    source = tmp_path / "lines.jsonl"
+    line = {"user_id": "u", "session_id": "s" * 1025, "role": "user", "content": "hi"}
+    source.write_text(json.dumps(line) + "\n" + json.dumps({**line, "session_id": "s"}) + "\n")
+    with Store(tmp_path / "r.db", retention_days=None) as store:
+        summary = replay(store, str(source))
+        assert (summary.invalid_lines, summary.messages_added) == (1, 1)
+        assert summary.problems[0].endswith(
+            ":1: session_id: 1,025 characters, over the limit of 1,024 for an id (every stored message repeats its ids)"
+        )

@@ -6,7 +6,15 @@ import numpy as np
 from helpers import T0, add
 
 from refind_cli import search as S
-from refind_cli.expand import backfill, edit_distance, fuzzy_scores, fuzzy_terms, max_edits, vocabulary
+from refind_cli.expand import (
+    MAX_FUZZY_WORDS,
+    backfill,
+    edit_distance,
+    fuzzy_scores,
+    fuzzy_terms,
+    max_edits,
+    vocabulary,
+)
 from refind_cli.feedback import rm3_scores, rm3_terms
 from refind_cli.index import bm25_scores, build_index
 from refind_cli.store import StoredMessage
@@ -63,6 +71,21 @@ def test_expansions_prefer_fewer_edits_then_frequent_words():
     vocab = vocabulary(idx)  # stems: marathon ×2 turns, maraton, marithon
     assert [w for w, _ in fuzzy_terms("marrathon", vocab)] == ["marathon", "maraton", "marithon"]
     assert [w for w, _ in fuzzy_terms("marrathon", vocab, max_expansions=1)] == ["marathon"]
+
+
+def test_a_long_query_expands_only_its_first_words_the_vocabulary_lacks():
+    # each turn holds one made-up word ("zk" + two code letters + "t"); its query word ends in "v" instead: 1 edit
+    # from it, 2 from every other turn's word (5 letters allow 1). Only the first MAX_FUZZY_WORDS missing query
+    # words are looked up — each scans its vocabulary bucket, and 100,000 characters of made-up words held a search
+    # thread for minutes — and words the vocabulary holds do not count against that limit.
+    code = "bcdfghjkmp"
+    words = [f"zk{code[i // 10]}{code[i % 10]}t" for i in range(MAX_FUZZY_WORDS + 6)]
+    idx = _index([("s", w) for w in words])
+    assert [analyze(w) for w in words] == [[w] for w in words]
+    misspelt = [w[:-1] + "v" for w in words]
+    scores = fuzzy_scores(idx, words[-3:] + misspelt)
+    assert scores is not None and np.flatnonzero(scores).tolist() == list(range(MAX_FUZZY_WORDS))
+    assert np.flatnonzero(fuzzy_scores(idx, misspelt, max_words=len(words))).tolist() == list(range(len(words)))
 
 
 def test_search_finds_a_misspelt_name_and_the_stage_can_be_turned_off(store):

@@ -82,3 +82,24 @@ def test_export_of_nothing_fails_and_writes_no_file(runner, tmp_path: Path) -> N
     result = _run(runner, db, "export", "--user", "nobody", "--output", str(target))
     assert result.exit_code == 4 and "nothing to export" in result.output
     assert not target.exists() and list(tmp_path.glob(".out.jsonl.*")) == []
+
+
+def test_export_never_replaces_the_database_it_reads(runner, tmp_path: Path, monkeypatch) -> None:
+    # `--output` naming the database (a typo, or $REFIND_DB) would have replaced every user's memory with one
+    # user's JSONL; its -wal and -shm files too. Refused, by any spelling of the path, and nothing is written.
+    db = tmp_path / "x.db"
+    assert _run(runner, db, "add", "--file", str(FIXTURES / "conversations.jsonl")).exit_code == 0
+    before = _rows(db)
+    monkeypatch.chdir(tmp_path)
+    for output, what in (
+        (db, "the database itself"),
+        (Path("x.db"), "the database itself"),
+        (tmp_path / "sub" / ".." / "x.db-wal", "the database -wal file itself"),
+        (Path("./x.db-shm"), "the database -shm file itself"),
+    ):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        result = _run(runner, db, "export", "--user", "alice", "--output", str(output))
+        assert result.exit_code == 2, result.output
+        assert f"--output: {output} is {what}; name another file, e.g. alice.jsonl" in result.output
+    assert _rows(db) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -82,6 +82,7 @@ def test_every_inspect_command_has_json_that_parses(cli, loaded, db_path: Path) 
     assert {e["kind"] for e in events} == {"add", "migrate"}
     assert all(e["user_id"] == "bob" for e in _json(cli, "inspect", "events", "--user", "bob"))
     assert {e["kind"] for e in _json(cli, "inspect", "events", "--kind", "migrate")} == {"migrate"}
+    assert _json(cli, "inspect", "events", "--limit", str(10**20)) == events  # past SQLite's integers: all
     bogus = cli("inspect", "events", "--kind", "adds")
     assert bogus.exit_code == 2
     assert "--kind: 'adds' is not an event kind; the kinds are add, expire, forget, migrate" in bogus.output

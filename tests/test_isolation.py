@@ -41,3 +41,22 @@ def test_warm_caches_of_two_users_do_not_mix(store):
     for _ in range(2):  # second round from the cache
         assert all("mallory" not in b.content for b in S.search(store, "alice", "kayak", top_k=10))
         assert all("alice" not in b.content for b in S.search(store, "mallory", "kayak", top_k=10))
+
+
+def test_two_copies_of_one_database_in_one_process_do_not_share_an_index(tmp_path):
+    # a copy (cp, or `refind backup`) keeps the file's index id; each copy then changes on its own, to the same
+    # user version — a search of one must never be answered from the other's cached index or text
+    import shutil
+
+    from refind_cli import Memory
+
+    first, second = tmp_path / "first.db", tmp_path / "copy.db"
+    with Memory(first, retention_days=None) as memory:
+        memory.add("the shared base message", user="u", session="s")
+    shutil.copy(first, second)
+    with Memory(first, retention_days=None) as one, Memory(second, retention_days=None) as two:
+        one.add("in the first file the password is swordfish", user="u", session="s")
+        two.add("in the copy the password is marlin", user="u", session="s")
+        for memory, own, other in ((one, "swordfish", "marlin"), (two, "marlin", "swordfish")):
+            shown = " ".join(hit.content for hit in memory.search("password swordfish marlin", user="u"))
+            assert own in shown and other not in shown

@@ -175,6 +175,8 @@ def test_the_text_beside_a_native_tool_call_is_its_thought_and_the_json_protocol
         ('Action: take_note\nAction Input: {"results": [1', [], "not valid JSON", "react"),
         ("Action: search_chatrecord\nAction Input:", [], "keywords", "react"),
         ("Action: take_note\nAction Input: the first one", [], "result numbers", "react"),
+        ("Action: take_note\nAction Input: ²", [], "result numbers", "react"),  # a digit to isdigit, not to int
+        ('{"thought": "t", "action": "take_note", "results": ["¹", "2"]}', [], "result numbers", "json"),
         (
             "",
             [ToolCall("search_chatrecord", '{"keywords": "a"}'), ToolCall("take_note", "{}")],

@@ -38,6 +38,7 @@ def test_dates_are_parsed_once_into_unix_ms() -> None:
         ({"top_k": "5"}, None, "top_k: must be an integer, got string"),
         ({"top_k": True}, CLI_NAMES, "--top-k: must be an integer, got boolean"),
         ({"as_of": "9" * 23}, CLI_NAMES, "--as-of 99999999999999999999999: Unix milliseconds must be at most"),
+        ({"as_of": "²"}, CLI_NAMES, "--as-of: date '²' is not a date"),  # a digit to isdigit, not to int
         ({"mode": "vector"}, None, "mode: must be agent or bm25, got 'vector'"),
         ({"options": "salmon"}, None, "options: must be a list of strings"),
         ({"query": "  "}, None, "query: must be a non-empty string"),

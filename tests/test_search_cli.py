@@ -119,6 +119,35 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
         assert "retention:" in r.output and "day" in r.output
 
 
+def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
+    # user, session and request ids are the server's callers' to choose: every table and title shows them escaped
+    user, session, request = "u\x1b]0;pwned\x07", "s\x1b[2J", "r\x9b31m"
+    add = {
+        "request_id": request,
+        "user_id": user,
+        "session_id": session,
+        "messages": [{"role": "user", "content": "zebra"}],
+    }
+    assert cli("add", "--file", "-", input=json.dumps(add) + "\n").exit_code == 0
+    for args in (
+        ["search", "zebra", "--user", user, "--mode", "bm25"],
+        ["inspect", "users"],
+        ["inspect", "user", user],
+        ["inspect", "session", user, session],
+        ["inspect", "events", "--user", user],
+        ["forget", "--user", user, "--request-id", request, "--yes"],
+        ["inspect", "tombstones"],
+    ):
+        r = cli(*args)
+        assert r.exit_code == 0, (args, r.output)
+        assert "\x1b" not in r.output and "\x9b" not in r.output and "\x07" not in r.output, args
+        assert "\\x1b" in r.output or "\\x9b" in r.output, args
+    # and an error that quotes one (here --output's suggested file name)
+    r = cli("export", "--user", user, "--output", ".")
+    assert r.exit_code == 2 and "is a folder" in r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output and "\\x1b]0;pwned\\x07" in r.output
+
+
 def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
     from rich.console import Console
 

@@ -123,6 +123,8 @@ def test_unknown_route_and_wrong_method_use_the_one_error_shape(client):
     assert missing.status_code == 404 and set(missing.json()["error"]) == {"type", "message"}
     wrong = client.get("/v1/memories/add")
     assert wrong.status_code == 405 and set(wrong.json()["error"]) == {"type", "message"}
+    assert wrong.headers["allow"] == "POST"  # RFC 9110: a 405 names the methods that are allowed
+    assert "GET" in client.request("TRACE", "/health").headers["allow"]
 
 
 def test_aliases_answer_like_the_routes_and_stay_out_of_openapi(client):

@@ -59,6 +59,27 @@ def test_empty_database_migrates_to_the_full_schema(db_path) -> None:
     again.close()
 
 
+def test_a_database_of_a_newer_refind_is_refused_not_written(db_path, cli) -> None:
+    # A newer refind's migration may add derived data (an index, say) that this version's writes would leave stale:
+    # every command refuses the file, naming the unknown migration, and changes nothing.
+    Store(db_path).close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_from_the_future', 0)")
+    before = db_path.read_bytes()
+    for args in (
+        ["add", "hello", "--user", "u", "--session", "s"],
+        ["search", "hello", "--user", "u", "--mode", "bm25"],
+    ):
+        result = cli(*args)
+        assert result.exit_code == 1
+        assert f"cannot open database {db_path}: written by a newer refind (migration m999_from_the_future" in (
+            result.output
+        )
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    assert db_path.read_bytes() == before
+
+
 def test_add_stores_verbatim_with_stable_ids_and_both_time_axes(db_path) -> None:
     clock = iter([1_700_000_000_000 + i for i in range(100)])
     store = Store(db_path, clock=lambda: next(clock))

@@ -88,3 +88,14 @@ def test_the_word_caches_stay_bounded(monkeypatch):
             assert analyze(text) == tokenize.reference_analyze(text)
     for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
         assert 0 < len(cache) <= 51
+
+
+def test_a_long_word_is_analysed_but_kept_in_no_cache():
+    # a base64 blob or a pasted file is one "word" of megabytes: every cache, PyStemmer's own included, would keep
+    # each such word for good (a server grew by ~50 MB per Add of one 8 MB word, past its index cache's bound)
+    for text in ("blob " + "running" * 20_000, "blöb " + "walking" * 20_000):  # the ASCII path, the Unicode path
+        assert analyze(text) == tokenize.reference_analyze(text)
+        assert tokenize.analyze_each([text]) == [*tokenize.reference_analyze(text), tokenize.DOC_END]
+    for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+        assert max(map(len, cache), default=0) <= tokenize._WORD_CACHE_MAX_LEN
+    assert tokenize._stemmer().maxCacheSize == 0

@@ -36,6 +36,11 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def _id(text: str | None) -> Text:
+    """An id (user, session, request) as stored — the server's callers choose them — safe for a terminal."""
+    return Text(printable(text or ""))
+
+
 def _facts(title: str | Text, *, numbers: bool) -> Table:
     """A two-column table of named facts under a title (values right-aligned when they are counts)."""
     table = Table(title=title, show_header=False, title_justify="left")
@@ -54,7 +59,8 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     table.add_row("forgotten (refused)", _bad(summary.get("forgotten", 0)))
     table.add_row("invalid lines", _bad(summary["invalid_lines"]))
     if summary.get("normalized"):
-        table.add_row("timestamps read as seconds (×1000)", f"[yellow]{summary['normalized']:,}[/yellow]")
+        # each a warning above: Unix seconds read ×1000, or a string of digits read as the number it spells
+        table.add_row("values read leniently", f"[yellow]{summary['normalized']:,}[/yellow]")
     return table
 
 
@@ -91,9 +97,9 @@ def print_blocks(blocks: Sequence[Block], *, query: str) -> None:
             body.append(printable(line) + "\n", style="bold yellow" if start <= i < end else "")
         body.rstrip()
         # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
-        title = Text(f"#{rank}  score {block.score:.4f}  session {block.session_id}")
+        title = Text(f"#{rank}  score {block.score:.4f}  session {printable(block.session_id)}")
         said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
-        subtitle = Text(f"{said}recorded {block.created_at} · id {block.id}")
+        subtitle = Text(f"{said}recorded {block.created_at} · id {printable(block.id)}")
         out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
 
 
@@ -156,7 +162,7 @@ def expire_result(data: dict[str, Any]) -> Any:
     for col in ("messages", "requests", "searches"):
         table.add_column(col, justify="right")
     for user, c in data["users"].items():
-        table.add_row(Text(user), f"{c['messages']:,}", f"{c['requests']:,}", f"{c['searches']:,}")
+        table.add_row(_id(user), f"{c['messages']:,}", f"{c['requests']:,}", f"{c['searches']:,}")
     return table
 
 
@@ -166,7 +172,7 @@ def forget_result(data: dict[str, Any]) -> Table:
         "session": f"session {data['session_id']} of user {data['user_id']}",
         "request": f"request {data['request_id']} of user {data['user_id']}",
     }[data["scope"]]
-    table = _facts(f"forgot {escape(scope)}", numbers=True)
+    table = _facts(f"forgot {escape(printable(scope))}", numbers=True)
     table.add_row("messages removed", f"{data['messages']:,}")
     table.add_row("requests removed", f"{data['requests']:,}")
     table.add_row("stored searches removed", f"{data['searches']:,}")
@@ -212,7 +218,7 @@ def users_table(rows: list[dict[str, Any]]) -> Table:
     table.add_column("recorded at", no_wrap=True)
     for r in rows:
         table.add_row(
-            Text(r["user_id"]),
+            _id(r["user_id"]),
             f"{r['sessions']:,}",
             f"{r['requests']:,}",
             f"{r['messages']:,}",
@@ -224,7 +230,7 @@ def users_table(rows: list[dict[str, Any]]) -> Table:
 
 def user_sessions(data: dict[str, Any]) -> Table:
     table = Table(
-        title=f"user {escape(data['user_id'])}: {len(data['sessions']):,} session(s), {data['messages']:,} "
+        title=f"user {escape(printable(data['user_id']))}: {len(data['sessions']):,} session(s), {data['messages']:,} "
         f"message(s), {data['tombstones']} tombstone(s)",
         title_justify="left",
     )
@@ -235,7 +241,7 @@ def user_sessions(data: dict[str, Any]) -> Table:
     table.add_column("recorded at", no_wrap=True)
     for s in data["sessions"]:
         table.add_row(
-            Text(s["session_id"]),
+            _id(s["session_id"]),
             f"{s['requests']:,}",
             f"{s['messages']:,}",
             _span(s["said_at"]),
@@ -263,7 +269,8 @@ def _turn_table(title: str) -> Table:
 
 def session_transcript(data: dict[str, Any]) -> Table:
     table = _turn_table(
-        f"session {escape(data['session_id'])} of user {escape(data['user_id'])}: {len(data['turns']):,} turn(s)"
+        f"session {escape(printable(data['session_id']))} of user {escape(printable(data['user_id']))}: "
+        f"{len(data['turns']):,} turn(s)"
     )
     _turn_rows(table, data["turns"])
     return table
@@ -271,8 +278,8 @@ def session_transcript(data: dict[str, Any]) -> Table:
 
 def turn_view(data: dict[str, Any]) -> Table:
     table = _turn_table(
-        f"turn {data['position'] + 1} of {data['of']} in session {escape(data['session_id'])} "
-        f"of user {escape(data['user_id'])}"
+        f"turn {data['position'] + 1} of {data['of']} in session {escape(printable(data['session_id']))} "
+        f"of user {escape(printable(data['user_id']))}"
     )
     _turn_rows(table, data["before"], "dim")
     _turn_rows(table, [data["turn"]], "bold")
@@ -294,11 +301,11 @@ def events_table(rows: list[dict[str, Any]]) -> Table:
             str(e["id"]),
             when(e["at"]),
             e["kind"],
-            Text(e["user_id"] or ""),
-            Text(e["session_id"] or ""),
-            Text(e["request_id"] or ""),
+            _id(e["user_id"]),
+            _id(e["session_id"]),
+            _id(e["request_id"]),
             f"{e['rows']:,}",
-            Text(str(detail or "")),
+            _id(str(detail or "")),
         )
     return table
 
@@ -314,9 +321,9 @@ def tombstones_table(rows: list[dict[str, Any]]) -> Table:
             str(t["id"]),
             when(t["at"]),
             t["scope"],
-            Text(t["user_id"]),
-            Text(t["session_id"] or ""),
-            Text(t["request_id"] or ""),
+            _id(t["user_id"]),
+            _id(t["session_id"]),
+            _id(t["request_id"]),
             f"{t['rows']:,}",
         )
     return table

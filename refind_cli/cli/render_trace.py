@@ -43,9 +43,9 @@ def event(ev: Event) -> RenderableType:
         head = Text()
         head.append("question ", style="bold").append(printable(d.get("question", "")))
         for i, o in enumerate(d.get("options") or []):
-            head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {o}")
+            head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {printable(str(o))}")
         head.append(
-            f"\nuser {d.get('user_id')} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
+            f"\nuser {printable(str(d.get('user_id')))} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
             f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
             f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
             + (f" · latest {d['latest']}" if d.get("latest") else ""),
@@ -100,7 +100,9 @@ def event(ev: Event) -> RenderableType:
             if h.get("left_out_lines"):
                 body.append(f"({h['left_out_lines']} context lines left out of the planner's view)", style="dim")
             body.rstrip()
-            table.add_row(str(h.get("n")), Text(f"{h.get('session_id')}\n{_day(h.get('said_at'))}"), body)
+            table.add_row(
+                str(h.get("n")), Text(f"{printable(str(h.get('session_id')))}\n{_day(h.get('said_at'))}"), body
+            )
         if not hits:
             return Text(title + " — nothing found", style="yellow")
         return table
@@ -173,10 +175,10 @@ def searches_table(rows: list[StoredSearch]) -> Table:
         )
     for r in rows:
         table.add_row(
-            Text(r.id),
+            Text(printable(r.id)),
             _day(r.at),
-            Text(r.user_id),
-            Text(_cut(r.query, 60)),
+            Text(printable(r.user_id)),
+            Text(printable(_cut(r.query, 60))),
             Text(r.model or ""),
             str(r.llm_calls),
             f"{r.prompt_tokens + r.completion_tokens:,}",
@@ -188,4 +190,6 @@ def searches_table(rows: list[StoredSearch]) -> Table:
 
 
 def search_header(s: StoredSearch) -> Text:
-    return Text(f"search {s.id} · user {s.user_id} · {_day(s.at)} UTC · model {s.model or '?'}", style="bold")
+    return Text(
+        printable(f"search {s.id} · user {s.user_id} · {_day(s.at)} UTC · model {s.model or '?'}"), style="bold"
+    )

@@ -49,13 +49,14 @@ class RefindGroup(TyperGroup):
         except (RefindError, sqlite3.Error) as exc:
             from rich.markup import escape
 
-            from .render import error_console
+            from .render import error_console, printable
 
             if not isinstance(exc, RefindError):
                 from ..store import storage_error
 
                 exc = storage_error(exc, CURRENT_DB.get())
-            error_console().print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
+            message = escape(printable(exc.message))  # an id or a value it quotes must not drive the terminal
+            error_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
 
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import MAX_ID_CHARS
+
 _NONEMPTY = {"type": "string", "pattern": r"\S"}
+_ID = {**_NONEMPTY, "maxLength": MAX_ID_CHARS}
 ADD_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["request_id", "user_id", "session_id", "messages"],
     "properties": {
-        "request_id": _NONEMPTY,
-        "user_id": _NONEMPTY,
-        "session_id": _NONEMPTY,
+        "request_id": _ID,
+        "user_id": _ID,
+        "session_id": _ID,
         "messages": {
             "type": "array",
             "minItems": 1,
@@ -109,8 +112,11 @@ def operation(body: dict[str, Any], ok: dict[str, Any], *errors: int) -> dict[st
 
 _REASONS = {
     401: "Missing or wrong token",
+    403: "A foreign Origin or Host (without a token)",
     409: "Same request id, other payload",
+    410: "The request id was forgotten (not stored again)",
     413: "Body too large",
+    415: "The body is not sent as application/json (without a token)",
     422: "The body breaks the contract",
     502: "The language model failed",
     503: "The database is locked by another process or read-only (nothing was stored; retry)",

@@ -41,7 +41,7 @@ from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
-from .dbpool import GroupWriter, SerialStore, StorePool
+from .dbpool import GroupWriter, SerialStore, StorePool, open_anew
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
 from .warm import Warmer
@@ -306,8 +306,14 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     cfg = cfg or ServerSettings()
     if cfg.token is not None and not cfg.token.strip():
         raise InvalidInput(f"the server token is blank: set a real one ({defaults.ENV_SERVER_TOKEN}) or none at all")
+    if cfg.token is not None and not (cfg.token.isascii() and cfg.token.strip().isprintable()):
+        raise InvalidInput(  # never its value: it is a secret
+            f"the server token must be printable ASCII: it travels in an HTTP header, where other characters never "
+            f"arrive as they were set, so no request could match it; set another ({defaults.ENV_SERVER_TOKEN})"
+        )
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
+    open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
     rt = Runtime(cfg)
 
@@ -361,7 +367,9 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         error = RefindError(str(exc.detail))
         error.status = exc.status_code
         error.kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
-        return error_response(error)
+        response = error_response(error)
+        response.headers.update(exc.headers or {})  # a 405's Allow (RFC 9110 requires it)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -407,8 +415,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         },
     )
 
-    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 409, 413, 422, 503, 507)
-    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 413, 422, 502, 503)
+    add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 403, 409, 410, 413, 415, 422, 503, 507)
+    search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 403, 413, 415, 422, 502, 503)
     for path, fn, doc, summary, shown in (
         ("/v1/memories/add", add, add_doc, "Store one Add request (returns after commit)", True),
         ("/v1/memories/search", search, search_doc, "Search one user's memory", True),

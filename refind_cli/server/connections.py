@@ -97,6 +97,20 @@ class GuardedH11Protocol(H11Protocol):
         super().handle_events()
         self._track()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not an HTTP request, in the one error shape (JSON), not text/plain."""
+        import json
+
+        body = json.dumps({"error": {"type": "bad_request", "message": msg}}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.DONE):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import AddRequest
-from ..errors import RefindError
+from ..errors import RefindError, StorageError
 from ..store import AddOutcome, Store
 
 StoreFactory = Callable[[], Store]
@@ -76,6 +76,37 @@ def heal_lost_wal(store: Store) -> bool:
     return True
 
 
+# The database file deleted or replaced under a running process (`rm refind.db`, a restore by `mv`): connections
+# opened before go on with the old file, whose Adds a restart never sees, and one opened after creates a new file
+# beside the old one's -wal and -shm (searches that find nothing, then "file is not a database"). The first store of
+# a path records which file it opened; every later open, lend and write batch checks that the path still names it,
+# else refuses (503, retried) until the server is restarted on what is there now.
+_FILES: dict[str, tuple[int, int]] = {}
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def open_anew(path: Path) -> None:
+    """A new server of this process (an app built again) takes whatever file is at ``path`` now."""
+    _FILES.pop(_key(path), None)
+
+
+def check_same_file(path: Path, key: str) -> None:
+    """Raise StorageError when ``path`` no longer names the database file this process opened first."""
+    opened = _FILES.get(key)
+    if opened is not None and _file_identity(path) != opened:
+        raise StorageError(
+            f"database {path}: the file was deleted or replaced while the server had it open; nothing was read or "
+            "written — restart the server to use what is there now"
+        )
+
+
 class SerialStore(Store):
     """A Store whose write transactions first take a lock shared by every SerialStore of the same file in this
     process. Threads then queue on a Python lock, woken the moment it is free, instead of in SQLite's busy handler,
@@ -83,10 +114,23 @@ class SerialStore(Store):
     Other processes still meet SQLite's own lock and busy timeout."""
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        key = _key(Path(path))
+        check_same_file(Path(path), key)  # never create a new file where this process's one was
         super().__init__(path, **kwargs)
-        self._key = _key(self.path)  # resolved once: every lend asks `retired`, and resolving costs syscalls
+        self._key = key  # resolved once: every lend asks `retired`, and resolving costs syscalls
+        identity = _file_identity(self.path)
+        if identity is not None:
+            _FILES.setdefault(key, identity)
+        try:  # deleted between the check and the open: this connection holds another file than the server's
+            check_same_file(self.path, key)
+        except StorageError:
+            self.close()
+            raise
         self._write_lock = _write_lock(self.path)
         self._generation = _generation(self._key)
+
+    def check_file(self) -> None:
+        check_same_file(self.path, self._key)
 
     @property
     def retired(self) -> bool:
@@ -113,6 +157,12 @@ class StorePool:
     def store(self) -> Iterator[Store]:
         with self._lock:
             store = self._idle.pop() if self._idle else None
+        if store is not None and isinstance(store, SerialStore):
+            try:
+                store.check_file()
+            except StorageError:
+                store.close()
+                raise
         if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
             self._drop_retired()
             store.close()
@@ -236,6 +286,8 @@ class GroupWriter:
                 jobs.append(job)
                 size += len(job.request.messages)
             try:
+                if isinstance(store, SerialStore):
+                    store.check_file()  # the batch fails (503) and the store is closed below
                 if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
                     store.close()
                     store = None

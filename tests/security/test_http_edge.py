@@ -112,6 +112,18 @@ def test_serve_refuses_a_blank_token_variable(cli, db_path, monkeypatch):
     assert "REFIND_SERVER_TOKEN is blank" in result.output
 
 
+@pytest.mark.parametrize("token", ["pässwörd", "tab\tinside", "s3cret\x1b"])
+def test_a_token_no_header_can_carry_is_refused_at_startup(cli, db_path, monkeypatch, token):
+    # a UTF-8 header is read as latin-1: a non-ASCII token matched no request, so every request was a 401
+    from refind_cli.server import app as server
+
+    monkeypatch.setattr(server, "run", lambda cfg, **kwargs: server.create_app(cfg))  # builds the app, serves nothing
+    monkeypatch.setenv("REFIND_SERVER_TOKEN", token)
+    result = cli("serve", "--mode", "bm25")
+    assert result.exit_code == 2, result.output
+    assert "the server token must be printable ASCII" in result.output and token.strip() not in result.output
+
+
 # ---- item 4: memory caps -------------------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ and parallel big bodies cannot take its memory. Bounded in sockets (150) and tim
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -142,3 +143,19 @@ def _enough_files() -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 400:
         pytest.skip("this test opens 150 sockets")
+
+
+def test_bytes_that_are_not_http_get_the_one_json_error_shape(db_path):
+    # uvicorn's own 400 (before any route runs) was text/plain "Invalid HTTP request received."
+    server = Serve(db_path, "--retention-days", "off")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(b"GARBAGE\r\n\r\n")
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+    finally:
+        server.stop()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower()
+    assert json.loads(body) == {"error": {"type": "bad_request", "message": "Invalid HTTP request received."}}

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...contract import Message, parse_add, parse_date, parse_timestamp
+from ...contract import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, Message, parse_add, parse_date, parse_timestamp
 from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
@@ -115,9 +115,12 @@ def add(
 
 def _parse_at(value: str) -> int:
     try:
-        return parse_date(value)
+        ms = parse_date(value)
     except InvalidInput:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
+    if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:  # named as given, not as the milliseconds it became
+        raise InvalidInput(f"--at: {value!r} is outside the dates refind stores, 1973-03-03 to 2286-11-20")
+    return ms
 
 
 def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
@@ -139,7 +142,10 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
 
     def on_problem(line: str) -> None:
         if not as_json:
-            (progress.console if progress else err).print(line, markup=False, highlight=False, soft_wrap=True)
+            # a line quotes the file (an unknown field's name, say): never raw to the terminal
+            (progress.console if progress else err).print(
+                render.printable(line), markup=False, highlight=False, soft_wrap=True
+            )
 
     from ...replay import replay
 
@@ -153,10 +159,19 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
         render.print_json(data)
     else:
         for w in summary.warnings[:20]:
-            err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"warning: {render.printable(w)}", markup=False, highlight=False, soft_wrap=True)
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
+        if summary.invalid_lines and not strict:  # the whole file again would store a fixed line's group twice
+            err.print(
+                "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
+                "grouped into requests by their content, so replaying the whole file would store the valid lines "
+                "grouped with a fixed one a second time",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
         raise summary.fault
     if summary.invalid_lines:

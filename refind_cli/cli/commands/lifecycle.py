@@ -155,6 +155,13 @@ def _export_to_file(store: Store, user: str, session: str | None, output: Path) 
         raise InvalidInput(f"--output: folder {folder} does not exist")
     if output.is_dir():
         raise InvalidInput(f"--output: {output} is a folder; name a file to write, e.g. {output / (user + '.jsonl')}")
+    database = store.path.resolve()
+    for suffix in ("", "-wal", "-shm", "-journal"):  # replacing one of them would destroy every user's memory
+        if output.resolve() == database.with_name(database.name + suffix):
+            raise InvalidInput(
+                f"--output: {output} is the database{f' {suffix} file' if suffix else ''} itself; name another "
+                f"file, e.g. {user}.jsonl"
+            )
     fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Annotated
 
@@ -136,19 +137,24 @@ def serve(
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
-    if max_body_mb <= 0:
-        raise InvalidInput(f"--max-body-mb must be above 0, got {max_body_mb:g}")
     if token is not None and not token.strip():
         raise InvalidInput(
             f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
             "(loopback only)"
         )
     token = token.strip() if token else None  # what a header can carry: no surrounding whitespace
-    for name, value in (("--max-inflight-mb", max_inflight_mb), ("--header-timeout", header_timeout)):
-        if not value > 0:
-            raise InvalidInput(f"{name} must be above 0, got {value:g}")
-    if not body_timeout > 0:
-        raise InvalidInput(f"--body-timeout must be above 0, got {body_timeout:g}")
+    for name, value in (
+        ("--max-body-mb", max_body_mb),
+        ("--max-inflight-mb", max_inflight_mb),
+        ("--header-timeout", header_timeout),
+        ("--body-timeout", body_timeout),
+    ):
+        if not 0 < value < math.inf:  # nan and inf too: a traceback, or a limit silently gone
+            raise InvalidInput(f"{name} must be a finite number above 0, got {value:g}")
+    if not 0 <= expire_interval < math.inf:
+        raise InvalidInput(
+            f"--expire-interval must be 0 (no sweep) or a finite number of seconds, got {expire_interval:g}"
+        )
     hosts = list(allow_host or [])
     if not hosts:
         hosts = [h for h in os.environ.get(settings.ENV_SERVER_ALLOW_HOSTS, "").split(",") if h.strip()]
