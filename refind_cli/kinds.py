@@ -75,7 +75,7 @@ def category_words(text: str) -> list[str]:
         if w not in WH:
             continue
         taken = 0
-        for v in words[i + 1 :]:
+        for v in words[i + 1 : i + 6]:  # "kind(s) of" skipped, then up to three words: never more than five
             if v in KIND_OF and not taken:
                 continue
             if v in FUNCTION_WORDS or v in _ENDS or taken == 3:
