@@ -84,7 +84,7 @@ class ReplaySummary:
     lines: int = 0
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
-    fault: RefindError | None = None  # the storage fault (disk full, locked, …) that stopped the replay, if any
+    fault: RefindError | None = None  # the storage fault (disk full, locked, …) or read error that stopped the replay
     requests_in_file: int | None = None  # counted when a fault stopped the replay: what "the rest" is out of
 
     @property
@@ -511,17 +511,22 @@ def _chunks(
             )
         return Chunk(items, count[0], done(), segments)
 
-    for item in parse_lines(numbered(), strict=strict):
-        if isinstance(item, LineError):
-            items.append(item)
-            continue
-        # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
-        prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
-        items.append(Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes))
-        requests += 1
-        if requests >= batch_size:
+    try:
+        for item in parse_lines(numbered(), strict=strict):
+            if isinstance(item, LineError):
+                items.append(item)
+                continue
+            # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
+            prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
+            items.append(Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes))
+            requests += 1
+            if requests >= batch_size:
+                yield cut()
+                items, requests = [], 0
+    except RefindError:  # the file could not be read on (a truncated .gz): what was read whole is stored first
+        if items:  # (complete requests only: a group of message lines is yielded once the next line closes it)
             yield cut()
-            items, requests = [], 0
+        raise
     yield cut()
 
 
@@ -644,6 +649,26 @@ def _reader(chunks: Iterator[Chunk], send: Any) -> None:
 
 
 def _replay_stream(
+    store: Store,
+    chunks: Iterator[Chunk],
+    hint: Any,
+    total: int | None,
+    summary: ReplaySummary,
+    name: str,
+    on_progress: Callable[[int, int | None], None] | None,
+    on_problem: Callable[[str], None] | None,
+) -> ReplaySummary:
+    try:
+        return _store_stream(store, chunks, hint, total, summary, name, on_progress, on_problem)
+    except RefindError as exc:  # reading stopped (a truncated .gz, the reader process gone): say what was stored
+        summary.fault = RefindError(
+            f"{exc.message}; stored before it: {summary.requests_added:,} requests ({summary.messages_added:,} "
+            "messages); once the file is whole, the same command stores the rest (what is stored is skipped)"
+        )
+        return summary
+
+
+def _store_stream(
     store: Store,
     chunks: Iterator[Chunk],
     hint: Any,

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from refind_cli import index_store, lifecycle
 from refind_cli.contract import parse_add
-from refind_cli.errors import RefindError
 from refind_cli.replay import replay
 from refind_cli.store import DAY_MS, Store
 
@@ -151,21 +150,30 @@ def test_a_segment_built_ahead_is_not_used_for_a_user_with_a_request_not_added(t
         assert index_store.verify(store.conn) == []
 
 
-def test_a_reader_error_is_raised_after_the_batches_before_it_were_stored(tmp_path: Path) -> None:
-    # 1.2 MB of lines: the first read (1 MiB) holds three batches of 10; the next read meets the cut
+def test_a_read_error_stores_every_line_read_whole_before_it_and_says_so(tmp_path: Path) -> None:
+    # 1.2 MB of lines: the first read (1 MiB) holds 34 whole lines, three batches of 10 and four more; the next read
+    # meets the cut
     good = "".join(add_line(f"r{i}", "u", "s", f"text {i} " + "x" * 30_000) + "\n" for i in range(40)).encode()
+    read_whole = good[: 1 << 20].count(b"\n")
+    assert read_whole == 34
     packed = gzip.compress(good)
     broken = tmp_path / "broken.jsonl.gz"
     broken.write_bytes(packed[: len(packed) - 40])  # cut short: its end cannot be read
     errors, stored = [], []
     for parallel in (False, True):
         with Store(tmp_path / f"e{parallel}.db", retention_days=None) as store:
-            with pytest.raises(RefindError) as caught:
-                replay(store, str(broken), batch_size=10, parallel=parallel)
-            errors.append(caught.value.message)
+            summary = replay(store, str(broken), batch_size=10, parallel=parallel)
+            assert summary.fault is not None and summary.messages_added == read_whole
+            errors.append(summary.fault.message)
             stored.append(store.counts()["messages"])
     assert errors[0] == errors[1] and "cannot read" in errors[0]
-    assert stored[0] == stored[1] == 30
+    assert "stored before it: 34 requests (34 messages)" in errors[0]
+    assert stored[0] == stored[1] == read_whole  # the four after the last full batch too
+    with Store(tmp_path / "eFalse.db", retention_days=None) as store:  # the whole file: the rest, nothing twice
+        whole = tmp_path / "whole.jsonl.gz"
+        whole.write_bytes(packed)
+        again = replay(store, str(whole), batch_size=10)
+        assert (again.messages_added, again.duplicates, store.counts()["messages"]) == (6, 34, 40)
 
 
 READER_LEFT = """
