@@ -659,49 +659,36 @@ def _replay_stream(
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
     try:
-        return _store_stream(store, chunks, hint, total, summary, name, on_progress, on_problem)
+        for chunk in chunks:
+            summary.lines = chunk.lines
+            batch: list[Ready] = []
+            for item in chunk.items:
+                if isinstance(item, LineError):
+                    summary.invalid_lines += 1
+                    _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
+                    continue
+                if item.warnings:
+                    summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+                if item.notes:
+                    summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
+                    summary.normalized += len(item.notes)
+                batch.append(item)
+            if batch:
+                added = summary.messages_added
+                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem):
+                    if hint is not None:  # the rest is only counted: nothing to build ahead for
+                        hint.value = 0
+                    return _stopped(summary, batch, chunks)
+                if hint is not None:  # tell the reader whether building index segments ahead pays
+                    hint.value = 1 if summary.messages_added > added else 0
+            if on_progress:
+                on_progress(chunk.done, total)
     except RefindError as exc:  # reading stopped (a truncated .gz, the reader process gone): say what was stored
-        summary.fault = RefindError(
-            f"{exc.message}; stored before it: {summary.requests_added:,} requests ({summary.messages_added:,} "
-            "messages); once the file is whole, the same command stores the rest (what is stored is skipped)"
-        )
-        return summary
-
-
-def _store_stream(
-    store: Store,
-    chunks: Iterator[Chunk],
-    hint: Any,
-    total: int | None,
-    summary: ReplaySummary,
-    name: str,
-    on_progress: Callable[[int, int | None], None] | None,
-    on_problem: Callable[[str], None] | None,
-) -> ReplaySummary:
-    for chunk in chunks:
-        summary.lines = chunk.lines
-        batch: list[Ready] = []
-        for item in chunk.items:
-            if isinstance(item, LineError):
-                summary.invalid_lines += 1
-                _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
-                continue
-            if item.warnings:
-                summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
-            if item.notes:
-                summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
-                summary.normalized += len(item.notes)
-            batch.append(item)
-        if batch:
-            added = summary.messages_added
-            if not _store_batch(store, batch, chunk.segments, summary, name, on_problem):
-                if hint is not None:  # the rest is only counted: nothing to build ahead for
-                    hint.value = 0
-                return _stopped(summary, batch, chunks)
-            if hint is not None:  # tell the reader whether building index segments ahead pays
-                hint.value = 1 if summary.messages_added > added else 0
-        if on_progress:
-            on_progress(chunk.done, total)
+        if summary.fault is None:  # (a storage fault met first is the one to report)
+            summary.fault = RefindError(
+                f"{exc.message}; stored before it: {summary.requests_added:,} requests ({summary.messages_added:,} "
+                "messages); once the file is whole, the same command stores the rest (what is stored is skipped)"
+            )
     return summary
 
 
