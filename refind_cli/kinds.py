@@ -7,14 +7,16 @@ the query with a small weight (``SearchConfig.kinds_weight``) — query expansio
 
 Which words are expanded (:func:`category_words`): up to three words right after "what" or "which", skipping
 "kind(s) / type(s) / sort(s) of", ending at the first function word ("What **physical activity** did Kevin do?",
-"Which **cities** have both …", "What kind of **pasta** …"). Only this phrase, because it names the category the
-answer belongs to; expanding every noun of a question costs LongMemEval 3 points at 2k (BENCHMARKS.md).
+"Which **cities** have both …", "What kind of **pasta** …"); a phrase also ends at the end of its sentence. Only
+this phrase, because it names the category the answer belongs to; expanding every noun of a question costs
+LongMemEval 3.7 points at 2k (BENCHMARKS.md).
 
-What a word expands to (:func:`kind_tokens`): its noun base form (WordNet's irregular plurals, then -ies/-es/-s),
-the synsets of its ``senses`` most frequent senses, every synset below them by hyponym or instance links (down to
-``depth`` levels), and their lemmas analyzed as the index analyzes text. :func:`kind_terms` keeps the tokens that
-are in the user's vocabulary, are not query words already and are found in at most ``max_df`` of the user's turns
-(a kind found everywhere says nothing).
+What a word expands to (:func:`kind_tokens`): its noun base form (WordNet's irregular plurals, then its suffix rules,
+the plural before the word itself), the synsets of its ``senses`` most frequent senses, every synset below them by
+hyponym or instance links (down to ``depth`` levels), nearest first, and their lemmas analyzed as the index analyzes
+text (the nearest :data:`MAX_CANDIDATES` tokens). :func:`kind_terms` keeps, per word, the nearest ``most`` of those
+the user wrote that are not query words already and are found in at most ``max_df`` of the user's turns (a kind
+found everywhere says nothing).
 
 The table (``data/kinds/``, loaded once per process on the first question that has a category phrase) is
 derived from the noun files of WordNet 3.0 by :func:`build` (``python -m refind_cli.kinds WORDNET_DIR``, WORDNET_DIR

@@ -597,10 +597,7 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
             try:
                 message = receive.recv()
             except EOFError:
-                raise RefindError(
-                    f"the replay's reader process ended unexpectedly (exit code {wait()}); what was stored before "
-                    "is kept — replay the same file again to store the rest"
-                ) from None
+                raise RefindError(f"the replay's reader process ended unexpectedly (exit code {wait()})") from None
             if message is None:  # the file's end: the reader exits now
                 wait()
                 return
@@ -687,7 +684,8 @@ def _replay_stream(
         if summary.fault is None:  # (a storage fault met first is the one to report)
             summary.fault = RefindError(
                 f"{exc.message}; stored before it: {summary.requests_added:,} requests ({summary.messages_added:,} "
-                "messages); once the file is whole, the same command stores the rest (what is stored is skipped)"
+                "messages), kept; the same command stores the rest once the file can be read whole (what is stored "
+                "is skipped)"
             )
     return summary
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .index_store import DATE_WORDS
-from .kinds import MAX_KINDS
+from .kinds import MAX_KINDS, MAX_SENSES
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn
 
@@ -84,9 +84,10 @@ class SearchConfig:
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
-        if not 1 <= self.kinds_senses <= 3:
+        if not 1 <= self.kinds_senses <= MAX_SENSES:
             raise InvalidInput(
-                f"kinds_senses must be 1 to 3 (the table keeps a word's 3 most frequent), got {self.kinds_senses}"
+                f"kinds_senses must be 1 to {MAX_SENSES} (the table keeps a word's {MAX_SENSES} most frequent), "
+                f"got {self.kinds_senses}"
             )
         if self.session_cap is not None and self.session_cap < 1:
             raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")

@@ -155,3 +155,13 @@ def test_a_category_question_ranks_the_turns_naming_its_kinds_first(store) -> No
     # the index built from the user's rows (another vocabulary path) gives the same answer
     scratch = S.UserIndex(store.user_messages("kevin")).search(question, top_k=5)
     assert scratch == S.search(store, "kevin", question, top_k=5)
+
+
+def test_kinds_senses_is_refused_beyond_what_the_table_keeps() -> None:
+    from refind_cli.errors import InvalidInput
+
+    assert S.SearchConfig(kinds_senses=kinds.MAX_SENSES).kinds_senses == 3
+    with pytest.raises(InvalidInput, match="kinds_senses must be 1 to 3"):
+        S.SearchConfig(kinds_senses=4)
+    with pytest.raises(InvalidInput, match="kinds_senses must be 1 to 3"):
+        S.SearchConfig(kinds_senses=0)
