@@ -19,13 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ceiling import offsets
-
 from refind_cli import datasets
 from refind_cli.evaluate import (
     BUDGETS,
     BaselineBM25,
     Searcher,
+    found_within,
     parse_variants,
     refind_bm25,
     replay_sample,
@@ -60,11 +59,8 @@ def main() -> None:
             mine: dict[str, list[list[float]]] = {name: [] for name, _ in systems}
             for q in sample.questions:
                 for name, system in systems:
-                    found = offsets(
-                        system(store, user_id=q.user_id, query=q.text, options=q.options, top_k=args.top_k).contents,
-                        q.evidence,
-                    )
-                    row = [sum(1 for o in found if o is not None and o <= b) / len(found) for b in BUDGETS]
+                    hits = system(store, user_id=q.user_id, query=q.text, options=q.options, top_k=args.top_k)
+                    row = [f / len(q.evidence) for f in found_within(hits.contents, q.evidence)]  # refind eval's
                     mine[name].append(row)
                     every[name].append(row)
             print(

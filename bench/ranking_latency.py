@@ -5,7 +5,7 @@
 One synthetic user (bench/synth.py, seeded) is indexed once; then, in alternating rounds so that machine load falls
 on both alike, every query is asked once untimed (so that both find its turns' text already read) and then, timed and
 taking turns at going first, with the earlier pipeline (every neighbour, no fuzzy expansion, no backfill,
-no deferral) and with the defaults, at top_k 10 and 100, and once more with one query word misspelt (a word the
+no deferral, no kinds) and with the defaults, at top_k 10 and 100, and once more with one query word misspelt (a word the
 vocabulary lacks, so fuzzy expansion runs), once with a day named ("… on 12 March 2024", so the date boost
 runs) and once as a category question ("What sports …?", so the kinds of sports are looked up in the vocabulary). ``--earlier`` replaces the earlier pipeline by the defaults with those fields changed (``--earlier
 date_boost=0`` measures what the date boost costs). Prints medians and the ratio defaults ÷ earlier.
@@ -29,7 +29,7 @@ import synth
 from refind_cli import search as S
 from refind_cli.store import Store
 
-EARLIER = S.SearchConfig(neighbour_filter="all", fuzzy=False, backfill=False, defer_chars=None)
+EARLIER = S.SearchConfig(neighbour_filter="all", fuzzy=False, backfill=False, defer_chars=None, kinds_weight=0)
 
 
 def misspell(query: str, rng: random.Random) -> str:
