@@ -26,17 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .contract import (
-    MAX_TIMESTAMP_MS,
-    MIN_TIMESTAMP_MS,
     AddRequest,
     Message,
     SearchRequest,
+    check_said_at,
     parse_add,
     parse_date,
     search_request,
 )
 from .errors import InvalidInput, RefindError
-from .store import AddOutcome, Store, storage_error, system_clock
+from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -278,7 +277,7 @@ class Memory:
                 "SELECT session_id, count(*), count(DISTINCT request_id), min(said_at), max(said_at), "
                 f"max(recorded_at) FROM messages WHERE user_id = ? AND {predicate} GROUP BY session_id "
                 "ORDER BY max(coalesce(said_at, recorded_at)) DESC, max(seq) DESC LIMIT ?",
-                [user, *params, limit],
+                [user, *params, min(limit, SQLITE_MAX_INT)],  # more than SQLite can count is all of them
             ).fetchall()
         return [Session(*row) for row in rows]
 
@@ -344,9 +343,7 @@ def parse_said_at(at: int | str | None) -> int | None:
         ms = parse_date(at)
     except InvalidInput as exc:
         raise InvalidInput(f"at: {exc.message}") from None
-    if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:  # named as given, not as the milliseconds it became
-        raise InvalidInput(f"at: {at!r} is outside the dates refind stores, 1973-03-03 to 2286-11-20")
-    return ms
+    return check_said_at(ms, "at", at)
 
 
 def _message_dict(message: MessageLike, i: int) -> dict[str, Any]:

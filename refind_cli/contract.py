@@ -25,6 +25,7 @@ MIN_TIMESTAMP_MS = 100_000_000_000
 MAX_TIMESTAMP_MS = 10_000_000_000_000
 MIN_TIMESTAMP_S = MIN_TIMESTAMP_MS // 1000
 MAX_TIMESTAMP_S = MAX_TIMESTAMP_MS // 1000
+STORED_DATES = "1973-03-03 to 2286-11-20"  # the said-at range above, as dates
 
 ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
 MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
@@ -221,9 +222,17 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
     if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
         raise InvalidInput(
             f"{name}: {value} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
-            f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) (1973-03-03 to 2286-11-20)"
+            f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) ({STORED_DATES})"
         )
     return int(value)
+
+
+def check_said_at(ms: int, name: str, given: str) -> int:
+    """``ms``, a said-at parsed from the date ``given`` for ``name`` (``--at``, ``at``), when refind stores it; the
+    refusal names the date as given, not the milliseconds it became."""
+    if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:
+        raise InvalidInput(f"{name}: {given!r} is outside the dates refind stores, {STORED_DATES}")
+    return ms
 
 
 def parse_message(obj: Any, where: str, notes: list[str] | None = None) -> tuple[Message, list[str]]:

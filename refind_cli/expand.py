@@ -18,6 +18,7 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -149,7 +150,14 @@ def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
 def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3) -> list[tuple[str, float]]:
     """The vocabulary's words near ``word`` with their weights (none when ``word`` is in the vocabulary)."""
     limit = max_edits(word)
-    if not limit or word in vocab or max_expansions <= 0:
+    if not limit or word in vocab:
+        return []
+    return _near(word, limit, vocab, max_expansions)
+
+
+def _near(word: str, limit: int, vocab: Mapping[str, int], max_expansions: int) -> list[tuple[str, float]]:
+    """:func:`fuzzy_terms` for a word the vocabulary lacks, ``limit`` its edit distance."""
+    if max_expansions <= 0:
         return []
     buckets = _buckets(vocab)
     found: list[tuple[int, int, str]] = []
@@ -173,9 +181,9 @@ def fuzzy_scores(
     query of 100,000 characters of made-up words held a search thread for minutes."""
     vocab = vocabulary(index)
     total = None
-    missing = [t for t in dict.fromkeys(tokens) if max_edits(t) and t not in vocab]
-    for token in missing[:max_words]:
-        for term, weight in fuzzy_terms(token, vocab, max_expansions=max_expansions):
+    missing = ((t, n) for t in dict.fromkeys(tokens) if (n := max_edits(t)) and t not in vocab)
+    for token, limit in itertools.islice(missing, max_words):  # stops reading the query at the last one expanded
+        for term, weight in _near(token, limit, vocab, max_expansions):
             part = bm25_scores(index, [term]) * weight
             total = part if total is None else total + part
     return total

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import index_store, migrations
 from .errors import InvalidInput, NotFound
-from .store import EVENT_KINDS, MESSAGE_COLUMNS, Store, StoredMessage
+from .store import EVENT_KINDS, MESSAGE_COLUMNS, SQLITE_MAX_INT, Store, StoredMessage
 
 NEIGHBOURS = 2
 
@@ -203,11 +203,9 @@ def events(
         clauses.append("kind = ?")
         params.append(kind)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    limit = limit if limit < 2**63 else 0  # more than SQLite can count is all of them (not an OverflowError)
-    tail = " LIMIT ?" if limit else ""
     rows = store.conn.execute(
-        f"SELECT {', '.join(EVENT_COLUMNS)} FROM events {where} ORDER BY id DESC{tail}",
-        [*params, limit] if limit else params,
+        f"SELECT {', '.join(EVENT_COLUMNS)} FROM events {where} ORDER BY id DESC LIMIT ?",
+        [*params, min(limit or SQLITE_MAX_INT, SQLITE_MAX_INT)],  # 0, or more than SQLite can count: all of them
     )
     out = []
     for row in rows:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 Clock = Callable[[], int]
 EVENT_KINDS = ("add", "expire", "forget", "migrate")  # every mutation appends one event of these kinds
 DAY_MS = 86_400_000
+SQLITE_MAX_INT = 2**63 - 1  # the largest number SQLite binds (a LIMIT above it is "all")
 
 
 def system_clock() -> int:
@@ -339,7 +340,11 @@ class Store:
             # Zero freed and moved bytes on every write, whatever the build's default: forget and expire rely on it
             # (with it off, page splits leave stale copies of text that no later delete can find).
             conn.execute("PRAGMA secure_delete = ON")
-            migrations.apply(conn, self.clock())
+            try:
+                migrations.apply(conn, self.clock())
+            except RefindError as exc:  # a newer refind's schema: refused, nothing written
+                conn.close()
+                raise RefindError(f"cannot open database {self.path}: {exc.message}") from None
             # a read-only file or a busy writer: searches build from the rows until a later open indexes them
             with contextlib.suppress(sqlite3.OperationalError):
                 if index_store.pending(conn):
@@ -347,9 +352,6 @@ class Store:
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
             raise type(error)(f"cannot open {error.message}") from exc
-        except RefindError as exc:  # a newer refind's schema (migrations.apply)
-            conn.close()
-            raise RefindError(f"cannot open database {self.path}: {exc.message}") from None
         self.conn = conn
         self._db: sqlite_utils.Database | None = None
         self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)

@@ -123,6 +123,7 @@ def test_export_then_add_many_rebuilds_an_identical_store(memory: Memory, tmp_pa
         assert copy.export(user="alice") == exported
     assert [s.session_id for s in memory.sessions(user="alice", limit=2)] == ["s3", "s2"]
     assert memory.sessions(user="nobody") == []
+    assert len(memory.sessions(user="alice", limit=10**20)) == 3  # more than SQLite can count: all of them
 
 
 def test_expire_and_retention_hide_what_is_old(tmp_path: Path) -> None:

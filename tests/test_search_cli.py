@@ -137,6 +137,7 @@ def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
         ["inspect", "events", "--user", user],
         ["forget", "--user", user, "--request-id", request, "--yes"],
         ["inspect", "tombstones"],
+        ["add", "quagga", "--user", user, "--session", session, "--request-id", request + "2"],
     ):
         r = cli(*args)
         assert r.exit_code == 0, (args, r.output)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...contract import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, Message, parse_add, parse_date, parse_timestamp
+from ...contract import Message, check_said_at, parse_add, parse_date, parse_timestamp
 from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
@@ -110,7 +110,8 @@ def add(
         render.print_json(result)
     else:
         word = "stored" if outcome.status == "added" else "already stored (identical replay, nothing written)"
-        render.console().print(f"{word}: request {outcome.request_id} · user {user} · session {session}", markup=False)
+        line = f"{word}: request {outcome.request_id} · user {user} · session {session}"
+        render.console().print(render.printable(line), markup=False)
 
 
 def _parse_at(value: str) -> int:
@@ -118,9 +119,7 @@ def _parse_at(value: str) -> int:
         ms = parse_date(value)
     except InvalidInput:
         raise InvalidInput(f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08") from None
-    if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:  # named as given, not as the milliseconds it became
-        raise InvalidInput(f"--at: {value!r} is outside the dates refind stores, 1973-03-03 to 2286-11-20")
-    return ms
+    return check_said_at(ms, "--at", value)
 
 
 def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
