@@ -143,6 +143,15 @@ class SerialStore(Store):
             yield db
 
 
+def _usable(store: Store) -> bool:
+    """Whether a held connection may serve the next request: raises StorageError (503) when its file was deleted or
+    replaced — checked before the WAL is healed, which would otherwise checkpoint into the deleted file — and is
+    False when its WAL was lost (healed now) or it was retired."""
+    if isinstance(store, SerialStore):
+        store.check_file()
+    return not (heal_lost_wal(store) or getattr(store, "retired", False))
+
+
 class StorePool:
     """Stores lent to one thread at a time; at most ``max_idle`` are kept open between requests."""
 
@@ -157,16 +166,16 @@ class StorePool:
     def store(self) -> Iterator[Store]:
         with self._lock:
             store = self._idle.pop() if self._idle else None
-        if store is not None and isinstance(store, SerialStore):
+        if store is not None:
             try:
-                store.check_file()
+                usable = _usable(store)
             except StorageError:
                 store.close()
                 raise
-        if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
-            self._drop_retired()
-            store.close()
-            store = None
+            if not usable:
+                self._drop_retired()
+                store.close()
+                store = None
         if store is None:
             store = self._open()
         try:
@@ -286,9 +295,7 @@ class GroupWriter:
                 jobs.append(job)
                 size += len(job.request.messages)
             try:
-                if isinstance(store, SerialStore):
-                    store.check_file()  # the batch fails (503) and the store is closed below
-                if store is not None and (heal_lost_wal(store) or getattr(store, "retired", False)):
+                if store is not None and not _usable(store):  # a StorageError: the batch fails (503), closed below
                     store.close()
                     store = None
                 if store is None:
