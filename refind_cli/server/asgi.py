@@ -67,9 +67,14 @@ def load_json(body: bytes) -> Any:
     return data
 
 
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    """The one error shape of every answer that is not a success."""
+    return {"error": {"type": kind, "message": message}}
+
+
 def error_response(exc: RefindError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"error": {"type": exc.kind, "message": exc.message}}, status_code=exc.status, headers=headers)
+    return JSONResponse(error_body(exc.kind, exc.message), status_code=exc.status, headers=headers)
 
 
 # ---- ASGI middleware ---------------------------------------------------------------------------------------------

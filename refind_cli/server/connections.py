@@ -101,13 +101,16 @@ class GuardedH11Protocol(H11Protocol):
         """uvicorn's answer to bytes that are not an HTTP request, in the one error shape (JSON), not text/plain."""
         import json
 
-        body = json.dumps({"error": {"type": "bad_request", "message": msg}}).encode()
+        from .asgi import error_body
+
+        body = json.dumps(error_body("bad_request", msg)).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
         ]
-        for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+        start = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
+        for event in (start, h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event))
         self.transport.close()
 
