@@ -215,7 +215,7 @@ class _Gunzip:
                 self.input = self.raw.read(self.chunk)
                 if not self.input:
                     raise EOFError(GZIP_TRUNCATED)
-            out = self.member.decompress(self.input, limit)
+            out: bytes = self.member.decompress(self.input, limit)
             self.full = limit > 0 and len(out) == limit
             if self.member.eof:  # its trailer read and checked: what follows is the next member (or padding)
                 self.input, self.member, self.full = self.member.unused_data, None, False
