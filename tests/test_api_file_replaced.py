@@ -109,6 +109,7 @@ def test_a_memory_on_a_relative_path_goes_on_after_a_chdir(tmp_path: Path, monke
     assert not (tmp_path / "b" / "m.db").exists()
 
 
+@pytest.mark.slow  # the SDK's import (seconds), as tests/test_mcp.py
 def test_the_mcp_tools_refuse_once_the_database_file_was_deleted(tmp_path: Path) -> None:
     from mcp import Client
 
