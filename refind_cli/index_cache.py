@@ -542,13 +542,20 @@ class LivePostings:
                 continue
             docs, tf = found
             pos = self.pos[self.seg_rows[seg_id][docs]]
+            if self._all_shown(seg_id):  # every document of the segment visible: no mask to apply
+                pos_parts.append(pos)
+                tf_parts.append(tf)
+                continue
             keep = pos >= 0
             pos_parts.append(pos[keep])
             tf_parts.append(tf[keep])
         if not pos_parts:
             return None
-        pos = np.concatenate(pos_parts)
-        return (pos, np.concatenate(tf_parts)) if pos.size else None
+        if len(pos_parts) == 1:  # one segment holds the token (read-only views: no caller writes into them)
+            pos, tf = pos_parts[0], tf_parts[0]
+        else:
+            pos, tf = np.concatenate(pos_parts), np.concatenate(tf_parts)
+        return (pos, tf) if pos.size else None
 
     def _all_shown(self, seg_id: int) -> bool:
         every = self.shown.get(seg_id)
