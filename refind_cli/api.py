@@ -35,7 +35,7 @@ from .contract import (
     search_request,
 )
 from .errors import InvalidInput, RefindError
-from .store import SQLITE_MAX_INT, AddOutcome, Store, check_same_file, file_identity, storage_error, system_clock
+from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -113,10 +113,6 @@ class Memory:
         days = None if retention_days is None else settings.parse_retention(retention_days)
         self._store = Store(os.fspath(path), retention_days=days, clock=clock)
         self._lock = threading.RLock()
-        # Which file this Memory holds: absolute, so a later chdir does not point the check elsewhere (SQLite
-        # resolved the path when it opened it).
-        self._file = os.path.abspath(self._store.path)
-        self._opened = file_identity(self._file)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -124,7 +120,7 @@ class Memory:
         file was deleted or replaced since: its connection would go on with a file no later open sees), and a
         storage fault (no space, locked, read-only, damaged) as its RefindError."""
         with self._lock:
-            check_same_file(self._file, self._opened, holder="this process", remedy=REOPEN)
+            self._store.check_file(REOPEN)
             try:
                 yield
             except sqlite3.Error as exc:

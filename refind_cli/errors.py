@@ -66,6 +66,11 @@ class StorageError(RefindError):
     kind = "storage"
 
 
+class FileReplaced(StorageError):
+    """The database file was deleted or replaced while this process had it open (``store.check_same_file``):
+    nothing was read or written, and what this process wrote before is in the file it opened."""
+
+
 class DiskFull(StorageError):
     """No space left for the database (the disk, or SQLite's page limit)."""
 

@@ -45,7 +45,7 @@ from .contract import (
     refuse_lone_surrogates,
     unique_keys,
 )
-from .errors import Forgotten, InvalidInput, RefindError
+from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
 from .store import Prepared, Store, prepare, storage_error
 
 GROUP_SIZE = 20
@@ -759,6 +759,12 @@ def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) 
     stored = summary.requests_added + summary.duplicates
     fault = summary.fault
     assert fault is not None
+    if isinstance(fault, FileReplaced):  # what was stored is in the file it opened: the one there now has none of it
+        summary.fault = type(fault)(
+            f"{fault.message}; {stored:,} of {total:,} requests went into the file this replay opened; the same "
+            "command stores the whole file into the database there now"
+        )
+        return summary
     summary.fault = type(fault)(
         f"{fault.message}; stored {stored:,} of {total:,} requests; the rest can be replayed with the same command"
     )
@@ -836,6 +842,9 @@ def _store_batch(
         outcomes = store.add_prepared((item.request for item in batch), segments=segments)
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
+        return False
+    except FileReplaced as exc:  # the database file was deleted or replaced under the replay (Store.check_file)
+        summary.fault = exc
         return False
     for item, outcome in zip(batch, outcomes):
         if isinstance(outcome, Forgotten):

@@ -28,6 +28,7 @@ from .errors import (
     CorruptDatabase,
     DatabaseLocked,
     DiskFull,
+    FileReplaced,
     Forgotten,
     ReadOnlyDatabase,
     RefindError,
@@ -243,6 +244,7 @@ def _writable(path: Path) -> bool:
 # file beside the old one's -wal and -shm. Whoever holds a connection for long (the server, a Memory, `refind mcp`)
 # records which file it opened and asks, before each use, whether the path still names it.
 FileIdentity = tuple[int, int]
+REOPEN = "open the database again (run the command again, restart the server)"  # Store.write's remedy
 
 
 def file_identity(path: str | Path) -> FileIdentity | None:
@@ -261,7 +263,7 @@ def check_same_file(path: str | Path, opened: FileIdentity | None, *, holder: st
     """Raise StorageError when ``path`` no longer names the file ``opened`` (``file_identity`` when it was opened;
     None: not known, nothing to check). ``holder`` had it open; ``remedy`` makes what is there now usable."""
     if opened is not None and file_identity(path) != opened:
-        raise StorageError(
+        raise FileReplaced(
             f"database {path}: the file was deleted or replaced while {holder} had it open; nothing was read or "
             f"written — {remedy} to use what is there now"
         )
@@ -357,8 +359,13 @@ class Store:
         self.retention_days = retention_days
         if self.path.parent and not self.path.parent.exists():
             raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
+        # every write checks that the path still names this file (check_file): no holder — a replay, the server, a
+        # Memory — acknowledges writes into a file deleted or replaced under it. Taken before the connection opens
+        # the file, so a replacement racing the open can only make a write refuse. Absolute: a chdir changes nothing.
+        self._file = self.path.absolute()
         try:
             _create_private(self.path)
+            self._opened = file_identity(self._file)
             conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -395,7 +402,31 @@ class Store:
             self._db = sqlite_utils.Database(self.conn)
         return self._db
 
+    holder = "this process"  # who had the file open, and what to do, in check_file's message
+    remedy = REOPEN
+
+    def check_file(self, remedy: str | None = None) -> None:
+        """FileReplaced when the path no longer names the file this Store opened (deleted or replaced since); its
+        write-ahead log is drained first (:meth:`_drain_wal`)."""
+        try:
+            check_same_file(self._file, self._opened, holder=self.holder, remedy=remedy or self.remedy)
+        except FileReplaced:
+            self._drain_wal()
+            raise
+
+    def _drain_wal(self) -> None:
+        """Move this connection's write-ahead log into the file it opened and empty the log. The log is named after
+        the path, and SQLite neither checkpoints nor removes it when the file was moved: left as it is, the next
+        open of whatever file the path names now — a backup restored by ``mv``, a new database after ``rm`` —
+        replays this file's pages over it, silently. Emptied, it is harmless; and a copy of the old file kept under
+        another name (``mv memory.db old.db``) gets its last commits. Best effort: it needs no transaction open."""
+        with contextlib.suppress(sqlite3.Error):  # (ProgrammingError included: a connection closed already)
+            if not self.conn.in_transaction:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
+        if self._opened is not None and file_identity(self._file) != self._opened:
+            self._drain_wal()
         self.conn.close()
 
     def __enter__(self) -> Store:
@@ -413,6 +444,7 @@ class Store:
             with self.db.atomic():
                 yield self.db
             return
+        self.check_file()  # (outside the transaction: a moved file's log is drained before the refusal)
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.db

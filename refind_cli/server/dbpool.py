@@ -92,7 +92,7 @@ def open_anew(path: Path) -> None:
 
 def check_same_file(path: Path, key: str) -> None:
     """Raise StorageError when ``path`` no longer names the database file this process opened first."""
-    check_opened_file(path, _FILES.get(key), holder="the server", remedy="restart the server")
+    check_opened_file(path, _FILES.get(key), holder=SerialStore.holder, remedy=SerialStore.remedy)
 
 
 class SerialStore(Store):
@@ -100,6 +100,9 @@ class SerialStore(Store):
     process. Threads then queue on a Python lock, woken the moment it is free, instead of in SQLite's busy handler,
     which sleeps and retries (with 256 agent searches each saving a trace, an Add could wait a second in it).
     Other processes still meet SQLite's own lock and busy timeout."""
+
+    holder = "the server"  # Store.check_file's message (every lend and every write checks the file)
+    remedy = "restart the server"
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
         key = _key(Path(path))
@@ -116,9 +119,6 @@ class SerialStore(Store):
             raise
         self._write_lock = _write_lock(self.path)
         self._generation = _generation(self._key)
-
-    def check_file(self) -> None:
-        check_same_file(self.path, self._key)
 
     @property
     def retired(self) -> bool:
