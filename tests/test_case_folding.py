@@ -26,6 +26,7 @@ def _fill(store):
     add(store, "alice", "s1", ("user", "I flew to İstanbul for the conference"), at=T0)
     add(store, "alice", "s2", ("user", "We live on Hauptstraße 5 now"), at=T0)
     add(store, "alice", "s3", ("user", "Η ΟΔΟΣ.ΑΘΗΝΑ ήταν κλειστή"), at=T0)
+    add(store, "alice", "s4", ("user", "Mein Fuß tut weh"), at=T0)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,8 @@ def _fill(store):
         ("ISTANBUL trip", "s1"),
         ("İSTANBUL", "s1"),
         ("HAUPTSTRASSE", "s2"),
-        ("hauptstrasse", "s2"),
+        ("hauptstrasse", "s2"),  # (fuzzy expansion found this one before: "strass" is two edits from "straß")
+        ("FUSS", "s4"),  # (and not this one: a word of four letters is expanded by one edit only)
         ("οδος", "s3"),
     ],
 )
