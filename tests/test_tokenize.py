@@ -78,7 +78,7 @@ def test_query_and_corpus_share_the_tokenizer():
 
 # ---- the cached fast paths return exactly the reference steps ----------------------------------------------------
 
-_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσς\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
+_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
 _WORDS_SEEN = ["the", "Running", "hiking", "don't", "IPHONE手机", "北京", "naïve", "a_b", "ＡＢＣ"]
 
 

@@ -269,8 +269,9 @@ def _turn_table(title: str) -> Table:
 
 
 # A transcript holding more characters than this is printed as plain text unless the caller asks for the table:
-# rich draws a table line by line (~0.1 ms a line), so a session of ~2 MB took ~11 s and more as a table, and its
-# plain form prints the same messages, whole, at once. Every session of the shared datasets stays far below it.
+# rich draws a table line by line, ~5 µs a character at 80 columns, so a session of ~2 MB took ~10 s as a table and
+# its plain form, the same messages whole, ~0.3 s (bench/inspect_session.py). The largest session of the shared
+# datasets holds ~43,000 characters (LongMemEval-S): a table.
 TABLE_MAX_CHARS = 100_000
 
 
