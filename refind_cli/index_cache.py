@@ -542,13 +542,20 @@ class LivePostings:
                 continue
             docs, tf = found
             pos = self.pos[self.seg_rows[seg_id][docs]]
+            if self._all_shown(seg_id):  # every document of the segment visible: no mask to apply
+                pos_parts.append(pos)
+                tf_parts.append(tf)
+                continue
             keep = pos >= 0
             pos_parts.append(pos[keep])
             tf_parts.append(tf[keep])
         if not pos_parts:
             return None
-        pos = np.concatenate(pos_parts)
-        return (pos, np.concatenate(tf_parts)) if pos.size else None
+        if len(pos_parts) == 1:  # one segment holds the token (read-only views: no caller writes into them)
+            pos, tf = pos_parts[0], tf_parts[0]
+        else:
+            pos, tf = np.concatenate(pos_parts), np.concatenate(tf_parts)
+        return (pos, tf) if pos.size else None
 
     def _all_shown(self, seg_id: int) -> bool:
         every = self.shown.get(seg_id)
@@ -592,16 +599,28 @@ class LivePostings:
         for seg in self.segments.values():  # every part the query needs, one read per segment
             if isinstance(seg, index_store.LazySegment):
                 seg.need(seg.part_numbers(tokens), self.read)
+        found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+        pos_parts, tf_parts, idfs = [], [], []
         for token in tokens:  # a repeated query token counts again, as in bm25s
-            hits = self._hits(token) if token else None
+            if token not in found:
+                found[token] = self._hits(token) if token else None
+            hits = found[token]
             if hits is None:
                 continue
             pos, tf = hits
             df = pos.size
-            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))  # bm25s's float32 idf array
-            tf64 = tf.astype(np.float64)
-            tfc = tf64 / (k1 * ((1 - b) + b * self.lengths[pos] / avgdl) + tf64)
-            np.add.at(scores, pos, (idf * tfc).astype(np.float32))
+            pos_parts.append(pos)
+            tf_parts.append(tf)
+            idfs.append(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))  # bm25s's float32 idf array
+        if not pos_parts:
+            return scores
+        # All tokens at once: the same elementwise arithmetic as one token at a time, and one add.at over the hits in
+        # query order adds each turn's terms in the same order, so the float32 sums are bit for bit the same.
+        pos = np.concatenate(pos_parts)
+        tf64 = np.concatenate(tf_parts).astype(np.float64)
+        idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
+        tfc = tf64 / (k1 * ((1 - b) + b * self.lengths[pos] / avgdl) + tf64)
+        np.add.at(scores, pos, (idf * tfc).astype(np.float32))
         return scores
 
     def vocabulary(self) -> dict[str, int]:
