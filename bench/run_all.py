@@ -22,6 +22,11 @@ DATASETS = Path(os.environ.get("REFIND_DATASETS", HERE.parent.parent / "shared" 
 # name -> (arguments, quick arguments, needs the datasets)
 BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "replay": ([], ["--messages", "20000"], False),
+    "replay_gzip": (
+        ["--dataset", str(DATASETS / "longmemeval_s_dev.json.gz"), "--repeat", "7", "--replay", "10"],
+        ["--dataset", str(DATASETS / "longmemeval_s_dev.json.gz"), "--limit", "5", "--repeat", "2"],
+        True,
+    ),
     "scale": ([], ["--sizes", "10000", "--users", "100", "--queries", "20"], False),
     "ranking_latency": ([], ["--turns", "2000", "--queries", "10", "--rounds", "1"], False),
     "planner": ([], ["--turns", "2000", "--queries", "10"], False),

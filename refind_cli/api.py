@@ -35,7 +35,7 @@ from .contract import (
     search_request,
 )
 from .errors import InvalidInput, RefindError
-from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
+from .store import SQLITE_MAX_INT, AddOutcome, Store, check_same_file, file_identity, storage_error, system_clock
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 MessageLike = Mapping[str, Any] | Message
 API_NAMES = {"user_id": "user"}  # the API's keyword for the user, in error messages
+REOPEN = "open a new Memory (or restart `refind mcp`)"  # what to do when the file under it was replaced
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class Memory:
     """One refind database (a SQLite file, created when missing) with a retention window.
 
     ``retention_days``: messages recorded longer ago are hidden from every read and removed by :meth:`expire`
-    (default 30, at least 1; ``None`` keeps everything).
+    (default 30, at least 1; ``None`` keeps everything). When the file is deleted or replaced while open, every later
+    call raises ``StorageError`` and reads or writes nothing: open a new Memory on what is there now.
     """
 
     def __init__(
@@ -111,11 +113,18 @@ class Memory:
         days = None if retention_days is None else settings.parse_retention(retention_days)
         self._store = Store(os.fspath(path), retention_days=days, clock=clock)
         self._lock = threading.RLock()
+        # Which file this Memory holds: absolute, so a later chdir does not point the check elsewhere (SQLite
+        # resolved the path when it opened it).
+        self._file = os.path.abspath(self._store.path)
+        self._opened = file_identity(self._file)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
-        """One call at a time, and a storage fault (no space, locked, read-only, damaged) as its RefindError."""
+        """One call at a time, on the file this Memory opened (StorageError, nothing read or written, when that
+        file was deleted or replaced since: its connection would go on with a file no later open sees), and a
+        storage fault (no space, locked, read-only, damaged) as its RefindError."""
         with self._lock:
+            check_same_file(self._file, self._opened, holder="this process", remedy=REOPEN)
             try:
                 yield
             except sqlite3.Error as exc:

@@ -123,7 +123,10 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
     ) -> dict[str, Any]:
         if not 1 <= limit <= 1000:
             raise ToolError(f"limit: must be between 1 and 1000, got {limit}")
-        sessions = memory.sessions(user=cfg.user, limit=limit)
+        try:
+            sessions = memory.sessions(user=cfg.user, limit=limit)
+        except RefindError as exc:  # the database file replaced under the server, a storage fault
+            raise ToolError(exc.message) from None
         return {
             "sessions": [
                 {

@@ -146,8 +146,8 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
             raw.raw.close()
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
-    if head.startswith(b"\x1f\x8b"):
-        stream = cast("IO[bytes]", gzip.GzipFile(fileobj=cast("IO[bytes]", _Prefixed(head, raw))))
+    if head.startswith(GZIP_MAGIC):
+        stream = cast("IO[bytes]", _Gunzip(_Prefixed(head, raw)))
     else:
         stream = cast("IO[bytes]", _Prefixed(head, raw))
 
@@ -182,6 +182,63 @@ class _Prefixed:
                 data += self.raw.read(n - len(data))
             return data
         return self.raw.read(n)
+
+    def readable(self) -> bool:
+        return True
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"  # gzip's own words
+
+
+class _Gunzip:
+    """A .gz file's content, read as ``gzip`` reads it (every member of a concatenated file, the zero bytes that may
+    pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
+    a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
+    the cut had decompressed: up to a MiB of whole lines, never stored.)"""
+
+    def __init__(self, raw: _Prefixed | IO[bytes], chunk: int = 1 << 17) -> None:
+        self.raw = raw
+        self.chunk = chunk
+        self.member: Any = None  # the current member's zlib decompressor; None between members
+        self.input = b""  # compressed bytes read and not yet decompressed
+        self.full = False  # the last decompress stopped at its output limit: it may hold more output
+
+    def read(self, n: int = -1) -> bytes:
+        if n == 0:
+            return b""
+        limit = max(n, 0)  # zlib's max_length: 0 is no limit
+        while True:
+            if self.member is None and not self._next_member():
+                return b""
+            if not self.input and not self.full:
+                self.input = self.raw.read(self.chunk)
+                if not self.input:
+                    raise EOFError(GZIP_TRUNCATED)
+            out: bytes = self.member.decompress(self.input, limit)
+            self.full = limit > 0 and len(out) == limit
+            if self.member.eof:  # its trailer read and checked: what follows is the next member (or padding)
+                self.input, self.member, self.full = self.member.unused_data, None, False
+            else:
+                self.input = self.member.unconsumed_tail
+            if out:
+                return out
+
+    def _next_member(self) -> bool:
+        """Start the next member (False at the end of the file), as gzip does: zero bytes skipped, anything else
+        that is not a member's header refused."""
+        data = self.input.lstrip(b"\x00")
+        while len(data) < len(GZIP_MAGIC):
+            more = self.raw.read(self.chunk)
+            if not more:
+                break
+            data = (data + more).lstrip(b"\x00")
+        if not data:
+            return False
+        if not data.startswith(GZIP_MAGIC):
+            raise gzip.BadGzipFile(f"Not a gzipped file ({data[:2]!r})")
+        self.member, self.input = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), data
+        return True
 
     def readable(self) -> bool:
         return True

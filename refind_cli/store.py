@@ -238,6 +238,35 @@ def _writable(path: Path) -> bool:
     return os.access(folder, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
+# The database file deleted or replaced under a long-lived process (`rm memory.db`, a restore by `mv`): its open
+# connection goes on with the old file, whose writes no later open sees, and a connection opened after creates a new
+# file beside the old one's -wal and -shm. Whoever holds a connection for long (the server, a Memory, `refind mcp`)
+# records which file it opened and asks, before each use, whether the path still names it.
+FileIdentity = tuple[int, int]
+
+
+def file_identity(path: str | Path) -> FileIdentity | None:
+    """(device, inode) of the file at ``path`` now; None when there is none. While a process holds the file open its
+    inode cannot be given to another file of the same device, so an equal identity is the same file."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_same_file(path: str | Path, opened: FileIdentity | None, *, holder: str, remedy: str) -> None:
+    """Raise StorageError when ``path`` no longer names the file ``opened`` (``file_identity`` when it was opened;
+    None: not known, nothing to check). ``holder`` had it open; ``remedy`` makes what is there now usable."""
+    if opened is not None and file_identity(path) != opened:
+        raise StorageError(
+            f"database {path}: the file was deleted or replaced while {holder} had it open; nothing was read or "
+            f"written — {remedy} to use what is there now"
+        )
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     seq: int  # arrival order across the whole store

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..contract import AddRequest
 from ..errors import RefindError, StorageError
-from ..store import AddOutcome, Store
+from ..store import AddOutcome, FileIdentity, Store, file_identity
+from ..store import check_same_file as check_opened_file
 
 StoreFactory = Callable[[], Store]
 log = logging.getLogger("refind.server")
@@ -81,15 +82,7 @@ def heal_lost_wal(store: Store) -> bool:
 # beside the old one's -wal and -shm (searches that find nothing, then "file is not a database"). The first store of
 # a path records which file it opened; every later open, lend and write batch checks that the path still names it,
 # else refuses (503, retried) until the server is restarted on what is there now.
-_FILES: dict[str, tuple[int, int]] = {}
-
-
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+_FILES: dict[str, FileIdentity] = {}
 
 
 def open_anew(path: Path) -> None:
@@ -99,12 +92,7 @@ def open_anew(path: Path) -> None:
 
 def check_same_file(path: Path, key: str) -> None:
     """Raise StorageError when ``path`` no longer names the database file this process opened first."""
-    opened = _FILES.get(key)
-    if opened is not None and _file_identity(path) != opened:
-        raise StorageError(
-            f"database {path}: the file was deleted or replaced while the server had it open; nothing was read or "
-            "written — restart the server to use what is there now"
-        )
+    check_opened_file(path, _FILES.get(key), holder="the server", remedy="restart the server")
 
 
 class SerialStore(Store):
@@ -118,7 +106,7 @@ class SerialStore(Store):
         check_same_file(Path(path), key)  # never create a new file where this process's one was
         super().__init__(path, **kwargs)
         self._key = key  # resolved once: every lend asks `retired`, and resolving costs syscalls
-        identity = _file_identity(self.path)
+        identity = file_identity(self.path)
         if identity is not None:
             _FILES.setdefault(key, identity)
         try:  # deleted between the check and the open: this connection holds another file than the server's
