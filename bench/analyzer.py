@@ -8,17 +8,23 @@ Every text (each turn as `speaker: text`, each question and answer; MemDaily mes
 LongMemEval haystack contents and questions) is analysed by both, plain and with a said-at date appended as the index
 does; any difference fails the run. Times are µs per text, best of 3 passes (the first pass of `analyze` fills its
 caches: reported separately).
+
+`--baseline ../main` (a checkout of another version) adds a second table: that version's `analyze` against this one's,
+warm, on the ASCII texts and the non-ASCII texts apart (ASCII text takes its own fast path), with how many texts
+the two analyse differently.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -72,11 +78,45 @@ def best(fn: Callable[[str], list[str]], texts: list[str], passes: int = 3) -> f
     return min(times) / len(texts) * 1e6
 
 
+def load_baseline(checkout: Path) -> Any:
+    """Another checkout's tokenize module (it imports nothing of the package)."""
+    spec = importlib.util.spec_from_file_location("baseline_tokenize", checkout / "refind_cli" / "tokenize.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no refind_cli/tokenize.py in {checkout}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare(sets: dict[str, list[str]], baseline: Any) -> None:
+    """The baseline's analyze against this one's, warm, best of 3 passes each (interleaved), per kind of text."""
+    print()
+    print("| texts | kind | count | baseline µs/text | this µs/text | this ÷ baseline | texts analysed differently |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, texts in sets.items():
+        for kind, part in (
+            ("ASCII", [t for t in texts if t.isascii()]),
+            ("non-ASCII", [t for t in texts if not t.isascii()]),
+        ):
+            if not part:
+                continue
+            differ = sum(baseline.analyze(t) != tokenize.analyze(t) for t in part)  # (also warms both caches)
+            theirs, ours = [], []
+            for _ in range(3):
+                theirs.append(best(baseline.analyze, part, passes=1))
+                ours.append(best(tokenize.analyze, part, passes=1))
+            print(
+                f"| {name} | {kind} | {len(part):,} | {min(theirs):.2f} | {min(ours):.2f} | "
+                f"{min(ours) / min(theirs):.2f} | {differ:,} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--locomo", type=Path, required=True)
     parser.add_argument("--memdaily", type=Path, required=True)
     parser.add_argument("--longmemeval", type=Path)
+    parser.add_argument("--baseline", type=Path, help="a checkout of another version: its analyze() timed too")
     args = parser.parse_args()
     sets = {"locomo": locomo_texts(args.locomo), "memdaily": memdaily_texts(args.memdaily)}
     if args.longmemeval:
@@ -107,6 +147,8 @@ def main() -> None:
             f"| {name} | {len(texts):,} | {ref:.1f} | {old:.1f} | {cold:.1f} | {warm:.1f} | {warm / old:.2f} | "
             f"identical ({n_tokens:,}) |"
         )
+    if args.baseline:
+        compare(sets, load_baseline(args.baseline))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import re
 from datetime import date
 from typing import TYPE_CHECKING
 
+from .tokenize import fold
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -70,7 +72,9 @@ def named_days(query: str) -> list[int]:
     for pattern in _patterns():
         for m in pattern.finditer(query):
             raw = m.group("month")
-            month = int(raw) if raw.isdigit() else _MONTHS[raw.lower()]
+            # a name is folded as the analyzer folds words; IGNORECASE also matches "ſ" for "s" and "ı" for "i",
+            # which folding turns into a month name ("Auguſt") or not ("Aprıl": no day named)
+            month = int(raw) if raw.isdigit() else _MONTHS.get(fold(raw), 0)
             try:
                 day = date(int(m.group("year")), month, int(m.group("day")))
             except ValueError:

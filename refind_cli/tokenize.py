@@ -2,7 +2,10 @@
 
 ``analyze(text)``:
 
-1. NFKC-normalise (full-width Latin letters and digits become ASCII) and lowercase;
+1. NFKC-normalise (full-width Latin letters and digits become ASCII) and fold case with Unicode case folding
+   (``str.casefold``, as search engines do: "Straße" matches "STRASSE", a final "ς" matches "σ"), then drop the
+   combining dot above that folding leaves after an ``i`` (Turkish "İ" folds to "i" + U+0307): "İstanbul" matches
+   "istanbul". Accents are kept ("café" is not "cafe"); ASCII text is only lowercased (the same thing for ASCII);
 2. split on whitespace and punctuation (a token is a run of letters, marks and digits; ``_`` splits too);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
    a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``;
@@ -23,7 +26,8 @@ from functools import lru_cache
 from typing import Any
 
 # Bump whenever analyze() changes what it emits: persisted search indexes built by another version are then rebuilt.
-ANALYZER_VERSION = 1
+# 2: Unicode case folding (casefold, and "i" + U+0307 → "i") instead of lower().
+ANALYZER_VERSION = 2
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -309,10 +313,20 @@ def _bigrams(run: str, out: list[str]) -> None:
         out.extend(run[i : i + 2] for i in range(len(run) - 1))
 
 
+_I_DOT = "i\u0307"  # what case folding makes of Turkish "İ": an "i" and a combining dot above
+
+
 def _normalise(text: str) -> str:
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    return text.lower()
+    """Step 1. ASCII text is only lowercased: NFKC and case folding do nothing more to it."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold().replace(_I_DOT, "i")
+
+
+def fold(text: str) -> str:
+    """Step 1's case folding alone (no NFKC): what a word matched against a fixed list of lower-case words (month
+    names, say) is folded with, so it matches whatever case the analyzer would match it in."""
+    return text.lower() if text.isascii() else text.casefold().replace(_I_DOT, "i")
 
 
 def _words(text: str) -> list[str]:
@@ -403,7 +417,8 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     (the benchmark passes the stem cache to time the analyzer as it was before its fast paths)."""
     stem = stem or _stemmer().stemWord
     out: list[str] = []
-    for word in _REFERENCE_WORD.findall(_normalise(text)):
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i")
+    for word in _REFERENCE_WORD.findall(folded):
         for i, piece in enumerate(_CJK_SPLIT.split(word)):
             if not piece:
                 continue

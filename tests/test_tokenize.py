@@ -45,6 +45,24 @@ def test_other_scripts_are_kept_intact_and_lowercased():
     assert analyze("Привет, Мир! Ελληνικά नमस्ते") == ["привет", "мир", "ελληνικά", "नमस्ते"]
 
 
+def test_case_is_folded_as_search_engines_fold_it():
+    # lower() made "İ" an "i" with a combining dot above ("i̇stanbul"), kept "ß" while "SS" became "ss", and kept a
+    # word-final "ς" apart from "σ" (a "Σ" before "." lowers to "σ")
+    assert analyze("İstanbul") == analyze("istanbul") == analyze("ISTANBUL") == ["istanbul"]
+    assert analyze("Straße") == analyze("STRASSE") == analyze("strasse") == analyze("STRAẞE") == ["strass"]
+    assert analyze("ΟΔΟΣ.ΑΘΗΝΑ") == analyze("οδος αθηνα") == analyze("οδοσ Αθηνα") == ["οδοσ", "αθηνα"]
+
+
+def test_case_folding_keeps_accents_and_other_combining_dots():
+    assert analyze("café") != analyze("cafe")  # accents are not folded
+    # only the dot that folding leaves after "i" goes: not one on another letter, precomposed or not
+    assert analyze("İzmir ċ Ż Q\u0307") == ["izmir", "ċ", "ż", "q\u0307"]
+
+
+def test_fold_is_the_analyzer_s_case_folding():
+    assert [tokenize.fold(w) for w in ("AUGUST", "Auguſt", "APRİL", "Aprıl")] == ["august", "august", "april", "aprıl"]
+
+
 def test_numbers_are_kept_and_full_width_forms_normalised():
     assert analyze("ＧＰＴ４ 2023 12.5") == ["gpt4", "2023", "12", "5"]
 
@@ -61,7 +79,7 @@ def test_query_and_corpus_share_the_tokenizer():
 
 # ---- the cached fast paths return exactly the reference steps ----------------------------------------------------
 
-_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßİ\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
+_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
 _WORDS_SEEN = ["the", "Running", "hiking", "don't", "IPHONE手机", "北京", "naïve", "a_b", "ＡＢＣ"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from rich.text import Text
 from .plain import print_json as print_json  # the commands print JSON through render too
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from ..blocks import Block
 
@@ -267,20 +268,79 @@ def _turn_table(title: str) -> Table:
     return table
 
 
-def session_transcript(data: dict[str, Any]) -> Table:
-    table = _turn_table(
-        f"session {escape(printable(data['session_id']))} of user {escape(printable(data['user_id']))}: "
-        f"{len(data['turns']):,} turn(s)"
+# A transcript holding more characters than this is printed as plain text unless the caller asks for the table:
+# rich draws a table line by line, ~5 µs a character at 80 columns, so a session of ~2 MB took ~10 s as a table and
+# its plain form, the same messages whole, ~0.3 s (bench/inspect_session.py). The largest session of the shared
+# datasets holds ~43,000 characters (LongMemEval-S): a table.
+TABLE_MAX_CHARS = 100_000
+
+
+def transcript_chars(turns: Sequence[dict[str, Any]]) -> int:
+    """The characters of the turns' messages (what decides between the table and plain text)."""
+    return sum(len(m["content"]) for t in turns for m in t["messages"])
+
+
+def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -> Iterator[str]:
+    """The turns as plain text, a chunk per turn: a rule naming the turn id (and "the turn" for ``marked``), then
+    each message as ``[said at] role: content`` — every message whole, control characters shown as ``\\x..`` as
+    in the tables, a message's further lines indented by two spaces so that none reads as the start of another."""
+    for t in turns:
+        lines = [f"── turn {printable(t['id'])}{' (the turn)' if t['id'] == marked else ''} ──"]
+        for m in t["messages"]:
+            content = printable(m["content"]).replace("\n", "\n  ")
+            lines.append(f"[{when(m['said_at'])}] {printable(m['role'])}: {content}")
+        yield "\n".join(lines) + "\n\n"
+
+
+def _print_transcript(
+    title: str, turns: Sequence[dict[str, Any]], drawn: Callable[[], Table], *, table: bool | None, marked: str = ""
+) -> None:
+    """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters of messages or when ``table`` is True; else the title
+    and :func:`plain_turns`, written as they are made."""
+    chars = transcript_chars(turns)
+    if table or (table is None and chars <= TABLE_MAX_CHARS):
+        console().print(drawn())
+        return
+    why = "--plain" if table is False else f"over {TABLE_MAX_CHARS:,} characters; --table draws the table anyway"
+    out = sys.stdout
+    out.write(f"{title}, {chars:,} characters, as plain text ({why})\n\n")
+    for chunk in plain_turns(turns, marked=marked or None):
+        out.write(chunk)
+    out.flush()
+
+
+def print_session(data: dict[str, Any], *, table: bool | None = None) -> None:
+    """A session's transcript: :func:`session_transcript`, or plain text past :data:`TABLE_MAX_CHARS`."""
+    _print_transcript(_session_title(data), data["turns"], lambda: session_transcript(data), table=table)
+
+
+def print_turn(data: dict[str, Any], *, table: bool | None = None) -> None:
+    """A turn with its neighbours: :func:`turn_view`, or plain text past :data:`TABLE_MAX_CHARS`."""
+    turns = [*data["before"], data["turn"], *data["after"]]
+    _print_transcript(_turn_title(data), turns, lambda: turn_view(data), table=table, marked=data["turn"]["id"])
+
+
+def _session_title(data: dict[str, Any]) -> str:
+    return (
+        f"session {printable(data['session_id'])} of user {printable(data['user_id'])}: {len(data['turns']):,} turn(s)"
     )
+
+
+def _turn_title(data: dict[str, Any]) -> str:
+    return (
+        f"turn {data['position'] + 1} of {data['of']} in session {printable(data['session_id'])} "
+        f"of user {printable(data['user_id'])}"
+    )
+
+
+def session_transcript(data: dict[str, Any]) -> Table:
+    table = _turn_table(escape(_session_title(data)))
     _turn_rows(table, data["turns"])
     return table
 
 
 def turn_view(data: dict[str, Any]) -> Table:
-    table = _turn_table(
-        f"turn {data['position'] + 1} of {data['of']} in session {escape(printable(data['session_id']))} "
-        f"of user {escape(printable(data['user_id']))}"
-    )
+    table = _turn_table(escape(_turn_title(data)))
     _turn_rows(table, data["before"], "dim")
     _turn_rows(table, [data["turn"]], "bold")
     _turn_rows(table, data["after"], "dim")

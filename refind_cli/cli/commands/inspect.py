@@ -24,6 +24,17 @@ inspect_app = typer.Typer(
 )
 
 
+TableOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--table/--plain",
+        help="Draw the table, or print plain text (every message whole, one line per message). "
+        f"Default: the table up to {render.TABLE_MAX_CHARS:,} characters of messages, plain text past them.",
+        show_default=False,
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Add `refind inspect` (cli.py adds the stored-search subcommands of traces.py to it first)."""
     app.add_typer(inspect_app, name="inspect")
@@ -142,6 +153,7 @@ def session(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    table: TableOption = None,
 ) -> None:
     """One session's transcript as the index sees it: turns with their stable ids.
 
@@ -151,7 +163,11 @@ def session(
 
     with _open(ctx, db, retention) as store:
         data = review.session(store, user_id, session_id)
-    _show(ctx, data, as_json, render.session_transcript)
+    (as_json,) = _shared(ctx, as_json=as_json)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.print_session(data, table=table)
 
 
 @inspect_app.command("turn")
@@ -162,13 +178,18 @@ def turn(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    table: TableOption = None,
 ) -> None:
     """One turn with its neighbours in the same session."""
     from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.turn(store, turn_id, neighbours=neighbours)
-    _show(ctx, data, as_json, render.turn_view)
+    (as_json,) = _shared(ctx, as_json=as_json)
+    if as_json:
+        render.print_json(data)
+    else:
+        render.print_turn(data, table=table)
 
 
 @inspect_app.command("events")
