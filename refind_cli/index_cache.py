@@ -196,6 +196,7 @@ TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it
 TURN_TEXT = 1 << 20  # … or more than this many characters of text
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
 ROW_BYTES = 64  # what one row of the state costs in its arrays and its share of the layouts
+SCORE_GROUP_HITS = 1 << 18  # a query's hits scored together at most (LivePostings.scores: memory stays bounded)
 
 
 @dataclass
@@ -600,7 +601,25 @@ class LivePostings:
             if isinstance(seg, index_store.LazySegment):
                 seg.need(seg.part_numbers(tokens), self.read)
         found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
-        pos_parts, tf_parts, idfs = [], [], []
+        pos_parts: list[np.ndarray] = []
+        tf_parts: list[np.ndarray] = []
+        idfs: list[np.float32] = []
+        held = 0
+
+        def flush() -> None:
+            # Tokens in groups: the same elementwise arithmetic as one token at a time, and one add.at over the
+            # group's hits in query order adds each turn's terms in the same order, so the float32 sums are bit for
+            # bit the same. A group holds at most about SCORE_GROUP_HITS hits: a long query repeating common words
+            # would otherwise hold all of its hits at once (3 GB for "kayak blue" × 3,000 on 20,000 turns).
+            pos = np.concatenate(pos_parts)
+            tf64 = np.concatenate(tf_parts).astype(np.float64)
+            idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
+            tfc = tf64 / (k1 * ((1 - b) + b * self.lengths[pos] / avgdl) + tf64)
+            np.add.at(scores, pos, (idf * tfc).astype(np.float32))
+            pos_parts.clear()
+            tf_parts.clear()
+            idfs.clear()
+
         for token in tokens:  # a repeated query token counts again, as in bm25s
             if token not in found:
                 found[token] = self._hits(token) if token else None
@@ -612,15 +631,12 @@ class LivePostings:
             pos_parts.append(pos)
             tf_parts.append(tf)
             idfs.append(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))  # bm25s's float32 idf array
-        if not pos_parts:
-            return scores
-        # All tokens at once: the same elementwise arithmetic as one token at a time, and one add.at over the hits in
-        # query order adds each turn's terms in the same order, so the float32 sums are bit for bit the same.
-        pos = np.concatenate(pos_parts)
-        tf64 = np.concatenate(tf_parts).astype(np.float64)
-        idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
-        tfc = tf64 / (k1 * ((1 - b) + b * self.lengths[pos] / avgdl) + tf64)
-        np.add.at(scores, pos, (idf * tfc).astype(np.float32))
+            held += df
+            if held >= SCORE_GROUP_HITS:
+                flush()
+                held = 0
+        if pos_parts:
+            flush()
         return scores
 
     def vocabulary(self) -> dict[str, int]:

@@ -23,11 +23,8 @@ from typing import IO, Any
 
 from . import index_store
 from .errors import InvalidInput, NotFound
-from .store import Store
+from .store import CHECKPOINT_TIMEOUT_S, Store
 from .trace import quoting_searches
-
-CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget or sweep waits for readers before it reports the WAL busy
-
 
 # ---- scrubbing ---------------------------------------------------------------------------------------------------
 
@@ -44,19 +41,9 @@ def scrubbing(store: Store) -> Iterator[None]:
 
 
 def checkpoint(store: Store, *, timeout_s: float | None = None) -> bool:
-    """Copy the WAL into the database file and truncate the WAL to zero bytes. False if readers kept it busy.
-
-    SQLite waits for readers through the busy handler, and new writers wait while it does: the wait is capped at
-    ``timeout_s`` (CHECKPOINT_TIMEOUT_S by default), not the connection's long busy timeout.
-    """
-    timeout_ms = int((CHECKPOINT_TIMEOUT_S if timeout_s is None else timeout_s) * 1000)
-    before = store.conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    store.conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-    try:
-        busy, _, _ = store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    finally:
-        store.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
-    return not busy
+    """Copy the WAL into the database file and truncate the WAL to zero bytes (``Store.checkpoint``), waiting at most
+    ``timeout_s`` (CHECKPOINT_TIMEOUT_S by default) for readers. False if they kept it busy."""
+    return store.checkpoint(CHECKPOINT_TIMEOUT_S if timeout_s is None else timeout_s)
 
 
 def _evict(user_ids: Iterable[str]) -> None:

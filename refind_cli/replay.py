@@ -193,9 +193,10 @@ GZIP_TRUNCATED = "Compressed file ended before the end-of-stream marker was reac
 
 class _Gunzip:
     """A .gz file's content, read as ``gzip`` reads it (every member of a concatenated file, the zero bytes that may
-    pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
-    a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
-    the cut had decompressed: up to a MiB of whole lines, never stored.)"""
+        pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
+        a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
+        the cut had decompressed: up to a MiB of whole lines, never stored.) zlib, unlike ``gzip``, also checks a header
+    CRC (FHCRC) and refuses reserved flag bits: such rare files are refused with a "cannot read" error."""
 
     def __init__(self, raw: _Prefixed | IO[bytes], chunk: int = 1 << 17) -> None:
         self.raw = raw

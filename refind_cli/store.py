@@ -244,6 +244,7 @@ def _writable(path: Path) -> bool:
 # file beside the old one's -wal and -shm. Whoever holds a connection for long (the server, a Memory, `refind mcp`)
 # records which file it opened and asks, before each use, whether the path still names it.
 FileIdentity = tuple[int, int]
+CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget, sweep or drain waits for readers before it reports the WAL busy
 REOPEN = "open the database again (run the command again, restart the server)"  # Store.write's remedy
 
 
@@ -364,8 +365,10 @@ class Store:
         # the file, so a replacement racing the open can only make a write refuse. Absolute: a chdir changes nothing.
         self._file = self.path.absolute()
         try:
-            _create_private(self.path)
-            self._opened = file_identity(self._file)
+            in_memory = str(path) == ":memory:"  # SQLite's private in-memory database: no file to create or check
+            if not in_memory:
+                _create_private(self.path)
+            self._opened = None if in_memory else file_identity(self._file)
             conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -389,6 +392,7 @@ class Store:
             error = storage_error(exc, self.path)
             raise type(error)(f"cannot open {error.message}") from exc
         self.conn = conn
+        self._drained = False  # _drain_wal ran
         self._db: sqlite_utils.Database | None = None
         self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)
 
@@ -415,14 +419,34 @@ class Store:
             raise
 
     def _drain_wal(self) -> None:
-        """Move this connection's write-ahead log into the file it opened and empty the log. The log is named after
-        the path, and SQLite neither checkpoints nor removes it when the file was moved: left as it is, the next
-        open of whatever file the path names now — a backup restored by ``mv``, a new database after ``rm`` —
-        replays this file's pages over it, silently. Emptied, it is harmless; and a copy of the old file kept under
-        another name (``mv memory.db old.db``) gets its last commits. Best effort: it needs no transaction open."""
+        """Move what this connection wrote to the write-ahead log into the file it opened, and empty the log. The log
+        is named after the path, and SQLite neither checkpoints nor removes it when the file was moved: left as it
+        is, the next open of whatever file the path names now — a backup restored by ``mv``, a new database after
+        ``rm`` — replays this file's pages over it, silently. Emptied, it is harmless; and a copy of the old file
+        kept under another name (``mv memory.db old.db``) gets its last commits. Only by a connection that wrote (a
+        reader has nothing of its own there, and a process that opened the new file meanwhile shares the log: its
+        commits must not be moved into the old file), once, and best effort: never inside a transaction."""
+        if self._drained:
+            return
         with contextlib.suppress(sqlite3.Error):  # (ProgrammingError included: a connection closed already)
-            if not self.conn.in_transaction:
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self.conn.total_changes and not self.conn.in_transaction:
+                self.checkpoint(CHECKPOINT_TIMEOUT_S)
+                self._drained = True
+
+    def checkpoint(self, timeout_s: float | None = None) -> bool:
+        """Copy the WAL into the database file and truncate it to zero bytes; False if readers kept it busy. SQLite
+        waits for readers through the busy handler, and new writers wait while it does: ``timeout_s`` caps that
+        wait (None: the connection's own busy timeout)."""
+        if timeout_s is None:
+            busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return not busy
+        before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        try:
+            busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
+        return not busy
 
     def close(self) -> None:
         if self._opened is not None and file_identity(self._file) != self._opened:

@@ -1,6 +1,6 @@
 """`refind add FILE.jsonl.gz`: a truncated .gz stores every whole line before the cut (then the same error and exit
-code as before), and the reader reads every file ``gzip`` reads — concatenated members, zero padding — to the same
-bytes, and refuses what it refuses."""
+code as before), and the reader reads the files ``gzip`` reads — concatenated members, zero padding — to the same
+bytes, and refuses what it refuses (but for a bad header CRC or reserved flag bits, which zlib refuses too)."""
 
 from __future__ import annotations
 

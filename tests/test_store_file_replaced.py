@@ -116,3 +116,32 @@ def test_a_replay_stops_at_the_first_batch_after_the_file_was_replaced(tmp_path:
     with Store(db, retention_days=None) as again:  # the same command, again: the whole file, into the file there now
         assert replay(again, str(log), parallel=False).requests_added == 6
     assert _requests(db) == ["r0", "r1", "r2", "r3", "r4", "r5", "theirs"]
+
+
+def test_a_store_that_only_read_leaves_the_log_to_whoever_opened_the_new_file(tmp_path: Path) -> None:
+    """A reader drains nothing: a process that opened the restored file meanwhile shares the log named after the
+    path, and its acknowledged commits must stay in the restored file, not move into the old one."""
+    db = tmp_path / "m.db"
+    with Store(db, retention_days=None) as first:
+        add_request(first, "mine", "u", "s", "the kayak is blue")
+    reader = Store(db, retention_days=None)  # opens, searches, writes nothing
+    assert reader.counts()["requests"] == 1
+    os.replace(db, tmp_path / "old.db")
+    os.replace(_replacement(tmp_path), db)
+    writer = Store(db, retention_days=None)  # another process on the restored file, still open
+    add_request(writer, "b1", "u", "s", "written into the restored file")
+    with pytest.raises(FileReplaced):
+        reader.check_file()
+    reader.close()
+    assert sorted(r[0] for r in writer.conn.execute("SELECT request_id FROM requests")) == ["b1", "theirs"]
+    writer.close()
+    assert _requests(db) == ["b1", "theirs"]
+    assert _requests(tmp_path / "old.db") == ["mine"]
+
+
+def test_an_in_memory_store_has_no_file_to_create_or_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Store(":memory:", retention_days=None) as store:
+        add_request(store, "r1", "u", "s", "the kayak is blue")
+        assert store.counts()["requests"] == 1
+    assert list(tmp_path.iterdir()) == []  # no stray ./:memory: file

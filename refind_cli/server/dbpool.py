@@ -22,7 +22,7 @@ from typing import Any
 
 from ..contract import AddRequest
 from ..errors import RefindError, StorageError
-from ..store import AddOutcome, FileIdentity, Store, file_identity
+from ..store import AddOutcome, FileIdentity, Store
 from ..store import check_same_file as check_opened_file
 
 StoreFactory = Callable[[], Store]
@@ -70,7 +70,7 @@ def heal_lost_wal(store: Store) -> bool:
     with _write_lock(store.path):
         if os.path.exists(f"{store.path}-wal") or getattr(store, "retired", False):
             return getattr(store, "retired", False)
-        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.checkpoint()
         key = _key(store.path)
         _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
     log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
@@ -109,9 +109,8 @@ class SerialStore(Store):
         check_same_file(Path(path), key)  # never create a new file where this process's one was
         super().__init__(path, **kwargs)
         self._key = key  # resolved once: every lend asks `retired`, and resolving costs syscalls
-        identity = file_identity(self.path)
-        if identity is not None:
-            _FILES.setdefault(key, identity)
+        if self._opened is not None:  # (Store took the identity of the file it opened)
+            _FILES.setdefault(key, self._opened)
         try:  # deleted between the check and the open: this connection holds another file than the server's
             check_same_file(self.path, key)
         except StorageError:
@@ -135,8 +134,7 @@ def _usable(store: Store) -> bool:
     """Whether a held connection may serve the next request: raises StorageError (503) when its file was deleted or
     replaced — checked before the WAL is healed, which would otherwise checkpoint into the deleted file — and is
     False when its WAL was lost (healed now) or it was retired."""
-    if isinstance(store, SerialStore):
-        store.check_file()
+    store.check_file()
     return not (heal_lost_wal(store) or getattr(store, "retired", False))
 
 
