@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import index_store
+from . import index_store, tokenize
 from .errors import CorruptDatabase, NotFound, RefindError
 from .store import storage_error
 
@@ -48,18 +48,29 @@ def derived_problems(conn: sqlite3.Connection) -> list[str]:
             "GROUP BY m.user_id, m.request_id"
         )
     ]
-    tables = {row[0] for row in q("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "index_segments" in tables:
+    if _has_table(conn, "index_segments"):
         problems += index_store.verify(conn)
     return problems
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def check(path: Path) -> dict[str, Any]:
     """``PRAGMA integrity_check``, then (on a sound file) ``derived_problems``. ``ok`` only when both are clean."""
     conn = _open(path)
+    notes: list[str] = []
     try:
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
         derived = derived_problems(conn) if integrity == ["ok"] else []
+        if integrity == ["ok"] and _has_table(conn, "index_segments"):
+            built = index_store.stale_analyzer(conn)
+            if built is not None:
+                notes.append(
+                    f"the search index was built by analyzer version {built} (this refind's is "
+                    f"{tokenize.ANALYZER_VERSION}): every message is indexed again on the next open; nothing to repair"
+                )
     except sqlite3.DatabaseError as exc:
         error = storage_error(exc, path)
         if not isinstance(error, CorruptDatabase):
@@ -72,6 +83,7 @@ def check(path: Path) -> dict[str, Any]:
         "ok": integrity == ["ok"] and not derived,
         "integrity": integrity,
         "derived": derived,
+        "notes": notes,
     }
 
 

@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .tokenize import analyze
+from .tokenize import analyze, fold
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,15 +63,17 @@ _SUFFIXES = (
     ("ies", "y"),
     ("s", ""),
 )
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[?.!;\n]")  # words, and the marks that end a sentence
+_WORD = re.compile(
+    r"[^\W\d_]+(?:'[^\W\d_]+)*|[?.!;\n]"
+)  # words (letters, any script), and the marks that end a sentence
 _ENDS = frozenset("?.!;\n")
 
 
 def category_words(text: str) -> list[str]:
     """The words of ``text`` that may name the category of its answer: up to three after each "what" / "which"
-    (lower-cased; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function word or at the end of
-    the sentence."""
-    words = [w.lower() for w in _WORD.findall(text.replace("\u2019", "'"))]
+    (case-folded as the analyzer folds; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function
+    word or at the end of the sentence. Words of any script are read whole ("cafés" is one word, not "caf" + "s")."""
+    words = [fold(w) for w in _WORD.findall(text.replace("\u2019", "'"))]
     out: list[str] = []
     for i, w in enumerate(words):
         if w not in WH:

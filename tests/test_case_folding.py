@@ -3,13 +3,14 @@ indexed by the analyzer that lowercased is indexed again, and day names in a que
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 import pytest
 from helpers import T0, add
 from typer.testing import CliRunner
 
-from refind_cli import index_store, tokenize
+from refind_cli import health, index_store, tokenize
 from refind_cli import search as S
 from refind_cli.cli import app
 from refind_cli.query_dates import named_days
@@ -70,6 +71,12 @@ def test_a_database_indexed_by_analyzer_1_is_indexed_again_and_then_finds_istanb
             assert _sessions(store, "istanbul") == []  # what the old analyzer missed
             assert index_store.stats(store.conn)["state"] == "ready"
     _clear_caches()
+    report = health.check(db_path)  # before it is opened: not damage (exit 0), a note that it is indexed again
+    assert report["ok"] and report["derived"] == []
+    assert report["notes"] == [
+        "the search index was built by analyzer version 1 (this refind's is 2): every message is indexed again on "
+        "the next open; nothing to repair"
+    ]
     with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
         assert index_store.stats(store.conn)["state"] == "ready"
         assert index_store.verify(store.conn) == []
@@ -98,3 +105,43 @@ def test_a_query_naming_a_day_with_a_long_s_is_searched(db_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "regatta" in result.output
+
+
+def _server_log(cfg) -> list[str]:
+    """What building the app logs on ``refind.server`` (a handler of its own: whatever logging config is in force)."""
+    from refind_cli.server.app import create_app
+
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Keep(logging.INFO)
+    logger = logging.getLogger("refind.server")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        create_app(cfg)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return said
+
+
+def test_the_server_logs_the_re_index_of_an_upgraded_database(db_path, monkeypatch):
+    from refind_cli.server.app import ServerSettings
+
+    with monkeypatch.context() as old:
+        old.setattr(tokenize, "ANALYZER_VERSION", 1)
+        old.setattr(tokenize, "_normalise", _old_normalise)
+        _clear_caches()
+        with Store(db_path, retention_days=None) as store:
+            _fill(store)
+    _clear_caches()
+    cfg = ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)
+    said = _server_log(cfg)
+    assert said[0] == "indexing 4 messages for search (the first open after an upgrade): listening when done"
+    assert said[1].startswith("indexed 4 messages in ")
+    assert not [line for line in _server_log(cfg) if "index" in line]  # opened since: nothing to index, nothing said

@@ -90,3 +90,44 @@ def test_inspect_turn_marks_the_turn_in_plain_text(cli, big) -> None:
     assert out.count("── turn ") == 38 and out.count("(the turn)") == 1  # 7 before, 30 after
     small = cli("inspect", "turn", turns[7]["id"], "--neighbours", "0")  # one short message: the table
     assert "┃" in small.output and "first line" in small.output
+
+
+def test_a_carriage_return_or_a_line_break_in_an_id_cannot_draw_a_line_of_plain_text(cli, db_path: Path) -> None:
+    fake = "[2023-06-01 08:00:00Z] assistant: I transferred $5,000"
+    with Store(db_path, retention_days=None) as store:
+        store.add(
+            parse_add(
+                {
+                    "request_id": "r1",
+                    "user_id": "alice",
+                    "session_id": "s\rEVIL\nX",
+                    "messages": [
+                        {"role": "user", "content": f"hello\r{fake}", "timestamp": T0},
+                        {"role": "assistant", "content": "one\r\ntwo", "timestamp": T0 + 1},
+                    ],
+                }
+            )
+        )
+    out = cli("inspect", "session", "alice", "s\rEVIL\nX", "--plain").output
+    assert "\r" not in out
+    assert out.startswith("session s\\x0dEVIL\\x0aX of user alice: 2 turn(s)")
+    assert f"] user: hello\\x0d{fake}\n" in out  # one line: the return shown, not obeyed
+    assert "] assistant: one\n  two\n" in out  # a "\r\n" is a line break
+
+
+def test_many_short_messages_print_as_plain_text(cli, db_path: Path) -> None:
+    n = render.TABLE_MAX_MESSAGES + 1
+    with Store(db_path, retention_days=None) as store:
+        store.add(
+            parse_add(
+                {
+                    "request_id": "r1",
+                    "user_id": "alice",
+                    "session_id": "chatty",
+                    "messages": [{"role": "user", "content": "ok", "timestamp": T0 + i} for i in range(n)],
+                }
+            )
+        )
+    out = cli("inspect", "session", "alice", "chatty").output
+    assert "┃" not in out and f"(over {render.TABLE_MAX_MESSAGES:,} messages; --table draws the table anyway)" in out
+    assert out.count("] user: ok\n") == n

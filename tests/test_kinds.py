@@ -32,6 +32,8 @@ TOY = Path(__file__).resolve().parent.parent / "fixtures" / "wordnet-toy"
         ("When did Kevin go hiking?", []),  # no "what" / "which": not a category question
         ("What did Kevin watch? Which books does Paola like?", ["books"]),  # "did" ends the first phrase at once
         ("what board games or card games", ["board", "games"]),  # at most three words, "or" ends it anyway
+        ("WHAT ſPORTS does Kevin like?", ["sports"]),  # folded as the analyzer folds (a long s is an s)
+        ("Which cafés did we visit?", ["cafés"]),  # one word of any script, not "caf" and "s" (sulfur…)
     ],
 )
 def test_the_category_phrase_is_up_to_three_words_after_what_or_which(question: str, words: list[str]) -> None:

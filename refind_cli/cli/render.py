@@ -75,6 +75,8 @@ def check_report(report: dict[str, Any]) -> Table:
         table.add_row("derived data", Text(line))
     if not report["derived"] and report["integrity"] == ["ok"]:
         table.add_row("derived data", "agrees with the messages")
+    for line in report.get("notes", []):
+        table.add_row("note", Text(line))
     return table
 
 
@@ -273,6 +275,22 @@ def _turn_table(title: str) -> Table:
 # its plain form, the same messages whole, ~0.3 s (bench/inspect_session.py). The largest session of the shared
 # datasets holds ~43,000 characters (LongMemEval-S): a table.
 TABLE_MAX_CHARS = 100_000
+TABLE_MAX_MESSAGES = 1_000  # … or more messages than this: each row costs ~0.8 ms whatever its length (20,000 rows of
+# four characters took 15 s). The most in one session of the shared datasets is 82 (LongMemEval-S): a table.
+_LINE_BREAKS = re.compile(r"[\n\r\t]")
+
+
+def _plain_id(text: str) -> str:
+    """An id on a plain-text line: every control character escaped, line breaks and tabs too (an id never spans
+    lines, so a stored "\r" or "\n" cannot draw a line of its own)."""
+    return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", printable(text))
+
+
+def _plain_content(text: str) -> str:
+    """A message on plain-text lines: control characters escaped, a "\r" not part of a "\r\n" too (a terminal
+    would return to the start of the line and overwrite it), further lines indented by two spaces."""
+    text = printable(text).replace("\r\n", "\n").replace("\r", "\\x0d")
+    return text.replace("\n", "\n  ")
 
 
 def transcript_chars(turns: Sequence[dict[str, Any]]) -> int:
@@ -285,10 +303,9 @@ def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -
     each message as ``[said at] role: content`` — every message whole, control characters shown as ``\\x..`` as
     in the tables, a message's further lines indented by two spaces so that none reads as the start of another."""
     for t in turns:
-        lines = [f"── turn {printable(t['id'])}{' (the turn)' if t['id'] == marked else ''} ──"]
+        lines = [f"── turn {_plain_id(t['id'])}{' (the turn)' if t['id'] == marked else ''} ──"]
         for m in t["messages"]:
-            content = printable(m["content"]).replace("\n", "\n  ")
-            lines.append(f"[{when(m['said_at'])}] {printable(m['role'])}: {content}")
+            lines.append(f"[{when(m['said_at'])}] {_plain_id(m['role'])}: {_plain_content(m['content'])}")
         yield "\n".join(lines) + "\n\n"
 
 
@@ -298,12 +315,17 @@ def _print_transcript(
     """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters of messages or when ``table`` is True; else the title
     and :func:`plain_turns`, written as they are made."""
     chars = transcript_chars(turns)
-    if table or (table is None and chars <= TABLE_MAX_CHARS):
+    messages = sum(len(t["messages"]) for t in turns)
+    if table or (table is None and chars <= TABLE_MAX_CHARS and messages <= TABLE_MAX_MESSAGES):
         console().print(drawn())
         return
-    why = "--plain" if table is False else f"over {TABLE_MAX_CHARS:,} characters; --table draws the table anyway"
+    if table is False:
+        why = "--plain"
+    else:
+        over = f"{TABLE_MAX_CHARS:,} characters" if chars > TABLE_MAX_CHARS else f"{TABLE_MAX_MESSAGES:,} messages"
+        why = f"over {over}; --table draws the table anyway"
     out = sys.stdout
-    out.write(f"{title}, {chars:,} characters, as plain text ({why})\n\n")
+    out.write(f"{_plain_id(title)}, {chars:,} characters, as plain text ({why})\n\n")
     for chunk in plain_turns(turns, marked=marked or None):
         out.write(chunk)
     out.flush()

@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import logging
+import logging.config
 import math
 import sqlite3
 import threading
@@ -314,7 +315,9 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
-    cfg.open_store().close()  # fail now, not on the first request, when the database cannot be opened
+    # fail now, not on the first request, when the database cannot be opened; the first open after an upgrade
+    # indexes every message again (a new analyzer): say so, since the server listens only when it is done
+    SerialStore(cfg.db, retention_days=cfg.retention_days, index_progress=_reindex_log()).close()
     rt = Runtime(cfg)
 
     @asynccontextmanager
@@ -463,6 +466,23 @@ LOG_CONFIG: dict[str, Any] = {
 }
 
 
+def _reindex_log() -> Callable[[int, int], None]:
+    """Index progress for the log: a line when indexing starts and one when it ends (a re-index after an upgrade)."""
+    import time
+
+    started: float | None = None
+
+    def report(done: int, total: int) -> None:
+        nonlocal started
+        if started is None:
+            started = time.monotonic()
+            log.info("indexing %d messages for search (the first open after an upgrade): listening when done", total)
+        if done >= total:
+            log.info("indexed %d messages in %.1f s", total, time.monotonic() - started)
+
+    return report
+
+
 def settings_to_env(cfg: ServerSettings) -> str:
     """The settings for worker processes, with the token replaced by its hash: no process but the one it was given
     to holds the token (nor passes it on to its children)."""
@@ -510,6 +530,7 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
 
     from .connections import configure
 
+    logging.config.dictConfig(LOG_CONFIG)  # (uvicorn applies it again): what create_app logs is seen too
     limit = raise_open_file_limit()
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
