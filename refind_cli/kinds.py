@@ -20,21 +20,25 @@ found everywhere says nothing).
 
 The table (``data/kinds/``, loaded once per process on the first question that has a category phrase) is
 derived from the noun files of WordNet 3.0 by :func:`build` (``python -m refind_cli.kinds WORDNET_DIR``, WORDNET_DIR
-holding data.noun, index.noun and noun.exc, e.g. Debian's wordnet-base /usr/share/wordnet). WordNet 3.0 Copyright
-2006 by Princeton University; its license is in ``data/WORDNET-LICENSE``.
+holding data.noun, index.noun and noun.exc, e.g. Debian's wordnet-base /usr/share/wordnet). It holds each synset's
+lemmas analyzed too, by the analyzer of its build: a process reads a word's kinds as tokens instead of stemming
+thousands of lemmas (~50 ms for "events" the first time). After an analyzer change (``tokenize.ANALYZER_VERSION``)
+the lemmas are analyzed when asked, as before, until the table is built again. WordNet 3.0 Copyright 2006 by
+Princeton University; its license is in ``data/WORDNET-LICENSE``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import tokenize
 from .tokenize import analyze, fold
 
 if TYPE_CHECKING:
@@ -103,6 +107,9 @@ class Table:
     hypo: np.ndarray  # int32 synset numbers (hyponyms and instances)
     lemma_ptr: np.ndarray  # int64 [n + 1]: synset i's lemmas are lemma_text[lemma_ptr[i]:lemma_ptr[i + 1]]
     lemma_text: bytes  # UTF-8; a synset's lemmas (lower case, "_" as a space), joined by "\t"
+    token_ptr: np.ndarray  # int64 [n + 1]: synset i's tokens are token_text[token_ptr[i]:token_ptr[i + 1]]
+    token_text: bytes  # UTF-8; a synset's lemmas as the analyzer of version ``analyzer`` gave them (see _tokens)
+    analyzer: np.ndarray  # int32 [1]: that version (another analyzer: the lemmas are analyzed when asked)
 
     def _find(self, keys: np.ndarray, word: str) -> int | None:
         import numpy as np
@@ -122,13 +129,14 @@ class Table:
                 return word[: -len(suffix)] + repl
         return word if self._find(self.heads, word) is not None else None
 
-    def kinds(self, word: str, *, senses: int, depth: int | None) -> list[str]:
-        """The lemmas of every synset below the first ``senses`` senses of ``word`` (a head form), nearest first."""
+    def below(self, word: str, *, senses: int, depth: int | None) -> np.ndarray:
+        """The synsets below the first ``senses`` senses of ``word`` (a head form) by hyponym or instance links, down
+        to ``depth`` levels, nearest first (breadth first, each once)."""
         import numpy as np
 
         i = self._find(self.heads, word)
         if i is None:
-            return []
+            return np.zeros(0, dtype=np.int64)
         start = int(self.head_ptr[i])
         frontier = np.asarray(self.senses[start : min(int(self.head_ptr[i + 1]), start + senses)], dtype=np.int64)
         seen = np.zeros(len(self.hypo_ptr) - 1, dtype=bool)
@@ -147,16 +155,42 @@ class Table:
             found.append(below)
             frontier = below
             level += 1
-        if not found:
-            return []
-        synsets = np.concatenate(found)
-        at = np.asarray(self.lemma_ptr)
-        text = self.lemma_text
-        return [
-            name
-            for lo, hi in zip(at[synsets].tolist(), at[synsets + 1].tolist(), strict=True)
-            for name in text[lo:hi].decode().split("\t")
-        ]
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+    def kinds(self, word: str, *, senses: int, depth: int | None) -> list[str]:
+        """The lemmas of every synset below the first ``senses`` senses of ``word`` (a head form), nearest first."""
+        return list(_texts(self.lemma_ptr, self.lemma_text, self.below(word, senses=senses, depth=depth)))
+
+    def kind_tokens(self, word: str, *, senses: int, depth: int | None, most: int) -> list[str]:
+        """The analyzed tokens of :meth:`kinds` (each once, nearest first, at most ``most``): read from the table
+        when the analyzer that made them is this one, else analyzed now (the stemming costs ~50 ms for a broad word
+        such as "events": the table spares a process that)."""
+        synsets = self.below(word, senses=senses, depth=depth)
+        if int(self.analyzer[0]) != tokenize.ANALYZER_VERSION:
+            tokens: Iterable[str] = _tokens(list(_texts(self.lemma_ptr, self.lemma_text, synsets)))
+        else:
+            tokens = _texts(self.token_ptr, self.token_text, synsets)
+        out: dict[str, None] = {}
+        for token in tokens:
+            out[token] = None
+            if len(out) == most:
+                break
+        return list(out)
+
+
+def _texts(ptr: np.ndarray, text: bytes, synsets: np.ndarray) -> Iterator[str]:
+    """The "\t"-joined entries of these synsets in ``text``, in order (lazily: a reader may stop early)."""
+    import numpy as np
+
+    at = np.asarray(ptr)
+    for lo, hi in zip(at[synsets].tolist(), at[synsets + 1].tolist(), strict=True):
+        if hi > lo:
+            yield from text[lo:hi].decode().split("\t")
+
+
+def _tokens(lemmas: Sequence[str]) -> list[str]:
+    """Lemmas as the index analyzes text, without short tokens and numbers (what a kind may add to a query)."""
+    return [token for token in analyze("\n".join(lemmas)) if len(token) > 2 and not token.isdigit()]
 
 
 @lru_cache(maxsize=1)
@@ -171,8 +205,8 @@ def read(path: Path) -> Table:
     import numpy as np
 
     arrays = {f.name: np.load(path / f"{f.name}.npy", mmap_mode="r", allow_pickle=False) for f in fields(Table)}
-    text = arrays.pop("lemma_text")
-    return Table(lemma_text=text.tobytes(), **arrays)
+    lemmas, tokens = arrays.pop("lemma_text"), arrays.pop("token_text")
+    return Table(lemma_text=lemmas.tobytes(), token_text=tokens.tobytes(), **arrays)
 
 
 def write(arrays: Mapping[str, np.ndarray], path: Path) -> None:
@@ -192,9 +226,8 @@ def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
     head = t.base(word)
     if head is None:
         return {}
-    found = analyze("\n".join(t.kinds(head, senses=senses, depth=depth)))
-    ordered = dict.fromkeys(token for token in found if len(token) > 2 and not token.isdigit())
-    return {token: place for place, token in zip(range(MAX_CANDIDATES), ordered)}
+    found = t.kind_tokens(head, senses=senses, depth=depth, most=MAX_CANDIDATES)
+    return {token: place for place, token in enumerate(found)}
 
 
 def kind_terms(
@@ -280,6 +313,9 @@ def build(wordnet: Path) -> dict[str, np.ndarray]:
     encoded = [("\t".join(names)).encode() for names in lemmas]
     lemma_ptr = np.zeros(len(encoded) + 1, dtype=np.int64)
     lemma_ptr[1:] = np.cumsum([len(e) for e in encoded])
+    analyzed = [("\t".join(_tokens(names))).encode() for names in lemmas]
+    token_ptr = np.zeros(len(analyzed) + 1, dtype=np.int64)
+    token_ptr[1:] = np.cumsum([len(e) for e in analyzed])
     return {
         "heads": np.array([h for h, _ in heads], dtype=bytes),
         "head_ptr": head_ptr,
@@ -290,6 +326,9 @@ def build(wordnet: Path) -> dict[str, np.ndarray]:
         "hypo": np.array(hypo, dtype=np.int32),
         "lemma_ptr": lemma_ptr,
         "lemma_text": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+        "token_ptr": token_ptr,
+        "token_text": np.frombuffer(b"".join(analyzed), dtype=np.uint8),
+        "analyzer": np.array([tokenize.ANALYZER_VERSION], dtype=np.int32),
     }
 
 

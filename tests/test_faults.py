@@ -312,6 +312,7 @@ def test_a_file_that_is_not_a_database_is_exit_10_everywhere(cli, db_path):
         "ok": False,
         "integrity": ["file is not a database"],
         "derived": [],
+        "notes": [],
     }
 
 
@@ -335,7 +336,7 @@ def test_check_of_a_sound_database_and_of_derived_data_that_disagrees(cli, db_pa
     filled_db(db_path, 5)
     ok = cli("inspect", "--check", "--json")
     assert ok.exit_code == 0
-    assert json.loads(ok.output) == {"db": str(db_path), "ok": True, "integrity": ["ok"], "derived": []}
+    assert json.loads(ok.output) == {"db": str(db_path), "ok": True, "integrity": ["ok"], "derived": [], "notes": []}
     conn = sqlite3.connect(db_path)
     with conn:  # damage the data the way a bug would: messages deleted behind the store's back (request row, index)
         conn.execute("DELETE FROM messages WHERE request_id = 'r3'")

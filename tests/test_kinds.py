@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import T0
 
-from refind_cli import kinds
+from refind_cli import kinds, tokenize
 from refind_cli import search as S
 from refind_cli.contract import parse_add
 from refind_cli.tokenize import analyze
@@ -78,6 +78,31 @@ def test_kinds_are_every_synset_below_the_first_senses_nearest_first(toy: kinds.
         "golf",
         "american football",
     ]
+
+
+def test_the_table_holds_its_kinds_analyzed_and_reads_them_without_the_analyzer(
+    toy: kinds.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    want = list(dict.fromkeys(t for t in analyze("\n".join(toy.kinds("sport", senses=1, depth=None))) if len(t) > 2))
+    assert int(toy.analyzer[0]) == tokenize.ANALYZER_VERSION
+    monkeypatch.setattr(kinds, "analyze", _no_analyzer)  # the table's tokens alone: nothing is stemmed now
+    assert toy.kind_tokens("sport", senses=1, depth=None, most=100) == want
+    assert toy.kind_tokens("sport", senses=1, depth=None, most=2) == want[:2]  # the nearest first
+
+
+def _no_analyzer(text: str) -> list[str]:
+    raise AssertionError("analyzed at search time")
+
+
+def test_a_table_made_by_another_analyzer_is_analyzed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as other:  # another analyzer's table: its tokens are not this analyzer's
+        other.setattr(tokenize, "ANALYZER_VERSION", tokenize.ANALYZER_VERSION + 1)
+        other.setattr(kinds, "_tokens", lambda lemmas: [lemma.upper() for lemma in lemmas])
+        kinds.write(kinds.build(TOY), tmp_path / "other")
+    table = kinds.read(tmp_path / "other")
+    assert int(table.analyzer[0]) == tokenize.ANALYZER_VERSION + 1
+    analyzed = [t for t in analyze("\n".join(table.kinds("sport", senses=1, depth=None))) if len(t) > 2]
+    assert table.kind_tokens("sport", senses=1, depth=None, most=100) == list(dict.fromkeys(analyzed))
 
 
 def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
