@@ -14,6 +14,10 @@ table gives p50 and p95 over the questions and this/baseline ratios. Workloads:
 * ``category top_k 10`` — LoCoMo's what/which questions (every ``--every``-th) against all ten chats as one
   5,882-turn user (what ``bench/category_latency.py`` asks, where the kinds stage costs most);
 * ``realtalk top_k 100`` — every ``--every``-th REALTALK dev question against its chat.
+
+``--cold N`` also times whole cold commands, ``refind search --mode bm25 --json`` in a new process, N times each
+for a category question and a keyword question against LoCoMo's first chat (each checkout's own database, so
+neither re-indexes the other's), the two checkouts taking turns; the table gives the median CPU of the process.
 """
 
 from __future__ import annotations
@@ -104,6 +108,59 @@ def _ready(proc: subprocess.Popen[str]) -> None:
         raise SystemExit(f"a worker failed to start (exit {proc.wait()})")
 
 
+COLD_QUESTIONS = {
+    "category question": "What events has Caroline participated in to help children?",
+    "keyword question": "What did Caroline research?",
+}
+
+
+def _make_db(datasets_dir: Path, db: Path) -> None:
+    """LoCoMo's first chat stored in ``db`` by the refind this process imports (prints its user id)."""
+    from refind_cli import datasets
+    from refind_cli.evaluate import replay_sample
+    from refind_cli.store import Store
+
+    sample = next(iter(datasets.load(str(datasets_dir / "locomo10.json"))))
+    with Store(db, retention_days=None) as store:
+        replay_sample(store, sample)
+    print(sample.user_id, flush=True)
+
+
+def _cold(checkouts: dict[str, str], datasets_dir: Path, runs: int) -> dict[str, dict[str, float]]:
+    """Median CPU ms of a cold ``refind search`` per checkout and question, the checkouts taking turns."""
+    import resource
+
+    cpu: dict[str, dict[str, list[float]]] = {side: {q: [] for q in COLD_QUESTIONS} for side in checkouts}
+    with tempfile.TemporaryDirectory(prefix="refind-ab-cold-") as tmp:
+        dbs: dict[str, tuple[Path, str]] = {}
+        for side, path in checkouts.items():
+            db = Path(tmp) / f"{side}.db"
+            made = subprocess.run(
+                [sys.executable, "-P", __file__, "--make-db", str(db), "--datasets", str(datasets_dir)],
+                env={**os.environ, "PYTHONPATH": path},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            dbs[side] = (db, made.stdout.strip().splitlines()[-1])
+        for r in range(runs):
+            for side in list(checkouts) if r % 2 == 0 else list(reversed(checkouts)):
+                db, user = dbs[side]
+                for name, text in COLD_QUESTIONS.items():
+                    cmd = [sys.executable, "-P", "-m", "refind_cli", "search", "--mode", "bm25", "--json"]
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    subprocess.run(
+                        [*cmd, "--db", str(db), "--user", user, text],
+                        env={**os.environ, "PYTHONPATH": checkouts[side]},
+                        stdout=subprocess.DEVNULL,
+                        check=True,
+                    )
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                    cpu[side][name].append(used * 1000)
+    return {side: {q: statistics.median(v) for q, v in per.items()} for side, per in cpu.items()}
+
+
 def _summary(rounds: list[dict[str, list[float]]]) -> dict[str, tuple[float, float]]:
     """Per workload: p50 and p95 over questions of each question's median over rounds."""
     from refind_cli.evaluate import percentile
@@ -121,10 +178,15 @@ def main() -> None:
     ap.add_argument("--datasets", type=Path, default=DATASETS)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--every", type=int, default=4, help="ask every Nth question of each workload")
+    ap.add_argument("--cold", type=int, default=0, metavar="N", help="also time N cold `refind search` commands")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--make-db", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args.datasets, args.every)
+        return
+    if args.make_db:
+        _make_db(args.datasets, args.make_db)
         return
     if not args.baseline:
         ap.error("--baseline is required")
@@ -151,6 +213,14 @@ def main() -> None:
         b50, b95 = theirs[name]
         n = len(rounds["this"][0][name])
         print(f"| {name} | {n} | {b50:.2f} / {b95:.2f} | {p50:.2f} / {p95:.2f} | {p50 / b50:.2f}× / {p95 / b95:.2f}× |")
+    if args.cold:
+        cold = _cold({"this": str(HERE.parent), "baseline": args.baseline}, args.datasets, args.cold)
+        print(f"\nA cold `refind search --mode bm25 --json`, median CPU ms of the process ({args.cold} runs each)\n")
+        print("| question | baseline | this | ratio |")
+        print("|---|---:|---:|---:|")
+        for name in COLD_QUESTIONS:
+            b, m = cold["baseline"][name], cold["this"][name]
+            print(f"| {name} | {b:.0f} | {m:.0f} | {m / b:.2f}× |")
 
 
 if __name__ == "__main__":
