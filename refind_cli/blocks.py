@@ -103,15 +103,15 @@ def render_blocks(
     plain_next = 0
     interleaved: set[str] = set()  # message ids shown alone by the interleave
 
-    def add(pos: int, score: float, *, bare: bool = False, remember: bool = False) -> None:
+    def add(pos: int, score: float, *, bare: bool = False, remember: bool = False, anchor: Turn | None = None) -> None:
         nonlocal last_score, used
-        anchor = idx.turns[pos]
+        anchor = idx.turns[pos] if anchor is None else anchor
         n = cfg.neighbours
         if bare or len(blocks) < cfg.bare_blocks:
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
-        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor)
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
@@ -180,7 +180,7 @@ def render_blocks(
         ):
             deferred.append((pos, score))
             continue
-        add(pos, score)
+        add(pos, score, anchor=anchor)
         interleave(score)
     for pos, score in deferred:
         if len(blocks) >= top_k:
@@ -227,23 +227,30 @@ def compose(
     scores: np.ndarray | None = None,
     *,
     n: int | None = None,
+    anchor: Turn | None = None,
 ) -> dict[int, list[StoredMessage]]:
-    """Which messages a block shows, by turn index: the anchor's, whole, then neighbours (±``n``, default
-    ``cfg.neighbours``) nearest first, each kept only if it passes the role, filter, length, overlap and block-size
-    rules. Returns {turn index: [message]}."""
+    """Which messages a block shows, by turn index: the anchor's (``anchor``: the turn at ``pos``, when the caller
+    has it), whole, then neighbours (±``n``, default ``cfg.neighbours``) nearest first, each kept only if it passes
+    the role, filter, length, overlap and block-size rules. Returns {turn index: [message]}."""
     n = cfg.neighbours if n is None else n
-    anchor = idx.turns[pos]
+    anchor = idx.turns[pos] if anchor is None else anchor
     chosen = {pos: list(anchor.messages)}
     size = sum(len(m.content) for m in anchor.messages)
     role = anchor.messages[0].role
     window = neighbours(idx, pos, n)
     before = n if cfg.neighbours_before is None else cfg.neighbours_before
-    nearest = sorted((j for j in window if j != pos and j >= pos - before), key=lambda j: (abs(j - pos), j))
+    lowest = max(window.start, pos - before)
+    # nearest first, the earlier of two at one distance first
+    nearest = [j for d in range(1, n + 1) for j in (pos - d, pos + d) if lowest <= j < window.stop]
+    only_matching = cfg.neighbour_filter == "match"
     for j in nearest:
+        matches = scores is not None and bool(scores[j] > 0)
+        if only_matching and not matches:
+            continue  # (before the turn is fetched: most neighbours share no query word)
         turn = idx.turns[j]
         if cfg.neighbour_roles == "same" and turn.messages[0].role != role:
             continue
-        if not _passes_filter(turn, cfg, scores is not None and bool(scores[j] > 0)):
+        if not _passes_filter(turn, cfg, matches):
             continue
         kept = []
         for m in turn.messages:
