@@ -161,7 +161,7 @@ def render_blocks(
             ):
                 continue
             interleaved.update(m.id for m in turn.messages)
-            add(pos, score, bare=True, remember=True)
+            add(pos, score, bare=True, remember=True, anchor=turn)
             added += 1
 
     if cfg.lead_chars and scores is not None and fused.size:
@@ -185,9 +185,10 @@ def render_blocks(
     for pos, score in deferred:
         if len(blocks) >= top_k:
             break
-        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in idx.turns[pos].messages):
+        anchor = idx.turns[pos]
+        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in anchor.messages):
             continue
-        add(pos, score)
+        add(pos, score, anchor=anchor)
         interleave(score)
     return blocks
 
@@ -241,7 +242,8 @@ def compose(
     before = n if cfg.neighbours_before is None else cfg.neighbours_before
     lowest = max(window.start, pos - before)
     # nearest first, the earlier of two at one distance first
-    nearest = [j for d in range(1, n + 1) for j in (pos - d, pos + d) if lowest <= j < window.stop]
+    reach = max(pos - lowest, window.stop - 1 - pos)  # (the session's bounds: never more steps than it has turns)
+    nearest = [j for d in range(1, reach + 1) for j in (pos - d, pos + d) if lowest <= j < window.stop]
     only_matching = cfg.neighbour_filter == "match"
     for j in nearest:
         matches = scores is not None and bool(scores[j] > 0)

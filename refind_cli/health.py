@@ -48,13 +48,9 @@ def derived_problems(conn: sqlite3.Connection) -> list[str]:
             "GROUP BY m.user_id, m.request_id"
         )
     ]
-    if _has_table(conn, "index_segments"):
+    if index_store.has_table(conn, "index_segments"):
         problems += index_store.verify(conn)
     return problems
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def check(path: Path) -> dict[str, Any]:
@@ -64,7 +60,7 @@ def check(path: Path) -> dict[str, Any]:
     try:
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
         derived = derived_problems(conn) if integrity == ["ok"] else []
-        if integrity == ["ok"] and _has_table(conn, "index_segments"):
+        if integrity == ["ok"] and index_store.has_table(conn, "index_segments"):
             built = index_store.stale_analyzer(conn)
             if built is not None:
                 notes.append(

@@ -895,8 +895,10 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if progress is not None and total and not done:
+            progress(0, total)  # indexing starts (a report before its first batch, which may take seconds)
         done += len(rows)
-        if progress is not None and total:
+        if progress is not None and rows:
             progress(done, total)
         if not rows:
             return done
@@ -949,7 +951,12 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
 
 def _has_parts(conn: sqlite3.Connection) -> bool:
     """Whether m006 ran (``inspect --check`` reads a database without migrating it)."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_parts'").fetchone() is not None
+    return has_table(conn, "index_parts")
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the database has this table (a database from before a migration, read without migrating it)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def stale_analyzer(conn: sqlite3.Connection) -> str | None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import tokenize
-from .tokenize import analyze, fold
+from .tokenize import analyze
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,9 +75,10 @@ _ENDS = frozenset("?.!;\n")
 
 def category_words(text: str) -> list[str]:
     """The words of ``text`` that may name the category of its answer: up to three after each "what" / "which"
-    (case-folded as the analyzer folds; "kind(s) / type(s) / sort(s) of" skipped), ending at the first function
-    word or at the end of the sentence. Words of any script are read whole ("cafés" is one word, not "caf" + "s")."""
-    words = [fold(w) for w in _WORD.findall(text.replace("\u2019", "'"))]
+    (normalised and case-folded as the analyzer does; "kind(s) / type(s) / sort(s) of" skipped), ending at the first
+    function word or at the end of the sentence. Words of any script are read whole ("cafés" is one word, not "caf"
+    + "s")."""
+    words = _WORD.findall(tokenize.normalise(text.replace("\u2019", "'")))
     out: list[str] = []
     for i, w in enumerate(words):
         if w not in WH:

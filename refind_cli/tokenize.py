@@ -5,7 +5,7 @@
 1. NFKC-normalise (full-width Latin letters and digits become ASCII) and fold case with Unicode case folding
    (``str.casefold``, as search engines do: "Straße" matches "STRASSE", a final "ς" matches "σ"), then drop the
    combining dot above that folding leaves after an ``i`` (Turkish "İ" folds to "i" + U+0307): "İstanbul" matches
-   "istanbul"; NFKC again where folding left a decomposed sequence (eight Greek letters such as "ΐ"). Accents are
+   "istanbul"; NFKC again where folding left a decomposed sequence (a few letters such as Greek "ΐ" or "ǰ"). Accents are
    kept ("café" is not "cafe"); ASCII text is only lowercased (the same thing for ASCII);
 2. split on whitespace and punctuation (a token is a run of letters, marks and digits; ``_`` splits too);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
@@ -27,8 +27,9 @@ from functools import lru_cache
 from typing import Any
 
 # Bump whenever analyze() changes what it emits: persisted search indexes built by another version are then rebuilt.
-# 2: Unicode case folding (casefold, "i" + U+0307 → "i", NFKC again if needed) instead of lower().
-ANALYZER_VERSION = 2
+# 2: Unicode case folding (casefold, "i" + U+0307 → "i") instead of lower().
+# 3: NFKC again where case folding left a decomposed sequence.
+ANALYZER_VERSION = 3
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -323,8 +324,14 @@ def _normalise(text: str) -> str:
         return text.lower()
     folded = fold(unicodedata.normalize("NFKC", text))
     # Folding can leave a sequence NFKC composes ("ΐ" folds to ι + two marks): normalised again, "ΠΡΩΤΕΪ́ΝΗ" and
-    # "πρωτεΐνη" give one token. The check costs ~0.2 µs; the second pass runs for those eight letters only.
+    # "πρωτεΐνη" give one token. The check costs ~0.2 µs; the second pass runs for those few letters only.
     return folded if unicodedata.is_normalized("NFKC", folded) else unicodedata.normalize("NFKC", folded)
+
+
+def normalise(text: str) -> str:
+    """Step 1 (NFKC and case folding): what another reader of a text's words (kinds.category_words) applies first,
+    so that it reads the words the analyzer reads."""
+    return _normalise(text)
 
 
 def fold(text: str) -> str:

@@ -74,7 +74,8 @@ def test_a_database_indexed_by_analyzer_1_is_indexed_again_and_then_finds_istanb
     report = health.check(db_path)  # before it is opened: not damage (exit 0), a note that it is indexed again
     assert report["ok"] and report["derived"] == []
     assert report["notes"] == [
-        "the search index was built by analyzer version 1 (this refind's is 2): every message is indexed again on "
+        f"the search index was built by analyzer version 1 (this refind's is {tokenize.ANALYZER_VERSION}): every "
+        "message is indexed again on "
         "the next open; nothing to repair"
     ]
     with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
@@ -142,6 +143,7 @@ def test_the_server_logs_the_re_index_of_an_upgraded_database(db_path, monkeypat
     _clear_caches()
     cfg = ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)
     said = _server_log(cfg)
+    assert len(said) == 2, said  # when it starts (before the first batch) and when it ends, once each
     assert said[0] == "indexing 4 messages for search (the first open after an upgrade): listening when done"
     assert said[1].startswith("indexed 4 messages in ")
     assert not [line for line in _server_log(cfg) if "index" in line]  # opened since: nothing to index, nothing said

@@ -34,6 +34,8 @@ TOY = Path(__file__).resolve().parent.parent / "fixtures" / "wordnet-toy"
         ("what board games or card games", ["board", "games"]),  # at most three words, "or" ends it anyway
         ("WHAT ſPORTS does Kevin like?", ["sports"]),  # folded as the analyzer folds (a long s is an s)
         ("Which cafés did we visit?", ["cafés"]),  # one word of any script, not "caf" and "s" (sulfur…)
+        ("Which cafe\u0301s did we visit?", ["cafés"]),  # decomposed: normalised as the analyzer normalises
+        ("What ＳＰＯＲＴＳ does Kevin like?", ["sports"]),  # full-width letters, as the analyzer reads them
     ],
 )
 def test_the_category_phrase_is_up_to_three_words_after_what_or_which(question: str, words: list[str]) -> None:

@@ -217,3 +217,14 @@ def test_session_cap_changes_which_sessions_a_short_list_shows(store):
 def test_session_cap_below_one_is_refused():
     with pytest.raises(InvalidInput, match="session_cap must be 1 or more"):
         S.SearchConfig(session_cap=0)
+
+
+def test_a_block_s_neighbours_stop_at_its_session_however_many_are_asked():
+    """``neighbours`` of a billion shows the whole session, nearest first, and walks only the session's turns (a
+    loop over the billion steps took minutes)."""
+    from refind_cli.blocks import compose
+
+    idx = _index([("s1", f"turn {i}", None) for i in range(5)] + [("s2", "other session", None)])
+    cfg = S.SearchConfig(neighbours=10**9, neighbour_filter="all")
+    chosen = compose(idx, 2, cfg, set(), None)
+    assert list(chosen) == [2, 1, 3, 0, 4]  # the anchor, then nearest first, the earlier of two first; not s2

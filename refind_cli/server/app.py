@@ -88,8 +88,8 @@ class ServerSettings:
             return token_digest(self.token)
         return self.token_sha256
 
-    def open_store(self) -> Store:
-        return SerialStore(self.db, retention_days=self.retention_days)
+    def open_store(self, *, index_progress: Callable[[int, int], None] | None = None) -> Store:
+        return SerialStore(self.db, retention_days=self.retention_days, index_progress=index_progress)
 
 
 def auto_search_threads(mode: str) -> int:
@@ -317,7 +317,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     # fail now, not on the first request, when the database cannot be opened; the first open after an upgrade
     # indexes every message again (a new analyzer): say so, since the server listens only when it is done
-    SerialStore(cfg.db, retention_days=cfg.retention_days, index_progress=_reindex_log()).close()
+    cfg.open_store(index_progress=_reindex_log()).close()
     rt = Runtime(cfg)
 
     @asynccontextmanager
