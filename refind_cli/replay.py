@@ -193,9 +193,9 @@ GZIP_TRUNCATED = "Compressed file ended before the end-of-stream marker was reac
 
 class _Gunzip:
     """A .gz file's content, read as ``gzip`` reads it (every member of a concatenated file, the zero bytes that may
-        pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
-        a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
-        the cut had decompressed: up to a MiB of whole lines, never stored.) zlib, unlike ``gzip``, also checks a header
+    pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
+    a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
+    the cut had decompressed: up to a MiB of whole lines, never stored.) zlib, unlike ``gzip``, also checks a header
     CRC (FHCRC) and refuses reserved flag bits: such rare files are refused with a "cannot read" error."""
 
     def __init__(self, raw: _Prefixed | IO[bytes], chunk: int = 1 << 17) -> None:
@@ -380,9 +380,9 @@ def _parse_message_line(
             raise InvalidInput(f"{name}: must be a non-empty string")
         ids.append(check_id(name, value))
     request_id = obj.get("request_id")
-    if request_id is not None and (not isinstance(request_id, str) or not request_id.strip()):
-        raise InvalidInput("request_id: must be a non-empty string when given")
     if request_id is not None:
+        if not isinstance(request_id, str) or not request_id.strip():
+            raise InvalidInput("request_id: must be a non-empty string when given")
         check_id("request_id", request_id)
     notes: list[str] = []
     message, _ = parse_message(obj, "", notes)

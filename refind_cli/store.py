@@ -241,8 +241,9 @@ def _writable(path: Path) -> bool:
 
 # The database file deleted or replaced under a long-lived process (`rm memory.db`, a restore by `mv`): its open
 # connection goes on with the old file, whose writes no later open sees, and a connection opened after creates a new
-# file beside the old one's -wal and -shm. Whoever holds a connection for long (the server, a Memory, `refind mcp`)
-# records which file it opened and asks, before each use, whether the path still names it.
+# file beside the old one's -wal and -shm. Every Store records which file it opened and asks, before each write,
+# whether the path still names it (Store.check_file); the long-lived holders (the server, a Memory, `refind mcp`)
+# ask before each read too.
 FileIdentity = tuple[int, int]
 CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget, sweep or drain waits for readers before it reports the WAL busy
 REOPEN = "open the database again (run the command again, restart the server)"  # Store.write's remedy
@@ -261,7 +262,7 @@ def file_identity(path: str | Path) -> FileIdentity | None:
 
 
 def check_same_file(path: str | Path, opened: FileIdentity | None, *, holder: str, remedy: str) -> None:
-    """Raise StorageError when ``path`` no longer names the file ``opened`` (``file_identity`` when it was opened;
+    """Raise FileReplaced (a StorageError) when ``path`` no longer names the file ``opened`` (``file_identity`` when it was opened;
     None: not known, nothing to check). ``holder`` had it open; ``remedy`` makes what is there now usable."""
     if opened is not None and file_identity(path) != opened:
         raise FileReplaced(
