@@ -112,6 +112,7 @@ class Memory:
     ) -> None:
         days = None if retention_days is None else settings.parse_retention(retention_days)
         self._store = Store(os.fspath(path), retention_days=days, clock=clock)
+        self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
 
     @contextlib.contextmanager
@@ -120,7 +121,7 @@ class Memory:
         file was deleted or replaced since: its connection would go on with a file no later open sees), and a
         storage fault (no space, locked, read-only, damaged) as its RefindError."""
         with self._lock:
-            self._store.check_file(REOPEN)
+            self._store.check_file()
             try:
                 yield
             except sqlite3.Error as exc:

@@ -710,7 +710,7 @@ def max_seq(conn: sqlite3.Connection) -> int:
 
 def pending(conn: sqlite3.Connection) -> bool:
     """Whether some messages are not indexed yet (or were indexed by another analyzer): :func:`catch_up` then."""
-    return _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION) or watermark(conn) < max_seq(conn)
+    return stale_analyzer(conn) is not None or watermark(conn) < max_seq(conn)
 
 
 def db_id(conn: sqlite3.Connection) -> str:
@@ -808,7 +808,7 @@ def write_segments(conn: sqlite3.Connection, segments: Mapping[str, Segment]) ->
 def indexing(conn: sqlite3.Connection, since_seq: int) -> bool:
     """Whether an Add transaction that began at max seq ``since_seq`` indexes its messages itself: when the index
     is up to date (otherwise :func:`catch_up` indexes them with the rest)."""
-    return watermark(conn) >= since_seq and _meta(conn, "analyzer") == str(tokenize.ANALYZER_VERSION)
+    return watermark(conn) >= since_seq and stale_analyzer(conn) is None
 
 
 def mark_indexed(conn: sqlite3.Connection, through: int) -> None:
@@ -877,12 +877,14 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION):
+            if stale_analyzer(conn) is not None:
                 conn.execute("DELETE FROM index_segments")  # another analyzer's tokens: index everything again
                 _set_meta(conn, "analyzer", str(tokenize.ANALYZER_VERSION))
                 _set_meta(conn, "indexed_through", "0")
             mark = watermark(conn)
             total = done + conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (mark,)).fetchone()[0]
+            if progress is not None and total and not done:
+                progress(0, total)  # indexing starts: a report before its first batch, which may take seconds
             rows = conn.execute(
                 f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
                 (mark, CATCH_UP_CHUNK),
@@ -895,8 +897,6 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        if progress is not None and total and not done:
-            progress(0, total)  # indexing starts (a report before its first batch, which may take seconds)
         done += len(rows)
         if progress is not None and rows:
             progress(done, total)
@@ -929,14 +929,14 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
     ).fetchone()
     parts, part_bytes = (
         conn.execute("SELECT count(*), coalesce(sum(length(blob)), 0) FROM index_parts").fetchone()
-        if _has_parts(conn)
+        if has_table(conn, "index_parts")  # (m006 ran: inspect --check reads without migrating)
         else (0, 0)
     )
     size += part_bytes
     content = conn.execute("SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM messages").fetchone()[0]
     users = conn.execute("SELECT count(DISTINCT user_id) FROM index_segments").fetchone()[0]
     behind = conn.execute("SELECT count(*) FROM messages WHERE seq > ?", (watermark(conn),)).fetchone()[0]
-    stale = _meta(conn, "analyzer") != str(tokenize.ANALYZER_VERSION)
+    stale = stale_analyzer(conn) is not None
     return {
         "state": "stale" if stale else "pending" if behind else "ready",
         "segments": segs,
@@ -947,11 +947,6 @@ def stats(conn: sqlite3.Connection) -> dict[str, object]:
         "bytes": size,
         "bytes_per_content_byte": round(size / content, 3) if content else None,
     }
-
-
-def _has_parts(conn: sqlite3.Connection) -> bool:
-    """Whether m006 ran (``inspect --check`` reads a database without migrating it)."""
-    return has_table(conn, "index_parts")
 
 
 def has_table(conn: sqlite3.Connection, name: str) -> bool:
@@ -1012,7 +1007,7 @@ def verify(conn: sqlite3.Connection) -> list[str]:
             if seg.meta is not None and _info(seg.meta, d) != want[3]:
                 problems.append(f"segment {seg_id}: message seq {seq}'s session or dates differ from the message's")
     orphans = (
-        _has_parts(conn)
+        has_table(conn, "index_parts")
         and conn.execute(
             "SELECT count(*) FROM index_parts WHERE segment_id NOT IN (SELECT id FROM index_segments)"
         ).fetchone()[0]

@@ -55,6 +55,7 @@ FUNCTION_WORDS = frozenset(  # end a category phrase ("what" / "which" + up to t
     "her their our your my me we you i thing things some any many much one ones have has had can could will would "
     "shall should may might must".split()
 )
+MAX_WORDS = 16  # category words a query expands at most (a question has a few; 100,000 characters of "what x" not)
 MAX_CANDIDATES = 4096  # a word's nearest kinds looked for in the user's vocabulary (0.3% of words have more)
 MAX_KINDS = 64  # kinds a category word adds at most: the nearest that the user wrote (BENCHMARKS.md, fifth pass)
 _SUFFIXES = (
@@ -76,11 +77,13 @@ _ENDS = frozenset("?.!;\n")
 def category_words(text: str) -> list[str]:
     """The words of ``text`` that may name the category of its answer: up to three after each "what" / "which"
     (normalised and case-folded as the analyzer does; "kind(s) / type(s) / sort(s) of" skipped), ending at the first
-    function word or at the end of the sentence. Words of any script are read whole ("cafés" is one word, not "caf"
-    + "s")."""
+    function word or at the end of the sentence; at most :data:`MAX_WORDS`. Words of any script are read whole
+    ("cafés" is one word, not "caf" + "s")."""
     words = _WORD.findall(tokenize.normalise(text.replace("\u2019", "'")))
-    out: list[str] = []
+    out: dict[str, None] = {}  # (in order, each once)
     for i, w in enumerate(words):
+        if len(out) >= MAX_WORDS:
+            break
         if w not in WH:
             continue
         taken = 0
@@ -89,10 +92,9 @@ def category_words(text: str) -> list[str]:
                 continue
             if v in FUNCTION_WORDS or v in _ENDS or taken == 3:
                 break
-            if v not in out:
-                out.append(v)
+            out[v] = None
             taken += 1
-    return out
+    return list(out)[:MAX_WORDS]
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ def scrubbing(store: Store) -> Iterator[None]:
         store.conn.execute(f"PRAGMA secure_delete = {int(before)}")
 
 
-def checkpoint(store: Store, *, timeout_s: float | None = None) -> bool:
+def checkpoint(store: Store) -> bool:
     """Copy the WAL into the database file and truncate the WAL to zero bytes (``Store.checkpoint``), waiting at most
-    ``timeout_s`` (CHECKPOINT_TIMEOUT_S by default) for readers. False if they kept it busy."""
-    return store.checkpoint(CHECKPOINT_TIMEOUT_S if timeout_s is None else timeout_s)
+    CHECKPOINT_TIMEOUT_S for readers. False if they kept it busy."""
+    return store.checkpoint(CHECKPOINT_TIMEOUT_S)
 
 
 def _evict(user_ids: Iterable[str]) -> None:

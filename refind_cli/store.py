@@ -407,14 +407,14 @@ class Store:
             self._db = sqlite_utils.Database(self.conn)
         return self._db
 
-    holder = "this process"  # who had the file open, and what to do, in check_file's message
+    holder = "this process"  # who had the file open, and what to do, in check_file's message (a holder may set its own)
     remedy = REOPEN
 
-    def check_file(self, remedy: str | None = None) -> None:
+    def check_file(self) -> None:
         """FileReplaced when the path no longer names the file this Store opened (deleted or replaced since); its
         write-ahead log is drained first (:meth:`_drain_wal`)."""
         try:
-            check_same_file(self._file, self._opened, holder=self.holder, remedy=remedy or self.remedy)
+            check_same_file(self._file, self._opened, holder=self.holder, remedy=self.remedy)
         except FileReplaced:
             self._drain_wal()
             raise
@@ -450,8 +450,8 @@ class Store:
         return not busy
 
     def close(self) -> None:
-        if self._opened is not None and file_identity(self._file) != self._opened:
-            self._drain_wal()
+        with contextlib.suppress(FileReplaced):  # (drains a moved file's log: see _drain_wal)
+            self.check_file()
         self.conn.close()
 
     def __enter__(self) -> Store:

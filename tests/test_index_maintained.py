@@ -192,8 +192,13 @@ def test_an_existing_database_is_indexed_once_on_open_with_progress(tmp_path, mo
     conn.close()
     monkeypatch.setattr(index_store, "CATCH_UP_CHUNK", 7)  # several transactions, as for a big database
     seen: list[tuple[int, int]] = []
+    batches: list[int] = []  # len(seen) when each batch began to be indexed
+    index_rows = index_store._index_rows
+    monkeypatch.setattr(index_store, "_index_rows", lambda c, rows: (batches.append(len(seen)), index_rows(c, rows)))
     with Store(db, retention_days=None, index_progress=lambda done, total: seen.append((done, total))) as store:
         assert seen[-1] == (30, 30) and len(seen) >= 5  # one report per chunk
+        assert seen[0] == (0, 30) and batches[0] == 1  # "indexing starts" comes before the first batch is indexed
+        assert seen == [(0, 30), (7, 30), (14, 30), (21, 30), (28, 30), (30, 30)]  # once each, none for the last pass
         assert index_store.stats(store.conn)["state"] == "ready"
         assert index_store.verify(store.conn) == []
         ui = S.user_index(store, "alice")

@@ -312,7 +312,8 @@ def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -
 def _print_transcript(
     title: str, turns: Sequence[dict[str, Any]], drawn: Callable[[], Table], *, table: bool | None, marked: str = ""
 ) -> None:
-    """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters of messages or when ``table`` is True; else the title
+    """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters and :data:`TABLE_MAX_MESSAGES` messages or when ``table``
+    is True; else the title
     and :func:`plain_turns`, written as they are made."""
     chars = transcript_chars(turns)
     messages = sum(len(t["messages"]) for t in turns)
@@ -332,12 +333,12 @@ def _print_transcript(
 
 
 def print_session(data: dict[str, Any], *, table: bool | None = None) -> None:
-    """A session's transcript: :func:`session_transcript`, or plain text past :data:`TABLE_MAX_CHARS`."""
+    """A session's transcript: :func:`session_transcript`, or plain text past the table's limits."""
     _print_transcript(_session_title(data), data["turns"], lambda: session_transcript(data), table=table)
 
 
 def print_turn(data: dict[str, Any], *, table: bool | None = None) -> None:
-    """A turn with its neighbours: :func:`turn_view`, or plain text past :data:`TABLE_MAX_CHARS`."""
+    """A turn with its neighbours: :func:`turn_view`, or plain text past the table's limits."""
     turns = [*data["before"], data["turn"], *data["after"]]
     _print_transcript(_turn_title(data), turns, lambda: turn_view(data), table=table, marked=data["turn"]["id"])
 

@@ -28,8 +28,9 @@ TableOption = Annotated[
     bool | None,
     typer.Option(
         "--table/--plain",
-        help="Draw the table, or print plain text (every message whole, one line per message). "
-        f"Default: the table up to {render.TABLE_MAX_CHARS:,} characters of messages, plain text past them.",
+        help="Draw the table, or print plain text (every message whole, its further lines indented). Default: the "
+        f"table up to {render.TABLE_MAX_CHARS:,} characters and {render.TABLE_MAX_MESSAGES:,} messages, plain text "
+        "past them.",
         show_default=False,
     ),
 ]
