@@ -57,6 +57,7 @@ log = logging.getLogger("refind.server")
 INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (well under a millisecond)
 T = TypeVar("T")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+FORGET_PARAMETERS = frozenset({"user_id", "session_id", "request_id"})
 HEALTH_BODY = b'{"status": "ok"}'  # byte for byte as the contract and README write it: smoke tests compare it exactly
 
 
@@ -396,12 +397,20 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         return Response(await rt.search(await request.body()), media_type="application/json")
 
     async def forget(
+        request: Request,
         user_id: str = Query(description="The user whose memory to remove"),
         session_id: str | None = Query(None, description="Only this session"),
         request_id: str | None = Query(None, description="Only this Add request"),
     ) -> JSONResponse:
         import anyio.to_thread
 
+        # a scope misspelt (`session=s1`) must not widen the delete to the whole user: unknown parameters are refused
+        unknown = sorted(set(request.query_params) - FORGET_PARAMETERS)
+        if unknown:
+            raise InvalidInput(
+                f"{unknown[0]}: not a parameter of DELETE /v1/memories (user_id, session_id, request_id); "
+                "nothing was deleted"
+            )
         result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
         return JSONResponse(result)
 

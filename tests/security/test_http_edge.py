@@ -173,6 +173,20 @@ def test_a_duplicate_query_parameter_is_refused(make_client):
     assert stored(client, "bob")  # nothing was forgotten
 
 
+def test_a_misspelt_forget_scope_is_refused_not_read_as_the_whole_user(make_client):
+    client = make_client()
+    client.post("/v1/memories/add", json=add_body(user_id="bob"))
+    for params in ({"user_id": "bob", "session": "s1"}, {"user_id": "bob", "sessionId": "s1"}):
+        response = client.delete("/v1/memories", params=params)
+        assert response.status_code == 422
+        name = next(iter(set(params) - {"user_id"}))
+        assert response.json()["error"]["message"] == (
+            f"{name}: not a parameter of DELETE /v1/memories (user_id, session_id, request_id); nothing was deleted"
+        )
+    assert stored(client, "bob")  # nothing was forgotten
+    assert client.delete("/v1/memories", params={"user_id": "bob", "session_id": "s1"}).status_code == 200
+
+
 def test_a_duplicate_json_key_is_refused(make_client):
     client = make_client()
     raw = b'{"request_id": "r1", "user_id": "bob", "user_id": "alice", "session_id": "s", "messages": [{"role": "user", "content": "Caroline: cat"}]}'
