@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -86,31 +87,42 @@ def check(path: Path) -> dict[str, Any]:
 def backup(path: Path, target: Path) -> dict[str, Any]:
     """Copy the database to ``target`` with SQLite's online backup API: one read transaction, so the copy is the
     database as of one commit even while ``refind serve`` writes (in WAL mode the writers are not blocked). Written
-    to ``target.partial``, checked, then renamed: ``target`` is either a whole, sound copy or absent."""
+    to a new private file beside it (never one that was there: not the database, not a user's file), checked, then
+    renamed: ``target`` is either a whole, sound copy or absent, readable by its owner only, as the database is."""
     if target.exists():
         raise RefindError(f"{target} already exists; give a new path (a backup never overwrites)")
     if not target.parent.is_dir():
         raise RefindError(f"cannot write {target}: folder {target.parent} does not exist")
-    partial = target.with_name(target.name + ".partial")
-    source = _open(path)
+    database = path.resolve()
+    for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads, truncates or deletes these on the next open
+        if target.resolve() == database.with_name(database.name + suffix):
+            raise RefindError(f"{target} is the name of the database's {suffix} file; give another path")
     try:
-        dest = sqlite3.connect(partial)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    except OSError as exc:
+        raise RefindError(f"cannot write {target}: {exc.strerror}") from exc
+    os.close(fd)
+    partial = Path(name)
+    try:
+        source = _open(path)
         try:
-            source.backup(dest)  # all pages in one step: one snapshot
-            dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
-            integrity = [row[0] for row in dest.execute("PRAGMA integrity_check").fetchall()]
-            counts = {t: dest.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("requests", "messages")}
+            dest = sqlite3.connect(partial)
+            try:
+                source.backup(dest)  # all pages in one step: one snapshot
+                dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
+                integrity = [row[0] for row in dest.execute("PRAGMA integrity_check").fetchall()]
+                counts = {t: dest.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("requests", "messages")}
+            finally:
+                dest.close()
         finally:
-            dest.close()
+            source.close()
+        if integrity != ["ok"]:
+            raise CorruptDatabase(f"database {path}: the copy fails its integrity check ({'; '.join(integrity[:3])})")
+        with open(partial, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(partial, target)
     except sqlite3.Error as exc:
-        partial.unlink(missing_ok=True)
         raise storage_error(exc, path) from exc
     finally:
-        source.close()
-    if integrity != ["ok"]:
         partial.unlink(missing_ok=True)
-        raise CorruptDatabase(f"database {path}: the copy fails its integrity check ({'; '.join(integrity[:3])})")
-    with open(partial, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(partial, target)
     return {"db": str(path), "backup": str(target), "bytes": target.stat().st_size, **counts}

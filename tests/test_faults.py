@@ -379,6 +379,30 @@ def test_backup_while_another_process_writes_is_a_sound_copy(cli, db_path, tmp_p
     assert cli("backup", str(copies[0])).exit_code == 1  # never overwrites
 
 
+def test_backup_writes_only_a_new_private_file_and_never_where_sqlite_looks(cli, tmp_path):
+    db = tmp_path / "mem.partial"  # the old code wrote the copy to PATH.partial: here, the database itself
+    filled_db(db, 3)
+    notes = tmp_path / "copy.db.partial"  # … and here, a file of the user's, replaced and then deleted
+    notes.write_text("my notes")
+    old_umask = os.umask(0o022)
+    try:
+        for target in (tmp_path / "mem", tmp_path / "copy.db"):
+            result = cli("backup", str(target), "--db", str(db))
+            assert result.exit_code == 0, result.output
+            assert sound(target) == 3
+            assert target.stat().st_mode & 0o777 == 0o600  # everyone's memory, private as the database is
+    finally:
+        os.umask(old_umask)
+    assert sound(db) == 3 and notes.read_text() == "my notes"
+    assert not list(tmp_path.glob(".*.partial"))
+    for suffix in ("-wal", "-shm", "-journal"):  # SQLite would replay, truncate or delete the copy on the next open
+        result = cli("backup", f"{db}{suffix}", "--db", str(db))
+        assert result.exit_code == 1
+        assert f"error: {db}{suffix} is the name of the database's {suffix} file; give another path" in " ".join(
+            result.output.split()
+        )
+
+
 # ---- a WAL deleted under a running server -------------------------------------------------------------------------
 
 
