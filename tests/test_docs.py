@@ -48,6 +48,16 @@ def test_every_command_has_help(path: str, cli) -> None:
     assert "Usage:" in result.output and len(result.output.splitlines()) > 3
 
 
+@pytest.mark.parametrize("path", [p for p, _ in all_commands()])
+def test_every_example_in_a_help_text_prints_as_written(path: str, cli) -> None:
+    """click re-wraps a paragraph unless a ``\\b`` line opens it: examples glued into one line ("refind forget …
+    --yes refind forget …") read as one command."""
+    examples = [line.strip() for line in (dict(all_commands())[path].help or "").splitlines()]
+    shown = {line.strip() for line in cli(*path.split(), "--help").output.splitlines()}
+    missing = [line for line in examples if line.startswith("refind ") and line not in shown]
+    assert not missing, f"`refind {path} --help` re-wraps its examples: {missing}"
+
+
 def test_every_refind_variable_in_the_code_is_in_the_configuration_table() -> None:
     used = set()  # REFIND__NAME (double underscore) is internal: how `serve --workers` hands settings to workers
     for source in (ROOT / "refind_cli").rglob("*.py"):

@@ -26,6 +26,7 @@ Retention counts from recorded-at, when this store received a message, not from 
 expired messages even before a sweep; expire removes them from the file (scrubbed, WAL truncated), with their
 request rows and stored planner searches that quote them.
 
+\b
   refind expire --dry-run            # what would go, per user
   refind expire --days 7             # delete what was recorded more than 7 days ago
 """
@@ -37,6 +38,7 @@ The text is scrubbed from the database file and the WAL is truncated; a tombston
 content hashes (never text). A forgotten request is not stored again by a later replay (refused, exit code 6);
 send it under a new request id to store it deliberately. Asks for confirmation on a terminal unless --yes.
 
+\b
   refind forget --user alice --session s2 --yes
   refind forget --user alice --request-id alice-s1-0 --yes
   refind forget --user alice --yes
@@ -46,6 +48,7 @@ EXPORT_HELP = """\
 Write a user's visible messages (or one session's) as Add-request JSONL, with the original request ids, message
 order and said-at timestamps. `refind add --file` reads it back into an identical store.
 
+\b
   refind export --user alice --output alice.jsonl
   refind add --file alice.jsonl --db copy.db
 """

@@ -23,6 +23,7 @@ from ..options import (
 SEARCH_HELP = """\
 Search one user's memory and print evidence blocks, best first.
 
+\b
   refind search "where did Caroline go hiking" --user alice --mode bm25
   refind search "hiking" --user alice --mode bm25 --date-from 2023/05/01 --date-to 2023/05/31 --json
 
