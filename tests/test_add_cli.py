@@ -95,6 +95,17 @@ def test_one_message_faults(cli) -> None:
     assert "give either the message TEXT or --file PATH" in cli("add", "x", "--file", "f.jsonl").output
 
 
+def test_an_empty_at_or_request_id_is_refused_not_read_as_absent(cli) -> None:
+    # `--at "$WHEN"` with WHEN unset stored the message without its date; `--request-id ""` under a hash id
+    empty_at = cli("add", "x", "-u", "u", "-s", "s", "--at", "")
+    assert empty_at.exit_code == 2
+    assert "error: --at: '' is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08" in empty_at.output
+    empty_id = cli("add", "x", "-u", "u", "-s", "s", "--request-id", "")
+    assert empty_id.exit_code == 2
+    assert "error: request_id: must be a non-empty string" in empty_id.output
+    assert cli("export", "--user", "u").exit_code == 4  # nothing was stored
+
+
 def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
     first = cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--json")
     assert first.exit_code == 0, first.output

@@ -72,7 +72,7 @@ def add(
         raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
     with open_store(db, retention) as store:
         if file is not None:
-            if user or session or request_id or timestamp is not None or at:
+            if user or session or request_id is not None or timestamp is not None or at is not None:
                 raise InvalidInput(
                     "--user, --session, --request-id, --timestamp and --at are for one message, "
                     "not --file (each line carries its own)"
@@ -81,16 +81,18 @@ def add(
             return
         if not user or not session:
             raise InvalidInput("one message needs --user and --session")
-        if timestamp is not None and at:
+        if timestamp is not None and at is not None:
             raise InvalidInput("give --timestamp or --at, not both")
         notes: list[str] = []
-        ts = _parse_at(at) if at else parse_timestamp(timestamp, "--timestamp", notes)
+        ts = _parse_at(at) if at is not None else parse_timestamp(timestamp, "--timestamp", notes)
         for note in notes:  # read as seconds: said, and the id below is derived from the milliseconds
             render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
         from ...replay import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
-        rid = request_id or "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
+        rid = (
+            request_id if request_id is not None else "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
+        )
         body = {
             "request_id": rid,
             "user_id": user,
