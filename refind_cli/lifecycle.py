@@ -120,6 +120,8 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
     Also removes stored planner searches older than the window, and any that quote an expired message. Counts are
     per user; ``dry_run`` counts without deleting. With retention off nothing expires.
     """
+    if user_id is not None and not user_id.strip():  # `--user "$U"` with U unset: never every user's
+        raise InvalidInput("user: must be a non-empty string (leave it out to expire every user)")
     cutoff = store.retention_cutoff()
     if cutoff is None:
         return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
@@ -159,7 +161,7 @@ class _Plan:
 
 
 def _expiry_plan(store: Store, cutoff: int, user_id: str | None) -> dict[str, _Plan]:
-    where, params = ("AND user_id = ?", [user_id]) if user_id else ("", [])
+    where, params = ("AND user_id = ?", [user_id]) if user_id is not None else ("", [])
     q = store.conn.execute
     plans: dict[str, _Plan] = {}
     for uid, n in q(

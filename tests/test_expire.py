@@ -10,6 +10,7 @@ from helpers import CLOCK_T0, Clock
 from helpers import add_request as _add
 
 from refind_cli import lifecycle, review
+from refind_cli.errors import InvalidInput
 from refind_cli.store import DAY_MS, Store
 
 
@@ -90,6 +91,15 @@ def test_expire_one_user_and_retention_off(aged, db_path: Path) -> None:
         off = lifecycle.expire(keep_all)
         assert (off.retention_days, off.messages) == (None, 0)
         assert len(keep_all.user_messages("alice")) == 4
+
+
+def test_expire_of_an_empty_user_is_refused_not_read_as_every_user(aged) -> None:
+    store, clock = aged
+    clock.now = CLOCK_T0 + 35 * DAY_MS  # alice's and bob's day-zero requests are past retention
+    for blank in ("", " "):
+        with pytest.raises(InvalidInput, match=r"^user: must be a non-empty string \(leave it out to expire"):
+            lifecycle.expire(store, user_id=blank)
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 6  # nothing was deleted
 
 
 def test_expire_removes_old_traces_and_traces_quoting_expired_text(aged) -> None:
