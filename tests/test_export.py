@@ -103,3 +103,24 @@ def test_export_never_replaces_the_database_it_reads(runner, tmp_path: Path, mon
         assert f"--output: {output} is {what}; name another file, e.g. alice.jsonl" in result.output
     assert _rows(db) == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_export_into_a_stream_writes_into_it_and_never_replaces_it(runner, tmp_path: Path) -> None:
+    # `--output /dev/stdout` (a link to a pipe or terminal) and a FIFO: the old rename put a regular file holding the
+    # user's memory in their place (as root, /dev/stdout itself) and the reader got nothing
+    import os
+
+    db, fifo, link = tmp_path / "x.db", tmp_path / "pipe", tmp_path / "stdout"
+    assert _run(runner, db, "add", "hello", "--user", "alice", "--session", "s1").exit_code == 0
+    os.mkfifo(fifo)
+    link.symlink_to(os.devnull)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there, so the export's open does not wait
+    try:
+        assert _run(runner, db, "export", "--user", "alice", "--output", str(fifo)).exit_code == 0
+        assert _run(runner, db, "export", "--user", "alice", "--output", str(link)).exit_code == 0
+        received = os.read(reader, 65536)
+    finally:
+        os.close(reader)
+    assert json.loads(received)["messages"][0]["content"] == "hello"
+    assert fifo.is_fifo() and link.is_symlink()
+    assert list(tmp_path.glob(".pipe.*")) == list(tmp_path.glob(".stdout.*")) == []

@@ -165,7 +165,13 @@ def _export_to_file(store: Store, user: str, session: str | None, output: Path) 
                 f"--output: {output} is the database{f' {suffix} file' if suffix else ''} itself; name another "
                 f"file, e.g. {user}.jsonl"
             )
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
+    if output.exists() and not output.is_file():  # /dev/stdout, a FIFO: a stream to write into, not a file to replace
+        with open(output, "w", encoding="utf-8", newline="\n") as stream:
+            return lifecycle.export(store, user, stream, session_id=session)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
+    except OSError as exc:
+        raise InvalidInput(f"--output: cannot write in folder {folder}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
             result = lifecycle.export(store, user, out, session_id=session)
