@@ -106,6 +106,16 @@ def test_an_empty_at_or_request_id_is_refused_not_read_as_absent(cli) -> None:
     assert cli("export", "--user", "u").exit_code == 4  # nothing was stored
 
 
+def test_an_in_memory_database_is_refused_not_acknowledged_and_lost(cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = cli("add", "remember the capybara", "-u", "u", "-s", "s", "--db", ":memory:")
+    assert result.exit_code == 2  # it printed "stored", and the message was gone with the process
+    assert "error: --db: ':memory:' would be gone when this command ends, with all it stored; give a file" in (
+        " ".join(result.output.split())
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
     first = cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--json")
     assert first.exit_code == 0, first.output

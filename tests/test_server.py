@@ -397,3 +397,13 @@ def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client
         client.post("/v1/memories/add", content=pair, headers={"content-type": "application/json"}).status_code == 200
     )
     assert client.head("/health").status_code == 200
+
+
+def test_a_server_on_an_in_memory_database_is_refused() -> None:
+    from pathlib import Path
+
+    from refind_cli.server import ServerSettings, create_app
+
+    # the writer and every search connection each had their own: Adds were acknowledged and never found
+    with pytest.raises(InvalidInput, match="^--db: ':memory:' is one connection's database, and the server opens"):
+        create_app(ServerSettings(db=Path(":memory:"), mode="bm25", expire_interval_s=0))

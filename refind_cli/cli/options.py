@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .. import settings
-from ..errors import NotFound
+from ..errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -48,7 +48,8 @@ def open_store(db: Path, retention: str | None) -> Store:
     from .plain import index_progress
 
     remember_db(db)
-
+    if str(db) == ":memory:":  # SQLite's database of one connection: gone when the command ends
+        raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
     return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
 
 

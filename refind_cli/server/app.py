@@ -315,6 +315,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         )
     if cfg.mode not in SEARCH_MODES:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
+    if str(cfg.db) == ":memory:":  # each connection would get its own: the searches' would never see an Add
+        raise InvalidInput("--db: ':memory:' is one connection's database, and the server opens many; give a file")
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     # fail now, not on the first request, when the database cannot be opened; the first open after an upgrade
     # indexes every message again (a new analyzer): say so, since the server listens only when it is done
