@@ -116,6 +116,24 @@ def test_an_in_memory_database_is_refused_not_acknowledged_and_lost(cli, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_arguments_that_are_not_utf8_are_one_error_line_not_a_traceback(cli) -> None:
+    assert cli("add", "kept", "-u", "u", "-s", "s").exit_code == 0
+    # Python hands argv bytes that are not UTF-8 over as lone surrogates ('\xff' -> '\udcff')
+    for args in (
+        ("add", "bad \udcff byte", "-u", "u", "-s", "s"),
+        ("add", "ok", "-u", "u\udcff", "-s", "s"),
+        ("export", "--user", "u\udcff"),
+        ("forget", "--user", "u\udcff", "--yes"),
+        ("inspect", "user", "u\udcff"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == 2, args
+        assert "error: an argument holds bytes that are not UTF-8 text ('\\udcff'); ids and text are stored" in (
+            " ".join(result.output.split())
+        )
+    assert "kept" in cli("export", "--user", "u").output
+
+
 def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
     first = cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--json")
     assert first.exit_code == 0, first.output

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import RefindError
+from ..errors import InvalidInput, RefindError
 from .options import CURRENT_DB
 
 HELP = """\
@@ -46,12 +46,19 @@ class RefindGroup(TyperGroup):
         CURRENT_DB.set(None)
         try:
             return super().invoke(ctx)
-        except (RefindError, sqlite3.Error) as exc:
+        except (RefindError, sqlite3.Error, UnicodeEncodeError) as exc:
             from rich.markup import escape
 
             from .render import error_console, printable
 
-            if not isinstance(exc, RefindError):
+            if isinstance(exc, UnicodeEncodeError):  # argv bytes that are not UTF-8 arrive as lone surrogates
+                if "surrogates not allowed" not in exc.reason:
+                    raise
+                exc = InvalidInput(
+                    f"an argument holds bytes that are not UTF-8 text ({exc.object[exc.start : exc.end]!a}); "
+                    "ids and text are stored and looked up as Unicode: pass them in UTF-8"
+                )
+            elif not isinstance(exc, RefindError):
                 from ..store import storage_error
 
                 exc = storage_error(exc, CURRENT_DB.get())
