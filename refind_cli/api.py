@@ -32,6 +32,7 @@ from .contract import (
     check_said_at,
     parse_add,
     parse_date,
+    refuse_lone_surrogates,
     search_request,
 )
 from .errors import InvalidInput, RefindError
@@ -126,6 +127,13 @@ class Memory:
                 yield
             except sqlite3.Error as exc:
                 raise storage_error(exc, self._store.path) from exc
+            except UnicodeEncodeError as exc:  # an id holding a lone surrogate, bound as SQLite text
+                if "surrogates not allowed" not in exc.reason:
+                    raise
+                bad = exc.object[exc.start]
+                raise InvalidInput(
+                    f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
+                ) from None
 
     @property
     def path(self) -> str:
@@ -169,6 +177,7 @@ class Memory:
         body = {"request_id": request_id, "user_id": user, "session_id": session, "messages": messages}
         if request_id is None:
             body["request_id"] = _auto_id(body)
+        refuse_lone_surrogates(body, "request")  # Python strings may hold them; the payload's hash cannot
         request = parse_add(body)
         with self._turn():
             return self._store.add(request)
@@ -189,6 +198,7 @@ class Memory:
                 parsed.append(item)
                 continue
             try:
+                refuse_lone_surrogates(item, "request")
                 parsed.append(parse_add(dict(item) if isinstance(item, Mapping) else item, strict=strict))
             except InvalidInput as exc:
                 raise InvalidInput(f"requests[{i}].{exc.message}") from None

@@ -100,6 +100,28 @@ def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
     assert memory.export(user="alice") == []  # the valid request before it was not stored either
 
 
+def test_a_lone_surrogate_is_invalid_input_not_a_unicode_error(memory: Memory) -> None:
+    memory.add("kept", user="alice", session="s1")
+    lone = "\ud800"
+    surrogate = r"contains an unpaired UTF-16 surrogate \(\\ud800\), which is not Unicode text$"
+    with pytest.raises(InvalidInput, match="^messages\\[0\\]\\.content: " + surrogate):
+        memory.add(f"bad {lone}", user="alice", session="s1")
+    with pytest.raises(InvalidInput, match="^user_id: " + surrogate):
+        memory.add("x", user=lone, session="s1")
+    good = {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "x"}]}
+    with pytest.raises(InvalidInput, match=r"^requests\[1\]\.session_id: " + surrogate):
+        memory.add_many([good, {**good, "request_id": "r2", "session_id": lone}])
+    for call in (
+        lambda: memory.search("x", user=lone),
+        lambda: memory.export(user=lone),
+        lambda: memory.forget(user=lone),
+        lambda: memory.sessions(user=lone),
+    ):
+        with pytest.raises(InvalidInput, match="^an argument " + surrogate):
+            call()
+    assert [r["messages"][0]["content"] for r in memory.export(user="alice")] == ["kept"]
+
+
 def test_add_is_idempotent_and_conflicts_and_tombstones_are_errors_of_the_family(memory: Memory) -> None:
     first = memory.add("hello", user="alice", session="s1", at=T0)
     assert first.status == "added" and first.request_id.startswith("api-")
