@@ -59,6 +59,9 @@ def check(path: Path) -> dict[str, Any]:
     conn = _open(path)
     notes: list[str] = []
     try:
+        # one read transaction: every statement sees the same commit, so a writer (refind serve) committing between
+        # reading the messages and the index is not reported as damage
+        conn.execute("BEGIN")
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
         derived = derived_problems(conn) if integrity == ["ok"] else []
         if integrity == ["ok"] and index_store.has_table(conn, "index_segments"):

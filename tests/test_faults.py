@@ -350,6 +350,34 @@ def test_check_of_a_sound_database_and_of_derived_data_that_disagrees(cli, db_pa
     )
 
 
+def test_check_while_a_writer_commits_reads_one_commit_and_reports_no_damage(cli, db_path, monkeypatch):
+    from refind_cli import health
+
+    filled_db(db_path, 5)
+    opened = health._open
+
+    class Racing:
+        """The check's connection; a writer (refind serve) commits an Add just before the check reads the index."""
+
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn, self.wrote = conn, False
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if not self.wrote and "FROM index_segments ORDER BY id" in sql:
+                self.wrote = True
+                with Store(db_path, retention_days=None) as writer:
+                    writer.add(parse_add(request(99)))
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.conn, name)
+
+    monkeypatch.setattr(health, "_open", lambda path: Racing(opened(path)))
+    result = cli("inspect", "--check", "--json")
+    assert result.exit_code == 0, result.output  # it said "message seq N is not a stored message" (exit 10)
+    assert json.loads(result.output)["derived"] == []
+
+
 # ---- backup --------------------------------------------------------------------------------------------------------
 
 
