@@ -93,6 +93,9 @@ def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
         memory.add("hi", user="alice", session="s1", at="noon")
     with pytest.raises(InvalidInput, match=r"^at: '1969-12-31' is outside the dates refind stores, 1973-03-03 to"):
         memory.add("hi", user="alice", session="s1", at="1969-12-31")
+    for content in (5, None, b"hi"):  # a TypeError from iterating it, or a list of ints
+        with pytest.raises(InvalidInput, match=r"^content: must be a string or a list of messages, got "):
+            memory.add(content, user="alice", session="s1")
     good = {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "x"}]}
     bad = {**good, "request_id": "r2", "messages": [{"role": "user"}]}
     with pytest.raises(InvalidInput, match=r"^requests\[1\]\.messages\[0\]\.content: required"):
