@@ -168,10 +168,10 @@ class Memory:
         identical replay (status ``duplicate``, nothing written). ``Conflict``: the id is stored with another
         payload; ``Forgotten``: it was removed by :meth:`forget`.
         """
+        if not isinstance(content, (str, Sequence)) or isinstance(content, (bytes, bytearray)):
+            raise InvalidInput(f"content: must be a string or a list of messages, got {type(content).__name__}")
         if isinstance(content, str):
             messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
-        elif not isinstance(content, Sequence) or isinstance(content, (bytes, bytearray)):
-            raise InvalidInput(f"content: must be a string or a list of messages, got {type(content).__name__}")
         else:
             if at is not None:
                 raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
