@@ -113,6 +113,8 @@ def test_an_in_memory_database_is_refused_not_acknowledged_and_lost(cli, tmp_pat
     assert "error: --db: ':memory:' would be gone when this command ends, with all it stored; give a file" in (
         " ".join(result.output.split())
     )
+    mcp = cli("mcp", "--user", "u", "--db", ":memory:")  # remember answered "stored" for what no launch kept
+    assert mcp.exit_code == 2 and "error: --db: ':memory:' would be gone" in mcp.output
     assert list(tmp_path.iterdir()) == []
 
 

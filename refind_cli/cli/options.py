@@ -42,14 +42,19 @@ def remember_db(db: Path) -> None:
     CURRENT_DB.set(str(db))
 
 
+def refuse_memory_db(db: Path) -> None:
+    """SQLite's ':memory:' is one connection's database: gone when the command ends, with all it stored."""
+    if str(db) == ":memory:":
+        raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
+
+
 def open_store(db: Path, retention: str | None) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
     from ..store import Store
     from .plain import index_progress
 
     remember_db(db)
-    if str(db) == ":memory:":  # SQLite's database of one connection: gone when the command ends
-        raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
+    refuse_memory_db(db)
     return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
 
 

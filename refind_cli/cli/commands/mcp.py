@@ -11,7 +11,7 @@ import typer
 
 from ... import settings
 from ...errors import InvalidInput, RefindError
-from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption
+from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption, refuse_memory_db
 
 MCP_HELP = """\
 Serve one user's memory to an agent over the Model Context Protocol (stdio), for Claude Desktop, Cursor, VS Code
@@ -84,6 +84,7 @@ def mcp(
         max_actions=max_actions,
         allow_forget=allow_forget,
     )
+    refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has
     with Memory(os.fspath(db), retention_days=settings.parse_retention(retention)) as memory:
 
         def start(on_running: Callable[[], None]) -> Callable[[], None]:
