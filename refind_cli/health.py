@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from . import index_store, tokenize
 from .errors import CorruptDatabase, NotFound, RefindError
-from .store import storage_error
+from .store import sqlite_filename, storage_error
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -24,7 +24,7 @@ def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise NotFound(f"no database at {path} (give --db PATH or set REFIND_DB)")
     if os.access(path.parent if str(path.parent) else ".", os.W_OK):
-        return sqlite3.connect(path, timeout=30)  # can clean up its -wal and -shm files when it closes
+        return sqlite3.connect(sqlite_filename(path), timeout=30)  # can clean up its -wal and -shm files when it closes
     return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
 
 

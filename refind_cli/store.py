@@ -88,6 +88,14 @@ def legacy_message_id(user_id: str, request_id: str, index: int) -> str:
     return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def sqlite_filename(path: str | Path) -> str:
+    """The path as SQLite must be given it: a name that starts with ``file:`` is read as a URI where SQLite is built
+    to allow them (``file:x.db`` opened ``x.db``, ``file:x.db?mode=memory`` a database in memory), never the file
+    refind created private and checks; ``./`` in front keeps it a plain file name."""
+    name = str(path)
+    return f"./{name}" if name.startswith("file:") else name
+
+
 def _create_private(path: Path) -> None:
     """Create a new database file readable by its owner only (0600): SQLite gives the WAL and shm files it makes
     beside it the same mode. An existing file keeps its mode."""
@@ -371,7 +379,7 @@ class Store:
                 _create_private(self.path)
             self._opened = None if in_memory else file_identity(self._file)
             conn = sqlite3.connect(
-                str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                sqlite_filename(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
