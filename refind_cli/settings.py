@@ -49,6 +49,8 @@ def parse_retention(value: str | float | None) -> float | None:
     if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
         return None
     try:
+        if isinstance(value, bool):  # float(True) is 1: one day, where a flag was meant
+            raise TypeError
         days = float(value)
     except (TypeError, ValueError):
         raise RefindError(f"retention: {value!r} is not a number of days (or 'off')") from None
