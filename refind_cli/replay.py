@@ -310,7 +310,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
             )
             continue
-        if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
         text = raw.strip()
         if not text:

@@ -136,6 +136,30 @@ def test_arguments_that_are_not_utf8_are_one_error_line_not_a_traceback(cli) -> 
     assert "kept" in cli("export", "--user", "u").output
 
 
+def test_a_byte_order_mark_opening_any_line_is_read_past(cli, tmp_path) -> None:
+    # files that each open with a BOM (Windows tools write one), joined with cat: line 2 was refused as not JSON
+    bom = "\ufeff"
+    lines = [
+        bom
+        + json.dumps(
+            {
+                "request_id": f"r{i}",
+                "user_id": "u",
+                "session_id": "s",
+                "messages": [{"role": "user", "content": f"{bom}part {i}"}],
+            }
+        )
+        for i in (1, 2)
+    ]
+    path = tmp_path / "joined.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = cli("add", "--file", str(path), "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["requests_added"] == 2
+    exported = [json.loads(line) for line in cli("export", "--user", "u").stdout.splitlines()]
+    assert [r["messages"][0]["content"] for r in exported] == [f"{bom}part 1", f"{bom}part 2"]  # content verbatim
+
+
 def test_replay_fixtures_in_both_shapes(cli, db_path) -> None:
     first = cli("add", "--file", str(FIXTURES / "conversations.jsonl"), "--json")
     assert first.exit_code == 0, first.output
