@@ -14,7 +14,7 @@ from typing import Any
 
 from . import index_store, migrations
 from .errors import InvalidInput, NotFound
-from .store import EVENT_KINDS, MESSAGE_COLUMNS, SQLITE_MAX_INT, Store, StoredMessage
+from .store import EVENT_KINDS, MESSAGE_COLUMNS, SQLITE_MAX_INT, Store, StoredMessage, wal_file
 
 NEIGHBOURS = 2
 
@@ -41,7 +41,7 @@ def overview(store: Store) -> dict[str, Any]:
     return {
         "db": path,
         "size_bytes": _size(path),
-        "wal_bytes": _size(path + "-wal"),
+        "wal_bytes": _size(wal_file(path)),
         "schema_version": migrations.schema_version(store.conn),
         "migrations": [r[0] for r in q("SELECT name FROM _migrations ORDER BY rowid")],
         "users": row[0],

@@ -96,6 +96,14 @@ def sqlite_filename(path: str | Path) -> str:
     return f"./{name}" if name.startswith("file:") else name
 
 
+def wal_file(path: str | Path) -> str:
+    """Where SQLite keeps the database's write-ahead log: beside the file the path resolves to (a symlink's target),
+    not beside the link."""
+    import os
+
+    return os.path.realpath(path) + "-wal"
+
+
 def _create_private(path: Path) -> None:
     """Create a new database file readable by its owner only (0600): SQLite gives the WAL and shm files it makes
     beside it the same mode. An existing file keeps its mode."""

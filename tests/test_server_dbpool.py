@@ -131,3 +131,24 @@ def test_a_commit_that_fails_is_never_acknowledged_and_later_adds_are_really_com
     with Store(db_path, retention_days=None) as store:  # another connection sees r2 while the writer still runs
         assert {row[0] for row in store.conn.execute("SELECT request_id FROM requests")} == {"r2"}
     writer.close()
+
+
+def test_a_database_reached_through_a_symlink_keeps_its_connections(tmp_path, caplog):
+    # SQLite keeps the log beside the link's target: looking beside the link, every lend saw "the -wal file was
+    # deleted", checkpointed, logged a warning and reconnected
+    real, link = tmp_path / "real.db", tmp_path / "link.db"
+    Store(real, retention_days=None).close()
+    link.symlink_to(real)
+    pool = StorePool(lambda: SerialStore(link, retention_days=None), max_idle=4)
+    try:
+        with pool.store() as first:
+            first.add(parse_add(body("r1")))
+        with pool.store() as second:
+            assert second is first  # lent again, not retired as healed
+        assert "deleted while open" not in caplog.text
+        (tmp_path / "real.db-wal").unlink()  # the log really deleted: still noticed
+        with pool.store() as third:
+            assert third is not first
+        assert "the database's -wal file was deleted while open" in caplog.text
+    finally:
+        pool.close()
