@@ -109,7 +109,7 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
     try:
         source = _open(path)
         try:
-            dest = sqlite3.connect(partial)
+            dest = sqlite3.connect(sqlite_filename(partial))
             try:
                 source.backup(dest)  # all pages in one step: one snapshot
                 dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
