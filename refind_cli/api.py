@@ -22,7 +22,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import settings
 from .contract import (
@@ -36,6 +36,8 @@ from .contract import (
     search_request,
 )
 from .errors import InvalidInput, RefindError
+from .retention import UNSET, Unset
+from .retention import apply as apply_retention
 from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
 
 if TYPE_CHECKING:
@@ -100,7 +102,8 @@ class Memory:
     """One refind database (a SQLite file, created when missing) with a retention window.
 
     ``retention_days``: messages recorded longer ago are hidden from every read and removed by :meth:`expire`
-    (default 30, at least 1; ``None`` keeps everything). When the file is deleted or replaced while open, every later
+    (at least 1; ``None`` keeps everything). Given, it is stored in the database as its retention policy; left out,
+    the stored policy applies (set by an earlier Memory, ``refind add``, ``serve`` or ``mcp`` given one), else 30. When the file is deleted or replaced while open, every later
     call raises ``StorageError`` and reads or writes nothing: open a new Memory on what is there now.
     """
 
@@ -108,11 +111,21 @@ class Memory:
         self,
         path: str | os.PathLike[str] = settings.DEFAULT_DB,
         *,
-        retention_days: float | None = settings.DEFAULT_RETENTION_DAYS,
+        retention_days: float | Literal[Unset.UNSET] | None = UNSET,
         clock: Callable[[], int] = system_clock,
+        writer: str = "Memory",
     ) -> None:
-        days = None if retention_days is None else settings.parse_retention(retention_days)
-        self._store = Store(os.fspath(path), retention_days=days, clock=clock)
+        days = (
+            retention_days
+            if retention_days is None or retention_days is UNSET
+            else settings.parse_retention(retention_days)
+        )
+        self._store = Store(os.fspath(path), clock=clock)
+        try:
+            apply_retention(self._store, days, writer=writer)
+        except BaseException:
+            self._store.close()
+            raise
         self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
 

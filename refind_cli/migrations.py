@@ -264,3 +264,21 @@ def m006_index_parts(conn: sqlite3.Connection) -> None:
         if parts:
             conn.execute("UPDATE index_segments SET blob = ? WHERE id = ?", (blob, seg_id))
             index_store.write_parts(conn, seg_id, parts)
+
+
+@migration
+def m007_settings(conn: sqlite3.Connection) -> None:
+    # What the database itself remembers of how it is kept: one row, present once a writer (add, serve, mcp, a
+    # Memory) was given a retention explicitly (--retention-days, REFIND_RETENTION_DAYS, retention_days=). A later
+    # command given none applies it, so `refind expire` run plainly after `refind serve --retention-days 90` does not
+    # delete what the server still serves. retention_days NULL: retention off; set_by and set_at say who set it, when.
+    conn.execute(
+        """
+        CREATE TABLE settings (
+            id             INTEGER PRIMARY KEY CHECK (id = 1),
+            retention_days REAL,
+            set_by         TEXT NOT NULL,
+            set_at         INTEGER NOT NULL
+        )
+        """
+    )

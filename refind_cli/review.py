@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import asdict
 from typing import Any
 
 from . import index_store, migrations
@@ -27,7 +28,15 @@ def _size(path: str) -> int:
 
 
 def overview(store: Store) -> dict[str, Any]:
-    """The database at a glance: file sizes, schema, counts and the two time ranges of what is visible."""
+    """The database at a glance: file sizes, schema, counts and the two time ranges of what is visible. The counts
+    are read in one read transaction, so they agree with each other while another process writes."""
+    with store.reading():
+        return _overview(store)
+
+
+def _overview(store: Store) -> dict[str, Any]:
+    from .retention import stored as stored_retention
+
     predicate, params = store.visible()
     q = store.conn.execute
     row = q(
@@ -37,6 +46,7 @@ def overview(store: Store) -> dict[str, Any]:
         params,
     ).fetchone()
     stored = q("SELECT count(*) FROM messages").fetchone()[0]
+    kept = stored_retention(store)
     path = str(store.path)
     return {
         "db": path,
@@ -51,6 +61,7 @@ def overview(store: Store) -> dict[str, Any]:
         "said_at": {"min": row[4], "max": row[5]},
         "recorded_at": {"min": row[6], "max": row[7]},
         "retention_days": store.retention_days,
+        "retention_stored": None if kept is None else asdict(kept),
         "retention_cutoff": store.retention_cutoff(),
         "awaiting_expiry": stored - row[3] if store.retention_days is not None else 0,
         "searches": q("SELECT count(*) FROM searches").fetchone()[0],

@@ -28,7 +28,10 @@ RetentionOption = Annotated[
     typer.Option(
         "--retention-days",
         envvar=settings.ENV_RETENTION_DAYS,
-        help="Hide and expire messages recorded more than this many days ago (default 30; 'off' keeps everything).",
+        help=(
+            "Hide and expire messages recorded more than this many days ago ('off' keeps everything). Default: what "
+            "the database remembers (add, serve and mcp store a value given them), else 30."
+        ),
     ),
 ]
 
@@ -48,14 +51,23 @@ def refuse_memory_db(db: Path) -> None:
         raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
 
 
-def open_store(db: Path, retention: str | None) -> Store:
-    """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS."""
+def open_store(db: Path, retention: str | None, *, writer: str | None = None) -> Store:
+    """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS, else the one
+    the database remembers, else the default; a ``writer`` (``"refind add"``) stores one given explicitly."""
+    from .. import retention as policy
     from ..store import Store
     from .plain import index_progress
 
+    days = policy.given(retention)  # (a bad value is refused before any file is created)
     remember_db(db)
     refuse_memory_db(db)
-    return Store(db, retention_days=settings.parse_retention(retention), index_progress=index_progress())
+    store = Store(db, index_progress=index_progress())
+    try:
+        policy.apply(store, days, writer=writer)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def open_existing(db: Path, retention: str | None) -> Store:

@@ -150,7 +150,43 @@ def _retention(days: float | None) -> str:
     return "off (keeps everything)" if days is None else f"{days:g} days"
 
 
+def _stored_policy(stored: dict[str, Any] | None) -> str:
+    if stored is None:
+        return "none stored (add, serve and mcp store a --retention-days given them)"
+    return f"{_retention(stored['days'])}, set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
+
+
+def retention_policy(policy: dict[str, Any]) -> str:
+    """Which retention window applied, and where it came from (the flag, the database's stored policy, the default)."""
+    stored = policy["stored"]
+    source = {
+        "given": "given (--days / --retention-days / REFIND_RETENTION_DAYS)",
+        "stored": f"the database's stored policy, set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
+        if stored
+        else "",
+        "default": "the default: the database stores no policy",
+    }[policy["source"]]
+    line = f"retention window {_retention(policy['retention_days'])}: {source}"
+    if policy["source"] == "given" and stored is not None:
+        line += f"; the stored policy is {_retention(stored['days'])}"
+    if policy["shorter_than_stored"]:
+        line += (
+            f"\n[yellow]note: {_retention(policy['retention_days'])} is shorter than the stored policy of "
+            f"{_retention(stored['days'])}: this run expires what the policy keeps[/yellow]"
+        )
+    return line
+
+
 def expire_result(data: dict[str, Any]) -> Any:
+    body = _expire_body(data)
+    if data.get("policy") is None:
+        return body
+    from rich.console import Group
+
+    return Group(retention_policy(data["policy"]), body)
+
+
+def _expire_body(data: dict[str, Any]) -> Any:
     if data["retention_days"] is None:
         return "retention is off (--retention-days off): nothing expires"
     verb = "would expire" if data["dry_run"] else "expired"
@@ -193,6 +229,7 @@ def overview(data: dict[str, Any]) -> Table:
     table.add_row("said at", _span(data["said_at"], full=True))
     table.add_row("recorded at", _span(data["recorded_at"], full=True))
     table.add_row("retention", _retention(data["retention_days"]))
+    table.add_row("stored retention policy", _stored_policy(data["retention_stored"]))
     if data["retention_cutoff"] is not None:
         table.add_row("visible from", when(data["retention_cutoff"]))
     table.add_row("expired, awaiting sweep", f"{data['awaiting_expiry']:,}")

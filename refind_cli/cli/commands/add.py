@@ -70,7 +70,7 @@ def add(
 ) -> None:
     if (text is None) == (file is None):
         raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
-    with open_store(db, retention) as store:
+    with open_store(db, retention, writer="refind add") as store:
         if file is not None:
             if user or session or request_id is not None or timestamp is not None or at is not None:
                 raise InvalidInput(

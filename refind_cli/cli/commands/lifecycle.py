@@ -61,7 +61,11 @@ ExpireDaysOption = Annotated[
         "--retention-days",
         "--days",
         envvar=settings.ENV_RETENTION_DAYS,
-        help="Expire messages recorded more than this many days ago (default 30, at least 1; 'off': nothing).",
+        help=(
+            "Expire messages recorded more than this many days ago (at least 1; 'off': nothing). Default: the "
+            "retention the database remembers, else 30. Applies to this run only; a shorter one than the stored "
+            "policy is allowed, and said."
+        ),
     ),
 ]
 
@@ -80,10 +84,13 @@ def expire(
     as_json: JsonOption = False,
 ) -> None:
     from ... import lifecycle
+    from ... import retention as policy
 
-    with open_existing(db, retention) as store:
+    days = policy.given(retention)
+    with open_existing(db, None) as store:
+        applied = policy.apply(store, days)  # (not stored: a sweep's window is for this run)
         result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
-    data = result.as_dict()
+    data = result.as_dict() | {"policy": applied.as_dict()}
     if as_json:
         render.print_json(data)
     else:

@@ -85,7 +85,9 @@ def mcp(
         allow_forget=allow_forget,
     )
     refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has
-    with Memory(os.fspath(db), retention_days=settings.parse_retention(retention)) as memory:
+    from ...retention import given
+
+    with Memory(os.fspath(db), retention_days=given(retention), writer="refind mcp") as memory:
 
         def start(on_running: Callable[[], None]) -> Callable[[], None]:
             from ...mcp_server import runner  # the SDK: imported while the first requests are answered

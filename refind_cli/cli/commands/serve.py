@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ... import settings
 from ...errors import InvalidInput, RefindError
-from ..options import DEFAULT_DB, DbOption, RetentionOption
+from ..options import DEFAULT_DB, DbOption, RetentionOption, open_store
 
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
@@ -172,7 +173,7 @@ def serve(
         )
     cfg = ServerSettings(
         db=db,
-        retention_days=settings.parse_retention(retention),
+        retention_days=_retention(db, retention),
         token=token,
         mode=mode,
         model=model,
@@ -189,3 +190,10 @@ def serve(
     from ...server.app import run
 
     run(cfg, host=host, port=port, workers=workers)
+
+
+def _retention(db: Path, retention: str | None) -> float | None:
+    """The retention the server applies: --retention-days / REFIND_RETENTION_DAYS, stored in the database for the
+    commands run on it later (a plain `refind expire` must not delete what the server serves), else the stored one."""
+    with open_store(db, retention, writer="refind serve") as store:
+        return store.retention_days
