@@ -81,7 +81,8 @@ def test_an_explicit_shorter_expire_is_applied_and_said_and_leaves_the_policy(db
 
 def test_a_writer_stores_an_explicit_retention_and_a_reader_does_not(db_path, cli, monkeypatch):
     monkeypatch.delenv("REFIND_RETENTION_DAYS", raising=False)
-    assert cli("add", "hello", "--user", "alice", "--session", "s1").exit_code == 0  # no retention given: nothing stored, default
+    # no retention given: nothing stored, the default applies
+    assert cli("add", "hello", "--user", "alice", "--session", "s1").exit_code == 0
     info = json.loads(cli("inspect", "--json").output)
     assert (info["retention_days"], info["retention_stored"]) == (30, None)
     assert "none stored" in cli("inspect").output
