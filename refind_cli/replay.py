@@ -124,10 +124,17 @@ class _Counting:
         return True
 
 
-def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int], int | None]:
-    """(numbered raw lines, bytes-consumed probe, total bytes or None). ``-`` reads stdin."""
-    if path == "-":
-        raw: Any = _Counting(sys.stdin.buffer)
+def open_lines(
+    path: str, *, source: IO[bytes] | None = None
+) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int], int | None]:
+    """(numbered raw lines, bytes-consumed probe, total bytes or None). ``-`` reads stdin; ``source``, an open binary
+    file read from where it stands and left open (named ``path`` in messages)."""
+    owned = source is None and path != "-"  # a file opened here, closed here
+    if source is not None:
+        raw: Any = _Counting(source)
+        total = os.fstat(source.fileno()).st_size - source.tell()
+    elif path == "-":
+        raw = _Counting(sys.stdin.buffer)
         total = None
     else:
         p = Path(path)
@@ -142,7 +149,7 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
     try:
         head = _peek(raw)
     except OSError as exc:
-        if path != "-":
+        if owned:
             raw.raw.close()
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
@@ -157,7 +164,7 @@ def open_lines(path: str) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int
         except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
             raise RefindError(f"{path}: cannot read: {exc}") from exc
         finally:
-            if path != "-":
+            if owned:
                 raw.raw.close()
 
     return numbered(), (lambda: raw.done), total
@@ -464,22 +471,25 @@ def replay(
     parallel: bool | None = None,
 ) -> ReplaySummary:
     """Replay a JSONL file into the store. With ``strict``, check the whole file first and store nothing if any
-    line is bad (stdin is spooled to a temporary file for the second pass).
+    line is bad (stdin is spooled to an unnamed temporary file for the second pass).
 
     ``parallel``: read, check and tokenize the lines in a second process while this one writes (see
     :func:`_read_ahead`); by default on Linux when the file is at least ``PARALLEL_MIN_BYTES``
     (or is stdin). The stored bytes are the same either way."""
     name = "<stdin>" if path == "-" else path
     summary = ReplaySummary(source=name)
-    spool: str | None = None
-    try:
+    # stdin under --strict is read twice: spooled to an unnamed temporary file (unlinked as it is made, where the
+    # system allows: no copy of the text outlives the process, even one killed by SIGKILL)
+    with (
+        tempfile.TemporaryFile(prefix="refind-replay-") if strict and path == "-" else contextlib.nullcontext() as spool
+    ):
+        if spool is not None:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            path = name
         if strict:
-            if path == "-":
-                fd, spool = tempfile.mkstemp(prefix="refind-replay-")
-                with os.fdopen(fd, "wb") as out:
-                    shutil.copyfileobj(sys.stdin.buffer, out)
-                path = spool
-            lines, _, _ = open_lines(path)
+            if spool is not None:
+                spool.seek(0)
+            lines, _, _ = open_lines(path, source=spool)
             bad = _strict_check(store, parse_lines(lines, strict=True))
             if bad:
                 for where, message, _ in bad:
@@ -491,7 +501,9 @@ def replay(
                     f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
                 )
                 return summary
-        lines, done, total = open_lines(path)
+        if spool is not None:
+            spool.seek(0)
+        lines, done, total = open_lines(path, source=spool)
         if on_progress:
             on_progress(0, total)
         if parallel is None:
@@ -500,9 +512,6 @@ def replay(
         chunks = _chunks(lines, done, strict, batch_size, hint)
         with _replay_cache(store), _read_ahead(chunks, parallel) as ready:
             return _replay_stream(store, ready, hint, total, summary, name, on_progress, on_problem)
-    finally:
-        if spool:
-            os.unlink(spool)
 
 
 REPLAY_CACHE_KIB = 64 * 1024  # SQLite's page cache while replaying (the default is 2 MiB)
