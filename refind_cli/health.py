@@ -7,6 +7,7 @@ migration, and a check never waits on a writer (WAL readers do not block writers
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import tempfile
@@ -123,9 +124,27 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
             raise CorruptDatabase(f"database {path}: the copy fails its integrity check ({'; '.join(integrity[:3])})")
         with open(partial, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(partial, target)
+        _publish(partial, target)
     except sqlite3.Error as exc:
         raise storage_error(exc, path) from exc
     finally:
         partial.unlink(missing_ok=True)
     return {"db": str(path), "backup": str(target), "bytes": target.stat().st_size, **counts}
+
+
+# link(2)'s answers where the file system has no hard links (FAT, some network and FUSE file systems)
+NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
+def _publish(partial: Path, target: Path) -> None:
+    """Give the checked copy its name without overwriting anything: a hard link fails when ``target`` exists, also
+    when it was made after backup's check (the caller then removes ``partial``). Where the file system has no hard
+    links, a rename instead, which would replace a file made at ``target`` in the instant since that check."""
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        raise RefindError(f"{target} already exists; give a new path (a backup never overwrites)") from None
+    except OSError as exc:
+        if exc.errno not in NO_HARD_LINKS:
+            raise RefindError(f"cannot write {target}: {exc.strerror}") from exc
+        os.replace(partial, target)
