@@ -9,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from .errors import RefindError
+from .errors import InvalidInput, RefindError
 
 DEFAULT_DB = "refind.db"
 DEFAULT_RETENTION_DAYS = 30.0
@@ -31,7 +31,8 @@ ENV_MODEL = "REFIND_MODEL"  # any litellm model string
 ENV_API_BASE = "REFIND_API_BASE"  # an OpenAI-compatible server (ollama, vLLM, llama.cpp)
 ENV_API_KEY = "REFIND_API_KEY"  # the key sent to --api-base (never the provider's own variable)
 DEFAULT_MAX_ACTIONS = 4
-ENV_MAX_ACTIONS = "REFIND_MAX_ACTIONS"  # the planner's action budget
+MAX_MAX_ACTIONS = 50
+ENV_MAX_ACTIONS = "REFIND_MAX_ACTIONS"  # the planner's action budget (read in agent mode only)
 DEFAULT_HITS_PER_SEARCH = 5  # hits the planner is shown per search (PAPER.md)
 DEFAULT_LLM_TIMEOUT_S = 60.0
 ENV_LLM_TIMEOUT = "REFIND_LLM_TIMEOUT"  # seconds per model call attempt
@@ -62,6 +63,22 @@ def parse_retention(value: str | float | None) -> float | None:
             "(use 'off' to keep everything)"
         )
     return days
+
+
+def parse_max_actions(value: str | None) -> int:
+    """The planner's action budget from --max-actions / REFIND_MAX_ACTIONS (default 4), read only where a planner
+    runs: a bad value must not stop a bm25 search, which has no planner."""
+    if value is None or not value.strip():
+        return DEFAULT_MAX_ACTIONS
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_MAX_ACTIONS:
+        raise InvalidInput(
+            f"--max-actions / {ENV_MAX_ACTIONS}: {value!r} is not a whole number from 1 to {MAX_MAX_ACTIONS}"
+        )
+    return number
 
 
 def mcp_cache_dir() -> Path | None:

@@ -238,3 +238,16 @@ def test_an_empty_api_key_fails_fast_naming_both_fixes(cli, filled, monkeypatch)
     r = cli("search", "hiking", "--user", "alice", "--mode", "agent")
     assert r.exit_code == 5
     assert "OPENAI_API_KEY" in r.output and "--model" in r.output and "--mode bm25" in r.output
+
+
+def test_a_bad_budget_stops_agent_mode_only(cli, filled, llm_server, monkeypatch):
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "lots")  # a planner setting: bm25 mode has no planner
+    r = cli("search", "hiking Rainier", "--user", "alice", "--mode", "bm25", "--json")
+    assert r.exit_code == 0, r.output
+    assert "Mount Rainier" in r.output
+    for value in ("lots", "0", "51"):
+        monkeypatch.setenv("REFIND_MAX_ACTIONS", value)
+        r = agent(cli, llm_server)
+        assert r.exit_code == 2
+        assert f"--max-actions / REFIND_MAX_ACTIONS: {value!r} is not a whole number from 1 to 50" in r.output
+    assert llm_server.requests == []  # refused before any model call

@@ -95,13 +95,14 @@ ApiBaseOption = Annotated[
     ),
 ]
 MaxActionsOption = Annotated[
-    int,
+    str | None,
     typer.Option(
         "--max-actions",
         envvar=settings.ENV_MAX_ACTIONS,
-        min=1,
-        max=50,
-        help="The planner's budget: at most this many actions (model replies) per search.",
+        help=(
+            f"The planner's budget: at most this many actions (model replies) per search, 1 to "
+            f"{settings.MAX_MAX_ACTIONS} (default {settings.DEFAULT_MAX_ACTIONS}). Read in agent mode only."
+        ),
     ),
 ]
 TraceOption = Annotated[

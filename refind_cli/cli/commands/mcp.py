@@ -53,7 +53,7 @@ def mcp(
     retention: RetentionOption = None,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
-    max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
+    max_actions: MaxActionsOption = None,
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
@@ -62,10 +62,11 @@ def mcp(
     mode = (mode or ("agent" if model else "bm25")).strip().lower()
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
-    complete, model_name = None, None
+    complete, model_name, budget = None, None, settings.DEFAULT_MAX_ACTIONS
     if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
         from ...model import from_env
 
+        budget = settings.parse_max_actions(max_actions)
         complete, model_name = from_env(model, api_base)
     from datetime import UTC, datetime
     from importlib.util import find_spec
@@ -81,7 +82,7 @@ def mcp(
         mode=mode,
         model=complete,
         model_name=model_name,
-        max_actions=max_actions,
+        max_actions=budget,
         allow_forget=allow_forget,
     )
     refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has

@@ -62,7 +62,7 @@ def search(
     as_json: JsonOption = False,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
-    max_actions: MaxActionsOption = settings.DEFAULT_MAX_ACTIONS,
+    max_actions: MaxActionsOption = None,
     show_trace: TraceOption = False,
 ) -> None:
     from ...contract import CLI_NAMES, search_request
@@ -87,7 +87,7 @@ def search(
             request,
             model=model,
             api_base=api_base,
-            max_actions=max_actions,
+            max_actions=settings.parse_max_actions(max_actions),
             show_trace=show_trace,
             as_json=as_json,
         )
