@@ -490,3 +490,12 @@ def test_the_summary_counts_digit_strings_as_read_leniently_not_as_seconds(cli, 
     assert result.exit_code == 0
     assert ":1: timestamp: a string of digits read as a number" in result.output
     assert "values read leniently" in result.output and "read as seconds" not in result.output
+
+
+def test_the_success_line_escapes_line_breaks_in_ids(cli) -> None:
+    """An id holding "\\n" or "\\r" (the server's callers choose them) cannot draw a fake line on the terminal."""
+    result = cli("add", "hello", "--user", "alice\nstored: request evil", "--session", "s\r1", "--request-id", "r\n1")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "stored: request r\\x0a1 · user alice\\x0astored: request evil · session s\\x0d1"
+    ]

@@ -317,7 +317,7 @@ TABLE_MAX_MESSAGES = 1_000  # … or more messages than this: each row costs ~0.
 _LINE_BREAKS = re.compile(r"[\n\r\t]")
 
 
-def _plain_id(text: str) -> str:
+def plain_id(text: str) -> str:
     """An id on a plain-text line: every control character escaped, line breaks and tabs too (an id never spans
     lines, so a stored "\r" or "\n" cannot draw a line of its own)."""
     return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", printable(text))
@@ -340,9 +340,9 @@ def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -
     each message as ``[said at] role: content`` — every message whole, control characters shown as ``\\x..`` as
     in the tables, a message's further lines indented by two spaces so that none reads as the start of another."""
     for t in turns:
-        lines = [f"── turn {_plain_id(t['id'])}{' (the turn)' if t['id'] == marked else ''} ──"]
+        lines = [f"── turn {plain_id(t['id'])}{' (the turn)' if t['id'] == marked else ''} ──"]
         for m in t["messages"]:
-            lines.append(f"[{when(m['said_at'])}] {_plain_id(m['role'])}: {_plain_content(m['content'])}")
+            lines.append(f"[{when(m['said_at'])}] {plain_id(m['role'])}: {_plain_content(m['content'])}")
         yield "\n".join(lines) + "\n\n"
 
 
@@ -363,7 +363,7 @@ def _print_transcript(
         over = f"{TABLE_MAX_CHARS:,} characters" if chars > TABLE_MAX_CHARS else f"{TABLE_MAX_MESSAGES:,} messages"
         why = f"over {over}; --table draws the table anyway"
     out = sys.stdout
-    out.write(f"{_plain_id(title)}, {chars:,} characters, as plain text ({why})\n\n")
+    out.write(f"{plain_id(title)}, {chars:,} characters, as plain text ({why})\n\n")
     for chunk in plain_turns(turns, marked=marked or None):
         out.write(chunk)
     out.flush()

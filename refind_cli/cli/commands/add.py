@@ -112,8 +112,9 @@ def add(
         render.print_json(result)
     else:
         word = "stored" if outcome.status == "added" else "already stored (identical replay, nothing written)"
-        line = f"{word}: request {outcome.request_id} · user {user} · session {session}"
-        render.console().print(render.printable(line), markup=False)
+        ids = (render.plain_id(i) for i in (outcome.request_id, outcome.user_id, outcome.session_id))
+        line = "{}: request {} · user {} · session {}".format(word, *ids)  # one line whatever an id holds
+        render.console().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _parse_at(value: str) -> int:
