@@ -86,6 +86,7 @@ class ReplaySummary:
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
     fault: RefindError | None = None  # the storage fault (disk full, locked, …) or read error that stopped the replay
     requests_in_file: int | None = None  # counted when a fault stopped the replay: what "the rest" is out of
+    interrupted: bool = False  # Ctrl-C stopped it: the counts are of the batches committed before
 
     @property
     def refused(self) -> int:
@@ -105,7 +106,18 @@ class ReplaySummary:
             "problems": self.problems,
             "warnings": self.warnings,
             "error": None if self.fault is None else {"type": self.fault.kind, "message": self.fault.message},
+            "interrupted": self.interrupted,
         }
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a replay. ``summary`` counts what was stored before it: every batch committed (a batch is one
+    transaction; the one in progress was rolled back). Replaying the same file again stores the rest."""
+
+    def __init__(self, summary: ReplaySummary) -> None:
+        super().__init__()
+        summary.interrupted = True
+        self.summary = summary
 
 
 class _Counting:
@@ -475,9 +487,29 @@ def replay(
 
     ``parallel``: read, check and tokenize the lines in a second process while this one writes (see
     :func:`_read_ahead`); by default on Linux when the file is at least ``PARALLEL_MIN_BYTES``
-    (or is stdin). The stored bytes are the same either way."""
+    (or is stdin). The stored bytes are the same either way. Ctrl-C raises :class:`Interrupted`, which carries
+    the summary of what was stored before it."""
     name = "<stdin>" if path == "-" else path
     summary = ReplaySummary(source=name)
+    try:
+        return _replay(store, path, name, summary, strict, batch_size, on_progress, on_problem, parallel)
+    except KeyboardInterrupt as exc:  # after the reader process and the transaction in progress were ended
+        if isinstance(exc, Interrupted):
+            raise
+        raise Interrupted(summary) from exc
+
+
+def _replay(
+    store: Store,
+    path: str,
+    name: str,
+    summary: ReplaySummary,
+    strict: bool,
+    batch_size: int,
+    on_progress: Callable[[int, int | None], None] | None,
+    on_problem: Callable[[str], None] | None,
+    parallel: bool | None,
+) -> ReplaySummary:
     # stdin under --strict is read twice: spooled to an unnamed temporary file (unlinked as it is made, where the
     # system allows: no copy of the text outlives the process, even one killed by SIGKILL)
     with (

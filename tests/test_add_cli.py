@@ -499,3 +499,31 @@ def test_the_success_line_escapes_line_breaks_in_ids(cli) -> None:
     assert result.output.splitlines() == [
         "stored: request r\\x0a1 · user alice\\x0astored: request evil · session s\\x0d1"
     ]
+
+
+def test_ctrl_c_during_a_replay_prints_what_was_stored_and_exits_130(cli, db_path, tmp_path, monkeypatch) -> None:
+    from refind_cli import replay
+
+    chunks, store_batch = replay._chunks, replay._store_batch
+    monkeypatch.setattr(replay, "_chunks", lambda lines, done, strict, _, hint: chunks(lines, done, strict, 2, hint))
+    calls: list[int] = []
+
+    def ctrl_c_at_the_third_batch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return store_batch(*args, **kwargs)
+
+    monkeypatch.setattr(replay, "_store_batch", ctrl_c_at_the_third_batch)
+    path = jsonl(tmp_path / "ten.jsonl", *(add_line(f"r{i}", content=f"message {i}") for i in range(10)))
+    result = cli("add", "--file", path)
+    assert result.exit_code == 130
+    out = " ".join(result.output.split())
+    assert "requests added │ 4" in out
+    assert "interrupted: 4 requests (4 messages) were stored before Ctrl-C; the same command stores the rest" in out
+    assert len(rows(db_path)) == 4
+
+    monkeypatch.setattr(replay, "_store_batch", store_batch)
+    data = json.loads(cli("add", "--file", path, "--json").output)
+    assert (data["requests_added"], data["duplicates"], data["interrupted"]) == (6, 4, False)
+    assert len(rows(db_path)) == 10

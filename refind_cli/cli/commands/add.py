@@ -149,10 +149,12 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
                 render.printable(line), markup=False, highlight=False, soft_wrap=True
             )
 
-    from ...replay import replay
+    from ...replay import Interrupted, replay
 
     try:
         summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)
+    except Interrupted as stop:  # Ctrl-C: what was stored before it, so the user knows a rerun stores the rest
+        summary = stop.summary
     finally:
         if progress is not None:
             progress.stop()
@@ -174,6 +176,15 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
                 highlight=False,
                 soft_wrap=True,
             )
+    if summary.interrupted:
+        err.print(
+            f"interrupted: {summary.requests_added:,} requests ({summary.messages_added:,} messages) were stored "
+            "before Ctrl-C; the same command stores the rest (what is stored is skipped)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130)
     if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
         raise summary.fault
     if summary.invalid_lines:
