@@ -25,7 +25,7 @@ MIN_TIMESTAMP_MS = 100_000_000_000
 MAX_TIMESTAMP_MS = 10_000_000_000_000
 MIN_TIMESTAMP_S = MIN_TIMESTAMP_MS // 1000
 MAX_TIMESTAMP_S = MAX_TIMESTAMP_MS // 1000
-STORED_DATES = "1973-03-03 to 2286-11-20"  # the said-at range above, as dates
+STORED_DATES = "1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z"  # the said-at range above, exactly (UTC)
 
 ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
 MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})

@@ -21,6 +21,7 @@ A searcher is any callable ``(store, *, user_id, query, options, top_k) -> Hits`
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import tempfile
 import time
@@ -254,7 +255,10 @@ def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
         if kind is int:
             return int(text)
         if kind is float:
-            return float(text)
+            number = float(text)
+            if not math.isfinite(number):  # nan compares false with everything: a weight or cut-off that never bites
+                raise RefindError(f"--variant {key}={raw}: must be a finite number, got {text!r}")
+            return number
         if kind in (tuple, list):
             return tuple(p.strip() for p in text.split(",") if p.strip())
     except ValueError:

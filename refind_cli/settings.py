@@ -136,7 +136,9 @@ def index_cache_bytes_from_env() -> int:
         size = float(raw)
     except ValueError:
         raise RefindError(f"{ENV_INDEX_CACHE_MB}: {raw!r} is not a number of megabytes") from None
-    if not size >= 0 or size == float("inf"):
+    if not math.isfinite(size):
+        raise RefindError(f"{ENV_INDEX_CACHE_MB}: must be a finite number of megabytes (0 or more), got {raw!r}")
+    if size < 0:
         raise RefindError(f"{ENV_INDEX_CACHE_MB}: must be 0 or more, got {raw!r}")
     return int(size * 1_000_000)
 

@@ -91,7 +91,15 @@ def test_one_message_faults(cli) -> None:
     assert "is not an ISO 8601 time" in cli("add", "x", "-u", "u", "-s", "s", "--at", "yesterday").output
     too_early = cli("add", "x", "-u", "u", "-s", "s", "--at", "1969-12-31")
     assert too_early.exit_code == 2
-    assert "--at: '1969-12-31' is outside the dates refind stores, 1973-03-03 to 2286-11-20" in too_early.output
+    assert (
+        "--at: '1969-12-31' is outside the dates refind stores, 1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z"
+        in " ".join(too_early.output.split())
+    )
+    # the range's first day is not all inside it: the message says from when exactly
+    first_day = cli("add", "x", "-u", "u", "-s", "s", "--at", "1973-03-03")
+    assert first_day.exit_code == 2
+    assert "outside the dates refind stores, 1973-03-03T09:46:40Z to" in " ".join(first_day.output.split())
+    assert cli("add", "x", "-u", "u", "-s", "s", "--at", "1973-03-03T09:46:40Z").exit_code == 0
     assert "give either the message TEXT or --file PATH" in cli("add", "x", "--file", "f.jsonl").output
 
 
@@ -448,7 +456,7 @@ def test_seconds_and_digit_strings_are_stored_as_milliseconds_and_said(cli, db_p
     ]
     assert summary["problems"] == [
         f"{path}:3: messages[0].timestamp: 50000000000 is neither Unix milliseconds in [100000000000, "
-        "10000000000000) nor Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)"
+        "10000000000000) nor Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)"
     ]
     said = rows(db_path, "SELECT content, said_at FROM messages ORDER BY seq")
     assert said == [("in seconds", 1_700_000_000_000), ("digits", 1_700_000_000_123)]

@@ -75,17 +75,17 @@ DROP = object()
         (
             msg(timestamp=-1),
             "messages[0].timestamp: -1 is neither Unix milliseconds in [100000000000, 10000000000000) nor Unix "
-            "seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
+            "seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
         ),
         (  # 1970-01-12 in seconds, or 17 minutes past the epoch in ms: ambiguous, still refused
             msg(timestamp=1_000_000),
             "messages[0].timestamp: 1000000 is neither Unix milliseconds in [100000000000, 10000000000000) nor "
-            "Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
+            "Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
         ),
         (  # past 2286 as seconds, before 1973 as milliseconds: ambiguous
             msg(timestamp=50_000_000_000),
             "messages[0].timestamp: 50000000000 is neither Unix milliseconds in [100000000000, 10000000000000) "
-            "nor Unix seconds in [100000000, 10000000000) (1973-03-03 to 2286-11-20)",
+            "nor Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
         ),
         (msg(timestamp="1.7e12"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
     ],

@@ -35,3 +35,28 @@ def test_serve_refuses_a_limit_that_is_not_a_finite_number(cli, tmp_path: Path, 
     result = cli("serve", "--mode", "bm25", "--db", str(missing), "--port", "0", flag, value)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_an_index_cache_size_that_is_not_a_finite_number_says_so(monkeypatch, value) -> None:
+    from refind_cli import settings
+    from refind_cli.errors import RefindError
+
+    monkeypatch.setenv("REFIND_INDEX_CACHE_MB", value)
+    with pytest.raises(RefindError) as refused:
+        settings.index_cache_bytes_from_env()
+    assert refused.value.message == (
+        f"REFIND_INDEX_CACHE_MB: must be a finite number of megabytes (0 or more), got {value!r}"
+    )
+    monkeypatch.setenv("REFIND_INDEX_CACHE_MB", "-1")
+    with pytest.raises(RefindError, match=r"^REFIND_INDEX_CACHE_MB: must be 0 or more, got '-1'$"):
+        settings.index_cache_bytes_from_env()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_an_eval_variant_that_is_not_a_finite_number_is_refused(cli, value) -> None:
+    from conftest import FIXTURES
+
+    result = cli("eval", str(FIXTURES / "eval" / "locomo_small.json"), "-V", f"k1={value}")
+    assert result.exit_code == 1
+    assert f"--variant k1={value}: must be a finite number, got '{value}'" in " ".join(result.output.split())
