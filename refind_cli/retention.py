@@ -1,7 +1,7 @@
 """The retention policy a database remembers (the ``settings`` row, migration m007).
 
 A writer given a retention explicitly — ``--retention-days`` or ``REFIND_RETENTION_DAYS`` to ``add``, ``serve`` or
-``mcp``, ``Memory(retention_days=...)`` — stores it; a command or Memory given none applies the stored one, else the
+``mcp``, ``Memory(retention_days=...)`` — stores it (``refind add`` once it stored something); a command or Memory given none applies the stored one, else the
 default (30 days). So ``refind expire`` run plainly after ``refind serve --retention-days 90`` applies 90 days, and
 deletes nothing the server still serves. An explicit value always wins for the process that was given it.
 """

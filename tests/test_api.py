@@ -91,7 +91,9 @@ def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
         memory.add("hi", user="alice", session="s1", role="robot")
     with pytest.raises(InvalidInput, match=r"^at: date 'noon' is not a date"):
         memory.add("hi", user="alice", session="s1", at="noon")
-    with pytest.raises(InvalidInput, match=r"^at: '1969-12-31' is outside the dates refind stores, 1973-03-03T09:46:40Z to"):
+    with pytest.raises(
+        InvalidInput, match=r"^at: '1969-12-31' is outside the dates refind stores, 1973-03-03T09:46:40Z to"
+    ):
         memory.add("hi", user="alice", session="s1", at="1969-12-31")
     for content in (5, None, b"hi"):  # a TypeError from iterating it, or a list of ints
         with pytest.raises(InvalidInput, match=r"^content: must be a string or a list of messages, got "):

@@ -111,3 +111,16 @@ def test_memory_applies_the_stored_policy_when_given_none(db_path) -> None:
         assert memory.search("old note", user="alice") == []
     with Memory(db_path, clock=clock) as memory:
         assert memory.expire().messages == 1
+
+
+def test_a_refused_add_stores_no_policy(db_path, cli, tmp_path, monkeypatch) -> None:
+    """Bad input writes nothing, the retention given with it included."""
+    monkeypatch.delenv("REFIND_RETENTION_DAYS", raising=False)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"user_id": "alice", "session_id": "s1", "role": "user", "content": "ok"}\n{not json\n')
+    result = cli("add", "--file", str(bad), "--strict", "--retention-days", "90")
+    assert result.exit_code == 2
+    assert json.loads(cli("inspect", "--json").output)["retention_stored"] is None
+    one = cli("add", "--file", str(bad), "--retention-days", "90")  # without --strict the good line is stored
+    assert one.exit_code == 2
+    assert json.loads(cli("inspect", "--json").output)["retention_stored"]["days"] == 90

@@ -70,14 +70,14 @@ def add(
 ) -> None:
     if (text is None) == (file is None):
         raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
-    with open_store(db, retention, writer="refind add") as store:
+    with open_store(db, retention) as store:
         if file is not None:
             if user or session or request_id is not None or timestamp is not None or at is not None:
                 raise InvalidInput(
                     "--user, --session, --request-id, --timestamp and --at are for one message, "
                     "not --file (each line carries its own)"
                 )
-            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet)
+            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention)
             return
         if not user or not session:
             raise InvalidInput("one message needs --user and --session")
@@ -100,6 +100,7 @@ def add(
             "messages": [{"role": role, "content": text, "timestamp": ts}],
         }
         outcome = store.add(parse_add(body))
+        _remember(store, retention)
     result = {
         "success": True,
         "request_id": outcome.request_id,
@@ -125,7 +126,17 @@ def _parse_at(value: str) -> int:
     return check_said_at(ms, "--at", value)
 
 
-def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool) -> None:
+def _remember(store: Store, retention: str | None) -> None:
+    """Once something is stored, keep a retention given explicitly as the database's policy (a plain `refind expire`
+    later applies it). After the data, not before: a refused input or a locked database writes nothing at all."""
+    from ... import retention as policy
+
+    days = policy.given(retention)
+    if days is not policy.UNSET:
+        policy.remember(store, days, by="refind add")
+
+
+def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool, retention: str | None) -> None:
     err = render.error_console()
     show_bar = not quiet and not as_json and err.is_terminal
     progress = task = None
@@ -158,6 +169,8 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
     finally:
         if progress is not None:
             progress.stop()
+    if summary.fault is None and (summary.requests_added or summary.duplicates):
+        _remember(store, retention)
     data = summary.as_dict()
     if as_json:
         render.print_json(data)
