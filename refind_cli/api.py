@@ -103,7 +103,9 @@ class Memory:
 
     ``retention_days``: messages recorded longer ago are hidden from every read and removed by :meth:`expire`
     (at least 1; ``None`` keeps everything). Given, it is stored in the database as its retention policy; left out,
-    the stored policy applies (set by an earlier Memory, ``refind add``, ``serve`` or ``mcp`` given one), else 30. When the file is deleted or replaced while open, every later
+    the stored policy applies (set by an earlier Memory, ``refind add``, ``serve`` or ``mcp`` given one), else 30.
+    A Memory that stores a different value changes the policy without a word (``refind add`` and ``serve`` say
+    so; ``refind inspect`` shows the stored one). When the file is deleted or replaced while open, every later
     call raises ``StorageError`` and reads or writes nothing: open a new Memory on what is there now.
     """
 
@@ -122,7 +124,10 @@ class Memory:
         )
         self._store = Store(os.fspath(path), clock=clock)
         try:
-            apply_retention(self._store, days, writer=writer)
+            apply_retention(self._store, days, writer=writer)  # (a change of the stored policy prints nothing)
+        except sqlite3.Error as exc:  # locked by another writer, no space…: a RefindError like every failure
+            self._store.close()
+            raise storage_error(exc, self._store.path) from exc
         except BaseException:
             self._store.close()
             raise
@@ -333,11 +338,13 @@ class Memory:
             return forget(self._store, user, session_id=session, request_id=request_id)
 
     def expire(self, *, user: str | None = None, dry_run: bool = False) -> ExpireResult:
-        """Delete now what was recorded before the retention window (per user counts); ``dry_run`` only counts."""
+        """Delete now what was recorded before the retention window (per user counts); ``dry_run`` only counts. The
+        window is the longer of this Memory's and the policy the database stores now: it never deletes what another
+        writer's newer policy keeps."""
         from .lifecycle import expire
 
         with self._turn():
-            return expire(self._store, user_id=user, dry_run=dry_run)
+            return expire(self._store, user_id=user, dry_run=dry_run, unasked=True)
 
 
 def _request(

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from . import index_store
 from .errors import InvalidInput, NotFound
-from .store import CHECKPOINT_TIMEOUT_S, Store
+from .store import CHECKPOINT_TIMEOUT_S, DAY_MS, Store
 from .trace import quoting_searches
 
 # ---- scrubbing ---------------------------------------------------------------------------------------------------
@@ -114,22 +114,30 @@ class ExpireResult:
         }
 
 
-def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -> ExpireResult:
+def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, unasked: bool = False) -> ExpireResult:
     """Delete every message (and its request row) recorded before the retention cutoff, now.
 
     Also removes stored planner searches older than the window, and any that quote an expired message. Counts are
-    per user; ``dry_run`` counts without deleting. With retention off nothing expires.
+    per user; ``dry_run`` counts without deleting. With retention off nothing expires. ``unasked``: an expiry nobody
+    asked for at this moment (the server's sweep, ``Memory.expire``) applies the longer of the store's window and
+    the policy stored now (retention.unasked_window): it never deletes what that policy keeps.
     """
     if user_id is not None and not user_id.strip():  # `--user "$U"` with U unset: never every user's
         raise InvalidInput("user: must be a non-empty string (leave it out to expire every user)")
     cutoff = store.retention_cutoff()
+    days = store.retention_days
+    if unasked:  # (the store's own window, for its reads, stays as it is)
+        from .retention import unasked_window
+
+        days = unasked_window(store)
+        cutoff = None if days is None else store.clock() - int(days * DAY_MS)
     if cutoff is None:
         return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
     with scrubbing(store), store.write():
         plans = _expiry_plan(store, cutoff, user_id)
         counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
         if dry_run:
-            return ExpireResult(store.retention_days, cutoff, True, counts)
+            return ExpireResult(days, cutoff, True, counts)
         for uid, plan in plans.items():
             expired = store.conn.execute(
                 "SELECT seq FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)
@@ -150,7 +158,7 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False) -
     # whose checkpoint found readers in the way.
     done = checkpoint(store)
     _evict(counts)
-    return ExpireResult(store.retention_days, cutoff, False, counts, done)
+    return ExpireResult(days, cutoff, False, counts, done)
 
 
 @dataclass

@@ -218,11 +218,12 @@ class Runtime:
     def sweep(self) -> None:
         """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
         off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
-        checkpoint found readers in the way (``checkpointed: false``)."""
+        checkpoint found readers in the way (``checkpointed: false``). Nobody asked for this one: it never deletes what
+        the policy stored now keeps (another writer may have lengthened it, or turned it off, since this started)."""
         from ..lifecycle import expire
 
         with self.cfg.open_store() as store:
-            expire(store)
+            expire(store, unasked=True)
 
     def _sweep_loop(self) -> None:
         wait = 0.0  # once at startup, then every interval
