@@ -65,6 +65,10 @@ HEALTH_BODY = b'{"status": "ok"}'  # byte for byte as the contract and README wr
 class ServerSettings:
     db: Path = Path(defaults.DEFAULT_DB)
     retention_days: float | None = defaults.DEFAULT_RETENTION_DAYS
+    # `refind serve`'s --retention-days / REFIND_RETENTION_DAYS as given ('' when none was): create_app stores it as the
+    # database's policy, or applies the stored one when none was given; None: retention_days as it is (tests)
+    retention_given: str | None = None
+    retention_from: str = "--retention-days"  # where retention_given came from, for the log line of a change
     token: str | None = None  # None: no authentication (only allowed on loopback unless insecure)
     mode: str = "bm25"  # "bm25" | "agent"
     model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
@@ -120,7 +124,7 @@ def is_loopback(host: str) -> bool:
 class Runtime:
     """What the routes share: the store pool, the writer, the thread limiters, the retention sweeper."""
 
-    def __init__(self, cfg: ServerSettings) -> None:
+    def __init__(self, cfg: ServerSettings, model: tuple[Any, str | None] = (None, None)) -> None:
         import anyio
 
         self.cfg = cfg
@@ -137,11 +141,7 @@ class Runtime:
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         self._warming: asyncio.Task[None] | None = None
-        self.complete = self.model_name = None
-        if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
-            from ..model import from_env
-
-            self.complete, self.model_name = from_env(cfg.model, cfg.api_base)
+        self.complete, self.model_name = model
 
     def start(self) -> None:
         self._warming = asyncio.get_running_loop().create_task(_warm_threads())
@@ -319,10 +319,17 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     if str(cfg.db) == ":memory:":  # each connection would get its own: the searches' would never see an Add
         raise InvalidInput("--db: ':memory:' is one connection's database, and the server opens many; give a file")
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
+    model: tuple[Any, str | None] = (None, None)
+    if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
+        from ..model import from_env
+
+        model = from_env(cfg.model, cfg.api_base)
     # fail now, not on the first request, when the database cannot be opened; the first open after an upgrade
-    # indexes every message again (a new analyzer): say so, since the server listens only when it is done
-    cfg.open_store(index_progress=_reindex_log()).close()
-    rt = Runtime(cfg)
+    # indexes every message again (a new analyzer): say so, since the server listens only when it is done. Then,
+    # once nothing can refuse the start, the retention given to `refind serve` is stored (or the stored one read).
+    with cfg.open_store(index_progress=_reindex_log()) as store:
+        cfg = _retention(cfg, store)
+    rt = Runtime(cfg, model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -476,6 +483,25 @@ LOG_CONFIG: dict[str, Any] = {
         "refind": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
     },
 }
+
+
+def _retention(cfg: ServerSettings, store: Store) -> ServerSettings:
+    """The settings with the retention the server applies: the one given to `refind serve`, stored as the database's
+    policy (a change of it logged), else the stored policy, else ``cfg.retention_days``."""
+    if cfg.retention_given is None:
+        return cfg
+    from dataclasses import replace
+
+    from .. import retention
+
+    days = retention.given(cfg.retention_given)
+    if days is retention.UNSET:
+        kept = retention.stored(store)
+        return cfg if kept is None else replace(cfg, retention_days=kept.days)
+    change = retention.remember(store, days, by="refind serve")
+    if change.changed:
+        log.info("retention policy: %s (stored, from %s)", change.describe(), cfg.retention_from)
+    return replace(cfg, retention_days=days)
 
 
 def _reindex_log() -> Callable[[int, int], None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -100,7 +100,7 @@ def add(
             "messages": [{"role": role, "content": text, "timestamp": ts}],
         }
         outcome = store.add(parse_add(body))
-        _remember(store, retention)
+        kept = _remember(store, retention, as_json=as_json)
     result = {
         "success": True,
         "request_id": outcome.request_id,
@@ -108,7 +108,7 @@ def add(
         "session_id": outcome.session_id,
         "status": outcome.status,
         "messages": outcome.messages,
-    }
+    } | kept
     if as_json:
         render.print_json(result)
     else:
@@ -126,14 +126,54 @@ def _parse_at(value: str) -> int:
     return check_said_at(ms, "--at", value)
 
 
-def _remember(store: Store, retention: str | None) -> None:
+def _remember(store: Store, retention: str | None, *, as_json: bool) -> dict[str, Any]:
     """Once something is stored, keep a retention given explicitly as the database's policy (a plain `refind expire`
-    later applies it). After the data, not before: a refused input or a locked database writes nothing at all."""
+    later applies it). After the data, not before: a refused input or a locked database writes nothing at all. A
+    change of the stored policy is said on stderr; a failure to store it is a warning, never an error (the data was
+    stored). With --json, said by the key this returns (``retention_policy``, when one was given) instead."""
+    import sqlite3
+
     from ... import retention as policy
+    from ...errors import RefindError
+    from ..options import retention_source
 
     days = policy.given(retention)
-    if days is not policy.UNSET:
-        policy.remember(store, days, by="refind add")
+    if days is policy.UNSET:
+        return {}
+    source = retention_source()
+    err = render.error_console()
+    try:
+        change = policy.remember(store, days, by="refind add")
+    except (RefindError, sqlite3.Error) as exc:  # locked by another writer, no space…: the data is stored, not it
+        if not as_json:
+            err.print(
+                f"warning: the data was stored but the retention policy ({policy.days_text(days)}, from {source}) was "
+                f"not: {exc}. To store it, run again with --retention-days {(retention or '').strip()} (what is stored "
+                "is skipped)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        return {
+            "retention_policy": {"days": days, "source": source, "stored": False, "changed": False, "error": str(exc)}
+        }
+    if change.changed and not as_json:
+        err.print(
+            f"retention policy: {change.describe()} (stored, from {source})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    before = None if change.before is None else change.before.days
+    return {
+        "retention_policy": {
+            "days": days,
+            "source": source,
+            "stored": True,
+            "changed": change.changed,
+            "before": before,
+        }
+    }
 
 
 def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool, retention: str | None) -> None:
@@ -169,9 +209,10 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
     finally:
         if progress is not None:
             progress.stop()
+    kept = {}
     if summary.fault is None and (summary.requests_added or summary.duplicates):
-        _remember(store, retention)
-    data = summary.as_dict()
+        kept = _remember(store, retention, as_json=as_json)
+    data = summary.as_dict() | kept
     if as_json:
         render.print_json(data)
     else:

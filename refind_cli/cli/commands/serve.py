@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ... import settings
 from ...errors import InvalidInput, RefindError
-from ..options import DEFAULT_DB, DbOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, RetentionOption, refuse_memory_db, remember_db, retention_source
 
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
@@ -131,10 +130,14 @@ def serve(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
+    from ... import retention as policy
     from ...contract import SEARCH_MODES
     from ...server.app import ServerSettings, is_loopback
     from ..render import error_console
 
+    policy.given(retention)  # a bad value is refused before anything is opened
+    remember_db(db)
+    refuse_memory_db(db)
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
@@ -173,7 +176,8 @@ def serve(
         )
     cfg = ServerSettings(
         db=db,
-        retention_days=_retention(db, retention),
+        retention_given=retention or "",  # stored (or the stored one read) once the server can start: create_app
+        retention_from=retention_source(),
         token=token,
         mode=mode,
         model=model,
@@ -190,10 +194,3 @@ def serve(
     from ...server.app import run
 
     run(cfg, host=host, port=port, workers=workers)
-
-
-def _retention(db: Path, retention: str | None) -> float | None:
-    """The retention the server applies: --retention-days / REFIND_RETENTION_DAYS, stored in the database for the
-    commands run on it later (a plain `refind expire` must not delete what the server serves), else the stored one."""
-    with open_store(db, retention, writer="refind serve") as store:
-        return store.retention_days
