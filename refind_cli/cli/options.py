@@ -70,14 +70,10 @@ def open_store(db: Path, retention: str | None, *, writer: str | None = None) ->
     return store
 
 
-def retention_source() -> str:
-    """Where the running command's --retention-days came from: the flag or the variable (for what it says)."""
-    import click
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context(silent=True)
-    from_env = ctx is not None and ctx.get_parameter_source("retention") is ParameterSource.ENVIRONMENT
-    return settings.ENV_RETENTION_DAYS if from_env else "--retention-days"
+def retention_source(ctx: typer.Context) -> str:
+    """Where the command's --retention-days came from: the flag or the variable (for what it says of it)."""
+    source = ctx.get_parameter_source("retention")
+    return settings.ENV_RETENTION_DAYS if getattr(source, "name", None) == "ENVIRONMENT" else "--retention-days"
 
 
 def open_existing(db: Path, retention: str | None) -> Store:

@@ -9,7 +9,7 @@ import typer
 from ...contract import Message, check_said_at, parse_add, parse_date, parse_timestamp
 from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
-from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store
+from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store, retention_source
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -46,6 +46,7 @@ def register(app: typer.Typer) -> None:
 
 
 def add(
+    ctx: typer.Context,
     text: Annotated[str | None, typer.Argument(help="The message content (omit with --file).")] = None,
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Replay a JSONL file ('-' = stdin; .gz accepted).")
@@ -70,6 +71,7 @@ def add(
 ) -> None:
     if (text is None) == (file is None):
         raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
+    source = retention_source(ctx)
     with open_store(db, retention) as store:
         if file is not None:
             if user or session or request_id is not None or timestamp is not None or at is not None:
@@ -77,7 +79,7 @@ def add(
                     "--user, --session, --request-id, --timestamp and --at are for one message, "
                     "not --file (each line carries its own)"
                 )
-            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention)
+            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention, source=source)
             return
         if not user or not session:
             raise InvalidInput("one message needs --user and --session")
@@ -100,7 +102,7 @@ def add(
             "messages": [{"role": role, "content": text, "timestamp": ts}],
         }
         outcome = store.add(parse_add(body))
-        kept = _remember(store, retention, as_json=as_json)
+        kept = _remember(store, retention, source, as_json=as_json)
     result = {
         "success": True,
         "request_id": outcome.request_id,
@@ -126,7 +128,7 @@ def _parse_at(value: str) -> int:
     return check_said_at(ms, "--at", value)
 
 
-def _remember(store: Store, retention: str | None, *, as_json: bool) -> dict[str, Any]:
+def _remember(store: Store, retention: str | None, source: str, *, as_json: bool) -> dict[str, Any]:
     """Once something is stored, keep a retention given explicitly as the database's policy (a plain `refind expire`
     later applies it). After the data, not before: a refused input or a locked database writes nothing at all. A
     change of the stored policy is said on stderr; a failure to store it is a warning, never an error (the data was
@@ -135,12 +137,10 @@ def _remember(store: Store, retention: str | None, *, as_json: bool) -> dict[str
 
     from ... import retention as policy
     from ...errors import RefindError
-    from ..options import retention_source
 
     days = policy.given(retention)
     if days is policy.UNSET:
         return {}
-    source = retention_source()
     err = render.error_console()
     try:
         change = policy.remember(store, days, by="refind add")
@@ -176,7 +176,9 @@ def _remember(store: Store, retention: str | None, *, as_json: bool) -> dict[str
     }
 
 
-def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool, retention: str | None) -> None:
+def _replay(
+    store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool, retention: str | None, source: str
+) -> None:
     err = render.error_console()
     show_bar = not quiet and not as_json and err.is_terminal
     progress = task = None
@@ -211,7 +213,7 @@ def _replay(store: Store, file: str, *, strict: bool, as_json: bool, quiet: bool
             progress.stop()
     kept = {}
     if summary.fault is None and (summary.requests_added or summary.duplicates):
-        kept = _remember(store, retention, as_json=as_json)
+        kept = _remember(store, retention, source, as_json=as_json)
     data = summary.as_dict() | kept
     if as_json:
         render.print_json(data)

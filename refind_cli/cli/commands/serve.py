@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = settings.DEFAULT_HOST,
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port.", min=0, max=65535)] = settings.DEFAULT_PORT,
     workers: Annotated[int, typer.Option("--workers", help="Server processes (each with its own threads).", min=1)] = 1,
@@ -177,7 +178,7 @@ def serve(
     cfg = ServerSettings(
         db=db,
         retention_given=retention or "",  # stored (or the stored one read) once the server can start: create_app
-        retention_from=retention_source(),
+        retention_from=retention_source(ctx),
         token=token,
         mode=mode,
         model=model,
