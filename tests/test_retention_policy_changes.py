@@ -254,3 +254,22 @@ def test_refind_serve_logs_the_re_index_of_an_upgraded_database(db_path):
         assert server.stop() in (0, -signal.SIGTERM)
     assert "indexing 4 messages for search (the first open after an upgrade): listening when done" in said
     assert "retention policy: none → 90 days (stored, from --retention-days)" in said
+
+
+# ---- 7. what the texts say -------------------------------------------------------------------------------------------
+
+
+def test_expire_and_inspect_say_where_retention_comes_from(db_path, cli, monkeypatch):
+    monkeypatch.delenv("REFIND_RETENTION_DAYS", raising=False)
+    monkeypatch.setenv("COLUMNS", "300")  # the table's cell on one line
+    assert cli("add", "x", "--user", "alice", "--session", "s1").exit_code == 0
+    inspected = " ".join(cli("inspect").output.split())
+    assert "none stored (add, serve, mcp and Memory store one given them: --retention-days, REFIND_RETENTION_DAYS)" in (
+        inspected
+    )
+    assert cli("add", "x", "--user", "alice", "--session", "s1", "--retention-days", "off").exit_code == 0
+    said = " ".join(cli("expire").output.split())
+    assert "retention is off: nothing expires (the database's stored policy)" in said
+    assert "--retention-days off" not in said
+    helped = " ".join(cli("expire", "--help").output.split())
+    assert "Without --days (or REFIND_RETENTION_DAYS, which stands for it) the window is the retention" in helped

@@ -152,7 +152,7 @@ def _retention(days: float | None) -> str:
 
 def _stored_policy(stored: dict[str, Any] | None) -> str:
     if stored is None:
-        return "none stored (add, serve and mcp store a --retention-days given them)"
+        return "none stored (add, serve, mcp and Memory store one given them: --retention-days, REFIND_RETENTION_DAYS)"
     return f"{_retention(stored['days'])}, set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
 
 
@@ -178,7 +178,7 @@ def retention_policy(policy: dict[str, Any]) -> str:
 
 
 def expire_result(data: dict[str, Any]) -> Any:
-    body = _expire_body(data)
+    body = _expire_body(data, data.get("policy"))
     if data.get("policy") is None:
         return body
     from rich.console import Group
@@ -186,9 +186,10 @@ def expire_result(data: dict[str, Any]) -> Any:
     return Group(retention_policy(data["policy"]), body)
 
 
-def _expire_body(data: dict[str, Any]) -> Any:
+def _expire_body(data: dict[str, Any], policy: dict[str, Any] | None = None) -> Any:
     if data["retention_days"] is None:
-        return "retention is off (--retention-days off): nothing expires"
+        whence = {"given": " (given for this run)", "stored": " (the database's stored policy)"}
+        return "retention is off: nothing expires" + whence.get(policy["source"] if policy else "", "")
     verb = "would expire" if data["dry_run"] else "expired"
     title = (
         f"{verb} {data['messages']:,} message(s) recorded before {when(data['cutoff'])} "

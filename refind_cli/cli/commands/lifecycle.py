@@ -24,8 +24,9 @@ Delete now every message recorded (stored) more than the retention window ago, a
 
 Retention counts from recorded-at, when this store received a message, not from when it was said. Reads hide
 expired messages even before a sweep; expire removes them from the file (scrubbed, WAL truncated), with their
-request rows and stored planner searches that quote them. Without --days the window is the retention the database
-remembers (the last one given to add, serve, mcp or a Memory), else 30 days; the output says which applied.
+request rows and stored planner searches that quote them. Without --days (or REFIND_RETENTION_DAYS, which stands
+for it) the window is the retention the database remembers (the last one given to add, serve, mcp or a Memory),
+else 30 days; the output says which applied.
 
 \b
   refind expire --dry-run            # what would go, per user
