@@ -386,6 +386,8 @@ class Store:
             if not in_memory:
                 _create_private(self.path)
             self._opened = None if in_memory else file_identity(self._file)
+            # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
+            self.wal_path = wal_file(self._file)
             conn = sqlite3.connect(
                 sqlite_filename(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )

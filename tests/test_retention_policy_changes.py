@@ -273,3 +273,28 @@ def test_expire_and_inspect_say_where_retention_comes_from(db_path, cli, monkeyp
     assert "--retention-days off" not in said
     helped = " ".join(cli("expire", "--help").output.split())
     assert "Without --days (or REFIND_RETENTION_DAYS, which stands for it) the window is the retention" in helped
+
+
+# ---- 8. the -wal path, resolved once when the store opens ----------------------------------------------------------
+
+
+def test_a_swapped_symlink_is_refused_before_the_resolved_wal_path_is_used(tmp_path):
+    """A lend checks the file (check_file: os.stat follows the link) before the -wal resolved at open is looked at:
+    a link pointed at another database since is refused, never healed through the old target's log."""
+    from refind_cli.errors import FileReplaced
+    from refind_cli.server.dbpool import _usable
+
+    first, second, link = tmp_path / "first.db", tmp_path / "second.db", tmp_path / "link.db"
+    for path in (first, second):
+        Store(path, retention_days=None).close()
+    link.symlink_to(first)
+    store = Store(link, retention_days=None)
+    try:
+        assert store.wal_path == str(first.resolve()) + "-wal"
+        assert _usable(store)
+        link.unlink()
+        link.symlink_to(second)
+        with pytest.raises(FileReplaced):
+            _usable(store)
+    finally:
+        store.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..contract import AddRequest
 from ..errors import RefindError, StorageError
-from ..store import AddOutcome, FileIdentity, Store, wal_file
+from ..store import AddOutcome, FileIdentity, Store
 from ..store import check_same_file as check_opened_file
 
 StoreFactory = Callable[[], Store]
@@ -65,7 +65,7 @@ def _generation(key: str) -> int:
 def heal_lost_wal(store: Store) -> bool:
     """If the database's -wal file vanished under this open connection, checkpoint through it and retire every
     connection of this file opened so far. True when it healed (the caller must close this store)."""
-    wal = wal_file(store.path)  # a symlinked path's log is beside its target: there was "deleted" on every lend
+    wal = store.wal_path  # a symlinked path's log is beside its target: there was "deleted" on every lend
     if os.path.exists(wal):
         return False
     with _write_lock(store.path):
