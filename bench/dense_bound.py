@@ -19,7 +19,8 @@ document, best cosine first), plain BM25 and dense fused by RRF (k 60), refind's
 ranking fused into its own (``refind+dense w=W``: a turn's fused score gains ``W / (60 + its dense rank)`` for the
 ``--cand`` turns nearest the question; a turn no query word matched can enter the list that way). It does so by
 wrapping ``refind_cli.search.fuse`` in this process only. ``--fill`` lets dense rank only the turns no query word
-matched. Prints R@2k / 8k / 32k as ``refind eval`` counts them.
+matched. Prints R@2k / 8k / 32k as ``refind eval`` counts them. ``latency`` (in the model's environment) times a
+cold process loading the model, then question-sized texts embedded one at a time: what each search would add.
 """
 
 from __future__ import annotations
@@ -74,6 +75,33 @@ def embed(path: Path, model_dir: str, threads: int) -> None:
     np.save(path.with_suffix(".npy"), out.astype(np.float32))
     took = time.perf_counter() - started
     print(f"{len(items)} texts in {took:.1f} s ({len(items) / took:.0f} a second), max {model.max_seq_length} tokens")
+
+
+def latency(path: Path, model_dir: str, threads: int, n: int) -> None:
+    """The cost a search would pay: a cold process loading the model, then one text embedded at a time."""
+    import os
+
+    started = time.perf_counter()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(model_dir, device="cpu")
+    model.encode(["warming up"])
+    loaded = time.perf_counter() - started
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    sample = [t for t in items[:: max(1, len(items) // n)] if len(t) <= 300][:n]  # question-sized texts
+    took = []
+    for text in sample:
+        t0 = time.perf_counter()
+        model.encode([text], normalize_embeddings=True)
+        took.append((time.perf_counter() - t0) * 1000)
+    took.sort()
+    print(
+        f"import + load {loaded:.2f} s; {len(took)} texts of ≤ 300 characters one at a time: "
+        f"p50 {statistics.median(took):.1f} ms, p95 {took[int(0.95 * (len(took) - 1))]:.1f} ms"
+    )
 
 
 def evaluate(datasets_: Sequence[str], vectors: Sequence[Path], weights: list[float], cand: int, fill: bool) -> None:
@@ -188,6 +216,11 @@ def main() -> None:
     e.add_argument("texts", type=Path)
     e.add_argument("--model", required=True, help="a sentence-transformers model folder")
     e.add_argument("--threads", type=int, default=2)
+    lat = sub.add_parser("latency", help="time loading the model and embedding one text at a time")
+    lat.add_argument("texts", type=Path)
+    lat.add_argument("--model", required=True)
+    lat.add_argument("--threads", type=int, default=2)
+    lat.add_argument("-n", type=int, default=200)
     v = sub.add_parser("eval", help="ask every question of the dense and hybrid systems")
     v.add_argument("datasets", nargs="+")
     v.add_argument("--vectors", type=Path, action="append", required=True, help="a texts file embedded beside")
@@ -199,6 +232,8 @@ def main() -> None:
         texts(args.dataset, args.out)
     elif args.step == "embed":
         embed(args.texts, args.model, args.threads)
+    elif args.step == "latency":
+        latency(args.texts, args.model, args.threads, args.n)
     else:
         evaluate(args.datasets, args.vectors, [float(w) for w in args.weights.split(",")], args.cand, args.fill)
 
