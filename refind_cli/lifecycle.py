@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from . import index_store
 from .errors import InvalidInput, NotFound
-from .store import CHECKPOINT_TIMEOUT_S, DAY_MS, Store
+from .store import CHECKPOINT_TIMEOUT_S, Store
 from .trace import quoting_searches
 
 # ---- scrubbing ---------------------------------------------------------------------------------------------------
@@ -124,17 +124,17 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     """
     if user_id is not None and not user_id.strip():  # `--user "$U"` with U unset: never every user's
         raise InvalidInput("user: must be a non-empty string (leave it out to expire every user)")
-    cutoff = store.retention_cutoff()
-    days = store.retention_days
-    if unasked:  # (the store's own window, for its reads, stays as it is)
-        from .retention import unasked_window
+    from .retention import unasked_window
 
-        days = unasked_window(store)
-        cutoff = None if days is None else store.clock() - int(days * DAY_MS)
-    if cutoff is None:
+    # ``unasked``: the store's own window (for its reads) stays as it is; the longer one only decides what goes
+    days = unasked_window(store) if unasked else store.retention_days
+    if store.retention_cutoff(days) is None:
         return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
     with scrubbing(store), store.write():
-        plans = _expiry_plan(store, cutoff, user_id)
+        if unasked:  # read again under the write lock: a policy stored since the read above is what holds now
+            days = unasked_window(store)
+        cutoff = store.retention_cutoff(days)
+        plans = {} if cutoff is None else _expiry_plan(store, cutoff, user_id)
         counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
         if dry_run:
             return ExpireResult(days, cutoff, True, counts)

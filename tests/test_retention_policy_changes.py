@@ -36,7 +36,9 @@ def _stored(cli) -> dict | None:
 
 def _sweep(db: Path, days: float | None) -> None:
     """One sweep of a server that started with ``days`` (none given to it: the stored policy it read then)."""
-    rt = Runtime(ServerSettings(db=db, retention_days=days, mode="bm25", expire_interval_s=0, warm=False))
+    rt = Runtime(
+        ServerSettings(db=db, retention_days=days, mode="bm25", expire_interval_s=0, warm=False), model=(None, None)
+    )
     try:
         rt.sweep()
     finally:
@@ -106,11 +108,12 @@ def test_refind_add_says_when_it_changes_the_stored_policy(db_path, cli, monkeyp
         "source": "REFIND_RETENTION_DAYS",
         "stored": True,
         "changed": False,
-        "before": 7,
+        "before": {"days": 7},
+        "error": None,
     }
     monkeypatch.delenv("REFIND_RETENTION_DAYS")
     off = json.loads(cli("add", "a", "--user", "alice", "--session", "s1", "--retention-days", "off", "--json").stdout)
-    assert off["retention_policy"]["changed"] is True and off["retention_policy"]["before"] == 7
+    assert off["retention_policy"]["changed"] is True and off["retention_policy"]["before"] == {"days": 7}
     assert "retention_policy" not in json.loads(cli("add", "a", "--user", "alice", "--session", "s1", "--json").stdout)
 
 
@@ -298,3 +301,59 @@ def test_a_swapped_symlink_is_refused_before_the_resolved_wal_path_is_used(tmp_p
             _usable(store)
     finally:
         store.close()
+
+
+# ---- a final read: a busy port, a policy stored while an expiry waits for the lock, a bad value opens nothing ------
+
+
+def test_a_serve_whose_port_is_busy_opens_nothing_stores_nothing_and_deletes_nothing(db_path, cli, monkeypatch):
+    """uvicorn binds only after the app's startup (the first sweep) has run: the port is checked before anything."""
+    import socket
+
+    monkeypatch.delenv("REFIND_RETENTION_DAYS", raising=False)
+    _seed_old(db_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli("serve", "--mode", "bm25", "--port", str(port), "--retention-days", "7")
+    assert result.exit_code == 1, result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "nothing was opened or changed" in result.output
+    assert _stored(cli) is None
+    assert "r10" in _requests(db_path)
+
+
+def test_an_unasked_expiry_reads_the_policy_again_under_the_write_lock(db_path, monkeypatch):
+    from refind_cli import lifecycle, retention
+
+    _seed_old(db_path)
+    with Store(db_path, retention_days=None) as other:
+        retention.remember(other, 7, by="test")
+    real = retention.unasked_window
+    calls = []
+
+    def then_off(store):  # the policy is turned off by another process right after the first read
+        window = real(store)
+        if not calls:
+            with Store(db_path, retention_days=None) as other:
+                retention.remember(other, None, by="another process")
+        calls.append(window)
+        return window
+
+    monkeypatch.setattr(retention, "unasked_window", then_off)
+    with Store(db_path, retention_days=7) as store:
+        result = lifecycle.expire(store, unasked=True)
+    assert calls == [7, None]
+    assert (result.messages, result.retention_days) == (0, None)
+    assert "r10" in _requests(db_path)
+
+
+def test_create_app_refuses_a_bad_retention_before_it_creates_the_database(tmp_path):
+    from refind_cli.errors import RefindError
+    from refind_cli.server.app import create_app
+
+    db = tmp_path / "new.db"
+    with pytest.raises(RefindError, match="retention"):
+        create_app(ServerSettings(db=db, mode="bm25", retention_given="0", warm=False))
+    assert not db.exists()

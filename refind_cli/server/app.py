@@ -124,7 +124,8 @@ def is_loopback(host: str) -> bool:
 class Runtime:
     """What the routes share: the store pool, the writer, the thread limiters, the retention sweeper."""
 
-    def __init__(self, cfg: ServerSettings, model: tuple[Any, str | None] = (None, None)) -> None:
+    def __init__(self, cfg: ServerSettings, *, model: tuple[Any, str | None]) -> None:
+        """``model``: agent mode's (model, name) as create_app resolved it; ``(None, None)`` in bm25 mode."""
         import anyio
 
         self.cfg = cfg
@@ -318,6 +319,10 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     if str(cfg.db) == ":memory:":  # each connection would get its own: the searches' would never see an Add
         raise InvalidInput("--db: ':memory:' is one connection's database, and the server opens many; give a file")
+    if cfg.retention_given is not None:  # a bad value is refused before any file is opened or created
+        from .. import retention
+
+        retention.given(cfg.retention_given)
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     model: tuple[Any, str | None] = (None, None)
     if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
@@ -329,7 +334,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     # once nothing can refuse the start, the retention given to `refind serve` is stored (or the stored one read).
     with cfg.open_store(index_progress=_reindex_log()) as store:
         cfg = _retention(cfg, store)
-    rt = Runtime(cfg, model)
+    rt = Runtime(cfg, model=model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -560,6 +565,25 @@ def raise_open_file_limit(want: int = 65536) -> int:
         return -1
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Refuse to start when ``host:port`` cannot be bound (in use, no such address) before anything is opened: uvicorn
+    binds only after the app's startup has run, and by then the retention policy was stored and the first sweep had
+    deleted what it expires — for a server that never served."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:  # socket.gaierror included
+        raise RefindError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; nothing was opened or changed"
+        ) from None
+
+
 def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     """Serve until SIGINT/SIGTERM; in-flight requests finish before the process exits."""
     import os
@@ -573,6 +597,7 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
     if 0 < limit < 4096:
         log.warning("open-file limit is %d: 256 searches in flight may need more (raise `ulimit -n`)", limit)
     configure(cfg, limit)
+    _check_listen(host, port)  # uvicorn binds after the app's startup, whose first sweep deletes: fail before it
 
     common = functools.partial(
         uvicorn.run,

@@ -154,9 +154,7 @@ def _remember(store: Store, retention: str | None, source: str, *, as_json: bool
                 highlight=False,
                 soft_wrap=True,
             )
-        return {
-            "retention_policy": {"days": days, "source": source, "stored": False, "changed": False, "error": str(exc)}
-        }
+        return {"retention_policy": _policy_json(days, source, stored=False, changed=False, error=str(exc))}
     if change.changed and not as_json:
         err.print(
             f"retention policy: {change.describe()} (stored, from {source})",
@@ -164,16 +162,22 @@ def _remember(store: Store, retention: str | None, source: str, *, as_json: bool
             highlight=False,
             soft_wrap=True,
         )
-    before = None if change.before is None else change.before.days
-    return {
-        "retention_policy": {
-            "days": days,
-            "source": source,
-            "stored": True,
-            "changed": change.changed,
-            "before": before,
-        }
-    }
+    before = None if change.before is None else {"days": change.before.days}
+    return {"retention_policy": _policy_json(days, source, stored=True, changed=change.changed, before=before)}
+
+
+def _policy_json(
+    days: float | None,
+    source: str,
+    *,
+    stored: bool,
+    changed: bool,
+    before: dict[str, float | None] | None = None,
+    error: str | None = None,
+) -> dict[str, object]:
+    """``retention_policy`` in `refind add --json`, one shape: ``before`` is the policy stored before ({"days": …},
+    days null for off) or null when none was; ``error`` why it could not be stored, else null."""
+    return {"days": days, "source": source, "stored": stored, "changed": changed, "before": before, "error": error}
 
 
 def _replay(
