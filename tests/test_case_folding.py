@@ -131,16 +131,21 @@ def _server_log(cfg) -> list[str]:
     return said
 
 
-def test_the_server_logs_the_re_index_of_an_upgraded_database(db_path, monkeypatch):
-    from refind_cli.server.app import ServerSettings
-
-    with monkeypatch.context() as old:
+def old_database(db_path) -> None:
+    """A database indexed by analyzer 1 (lower(), before case folding): its next open indexes it again."""
+    with pytest.MonkeyPatch.context() as old:
         old.setattr(tokenize, "ANALYZER_VERSION", 1)
         old.setattr(tokenize, "_normalise", _old_normalise)
         _clear_caches()
         with Store(db_path, retention_days=None) as store:
             _fill(store)
     _clear_caches()
+
+
+def test_the_server_logs_the_re_index_of_an_upgraded_database(db_path):
+    from refind_cli.server.app import ServerSettings
+
+    old_database(db_path)
     cfg = ServerSettings(db=db_path, retention_days=None, mode="bm25", expire_interval_s=0)
     said = _server_log(cfg)
     assert len(said) == 2, said  # when it starts (before the first batch) and when it ends, once each

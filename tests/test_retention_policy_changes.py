@@ -238,18 +238,10 @@ def test_a_serve_that_cannot_start_stores_no_policy(db_path, cli, monkeypatch):
 def test_refind_serve_logs_the_re_index_of_an_upgraded_database(db_path):
     """The CLI's path: `refind serve` no longer opens the database before the server does, so the server's own open
     re-indexes it and logs that (test_case_folding covers create_app called directly)."""
-    from test_case_folding import _clear_caches, _fill, _old_normalise
+    from test_case_folding import old_database
     from test_server_e2e import ServerProcess
 
-    from refind_cli import tokenize
-
-    with pytest.MonkeyPatch.context() as old:
-        old.setattr(tokenize, "ANALYZER_VERSION", 1)
-        old.setattr(tokenize, "_normalise", _old_normalise)
-        _clear_caches()
-        with Store(db_path, retention_days=None) as store:
-            _fill(store)
-    _clear_caches()
+    old_database(db_path)
     server = ServerProcess(db_path, "--retention-days", "90")
     try:
         said = "".join(server.lines)
