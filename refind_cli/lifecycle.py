@@ -128,12 +128,12 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
 
     # ``unasked``: the store's own window (for its reads) stays as it is; the longer one only decides what goes
     days = unasked_window(store) if unasked else store.retention_days
-    if store.retention_cutoff(days) is None:
+    if days is None:
         return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
     with scrubbing(store), store.write():
         if unasked:  # read again under the write lock: a policy stored since the read above is what holds now
             days = unasked_window(store)
-        cutoff = store.retention_cutoff(days)
+        cutoff = store.cutoff(days)
         plans = {} if cutoff is None else _expiry_plan(store, cutoff, user_id)
         counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
         if dry_run:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import index_store, migrations
 from .errors import InvalidInput, NotFound
-from .store import EVENT_KINDS, MESSAGE_COLUMNS, SQLITE_MAX_INT, Store, StoredMessage, wal_file
+from .store import EVENT_KINDS, MESSAGE_COLUMNS, SQLITE_MAX_INT, Store, StoredMessage
 
 NEIGHBOURS = 2
 
@@ -51,7 +51,7 @@ def _overview(store: Store) -> dict[str, Any]:
     return {
         "db": path,
         "size_bytes": _size(path),
-        "wal_bytes": _size(wal_file(path)),
+        "wal_bytes": _size(store.wal_path),
         "schema_version": migrations.schema_version(store.conn),
         "migrations": [r[0] for r in q("SELECT name FROM _migrations ORDER BY rowid")],
         "users": row[0],

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import index_store, migrations
 from .contract import AddRequest
@@ -776,13 +776,13 @@ class Store:
 
     # ---- reading -------------------------------------------------------------------------------------------
 
-    def retention_cutoff(self, days: float | Literal["store"] | None = "store") -> int | None:
-        """The oldest recorded-at still visible under this store's window (or under ``days``); None when retention
-        is off."""
-        window = self.retention_days if days == "store" else days
-        if window is None:
-            return None
-        return self.clock() - int(window * DAY_MS)
+    def retention_cutoff(self) -> int | None:
+        """The oldest recorded-at still visible, or None when retention is off."""
+        return self.cutoff(self.retention_days)
+
+    def cutoff(self, days: float | None) -> int | None:
+        """The recorded-at before which a window of ``days`` ends now; None for no window (retention off)."""
+        return None if days is None else self.clock() - int(days * DAY_MS)
 
     def visible(self, *, as_of: int | None = None, alias: str = "") -> tuple[str, list[int]]:
         """The read-time predicate every read of message rows must apply: retention, and what was stored by as_of."""

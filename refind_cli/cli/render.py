@@ -153,7 +153,11 @@ def _retention(days: float | None) -> str:
 def _stored_policy(stored: dict[str, Any] | None) -> str:
     if stored is None:
         return "none stored (add, serve, mcp and Memory store one given them: --retention-days, REFIND_RETENTION_DAYS)"
-    return f"{_retention(stored['days'])}, set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
+    return f"{_retention(stored['days'])}, {_set_by(stored)}"
+
+
+def _set_by(stored: dict[str, Any]) -> str:
+    return f"set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
 
 
 def retention_policy(policy: dict[str, Any]) -> str:
@@ -161,9 +165,7 @@ def retention_policy(policy: dict[str, Any]) -> str:
     stored = policy["stored"]
     source = {
         "given": "given (--days / --retention-days / REFIND_RETENTION_DAYS)",
-        "stored": f"the database's stored policy, set by {escape(stored['set_by'])} at {when(stored['set_at'])}"
-        if stored
-        else "",
+        "stored": f"the database's stored policy, {_set_by(stored)}" if stored else "",
         "default": "the default: the database stores no policy",
     }[policy["source"]]
     line = f"retention window {_retention(policy['retention_days'])}: {source}"

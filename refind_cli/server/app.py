@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from ..blocks import Block
+    from ..retention import Given
 
 log = logging.getLogger("refind.server")
 
@@ -319,10 +320,10 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         raise RefindError(f"mode must be bm25 or agent, got {cfg.mode!r}")
     if str(cfg.db) == ":memory:":  # each connection would get its own: the searches' would never see an Add
         raise InvalidInput("--db: ':memory:' is one connection's database, and the server opens many; give a file")
-    if cfg.retention_given is not None:  # a bad value is refused before any file is opened or created
-        from .. import retention
+    from .. import retention
 
-        retention.given(cfg.retention_given)
+    # a bad value is refused before any file is opened or created
+    given = retention.UNSET if cfg.retention_given is None else retention.given(cfg.retention_given)
     open_anew(cfg.db)  # this app serves the file that is there now, and only that one (dbpool.check_same_file)
     model: tuple[Any, str | None] = (None, None)
     if cfg.mode == "agent":  # resolve the model and its credentials now: fail at startup, not per search
@@ -333,7 +334,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     # indexes every message again (a new analyzer): say so, since the server listens only when it is done. Then,
     # once nothing can refuse the start, the retention given to `refind serve` is stored (or the stored one read).
     with cfg.open_store(index_progress=_reindex_log()) as store:
-        cfg = _retention(cfg, store)
+        cfg = _retention(cfg, store, given)
     rt = Runtime(cfg, model=model)
 
     @asynccontextmanager
@@ -490,16 +491,15 @@ LOG_CONFIG: dict[str, Any] = {
 }
 
 
-def _retention(cfg: ServerSettings, store: Store) -> ServerSettings:
-    """The settings with the retention the server applies: the one given to `refind serve`, stored as the database's
-    policy (a change of it logged), else the stored policy, else ``cfg.retention_days``."""
+def _retention(cfg: ServerSettings, store: Store, days: Given) -> ServerSettings:
+    """The settings with the retention the server applies: the one given to `refind serve` (``days``), stored as the
+    database's policy (a change of it logged), else the stored policy, else ``cfg.retention_days``."""
     if cfg.retention_given is None:
         return cfg
     from dataclasses import replace
 
     from .. import retention
 
-    days = retention.given(cfg.retention_given)
     if days is retention.UNSET:
         kept = retention.stored(store)
         return cfg if kept is None else replace(cfg, retention_days=kept.days)

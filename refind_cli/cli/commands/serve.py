@@ -131,12 +131,10 @@ def serve(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
 ) -> None:
-    from ... import retention as policy
     from ...contract import SEARCH_MODES
     from ...server.app import ServerSettings, is_loopback
     from ..render import error_console
 
-    policy.given(retention)  # a bad value is refused before anything is opened
     remember_db(db)
     refuse_memory_db(db)
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
