@@ -92,6 +92,9 @@ class Repeats:
         return self.repeats.get(key, 1) if key in self.seen else 0
 
 
+_PLAIN = len("auto-") + 20  # an auto id without its repeat suffix
+
+
 def _suffixed(rid: str, nth: int) -> str:
     return rid if nth == 1 else f"{rid}-{nth}"
 
@@ -100,6 +103,19 @@ def group_id(user_id: str, session_id: str, messages: Sequence[Said], repeats: R
     """The id of a group of a file (``-n`` after the hash for its n-th repeat), recorded in ``repeats``."""
     rid = auto_request_id(user_id, session_id, messages)
     return _suffixed(rid, repeats.count(rid))
+
+
+def renumbered(rid: str, repeats: Repeats) -> str:
+    """The id of a group the parser called ``rid``, recorded in ``repeats`` as the writer counts them: the parser's,
+    unless an earlier group of the file was recognised as grown from a group of the same messages (:func:`grown_from`
+    records it): then this group is that one's next repeat, as it was when the earlier replay gave their ids."""
+    return _suffixed(rid[:_PLAIN], repeats.count(rid))
+
+
+def grown_from(split: Split, repeats: Repeats) -> None:
+    """Record in ``repeats`` that the group just split stood as its first known prefix in the earlier replay: a later
+    group of the file with those very messages (or beginning with them) is the next repeat of that prefix, not it."""
+    repeats.count(split.known[0].request_id)
 
 
 def prefix_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ good one down with it, and a killed replay re-run stores each message exactly on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import json
 import os
@@ -26,14 +27,24 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
-from .auto_ids import Piece, Repeats, Split, group_id, prefix_candidates, split_grown
+from .auto_ids import (
+    Piece,
+    Repeats,
+    Said,
+    Split,
+    group_id,
+    grown_from,
+    prefix_candidates,
+    renumbered,
+    split_grown,
+)
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -816,7 +827,9 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                 continue
             req = item.request
             where = _where(item)
-            split = _split_alone(store, item, repeats) if item.auto else None
+            split = None
+            if item.auto:
+                req, split = _split_alone(store, item, repeats)
             if split is not None:  # a group grown since an earlier replay: its known part is skipped
                 for piece in split.known:
                     if piece.stone is not None:
@@ -849,21 +862,21 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     return bad
 
 
-def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> Split | None:
+def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> tuple[AddRequest, Split | None]:
     """:func:`_grown` for one group of message lines (--strict's first pass, which counts the file's groups in
-    ``repeats``)."""
+    ``repeats``): the request under the id the writer will give it, and how it will be split."""
     req = item.request
+    rid = renumbered(req.request_id, repeats)
+    if rid != req.request_id:
+        req = dataclasses.replace(req, request_id=rid)
     said = [(m.role, m.content, m.timestamp) for m in req.messages]
-    candidates = None
-    if len(said) > 1 and (store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)):
-        known = store.known_requests(req.user_id, [req.request_id])
-        if req.request_id not in known:
-            candidates = prefix_candidates(req.user_id, req.session_id, said, repeats)
-    repeats.count(req.request_id)
-    if candidates is None:
-        return None
-    known |= store.known_requests(req.user_id, candidates)
-    return split_grown(req.user_id, req.session_id, said, req.request_id, candidates, known, store.known_requests)
+    if (
+        len(said) < 2
+        or not (store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id))
+        or rid in store.known_requests(req.user_id, [rid])
+    ):
+        return req, None
+    return req, _split(store, req.user_id, req.session_id, said, rid, repeats)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -961,38 +974,22 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}
-    prefixes: dict[int, tuple[str, ...]] = {}
-    for place, item in enumerate(batch):  # in file order: each group's prefixes before the group itself is counted
-        if not item.auto:
-            continue
-        req = item.request
-        if place in looked and req.request_id not in known[req.user_id]:
-            prefixes[place] = prefix_candidates(req.user_id, req.session_id, req.messages, repeats)
-        repeats.count(req.request_id)
-    if not prefixes:
-        return batch, []
-    wanted: dict[str, list[str]] = {}
-    for place, candidates in prefixes.items():
-        wanted.setdefault(looked[place], []).extend(candidates)
-    for user, ids in wanted.items():
-        known[user] |= store.known_requests(user, ids)
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
-    for place, item in enumerate(batch):
+    for place, item in enumerate(batch):  # in file order: a group split on a prefix counts as that prefix (grown_from)
+        if not item.auto:
+            out.append(item)
+            continue
         req = item.request
-        split = (
-            split_grown(
-                req.user_id,
-                req.session_id,
-                req.messages,
-                req.request_id,
-                prefixes[place],
-                known[req.user_id],
-                store.known_requests,
-            )
-            if place in prefixes
-            else None
-        )
+        rid = renumbered(req.request_id, repeats)
+        if rid != req.request_id:  # the repeat of a group an earlier group of the file grew from
+            req = req._replace(request_id=rid, ids=None)
+            item = item._replace(request=req)
+            if place in looked:
+                known[req.user_id] |= store.known_requests(req.user_id, [rid])
+        split = None
+        if place in looked and rid not in known[req.user_id]:
+            split = _split(store, req.user_id, req.session_id, req.messages, rid, repeats)
         if split is None:
             out.append(item)
             continue
@@ -1001,6 +998,18 @@ def _grown(
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
     return out, pieces
+
+
+def _split(
+    store: Store, user_id: str, session_id: str, said: Sequence[Said], request_id: str, repeats: Repeats
+) -> Split | None:
+    """How a group whose own id is unknown is stored (:func:`auto_ids.split_grown`), recorded in ``repeats``."""
+    candidates = prefix_candidates(user_id, session_id, said, repeats)
+    known = store.known_requests(user_id, candidates)
+    split = split_grown(user_id, session_id, said, request_id, candidates, known, store.known_requests)
+    if split is not None:
+        grown_from(split, repeats)
+    return split
 
 
 def _piece_where(item: Ready | Parsed, piece: Piece) -> str:

@@ -197,3 +197,40 @@ def test_a_known_part_past_retention_is_stored_again_with_its_group(db_path, tmp
         assert (summary.messages_added, summary.grown, summary.duplicates) == (4, 0, 0)
         visible = store.user_messages("u1")
     assert [m.content for m in visible] == [f"message {i} ok" for i in range(4)]
+
+
+def _said(content: str, session: str = "s1") -> str:
+    return json.dumps({"user_id": "u1", "session_id": session, "role": "user", "content": content})
+
+
+@pytest.mark.parametrize("batch_size", [1, 500])
+@pytest.mark.parametrize(("first", "later"), [("ab", "abd"), ("ab", "ab"), ("a", "a")])
+def test_the_grown_groups_messages_said_again_later_are_new(
+    db_path, tmp_path, batch_size: int, first: str, later: str
+) -> None:
+    """[a b] replayed, then grown to [a b c]: a later group of the session that begins with a b (or is a b) is new —
+    not the [a b] stored before, which the grown group took (a repeat of it now: -2)."""
+    log = _append(tmp_path / "agent.jsonl", *map(_said, first))
+    with Store(db_path) as store:
+        replay(store, log, batch_size=batch_size)
+        _append(log, _said("c"), _said("x", session="s2"), *map(_said, later), _said("y", session="s2"))
+        summary = replay(store, log, batch_size=batch_size)
+        assert (summary.messages_added, summary.grown) == (3 + len(later), 1)
+        assert replay(store, log, batch_size=batch_size).messages_added == 0
+        summary = replay(store, _append(log, _said("z", session="s2")), batch_size=batch_size)  # grows in turn
+        assert (summary.messages_added, summary.grown) == (1, 1)
+    assert _contents(db_path) == [*first, "c", "x", *later, "y", "z"]
+
+
+def test_strict_gives_the_repeat_of_a_grown_group_the_id_a_replay_gives_it(cli, db_path, tmp_path) -> None:
+    log = _append(tmp_path / "agent.jsonl", _said("a"), _said("b"))
+    assert cli("add", "--file", log, "--strict").exit_code == 0
+    _append(log, _said("c"), _said("x", session="s2"), _said("a"), _said("b"))
+    result = cli("add", "--file", log, "--strict", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["messages_added"] == 4
+    assert cli("forget", "--user", "u1", "--session", "s2", "--yes").exit_code == 0
+    result = cli("add", "--file", log, "--strict", "--json")  # refused for s2 alone, not for the repeat of a b
+    assert result.exit_code == 6, result.output
+    assert [p.split(": ", 1)[0] for p in json.loads(result.output)["problems"][:-1]] == [f"{log}:4"]
+    assert _contents(db_path) == ["a", "b", "c", "a", "b"]
