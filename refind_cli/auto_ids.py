@@ -11,8 +11,9 @@ included. So a group also carries the id each of its shorter prefixes got when t
 and all: the lines before it are the same). When the group's own id is neither stored nor forgotten, the longest
 prefix that is — stored, or named by a tombstone — is taken as that earlier group: it is skipped, and the messages
 after it form a request whose id chains on the prefix's (``auto-<hash of the prefix's id and those messages>``).
-That request is recognised, and split again, when the log grows further. A prefix stored past retention (awaiting the
-sweep) counts as not stored, as its whole group would.
+That request is recognised, and split again, when the log grows further. A prefix stored past retention (swept, or
+awaiting the sweep) counts as not stored, as its whole group would: it is stored again — but a request chained on it
+and still kept is recognised (with a retention, the ids chained on each prefix are looked up when no prefix is known).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def renumbered(rid: str, repeats: Repeats) -> str:
 def grown_from(split: Split, repeats: Repeats) -> None:
     """Record in ``repeats`` that the group just split stood as its first known prefix in the earlier replay: a later
     group of the file with those very messages (or beginning with them) is the next repeat of that prefix, not it."""
-    repeats.count(split.known[0].request_id)
+    repeats.count((split.again or split.known[0]).request_id)
 
 
 def prefix_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> tuple[str, ...]:
@@ -147,6 +148,7 @@ class Split:
     known: tuple[Piece, ...]
     start: int  # the first message of the new request
     request_id: str
+    again: Piece | None = None  # the messages before the known pieces, stored before and expired since: stored again
 
 
 def split_grown(
@@ -157,14 +159,25 @@ def split_grown(
     prefixes: Sequence[str],
     known: Known,
     lookup: Lookup,
+    *,
+    expiring: bool = False,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix."""
+    follows a known prefix. ``expiring`` (the store has a retention): when no prefix is known, the requests chained
+    on each prefix are looked up too — a prefix that expired since (swept, or awaiting the sweep) is stored again, as
+    any expired request a replay meets, and what was chained on it, stored later, is still known."""
     if request_id in known or not prefixes:
         return None
     pieces: list[Piece] = []
     start = 0
+    again = None
+    if expiring and not any(p in known for p in prefixes):
+        again, known = _after_expired(user_id, session_id, messages, prefixes, lookup)
+        if again is not None:
+            start = again.stop
+            ids = prefix_ids(user_id, session_id, messages[start:], after=again.request_id)
+            request_id, prefixes = ids[-1], [] if ids[-1] in known else ids[:-1]
     while prefixes:
         found = next((k for k in range(len(prefixes), 0, -1) if prefixes[k - 1] in known), None)
         if found is None:
@@ -177,4 +190,16 @@ def split_grown(
         known = lookup(user_id, ids)
         if request_id in known:  # all that follows is known too: the store says stored or forgotten
             break
-    return Split(tuple(pieces), start, request_id) if pieces else None
+    return Split(tuple(pieces), start, request_id, again) if pieces or again else None
+
+
+def _after_expired(
+    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], lookup: Lookup
+) -> tuple[Piece | None, Known]:
+    """The longest prefix that something known was chained on (its own id unknown: expired), and what was looked up."""
+    chains = [prefix_ids(user_id, session_id, messages[k:], after=prefixes[k - 1]) for k in range(1, len(prefixes) + 1)]
+    known = lookup(user_id, [rid for ids in chains for rid in ids])
+    for k in range(len(prefixes), 0, -1):
+        if any(rid in known for rid in chains[k - 1]):
+            return Piece(0, k, prefixes[k - 1], None), known
+    return None, known

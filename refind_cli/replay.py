@@ -994,10 +994,18 @@ def _grown(
             out.append(item)
             continue
         pieces += [(item, piece) for piece in split.known]
-        messages = tuple(Message(*said) for said in req.messages[split.start :])
+        if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
+            stop = split.again.stop
+            head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
+            out.append(Ready(prepare(head), item.first_line, item.lines[stop - 1], (), ()))
+        messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
     return out, pieces
+
+
+def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
+    return tuple(Message(*m) for m in said)
 
 
 def _split(
@@ -1006,7 +1014,10 @@ def _split(
     """How a group whose own id is unknown is stored (:func:`auto_ids.split_grown`), recorded in ``repeats``."""
     candidates = prefix_candidates(user_id, session_id, said, repeats)
     known = store.known_requests(user_id, candidates)
-    split = split_grown(user_id, session_id, said, request_id, candidates, known, store.known_requests)
+    expiring = store.retention_cutoff() is not None
+    split = split_grown(
+        user_id, session_id, said, request_id, candidates, known, store.known_requests, expiring=expiring
+    )
     if split is not None:
         grown_from(split, repeats)
     return split

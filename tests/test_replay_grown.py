@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refind_cli.auto_ids import Repeats, auto_request_id, group_id, prefix_candidates, prefix_ids, split_grown
+from refind_cli.lifecycle import expire
 from refind_cli.replay import GROUP_SIZE, replay
 from refind_cli.store import Store
 
@@ -234,3 +235,23 @@ def test_strict_gives_the_repeat_of_a_grown_group_the_id_a_replay_gives_it(cli, 
     assert result.exit_code == 6, result.output
     assert [p.split(": ", 1)[0] for p in json.loads(result.output)["problems"][:-1]] == [f"{log}:4"]
     assert _contents(db_path) == ["a", "b", "c", "a", "b"]
+
+
+@pytest.mark.parametrize("swept", [False, True])
+def test_what_was_chained_on_an_expired_part_is_not_stored_twice(db_path, tmp_path, swept: bool) -> None:
+    """[m0 m1 m2] replayed, grown to five messages 20 days later (m3 m4 chained on the first three), to six 15 days
+    after that: the first three expired (30 days) and are stored again; m3 m4, kept, are not stored a second time."""
+    clock = Clock()
+    log = _append(tmp_path / "agent.jsonl", *(_line(i) for i in range(3)))
+    with Store(db_path, clock=clock, retention_days=30) as store:
+        replay(store, log)
+        clock.now += 20 * DAY
+        assert replay(store, _append(log, _line(3), _line(4))).grown == 1
+        clock.now += 15 * DAY
+        if swept:
+            assert expire(store).messages == 3
+        summary = replay(store, _append(log, _line(5)))
+        assert (summary.messages_added, summary.grown, summary.duplicates) == (4, 1, 1)
+        assert replay(store, log).messages_added == 0
+        visible = sorted(m.content for m in store.user_messages("u1"))
+    assert visible == [f"message {i} ok" for i in range(6)]
