@@ -122,7 +122,12 @@ def grown_from(split: Split, repeats: Repeats) -> None:
 def prefix_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> tuple[str, ...]:
     """The ids the group's shorter prefixes got, shortest first, had the group ended there when the file was replayed
     before — ``repeats`` holding the file's groups before this one (nothing recorded)."""
-    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in prefix_ids(user_id, session_id, messages)[:-1])
+    return numbered(prefix_ids(user_id, session_id, messages)[:-1], repeats)
+
+
+def numbered(prefixes: Sequence[str], repeats: Repeats) -> tuple[str, ...]:
+    """:func:`prefix_candidates` of the prefixes' ids derived already."""
+    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in prefixes)
 
 
 Stone = tuple[int, int]  # (tombstone id, when) of a forgotten request
@@ -160,20 +165,21 @@ def split_grown(
     known: Known,
     lookup: Lookup,
     *,
-    expiring: bool = False,
+    expiring: Lookup | None = None,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``expiring`` (the store has a retention): when no prefix is known, the requests chained
-    on each prefix are looked up too — a prefix that expired since (swept, or awaiting the sweep) is stored again, as
-    any expired request a replay meets, and what was chained on it, stored later, is still known."""
+    follows a known prefix. ``expiring`` (given when the store has a retention: looks up stored requests only): when no
+    prefix is known, the requests chained on each prefix are looked up too — a prefix that expired since (swept, or
+    awaiting the sweep) is stored again, as any expired request a replay meets, and what was chained on it and kept
+    is still known."""
     if request_id in known or not prefixes:
         return None
     pieces: list[Piece] = []
     start = 0
     again = None
-    if expiring and not any(p in known for p in prefixes):
-        again, known = _after_expired(user_id, session_id, messages, prefixes, lookup)
+    if expiring is not None and not any(p in known for p in prefixes):
+        again, known = _after_expired(user_id, session_id, messages, prefixes, expiring)
         if again is not None:
             start = again.stop
             ids = prefix_ids(user_id, session_id, messages[start:], after=again.request_id)

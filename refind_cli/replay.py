@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -35,13 +36,16 @@ from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
 from .auto_ids import (
+    Known,
     Piece,
     Repeats,
     Said,
     Split,
     group_id,
     grown_from,
+    numbered,
     prefix_candidates,
+    prefix_ids,
     renumbered,
     split_grown,
 )
@@ -876,7 +880,8 @@ def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> tuple[AddReque
         or rid in store.known_requests(req.user_id, [rid])
     ):
         return req, None
-    return req, _split(store, req.user_id, req.session_id, said, rid, repeats)
+    candidates = prefix_candidates(req.user_id, req.session_id, said, repeats)
+    return req, _split(store, prepare(req), candidates, store.known_requests(req.user_id, candidates), repeats)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -974,6 +979,18 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}
+    # the prefixes of each group whose own id is unknown, looked up together (numbered as the batch begins: a group
+    # after a repeat of its prefix in the batch, or after a group split on it, looks up what this missed on its own)
+    plain: dict[int, list[str]] = {}
+    asked: dict[str, set[str]] = {user: set() for user in by_user}
+    for place, user in looked.items():
+        req = batch[place].request
+        if req.request_id not in known[user]:
+            plain[place] = prefix_ids(user, req.session_id, req.messages)[:-1]
+            asked[user].update(numbered(plain[place], repeats))
+    for user, ids in asked.items():
+        if ids:
+            known[user] |= store.known_requests(user, ids)
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: a group split on a prefix counts as that prefix (grown_from)
@@ -989,7 +1006,14 @@ def _grown(
                 known[req.user_id] |= store.known_requests(req.user_id, [rid])
         split = None
         if place in looked and rid not in known[req.user_id]:
-            split = _split(store, req.user_id, req.session_id, req.messages, rid, repeats)
+            user = req.user_id
+            prefixes = plain[place] if place in plain else prefix_ids(user, req.session_id, req.messages)[:-1]
+            candidates = numbered(prefixes, repeats)
+            missed = [c for c in candidates if c not in asked[user]]
+            if missed:
+                known[user] |= store.known_requests(user, missed)
+                asked[user].update(missed)
+            split = _split(store, req, candidates, known[user], repeats)
         if split is None:
             out.append(item)
             continue
@@ -1008,15 +1032,19 @@ def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
     return tuple(Message(*m) for m in said)
 
 
-def _split(
-    store: Store, user_id: str, session_id: str, said: Sequence[Said], request_id: str, repeats: Repeats
-) -> Split | None:
-    """How a group whose own id is unknown is stored (:func:`auto_ids.split_grown`), recorded in ``repeats``."""
-    candidates = prefix_candidates(user_id, session_id, said, repeats)
-    known = store.known_requests(user_id, candidates)
-    expiring = store.retention_cutoff() is not None
+def _split(store: Store, req: Prepared, candidates: tuple[str, ...], known: Known, repeats: Repeats) -> Split | None:
+    """How a group whose own id is unknown is stored (:func:`auto_ids.split_grown`; ``known``: its ``candidates``
+    looked up), recorded in ``repeats``."""
+    stored = functools.partial(store.known_requests, forgotten=False) if store.retention_cutoff() is not None else None
     split = split_grown(
-        user_id, session_id, said, request_id, candidates, known, store.known_requests, expiring=expiring
+        req.user_id,
+        req.session_id,
+        req.messages,
+        req.request_id,
+        candidates,
+        known,
+        store.known_requests,
+        expiring=stored,
     )
     if split is not None:
         grown_from(split, repeats)

@@ -831,10 +831,12 @@ class Store:
             self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
         )
 
-    def known_requests(self, user_id: str, request_ids: Iterable[str]) -> dict[str, tuple[int, int] | None]:
+    def known_requests(
+        self, user_id: str, request_ids: Iterable[str], *, forgotten: bool = True
+    ) -> dict[str, tuple[int, int] | None]:
         """Which of these request ids of this user are known: stored and within retention (None), or forgotten (the
-        newest tombstone's (id, at), as :meth:`tombstone_for`). A request stored past retention counts as neither:
-        the sweep will remove it, and a replay stores it again."""
+        newest tombstone's (id, at), as :meth:`tombstone_for`; not looked for without ``forgotten``). A request stored
+        past retention counts as neither: the sweep will remove it, and a replay stores it again."""
         wanted = list(dict.fromkeys(request_ids))
         cutoff = self.retention_cutoff()
         known: dict[str, tuple[int, int] | None] = {}
@@ -848,7 +850,7 @@ class Store:
                 if cutoff is None or recorded_at >= cutoff:
                     known[rid] = None
         rest = [rid for rid in wanted if rid not in known]
-        if not rest or not self.has_tombstones(user_id):
+        if not rest or not forgotten or not self.has_tombstones(user_id):
             return known
         # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id)
         by_first = {message_id(user_id, rid, 0): rid for rid in rest}
