@@ -17,6 +17,7 @@ good one down with it, and a killed replay re-run stores each message exactly on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import json
 import os
@@ -26,14 +27,14 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
-from .auto_ids import Piece, Repeats, Split, group_id, prefix_candidates, split_grown
+from .auto_ids import Known, Piece, Repeats, Said, Split, group_id, prefix_candidates, renumbered, split_grown
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -827,8 +828,10 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                 continue
             req = item.request
             where = _where(item)
-            split = _split_alone(store, item, repeats) if item.auto else None
-            if split is not None:  # a group grown since an earlier replay: its known part is skipped
+            split = None
+            if item.auto:  # a group grown since an earlier replay: its known part is skipped
+                req, split = _check_grown(store, req, repeats)
+            if split is not None:
                 for piece in split.known:
                     if piece.stone is not None:
                         bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
@@ -860,21 +863,18 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     return bad
 
 
-def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> Split | None:
+def _check_grown(store: Store, req: AddRequest, repeats: Repeats) -> tuple[AddRequest, Split | None]:
     """:func:`_grown` for one group of message lines (--strict's first pass, which counts the file's groups in
-    ``repeats``)."""
-    req = item.request
+    ``repeats``): the request with its id as the writer will number it, and how it would be split."""
+    rid = renumbered(req.request_id, repeats)
+    if rid != req.request_id:
+        req = dataclasses.replace(req, request_id=rid)
+    if len(req.messages) < 2 or not (
+        store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)
+    ):
+        return req, None
     said = [(m.role, m.content, m.timestamp) for m in req.messages]
-    candidates = None
-    if len(said) > 1 and (store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)):
-        known = store.known_requests(req.user_id, [req.request_id])
-        if req.request_id not in known:
-            candidates = prefix_candidates(req.user_id, req.session_id, said, repeats)
-    repeats.count(req.request_id)
-    if candidates is None:
-        return None
-    known |= store.known_requests(req.user_id, candidates)
-    return split_grown(req.user_id, req.session_id, said, req.request_id, candidates, known, store.known_requests)
+    return req, _split(store, req.user_id, req.session_id, rid, said, store.known_requests(req.user_id, [rid]), repeats)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -971,37 +971,23 @@ def _grown(
     by_user: dict[str, list[str]] = {}
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
-    known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}
-    prefixes: dict[int, tuple[str, ...]] = {}
-    for place, item in enumerate(batch):  # in file order: each group's prefixes before the group itself is counted
-        if not item.auto:
-            continue
-        req = item.request
-        if place in looked and req.request_id not in known[req.user_id]:
-            prefixes[place] = prefix_candidates(req.user_id, req.session_id, req.messages, repeats)
-        repeats.count(req.request_id)
-    if not prefixes:
-        return batch, []
-    wanted: dict[str, list[str]] = {}
-    for place, candidates in prefixes.items():
-        wanted.setdefault(looked[place], []).extend(candidates)
-    for user, ids in wanted.items():
-        known[user] |= store.known_requests(user, ids)
+    known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
-    for place, item in enumerate(batch):
+    for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
+        if not item.auto:
+            out.append(item)
+            continue
         req = item.request
+        rid = renumbered(req.request_id, repeats)
+        if rid != req.request_id:  # a grown group before it was counted as the earlier group it began with
+            req = req._replace(request_id=rid, ids=None)
+            item = item._replace(request=req)
+            if place in looked:
+                known[req.user_id] |= store.known_requests(req.user_id, [rid])
         split = (
-            split_grown(
-                req.user_id,
-                req.session_id,
-                req.messages,
-                req.request_id,
-                prefixes[place],
-                known[req.user_id],
-                store.known_requests,
-            )
-            if place in prefixes
+            _split(store, req.user_id, req.session_id, rid, req.messages, known[req.user_id], repeats)
+            if place in looked
             else None
         )
         if split is None:
@@ -1012,6 +998,22 @@ def _grown(
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
     return out, pieces
+
+
+def _split(
+    store: Store, user: str, session: str, rid: str, said: Sequence[Said], known: Known, repeats: Repeats
+) -> Split | None:
+    """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
+    is known. A grown group's prefixes are counted in ``repeats``."""
+    if rid in known:
+        return None
+    candidates = prefix_candidates(user, session, said, repeats)
+    found = known | store.known_requests(user, candidates)
+    split = split_grown(user, session, said, rid, candidates, found, store.known_requests)
+    if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+        for candidate in candidates:
+            repeats.count(candidate)
+    return split
 
 
 def _piece_where(item: Ready | Parsed, piece: Piece) -> str:
