@@ -1,0 +1,67 @@
+"""What a planner's trace shows when the model, the provider or a caller's ids are hostile: `refind search --trace`
+and `refind inspect search ID` against the scripted server, a real database and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import T0, add
+from llm_server import Fail
+
+from refind_cli import search as S
+
+ESC = "\x1b]0;owned\x07\x1b[2J"  # retitles and clears a terminal that receives it raw
+NOTE = '{"action": "take_note", "results": [1]}'
+FINISH = '{"action": "finish_search"}'
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    S.clear()
+    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    S.clear()
+
+
+def agent(cli, llm, *extra):
+    return cli(
+        "search",
+        "where did Caroline go hiking",
+        "--user",
+        "alice",
+        "--mode",
+        "agent",
+        "--model",
+        "openai/scripted",
+        "--api-base",
+        llm.url,
+        "--max-actions",
+        "5",
+        *extra,
+    )
+
+
+def test_control_characters_from_the_model_the_provider_and_ids_never_reach_the_terminal(cli, store, llm_server):
+    add(store, "alice", "hike" + ESC, ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play(
+        json.dumps({"action": "search_chatrecord", "keywords": "hiking", "date_to": "2023/12/31" + ESC}),
+        json.dumps({"action": "search_chatrecord", "keywords": "hiking"}),
+        NOTE,
+        FINISH,
+    )
+    live = agent(cli, llm_server, "--trace")
+    assert live.exit_code == 0, live.output
+    llm_server.play(Fail(400, "the provider says " + ESC))
+    failed = agent(cli, llm_server, "--trace")
+    assert failed.exit_code != 0
+    listed = cli("inspect", "--json", "searches")
+    ids = [row["id"] for row in json.loads(listed.output)["searches"]]
+    assert len(ids) == 2
+    shown = [cli("inspect", "search", i) for i in ids]
+    for r in (live, failed, *shown):
+        assert "\x1b" not in r.output and "\x07" not in r.output, r.output
+    text = " ".join(" ".join(r.output for r in shown).split())  # rich wraps lines at spaces
+    owned = "\\x1b]0;owned\\x07\\x1b[2J"  # shown escaped, not dropped
+    assert f"2023/12/31{owned}" in text and f"session hike{owned}" in text and f"the provider says {owned}" in text
