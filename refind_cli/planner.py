@@ -376,6 +376,8 @@ class PlannerRun:
             skip=skip_mode,
             turns=len(index),
             latest=latest,
+            date_from=None if self.outer[0] is None else _when(self.outer[0]),  # the caller's bounds on every search
+            date_to=None if self.outer[1] is None else _when(self.outer[1]),
         )
         self.messages = [
             {
@@ -481,8 +483,8 @@ class PlannerRun:
                 raise ReplyError(f"{key}: {exc.message}") from None
         lo = _max(bounds[0], self.outer[0])
         hi = _min(bounds[1], self.outer[1])
-        if lo is not None and hi is not None and lo > hi:
-            raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
+        if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
+            raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
         hits = self.index.search(
             keywords,
@@ -730,6 +732,28 @@ def _latest_said(index: UserIndex) -> str | None:
     if said.size == 0 or bool(np.isnan(said).all()):
         return None
     return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
+
+
+def _empty_range(args: dict[str, Any], lo: int, hi: int, own: list[int | None]) -> str:
+    """Why a search's dates hold no day: the planner's own two dates, or one of them against its caller's bound."""
+    caller = "date this search may cover (its caller set it)"
+    if lo == own[0] and hi == own[1]:
+        return f"date_from {args['date_from']} is after date_to {args['date_to']}"
+    if lo == own[0]:
+        return f"date_from {args['date_from']} is after {_when(hi)}, the latest {caller}"
+    if hi == own[1]:
+        return f"date_to {args['date_to']} is before {_when(lo)}, the earliest {caller}"
+    return f"the dates this search may cover (its caller set them) hold no day: {_when(lo)} to {_when(hi)}"
+
+
+def _when(ms: int) -> str:
+    """A date bound (Unix ms) as a planner reads one, or its milliseconds when no calendar holds it."""
+    from .blocks import iso_utc
+
+    try:
+        return iso_utc(ms)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} (Unix ms)"
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -65,3 +65,26 @@ def test_control_characters_from_the_model_the_provider_and_ids_never_reach_the_
     text = " ".join(" ".join(r.output for r in shown).split())  # rich wraps lines at spaces
     owned = "\\x1b]0;owned\\x07\\x1b[2J"  # shown escaped, not dropped
     assert f"2023/12/31{owned}" in text and f"session hike{owned}" in text and f"the provider says {owned}" in text
+
+
+def test_a_planner_date_against_the_callers_bound_is_corrected_naming_that_bound(cli, store, llm_server):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play(
+        json.dumps({"action": "search_chatrecord", "keywords": "hiking", "date_from": "2024/01/01"}),
+        json.dumps({"action": "search_chatrecord", "keywords": "hiking", "date_to": "2023/01/01"}),
+        FINISH,
+    )
+    r = agent(cli, llm_server, "--date-from", "2023-05-01", "--date-to", "2023-07-01", "--json")
+    assert r.exit_code == 0, r.output
+    trace = json.loads(r.output)["trace"]
+    start = trace[0]["data"]
+    assert (start["date_from"], start["date_to"]) == ("2023-05-01T00:00:00.000Z", "2023-07-01T23:59:59.999Z")
+    reasons = [e["data"]["reason"] for e in trace if e["kind"] == "correction"]
+    caller = "date this search may cover (its caller set it)"
+    assert reasons == [
+        f"date_from 2024/01/01 is after 2023-07-01T23:59:59.999Z, the latest {caller}",
+        f"date_to 2023/01/01 is before 2023-05-01T00:00:00.000Z, the earliest {caller}",
+    ]  # it said "date_from 2024/01/01 is after date_to None": the planner gave no date_to
+    shown = cli("inspect", "search", json.loads(r.output)["search_id"])
+    flat = " ".join(shown.output.split())
+    assert "only dates 2023-05-01T00:00:00.000Z → 2023-07-01T23:59:59.999Z" in flat

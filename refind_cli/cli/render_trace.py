@@ -48,7 +48,12 @@ def event(ev: Event) -> RenderableType:
             f"\nuser {printable(str(d.get('user_id')))} · model {printable(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
             f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
             f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
-            + (f" · latest {d['latest']}" if d.get("latest") else ""),
+            + (f" · latest {d['latest']}" if d.get("latest") else "")
+            + (
+                f" · only dates {d.get('date_from') or '…'} → {d.get('date_to') or '…'}"
+                if d.get("date_from") or d.get("date_to")
+                else ""
+            ),
             style="dim",
         )
         return Group(Rule("agent search", align="left"), head)
