@@ -5,6 +5,7 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 - a ``str``: answered 200 as the assistant message's content (usage counts derived from the text);
 - ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
 - ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts);
+- a callable: called as the request arrives, and its return value answered like a ``str``;
 - ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
   as its JSON text, or the text itself), and ``content`` beside them (None by default).
 
@@ -125,6 +126,8 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
             if isinstance(entry, Slow):
                 time.sleep(entry.seconds)
                 entry = entry.content
+            if callable(entry):  # a function run as the request arrives (a write racing the search), then its reply
+                entry = entry()
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
             if isinstance(entry, Tools):
                 message, finish = entry.message(), "tool_calls"

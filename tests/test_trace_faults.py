@@ -88,3 +88,23 @@ def test_a_planner_date_against_the_callers_bound_is_corrected_naming_that_bound
     shown = cli("inspect", "search", json.loads(r.output)["search_id"])
     flat = " ".join(shown.output.split())
     assert "only dates 2023-05-01T00:00:00.000Z → 2023-07-01T23:59:59.999Z" in flat
+
+
+def test_a_search_whose_trace_a_forget_removed_does_not_name_a_stored_trace(cli, store, db_path, llm_server):
+    from refind_cli.lifecycle import forget
+    from refind_cli.store import Store
+
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+
+    def forget_then_finish() -> str:  # the user forgets the session while the planner is still deciding
+        other = Store(db_path, retention_days=None)
+        forget(other, "alice", session_id="hike")
+        other.close()
+        return FINISH
+
+    llm_server.play(json.dumps({"action": "search_chatrecord", "keywords": "hiking"}), NOTE, forget_then_finish)
+    r = agent(cli, llm_server)
+    assert r.exit_code == 0, r.output
+    assert "None" not in r.output  # it said "agent search None … `refind inspect search None` shows its trace"
+    assert "its trace was not stored" in r.output
+    assert json.loads(cli("inspect", "--json", "searches").output)["searches"] == []
