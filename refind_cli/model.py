@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import settings
 from .errors import ModelError
@@ -76,6 +77,8 @@ def litellm_complete(
     """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing."""
     if not model or not model.strip():
         raise ModelError(f"no model configured: {FIXES}")
+    if api_base:
+        _check_api_base(api_base)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -142,7 +145,10 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
     name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
     base = api_base or os.environ.get(settings.ENV_API_BASE) or None
     timeout = settings.positive_number(
-        settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT), settings.DEFAULT_LLM_TIMEOUT_S
+        settings.ENV_LLM_TIMEOUT,
+        os.environ.get(settings.ENV_LLM_TIMEOUT),
+        settings.DEFAULT_LLM_TIMEOUT_S,
+        maximum=settings.MAX_LLM_TIMEOUT_S,
     )
     retries = settings.positive_number(
         settings.ENV_LLM_RETRIES,
@@ -150,6 +156,7 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
         settings.DEFAULT_LLM_RETRIES,
         integer=True,
         allow_zero=True,
+        maximum=settings.MAX_LLM_RETRIES,
     )
     return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
@@ -177,6 +184,21 @@ def _check_model(litellm: Any, model: str, api_base: str | None) -> str | None:
             f"set it, or {FIXES}"
         )
     return None
+
+
+def _check_api_base(api_base: str) -> None:
+    """An api base must be an http(s) URL: litellm retried anything else as a connection error and reported an
+    'HTTP 500' after seconds of backoff (a base without its scheme, ``localhost:11434/v1``, is the usual slip)."""
+    try:
+        parts = urlsplit(api_base.strip())
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed IPv6 bracket
+        usable = False
+    if not usable:
+        raise ModelError(
+            f"api base {api_base!r} is not an http:// or https:// URL: give --api-base / REFIND_API_BASE the "
+            "server's URL, such as http://127.0.0.1:11434/v1, or search without a model with --mode bm25"
+        )
 
 
 def _reasoning(litellm: Any, model: str) -> bool:
