@@ -3,6 +3,8 @@ of retries reported as a provider's error."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import T0, add
 
@@ -54,3 +56,51 @@ def test_an_api_base_that_is_not_an_http_url_is_refused_before_any_call(cli, sto
     assert r.exit_code == 5, r.output
     flat = " ".join(r.output.split())
     assert f"api base {base!r} is not an http:// or https:// URL" in flat and "--mode bm25" in flat
+
+
+SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
+
+
+def test_the_server_gives_its_planner_the_budget_it_was_started_with(db_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    from refind_cli.server import ServerSettings, create_app
+    from refind_cli.store import Store
+
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    cfg = ServerSettings(
+        db=db_path,
+        retention_days=None,
+        mode="agent",
+        model="openai/scripted",
+        api_base=llm_server.url,
+        max_actions=2,
+        expire_interval_s=0,
+    )
+    llm_server.default = SEARCH  # a planner that never finishes: the budget ends it
+    with TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    assert len(llm_server.requests) == 2  # it ran the default 4 whatever REFIND_MAX_ACTIONS said
+
+
+def test_serve_in_agent_mode_refuses_a_bad_budget_before_it_starts(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "lots")
+    missing = tmp_path / "missing" / "refind.db"  # never opened: the budget is refused first
+    r = cli("serve", "--mode", "agent", "--db", str(missing), "--port", "0")
+    assert r.exit_code == 2, r.output
+    assert "--max-actions / REFIND_MAX_ACTIONS: 'lots' is not a whole number from 1 to 50" in r.output
+
+
+def test_eval_in_agent_mode_gives_its_planner_the_budget(cli, llm_server, monkeypatch):
+    from conftest import FIXTURES
+
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "1")
+    llm_server.default = SEARCH
+    path = FIXTURES / "eval" / "locomo_small.json"
+    r = cli("eval", str(path), "--mode", "agent", "--limit", "2", "--json", "--top-k", "5")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["systems"]["refind"]["llm_calls"] == len(llm_server.requests) == 2  # was 2 * 4
