@@ -104,3 +104,23 @@ def test_eval_in_agent_mode_gives_its_planner_the_budget(cli, llm_server, monkey
     r = cli("eval", str(path), "--mode", "agent", "--limit", "2", "--json", "--top-k", "5")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["systems"]["refind"]["llm_calls"] == len(llm_server.requests) == 2  # was 2 * 4
+
+
+@pytest.mark.parametrize("value", [True, "3", 10**6, 2.5, 0])
+def test_memory_agent_search_refuses_a_budget_that_is_not_a_whole_number_from_1_to_50(tmp_path, value):
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+    from refind_cli.model import Reply
+
+    calls = []
+
+    def model(messages):
+        calls.append(messages)
+        return Reply(content='{"action": "finish_search"}')
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("I went hiking at Mount Rainier", user="alice", session="s")
+        with pytest.raises(InvalidInput) as refused:
+            memory.agent_search("hiking", user="alice", model=model, max_actions=value)
+    assert refused.value.message == f"max_actions: must be a whole number from 1 to 50, got {value!r}"
+    assert calls == []  # True ran one action, "3" raised a TypeError, 10**6 and 2.5 ran
