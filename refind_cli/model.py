@@ -196,7 +196,7 @@ def _check_api_base(api_base: str) -> None:
         usable = False
     if not usable:
         raise ModelError(
-            f"api base {api_base!r} is not an http:// or https:// URL: give --api-base / REFIND_API_BASE the "
+            f"api base {redact(repr(api_base))} is not an http:// or https:// URL: give --api-base / REFIND_API_BASE the "
             "server's URL, such as http://127.0.0.1:11434/v1, or search without a model with --mode bm25"
         )
 
