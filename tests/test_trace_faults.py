@@ -108,3 +108,33 @@ def test_a_search_whose_trace_a_forget_removed_does_not_name_a_stored_trace(cli,
     assert "None" not in r.output  # it said "agent search None … `refind inspect search None` shows its trace"
     assert "its trace was not stored" in " ".join(r.output.split())
     assert json.loads(cli("inspect", "--json", "searches").output)["searches"] == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("UPDATE searches SET trace = substr(trace, 1, 100)", "JSONDecodeError"),
+        ("""UPDATE searches SET trace = '[{"step": 0, "t_ms": 0}]'""", "KeyError: 'kind'"),
+        ("""UPDATE searches SET trace = '[{"kind": "start", "step": "x", "t_ms": 0}]'""", "ValueError"),
+    ],
+)
+def test_a_stored_trace_damaged_on_disk_is_one_error_line_naming_the_search(cli, store, db_path, damage, why):
+    import sqlite3
+
+    from refind_cli.model import Reply
+    from refind_cli.planner import agent_search
+
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    found = agent_search(store, "alice", "hiking", top_k=5, model=lambda m: Reply(content=FINISH), model_name="m")
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(damage)
+    conn.close()
+    for args in (("searches",), ("search", found.search_id), ("--json", "search", found.search_id)):
+        r = cli("inspect", *args)  # a JSONDecodeError, KeyError or ValueError traceback
+        assert r.exit_code == 10, r.output
+        assert r.output.startswith(f"error: stored search {found.search_id!r} is damaged: its trace cannot be read (")
+        assert why in r.output and "restore a copy made by `refind backup`" in r.output
+    checked = cli("inspect", "--check", "--json")  # it answered ok
+    assert checked.exit_code == 10
+    (problem,) = json.loads(checked.stdout)["derived"]
+    assert problem.startswith(f"stored search {found.search_id!r} is damaged: its trace cannot be read (")
