@@ -262,6 +262,7 @@ def plan(
         options=tuple(options),
         budget=budget,
         bounds=bounds,
+        as_of=as_of,
         on_event=on_event,
         started_at=started_at,
         t0=t0,
@@ -313,6 +314,7 @@ class PlannerRun:
         options: tuple[str, ...] = (),
         budget: Budget | None = None,
         bounds: tuple[int | None, int | None] = (None, None),
+        as_of: int | None = None,
         on_event: Callable[[Event], None] | None = None,
         started_at: int,
         t0: float | None = None,
@@ -326,7 +328,7 @@ class PlannerRun:
             budget.hits_per_search,
             budget.hit_chars,
         )
-        self.outer, self.on_event = bounds, on_event
+        self.outer, self.as_of, self.on_event = bounds, as_of, on_event
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
         self.events: list[Event] = []
@@ -378,6 +380,7 @@ class PlannerRun:
             latest=latest,
             date_from=None if self.outer[0] is None else _when(self.outer[0]),  # the caller's bounds on every search
             date_to=None if self.outer[1] is None else _when(self.outer[1]),
+            as_of=None if self.as_of is None else _when(self.as_of),  # only what was stored by then is searched
         )
         self.messages = [
             {

@@ -4,7 +4,7 @@ An event is plain data (kind, step, milliseconds since the search began, a JSON-
 the database re-renders exactly as it rendered live. Kinds, in the order a search emits them:
 
 ``start``       question, options, user, model, budget, hits per search, skip mode, top_k, and the dates every
-                search is bounded by (its caller's; None when unbounded)
+                search is bounded by: said (its caller's; None when unbounded), stored by (as_of)
 ``model_call``  the messages added since the previous call, the reply, tokens, cost (None when unknown), latency,
                 and the provider's native tool calls when it sent any
 ``action``      the parsed action: name, thought, arguments, fields the planner may not set (ignored), and the

@@ -74,11 +74,14 @@ def test_a_planner_date_against_the_callers_bound_is_corrected_naming_that_bound
         json.dumps({"action": "search_chatrecord", "keywords": "hiking", "date_to": "2023/01/01"}),
         FINISH,
     )
-    r = agent(cli, llm_server, "--date-from", "2023-05-01", "--date-to", "2023-07-01", "--json")
+    r = agent(
+        cli, llm_server, "--date-from", "2023-05-01", "--date-to", "2023-07-01", "--as-of", "2030-01-01", "--json"
+    )
     assert r.exit_code == 0, r.output
     trace = json.loads(r.output)["trace"]
     start = trace[0]["data"]
     assert (start["date_from"], start["date_to"]) == ("2023-05-01T00:00:00.000Z", "2023-07-01T23:59:59.999Z")
+    assert start["as_of"] == "2030-01-01T23:59:59.999Z"
     reasons = [e["data"]["reason"] for e in trace if e["kind"] == "correction"]
     caller = "date this search may cover (its caller set it)"
     assert reasons == [
@@ -88,6 +91,7 @@ def test_a_planner_date_against_the_callers_bound_is_corrected_naming_that_bound
     shown = cli("inspect", "search", json.loads(r.output)["search_id"])
     flat = " ".join(shown.output.split())
     assert "only dates 2023-05-01T00:00:00.000Z → 2023-07-01T23:59:59.999Z" in flat
+    assert "stored by 2030-01-01T23:59:59.999Z" in flat
 
 
 def test_a_search_whose_trace_a_forget_removed_does_not_name_a_stored_trace(cli, store, db_path, llm_server):

@@ -53,7 +53,8 @@ def event(ev: Event) -> RenderableType:
                 f" · only dates {d.get('date_from') or '…'} → {d.get('date_to') or '…'}"
                 if d.get("date_from") or d.get("date_to")
                 else ""
-            ),
+            )
+            + (f" · stored by {d['as_of']}" if d.get("as_of") else ""),
             style="dim",
         )
         return Group(Rule("agent search", align="left"), head)
