@@ -15,6 +15,7 @@ becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own messa
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -125,11 +126,14 @@ def litellm_complete(
                     ) from None
                 sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
-        message = response.choices[0].message
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        if message is None:  # an IndexError escaped the planner: a traceback, a 500
+            raise ModelError(f"model {model}: the provider's answer holds no message (no choices); {FIXES}")
         return Reply(
             content=message.content or "",
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+            completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
             cost=_cost(litellm, response),
             latency_ms=(time.perf_counter() - started) * 1000,
             attempts=attempt,
@@ -223,6 +227,7 @@ def _describe(exc: BaseException, api_key: str | None = None) -> str:
     request, key included: redact.py)."""
     text = str(getattr(exc, "message", "") or exc).strip()
     text = text.splitlines()[0].strip() if text else type(exc).__name__
+    text = text.partition(" Traceback (most recent call last)")[0]  # litellm appends one to some messages
     if text.startswith("litellm."):
         head, _, rest = text.partition(": ")
         text = rest or head
@@ -246,6 +251,18 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
+MAX_COUNT = 2**53  # a token count past this is no count (SQLite refused 10**30 as an INTEGER when the trace was saved)
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 (unknown) when it is not a whole number from 0 to MAX_COUNT."""
+    try:
+        count = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return count if 0 <= count <= MAX_COUNT else 0
+
+
 def _cost(litellm: Any, response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
@@ -254,4 +271,8 @@ def _cost(litellm: Any, response: Any) -> float | None:
             cost = litellm.completion_cost(completion_response=response)
         except Exception:
             return None
-    return float(cost) if cost is not None else None
+    try:
+        value = float(cost) if cost is not None else None
+    except (TypeError, ValueError):
+        return None
+    return value if value is not None and 0 <= value < math.inf else None  # NaN is no JSON: unknown instead

@@ -124,3 +124,38 @@ def test_memory_agent_search_refuses_a_budget_that_is_not_a_whole_number_from_1_
             memory.agent_search("hiking", user="alice", model=model, max_actions=value)
     assert refused.value.message == f"max_actions: must be a whole number from 1 to 50, got {value!r}"
     assert calls == []  # True ran one action, "3" raised a TypeError, 10**6 and 2.5 ran
+
+
+def _answer(content: str, usage: dict | None, choices: bool = True) -> dict:
+    message = {"role": "assistant", "content": content}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}] if choices else [],
+        **({"usage": usage} if usage is not None else {}),
+    }
+
+
+def test_an_answer_without_choices_is_one_model_error_line(cli, store, llm_server, monkeypatch):
+    from llm_server import Raw
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    monkeypatch.setenv("REFIND_LLM_RETRIES", "0")
+    llm_server.play(Raw(_answer("", None, choices=False)))
+    r = agent(cli, llm_server.url)  # an IndexError traceback (a 500 from the server)
+    assert r.exit_code == 5, r.output
+    assert "model openai/scripted: the provider's answer holds no message (no choices)" in " ".join(r.output.split())
+
+
+def test_token_counts_no_database_can_hold_are_unknown_and_the_search_is_stored(cli, store, llm_server):
+    from llm_server import Raw
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    finish = '{"action": "finish_search"}'
+    llm_server.play(Raw(_answer(finish, {"prompt_tokens": 10**30, "completion_tokens": -5, "total_tokens": 1})))
+    r = agent(cli, llm_server.url)  # an OverflowError traceback when the trace was saved: the search was lost
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(cli("inspect", "--json", "searches").output)["searches"]
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
