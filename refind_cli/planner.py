@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 from . import settings, trace
 from .contract import date_bound
 from .errors import InvalidInput, RefindError
-from .model import Complete, Reply
-from .reply import ACTIONS, Action, ReplyError, parse_reply
+from .model import Complete, Reply, ToolCall
+from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
 
 if TYPE_CHECKING:
@@ -433,7 +433,7 @@ class PlannerRun:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent :]
-        reply: Reply = self.model(list(self.messages))
+        reply: Reply = _unicode(self.model(list(self.messages)))
         self.stats.add(reply)
         self.stats.actions = self.step
         self.messages.append({"role": "assistant", "content": _said(reply)})
@@ -600,6 +600,13 @@ class PlannerRun:
             model=self.model_name,
             error=error,
         )
+
+
+def _unicode(reply: Reply) -> Reply:
+    """The reply with each unpaired UTF-16 surrogate (a provider's JSON may escape one: "\\ud800") as U+FFFD: text
+    holding one is not Unicode, and its trace could not be stored (a UnicodeEncodeError lost the search)."""
+    calls = tuple(ToolCall(unicode(c.name), unicode(c.arguments)) for c in reply.tool_calls)
+    return replace(reply, content=unicode(reply.content), model=unicode(reply.model), tool_calls=calls)
 
 
 def _said(reply: Reply) -> str:

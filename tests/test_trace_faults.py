@@ -142,3 +142,26 @@ def test_a_stored_trace_damaged_on_disk_is_one_error_line_naming_the_search(cli,
     assert checked.exit_code == 10
     (problem,) = json.loads(checked.stdout)["derived"]
     assert problem.startswith(f"stored search {found.search_id!r} is damaged: its trace cannot be read (")
+
+
+def test_a_reply_holding_an_unpaired_surrogate_is_stored_with_a_replacement_character(cli, store, llm_server):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    # the server escapes it in its JSON ("\ud800"), which decodes to a Python string no UTF-8 can hold: in the
+    # reply's text, and (escaped twice) inside the JSON object the reply writes
+    llm_server.play(
+        "\udcff no JSON here",
+        json.dumps({"thought": "look \ud800", "action": "search_chatrecord", "keywords": "hiking \udcff"}),
+        NOTE,
+        FINISH,
+    )
+    r = agent(cli, llm_server, "--json", "--trace")  # a UnicodeEncodeError saving the trace: the search was lost
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    action = next(e for e in found["trace"] if e["kind"] == "action")
+    assert action["data"]["thought"] == "look \ufffd" and action["data"]["args"]["keywords"] == "hiking \ufffd"
+    assert found["data"] and found["search_id"] is not None
+    (correction,) = (e for e in found["trace"] if e["kind"] == "correction")
+    assert correction["data"]["reply"] == "\ufffd no JSON here"
+    shown = cli("inspect", "--json", "search", found["search_id"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout)["events"] == found["trace"]  # stored as it ran
