@@ -48,3 +48,14 @@ def test_json_nested_past_the_readers_depth_is_one_error_line(cli, tmp_path):
     r = cli("eval", str(path), "--format", "locomo")
     assert r.exit_code == 1 and r.output.count("\n") == 1
     assert "cannot read it as JSON: it nests deeper than Python's JSON reader goes" in r.output
+
+
+def test_a_set_holding_an_unpaired_surrogate_names_the_file_not_an_argument(cli, tmp_path):
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    turn = data[0]["conversation"]["session_1"][0]
+    turn["text"] += " \ud800"  # written as the escape \ud800: JSON allows it, Unicode text does not
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 1, r.output  # exit 2: "an argument holds bytes that are not UTF-8 text"
+    assert "the set holds text that is not Unicode (an unpaired UTF-16 surrogate, '\\ud800'" in r.output
