@@ -51,6 +51,7 @@ from . import settings, trace
 from .contract import date_bound
 from .errors import InvalidInput, RefindError
 from .model import Complete, Reply, ToolCall
+from .redact import redact_data
 from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
 
@@ -355,6 +356,8 @@ class PlannerRun:
 
     # ---- events ------------------------------------------------------------------------------------------
     def emit(self, kind: str, **data: Any) -> Event:
+        # redacted as the stored trace is: a provider echoing its key printed it in --trace, --json and Memory's trace
+        data = {k: redact_data(v) for k, v in data.items()}
         event = Event(kind=kind, step=self.step, t_ms=round((time.perf_counter() - self.t0) * 1000, 3), data=data)
         self.events.append(event)
         if self.on_event is not None:

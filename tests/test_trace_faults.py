@@ -165,3 +165,24 @@ def test_a_reply_holding_an_unpaired_surrogate_is_stored_with_a_replacement_char
     shown = cli("inspect", "--json", "search", found["search_id"])
     assert shown.exit_code == 0
     assert json.loads(shown.stdout)["events"] == found["trace"]  # stored as it ran
+
+
+def test_a_key_the_provider_echoes_is_redacted_in_the_live_trace_and_the_json_as_in_the_stored_one(
+    cli, store, llm_server, monkeypatch
+):
+    key = "local-secret-key-123456"
+    monkeypatch.setenv("REFIND_API_KEY", key)
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+
+    def echo() -> str:  # a provider (or a proxy) that quotes the request's credentials back
+        headers = {k.lower(): v for k, v in llm_server.headers[-1].items()}
+        return f"you sent {headers['authorization']}"
+
+    llm_server.play(echo, FINISH)
+    r = agent(cli, llm_server, "--json", "--trace")
+    assert r.exit_code == 0, r.output
+    assert key not in r.output  # stdout and stderr: it was printed in both
+    (correction,) = (e for e in json.loads(r.stdout)["trace"] if e["kind"] == "correction")
+    assert correction["data"]["reply"] == "you sent Bearer [redacted]"
+    stored = cli("inspect", "--json", "search", json.loads(r.stdout)["search_id"])
+    assert json.loads(stored.stdout)["events"] == json.loads(r.stdout)["trace"]
