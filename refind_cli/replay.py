@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
+from .auto_ids import Piece, Repeats, Split, group_id, prefix_candidates, split_grown
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -46,7 +46,7 @@ from .contract import (
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
-from .store import Prepared, Store, prepare, storage_error
+from .store import Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
@@ -63,6 +63,8 @@ class Parsed:
     last_line: int
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
+    auto: bool = False  # a group of message lines: its id derived from its messages (auto_ids)
+    lines: tuple[int, ...] = ()  # (auto, of two messages or more) the line of each message
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class ReplaySummary:
     duplicates: int = 0
     conflicts: int = 0
     forgotten: int = 0  # requests refused because forget removed them (a tombstone names them)
+    grown: int = 0  # groups of message lines grown since an earlier replay: only their new messages were stored
     invalid_lines: int = 0
     normalized: int = 0  # values read leniently (timestamps in seconds, strings of digits), each also a warning
     lines: int = 0
@@ -101,6 +104,7 @@ class ReplaySummary:
             "duplicates": self.duplicates,
             "conflicts": self.conflicts,
             "forgotten": self.forgotten,
+            "grown": self.grown,
             "invalid_lines": self.invalid_lines,
             "normalized": self.normalized,
             "problems": self.problems,
@@ -314,7 +318,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
     group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
-    seen_auto = _Repeats()  # auto ids already given in this file
+    seen_auto = Repeats()  # auto ids already given in this file
 
     def flush() -> Iterator[Parsed]:
         nonlocal group, key
@@ -413,36 +417,8 @@ def _parse_message_line(
     return (ids[0], ids[1], request_id), message, unknown, notes
 
 
-def auto_request_id(user_id: str, session_id: str, messages: Iterable[Message]) -> str:
-    """The id of a request built without one: a hash of its payload, so a replay of it is recognised."""
-    body = json.dumps(
-        [user_id, session_id, [[m.role, m.content, m.timestamp] for m in messages]],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return "auto-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
-
-
-class _Repeats:
-    """How often each auto id has been derived so far in one file (8 bytes of the hash per group; counts only
-    for the rare repeats), so that a file of millions of groups is still read in little memory."""
-
-    def __init__(self) -> None:
-        self.seen: set[int] = set()
-        self.repeats: dict[int, int] = {}
-
-    def count(self, rid: str) -> int:
-        """Record one more group with this id; the number of groups (this one included) that got it."""
-        key = int(rid[5:21], 16)
-        if key not in self.seen:
-            self.seen.add(key)
-            return 1
-        self.repeats[key] = self.repeats.get(key, 1) + 1
-        return self.repeats[key]
-
-
 def _group_request(
-    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: _Repeats
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: Repeats
 ) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _, _ in group)
@@ -451,10 +427,7 @@ def _group_request(
         # The same messages said again later in the file (an "ok" in another group of the session) are new
         # messages, not a replay: the n-th repeat of a group gets its own id, "-n" after the hash. The first
         # occurrence keeps the plain hash, and a re-run of the file derives the very same ids.
-        rid = auto_request_id(user_id, session_id, messages)
-        repeat = seen_auto.count(rid)
-        if repeat > 1:
-            rid = f"{rid}-{repeat}"
+        rid = group_id(user_id, session_id, [(m.role, m.content, m.timestamp) for m in messages], seen_auto)
     unknown = sorted({f for _, _, fields, _ in group for f in fields})
     notes = tuple(note for _, _, _, line_notes in group for note in line_notes)
     return Parsed(
@@ -463,6 +436,8 @@ def _group_request(
         group[-1][0],
         _warning(tuple(unknown)),
         notes,
+        request_id is None,
+        tuple(n for n, _, _, _ in group) if request_id is None and len(group) > 1 else (),
     )
 
 
@@ -574,6 +549,9 @@ class Ready(NamedTuple):
     last_line: int
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    auto: bool = False  # as in Parsed
+    lines: tuple[int, ...] = ()
+    grown: int = 0  # 1: the new messages of a group grown since an earlier replay (auto_ids)
 
 
 class Chunk(NamedTuple):
@@ -617,7 +595,9 @@ def _chunks(
                 continue
             # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
             prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
-            items.append(Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes))
+            items.append(
+                Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes, item.auto, item.lines)
+            )
             requests += 1
             if requests >= batch_size:
                 yield cut()
@@ -754,6 +734,8 @@ def _replay_stream(
     on_progress: Callable[[int, int | None], None] | None,
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
+    fresh: set[int] = set()  # sessions this replay began (_grown)
+    repeats = Repeats()  # the file's auto ids so far, as its parser counts them (_grown)
     try:
         for chunk in chunks:
             summary.lines = chunk.lines
@@ -771,7 +753,7 @@ def _replay_stream(
                 batch.append(item)
             if batch:
                 added = summary.messages_added
-                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem):
+                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem, fresh, repeats):
                     if hint is not None:  # the rest is only counted: nothing to build ahead for
                         hint.value = 0
                     return _stopped(summary, batch, chunks)
@@ -821,6 +803,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     import sqlite3
 
     bad: list[tuple[str, str, str]] = []
+    repeats = Repeats()  # the file's groups of message lines so far (_split_alone)
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -833,6 +816,13 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                 continue
             req = item.request
             where = _where(item)
+            split = _split_alone(store, item, repeats) if item.auto else None
+            if split is not None:  # a group grown since an earlier replay: its known part is skipped
+                for piece in split.known:
+                    if piece.stone is not None:
+                        bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
+                req = AddRequest(split.request_id, req.user_id, req.session_id, req.messages[split.start :])
+                where = _span(item.lines[split.start], item.last_line)
             digest = req.payload_hash()
             row = seen.execute(
                 "SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
@@ -859,8 +849,29 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     return bad
 
 
+def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> Split | None:
+    """:func:`_grown` for one group of message lines (--strict's first pass, which counts the file's groups in
+    ``repeats``)."""
+    req = item.request
+    said = [(m.role, m.content, m.timestamp) for m in req.messages]
+    candidates = None
+    if len(said) > 1 and (store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)):
+        known = store.known_requests(req.user_id, [req.request_id])
+        if req.request_id not in known:
+            candidates = prefix_candidates(req.user_id, req.session_id, said, repeats)
+    repeats.count(req.request_id)
+    if candidates is None:
+        return None
+    known |= store.known_requests(req.user_id, candidates)
+    return split_grown(req.user_id, req.session_id, said, req.request_id, candidates, known, store.known_requests)
+
+
 def _where(item: Parsed | Ready) -> str:
-    return f"{item.first_line}" if item.first_line == item.last_line else f"{item.first_line}-{item.last_line}"
+    return _span(item.first_line, item.last_line)
+
+
+def _span(first: int, last: int) -> str:
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None] | None) -> None:
@@ -876,18 +887,30 @@ def _store_batch(
     summary: ReplaySummary,
     name: str,
     on_problem: Callable[[str], None] | None,
+    fresh: set[int],
+    repeats: Repeats,
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
     import sqlite3
 
     try:
-        outcomes = store.add_prepared((item.request for item in batch), segments=segments)
+        with store.write():  # grown groups are looked up under the lock their new messages are stored under
+            batch, known = _grown(store, batch, fresh, repeats)
+            outcomes = store.add_prepared((item.request for item in batch), segments=segments)
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
         return False
     except FileReplaced as exc:  # the database file was deleted or replaced under the replay (Store.check_file)
         summary.fault = exc
         return False
+    for item, piece in known:
+        if piece.stone is None:
+            summary.duplicates += 1
+        else:
+            summary.forgotten += 1
+            _problem(
+                summary, f"{name}:{_piece_where(item, piece)}: {_forgotten_piece(item, piece, piece.stone)}", on_problem
+            )
     for item, outcome in zip(batch, outcomes):
         if isinstance(outcome, Forgotten):
             summary.forgotten += 1
@@ -900,4 +923,93 @@ def _store_batch(
         else:
             summary.requests_added += 1
             summary.messages_added += outcome.messages
+            summary.grown += item.grown
     return True
+
+
+def _grown(
+    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats
+) -> tuple[list[Ready], list[tuple[Ready, Piece]]]:
+    """The batch with every group that has grown since an earlier replay cut to the messages after what is known of
+    it (:mod:`auto_ids`; marked ``grown``), and the pieces known already, each with its group. ``repeats`` counts
+    the file's groups in order (a prefix's id carries the repeat suffix it got), as its parser did.
+
+    Looked up only where something can be known: not in a session that had no stored message (and whose user had no
+    tombstone) when this replay first met it — ``fresh``, the hashes of those sessions, kept for the whole replay.
+    No group of such a session can be a grown one: nothing of it was stored before, and the ids a group's prefixes
+    would have are never ids this replay gives (their repeat suffixes differ). So a file replayed into a new database
+    asks one question per session, one replayed again one per session and batch, and only a group whose own id is
+    unknown has its prefixes' ids derived and looked up."""
+    looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
+    stones: dict[str, bool] = {}
+    started: set[int] = set()
+    for place, item in enumerate(batch):
+        user, session = item.request.user_id, item.request.session_id
+        key = hash((user, session))
+        if key in fresh:
+            continue
+        if user not in stones:
+            stones[user] = store.has_tombstones(user)
+        if key not in started:
+            if not stones[user] and not store.session_started(user, session):
+                fresh.add(key)  # (before this batch stores anything of it)
+                continue
+            started.add(key)
+        if item.auto and len(item.request.messages) > 1:
+            looked[place] = user
+    by_user: dict[str, list[str]] = {}
+    for place, user in looked.items():
+        by_user.setdefault(user, []).append(batch[place].request.request_id)
+    known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}
+    prefixes: dict[int, tuple[str, ...]] = {}
+    for place, item in enumerate(batch):  # in file order: each group's prefixes before the group itself is counted
+        if not item.auto:
+            continue
+        req = item.request
+        if place in looked and req.request_id not in known[req.user_id]:
+            prefixes[place] = prefix_candidates(req.user_id, req.session_id, req.messages, repeats)
+        repeats.count(req.request_id)
+    if not prefixes:
+        return batch, []
+    wanted: dict[str, list[str]] = {}
+    for place, candidates in prefixes.items():
+        wanted.setdefault(looked[place], []).extend(candidates)
+    for user, ids in wanted.items():
+        known[user] |= store.known_requests(user, ids)
+    out: list[Ready] = []
+    pieces: list[tuple[Ready, Piece]] = []
+    for place, item in enumerate(batch):
+        req = item.request
+        split = (
+            split_grown(
+                req.user_id,
+                req.session_id,
+                req.messages,
+                req.request_id,
+                prefixes[place],
+                known[req.user_id],
+                store.known_requests,
+            )
+            if place in prefixes
+            else None
+        )
+        if split is None:
+            out.append(item)
+            continue
+        pieces += [(item, piece) for piece in split.known]
+        messages = tuple(Message(*said) for said in req.messages[split.start :])
+        rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
+        out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
+    return out, pieces
+
+
+def _piece_where(item: Ready | Parsed, piece: Piece) -> str:
+    return _span(item.lines[piece.start], item.lines[piece.stop - 1])
+
+
+def _forgotten_piece(item: Ready | Parsed, piece: Piece, stone: tuple[int, int]) -> str:
+    return (
+        f"these messages were stored as request_id {piece.request_id!r} of user {item.request.user_id!r}, which was "
+        f"forgotten (tombstone {stone[0]}, {iso_time(stone[1])}): not stored again (their group of "
+        "lines has grown since it was stored)"
+    )

@@ -49,7 +49,7 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _iso(ms: int) -> str:
+def iso_time(ms: int) -> str:
     from datetime import datetime
 
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -158,7 +158,7 @@ def _conflict(req: AddRequest | Prepared) -> Conflict:
 def _forgotten(req: AddRequest | Prepared, stone: tuple[int, int]) -> Forgotten:
     return Forgotten(
         f"request_id {req.request_id!r} of user {req.user_id!r} was forgotten (tombstone {stone[0]}, "
-        f"{_iso(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
+        f"{iso_time(stone[1])}); a forgotten request is not stored again — send it under a new request_id "
         "to store it deliberately"
     )
 
@@ -646,7 +646,7 @@ class Store:
         one look per user and batch (no Add writes a tombstone, so the look stays true for the batch)."""
         if req.user_id in batch.stoneless:
             return None
-        if self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (req.user_id,)).fetchone():
+        if self.has_tombstones(req.user_id):
             return self.tombstone_for(req.user_id, req.request_id)
         batch.stoneless.add(req.user_id)
         return None
@@ -816,6 +816,53 @@ class Store:
             (user_id, request_id, first, legacy),
         ).fetchone()
         return (int(row[0]), int(row[1])) if row else None
+
+    def session_started(self, user_id: str, session_id: str) -> bool:
+        """Whether any message of this session of this user is stored."""
+        return (
+            self.conn.execute(
+                "SELECT 1 FROM messages WHERE user_id = ? AND session_id = ? LIMIT 1", (user_id, session_id)
+            ).fetchone()
+            is not None
+        )
+
+    def has_tombstones(self, user_id: str) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
+        )
+
+    def known_requests(self, user_id: str, request_ids: Iterable[str]) -> dict[str, tuple[int, int] | None]:
+        """Which of these request ids of this user are known: stored and within retention (None), or forgotten (the
+        newest tombstone's (id, at), as :meth:`tombstone_for`). A request stored past retention counts as neither:
+        the sweep will remove it, and a replay stores it again."""
+        wanted = list(dict.fromkeys(request_ids))
+        cutoff = self.retention_cutoff()
+        known: dict[str, tuple[int, int] | None] = {}
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            for rid, recorded_at in self.conn.execute(
+                "SELECT request_id, recorded_at FROM requests "
+                f"WHERE user_id = ? AND request_id IN ({','.join('?' * len(part))})",
+                [user_id, *part],
+            ):
+                if cutoff is None or recorded_at >= cutoff:
+                    known[rid] = None
+        rest = [rid for rid in wanted if rid not in known]
+        if not rest or not self.has_tombstones(user_id):
+            return known
+        # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id)
+        by_first = {message_id(user_id, rid, 0): rid for rid in rest}
+        by_first.update({legacy_message_id(user_id, rid, 0): rid for rid in rest})
+        named = set(rest)
+        for stone, at, rid, ids in self.conn.execute(
+            "SELECT id, at, request_id, message_ids FROM tombstones WHERE user_id = ? ORDER BY id", (user_id,)
+        ):
+            if rid in named:
+                known[rid] = (int(stone), int(at))
+            for mid in json.loads(ids):
+                if mid in by_first:
+                    known[by_first[mid]] = (int(stone), int(at))
+        return known
 
     def user_version(self, user_id: str) -> int:
         row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()

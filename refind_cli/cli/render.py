@@ -56,6 +56,8 @@ def replay_summary(summary: dict[str, Any]) -> Table:
     table.add_row("requests added", f"{summary['requests_added']:,}")
     table.add_row("messages added", f"{summary['messages_added']:,}")
     table.add_row("identical replays skipped", f"{summary['duplicates']:,}")
+    if summary.get("grown"):  # groups of message lines that grew since a replay: their new messages were added
+        table.add_row("grown groups (new messages added)", f"{summary['grown']:,}")
     table.add_row("conflicts", _bad(summary["conflicts"]))
     table.add_row("forgotten (refused)", _bad(summary.get("forgotten", 0)))
     table.add_row("invalid lines", _bad(summary["invalid_lines"]))

@@ -89,11 +89,14 @@ def add(
         ts = _parse_at(at) if at is not None else parse_timestamp(timestamp, "--timestamp", notes)
         for note in notes:  # read as seconds: said, and the id below is derived from the milliseconds
             render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
-        from ...replay import auto_request_id
+        from ...auto_ids import auto_request_id
 
         message = Message(role=role, content=text or "", timestamp=ts)
         rid = (
-            request_id if request_id is not None else "cli-" + auto_request_id(user, session, [message])[len("auto-") :]
+            request_id
+            if request_id is not None
+            else "cli-"
+            + auto_request_id(user, session, [(message.role, message.content, message.timestamp)])[len("auto-") :]
         )
         body = {
             "request_id": rid,

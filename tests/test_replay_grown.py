@@ -1,0 +1,199 @@
+"""A log of message lines without request ids that grows between replays (an agent appends to it; a cron replays
+it): only the new messages are stored, and what was forgotten does not come back (refind_cli/auto_ids.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+from helpers import DAY, Clock, add_request
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refind_cli.auto_ids import Repeats, auto_request_id, group_id, prefix_candidates, prefix_ids, split_grown
+from refind_cli.replay import GROUP_SIZE, replay
+from refind_cli.store import Store
+
+
+def _line(i: int, session: str = "s1", user: str = "u1") -> str:
+    role = "user" if i % 2 == 0 else "assistant"
+    return json.dumps({"user_id": user, "session_id": session, "role": role, "content": f"message {i} ok"})
+
+
+def _append(path, *lines: str) -> str:
+    with open(path, "a", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    return str(path)
+
+
+def _contents(db_path, user: str = "u1") -> list[str]:
+    conn = sqlite3.connect(db_path)
+    try:
+        return [r[0] for r in conn.execute("SELECT content FROM messages WHERE user_id = ? ORDER BY seq", (user,))]
+    finally:
+        conn.close()
+
+
+def _old_auto_id(user: str, session: str, said: list[tuple[str, str, int | None]]) -> str:
+    """The derivation every stored auto id was computed by: one json.dumps of the whole group."""
+    body = json.dumps([user, session, [list(m) for m in said]], ensure_ascii=False, separators=(",", ":"))
+    return "auto-" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
+
+
+_TEXT = st.text(alphabet=st.sampled_from(list('ab "\\\x00\x1f\n\x7fé北\u2028🙂')), max_size=6)
+_SAID = st.tuples(st.sampled_from(["user", "assistant", "system"]), _TEXT, st.one_of(st.none(), st.integers()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXT, _TEXT, st.lists(_SAID, min_size=1, max_size=8))
+def test_every_prefix_id_is_the_id_that_group_was_given(user: str, session: str, said: list) -> None:
+    ids = prefix_ids(user, session, said)
+    assert ids == [_old_auto_id(user, session, said[:k]) for k in range(1, len(said) + 1)]
+    assert auto_request_id(user, session, said) == ids[-1]
+
+
+def test_a_prefix_id_carries_the_repeat_suffix_an_earlier_replay_gave_it() -> None:
+    ok, more = ("user", "ok", None), ("assistant", "more", None)
+    repeats = Repeats()
+    first = group_id("u", "s", [ok], repeats)
+    # had the next group ended after "ok", it would have been the second [ok] of the file: "-2"
+    assert prefix_candidates("u", "s", [ok, more], repeats) == (f"{first}-2",)
+    assert group_id("u", "s", [ok, more], repeats) == _old_auto_id("u", "s", [ok, more])
+    assert group_id("u", "s", [ok], repeats) == f"{first}-2"
+
+
+def _lookup(table: dict[str, tuple[int, int] | None]):
+    return lambda user, ids: {rid: table[rid] for rid in ids if rid in table}
+
+
+def test_the_longest_known_prefix_is_skipped_and_what_follows_chains_on_it() -> None:
+    said = [("user", f"m{i}", None) for i in range(6)]
+    ids = prefix_ids("u", "s", said)
+    stored: dict[str, tuple[int, int] | None] = {ids[1]: None, ids[3]: None}  # replays after 2, then 4 messages
+    split = split_grown("u", "s", said, ids[-1], ids[:-1], stored, _lookup(stored))
+    assert split is not None
+    assert [(p.start, p.stop, p.request_id) for p in split.known] == [(0, 4, ids[3])]
+    assert split.start == 4
+    assert split.request_id == prefix_ids("u", "s", said[4:], after=ids[3])[-1]
+    # known: the group as a whole, or none of its prefixes — stored as it is
+    assert split_grown("u", "s", said, ids[-1], ids[:-1], {ids[-1]: None}, _lookup({})) is None
+    assert split_grown("u", "s", said, ids[-1], ids[:-1], {}, _lookup({})) is None
+
+
+def test_a_chained_request_is_split_again_when_the_log_grows_further() -> None:
+    said = [("user", f"m{i}", None) for i in range(7)]
+    ids = prefix_ids("u", "s", said)
+    chained = prefix_ids("u", "s", said[3:5], after=ids[2])[-1]  # replays after 3, then 5 messages
+    table: dict[str, tuple[int, int] | None] = {ids[2]: None, chained: (7, 1_700_000_000_000)}  # then forgotten
+    split = split_grown("u", "s", said, ids[-1], ids[:-1], {ids[2]: None}, _lookup(table))
+    assert split is not None
+    assert [(p.start, p.stop, p.request_id, p.stone) for p in split.known] == [
+        (0, 3, ids[2], None),
+        (3, 5, chained, (7, 1_700_000_000_000)),
+    ]
+    assert split.start == 5 and split.request_id == prefix_ids("u", "s", said[5:], after=chained)[-1]
+
+
+def test_a_grown_log_stores_only_its_new_messages(cli, db_path, tmp_path) -> None:
+    log = tmp_path / "agent.jsonl"
+    _append(log, *(_line(i) for i in range(3)))
+    assert cli("add", "--file", str(log)).exit_code == 0
+    _append(log, *(_line(i) for i in range(3, 5)))
+    result = cli("add", "--file", str(log), "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert (out["requests_added"], out["messages_added"], out["duplicates"], out["grown"]) == (1, 2, 1, 1)
+    again = json.loads(cli("add", "--file", str(log), "--json").output)
+    assert (again["messages_added"], again["grown"]) == (0, 0)
+    assert _contents(db_path) == [f"message {i} ok" for i in range(5)]
+    assert "grown groups (new messages added)" in cli("add", "--file", _append(log, _line(5))).output
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_log_growing_past_the_group_size_is_stored_once(db_path, tmp_path, parallel: bool) -> None:
+    log = tmp_path / "agent.jsonl"
+    other = [_line(i, session="s2") for i in range(3)]
+    _append(log, *other)
+    sizes = [7, GROUP_SIZE - 1, GROUP_SIZE + 3, 2 * GROUP_SIZE + 5, 2 * GROUP_SIZE + 6]
+    written = 0
+    with Store(db_path) as store:
+        for size in sizes:  # replayed after each growth, in batches smaller than the file
+            _append(log, *(_line(i) for i in range(written, size)))
+            written = size
+            replay(store, str(log), batch_size=2, parallel=parallel)
+        assert replay(store, str(log), batch_size=2, parallel=parallel).messages_added == 0
+    assert _contents(db_path) == [f"message {i} ok" for i in range(3)] + [f"message {i} ok" for i in range(written)]
+
+
+def test_a_later_group_that_begins_like_an_earlier_one_is_not_taken_for_it(db_path, tmp_path) -> None:
+    """ "ok" said in two places of one session: the second group starts with what the first group was, and is new."""
+    ok = json.dumps({"user_id": "u1", "session_id": "s1", "role": "user", "content": "ok"})
+    more = json.dumps({"user_id": "u1", "session_id": "s1", "role": "assistant", "content": "more"})
+    log = _append(tmp_path / "agent.jsonl", ok, _line(0, session="s2"), ok, more)
+    with Store(db_path) as store:
+        add_request(store, "earlier", "u1", "s1", "hello")  # s1 holds a message: its groups are looked up
+        # one request per batch: the first [ok] is stored when [ok, more] is looked up
+        assert replay(store, log, batch_size=1).messages_added == 4
+    assert _contents(db_path) == ["hello", "ok", "message 0 ok", "ok", "more"]
+
+
+@pytest.mark.parametrize("scope", ["request", "session", "user"])
+def test_forgotten_messages_do_not_come_back_when_the_log_grows(cli, db_path, tmp_path, scope: str) -> None:
+    log = tmp_path / "agent.jsonl"
+    _append(log, *(_line(i) for i in range(3)))
+    assert cli("add", "--file", str(log)).exit_code == 0
+    with Store(db_path) as store:
+        (rid,) = [r[0] for r in store.conn.execute("SELECT request_id FROM requests")]
+    target = {"request": ["--request-id", rid], "session": ["--session", "s1"], "user": []}[scope]
+    assert cli("forget", "--user", "u1", *target, "--yes").exit_code == 0
+    _append(log, _line(3), _line(4))
+    result = cli("add", "--file", str(log), "--json")
+    assert result.exit_code == 6, result.output
+    out = json.loads(result.output)
+    assert (out["forgotten"], out["messages_added"], out["grown"]) == (1, 2, 1)
+    assert out["problems"][0].startswith(
+        f"{log}:1-3: these messages were stored as request_id '{rid}' of user 'u1', which was forgotten (tombstone 1, "
+    )
+    assert out["problems"][0].endswith("): not stored again (their group of lines has grown since it was stored)")
+    assert _contents(db_path) == ["message 3 ok", "message 4 ok"]
+
+
+def test_strict_refuses_a_grown_log_whose_known_part_was_forgotten(cli, db_path, tmp_path) -> None:
+    log = tmp_path / "agent.jsonl"
+    _append(log, *(_line(i) for i in range(3)))
+    assert cli("add", "--file", str(log)).exit_code == 0
+    assert cli("forget", "--user", "u1", "--session", "s1", "--yes").exit_code == 0
+    _append(log, _line(3))
+    result = cli("add", "--file", str(log), "--strict", "--json")
+    assert result.exit_code == 6, result.output
+    assert json.loads(result.output)["problems"][-1] == (
+        f"{log}: --strict: nothing stored because 1 line(s) are invalid or would be refused"
+    )
+    assert _contents(db_path) == []
+
+
+def test_strict_stores_a_grown_log_once(cli, db_path, tmp_path) -> None:
+    log = tmp_path / "agent.jsonl"
+    _append(log, *(_line(i) for i in range(3)))
+    assert cli("add", "--file", str(log), "--strict").exit_code == 0
+    _append(log, _line(3))
+    result = cli("add", "--file", str(log), "--strict", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["messages_added"] == 1
+    assert _contents(db_path) == [f"message {i} ok" for i in range(4)]
+
+
+def test_a_known_part_past_retention_is_stored_again_with_its_group(db_path, tmp_path) -> None:
+    """As a request stored past retention: the sweep removes it, so the grown group is stored whole, once."""
+    clock = Clock()
+    log = tmp_path / "agent.jsonl"
+    _append(log, *(_line(i) for i in range(3)))
+    with Store(db_path, clock=clock, retention_days=30) as store:
+        replay(store, str(log))
+        clock.now += 31 * DAY
+        summary = replay(store, _append(log, _line(3)))
+        assert (summary.messages_added, summary.grown, summary.duplicates) == (4, 0, 0)
+        visible = store.user_messages("u1")
+    assert [m.content for m in visible] == [f"message {i} ok" for i in range(4)]
