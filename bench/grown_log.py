@@ -16,7 +16,7 @@ its checkout on PYTHONPATH), on a new database:
            agent's log does) and replays the whole log again: seconds per replay, and messages added.
 
 At the end: how many messages are stored against the lines of the log (stored twice = the difference). ``--repeat``
-alternates the two refinds; medians are printed last.
+alternates the two refinds (ABBA order); medians are printed last.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ def main() -> None:
         )
         print("|---|---|---:|---:|---:|---|---:|")
         for r in range(args.repeat):
-            for name, where in (("this refind", str(HERE.parent)), ("baseline", args.baseline)):
+            order = [("this refind", str(HERE.parent)), ("baseline", args.baseline)]
+            for name, where in order if r % 2 == 0 else order[::-1]:  # ABBA: neither always runs first
                 res = _run(where, common)
                 runs[name].append(res)
                 first, again, grown = res["first"], res["again"], res["grown"]
