@@ -275,8 +275,15 @@ class Memory:
         from .retrieval import Planner, retrieve
 
         request = _request("agent", query, user, top_k, date_from, date_to, options, as_of)
-        if max_actions < 1:
-            raise InvalidInput(f"max_actions: must be at least 1, got {max_actions}")
+        if (
+            isinstance(max_actions, bool)
+            or not isinstance(max_actions, int)
+            or not 1 <= max_actions <= settings.MAX_MAX_ACTIONS
+        ):
+            # True read as one action, "3" raised a TypeError, 10**6 ran past the CLI's limit
+            raise InvalidInput(
+                f"max_actions: must be a whole number from 1 to {settings.MAX_MAX_ACTIONS}, got {max_actions!r}"
+            )
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env

@@ -8,12 +8,22 @@ request ``auto-<hash of the group>``; the n-th repeat of the same group later in
 A log that is appended to and replayed again breaks that alone: the session's last group grows (``a b c`` replayed,
 then ``a b c d e``), its hash changes, and the whole group would be stored a second time — messages forgotten since
 included. So a group also carries the id each of its shorter prefixes got when the group ended there (repeat suffix
-and all: the lines before it are the same). When the group's own id is neither stored nor forgotten, the longest
-prefix that is — stored, or named by a tombstone — is taken as that earlier group: it is skipped, and the messages
-after it form a request whose id chains on the prefix's (``auto-<hash of the prefix's id and those messages>``).
+and all: the lines before it are the same). When the group's own id is neither stored nor forgotten, a prefix that
+is — stored, or named by a tombstone — is taken as that earlier group (the one whose chain below covers the most of
+the group, the longest among equals): it is skipped, and the messages after it form a request whose id chains on
+the prefix's (``auto-<hash of the prefix's id and those messages>``).
 That request is recognised, and split again, when the log grows further. A prefix stored past retention (swept, or
 awaiting the sweep) counts as not stored, as its whole group would: it is stored again — but a request chained on it
 and still kept is recognised (with a retention, the ids chained on each prefix are looked up when no prefix is known).
+
+A grown group is then counted among the file's groups as each of its shorter prefixes too: its earlier group was
+counted so by the replay that stored it, and a later group of the same messages (the same "ok" said again after
+the log grew) must get the next repeat suffix, never an id that one of the grown group's prefixes may claim (it
+would be a duplicate of that group, and so lost; or, replayed again, it would be taken for the grown group's
+earlier group). The writer therefore numbers the repeats itself (:func:`renumbered`), in file order: a group's id
+is what its parser gave it unless a grown group came before it. A group is split the same way at every replay once
+it has grown (its pieces stay known: stored, or named by a tombstone), so the numbering holds; a piece expired by
+retention and swept is no longer known, and the file's later groups may then be stored again.
 """
 
 from __future__ import annotations
@@ -93,11 +103,15 @@ class Repeats:
         return self.repeats.get(key, 1) if key in self.seen else 0
 
 
-_PLAIN = len("auto-") + 20  # an auto id without its repeat suffix
-
-
 def _suffixed(rid: str, nth: int) -> str:
     return rid if nth == 1 else f"{rid}-{nth}"
+
+
+def renumbered(rid: str, repeats: Repeats) -> str:
+    """A group's id given its repeat suffix again by ``repeats`` (recorded there): what its parser gave it, unless a
+    grown group before it was counted as the earlier group it began with (:func:`split_grown`)."""
+    base = rid[: len("auto-") + 20]
+    return _suffixed(base, repeats.count(base))
 
 
 def group_id(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> str:
@@ -106,28 +120,10 @@ def group_id(user_id: str, session_id: str, messages: Sequence[Said], repeats: R
     return _suffixed(rid, repeats.count(rid))
 
 
-def renumbered(rid: str, repeats: Repeats) -> str:
-    """The id of a group the parser called ``rid``, recorded in ``repeats`` as the writer counts them: the parser's,
-    unless an earlier group of the file was recognised as grown from a group of the same messages (:func:`grown_from`
-    records it): then this group is that one's next repeat, as it was when the earlier replay gave their ids."""
-    return _suffixed(rid[:_PLAIN], repeats.count(rid))
-
-
-def grown_from(split: Split, repeats: Repeats) -> None:
-    """Record in ``repeats`` that the group just split stood as its first known prefix in the earlier replay: a later
-    group of the file with those very messages (or beginning with them) is the next repeat of that prefix, not it."""
-    repeats.count((split.again or split.known[0]).request_id)
-
-
 def prefix_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> tuple[str, ...]:
     """The ids the group's shorter prefixes got, shortest first, had the group ended there when the file was replayed
     before — ``repeats`` holding the file's groups before this one (nothing recorded)."""
-    return numbered(prefix_ids(user_id, session_id, messages)[:-1], repeats)
-
-
-def numbered(prefixes: Sequence[str], repeats: Repeats) -> tuple[str, ...]:
-    """:func:`prefix_candidates` of the prefixes' ids derived already."""
-    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in prefixes)
+    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in prefix_ids(user_id, session_id, messages)[:-1])
 
 
 Stone = tuple[int, int]  # (tombstone id, when) of a forgotten request
@@ -169,43 +165,58 @@ def split_grown(
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``expiring`` (given when the store has a retention: looks up stored requests only): when no
-    prefix is known, the requests chained on each prefix are looked up too — a prefix that expired since (swept, or
-    awaiting the sweep) is stored again, as any expired request a replay meets, and what was chained on it and kept
-    is still known."""
-    if request_id in known or not prefixes:
+    follows a known prefix. ``expiring`` (given when the store has a retention; it looks up stored requests only):
+    when no prefix is known, the requests chained on each prefix are looked up too — a prefix that expired since
+    (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets, and what was
+    chained on it and is kept is recognised.
+
+    The known prefix whose chain covers the most of the group is taken (the longest of those that cover as much): a
+    group replayed again after it grew was stored as its earlier group and chained requests, all known; a later group
+    of the file equal to one of its prefixes may have taken that prefix's id since (the file went on after the
+    group), but nothing was ever chained on it for this group."""
+    if request_id in known:
         return None
-    pieces: list[Piece] = []
-    start = 0
-    again = None
-    if expiring is not None and not any(p in known for p in prefixes):
-        again, known = _after_expired(user_id, session_id, messages, prefixes, expiring)
-        if again is not None:
-            start = again.stop
-            ids = prefix_ids(user_id, session_id, messages[start:], after=again.request_id)
-            request_id, prefixes = ids[-1], [] if ids[-1] in known else ids[:-1]
-    while prefixes:
-        found = next((k for k in range(len(prefixes), 0, -1) if prefixes[k - 1] in known), None)
-        if found is None:
-            break
-        matched = prefixes[found - 1]
-        pieces.append(Piece(start, start + found, matched, known[matched]))
-        start += found
-        ids = prefix_ids(user_id, session_id, messages[start:], after=matched)
-        request_id, prefixes = ids[-1], ids[:-1]
-        known = lookup(user_id, ids)
-        if request_id in known:  # all that follows is known too: the store says stored or forgotten
-            break
-    return Split(tuple(pieces), start, request_id, again) if pieces or again else None
+    best: Split | None = None
+    covered = -1
+    for k in range(len(prefixes), 0, -1):
+        if prefixes[k - 1] in known:
+            split, cover = _chain(
+                user_id, session_id, messages, Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]]), lookup
+            )
+            if cover > covered:
+                best, covered = split, cover
+            if cover == len(messages):
+                break
+    if best is None and expiring is not None and prefixes:
+        head = _after_expired(user_id, session_id, messages, prefixes, expiring)
+        if head is not None:
+            split, _ = _chain(user_id, session_id, messages, head, lookup)
+            return Split(split.known[1:], split.start, split.request_id, head)
+    return best
 
 
 def _after_expired(
-    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], lookup: Lookup
-) -> tuple[Piece | None, Known]:
-    """The longest prefix that something known was chained on (its own id unknown: expired), and what was looked up."""
+    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], stored: Lookup
+) -> Piece | None:
+    """The longest prefix that a stored request was chained on, its own id unknown (expired)."""
     chains = [prefix_ids(user_id, session_id, messages[k:], after=prefixes[k - 1]) for k in range(1, len(prefixes) + 1)]
-    known = lookup(user_id, [rid for ids in chains for rid in ids])
-    for k in range(len(prefixes), 0, -1):
-        if any(rid in known for rid in chains[k - 1]):
-            return Piece(0, k, prefixes[k - 1], None), known
-    return None, known
+    found = stored(user_id, [rid for ids in chains for rid in ids])
+    k = next((k for k in range(len(prefixes), 0, -1) if any(rid in found for rid in chains[k - 1])), None)
+    return None if k is None else Piece(0, k, prefixes[k - 1], None)
+
+
+def _chain(user_id: str, session_id: str, messages: Sequence[Said], first: Piece, lookup: Lookup) -> tuple[Split, int]:
+    """The split that begins with the known prefix ``first`` and follows the requests chained on it, and how many of
+    the group's messages it finds known (all of them when the request after the last piece is known too)."""
+    pieces = [first]
+    start = first.stop
+    while True:
+        ids = prefix_ids(user_id, session_id, messages[start:], after=pieces[-1].request_id)
+        known = lookup(user_id, ids)
+        if ids[-1] in known:  # all that follows is known too: the store says stored or forgotten
+            return Split(tuple(pieces), start, ids[-1]), len(messages)
+        found = next((k for k in range(len(ids) - 1, 0, -1) if ids[k - 1] in known), None)
+        if found is None:
+            return Split(tuple(pieces), start, ids[-1]), start
+        pieces.append(Piece(start, start + found, ids[found - 1], known[ids[found - 1]]))
+        start += found

@@ -49,6 +49,12 @@ class Question:
     evidence: tuple[str, ...]  # stored contents of the labelled messages (distinct, in conversation order)
     options: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:  # a TypeError here is the loader's "not a … file as expected"
+        for name in ("text", "category"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"question {self.id}: its {name} must be a string, got {type(value).__name__}")
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -142,6 +148,8 @@ def _read_json(path: Path) -> Any:
             return json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
+    except RecursionError:  # json recurses once per level of nesting
+        raise RefindError(f"{path}: cannot read it as JSON: it nests deeper than Python's JSON reader goes") from None
 
 
 def _is_realtalk(data: Any) -> bool:
@@ -315,7 +323,7 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
         id=qid,
         user_id=user_id,
         text=item["question"],
-        category=item.get("question_type", "?"),
+        category=item.get("question_type") or "?",  # null as missing
         evidence=_distinct(evidence),
     )
     return Sample(user_id, tuple(requests), (question,))

@@ -406,7 +406,14 @@ def warm_up() -> None:
 
 def replay_sample(store: Store, sample: Sample) -> int:
     """Store a sample's Adds; any refusal is an error (the loaders build valid requests)."""
-    for outcome in store.add_many(sample.requests):
+    try:
+        outcomes = store.add_many(sample.requests)
+    except UnicodeEncodeError as exc:  # the CLI read it as an argument's bytes ("pass them in UTF-8")
+        raise RefindError(
+            f"replaying user {sample.user_id}: the set holds text that is not Unicode (an unpaired UTF-16 surrogate, "
+            f"{exc.object[exc.start : exc.end]!a}, escaped in its JSON); fix the file"
+        ) from None
+    for outcome in outcomes:
         if isinstance(outcome, RefindError):
             raise RefindError(f"replaying user {sample.user_id}: {outcome.message}")
     return sum(len(r.messages) for r in sample.requests)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import index_store, tokenize
+from . import index_store, tokenize, trace
 from .errors import CorruptDatabase, NotFound, RefindError
 from .store import sqlite_filename, storage_error
 
@@ -52,6 +52,12 @@ def derived_problems(conn: sqlite3.Connection) -> list[str]:
     ]
     if index_store.has_table(conn, "index_segments"):
         problems += index_store.verify(conn)
+    searches = q("SELECT id, returned_ids, trace FROM searches") if index_store.has_table(conn, "searches") else ()
+    for sid, returned, stored in searches:
+        try:
+            trace.decode(sid, returned, stored)
+        except CorruptDatabase as exc:  # `inspect searches` refuses to list past it
+            problems.append(exc.message)
     return problems
 
 

@@ -15,11 +15,13 @@ becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own messa
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import settings
 from .errors import ModelError
@@ -76,6 +78,8 @@ def litellm_complete(
     """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing."""
     if not model or not model.strip():
         raise ModelError(f"no model configured: {FIXES}")
+    if api_base:
+        _check_api_base(api_base)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -122,11 +126,14 @@ def litellm_complete(
                     ) from None
                 sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
         usage = getattr(response, "usage", None)
-        message = response.choices[0].message
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        if message is None:  # an IndexError escaped the planner: a traceback, a 500
+            raise ModelError(f"model {model}: the provider's answer holds no message (no choices); {FIXES}")
         return Reply(
             content=message.content or "",
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+            completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
             cost=_cost(litellm, response),
             latency_ms=(time.perf_counter() - started) * 1000,
             attempts=attempt,
@@ -142,7 +149,10 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
     name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
     base = api_base or os.environ.get(settings.ENV_API_BASE) or None
     timeout = settings.positive_number(
-        settings.ENV_LLM_TIMEOUT, os.environ.get(settings.ENV_LLM_TIMEOUT), settings.DEFAULT_LLM_TIMEOUT_S
+        settings.ENV_LLM_TIMEOUT,
+        os.environ.get(settings.ENV_LLM_TIMEOUT),
+        settings.DEFAULT_LLM_TIMEOUT_S,
+        maximum=settings.MAX_LLM_TIMEOUT_S,
     )
     retries = settings.positive_number(
         settings.ENV_LLM_RETRIES,
@@ -150,6 +160,7 @@ def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Com
         settings.DEFAULT_LLM_RETRIES,
         integer=True,
         allow_zero=True,
+        maximum=settings.MAX_LLM_RETRIES,
     )
     return litellm_complete(name, base, timeout_s=timeout, retries=int(retries)), name
 
@@ -179,6 +190,21 @@ def _check_model(litellm: Any, model: str, api_base: str | None) -> str | None:
     return None
 
 
+def _check_api_base(api_base: str) -> None:
+    """An api base must be an http(s) URL: litellm retried anything else as a connection error and reported an
+    'HTTP 500' after seconds of backoff (a base without its scheme, ``localhost:11434/v1``, is the usual slip)."""
+    try:
+        parts = urlsplit(api_base.strip())
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed IPv6 bracket
+        usable = False
+    if not usable:
+        raise ModelError(
+            f"api base {redact(repr(api_base))} is not an http:// or https:// URL: give --api-base / REFIND_API_BASE the "
+            "server's URL, such as http://127.0.0.1:11434/v1, or search without a model with --mode bm25"
+        )
+
+
 def _reasoning(litellm: Any, model: str) -> bool:
     try:
         return bool(litellm.supports_reasoning(model))
@@ -201,6 +227,7 @@ def _describe(exc: BaseException, api_key: str | None = None) -> str:
     request, key included: redact.py)."""
     text = str(getattr(exc, "message", "") or exc).strip()
     text = text.splitlines()[0].strip() if text else type(exc).__name__
+    text = text.partition(" Traceback (most recent call last)")[0]  # litellm appends one to some messages
     if text.startswith("litellm."):
         head, _, rest = text.partition(": ")
         text = rest or head
@@ -224,6 +251,18 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
+MAX_COUNT = 2**53  # a token count past this is no count (SQLite refused 10**30 as an INTEGER when the trace was saved)
+
+
+def _count(value: Any) -> int:
+    """A token count as the provider reported it; 0 (unknown) when it is not a whole number from 0 to MAX_COUNT."""
+    try:
+        count = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return count if 0 <= count <= MAX_COUNT else 0
+
+
 def _cost(litellm: Any, response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
@@ -232,4 +271,8 @@ def _cost(litellm: Any, response: Any) -> float | None:
             cost = litellm.completion_cost(completion_response=response)
         except Exception:
             return None
-    return float(cost) if cost is not None else None
+    try:
+        value = float(cost) if cost is not None else None
+    except (TypeError, ValueError):
+        return None
+    return value if value is not None and 0 <= value < math.inf else None  # NaN is no JSON: unknown instead

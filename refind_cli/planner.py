@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING, Any
 from . import settings, trace
 from .contract import date_bound
 from .errors import InvalidInput, RefindError
-from .model import Complete, Reply
-from .reply import ACTIONS, Action, ReplyError, parse_reply
+from .model import Complete, Reply, ToolCall
+from .redact import redact_data
+from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
 
 if TYPE_CHECKING:
@@ -262,6 +263,7 @@ def plan(
         options=tuple(options),
         budget=budget,
         bounds=bounds,
+        as_of=as_of,
         on_event=on_event,
         started_at=started_at,
         t0=t0,
@@ -313,6 +315,7 @@ class PlannerRun:
         options: tuple[str, ...] = (),
         budget: Budget | None = None,
         bounds: tuple[int | None, int | None] = (None, None),
+        as_of: int | None = None,
         on_event: Callable[[Event], None] | None = None,
         started_at: int,
         t0: float | None = None,
@@ -326,7 +329,7 @@ class PlannerRun:
             budget.hits_per_search,
             budget.hit_chars,
         )
-        self.outer, self.on_event = bounds, on_event
+        self.outer, self.as_of, self.on_event = bounds, as_of, on_event
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
         self.events: list[Event] = []
@@ -353,6 +356,8 @@ class PlannerRun:
 
     # ---- events ------------------------------------------------------------------------------------------
     def emit(self, kind: str, **data: Any) -> Event:
+        # redacted as the stored trace is: a provider echoing its key printed it in --trace, --json and Memory's trace
+        data = {k: redact_data(v) for k, v in data.items()}
         event = Event(kind=kind, step=self.step, t_ms=round((time.perf_counter() - self.t0) * 1000, 3), data=data)
         self.events.append(event)
         if self.on_event is not None:
@@ -376,6 +381,9 @@ class PlannerRun:
             skip=skip_mode,
             turns=len(index),
             latest=latest,
+            date_from=None if self.outer[0] is None else _when(self.outer[0]),  # the caller's bounds on every search
+            date_to=None if self.outer[1] is None else _when(self.outer[1]),
+            as_of=None if self.as_of is None else _when(self.as_of),  # only what was stored by then is searched
         )
         self.messages = [
             {
@@ -428,7 +436,7 @@ class PlannerRun:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent :]
-        reply: Reply = self.model(list(self.messages))
+        reply: Reply = _unicode(self.model(list(self.messages)))
         self.stats.add(reply)
         self.stats.actions = self.step
         self.messages.append({"role": "assistant", "content": _said(reply)})
@@ -481,8 +489,8 @@ class PlannerRun:
                 raise ReplyError(f"{key}: {exc.message}") from None
         lo = _max(bounds[0], self.outer[0])
         hi = _min(bounds[1], self.outer[1])
-        if lo is not None and hi is not None and lo > hi:
-            raise ReplyError(f"date_from {action.args.get('date_from')} is after date_to {action.args.get('date_to')}")
+        if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
+            raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
         hits = self.index.search(
             keywords,
@@ -595,6 +603,13 @@ class PlannerRun:
             model=self.model_name,
             error=error,
         )
+
+
+def _unicode(reply: Reply) -> Reply:
+    """The reply with each unpaired UTF-16 surrogate (a provider's JSON may escape one: "\\ud800") as U+FFFD: text
+    holding one is not Unicode, and its trace could not be stored (a UnicodeEncodeError lost the search)."""
+    calls = tuple(ToolCall(unicode(c.name), unicode(c.arguments)) for c in reply.tool_calls)
+    return replace(reply, content=unicode(reply.content), model=unicode(reply.model), tool_calls=calls)
 
 
 def _said(reply: Reply) -> str:
@@ -730,6 +745,28 @@ def _latest_said(index: UserIndex) -> str | None:
     if said.size == 0 or bool(np.isnan(said).all()):
         return None
     return format_time(int(np.nanmax(said)))[:10].replace("-", "/")
+
+
+def _empty_range(args: dict[str, Any], lo: int, hi: int, own: list[int | None]) -> str:
+    """Why a search's dates hold no day: the planner's own two dates, or one of them against its caller's bound."""
+    caller = "date this search may cover (its caller set it)"
+    if lo == own[0] and hi == own[1]:
+        return f"date_from {args['date_from']} is after date_to {args['date_to']}"
+    if lo == own[0]:
+        return f"date_from {args['date_from']} is after {_when(hi)}, the latest {caller}"
+    if hi == own[1]:
+        return f"date_to {args['date_to']} is before {_when(lo)}, the earliest {caller}"
+    return f"the dates this search may cover (its caller set them) hold no day: {_when(lo)} to {_when(hi)}"
+
+
+def _when(ms: int) -> str:
+    """A date bound (Unix ms) as a planner reads one, or its milliseconds when no calendar holds it."""
+    from .blocks import iso_utc
+
+    try:
+        return iso_utc(ms)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} (Unix ms)"
 
 
 def _max(a: int | None, b: int | None) -> int | None:

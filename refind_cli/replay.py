@@ -35,20 +35,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
-from .auto_ids import (
-    Known,
-    Piece,
-    Repeats,
-    Said,
-    Split,
-    group_id,
-    grown_from,
-    numbered,
-    prefix_candidates,
-    prefix_ids,
-    renumbered,
-    split_grown,
-)
+from .auto_ids import Known, Piece, Repeats, Said, Split, group_id, prefix_candidates, renumbered, split_grown
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -843,9 +830,9 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             req = item.request
             where = _where(item)
             split = None
-            if item.auto:
-                req, split = _split_alone(store, item, repeats)
-            if split is not None:  # a group grown since an earlier replay: its known part is skipped
+            if item.auto:  # a group grown since an earlier replay: its known part is skipped
+                req, split = _check_grown(store, req, repeats)
+            if split is not None:
                 for piece in split.known:
                     if piece.stone is not None:
                         bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
@@ -877,22 +864,18 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     return bad
 
 
-def _split_alone(store: Store, item: Parsed, repeats: Repeats) -> tuple[AddRequest, Split | None]:
+def _check_grown(store: Store, req: AddRequest, repeats: Repeats) -> tuple[AddRequest, Split | None]:
     """:func:`_grown` for one group of message lines (--strict's first pass, which counts the file's groups in
-    ``repeats``): the request under the id the writer will give it, and how it will be split."""
-    req = item.request
+    ``repeats``): the request with its id as the writer will number it, and how it would be split."""
     rid = renumbered(req.request_id, repeats)
     if rid != req.request_id:
         req = dataclasses.replace(req, request_id=rid)
-    said = [(m.role, m.content, m.timestamp) for m in req.messages]
-    if (
-        len(said) < 2
-        or not (store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id))
-        or rid in store.known_requests(req.user_id, [rid])
+    if len(req.messages) < 2 or not (
+        store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)
     ):
         return req, None
-    candidates = prefix_candidates(req.user_id, req.session_id, said, repeats)
-    return req, _split(store, prepare(req), candidates, store.known_requests(req.user_id, candidates), repeats)
+    said = [(m.role, m.content, m.timestamp) for m in req.messages]
+    return req, _split(store, req.user_id, req.session_id, rid, said, store.known_requests(req.user_id, [rid]), repeats)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -989,42 +972,25 @@ def _grown(
     by_user: dict[str, list[str]] = {}
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
-    known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}
-    # the prefixes of each group whose own id is unknown, looked up together (numbered as the batch begins: a group
-    # after a repeat of its prefix in the batch, or after a group split on it, looks up what this missed on its own)
-    plain: dict[int, list[str]] = {}
-    asked: dict[str, set[str]] = {user: set() for user in by_user}
-    for place, user in looked.items():
-        req = batch[place].request
-        if req.request_id not in known[user]:
-            plain[place] = prefix_ids(user, req.session_id, req.messages)[:-1]
-            asked[user].update(numbered(plain[place], repeats))
-    for user, ids in asked.items():
-        if ids:
-            known[user] |= store.known_requests(user, ids)
+    known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
-    for place, item in enumerate(batch):  # in file order: a group split on a prefix counts as that prefix (grown_from)
+    for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
         if not item.auto:
             out.append(item)
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
-        if rid != req.request_id:  # the repeat of a group an earlier group of the file grew from
+        if rid != req.request_id:  # a grown group before it was counted as the earlier group it began with
             req = req._replace(request_id=rid, ids=None)
             item = item._replace(request=req)
             if place in looked:
                 known[req.user_id] |= store.known_requests(req.user_id, [rid])
-        split = None
-        if place in looked and rid not in known[req.user_id]:
-            user = req.user_id
-            prefixes = plain[place] if place in plain else prefix_ids(user, req.session_id, req.messages)[:-1]
-            candidates = numbered(prefixes, repeats)
-            missed = [c for c in candidates if c not in asked[user]]
-            if missed:
-                known[user] |= store.known_requests(user, missed)
-                asked[user].update(missed)
-            split = _split(store, req, candidates, known[user], repeats)
+        split = (
+            _split(store, req.user_id, req.session_id, rid, req.messages, known[req.user_id], repeats)
+            if place in looked
+            else None
+        )
         if split is None:
             out.append(item)
             continue
@@ -1043,22 +1009,20 @@ def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
     return tuple(Message(*m) for m in said)
 
 
-def _split(store: Store, req: Prepared, candidates: tuple[str, ...], known: Known, repeats: Repeats) -> Split | None:
-    """How a group whose own id is unknown is stored (:func:`auto_ids.split_grown`; ``known``: its ``candidates``
-    looked up), recorded in ``repeats``."""
+def _split(
+    store: Store, user: str, session: str, rid: str, said: Sequence[Said], known: Known, repeats: Repeats
+) -> Split | None:
+    """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
+    is known. A grown group's prefixes are counted in ``repeats``."""
+    if rid in known:
+        return None
+    candidates = prefix_candidates(user, session, said, repeats)
+    found = known | store.known_requests(user, candidates)
     stored = functools.partial(store.known_requests, forgotten=False) if store.retention_cutoff() is not None else None
-    split = split_grown(
-        req.user_id,
-        req.session_id,
-        req.messages,
-        req.request_id,
-        candidates,
-        known,
-        store.known_requests,
-        expiring=stored,
-    )
-    if split is not None:
-        grown_from(split, repeats)
+    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, expiring=stored)
+    if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+        for candidate in candidates:
+            repeats.count(candidate)
     return split
 
 

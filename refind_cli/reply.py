@@ -144,9 +144,24 @@ def _decode(text: str, start: int, form: str | None) -> Any:
     """The JSON value starting at ``start`` (trailing text ignored). JSONDecodeError when invalid; ReplyError when
     nested past what the decoder can recurse into (``json`` raises RecursionError there, which must never escape)."""
     try:
-        return _DECODER.raw_decode(text, start)[0]
+        return unicode(_DECODER.raw_decode(text, start)[0])
     except RecursionError:
         raise ReplyError(_TOO_DEEP, form=form) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode(value: Any) -> Any:
+    """``value`` with each unpaired UTF-16 surrogate in its text as U+FFFD. JSON may escape one ("\\ud800"), which
+    decodes to a string that is not Unicode: neither the trace (UTF-8 in SQLite) nor the next request could hold it."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [unicode(v) for v in value]
+    if isinstance(value, dict):
+        return {unicode(k): unicode(v) for k, v in value.items()}
+    return value
 
 
 def _objects(body: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | None]:

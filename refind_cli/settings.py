@@ -37,6 +37,8 @@ DEFAULT_HITS_PER_SEARCH = 5  # hits the planner is shown per search (PAPER.md)
 DEFAULT_LLM_TIMEOUT_S = 60.0
 ENV_LLM_TIMEOUT = "REFIND_LLM_TIMEOUT"  # seconds per model call attempt
 DEFAULT_LLM_RETRIES = 3
+MAX_LLM_TIMEOUT_S = 86_400.0  # a day: past this a socket's deadline leaves the platform's time_t
+MAX_LLM_RETRIES = 20  # each waits at most model.MAX_WAIT_S: a search gives up within minutes, not days
 ENV_LLM_RETRIES = "REFIND_LLM_RETRIES"  # retries on 429 / 5xx / timeouts, exponential backoff from 1 s
 
 OFF_WORDS = frozenset({"off", "none", "never"})
@@ -101,9 +103,16 @@ def retention_from_env() -> float | None:
 
 
 def positive_number(
-    name: str, value: str | float | int | None, default: float, *, integer: bool = False, allow_zero: bool = False
+    name: str,
+    value: str | float | int | None,
+    default: float,
+    *,
+    integer: bool = False,
+    allow_zero: bool = False,
+    maximum: float | None = None,
 ) -> float:
-    """A positive (or, with ``allow_zero``, non-negative) number from a flag or variable; ``default`` when unset."""
+    """A positive (or, with ``allow_zero``, non-negative) number from a flag or variable, at most ``maximum`` when
+    given; ``default`` when unset."""
     if value is None or value == "":
         return default
     try:
@@ -114,6 +123,8 @@ def positive_number(
         raise RefindError(f"{name}: must be a finite number, got {value!r}")
     if number < 0 or (number == 0 and not allow_zero):
         raise RefindError(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise RefindError(f"{name}: must be at most {maximum:,g}, got {value!r}")
     return number
 
 

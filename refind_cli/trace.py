@@ -3,7 +3,8 @@
 An event is plain data (kind, step, milliseconds since the search began, a JSON-safe dict), so the trace stored in
 the database re-renders exactly as it rendered live. Kinds, in the order a search emits them:
 
-``start``       question, options, user, model, budget, hits per search, skip mode, top_k
+``start``       question, options, user, model, budget, hits per search, skip mode, top_k, and the dates every
+                search is bounded by: said (its caller's; None when unbounded), stored by (as_of)
 ``model_call``  the messages added since the previous call, the reply, tokens, cost (None when unknown), latency,
                 and the provider's native tool calls when it sent any
 ``action``      the parsed action: name, thought, arguments, fields the planner may not set (ignored), and the
@@ -27,7 +28,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import NotFound
+from .errors import CorruptDatabase, NotFound
 from .redact import redact_data
 
 if TYPE_CHECKING:
@@ -165,9 +166,20 @@ _COLUMNS = (
 def _row(row: tuple[Any, ...]) -> StoredSearch:
     *head, returned, trace = row
     fields = dict(zip(_COLUMNS.replace(" ", "").split(",")[:-2], head, strict=True))
-    return StoredSearch(
-        **fields, returned_ids=json.loads(returned), events=[Event.from_dict(e) for e in json.loads(trace)]
-    )
+    returned_ids, events = decode(fields["id"], returned, trace)
+    return StoredSearch(**fields, returned_ids=returned_ids, events=events)
+
+
+def decode(search_id: str, returned: str, trace: str) -> tuple[list[str], list[Event]]:
+    """A stored search's returned ids and trace events from their columns' JSON; CorruptDatabase naming the search
+    when a row damaged on disk cannot be read (``inspect --check`` reports it too)."""
+    try:
+        return json.loads(returned), [Event.from_dict(e) for e in json.loads(trace)]
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise CorruptDatabase(
+            f"stored search {search_id!r} is damaged: its trace cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); restore a copy made by `refind backup`"
+        ) from None
 
 
 class _Retention:

@@ -5,6 +5,8 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 - a ``str``: answered 200 as the assistant message's content (usage counts derived from the text);
 - ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
 - ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts);
+- ``Raw(body)``: answered 200 with exactly that JSON body;
+- a callable: called as the request arrives, and its return value answered like a ``str``;
 - ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
   as its JSON text, or the text itself), and ``content`` beside them (None by default).
 
@@ -33,6 +35,13 @@ class Fail:
 class Slow:
     seconds: float
     content: str = '{"action": "finish_search"}'
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A 200 answer whose JSON body is exactly this (a provider's answer refind must survive)."""
+
+    body: dict
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,14 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else None
                 self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}}, extra)
                 return
+            if isinstance(entry, Raw):
+                self._send(200, entry.body)
+                return
             if isinstance(entry, Slow):
                 time.sleep(entry.seconds)
                 entry = entry.content
+            if callable(entry):  # a function run as the request arrives (a write racing the search), then its reply
+                entry = entry()
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
             if isinstance(entry, Tools):
                 message, finish = entry.message(), "tool_calls"

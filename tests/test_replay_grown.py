@@ -9,11 +9,11 @@ import sqlite3
 
 import pytest
 from helpers import DAY, Clock, add_request
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from refind_cli.auto_ids import Repeats, auto_request_id, group_id, prefix_candidates, prefix_ids, split_grown
-from refind_cli.lifecycle import expire
+from refind_cli.lifecycle import expire, forget
 from refind_cli.replay import GROUP_SIZE, replay
 from refind_cli.store import Store
 
@@ -198,6 +198,55 @@ def test_a_known_part_past_retention_is_stored_again_with_its_group(db_path, tmp
         assert (summary.messages_added, summary.grown, summary.duplicates) == (4, 0, 0)
         visible = store.user_messages("u1")
     assert [m.content for m in visible] == [f"message {i} ok" for i in range(4)]
+
+
+_LOG = st.lists(st.tuples(st.sampled_from(["s1", "s2"]), st.sampled_from(["ok", "yes", "no"])), min_size=1, max_size=48)
+
+
+@settings(max_examples=40, deadline=None)
+# found by this test: a later "yes" took the id of the earlier group a grown one began with (so it was lost) ...
+@example([("s1", "yes"), ("s1", "no"), ("s2", "ok"), ("s1", "yes")], [1, 3], 2, 0)
+# ... and a group grown once, replayed again, was matched to a later group equal to one of its prefixes
+@example(
+    [("s1", "ok"), ("s1", "no"), ("s1", "ok"), ("s2", "no"), ("s2", "no"), ("s1", "ok"), ("s1", "no"), ("s2", "no")],
+    [1, 7],
+    2,
+    0,
+)
+@given(
+    _LOG,
+    st.lists(st.integers(1, 48), max_size=4),
+    st.integers(1, 4),
+    st.one_of(st.none(), st.integers(0, 100)),
+)
+def test_every_line_of_a_growing_log_is_stored_once_unless_forgotten(
+    tmp_path_factory, lines: list[tuple[str, str]], cuts: list[int], batch_size: int, forget_at: int | None
+) -> None:
+    """Replayed after each growth (short messages said again and again, groups past 20, two sessions interleaved),
+    with one stored request forgotten on the way: what is stored is the log's lines, each once, less the forgotten
+    ones."""
+    tmp = tmp_path_factory.mktemp("log")
+    db, log = tmp / "m.db", tmp / "agent.jsonl"
+    text = [json.dumps({"user_id": "u1", "session_id": s, "role": "user", "content": c}) for s, c in lines]
+    forgotten: list[tuple[str, str]] = []
+    written = 0
+    with Store(db) as store:
+        for cut in [*sorted(c for c in cuts if c < len(lines)), len(lines)]:
+            _append(log, *text[written:cut])
+            written = cut
+            replay(store, str(log), batch_size=batch_size, parallel=False)
+            requests = [r[0] for r in store.conn.execute("SELECT request_id FROM requests ORDER BY request_id")]
+            if forget_at is not None and requests and not forgotten:
+                rid = requests[forget_at % len(requests)]
+                forgotten = list(
+                    store.conn.execute("SELECT session_id, content FROM messages WHERE request_id = ?", (rid,))
+                )
+                forget(store, "u1", request_id=rid)
+        stored = list(store.conn.execute("SELECT session_id, content FROM messages"))
+    expected = list(lines)
+    for message in forgotten:
+        expected.remove(message)
+    assert sorted(stored) == sorted(expected)
 
 
 def _said(content: str, session: str = "s1") -> str:

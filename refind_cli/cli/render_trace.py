@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..trace import Event, StoredSearch
-from .render import printable
+from .render import plain_id, printable
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400
@@ -45,10 +45,16 @@ def event(ev: Event) -> RenderableType:
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {printable(str(o))}")
         head.append(
-            f"\nuser {printable(str(d.get('user_id')))} · model {d.get('model') or '?'} · budget {d.get('max_actions')} "
+            f"\nuser {printable(str(d.get('user_id')))} · model {printable(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
             f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
             f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
-            + (f" · latest {d['latest']}" if d.get("latest") else ""),
+            + (f" · latest {d['latest']}" if d.get("latest") else "")
+            + (
+                f" · only dates {d.get('date_from') or '…'} → {d.get('date_to') or '…'}"
+                if d.get("date_from") or d.get("date_to")
+                else ""
+            )
+            + (f" · stored by {d['as_of']}" if d.get("as_of") else ""),
             style="dim",
         )
         return Group(Rule("agent search", align="left"), head)
@@ -72,7 +78,7 @@ def event(ev: Event) -> RenderableType:
         if "keywords" in args:
             t.append(f"  keywords {args['keywords']!r}")
         if args.get("date_from") or args.get("date_to"):
-            t.append(f"  dates {args.get('date_from') or '…'} → {args.get('date_to') or '…'}")
+            t.append(printable(f"  dates {args.get('date_from') or '…'} → {args.get('date_to') or '…'}"))
         if "results" in args:
             t.append(f"  results {', '.join(map(str, args['results']))}")
         if d.get("ignored"):
@@ -113,7 +119,7 @@ def event(ev: Event) -> RenderableType:
             style="green",
         )
     if k == "correction":
-        t = Text(f"correction: {d.get('reason')}", style="red")
+        t = Text(printable(f"correction: {d.get('reason')}"), style="red")
         if d.get("form"):
             t.append(f"  (read as {FORMS.get(d['form'], d['form'])})", style="dim")
         if d.get("reply") is not None:
@@ -135,10 +141,10 @@ def event(ev: Event) -> RenderableType:
             f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)"
         )
         for i, (bid, sid) in enumerate(zip(ids, d.get("sessions") or []), 1):
-            body.append(f"\n  {i}. {bid}  session {sid}", style="dim")
+            body.append(f"\n  {i}. {plain_id(str(bid))}  session {plain_id(str(sid))}", style="dim")
         return Group(Rule("evidence", align="left"), body)
     if k == "error":
-        return Text(f"error ({d.get('type')}): {d.get('message')}", style="bold red")
+        return Text(printable(f"error ({d.get('type')}): {d.get('message')}"), style="bold red")
     return Text(f"{k}: {d}")
 
 
@@ -179,7 +185,7 @@ def searches_table(rows: list[StoredSearch]) -> Table:
             _day(r.at),
             Text(printable(r.user_id)),
             Text(printable(_cut(r.query, 60))),
-            Text(r.model or ""),
+            Text(printable(r.model or "")),
             str(r.llm_calls),
             f"{r.prompt_tokens + r.completion_tokens:,}",
             "" if r.cost is None else f"${r.cost:.5f}",

@@ -74,6 +74,7 @@ class ServerSettings:
     mode: str = "bm25"  # "bm25" | "agent"
     model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
     api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
+    max_actions: int = defaults.DEFAULT_MAX_ACTIONS  # agent mode: the planner's budget of replies per search
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
     search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
     parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
@@ -202,7 +203,7 @@ class Runtime:
 
         from ..retrieval import Planner, retrieve
 
-        planner = Planner(model=self.complete, model_name=self.model_name)
+        planner = Planner(model=self.complete, model_name=self.model_name, max_actions=self.cfg.max_actions)
         return retrieve(store, replace(req, mode=self.cfg.mode), planner=planner).blocks
 
     def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:

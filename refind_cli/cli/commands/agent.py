@@ -61,9 +61,14 @@ def run_agent(
         return
     render.print_blocks(blocks, query=request.query)
     s = result.stats
+    stored = (
+        f"`refind inspect search {result.search_id}` shows its trace"
+        if result.search_id is not None
+        else "its trace was not stored: a forget or expire removed what it quotes while it ran"
+    )
     render.console().print(
-        f"agent search {result.search_id} · {s.llm_calls} LLM calls · {s.prompt_tokens + s.completion_tokens:,} "
-        f"tokens · {s.duration_ms:,.0f} ms — `refind inspect search {result.search_id}` shows its trace",
+        f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
+        f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms — {stored}",
         markup=False,
         highlight=False,
     )

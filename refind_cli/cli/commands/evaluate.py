@@ -10,7 +10,7 @@ from rich.table import Table
 from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
-from ..options import JsonOption, QuietOption
+from ..options import JsonOption, MaxActionsOption, QuietOption
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -59,10 +59,12 @@ def eval_command(
     tokenizer: Annotated[
         str, typer.Option("--baseline-tokenizer", help="analyze (refind's), or plain (English-only splitter).")
     ] = "analyze",
+    max_actions: MaxActionsOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
+    from ...settings import parse_max_actions
 
     settings = EvalSettings(
         top_k=top_k,
@@ -74,7 +76,8 @@ def eval_command(
         tokenizer=tokenizer,
         variants=parse_variants(variant or ()),
     )
-    systems = systems_for(settings)  # checks mode, variants and tokenizer before anything is replayed
+    planner = {"max_actions": parse_max_actions(max_actions)} if mode == "agent" else {}  # agent mode reads it
+    systems = systems_for(settings, **planner)  # checks mode, variants and tokenizer before anything is replayed
     err = render.error_console()
     progress = task = None
     if not quiet and not as_json and err.is_terminal:

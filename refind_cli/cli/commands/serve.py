@@ -10,7 +10,15 @@ import typer
 
 from ... import settings
 from ...errors import InvalidInput, RefindError
-from ..options import DEFAULT_DB, DbOption, RetentionOption, refuse_memory_db, remember_db, retention_source
+from ..options import (
+    DEFAULT_DB,
+    DbOption,
+    MaxActionsOption,
+    RetentionOption,
+    refuse_memory_db,
+    remember_db,
+    retention_source,
+)
 
 SERVE_HELP = """\
 Serve the Agent Memory Leaderboard Add/Search contract over HTTP.
@@ -54,6 +62,7 @@ def serve(
             "--api-base", envvar=settings.ENV_API_BASE, help="Agent mode: base URL of an OpenAI-compatible API."
         ),
     ] = None,
+    max_actions: MaxActionsOption = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -140,6 +149,8 @@ def serve(
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
+    # the planner's budget, read (and checked) in agent mode only: REFIND_MAX_ACTIONS was ignored by the server
+    budget = settings.parse_max_actions(max_actions) if mode == "agent" else settings.DEFAULT_MAX_ACTIONS
     if token is not None and not token.strip():
         raise InvalidInput(
             f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
@@ -181,6 +192,7 @@ def serve(
         mode=mode,
         model=model,
         api_base=api_base,
+        max_actions=budget,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         search_threads=search_threads,
         expire_interval_s=expire_interval,

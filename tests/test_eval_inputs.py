@@ -1,0 +1,61 @@
+"""`refind eval` on labelled sets that are not what they claim: one error line and exit 1, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES
+
+EVAL = FIXTURES / "eval"
+
+
+def _locomo(tmp_path, question):
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    data[0]["qa"][0]["question"] = question
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _longmemeval(tmp_path, *types):
+    item = json.loads((EVAL / "longmemeval_small.json").read_text(encoding="utf-8"))[0]
+    items = [{**item, "question_id": f"q{i}", "question_type": t} for i, t in enumerate(types)]
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("question", [5, None, ["where"]])
+def test_a_question_that_is_not_text_is_one_error_line(cli, tmp_path, question):
+    r = cli("eval", str(_locomo(tmp_path, question)), "--json")
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith("error: ") and r.output.count("\n") == 1
+    assert "its text must be a string" in r.output and "check --format" in r.output
+
+
+def test_question_types_of_two_kinds_are_one_error_line_and_a_null_one_is_unknown(cli, tmp_path):
+    r = cli("eval", str(_longmemeval(tmp_path, "single-session-user", 3)), "--json")
+    assert r.exit_code == 1 and "its category must be a string, got int" in r.output  # sorting them raised
+    r = cli("eval", str(_longmemeval(tmp_path, None)), "--json")
+    assert r.exit_code == 0, r.output
+    assert list(json.loads(r.output)["systems"]["refind"]["by_category"]) == ["?"]
+
+
+def test_json_nested_past_the_readers_depth_is_one_error_line(cli, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+    r = cli("eval", str(path), "--format", "locomo")
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert "cannot read it as JSON: it nests deeper than Python's JSON reader goes" in r.output
+
+
+def test_a_set_holding_an_unpaired_surrogate_names_the_file_not_an_argument(cli, tmp_path):
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    turn = data[0]["conversation"]["session_1"][0]
+    turn["text"] += " \ud800"  # written as the escape \ud800: JSON allows it, Unicode text does not
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 1, r.output  # exit 2: "an argument holds bytes that are not UTF-8 text"
+    assert "the set holds text that is not Unicode (an unpaired UTF-16 surrogate, '\\ud800'" in r.output

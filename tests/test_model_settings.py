@@ -1,0 +1,161 @@
+"""Agent mode's model settings with bad values: one line naming the setting, before any model call, never seconds
+of retries reported as a provider's error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import T0, add
+
+from refind_cli import search as S
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    S.clear()
+    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS", "REFIND_LLM_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("REFIND_LLM_RETRIES", raising=False)
+    yield
+    S.clear()
+
+
+def agent(cli, base):
+    return cli(
+        "search", "hiking", "--user", "alice", "--mode", "agent", "--model", "openai/scripted", "--api-base", base
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        # a socket's deadline past the platform's time_t: every call failed, retried as an 'HTTP 500'
+        ("REFIND_LLM_TIMEOUT", "1e300", "REFIND_LLM_TIMEOUT: must be at most 86,400, got '1e300'"),
+        # unbounded retries kept a search on a failing provider for as long as it failed
+        (
+            "REFIND_LLM_RETRIES",
+            "99999999999999999999",
+            "REFIND_LLM_RETRIES: must be at most 20, got '99999999999999999999'",
+        ),
+    ],
+)
+def test_a_model_setting_past_its_limit_is_one_line(cli, store, llm_server, monkeypatch, variable, value, message):
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    monkeypatch.setenv(variable, value)
+    llm_server.default = '{"action": "finish_search"}'  # a provider that answers: only the setting can be refused
+    r = agent(cli, llm_server.url)
+    assert r.exit_code == 1 and r.output == f"error: {message}\n"
+    assert llm_server.requests == []
+
+
+@pytest.mark.parametrize("base", ["localhost:11434/v1", "file:///etc/passwd", "http://[::1", "http://"])
+def test_an_api_base_that_is_not_an_http_url_is_refused_before_any_call(cli, store, base):
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    r = agent(cli, base)
+    assert r.exit_code == 5, r.output
+    flat = " ".join(r.output.split())
+    assert f"api base {base!r} is not an http:// or https:// URL" in flat and "--mode bm25" in flat
+
+
+SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
+
+
+def test_the_server_gives_its_planner_the_budget_it_was_started_with(db_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    from refind_cli.server import ServerSettings, create_app
+    from refind_cli.store import Store
+
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    cfg = ServerSettings(
+        db=db_path,
+        retention_days=None,
+        mode="agent",
+        model="openai/scripted",
+        api_base=llm_server.url,
+        max_actions=2,
+        expire_interval_s=0,
+    )
+    llm_server.default = SEARCH  # a planner that never finishes: the budget ends it
+    with TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    assert len(llm_server.requests) == 2  # it ran the default 4 whatever REFIND_MAX_ACTIONS said
+
+
+def test_serve_in_agent_mode_refuses_a_bad_budget_before_it_starts(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "lots")
+    missing = tmp_path / "missing" / "refind.db"  # never opened: the budget is refused first
+    r = cli("serve", "--mode", "agent", "--db", str(missing), "--port", "0")
+    assert r.exit_code == 2, r.output
+    assert "--max-actions / REFIND_MAX_ACTIONS: 'lots' is not a whole number from 1 to 50" in r.output
+
+
+def test_eval_in_agent_mode_gives_its_planner_the_budget(cli, llm_server, monkeypatch):
+    from conftest import FIXTURES
+
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    monkeypatch.setenv("REFIND_MAX_ACTIONS", "1")
+    llm_server.default = SEARCH
+    path = FIXTURES / "eval" / "locomo_small.json"
+    r = cli("eval", str(path), "--mode", "agent", "--limit", "2", "--json", "--top-k", "5")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["systems"]["refind"]["llm_calls"] == len(llm_server.requests) == 2  # was 2 * 4
+
+
+@pytest.mark.parametrize("value", [True, "3", 10**6, 2.5, 0])
+def test_memory_agent_search_refuses_a_budget_that_is_not_a_whole_number_from_1_to_50(tmp_path, value):
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+    from refind_cli.model import Reply
+
+    calls = []
+
+    def model(messages):
+        calls.append(messages)
+        return Reply(content='{"action": "finish_search"}')
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("I went hiking at Mount Rainier", user="alice", session="s")
+        with pytest.raises(InvalidInput) as refused:
+            memory.agent_search("hiking", user="alice", model=model, max_actions=value)
+    assert refused.value.message == f"max_actions: must be a whole number from 1 to 50, got {value!r}"
+    assert calls == []  # True ran one action, "3" raised a TypeError, 10**6 and 2.5 ran
+
+
+def _answer(content: str, usage: dict | None, choices: bool = True) -> dict:
+    message = {"role": "assistant", "content": content}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}] if choices else [],
+        **({"usage": usage} if usage is not None else {}),
+    }
+
+
+def test_an_answer_without_choices_is_one_model_error_line(cli, store, llm_server, monkeypatch):
+    from llm_server import Raw
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    monkeypatch.setenv("REFIND_LLM_RETRIES", "0")
+    llm_server.play(Raw(_answer("", None, choices=False)))
+    r = agent(cli, llm_server.url)  # an IndexError traceback (a 500 from the server)
+    assert r.exit_code == 5, r.output
+    assert "model openai/scripted: the provider's answer holds no message (no choices)" in " ".join(r.output.split())
+
+
+def test_token_counts_no_database_can_hold_are_unknown_and_the_search_is_stored(cli, store, llm_server):
+    from llm_server import Raw
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    finish = '{"action": "finish_search"}'
+    llm_server.play(Raw(_answer(finish, {"prompt_tokens": 10**30, "completion_tokens": -5, "total_tokens": 1})))
+    r = agent(cli, llm_server.url)  # an OverflowError traceback when the trace was saved: the search was lost
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(cli("inspect", "--json", "searches").output)["searches"]
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
