@@ -973,6 +973,16 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
+    # the prefixes of the groups whose ids are unknown, at once too (numbered as the batch begins: _split looks up on
+    # its own what a group numbered otherwise, after a repeat or a grown group earlier in the batch, needs besides)
+    asked: dict[str, set[str]] = {user: set() for user in by_user}
+    for place, user in looked.items():
+        req = batch[place].request
+        if req.request_id not in known[user]:
+            asked[user].update(prefix_candidates(user, req.session_id, req.messages, repeats))
+    for user, ids in asked.items():
+        if ids:
+            known[user] |= store.known_requests(user, ids)
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
@@ -987,7 +997,9 @@ def _grown(
             if place in looked:
                 known[req.user_id] |= store.known_requests(req.user_id, [rid])
         split = (
-            _split(store, req.user_id, req.session_id, rid, req.messages, known[req.user_id], repeats)
+            _split(
+                store, req.user_id, req.session_id, rid, req.messages, known[req.user_id], repeats, asked[req.user_id]
+            )
             if place in looked
             else None
         )
@@ -1010,14 +1022,23 @@ def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
 
 
 def _split(
-    store: Store, user: str, session: str, rid: str, said: Sequence[Said], known: Known, repeats: Repeats
+    store: Store,
+    user: str,
+    session: str,
+    rid: str,
+    said: Sequence[Said],
+    known: Known,
+    repeats: Repeats,
+    asked: set[str] | None = None,
 ) -> Split | None:
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
-    is known. A grown group's prefixes are counted in ``repeats``."""
+    is known, and whichever of the ``asked`` ids are (those not asked are looked up here). A grown group's prefixes
+    are counted in ``repeats``."""
     if rid in known:
         return None
     candidates = prefix_candidates(user, session, said, repeats)
-    found = known | store.known_requests(user, candidates)
+    missed = [c for c in candidates if asked is None or c not in asked]
+    found = (known | store.known_requests(user, missed)) if missed else known
     stored = functools.partial(store.known_requests, forgotten=False) if store.retention_cutoff() is not None else None
     split = split_grown(user, session, said, rid, candidates, found, store.known_requests, expiring=stored)
     if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids

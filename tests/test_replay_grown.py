@@ -304,3 +304,18 @@ def test_what_was_chained_on_an_expired_part_is_not_stored_twice(db_path, tmp_pa
         assert replay(store, log).messages_added == 0
         visible = sorted(m.content for m in store.user_messages("u1"))
     assert visible == [f"message {i} ok" for i in range(6)]
+
+
+def test_the_prefixes_of_a_batch_are_looked_up_together(db_path, tmp_path) -> None:
+    """A user with a tombstone is never 'fresh': every group of a replay is looked up. The user's tombstones are read
+    a few times per batch, not once per group (a replay of new lines took 2-3x as long after a large forget)."""
+    with Store(db_path) as store:
+        replay(store, _append(tmp_path / "old.jsonl", _said("gone", session="s0")))
+        forget(store, "u1", session_id="s0")
+        new = _append(tmp_path / "new.jsonl", *(_said(f"m{i}", session=f"s{i // 2 % 7 + 1}") for i in range(200)))
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        summary = replay(store, new, parallel=False)
+        store.conn.set_trace_callback(None)
+    assert summary.messages_added == 200
+    assert sum("message_ids FROM tombstones" in s for s in statements) <= 3
