@@ -37,7 +37,8 @@ A replay (--file PATH, '-' for stdin, .gz accepted) reads one JSON object per li
 Message lines of one user and session in a row become one request: with their request_id when they carry
 one, else up to 20 at a time under the id 'auto-<hash of the group>'. A bad line is reported as FILE:LINE
 and skipped; every valid line is stored; the exit code is non-zero when anything was refused. Replaying a
-file again (also after an interruption) stores nothing twice.
+file again (also after an interruption) stores nothing twice, and a log replayed again after it grew stores
+only its new lines (what was forgotten since is not stored again).
 """
 
 
