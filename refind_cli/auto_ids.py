@@ -11,7 +11,7 @@ included. So a group also carries the id each of its shorter prefixes got when t
 and all: the lines before it are the same). When the group's own id is neither stored nor forgotten, a prefix that
 is — stored, or named by a tombstone — is taken as that earlier group (the one whose chain below covers the most of
 the group, the longest among equals): it is skipped, and the messages after it form a request whose id chains on
-the prefix's (``auto-<hash of the prefix's id and those messages>``).
+the prefix's (``auto+<hash of the prefix's id and those messages>``).
 That request is recognised, and split again, when the log grows further. A prefix stored past retention (swept, or
 awaiting the sweep) counts as not stored, as its whole group would: it is stored again — but a request chained on it
 and still kept is recognised (with a retention, the ids chained on each prefix are looked up when no prefix is known).
@@ -36,6 +36,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 Said = tuple[str, str, int | None]  # (role, content, said-at) of one message
+CHAINED = "auto+"  # the start of a chained request's id (what follows a known prefix): ``auto+<hash>``
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -45,10 +46,11 @@ def prefix_ids(user_id: str, session_id: str, messages: Sequence[Said], *, after
     the compact JSON ``[user, session, [[role, content, said-at], …]]`` (``[user, session, after, […]]`` for the
     messages that follow the stored request ``after``), without a repeat suffix."""
     digest = _opened(user_id, session_id, after)
+    tag = "auto-" if after is None else CHAINED
     ids = []
     for i, said in enumerate(messages):
         digest.update((("," if i else "") + _message(said)).encode("utf-8"))
-        ids.append(_closed(digest))
+        ids.append(_closed(digest, tag))
     return ids
 
 
@@ -57,7 +59,7 @@ def auto_request_id(user_id: str, session_id: str, messages: Sequence[Said]) -> 
     :func:`prefix_ids`, hashed once)."""
     digest = _opened(user_id, session_id, None)
     digest.update(",".join(_message(said) for said in messages).encode("utf-8"))
-    return _closed(digest)
+    return _closed(digest, "auto-")
 
 
 def _opened(user_id: str, session_id: str, after: str | None) -> Any:
@@ -65,10 +67,10 @@ def _opened(user_id: str, session_id: str, after: str | None) -> Any:
     return hashlib.sha256((_encode(head)[:-1] + ",[").encode("utf-8"))
 
 
-def _closed(digest: Any) -> str:
+def _closed(digest: Any, tag: str) -> str:
     closed = digest.copy()
     closed.update(b"]]")
-    return "auto-" + str(closed.hexdigest())[:20]
+    return tag + str(closed.hexdigest())[:20]
 
 
 def _message(said: Said) -> str:
@@ -120,10 +122,15 @@ def group_id(user_id: str, session_id: str, messages: Sequence[Said], repeats: R
     return _suffixed(rid, repeats.count(rid))
 
 
-def prefix_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> tuple[str, ...]:
+def prefix_candidates(
+    user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats, *, hashed: Sequence[str] | None = None
+) -> tuple[str, ...]:
     """The ids the group's shorter prefixes got, shortest first, had the group ended there when the file was replayed
-    before — ``repeats`` holding the file's groups before this one (nothing recorded)."""
-    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in prefix_ids(user_id, session_id, messages)[:-1])
+    before — ``repeats`` holding the file's groups before this one (nothing recorded). ``hashed``: the prefixes'
+    :func:`prefix_ids` (all but the group's own), derived already."""
+    if hashed is None:
+        hashed = prefix_ids(user_id, session_id, messages)[:-1]
+    return tuple(_suffixed(p, repeats.so_far(p) + 1) for p in hashed)
 
 
 Stone = tuple[int, int]  # (tombstone id, when) of a forgotten request

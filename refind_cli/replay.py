@@ -35,7 +35,19 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from . import index_store
-from .auto_ids import Known, Piece, Repeats, Said, Split, group_id, prefix_candidates, renumbered, split_grown
+from .auto_ids import (
+    CHAINED,
+    Known,
+    Piece,
+    Repeats,
+    Said,
+    Split,
+    group_id,
+    prefix_candidates,
+    prefix_ids,
+    renumbered,
+    split_grown,
+)
 from .contract import (
     SURROGATE_ESCAPE,
     AddRequest,
@@ -875,7 +887,11 @@ def _check_grown(store: Store, req: AddRequest, repeats: Repeats) -> tuple[AddRe
     ):
         return req, None
     said = [(m.role, m.content, m.timestamp) for m in req.messages]
-    return req, _split(store, req.user_id, req.session_id, rid, said, store.known_requests(req.user_id, [rid]), repeats)
+    known = store.known_requests(req.user_id, [rid])
+    chained = store.retention_cutoff() is not None and req.session_id in store.sessions_with_request_prefix(
+        req.user_id, CHAINED
+    )
+    return req, _split(store, req.user_id, req.session_id, rid, said, known, repeats, chained=chained)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -973,16 +989,25 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
-    # the prefixes of the groups whose ids are unknown, at once too (numbered as the batch begins: _split looks up on
-    # its own what a group numbered otherwise, after a repeat or a grown group earlier in the batch, needs besides)
+    # the prefixes of the groups whose ids are unknown, hashed once and looked up at once too (numbered as the batch
+    # begins: _split looks up on its own what a group numbered otherwise, after a repeat or a grown group earlier in
+    # the batch, needs besides)
+    hashed: dict[int, list[str]] = {}
     asked: dict[str, set[str]] = {user: set() for user in by_user}
     for place, user in looked.items():
         req = batch[place].request
         if req.request_id not in known[user]:
-            asked[user].update(prefix_candidates(user, req.session_id, req.messages, repeats))
+            hashed[place] = prefix_ids(user, req.session_id, req.messages)[:-1]
+            asked[user].update(prefix_candidates(user, req.session_id, req.messages, repeats, hashed=hashed[place]))
     for user, ids in asked.items():
         if ids:
             known[user] |= store.known_requests(user, ids)
+    # with a retention: the sessions holding a chained request (only there can one follow an expired prefix)
+    chained = (
+        {user: store.sessions_with_request_prefix(user, CHAINED) for user in by_user}
+        if store.retention_cutoff() is not None
+        else {}
+    )
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
@@ -998,7 +1023,16 @@ def _grown(
                 known[req.user_id] |= store.known_requests(req.user_id, [rid])
         split = (
             _split(
-                store, req.user_id, req.session_id, rid, req.messages, known[req.user_id], repeats, asked[req.user_id]
+                store,
+                req.user_id,
+                req.session_id,
+                rid,
+                req.messages,
+                known[req.user_id],
+                repeats,
+                asked=asked[req.user_id],
+                hashed=hashed.get(place),
+                chained=req.session_id in chained.get(req.user_id, ()),
             )
             if place in looked
             else None
@@ -1029,17 +1063,21 @@ def _split(
     said: Sequence[Said],
     known: Known,
     repeats: Repeats,
+    *,
     asked: set[str] | None = None,
+    hashed: Sequence[str] | None = None,
+    chained: bool,
 ) -> Split | None:
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
-    is known, and whichever of the ``asked`` ids are (those not asked are looked up here). A grown group's prefixes
-    are counted in ``repeats``."""
+    is known, and whichever of the ``asked`` ids are (those not asked are looked up here); ``hashed``: its prefixes'
+    ids, derived already; ``chained``: the store has a retention and the session a chained request (one may follow
+    an expired prefix). A grown group's prefixes are counted in ``repeats``."""
     if rid in known:
         return None
-    candidates = prefix_candidates(user, session, said, repeats)
+    candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if asked is None or c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    stored = functools.partial(store.known_requests, forgotten=False) if store.retention_cutoff() is not None else None
+    stored = functools.partial(store.known_requests, forgotten=False) if chained else None
     split = split_grown(user, session, said, rid, candidates, found, store.known_requests, expiring=stored)
     if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
         for candidate in candidates:

@@ -826,6 +826,16 @@ class Store:
             is not None
         )
 
+    def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
+        """The sessions of this user holding a request whose id begins with ``prefix`` (a replay's chained requests,
+        :mod:`auto_ids`): one range of the messages-by-request index."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.conn.execute(
+            "SELECT DISTINCT session_id FROM messages WHERE user_id = ? AND request_id >= ? AND request_id < ?",
+            (user_id, prefix, end),
+        )
+        return {row[0] for row in rows}
+
     def has_tombstones(self, user_id: str) -> bool:
         return (
             self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
