@@ -13,9 +13,11 @@ its checkout on PYTHONPATH), on a new database:
            replay's reader process included);
   again  — replays the same log again (nothing is added);
   grown  — ``--steps`` times: appends ``--grow`` lines to the session written last (its last group grows, as an
-           agent's log does) and replays the whole log again: seconds per replay, and messages added.
+           agent's log does) and replays the whole log again: seconds per replay, and messages added;
+  next   — replays the next day's log (``--messages``/2 new lines in the same sessions: groups whose sessions are
+           stored already, each looked up as a possibly grown one).
 
-At the end: how many messages are stored against the lines of the log (stored twice = the difference). ``--repeat``
+At the end: how many messages are stored against the lines of both logs (stored twice = the difference). ``--repeat``
 alternates the two refinds (ABBA order); medians are printed last.
 """
 
@@ -84,7 +86,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def one(log: str, grow: int, steps: int) -> dict[str, Any]:
+def one(log: str, grow: int, steps: int, following: str) -> dict[str, Any]:
     """One refind's run (the one on sys.path), in a temporary folder."""
     from refind_cli.replay import replay
     from refind_cli.store import Store
@@ -112,6 +114,10 @@ def one(log: str, grow: int, steps: int) -> dict[str, Any]:
             summary = replay(store, str(path))
             grown.append({"wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu, "added": summary.messages_added})
         out["grown"] = grown
+        wall, cpu = time.perf_counter(), _cpu()
+        summary = replay(store, following)
+        out["next"] = {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu, "added": summary.messages_added}
+        lines += Path(following).read_text(encoding="utf-8").count("\n")
         store.close()
         conn = sqlite3.connect(Path(tmp) / "m.db")
         out["stored"] = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
@@ -136,10 +142,10 @@ def main() -> None:
     ap.add_argument("--grow", type=int, default=7, help="lines appended before each grown replay")
     ap.add_argument("--steps", type=int, default=6, help="grown replays")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--one", nargs=3, metavar=("LOG", "GROW", "STEPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=4, metavar=("LOG", "GROW", "STEPS", "NEXT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
+        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]), args.one[3])))
         return
     if not args.baseline:
         ap.error("--baseline is required")
@@ -147,13 +153,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "log.jsonl"
         write_log(log, args.messages, args.sessions)
-        common = [str(log), str(args.grow), str(args.steps)]
+        following = Path(tmp) / "next.jsonl"  # the next day's log: new lines in the same sessions
+        write_log(following, args.messages // 2, args.sessions, seed=8)
+        common = [str(log), str(args.grow), str(args.steps), str(following)]
         runs: dict[str, list[dict[str, Any]]] = {"this refind": [], "baseline": []}
         print(
             "| run | refind | first: msg/s wall / CPU | again: s | grown: s per replay | added per grown replay "
-            "| stored / lines |"
+            "| next: s | stored / lines |"
         )
-        print("|---|---|---:|---:|---:|---|---:|")
+        print("|---|---|---:|---:|---:|---|---:|---:|")
         for r in range(args.repeat):
             order = [("this refind", str(HERE.parent)), ("baseline", args.baseline)]
             for name, where in order if r % 2 == 0 else order[::-1]:  # ABBA: neither always runs first
@@ -164,7 +172,8 @@ def main() -> None:
                     f"| {r + 1} | {name} | {args.messages / first['wall_s']:,.0f} / "
                     f"{args.messages / first['cpu_s']:,.0f} | {again['wall_s']:.2f} | "
                     f"{statistics.median(g['wall_s'] for g in grown):.2f} | "
-                    f"{', '.join(str(g['added']) for g in grown)} | {res['stored']:,} / {res['lines']:,} |"
+                    f"{', '.join(str(g['added']) for g in grown)} | {res['next']['wall_s']:.2f} | "
+                    f"{res['stored']:,} / {res['lines']:,} |"
                 )
         print("\nmedians over the runs (this refind / baseline, ratio):")
         for label, pick in (
@@ -172,6 +181,8 @@ def main() -> None:
             ("first, CPU s", lambda r: r["first"]["cpu_s"]),
             ("again, wall s", lambda r: r["again"]["wall_s"]),
             ("grown, wall s per replay", lambda r: statistics.median(g["wall_s"] for g in r["grown"])),
+            ("next, wall s", lambda r: r["next"]["wall_s"]),
+            ("next, CPU s", lambda r: r["next"]["cpu_s"]),
         ):
             mine = statistics.median(pick(r) for r in runs["this refind"])
             theirs = statistics.median(pick(r) for r in runs["baseline"])
