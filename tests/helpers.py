@@ -81,3 +81,10 @@ def sound(db: Path) -> int:
         return conn.execute("SELECT count(*) FROM requests").fetchone()[0]
     finally:
         conn.close()
+
+
+def agent_cli(cli, llm, *extra, query: str = "where did Caroline go hiking", user: str = "alice"):
+    """``refind search QUERY --mode agent`` through the CliRunner ``cli``, its planner on the scripted model ``llm``."""
+    return cli(
+        "search", query, "--user", user, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm.url, *extra
+    )

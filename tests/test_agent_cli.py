@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import FIXTURES
-from helpers import DAY, T0, add
+from helpers import DAY, T0, add, agent_cli
 
 from refind_cli import search as S
 
@@ -40,26 +40,10 @@ def filled(store):
     return store
 
 
-def agent(cli, llm, *extra):
-    return cli(
-        "search",
-        "where did Caroline go hiking",
-        "--user",
-        "alice",
-        "--mode",
-        "agent",
-        "--model",
-        "openai/scripted",
-        "--api-base",
-        llm.url,
-        *extra,
-    )
-
-
 @pytest.mark.slow
 def test_trace_shows_every_step_and_inspect_re_renders_it_exactly(cli, filled, llm_server):
     llm_server.play(SEARCH, NOTE, FINISH)
-    live = agent(cli, llm_server, "--trace")
+    live = agent_cli(cli, llm_server, "--trace")
     assert live.exit_code == 0, live.output
     for part in (
         "agent search",
@@ -87,7 +71,7 @@ def test_trace_shows_every_step_and_inspect_re_renders_it_exactly(cli, filled, l
 
 def test_json_includes_the_trace_and_the_contract_items(cli, filled, llm_server):
     llm_server.play(SEARCH, NOTE, FINISH)
-    out = agent(cli, llm_server, "--json", "--trace")  # --trace goes to stderr with --json
+    out = agent_cli(cli, llm_server, "--json", "--trace")  # --trace goes to stderr with --json
     data = json.loads(out.stdout)
     assert [set(d) for d in data["data"]] == [{"id", "content", "score", "created_at"}]
     assert "Mount Rainier" in data["data"][0]["content"]
@@ -99,7 +83,7 @@ def test_json_includes_the_trace_and_the_contract_items(cli, filled, llm_server)
 
 def test_inspect_searches_lists_per_user(cli, filled, llm_server):
     llm_server.play(FINISH)
-    assert agent(cli, llm_server, "--json").exit_code == 0
+    assert agent_cli(cli, llm_server, "--json").exit_code == 0
     mine = json.loads(cli("inspect", "searches", "--user", "alice", "--json").stdout)["searches"]
     assert len(mine) == 1 and mine[0]["query"] == "where did Caroline go hiking" and mine[0]["llm_calls"] == 1
     assert json.loads(cli("inspect", "searches", "--user", "bob", "--json").stdout)["searches"] == []
@@ -127,17 +111,17 @@ def test_provider_401_is_one_red_line(cli, filled, llm_server):
     from llm_server import Fail
 
     llm_server.play(Fail(401, "Incorrect API key provided"))
-    r = agent(cli, llm_server)
+    r = agent_cli(cli, llm_server)
     assert r.exit_code == 5 and "Incorrect API key provided" in r.output and "Traceback" not in r.output
 
 
 def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
     llm_server.play(SEARCH, SEARCH, SEARCH)
-    data = json.loads(agent(cli, llm_server, "--json", "--max-actions", "2").stdout)
+    data = json.loads(agent_cli(cli, llm_server, "--json", "--max-actions", "2").stdout)
     assert data["stats"]["llm_calls"] == 2 and len(llm_server.requests) == 2
     monkeypatch.setenv("REFIND_MAX_ACTIONS", "1")
     llm_server.play(SEARCH, SEARCH)
-    data = json.loads(agent(cli, llm_server, "--json").stdout)
+    data = json.loads(agent_cli(cli, llm_server, "--json").stdout)
     assert data["stats"]["llm_calls"] == 1
 
 
@@ -199,7 +183,7 @@ def test_inspect_searches_honours_db_and_json_given_before_the_subcommand(
     from refind_cli.cli import app
 
     llm_server.play(SEARCH, NOTE, FINISH)
-    assert agent(cli, llm_server).exit_code == 0
+    assert agent_cli(cli, llm_server).exit_code == 0
     elsewhere = {"REFIND_DB": str(tmp_path / "other.db")}
     listed = runner.invoke(app, ["inspect", "--db", str(db_path), "--json", "searches"], env=elsewhere)
     assert listed.exit_code == 0, listed.output
@@ -247,7 +231,7 @@ def test_a_bad_budget_stops_agent_mode_only(cli, filled, llm_server, monkeypatch
     assert "Mount Rainier" in r.output
     for value in ("lots", "0", "51"):
         monkeypatch.setenv("REFIND_MAX_ACTIONS", value)
-        r = agent(cli, llm_server)
+        r = agent_cli(cli, llm_server)
         assert r.exit_code == 2
         assert f"--max-actions / REFIND_MAX_ACTIONS: {value!r} is not a whole number from 1 to 50" in r.output
     assert llm_server.requests == []  # refused before any model call

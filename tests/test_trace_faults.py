@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import T0, add
+from helpers import T0, add, agent_cli
 from llm_server import Fail
 
 from refind_cli import search as S
@@ -26,21 +26,7 @@ def _env(monkeypatch):
 
 
 def agent(cli, llm, *extra):
-    return cli(
-        "search",
-        "where did Caroline go hiking",
-        "--user",
-        "alice",
-        "--mode",
-        "agent",
-        "--model",
-        "openai/scripted",
-        "--api-base",
-        llm.url,
-        "--max-actions",
-        "5",
-        *extra,
-    )
+    return agent_cli(cli, llm, "--max-actions", "5", *extra)
 
 
 def test_control_characters_from_the_model_the_provider_and_ids_never_reach_the_terminal(cli, store, llm_server):

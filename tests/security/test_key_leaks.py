@@ -4,7 +4,7 @@ provider's own key. litellm over real HTTP to the scripted loopback server."""
 from __future__ import annotations
 
 import pytest
-from helpers import T0, add
+from helpers import T0, add, agent_cli
 from llm_server import Fail
 
 from refind_cli.errors import ModelError
@@ -51,18 +51,7 @@ def test_a_provider_echoing_the_key_leaks_it_nowhere(llm_server, store, db_path,
     stored = store.conn.execute("SELECT trace FROM searches").fetchall()
     assert stored and all(BASE_KEY not in t and "OTHERKEY" not in t for (t,) in stored)
     llm_server.play(Fail(400, echo))
-    result = cli(
-        "search",
-        "hiking?",
-        "--user",
-        "alice",
-        "--mode",
-        "agent",
-        "--model",
-        "openai/scripted",
-        "--api-base",
-        llm_server.url,
-    )
+    result = agent_cli(cli, llm_server, query="hiking?")
     assert result.exit_code == 5 and "is not allowed here" in result.output
     assert BASE_KEY not in result.output and "OTHERKEY" not in result.output
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
