@@ -172,10 +172,10 @@ def split_grown(
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``expiring`` (given when the store has a retention; it looks up stored requests only):
-    when no prefix is known, the requests chained on each prefix are looked up too — a prefix that expired since
-    (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets, and what was
-    chained on it and is kept is recognised.
+    follows a known prefix. ``expiring`` (given when the store has a retention and the session a chained request,
+    stored or forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix
+    that expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay
+    meets, and what was chained on it and is kept, or was forgotten, is recognised.
 
     The known prefix whose chain covers the most of the group is taken (the longest of those that cover as much): a
     group replayed again after it grew was stored as its earlier group and chained requests, all known; a later group

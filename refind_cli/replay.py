@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gzip
 import json
 import os
@@ -1070,15 +1069,23 @@ def _split(
 ) -> Split | None:
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
     is known, and whichever of the ``asked`` ids are (those not asked are looked up here); ``hashed``: its prefixes'
-    ids, derived already; ``chained``: the store has a retention and the session a chained request (one may follow
-    an expired prefix). A grown group's prefixes are counted in ``repeats``."""
+    ids, derived already; ``chained``: the store has a retention and the session a chained request, stored or forgotten
+    (one may follow an expired prefix). A grown group's prefixes are counted in ``repeats``."""
     if rid in known:
         return None
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if asked is None or c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    stored = functools.partial(store.known_requests, forgotten=False) if chained else None
-    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, expiring=stored)
+    split = split_grown(
+        user,
+        session,
+        said,
+        rid,
+        candidates,
+        found,
+        store.known_requests,
+        expiring=store.known_requests if chained else None,
+    )
     if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
         for candidate in candidates:
             repeats.count(candidate)

@@ -827,26 +827,28 @@ class Store:
         )
 
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
-        """The sessions of this user holding a request whose id begins with ``prefix`` (a replay's chained requests,
-        :mod:`auto_ids`): one range of the messages-by-request index."""
+        """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,
+        :mod:`auto_ids`), or held one that a tombstone names: one range of the messages-by-request index, one of the
+        tombstones'."""
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        rows = self.conn.execute(
-            "SELECT DISTINCT session_id FROM messages WHERE user_id = ? AND request_id >= ? AND request_id < ?",
-            (user_id, prefix, end),
-        )
-        return {row[0] for row in rows}
+        sessions: set[str] = set()
+        for table in ("messages", "tombstones"):
+            rows = self.conn.execute(
+                f"SELECT DISTINCT session_id FROM {table} WHERE user_id = ? AND request_id >= ? AND request_id < ?",
+                (user_id, prefix, end),
+            )
+            sessions.update(row[0] for row in rows)
+        return sessions
 
     def has_tombstones(self, user_id: str) -> bool:
         return (
             self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
         )
 
-    def known_requests(
-        self, user_id: str, request_ids: Iterable[str], *, forgotten: bool = True
-    ) -> dict[str, tuple[int, int] | None]:
+    def known_requests(self, user_id: str, request_ids: Iterable[str]) -> dict[str, tuple[int, int] | None]:
         """Which of these request ids of this user are known: stored and within retention (None), or forgotten (the
-        newest tombstone's (id, at), as :meth:`tombstone_for`; not looked for without ``forgotten``). A request stored
-        past retention counts as neither: the sweep will remove it, and a replay stores it again."""
+        newest tombstone's (id, at), as :meth:`tombstone_for`). A request stored past retention counts as neither: the
+        sweep will remove it, and a replay stores it again."""
         wanted = list(dict.fromkeys(request_ids))
         cutoff = self.retention_cutoff()
         known: dict[str, tuple[int, int] | None] = {}
@@ -860,7 +862,7 @@ class Store:
                 if cutoff is None or recorded_at >= cutoff:
                     known[rid] = None
         rest = [rid for rid in wanted if rid not in known]
-        if not rest or not forgotten or not self.has_tombstones(user_id):
+        if not rest or not self.has_tombstones(user_id):
             return known
         # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id)
         by_first = {message_id(user_id, rid, 0): rid for rid in rest}

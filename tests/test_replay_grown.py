@@ -319,3 +319,22 @@ def test_the_prefixes_of_a_batch_are_looked_up_together(db_path, tmp_path) -> No
         store.conn.set_trace_callback(None)
     assert summary.messages_added == 200
     assert sum("message_ids FROM tombstones" in s for s in statements) <= 3
+
+
+def test_what_was_chained_on_an_expired_part_and_forgotten_does_not_come_back(cli, db_path, tmp_path) -> None:
+    """As above, with m3 m4 forgotten before the first three expire: the grown group is not stored whole (forgotten
+    text included); m3 m4 are reported as forgotten, m5 is stored."""
+    clock = Clock()
+    log = _append(tmp_path / "agent.jsonl", *(_line(i) for i in range(3)))
+    with Store(db_path, clock=clock, retention_days=30) as store:
+        replay(store, log)
+        clock.now += 20 * DAY
+        replay(store, _append(log, _line(3), _line(4)))
+        (chained,) = [r[0] for r in store.conn.execute("SELECT request_id FROM requests WHERE message_count = 2")]
+        forget(store, "u1", request_id=chained)
+        clock.now += 15 * DAY
+        summary = replay(store, _append(log, _line(5)))
+        assert (summary.forgotten, summary.messages_added) == (1, 4)
+        assert summary.problems[0].startswith(f"{log}:4-5: these messages were stored as request_id '{chained}'")
+        visible = sorted(m.content for m in store.user_messages("u1"))
+    assert visible == [f"message {i} ok" for i in (0, 1, 2, 5)]
