@@ -63,6 +63,23 @@ def fresh_search_cache():
     search.clear()
 
 
+MODEL_SETTINGS = (
+    "REFIND_MODEL",
+    "REFIND_API_BASE",
+    "REFIND_MODE",
+    "REFIND_MAX_ACTIONS",
+    "REFIND_LLM_TIMEOUT",
+    "REFIND_LLM_RETRIES",
+)
+
+
+@pytest.fixture
+def no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of the model settings the machine running the tests may have: a test sets what it uses."""
+    for var in MODEL_SETTINGS:
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "refind.db"

@@ -10,20 +10,12 @@ import pytest
 from conftest import FIXTURES
 from helpers import DAY, T0, add, agent_cli
 
-from refind_cli import search as S
-
 SEARCH = '{"thought": "look for the hike", "action": "search_chatrecord", "keywords": "hiking Rainier"}'
 NOTE = '{"thought": "this answers it", "action": "take_note", "results": [1]}'
 FINISH = '{"thought": "enough", "action": "finish_search"}'
 
 
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    S.clear()
-    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS"):
-        monkeypatch.delenv(var, raising=False)
-    yield
-    S.clear()
+pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
 @pytest.fixture

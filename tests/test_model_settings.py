@@ -8,17 +8,7 @@ import json
 import pytest
 from helpers import T0, add
 
-from refind_cli import search as S
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    S.clear()
-    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS", "REFIND_LLM_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.delenv("REFIND_LLM_RETRIES", raising=False)
-    yield
-    S.clear()
+pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
 def agent(cli, base):

@@ -9,20 +9,12 @@ import pytest
 from helpers import T0, add, agent_cli
 from llm_server import Fail
 
-from refind_cli import search as S
-
 ESC = "\x1b]0;owned\x07\x1b[2J"  # retitles and clears a terminal that receives it raw
 NOTE = '{"action": "take_note", "results": [1]}'
 FINISH = '{"action": "finish_search"}'
 
 
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    S.clear()
-    for var in ("REFIND_MODEL", "REFIND_API_BASE", "REFIND_MODE", "REFIND_MAX_ACTIONS"):
-        monkeypatch.delenv(var, raising=False)
-    yield
-    S.clear()
+pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
 def agent(cli, llm, *extra):
