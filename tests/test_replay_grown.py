@@ -338,3 +338,25 @@ def test_what_was_chained_on_an_expired_part_and_forgotten_does_not_come_back(cl
         assert summary.problems[0].startswith(f"{log}:4-5: these messages were stored as request_id '{chained}'")
         visible = sorted(m.content for m in store.user_messages("u1"))
     assert visible == [f"message {i} ok" for i in (0, 1, 2, 5)]
+
+
+def test_two_grown_groups_of_the_same_messages_keep_their_own_earlier_groups(db_path, tmp_path) -> None:
+    """Found by a fuzz: two groups [ok ok ok] of one session both grew between replays, with groups equal to their
+    prefixes after them. Unless a grown group counts as each of its shorter prefixes too, a later group takes one of
+    its prefixes' ids, and a replay after a forget takes that for the grown group's earlier group: messages stored
+    again."""
+    sessions = [1, 1, 2, 2, 2, 1, 2, 1, 1, 2, 1, 2, 1, 1, 2, 2, 2, 1, 2]  # the session of each "ok", in file order
+    text = [json.dumps({"user_id": "u1", "session_id": f"s{s}", "role": "user", "content": "ok"}) for s in sessions]
+    log = tmp_path / "agent.jsonl"
+    written = 0
+    with Store(db_path) as store:
+        for step, cut in enumerate([1, 3, 4, 16, 19]):
+            _append(log, *text[written:cut])
+            written = cut
+            replay(store, str(log), batch_size=2, parallel=False, strict=step % 2 == 0)
+        requests = sorted(r[0] for r in store.conn.execute("SELECT request_id FROM requests"))
+        gone = store.conn.execute("SELECT count(*) FROM messages WHERE request_id = ?", (requests[7],)).fetchone()[0]
+        forget(store, "u1", request_id=requests[7])
+        replay(store, str(log), batch_size=2, parallel=False)
+        stored = store.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert stored == len(sessions) - gone
