@@ -168,14 +168,14 @@ def split_grown(
     known: Known,
     lookup: Lookup,
     *,
-    expiring: Lookup | None = None,
+    after_expired: bool = False,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``expiring`` (given when the store has a retention and the session a chained request,
-    stored or forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix
-    that expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay
-    meets, and what was chained on it and is kept, or was forgotten, is recognised.
+    follows a known prefix. ``after_expired`` (the store has a retention and the session a chained request, stored or
+    forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix that
+    expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets,
+    and what was chained on it and is kept, or was forgotten, is recognised.
 
     The known prefix whose chain covers the most of the group is taken (the longest of those that cover as much): a
     group replayed again after it grew was stored as its earlier group and chained requests, all known; a later group
@@ -194,8 +194,8 @@ def split_grown(
                 best, covered = split, cover
             if cover == len(messages):
                 break
-    if best is None and expiring is not None and prefixes:
-        head = _after_expired(user_id, session_id, messages, prefixes, expiring)
+    if best is None and after_expired and prefixes:
+        head = _after_expired(user_id, session_id, messages, prefixes, lookup)
         if head is not None:
             split, _ = _chain(user_id, session_id, messages, head, lookup)
             return Split(split.known[1:], split.start, split.request_id, head)
@@ -203,11 +203,11 @@ def split_grown(
 
 
 def _after_expired(
-    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], stored: Lookup
+    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], lookup: Lookup
 ) -> Piece | None:
-    """The longest prefix that a stored request was chained on, its own id unknown (expired)."""
+    """The longest prefix that a known request (stored or forgotten) was chained on, its own id unknown (expired)."""
     chains = [prefix_ids(user_id, session_id, messages[k:], after=prefixes[k - 1]) for k in range(1, len(prefixes) + 1)]
-    found = stored(user_id, [rid for ids in chains for rid in ids])
+    found = lookup(user_id, [rid for ids in chains for rid in ids])
     k = next((k for k in range(len(prefixes), 0, -1) if any(rid in found for rid in chains[k - 1])), None)
     return None if k is None else Piece(0, k, prefixes[k - 1], None)
 

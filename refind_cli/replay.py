@@ -17,7 +17,6 @@ good one down with it, and a killed replay re-run stores each message exactly on
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gzip
 import json
 import os
@@ -827,7 +826,8 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     import sqlite3
 
     bad: list[tuple[str, str, str]] = []
-    repeats = Repeats()  # the file's groups of message lines so far (_split_alone)
+    fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
+    repeats = Repeats()
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -838,59 +838,38 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             if isinstance(item, LineError):
                 bad.append((str(item.line), item.message, "invalid"))
                 continue
-            req = item.request
-            where = _where(item)
-            split = None
-            if item.auto:  # a group grown since an earlier replay: its known part is skipped
-                req, split = _check_grown(store, req, repeats)
-            if split is not None:
-                for piece in split.known:
-                    if piece.stone is not None:
-                        bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
-                req = AddRequest(split.request_id, req.user_id, req.session_id, req.messages[split.start :])
-                where = _span(item.lines[split.start], item.last_line)
-            digest = req.payload_hash()
-            row = seen.execute(
-                "SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
-            ).fetchone()
-            if row is None:
-                refusal = store.check(req)
-                if refusal is not None:
-                    bad.append((where, refusal.message, "forgotten" if isinstance(refusal, Forgotten) else "conflict"))
-                else:  # it would be stored (or is already): later lines of this id must repeat it exactly
-                    seen.execute(
-                        "INSERT INTO seen VALUES (?, ?, ?, ?)", (req.user_id, req.request_id, digest, item.first_line)
+            ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
+            parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
+            for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
+                if piece.stone is not None:
+                    bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
+            for part in parts:
+                req, where = part.request, _where(part)
+                row = seen.execute(
+                    "SELECT hash, line FROM seen WHERE user_id = ? AND request_id = ?", (req.user_id, req.request_id)
+                ).fetchone()
+                if row is None:
+                    refusal = store.check(req)
+                    if refusal is not None:
+                        kind = "forgotten" if isinstance(refusal, Forgotten) else "conflict"
+                        bad.append((where, refusal.message, kind))
+                    else:  # it would be stored (or is already): later lines of this id must repeat it exactly
+                        seen.execute(
+                            "INSERT INTO seen VALUES (?, ?, ?, ?)",
+                            (req.user_id, req.request_id, req.digest, part.first_line),
+                        )
+                elif row[0] != req.digest:
+                    bad.append(
+                        (
+                            where,
+                            f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
+                            f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
+                            "conflict",
+                        )
                     )
-            elif row[0] != digest:
-                bad.append(
-                    (
-                        where,
-                        f"request_id {req.request_id!r} of user {req.user_id!r} is given another payload "
-                        f"than at line {row[1]}; an identical replay is accepted, a changed one is not",
-                        "conflict",
-                    )
-                )
     finally:
         seen.close()
     return bad
-
-
-def _check_grown(store: Store, req: AddRequest, repeats: Repeats) -> tuple[AddRequest, Split | None]:
-    """:func:`_grown` for one group of message lines (--strict's first pass, which counts the file's groups in
-    ``repeats``): the request with its id as the writer will number it, and how it would be split."""
-    rid = renumbered(req.request_id, repeats)
-    if rid != req.request_id:
-        req = dataclasses.replace(req, request_id=rid)
-    if len(req.messages) < 2 or not (
-        store.session_started(req.user_id, req.session_id) or store.has_tombstones(req.user_id)
-    ):
-        return req, None
-    said = [(m.role, m.content, m.timestamp) for m in req.messages]
-    known = store.known_requests(req.user_id, [rid])
-    chained = store.retention_cutoff() is not None and req.session_id in store.sessions_with_request_prefix(
-        req.user_id, CHAINED
-    )
-    return req, _split(store, req.user_id, req.session_id, rid, said, known, repeats, chained=chained)
 
 
 def _where(item: Parsed | Ready) -> str:
@@ -1063,8 +1042,8 @@ def _split(
     known: Known,
     repeats: Repeats,
     *,
-    asked: set[str] | None = None,
-    hashed: Sequence[str] | None = None,
+    asked: set[str],
+    hashed: Sequence[str] | None,
     chained: bool,
 ) -> Split | None:
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
@@ -1074,18 +1053,9 @@ def _split(
     if rid in known:
         return None
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
-    missed = [c for c in candidates if asked is None or c not in asked]
+    missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(
-        user,
-        session,
-        said,
-        rid,
-        candidates,
-        found,
-        store.known_requests,
-        expiring=store.known_requests if chained else None,
-    )
+    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, after_expired=chained)
     if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
         for candidate in candidates:
             repeats.count(candidate)

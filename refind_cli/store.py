@@ -704,7 +704,7 @@ class Store:
         batch.written.append((first, req))
         return AddOutcome(request_id, user_id, session_id, "added", count)
 
-    def check(self, req: AddRequest) -> RefindError | None:
+    def check(self, req: Prepared) -> RefindError | None:
         """What ``add`` would refuse this request with right now (Conflict or Forgotten), without writing; None
         when it would be stored or is an identical replay."""
         row = self.conn.execute(
@@ -713,7 +713,7 @@ class Store:
         ).fetchone()
         cutoff = self.retention_cutoff()
         if row is not None and (cutoff is None or row[1] >= cutoff):
-            return None if row[0] == req.payload_hash() else _conflict(req)
+            return None if row[0] == req.digest else _conflict(req)
         stone = self.tombstone_for(req.user_id, req.request_id)
         return _forgotten(req, stone) if stone is not None else None
 
