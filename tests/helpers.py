@@ -88,3 +88,23 @@ def agent_cli(cli, llm, *extra, query: str = "where did Caroline go hiking", use
     return cli(
         "search", query, "--user", user, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm.url, *extra
     )
+
+
+def agent_app(db_path, llm, **settings):
+    """A ``refind serve --mode agent`` app (FastAPI, for a TestClient) over ``db_path``, its planner on the scripted
+    model ``llm``, alice holding one hike; ``settings``: ServerSettings fields besides."""
+    from refind_cli.server import ServerSettings, create_app
+
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    return create_app(
+        ServerSettings(
+            db=db_path,
+            retention_days=None,
+            mode="agent",
+            model="openai/scripted",
+            api_base=llm.url,
+            expire_interval_s=0,
+            **settings,
+        )
+    )

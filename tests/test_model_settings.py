@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import T0, add
+from helpers import T0, add, agent_app
 
 pytestmark = pytest.mark.usefixtures("no_model_env")
 
@@ -54,22 +54,9 @@ SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
 def test_the_server_gives_its_planner_the_budget_it_was_started_with(db_path, llm_server):
     from fastapi.testclient import TestClient
 
-    from refind_cli.server import ServerSettings, create_app
-    from refind_cli.store import Store
-
-    with Store(db_path, retention_days=None) as store:
-        add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
-    cfg = ServerSettings(
-        db=db_path,
-        retention_days=None,
-        mode="agent",
-        model="openai/scripted",
-        api_base=llm_server.url,
-        max_actions=2,
-        expire_interval_s=0,
-    )
+    app = agent_app(db_path, llm_server, max_actions=2)
     llm_server.default = SEARCH  # a planner that never finishes: the budget ends it
-    with TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
     assert r.status_code == 200, r.text
     assert len(llm_server.requests) == 2  # it ran the default 4 whatever REFIND_MAX_ACTIONS said

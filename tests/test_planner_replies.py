@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DAY, T0, add
+from helpers import DAY, T0, add, agent_app
 from llm_server import Fail, Tools
 
 from refind_cli import trace
@@ -278,21 +278,11 @@ def test_a_reply_nesting_json_200k_deep_is_corrected_and_the_search_goes_on(memo
 def test_the_server_answers_a_search_whose_model_nests_json_200k_deep(db_path, llm_server):
     from fastapi.testclient import TestClient
 
-    from refind_cli.server import ServerSettings, create_app
     from refind_cli.store import Store
 
-    with Store(db_path, retention_days=None) as store:
-        add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
-    cfg = ServerSettings(
-        db=db_path,
-        retention_days=None,
-        mode="agent",
-        model="openai/scripted",
-        api_base=llm_server.url,
-        expire_interval_s=0,
-    )
+    app = agent_app(db_path, llm_server)
     llm_server.play('{"action": ' + "[" * DEEP, FINISH)
-    with TestClient(create_app(cfg), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
     assert r.status_code == 200, r.text
     assert "Mount Rainier" in r.json()["data"][0]["content"]
