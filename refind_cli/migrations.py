@@ -141,6 +141,9 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
     return applied
 
 
+EMPTY = "the file is empty, not a refind database; nothing was changed (refind add creates one)"
+
+
 def refuse_foreign(conn: sqlite3.Connection) -> None:
     """RefindError when the file is a SQLite database of another program (tables, but no ``_migrations``): refind
     neither adds its tables to it nor turns it to WAL. An empty database (a new or zero-byte file) is not refused."""
@@ -160,7 +163,7 @@ def refuse_not_refind(conn: sqlite3.Connection) -> None:
     RefindError when it is another program's. Reads only."""
     refuse_foreign(conn)
     if not _has_migrations(conn):
-        raise NotFound("the file is empty, not a refind database; nothing was changed (refind add creates one)")
+        raise NotFound(EMPTY)
 
 
 def check_current(conn: sqlite3.Connection) -> None:

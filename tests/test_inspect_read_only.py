@@ -61,6 +61,7 @@ def test_inspect_refuses_what_is_not_a_refind_database_and_changes_nothing(cli, 
     empty.touch(mode=0o644)
     before = _folder(empty)
     r = cli("inspect", *sub, "--db", str(empty))
+
     def where(path):
         return f"database {path}" if sub == ["--check"] else f"cannot open database {path}"
 
@@ -118,6 +119,26 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     assert _folder(db_path) == before
     assert cli("search", "hiking", "--user", "alice", "--mode", "bm25", "--db", str(db_path)).exit_code == 0
     assert cli("inspect", "users", "--db", str(db_path)).exit_code == 0  # a writer upgraded it
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "hiking", "--user", "alice", "--mode", "bm25"],
+        ["export", "--user", "alice"],
+        ["forget", "--user", "alice", "--yes"],
+        ["expire"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_commands_that_need_a_database_refuse_a_zero_byte_file_and_write_nothing(cli, tmp_path, args):
+    empty = tmp_path / "zero.db"
+    empty.touch(mode=0o644)
+    before = _folder(empty)
+    r = cli(*args, "--db", str(empty))
+    assert r.exit_code == 4, _said(r)  # was 0 (4 for forget): refind's whole schema written into the file
+    assert _said(r) == f"error: cannot open database {empty}: {EMPTY}"
+    assert _folder(empty) == before
 
 
 def test_writers_refuse_another_programs_database_and_change_nothing(cli, tmp_path):

@@ -78,9 +78,14 @@ def retention_source(ctx: typer.Context) -> str:
 
 
 def open_existing(db: Path, retention: str | None, *, read_only: bool = False) -> Store:
-    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
+    """open_store, refusing a path where no database is (a typo must not create an empty one), or a zero-byte file
+    (search, export, forget and expire would write a whole schema into it, and find nothing)."""
     if not Path(db).exists():
         raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
+    if Path(db).is_file() and Path(db).stat().st_size == 0:
+        from ..migrations import EMPTY
+
+        raise NotFound(f"cannot open database {db}: {EMPTY}")
     return open_store(db, retention, read_only=read_only)
 
 
