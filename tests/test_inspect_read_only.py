@@ -152,3 +152,16 @@ def test_writers_refuse_another_programs_database_and_change_nothing(cli, tmp_pa
     with pytest.raises(RefindError, match="not a refind database but another program's"):
         Memory(other)
     assert _folder(other) == before
+
+
+def test_inspect_shows_an_index_of_an_earlier_analyzer_stale_and_does_not_index_it_again(cli, db_path):
+    import json
+
+    from test_case_folding import old_database
+
+    old_database(db_path)  # indexed by analyzer 1: the next writer's open indexes every message again
+    before = _folder(db_path)
+    r = cli("inspect", "--json", "--db", str(db_path))
+    assert r.exit_code == 0, _said(r)
+    assert json.loads(r.stdout)["index"]["state"] == "stale"  # was "ready": inspect indexed it again, writing
+    assert _folder(db_path) == before
