@@ -2,7 +2,8 @@
 
 Which messages a block shows (the anchor's, always whole; neighbours nearest first, subject to the role, filter,
 length, overlap and block-size rules of the SearchConfig), which blocks make the list (a long anchor after the lead
-blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``.
+blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``,
+a later line of a block with only what changed (``[HH:MM] content`` on the same day, same role).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class Block:
     """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological."""
 
     id: str  # the anchor turn's stable id
-    content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (no date part when unknown)
+    content: (
+        str  # lines "[YYYY-MM-DD HH:MM] role: content" (none when unknown); later ones "[HH:MM] content" (_block_line)
+    )
     score: float  # strictly decreasing with rank
     created_at: str  # ISO 8601 UTC recorded-at of the anchor turn
     session_id: str
@@ -115,10 +118,12 @@ def render_blocks(
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
+        previous: tuple[str, str] | None = None  # the day and role of the block's line before
         for j in sorted(chosen):
             first_line = len(lines)
             for m in chosen[j]:
-                lines.extend(render_line(m.said_at, m.role, m.content).split("\n"))
+                line, previous = _block_line(m, cfg, previous)
+                lines.extend(line.split("\n"))
                 ids.append(m.id)
             if j == pos:
                 anchor_lines = (first_line, len(lines))
@@ -287,6 +292,25 @@ def _below(x: float) -> float:
     return math.nextafter(x, float("-inf"))
 
 
-def render_line(said_at: int | None, role: str, content: str) -> str:
-    stamp = format_time(said_at)
+def _block_line(m: StoredMessage, cfg: SearchConfig, previous: tuple[str, str] | None) -> tuple[str, tuple[str, str]]:
+    """One message as a line of a block, and its day and role for the next line. After a block's first line,
+    ``cfg.stamps == "day"`` shows only the time of a message said on the day of the line before, and ``cfg.roles ==
+    "change"`` leaves out a role equal to the line before's where the line keeps a stamp (so every message still
+    starts with one): "[2023-05-01 14:00] user: a" then "[14:02] b". The text itself is never touched."""
+    stamp = format_time(m.said_at)
+    day = stamp.rpartition(" ")[0]
+    now = (day, m.role)
+    if previous is None or not stamp:
+        return render_line(m.said_at, m.role, m.content, stamp=stamp), now
+    if cfg.stamps == "day" and day == previous[0]:
+        stamp = stamp[len(day) + 1 :]
+    if cfg.roles == "change" and m.role == previous[1]:
+        return f"[{stamp}] {m.content}", now
+    return f"[{stamp}] {m.role}: {m.content}", now
+
+
+def render_line(said_at: int | None, role: str, content: str, *, stamp: str | None = None) -> str:
+    """A message as a line of its own: ``[YYYY-MM-DD HH:MM] role: content`` (``stamp``: its time, if formatted)."""
+    if stamp is None:
+        stamp = format_time(said_at)
     return f"[{stamp}] {role}: {content}" if stamp else f"{role}: {content}"
