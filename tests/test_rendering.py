@@ -100,9 +100,9 @@ def test_same_role_neighbours(store):
     assert b.content.split("\n") == ["[2023-06-01 08:00] user: q kayak", "[08:02] follow-up"]
 
 
-def test_a_later_line_names_the_day_and_role_only_where_they_change(store):
+def test_a_line_names_the_day_and_role_only_where_they_change_from_its_neighbour_toward_the_anchor(store):
     # by hand: the anchor (first line) in full; the reply on its day, another role: time and role; the next reply,
-    # same day and role: time alone; the next day's message: day and role again (a changed role after it)
+    # same day and role: time alone; the next day's message: day and role again
     add(
         store,
         "u",
@@ -132,6 +132,16 @@ def test_a_later_line_names_the_day_and_role_only_where_they_change(store):
     ]
     (days,) = S.search(store, "u", "weekend plans", top_k=1, config=dataclasses.replace(cfg, roles="every"))
     assert days.content.split("\n")[2] == "[08:02] assistant: kayak lessons too"
+    # an anchor in the middle: the lines above it name what changed from the line below them, so any run of lines
+    # around the anchor (what the planner's view of a hit keeps) still says its day
+    (mid,) = S.search(store, "u", "lessons", top_k=1, config=cfg)
+    assert mid.content.split("\n") == [
+        "[08:00] user: kayak plans for the weekend",
+        "[08:01] kayak rental is cheap",
+        "[2023-06-01 08:02] assistant: kayak lessons too",
+        "[2023-06-02 08:00] user: kayak trip done",
+    ]
+    assert mid.anchor_lines == (2, 3)
 
 
 def test_a_line_without_a_said_at_keeps_its_role(store):
