@@ -108,12 +108,13 @@ def wal_file(path: str | Path) -> str:
 def _reading_uri(path: Path) -> str:
     """The URI a reader that must change nothing opens: read-write where the folder can be written (a read-write
     connection, the last to close, removes the -wal and -shm files SQLite makes beside the file; ``PRAGMA
-    query_only`` keeps it from writing), read-only where it cannot (SQLite could not make them there)."""
+    query_only`` keeps it from writing), read-only where it cannot (SQLite could not make them there). The path's
+    bytes are quoted, so a name that is not UTF-8 (which a writer opens) is read too."""
     import os
     from urllib.parse import quote
 
     mode = "rw" if os.access(path.parent if str(path.parent) else ".", os.W_OK) else "ro"
-    return f"file:{quote(str(path.resolve()))}?mode={mode}"
+    return f"file:{quote(os.fsencode(path.resolve()))}?mode={mode}"
 
 
 def _create_private(path: Path) -> None:

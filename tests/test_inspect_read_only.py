@@ -101,6 +101,19 @@ def test_inspect_of_a_refind_database_changes_no_byte_of_it(cli, db_path):
     assert _folder(db_path) == before
 
 
+@pytest.mark.parametrize("name", ["odd ?#%41 name.db", "b\udcffd.db"], ids=["uri-characters", "not-utf8"])
+def test_inspect_reads_a_database_whatever_its_name(tmp_path, name):
+    # inspect opens the file by a URI (mode=rw/ro): its name is quoted there byte for byte, so what a writer opened
+    # is read ('\udcff': the byte 0xFF of a name that is not UTF-8; quoting the str raised UnicodeEncodeError)
+    path = tmp_path / name
+    with Store(path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    before = _folder(path)
+    with Store(path, read_only=True) as store:
+        assert store.conn.execute("SELECT content FROM messages").fetchall() == [("Caroline: I went hiking",)]
+    assert _folder(path) == before
+
+
 def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     with Store(db_path, retention_days=None) as store:
         add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
