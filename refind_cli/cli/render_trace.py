@@ -54,7 +54,8 @@ def event(ev: Event) -> RenderableType:
                 if d.get("date_from") or d.get("date_to")
                 else ""
             )
-            + (f" · stored by {d['as_of']}" if d.get("as_of") else ""),
+            + (f" · stored by {d['as_of']}" if d.get("as_of") else "")
+            + (f" · deadline {d['deadline_s']:g} s" if isinstance(d.get("deadline_s"), int | float) else ""),
             style="dim",
         )
         return Group(Rule("agent search", align="left"), head)
@@ -127,6 +128,21 @@ def event(ev: Event) -> RenderableType:
         return t
     if k == "budget":
         return Text(f"budget of {d.get('max_actions')} actions used up", style="yellow")
+    if k == "deadline":
+        secs = d.get("deadline_s")
+        secs = f"{secs:g}" if isinstance(secs, int | float) else printable(str(secs))
+        t = Text(f"deadline of {secs} s passed: the planner stopped", style="bold yellow")
+        if d.get("message"):
+            t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
+        return t
+    if k == "withheld":
+        return Text(
+            printable(
+                f"withheld from the evidence: {d.get('messages')} message(s), {d.get('blocks')} block(s) whole — "
+                f"{d.get('reason')}"
+            ),
+            style="bold yellow",
+        )
     if k == "finish":
         return Text("the planner finished", style="green")
     if k == "fallback":
