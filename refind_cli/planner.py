@@ -290,8 +290,18 @@ def plan(
         started_at=started_at,
         t0=t0,
         present=functools.partial(present, store, user_id, as_of=as_of),
+        reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
     )
     return run.run()
+
+
+def _reread(store: Store, user_id: str, *, as_of: int | None, config: SearchConfig | None) -> UserIndex:
+    """The user's index read again (a forget or expire changed the messages since the planner read it)."""
+    from . import index_cache
+    from . import search as retrieval
+
+    index_cache.drop_state(store, user_id)
+    return retrieval.user_index(store, user_id, as_of=as_of, config=config)
 
 
 def record_search(store: Store, result: AgentResult) -> AgentResult:
@@ -327,7 +337,12 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
             result.blocks = _ranked(blocks)
             result.withheld = withheld if result.withheld is None else result.withheld + withheld
             result.events.append(
-                Event("withheld", result.events[-1].step, result.stats.duration_ms, withheld.as_dict())
+                Event(
+                    "withheld",
+                    result.events[-1].step,
+                    result.stats.duration_ms,
+                    {"at": "evidence", **withheld.as_dict()},
+                )
             )
     return result.raise_error()
 
@@ -353,6 +368,7 @@ class PlannerRun:
         started_at: int,
         t0: float | None = None,
         present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
+        reread: Callable[[], UserIndex] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -369,6 +385,7 @@ class PlannerRun:
         # when the run must end (time.monotonic()), counted from t0
         self.deadline_at = time.monotonic() - (time.perf_counter() - self.t0) + budget.deadline_s
         self.present = present  # the evidence as still stored (None: as the index held it)
+        self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -547,7 +564,7 @@ class PlannerRun:
         if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
             raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self.index.search(
+        hits = self._index_search(
             keywords,
             top_k=self.hits_per_search,
             date_from=lo,
@@ -555,6 +572,7 @@ class PlannerRun:
             skip=Skip(skip_mode, ids),
             config=self.index.config.with_(lead_chars=0, backfill=False),  # a planner search shows what matched
         )
+        hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
         shown = views(hits, self.hit_chars)
         self.last_hits = hits
@@ -629,13 +647,10 @@ class PlannerRun:
                 else "no search showed any hit"
             )
             self.emit("fallback", reason=reason, path=path)
-            blocks = self.index.search(
+            blocks = self._index_search(
                 self.question, top_k=limit, options=self.options, date_from=self.outer[0], date_to=self.outer[1]
             )
-        if self.present is not None:  # what a forget or expire removed while the planner ran does not leave it
-            blocks, self.withheld = self.present(blocks)
-            if self.withheld is not None:
-                self.emit("withheld", **self.withheld.as_dict())
+        blocks, self.withheld = self._still_stored(blocks, "evidence")
         blocks = _ranked(blocks)
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
         self.emit(
@@ -647,6 +662,29 @@ class PlannerRun:
             stats=self.stats.as_dict(),
         )
         return self._result(blocks, path)
+
+    def _index_search(self, query: str, **kw: Any) -> list[Block]:
+        """``self.index.search``; when a forget or expire deleted text the index still points at (IndexChanged: it
+        reads a turn's text when it shows it), the index is read again, once, and searched again."""
+        from .index_store import IndexChanged
+
+        try:
+            return self.index.search(query, **kw)
+        except IndexChanged:
+            if self.reread is None:
+                raise
+            self.index = self.reread()
+            return self.index.search(query, **kw)
+
+    def _still_stored(self, blocks: list[Block], at: str) -> tuple[list[Block], Withheld | None]:
+        """The blocks without what a forget or expire removed since the index was read (traced when anything was):
+        a search's hits before the planner sees them, ``at="search"``, and the evidence before it is returned."""
+        if self.present is None:
+            return blocks, None
+        blocks, withheld = self.present(blocks)
+        if withheld is not None:
+            self.emit("withheld", at=at, **withheld.as_dict())
+        return blocks, withheld
 
     def _result(self, blocks: list[Block], path: str, *, error: RefindError | None = None) -> AgentResult:
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)

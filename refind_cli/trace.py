@@ -18,8 +18,9 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
                 planner stopped and the evidence is what it had by then
 ``finish``      the planner said it is done
 ``fallback``    why the evidence does not come from kept notes, and where it comes from instead
-``withheld``    messages the evidence left out: no longer stored (forgotten or expired while the search ran) or past
-                retention when it returned — how many, of how many blocks, and why
+``withheld``    messages left out of a search's hits before the planner saw them (``at: search``) or of the evidence
+                (``at: evidence``): no longer stored (forgotten or expired while the search ran) or past retention —
+                how many, of how many blocks, and why
 ``evidence``    the path taken (notes | last_search | direct_bm25), the limit, the returned ids
 ``error``       the failure that ended the search (the search raised it after recording)
 """

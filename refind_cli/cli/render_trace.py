@@ -136,9 +136,10 @@ def event(ev: Event) -> RenderableType:
             t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
         return t
     if k == "withheld":
+        where = "the planner's view of this search" if d.get("at") == "search" else "the evidence"
         return Text(
             printable(
-                f"withheld from the evidence: {d.get('messages')} message(s), {d.get('blocks')} block(s) whole — "
+                f"withheld from {where}: {d.get('messages')} message(s), {d.get('blocks')} block(s) whole — "
                 f"{d.get('reason')}"
             ),
             style="bold yellow",
