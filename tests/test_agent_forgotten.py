@@ -159,3 +159,21 @@ def test_evidence_past_retention_by_the_time_the_planner_returns_is_withheld(db_
     assert found.withheld.reason == "1 past retention by the time it returned"
     assert found.blocks[0].score == 1.0  # ranked again: 1 − i/n over what is returned
     store.close()
+
+
+def test_a_forget_between_the_planners_check_and_the_record_is_withheld_too(store, db_path):
+    from refind_cli.lifecycle import forget
+    from refind_cli.model import Reply
+    from refind_cli.planner import plan, record_search
+
+    two_hikes(store)
+    script = [SEARCH, NOTE_BOTH, FINISH]
+    result = plan(store, "alice", "hiking", top_k=5, model=lambda m: Reply(content=script.pop(0)), model_name="m")
+    assert len(result.blocks) == 2 and result.withheld is None
+    with Store(db_path, retention_days=None) as other:  # after the planner checked its evidence, before the record
+        forget(other, "alice", session_id="hike")
+    recorded = record_search(store, result)
+    assert recorded.search_id is None  # what it quotes is gone: not stored
+    assert [b.session_id for b in recorded.blocks] == ["camp"] and recorded.blocks[0].score == 1.0
+    assert recorded.withheld is not None and recorded.withheld.messages == 1
+    assert recorded.events[-1].kind == "withheld" and recorded.events[-1].data["at"] == "evidence"
