@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DAY, T0, Clock, add, agent_cli, agent_app
+from helpers import DAY, T0, Clock, add, agent_app, agent_cli
 
 from refind_cli.store import Store
 
