@@ -254,7 +254,7 @@ def plan(
     the caller to record (:func:`record_search`) and raise. The evidence holds only messages still stored (and within
     retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from this call."""
     from . import search as retrieval
-    from .withhold import present
+    from .withhold import forgotten_hits, present
 
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
@@ -291,6 +291,7 @@ def plan(
         t0=t0,
         present=functools.partial(present, store, user_id, as_of=as_of),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
+        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
     )
     return run.run()
 
@@ -369,6 +370,7 @@ class PlannerRun:
         t0: float | None = None,
         present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
         reread: Callable[[], UserIndex] | None = None,
+        forgotten: Callable[[list[Event]], list[Event]] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -386,6 +388,7 @@ class PlannerRun:
         self.deadline_at = time.monotonic() - (time.perf_counter() - self.t0) + budget.deadline_s
         self.present = present  # the evidence as still stored (None: as the index held it)
         self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
+        self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -651,6 +654,8 @@ class PlannerRun:
                 self.question, top_k=limit, options=self.options, date_from=self.outer[0], date_to=self.outer[1]
             )
         blocks, self.withheld = self._still_stored(blocks, "evidence")
+        if self.forgotten is not None:  # what it prints and returns beside the evidence quotes none of it either
+            self.events[:] = self.forgotten(self.events)
         blocks = _ranked(blocks)
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
         self.emit(

@@ -22,6 +22,7 @@ from .blocks import Block, render_line
 
 if TYPE_CHECKING:
     from .store import Store
+    from .trace import Event
 
 CHUNK = 500  # ids per query (SQLite's default limit of variables is 32,766; older builds 999)
 
@@ -76,19 +77,8 @@ def present(
 ) -> tuple[list[Block], Withheld | None]:
     """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of``, and what was left out
     (None, and the blocks themselves, when nothing was)."""
-    wanted = sorted({i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids})
-    if not wanted:
-        return list(blocks), None
-    predicate, params = store.visible(as_of=as_of)
-    rows: dict[str, tuple[Any, ...]] = {}  # id → (role, content, said_at, visible)
-    for start in range(0, len(wanted), CHUNK):
-        chunk = wanted[start : start + CHUNK]
-        for mid, role, content, said_at, shown in store.conn.execute(
-            f"SELECT id, role, content, said_at, ({predicate}) FROM messages "
-            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
-            [*params, user_id, *chunk],
-        ):
-            rows[mid] = (role, content, said_at, bool(shown))
+    wanted = {i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids}
+    rows = _rows(store, user_id, wanted, as_of)
     gone = {i for i in wanted if i not in rows or not rows[i][3]}
     if not gone:
         return list(blocks), None
@@ -103,6 +93,64 @@ def present(
             kept.append(b)
     removed = sum(1 for i in gone if i not in rows)
     return kept, Withheld(dropped, len(gone), removed, len(gone) - removed)
+
+
+def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: int | None = None) -> list[Event]:
+    """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
+    is None (``forgotten``: true), and the same text is taken out of the messages later sent to the model. The
+    planner's own words (its thoughts, keywords and replies) are kept as they are: a trace quoting removed messages is
+    never stored (``trace.save``), and this is what its caller prints."""
+    wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
+    rows = _rows(store, user_id, wanted, as_of)
+    gone = {i for i in wanted if i not in rows or not rows[i][3]}
+    if not gone:
+        return events
+    texts: list[str] = []  # the views of forgotten hits, as the planner was sent them
+    out = []
+    for e in events:
+        if e.kind == "search":
+            hits = []
+            for h in _hits(e):
+                if any(str(i) in gone for i in h.get("message_ids") or ()):
+                    if h.get("content"):
+                        texts.append(h["content"])
+                    h = {**h, "content": None, "forgotten": True}
+                hits.append(h)
+            e = replace(e, data={**e.data, "hits": hits})
+        elif e.kind == "model_call" and texts:
+            sent = []
+            for m in e.data.get("messages") or ():
+                content = m.get("content")
+                if isinstance(content, str):
+                    for text in texts:
+                        content = content.replace(text, FORGOTTEN)
+                sent.append({**m, "content": content})
+            e = replace(e, data={**e.data, "messages": sent})
+        out.append(e)
+    return out
+
+
+FORGOTTEN = "(forgotten since the planner was shown it)"
+
+
+def _hits(event: Event) -> list[dict[str, Any]]:
+    return [h for h in event.data.get("hits") or () if isinstance(h, dict)]
+
+
+def _rows(store: Store, user_id: str, ids: set[str], as_of: int | None) -> dict[str, tuple[Any, ...]]:
+    """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored."""
+    wanted = sorted(ids)
+    predicate, params = store.visible(as_of=as_of)
+    rows: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start : start + CHUNK]
+        for mid, role, content, said_at, shown in store.conn.execute(
+            f"SELECT id, role, content, said_at, ({predicate}) FROM messages "
+            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
+            [*params, user_id, *chunk],
+        ):
+            rows[mid] = (role, content, said_at, bool(shown))
+    return rows
 
 
 def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> Block:

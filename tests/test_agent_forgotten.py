@@ -47,8 +47,12 @@ def test_the_cli_withholds_a_block_forgotten_while_the_planner_ran_and_says_so(c
     assert "withheld 1 message (1 block whole): 1 forgotten or expired while the search ran" in flat
 
     llm_server.play(SEARCH, NOTE_BOTH, forgetting(db_path, session_id="camp"))
-    found = json.loads(agent_cli(cli, llm_server, "--json").stdout)
+    printed = agent_cli(cli, llm_server, "--json").stdout
+    assert "Lake Tahoe" not in printed  # the trace beside the evidence quoted it: the hit the planner was shown
+    found = json.loads(printed)
     assert found["data"] == []  # the only block left was forgotten too (the hike was, before this search)
+    (hit,) = next(e for e in found["trace"] if e["kind"] == "search")["data"]["hits"]
+    assert hit["content"] is None and hit["forgotten"] is True
     assert found["withheld"] == {
         "blocks": 1,
         "messages": 1,
@@ -69,9 +73,12 @@ def test_a_neighbour_forgotten_while_the_planner_ran_leaves_its_block_and_the_an
     add(store, "alice", "hike", ("user", "Caroline: my secret hiking diary", T0 + 120_000), request_id="r3")
     search = '{"action": "search_chatrecord", "keywords": "hiking Rainier"}'
     llm_server.play(search, NOTE, forgetting(db_path, request_id="r3"))
-    found = json.loads(agent_cli(cli, llm_server, "--json").stdout)
+    printed = agent_cli(cli, llm_server, "--json").stdout
+    assert "secret hiking diary" in llm_server.bodies_text()  # the planner saw it, before the forget
+    assert "secret hiking diary" not in printed
+    found = json.loads(printed)
     (hit,) = next(e for e in found["trace"] if e["kind"] == "search")["data"]["hits"]
-    assert "secret hiking diary" in hit["content"]  # the planner saw it, before the forget
+    assert hit["content"] is None and hit["forgotten"] is True
     (block,) = found["data"]
     assert block["content"] == (
         "[2023-06-01 08:00] user: Caroline: we planned the hiking trip\n"
@@ -118,6 +125,7 @@ def test_memory_withholds_with_and_without_recording(tmp_path, llm_server):
             assert [e.session_id for e in answer.evidence] == [f"camp-{record}"], record
             assert answer.withheld is not None and answer.withheld["messages"] == 1
             assert answer.search_id is None  # what its trace quotes is gone: not stored, recorded or not
+            assert "Mount Rainier" not in json.dumps(answer.trace)
             memory.forget(user="alice")
 
 

@@ -97,7 +97,9 @@ def event(ev: Event) -> RenderableType:
         for h in hits:
             start, end = (h.get("anchor_lines") or [0, 0])[:2]
             body = Text()
-            if h.get("content") is None and "chars" in h:
+            if h.get("forgotten"):
+                body.append("forgotten (or expired) since the planner was shown it", style="yellow")
+            elif h.get("content") is None and "chars" in h:
                 body.append(f"withheld from the planner: {h['chars']:,} characters (never shown cut)", style="yellow")
             for i, line in enumerate(h["content"].split("\n") if h.get("content") is not None else []):
                 anchor = start <= i < end
