@@ -30,7 +30,11 @@ entry point, kept with its signature).
   itself (with the options), at most ``min(top_k, hits_per_search)``.
 
 So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
-are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
+are ``1 − i/n`` by final rank (strictly decreasing). The same policy applies when ``Budget.deadline_s`` passes (a
+``deadline`` event: each model call is bounded by the time left, :func:`refind_cli.model.deadline`): the planner stops
+and returns what it has — an answer in time, not an error. Whatever a forget or expire removed while the planner ran
+is withheld from each search's hits before the model sees them and from the evidence before it is returned
+(:mod:`refind_cli.withhold`; a ``withheld`` event says how much and why). Fallbacks are recorded in the trace; a model failure is never
 turned into a silent bm25 answer — it is carried in the result and raised by :func:`record_search` once the trace
 is stored (a :class:`~refind_cli.errors.ModelError`).
 
@@ -493,7 +497,7 @@ class PlannerRun:
     def _stop(self, cut: str | None) -> None:
         """The deadline passed: between actions (``cut`` None) or during a model call (``cut``: what the model
         seam said)."""
-        data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "actions": self.stats.llm_calls}
+        data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "llm_calls": self.stats.llm_calls}
         if cut is not None:
             data["message"] = cut
         self.emit("deadline", **data)
