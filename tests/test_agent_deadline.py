@@ -142,3 +142,17 @@ def test_a_model_of_ones_own_is_not_called_past_the_deadline(store):
     assert len(calls) == 1 and found.deadline_passed and found.path == "last_search"
     (stop,) = (e for e in found.events if e.kind == "deadline")
     assert "message" not in stop.data  # it passed between actions, not during a call
+
+
+def test_eval_gives_its_planner_the_deadline(cli, llm_server, monkeypatch):
+    from conftest import FIXTURES
+
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    llm_server.play(Slow(DELAY, SEARCH))
+    path = FIXTURES / "eval" / "locomo_small.json"
+    began = time.monotonic()
+    r = cli("eval", str(path), "--mode", "agent", "--limit", "1", "--json", "--deadline", "1")
+    assert time.monotonic() - began < DELAY / 2  # it waited on the model
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["questions"] == 1 and len(llm_server.requests) == 1  # cut off, not retried
