@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import CorruptDatabase, NotFound
-from .redact import redact_data
+from .redact import redact, redact_data
 
 if TYPE_CHECKING:
     from .store import Store
@@ -149,9 +149,9 @@ def save(store: Store, search: StoredSearch) -> bool:
                 search.id,
                 search.user_id,
                 search.at,
-                search.query,
+                redact(search.query),  # as the trace's events are: a key pasted into a query is stored nowhere
                 search.mode,
-                search.model,
+                redact(search.model) if search.model is not None else None,
                 search.duration_ms,
                 search.llm_calls,
                 search.prompt_tokens,
