@@ -109,6 +109,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                     model=cfg.model,
                     model_name=cfg.model_name,
                     max_actions=cfg.max_actions,
+                    deadline=cfg.deadline_s,
                     top_k=top_k,
                     date_from=date_from,
                     date_to=date_to,

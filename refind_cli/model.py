@@ -19,13 +19,15 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from . import settings
-from .errors import ModelError
+from .errors import DeadlineReached, ModelError
 from .redact import redact
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
@@ -65,6 +67,27 @@ class Reply:
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
 
+# When the calls made in this context must end (time.monotonic()): the planner sets it for its run (deadline()).
+_DEADLINE: ContextVar[float | None] = ContextVar("refind_model_deadline", default=None)
+
+
+@contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Model calls made inside end by ``at`` (``time.monotonic()``): :func:`litellm_complete` bounds each attempt's
+    timeout by the time left and starts no attempt (no retry) past it, raising DeadlineReached; a ``complete`` of
+    one's own may read :func:`time_left`."""
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the current :func:`deadline` (None: none is set)."""
+    at = _DEADLINE.get()
+    return None if at is None else at - time.monotonic()
+
 
 def litellm_complete(
     model: str,
@@ -99,6 +122,10 @@ def litellm_complete(
         attempt = 0
         while True:
             attempt += 1
+            left = time_left()
+            if left is not None and left <= 0:
+                raise DeadlineReached(f"model {model}: the search's deadline passed before the call could start")
+            timeout = timeout_s if left is None else min(timeout_s, left)  # a call never outlives the deadline
             try:
                 # litellm's pydantic models warn on stderr of a malformed answer, which the error below names. Scoped
                 # to the call (Python 3.11's catch_warnings is process-wide while entered: calls in other threads may
@@ -112,7 +139,7 @@ def litellm_complete(
                         api_key=api_key,
                         temperature=0,
                         max_tokens=max_tokens,
-                        timeout=timeout_s,
+                        timeout=timeout,
                         num_retries=0,
                         max_retries=0,
                         drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
@@ -131,11 +158,19 @@ def litellm_complete(
                     ) from None
                 if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
                     raise ModelError(f"model {model}: {_describe(exc, api_key)}") from None
+                wait = min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc)))
+                left = time_left()
+                # no retry starts past the deadline; an attempt the deadline cut short failed because of it
+                if left is not None and left <= wait and (timeout < timeout_s or attempt <= retries):
+                    raise DeadlineReached(
+                        f"model {model}: {_describe(exc, api_key)} (the search's deadline passed after {attempt} "
+                        f"attempt{'s' if attempt != 1 else ''})"
+                    ) from None
                 if attempt > retries:
                     raise ModelError(
                         f"model {model}: {_describe(exc, api_key)} (gave up after {attempt} attempts)"
                     ) from None
-                sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
+                sleep(wait)
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None

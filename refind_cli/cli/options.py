@@ -117,6 +117,18 @@ MaxActionsOption = Annotated[
         ),
     ),
 ]
+DeadlineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--deadline",
+        envvar=settings.ENV_AGENT_DEADLINE,
+        help=(
+            f"Agent mode: seconds one search may take in all (default {settings.DEFAULT_AGENT_DEADLINE_S:g}, at most "
+            f"{settings.MAX_AGENT_DEADLINE_S:,g}); past it the planner stops and returns what it kept. Read in agent "
+            "mode only."
+        ),
+    ),
+]
 TraceOption = Annotated[
     bool,
     typer.Option("--trace", help="Show every planner step live (stderr with --json); stored either way."),
