@@ -741,22 +741,26 @@ class HitView:
     chars: int  # the whole hit's length
 
 
-def fit(content: str, anchor_lines: tuple[int, int], limit: int) -> tuple[str, int]:
-    """A hit in at most ``limit`` characters by leaving out neighbour lines, farthest from the anchor first; the
-    anchor's lines are never cut or left out (so a longer anchor makes a longer view). Returns (text, left out)."""
+def fit(content: str, anchor_lines: tuple[int, int], limit: int, starts: Sequence[int] = ()) -> tuple[str, int]:
+    """A hit in at most ``limit`` characters by leaving out neighbour messages, farthest from the anchor first, each
+    whole (``starts``: the line each message starts on; without them a line counts as a message); the anchor's
+    lines are never cut or left out (so a longer anchor makes a longer view). Returns (text, lines left out)."""
     if len(content) <= limit:
         return content, 0
     lines = content.split("\n")
     a, b = anchor_lines
-    keep = set(range(a, b)) if b > a else set(range(len(lines)))
+    if b <= a:
+        return content, 0
+    bounds = sorted({0, *starts, a, b, len(lines)} if starts else set(range(len(lines) + 1)))
+    units = [(s, e) for s, e in zip(bounds, bounds[1:]) if not a <= s < b]  # the neighbour messages
+    keep = set(range(a, b))
     size = sum(len(lines[i]) + 1 for i in keep)
-    for i in sorted(
-        (i for i in range(len(lines)) if i not in keep), key=lambda i: (min(abs(i - a), abs(i - b + 1)), i)
-    ):
-        if size + len(lines[i]) + 1 > limit:
-            break  # nearest first: a farther line is left out whenever a nearer one is
-        keep.add(i)
-        size += len(lines[i]) + 1
+    for s, e in sorted(units, key=lambda u: (a - u[1] + 1 if u[1] <= a else u[0] - b + 1, u[0])):
+        grown = sum(len(lines[i]) + 1 for i in range(s, e))
+        if size + grown > limit:
+            break  # nearest first: a farther message is left out whenever a nearer one is
+        keep.update(range(s, e))
+        size += grown
     return "\n".join(lines[i] for i in sorted(keep)), len(lines) - len(keep)
 
 
@@ -767,7 +771,7 @@ def views(hits: Sequence[Block], hit_chars: int) -> list[HitView]:
     pasted pages of tens of thousands of characters; five such hits would overflow a planner's context window."""
     budget, used, out = hit_chars * len(hits), 0, []
     for b in hits:
-        text, left_out = fit(b.content, b.anchor_lines, hit_chars)
+        text, left_out = fit(b.content, b.anchor_lines, hit_chars, b.message_lines)
         if len(text) > hit_chars and used + len(text) > budget:
             out.append(HitView(None, left_out, len(b.content)))
             continue

@@ -157,6 +157,7 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
     """The block rendered again from the stored rows of the messages it keeps (its anchor's among them)."""
     lines: list[str] = []
     ids: list[str] = []
+    starts: list[int] = []
     anchor = set(block.anchor_ids)
     start = end = 0
     for mid in block.message_ids:
@@ -165,8 +166,11 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
         role, content, said_at, _ = rows[mid]
         if mid in anchor and not any(i in anchor for i in ids):
             start = len(lines)
+        starts.append(len(lines))
         lines.extend(render_line(said_at, role, content).split("\n"))
         ids.append(mid)
         if mid in anchor:
             end = len(lines)
-    return replace(block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end))
+    return replace(
+        block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end), message_lines=tuple(starts)
+    )
