@@ -185,3 +185,17 @@ def test_a_forget_between_the_planners_check_and_the_record_is_withheld_too(stor
     assert [b.session_id for b in recorded.blocks] == ["camp"] and recorded.blocks[0].score == 1.0
     assert recorded.withheld is not None and recorded.withheld.messages == 1
     assert recorded.events[-1].kind == "withheld" and recorded.events[-1].data["at"] == "evidence"
+
+
+def test_the_model_is_not_sent_again_what_was_forgotten_after_it_was_shown(cli, store, db_path, llm_server):
+    two_hikes(store)
+    # the planner is shown both hikes; the hike is forgotten while it decides; its next call re-sends the conversation
+    llm_server.play(SEARCH, forgetting(db_path, then=NOTE_BOTH, session_id="hike"), FINISH)
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    assert len(llm_server.requests) == 3
+    assert "Mount Rainier" in json.dumps(llm_server.requests[1])  # shown before the forget
+    after = json.dumps(llm_server.requests[2], ensure_ascii=False)
+    assert "Mount Rainier" not in after  # sent to the provider again, after the user forgot it
+    assert "Lake Tahoe" in after and "(forgotten since the planner was shown it)" in after
+    assert "Mount Rainier" not in r.stdout
