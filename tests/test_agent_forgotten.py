@@ -199,3 +199,23 @@ def test_the_model_is_not_sent_again_what_was_forgotten_after_it_was_shown(cli, 
     assert "Mount Rainier" not in after  # sent to the provider again, after the user forgot it
     assert "Lake Tahoe" in after and "(forgotten since the planner was shown it)" in after
     assert "Mount Rainier" not in r.stdout
+
+
+def test_a_forget_after_the_planners_check_leaves_no_text_in_the_trace_memory_returns(tmp_path, llm_server):
+    from refind_cli.api import Memory
+
+    db = tmp_path / "m.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        memory.add("Caroline: hiking and camping by Lake Tahoe", user="alice", session="camp")
+        llm_server.play(SEARCH, NOTE_BOTH, FINISH)
+
+        def on_event(event) -> None:  # the planner checked its evidence; the forget lands before it is recorded
+            if event.kind == "evidence":
+                forgetting(db, session_id="hike")()
+
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, on_event=on_event
+        )
+    assert [e.session_id for e in answer.evidence] == ["camp"] and answer.search_id is None
+    assert "Mount Rainier" not in json.dumps(answer.trace)  # the hit the planner was shown, in the trace returned
