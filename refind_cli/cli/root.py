@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from ..errors import InvalidInput, RefindError
 from .options import CURRENT_DB
+from .plain import escape_what_cannot_be_written
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -168,5 +169,6 @@ def main() -> None:
     # of CPU in every process, and wall time when the cores are busy (BENCHMARKS.md, "Index on write"). A value set
     # by the user is kept; the Python API, which runs in someone else's process, leaves it alone.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    escape_what_cannot_be_written()  # a Latin-1 console shown Chinese text: escapes, not a traceback
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     (command_app(name) if name in ONE_COMMAND else full_app())()
