@@ -335,10 +335,12 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         ),
     )
     result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
-    if not stored:  # … perhaps since the planner checked its evidence and trace: check them again
-        from .withhold import forgotten_hits, present
+    # a forget or expire (or retention) may have removed text since the planner checked its evidence and trace: check
+    # them again, stored or not (the stored trace need not quote all the evidence shows: a fallback's neighbours)
+    from .withhold import forgotten_hits, present
 
-        result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    if result.blocks:
         blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
         if withheld is not None:
             result.blocks = _ranked(blocks)

@@ -219,3 +219,27 @@ def test_a_forget_after_the_planners_check_leaves_no_text_in_the_trace_memory_re
         )
     assert [e.session_id for e in answer.evidence] == ["camp"] and answer.search_id is None
     assert "Mount Rainier" not in json.dumps(answer.trace)  # the hit the planner was shown, in the trace returned
+
+
+def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evidence_too(tmp_path, llm_server):
+    from refind_cli.api import Memory
+
+    db = tmp_path / "m.db"
+    with Memory(db, retention_days=None) as memory:
+        for i, text in enumerate(
+            ["we planned the hiking trip", "I went hiking at Mount Rainier", "my secret hiking diary"]
+        ):
+            memory.add(f"Caroline: {text}", user="alice", session="hike", request_id=f"r{i + 1}")
+        llm_server.play(FINISH)  # no search ran: the evidence is BM25 on the question, which no hit in the trace shows
+
+        def on_event(event) -> None:  # the planner checked its evidence; the forget lands before it is recorded
+            if event.kind == "evidence":
+                forgetting(db, request_id="r3")()
+
+        answer = memory.agent_search(
+            "hiking Rainier", user="alice", model="openai/scripted", api_base=llm_server.url, on_event=on_event
+        )
+    assert answer.path == "direct_bm25" and len(answer.evidence) == 1
+    assert "Mount Rainier" in answer.evidence[0].content
+    assert "secret hiking diary" not in answer.evidence[0].content  # returned, though forgotten before it was
+    assert answer.withheld is not None and answer.withheld["messages"] == 1
