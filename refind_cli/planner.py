@@ -233,7 +233,7 @@ def agent_search(
         on_event=on_event,
         clock=clock,
     )
-    return record_search(store, result) if record else result.raise_error()
+    return record_search(store, result) if record else _checked(store, result).raise_error()
 
 
 def plan(
@@ -335,8 +335,13 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         ),
     )
     result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
-    # a forget or expire (or retention) may have removed text since the planner checked its evidence and trace: check
-    # them again, stored or not (the stored trace need not quote all the evidence shows: a fallback's neighbours)
+    return _checked(store, result).raise_error()
+
+
+def _checked(store: Store, result: AgentResult) -> AgentResult:
+    """The result without what a forget or expire (or retention) removed since the planner checked its evidence and
+    trace: checked again as it is returned, stored or not (a stored trace need not quote all the evidence shows: a
+    fallback's neighbours)."""
     from .withhold import forgotten_hits, present
 
     result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
@@ -353,7 +358,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
                     {"at": "evidence", **withheld.as_dict()},
                 )
             )
-    return result.raise_error()
+    return result
 
 
 class PlannerRun:

@@ -221,7 +221,8 @@ def test_a_forget_after_the_planners_check_leaves_no_text_in_the_trace_memory_re
     assert "Mount Rainier" not in json.dumps(answer.trace)  # the hit the planner was shown, in the trace returned
 
 
-def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evidence_too(tmp_path, llm_server):
+@pytest.mark.parametrize("record", [True, False])
+def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evidence_too(tmp_path, llm_server, record):
     from refind_cli.api import Memory
 
     db = tmp_path / "m.db"
@@ -237,7 +238,12 @@ def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evi
                 forgetting(db, request_id="r3")()
 
         answer = memory.agent_search(
-            "hiking Rainier", user="alice", model="openai/scripted", api_base=llm_server.url, on_event=on_event
+            "hiking Rainier",
+            user="alice",
+            model="openai/scripted",
+            api_base=llm_server.url,
+            on_event=on_event,
+            record=record,
         )
     assert answer.path == "direct_bm25" and len(answer.evidence) == 1
     assert "Mount Rainier" in answer.evidence[0].content
