@@ -233,7 +233,7 @@ def agent_search(
         on_event=on_event,
         clock=clock,
     )
-    return record_search(store, result) if record else result.raise_error()
+    return record_search(store, result) if record else _checked(store, result).raise_error()
 
 
 def plan(
@@ -258,7 +258,7 @@ def plan(
     the caller to record (:func:`record_search`) and raise. The evidence holds only messages still stored (and within
     retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from this call."""
     from . import search as retrieval
-    from .withhold import forgotten_hits, present
+    from .withhold import forgotten_hits, present, unsaid
 
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
@@ -296,6 +296,7 @@ def plan(
         present=functools.partial(present, store, user_id, as_of=as_of),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
         forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
+        unsaid=functools.partial(unsaid, store, user_id, as_of=as_of),
     )
     return run.run()
 
@@ -334,9 +335,17 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         ),
     )
     result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
-    if not stored and result.blocks:  # … perhaps since the planner checked its evidence: check it again
-        from .withhold import present
+    return _checked(store, result).raise_error()
 
+
+def _checked(store: Store, result: AgentResult) -> AgentResult:
+    """The result without what a forget or expire (or retention) removed since the planner checked its evidence and
+    trace: checked again as it is returned, stored or not (a stored trace need not quote all the evidence shows: a
+    fallback's neighbours)."""
+    from .withhold import forgotten_hits, present
+
+    result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    if result.blocks:
         blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
         if withheld is not None:
             result.blocks = _ranked(blocks)
@@ -349,7 +358,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
                     {"at": "evidence", **withheld.as_dict()},
                 )
             )
-    return result.raise_error()
+    return result
 
 
 class PlannerRun:
@@ -375,6 +384,7 @@ class PlannerRun:
         present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
         reread: Callable[[], UserIndex] | None = None,
         forgotten: Callable[[list[Event]], list[Event]] | None = None,
+        unsaid: Callable[[list[tuple[tuple[str, ...], str]], list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -393,6 +403,8 @@ class PlannerRun:
         self.present = present  # the evidence as still stored (None: as the index held it)
         self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
         self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
+        self.unsaid = unsaid  # the conversation without the text of hits removed since (None: as it ran)
+        self.shown: list[tuple[tuple[str, ...], str]] = []  # each hit the model was sent: its message ids, its text
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -513,6 +525,8 @@ class PlannerRun:
         return "\n".join(lines)
 
     def _call(self) -> Reply:
+        if self.unsaid is not None and self.shown:  # a forget since a search showed it: not sent to the model again
+            self.messages = self.unsaid(self.shown, self.messages)
         new = self.messages[self.sent :]
         with deadline(self.deadline_at):  # litellm's timeout and retries end by it (model.deadline)
             reply: Reply = _unicode(self.model(list(self.messages)))
@@ -597,6 +611,7 @@ class PlannerRun:
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
+        self.shown += [(b.message_ids, v.text) for b, v in zip(hits, shown) if v.text is not None]
         self._say(_results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left())
 
     def _note(self, action: Action) -> None:

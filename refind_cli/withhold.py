@@ -118,19 +118,40 @@ def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: in
                 hits.append(h)
             e = replace(e, data={**e.data, "hits": hits})
         elif e.kind == "model_call" and texts:
-            sent = []
-            for m in e.data.get("messages") or ():
-                content = m.get("content")
-                if isinstance(content, str):
-                    for text in texts:
-                        content = content.replace(text, FORGOTTEN)
-                sent.append({**m, "content": content})
-            e = replace(e, data={**e.data, "messages": sent})
+            e = replace(e, data={**e.data, "messages": _unsaid(e.data.get("messages") or (), texts)})
         out.append(e)
     return out
 
 
+def unsaid(
+    store: Store,
+    user_id: str,
+    shown: Sequence[tuple[Sequence[str], str]],
+    messages: list[dict[str, Any]],
+    *,
+    as_of: int | None = None,
+) -> list[dict[str, Any]]:
+    """The planner's conversation without the text of each hit it was ``shown`` (its message ids, the text the model
+    was sent) that shows a message no longer visible: the next model call does not send the provider again what was
+    forgotten after the planner saw it."""
+    rows = _rows(store, user_id, {i for ids, _ in shown for i in ids}, as_of)
+    texts = [text for ids, text in shown if any(i not in rows or not rows[i][3] for i in ids)]
+    return _unsaid(messages, texts) if texts else messages
+
+
 FORGOTTEN = "(forgotten since the planner was shown it)"
+
+
+def _unsaid(messages: Sequence[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:
+    """The messages with each of ``texts`` replaced by :data:`FORGOTTEN`."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            for text in texts:
+                content = content.replace(text, FORGOTTEN)
+        out.append({**m, "content": content})
+    return out
 
 
 def _hits(event: Event) -> list[dict[str, Any]]:
