@@ -433,7 +433,7 @@ def test_reasoning_models_get_no_temperature_and_a_larger_cap(llm_server):
     assert plain["temperature"] == 0 and plain["max_tokens"] == 512
 
 
-def test_the_planners_view_leaves_a_neighbour_out_whole_never_its_first_lines_only(store):
+def test_the_planners_view_leaves_a_neighbour_out_whole_never_part_of_it(store):
     # by hand: the neighbour is three lines, its stamp and speaker on the first; room for the anchor and two more
     # lines must not show "- salmon / - tuna" without who said them (the view left lines out, not messages)
     add(
