@@ -104,17 +104,31 @@ _SPACELESS = (
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
 _ZWJ = "\u200d"
 _WORD = re.compile(f"[\\w{_MARKS}{_ZWJ}]+")
-_REFERENCE_WORD = re.compile(f"(?:[^\\W_]|[{_MARKS}{_ZWJ}])+")  # step 2 as first written (reference_analyze)
 # A grapheme cluster of a spaceless script: a character and the marks after it (Thai and Lao "am", U+0E33 and U+0EB3,
 # count as marks, as in Unicode's clusters), and the consonant a Myanmar virama, Khmer coeng or Tai Tham sakot
 # stacks below it.
 _EXTEND = f"{_MARKS}\u0e33\u0eb3"
-_CLUSTER = re.compile(f".[{_EXTEND}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_EXTEND}]*)*")
-# Step 3's runs: CJK characters (first group), or letters of a spaceless script and the marks after them (second).
-_RUNS = re.compile(f"([{_CJK_CLASS}]+)|([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)")
-_REFERENCE_PIECE = re.compile(  # step 3 as reference_analyze reads it: a CJK run, a spaceless run, or what lies between
-    f"([{_CJK_CLASS}]+)|([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)|((?:(?![{_CJK_CLASS}{_SPACELESS}]).)+)"
-)
+_CLUSTER = f".[{_EXTEND}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_EXTEND}]*)*"
+
+
+# Step 3's runs, compiled when a first non-ASCII word needs them (their large classes would cost every cold process
+# that reads only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
+@lru_cache(maxsize=1)
+def _cjk_runs() -> re.Pattern[str]:
+    return re.compile(f"([{_CJK_CLASS}]+)")
+
+
+@lru_cache(maxsize=1)
+def _spaceless_letter() -> re.Pattern[str]:
+    return re.compile(f"[{_SPACELESS}]")
+
+
+@lru_cache(maxsize=1)
+def _spaceless_runs() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Runs of a spaceless script's letters and the marks after them; grapheme clusters."""
+    return re.compile(f"([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)"), re.compile(_CLUSTER)
+
+
 _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]+")
 
 # English stop-words (the NLTK list, which bm25s also uses), applied to lowercased Latin words before stemming.
@@ -411,18 +425,31 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.replace("_", " "))
 
 
+def _spaceless(piece: str, out: list[str]) -> None:
+    """A non-CJK piece of a word that holds letters of a spaceless script: its runs of them become bigrams of
+    grapheme clusters; what lies between is a Latin or other word."""
+    runs, cluster = _spaceless_runs()
+    for i, part in enumerate(runs.split(piece)):
+        if not part:
+            continue
+        if i % 2:
+            _bigrams(cluster.findall(part), out)
+        else:
+            _latin_or_other(part, out)
+
+
 def _word_tokens(word: str) -> tuple[str, ...]:
     """All tokens of one word of a normalised text (steps 3–5)."""
     if word.isascii():
         return () if word in STOPWORDS_EN else (_stem(word),)
     out: list[str] = []
-    for i, piece in enumerate(_RUNS.split(word.replace(_ZWJ, "") if _ZWJ in word else word)):
-        if not piece:  # (an empty text between runs, or the group that did not match: None)
+    for i, piece in enumerate(_cjk_runs().split(word.replace(_ZWJ, "") if _ZWJ in word else word)):
+        if not piece:
             continue
-        if i % 3 == 1:  # the first group: a CJK run
+        if i % 2:  # the capturing group: a CJK run
             _bigrams(piece, out)
-        elif i % 3 == 2:  # the second: a run of a spaceless script
-            _bigrams(_CLUSTER.findall(piece), out)
+        elif _spaceless_letter().search(piece):
+            _spaceless(piece, out)
         else:
             _latin_or_other(piece, out)
     return tuple(out)
@@ -490,6 +517,17 @@ def ascii_words(texts: Sequence[str]) -> list[bytes] | None:
 ascii_stems: Mapping[bytes, str] = _ASCII_CACHE  # ASCII word → stem, "" for a stop-word (computed on a miss)
 
 
+@lru_cache(maxsize=1)
+def _reference_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """reference_analyze's patterns: step 2 as first written; step 3's pieces (a CJK run, a spaceless run, or what lies
+    between them); grapheme clusters."""
+    return (
+        re.compile(f"(?:[^\\W_]|[{_MARKS}{_ZWJ}])+"),
+        re.compile(f"([{_CJK_CLASS}]+)|([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)|((?:(?![{_CJK_CLASS}{_SPACELESS}]).)+)"),
+        re.compile(_CLUSTER),
+    )
+
+
 def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) -> list[str]:
     """:func:`analyze` without its caches and fast paths: the steps of the module docstring, one by one. Slow; tests
     and ``bench/analyzer.py`` check that :func:`analyze` returns exactly this. ``stem`` replaces the Snowball call
@@ -497,13 +535,14 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     stem = stem or _stemmer().stemWord
     out: list[str] = []
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i"))
-    for word in _REFERENCE_WORD.findall(folded):
-        for match in _REFERENCE_PIECE.finditer(word.replace(_ZWJ, "")):
+    words, pieces, cluster = _reference_patterns()
+    for word in words.findall(folded):
+        for match in pieces.finditer(word.replace(_ZWJ, "")):
             cjk, spaceless, piece = match.groups()
             if cjk:
                 _bigrams(cjk, out)
             elif spaceless:
-                _bigrams(_CLUSTER.findall(spaceless), out)
+                _bigrams(cluster.findall(spaceless), out)
             elif _LATIN.fullmatch(piece):
                 if piece not in STOPWORDS_EN:
                     out.append(stem(piece))
