@@ -104,11 +104,10 @@ _SPACELESS = (
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
 _ZWJ = "\u200d"
 _WORD = re.compile(f"[\\w{_MARKS}{_ZWJ}]+")
-# A grapheme cluster of a spaceless script: a character and the marks after it (Thai and Lao "am", U+0E33 and U+0EB3,
-# count as marks, as in Unicode's clusters), and the consonant a Myanmar virama, Khmer coeng or Tai Tham sakot
-# stacks below it.
-_EXTEND = f"{_MARKS}\u0e33\u0eb3"
-_CLUSTER = f".[{_EXTEND}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_EXTEND}]*)*"
+# A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
+# virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
+# clusters, are no longer there: NFKC made them a mark and a vowel letter.)
+_CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
 
 
 # Step 3's runs, compiled when a first non-ASCII word needs them (their large classes would cost every cold process
