@@ -4,8 +4,15 @@ through the CLI into a real database, searched through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from helpers import T0, add
+
+from refind_cli import health, index_store, tokenize
+from refind_cli import search as S
+from refind_cli.search_config import SearchConfig
+from refind_cli.store import Store
 
 # script: (the sentence that holds the word, two other sentences of the same script, the word asked for). Before
 # analyzer 4 each case failed: a Thai sentence was one token, the others broke words at every mark not in a hand-kept
@@ -78,3 +85,33 @@ def test_a_word_inside_a_sentence_finds_that_sentence_first(stored, script):
 def test_the_word_finds_nothing_where_only_other_sentences_of_its_script_are(stored, script):
     _, _, word = CORPUS[script]
     assert search(stored, word, f"{script}-without") == []
+
+
+def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_words(db_path, monkeypatch):
+    def sessions(store: Store, query: str) -> list[str]:
+        found = S.search(store, "somchai", query, top_k=5, config=SearchConfig(backfill=False))
+        return [b.session_id for b in found]
+
+    def clear_caches() -> None:
+        for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+            cache.clear()
+        S.clear()
+
+    sentence, others, word = CORPUS["thai"]
+    with monkeypatch.context() as old:  # the analyzer as it was: version 3, a Thai run one word
+        old.setattr(tokenize, "ANALYZER_VERSION", 3)
+        old.setattr(tokenize, "_spaceless_letter", lambda: re.compile("(?!)"))
+        clear_caches()
+        with Store(db_path, retention_days=None) as store:
+            for i, text in enumerate([sentence, *others]):
+                add(store, "somchai", f"s{i}", ("user", text), at=T0)
+            assert sessions(store, word) == []  # what the old analyzer missed
+    clear_caches()
+    report = health.check(db_path)
+    assert report["ok"] and report["notes"] == [
+        f"the search index was built by analyzer version 3 (this refind's is {tokenize.ANALYZER_VERSION}): every "
+        "message is indexed again on the next open; nothing to repair"
+    ]
+    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
+        assert index_store.verify(store.conn) == []
+        assert sessions(store, word) == ["s0"]
