@@ -9,6 +9,9 @@ LongMemEval haystack contents and questions) is analysed by both, plain and with
 does; any difference fails the run. Times are µs per text, best of 3 passes (the first pass of `analyze` fills its
 caches: reported separately).
 
+A synthetic Thai set (`thai_texts`: 2,000 messages of clauses drawn from a fixed vocabulary, words unspaced as Thai
+writes them, clauses spaced) is always added: no shared set holds a script written without spaces.
+
 `--baseline ../main` (a checkout of another version) adds a second table: that version's `analyze` against this one's,
 warm, on the ASCII texts and the non-ASCII texts apart (ASCII text takes its own fast path), with how many texts
 the two analyse differently.
@@ -61,6 +64,25 @@ def longmemeval_texts(path: Path) -> list[str]:
         texts.append(q["question"])
         texts += [m["content"] for session in q["haystack_sessions"] for m in session]
     return texts
+
+
+# Everyday Thai words (I, like, eat, rice, fried, today, rain, fall, heavy, very, tomorrow, will, go, work, …).
+THAI_WORDS = (  # noqa: SIM905
+    "ฉัน ชอบ กิน ข้าว ผัด วันนี้ ฝน ตก หนัก มาก พรุ่งนี้ จะ ไป ทำงาน บ้าน เพื่อน ร้าน อาหาร อร่อย ที่ ตลาด กรุงเทพ "
+    "เชียงใหม่ ทะเล ภูเขา เดินทาง รถไฟ เครื่องบิน โรงแรม แม่ พ่อ น้องสาว หมา แมว เรียน ภาษา อังกฤษ หนังสือ ดู หนัง "
+    "เมื่อวาน สัปดาห์ หน้า เดือน ปี ใหม่ ซื้อ เสื้อ สวย ราคา แพง ถูก กาแฟ น้ำ ชา เย็น ร้อน"
+).split()
+
+
+def thai_texts(n: int = 2000, seed: int = 0) -> list[str]:
+    """``n`` messages of 1–4 clauses of 3–8 Thai words each: no space inside a clause, one between clauses."""
+    import random
+
+    rng = random.Random(seed)
+    return [
+        " ".join("".join(rng.choices(THAI_WORDS, k=rng.randint(3, 8))) for _ in range(rng.randint(1, 4)))
+        for _ in range(n)
+    ]
 
 
 def before(text: str) -> list[str]:
@@ -121,6 +143,7 @@ def main() -> None:
     sets = {"locomo": locomo_texts(args.locomo), "memdaily": memdaily_texts(args.memdaily)}
     if args.longmemeval:
         sets["longmemeval_s"] = longmemeval_texts(args.longmemeval)
+    sets["thai (synthetic)"] = thai_texts()
     print(
         "| texts | count | reference µs/text | reference + stem cache | analyze, caches cold | analyze, warm |"
         " warm ÷ ref. + cache | tokens |"

@@ -4,7 +4,7 @@ depend on the Python version that indexes):
 
     .venv/bin/python bench/unicode_classes.py      # prints the constants; paste them over tokenize.py's
 
-- ``_MARKS``: every combining mark (general categories Mn, Mc, Me) except the variation selectors, which only
+- ``_MARKS_BMP`` and ``_MARKS_ASTRAL`` (apart: see tokenize's ``_WORD``): every combining mark (general categories Mn, Mc, Me) except the variation selectors, which only
   choose a glyph (an emoji's colour presentation) and so stay outside words like the emoji they follow;
 - ``_SPACELESS``: the letters and marks of the scripts written without spaces between words (Unicode gives their
   letters line-break class SA, "complex context": Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham,
@@ -78,7 +78,8 @@ def constant(name: str, pieces: list[str], width: int = 112) -> str:
 
 def main() -> None:
     print(f'UNICODE_VERSION = "{unicodedata.unidata_version}"  # of the two classes below (bench/unicode_classes.py)')
-    print(constant("_MARKS", character_class(is_mark)))
+    print(constant("_MARKS_BMP", character_class(lambda c: c <= 0xFFFF and is_mark(c))))
+    print(constant("_MARKS_ASTRAL", character_class(lambda c: c > 0xFFFF and is_mark(c))))
     print(constant("_SPACELESS", character_class(is_spaceless)))
 
 

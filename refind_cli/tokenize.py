@@ -45,12 +45,12 @@ _CJK_CLASS = (
 )
 # Written out by bench/unicode_classes.py (computed at import they would cost ~160 ms of every cold process, and
 # the tokens would depend on the Python that indexes); tests/test_tokenize_scripts.py checks them against unicodedata.
-# _MARKS: every combining mark (Mn, Mc, Me), which ``\w`` leaves out, but the variation selectors (they choose an
-# emoji's presentation and stay outside words, as the emoji does). _SPACELESS: the letters and marks of the scripts
+# _MARKS (BMP and astral apart, see _WORD): every combining mark (Mn, Mc, Me), which ``\w`` leaves out, but the
+# variation selectors (they choose an emoji's presentation and stay outside words, as the emoji does). _SPACELESS: the letters and marks of the scripts
 # written without spaces between words (Unicode's line-break class SA): Thai, Lao, Myanmar, Khmer, Tai Le,
 # New Tai Lue, Tai Tham, Tai Viet, Ahom.
-UNICODE_VERSION = "14.0.0"  # of the two classes below (bench/unicode_classes.py)
-_MARKS = (
+UNICODE_VERSION = "14.0.0"  # of the classes below (bench/unicode_classes.py)
+_MARKS_BMP = (
     "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
     "\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0711\u0730-\u074a\u07a6-\u07b0\u07eb-\u07f3\u07fd"
     "\u0816-\u0819\u081b-\u0823\u0825-\u0827\u0829-\u082d\u0859-\u085b\u0898-\u089f\u08ca-\u08e1\u08e3-\u0903"
@@ -70,23 +70,25 @@ _MARKS = (
     "\u2cef-\u2cf1\u2d7f\u2de0-\u2dff\u302a-\u302f\u3099\u309a\ua66f-\ua672\ua674-\ua67d\ua69e\ua69f\ua6f0\ua6f1"
     "\ua802\ua806\ua80b\ua823-\ua827\ua82c\ua880\ua881\ua8b4-\ua8c5\ua8e0-\ua8f1\ua8ff\ua926-\ua92d\ua947-\ua953"
     "\ua980-\ua983\ua9b3-\ua9c0\ua9e5\uaa29-\uaa36\uaa43\uaa4c\uaa4d\uaa7b-\uaa7d\uaab0\uaab2-\uaab4\uaab7\uaab8"
-    "\uaabe\uaabf\uaac1\uaaeb-\uaaef\uaaf5\uaaf6\uabe3-\uabea\uabec\uabed\ufb1e\ufe20-\ufe2f\U000101fd\U000102e0"
-    "\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05\U00010a06\U00010a0c-\U00010a0f\U00010a38-\U00010a3a"
-    "\U00010a3f\U00010ae5\U00010ae6\U00010d24-\U00010d27\U00010eab\U00010eac\U00010f46-\U00010f50"
-    "\U00010f82-\U00010f85\U00011000-\U00011002\U00011038-\U00011046\U00011070\U00011073\U00011074"
-    "\U0001107f-\U00011082\U000110b0-\U000110ba\U000110c2\U00011100-\U00011102\U00011127-\U00011134"
-    "\U00011145\U00011146\U00011173\U00011180-\U00011182\U000111b3-\U000111c0\U000111c9-\U000111cc"
-    "\U000111ce\U000111cf\U0001122c-\U00011237\U0001123e\U000112df-\U000112ea\U00011300-\U00011303"
-    "\U0001133b\U0001133c\U0001133e-\U00011344\U00011347\U00011348\U0001134b-\U0001134d\U00011357\U00011362\U00011363"
-    "\U00011366-\U0001136c\U00011370-\U00011374\U00011435-\U00011446\U0001145e\U000114b0-\U000114c3"
-    "\U000115af-\U000115b5\U000115b8-\U000115c0\U000115dc\U000115dd\U00011630-\U00011640\U000116ab-\U000116b7"
-    "\U0001171d-\U0001172b\U0001182c-\U0001183a\U00011930-\U00011935\U00011937\U00011938\U0001193b-\U0001193e"
-    "\U00011940\U00011942\U00011943\U000119d1-\U000119d7\U000119da-\U000119e0\U000119e4\U00011a01-\U00011a0a"
-    "\U00011a33-\U00011a39\U00011a3b-\U00011a3e\U00011a47\U00011a51-\U00011a5b\U00011a8a-\U00011a99"
-    "\U00011c2f-\U00011c36\U00011c38-\U00011c3f\U00011c92-\U00011ca7\U00011ca9-\U00011cb6\U00011d31-\U00011d36"
-    "\U00011d3a\U00011d3c\U00011d3d\U00011d3f-\U00011d45\U00011d47\U00011d8a-\U00011d8e\U00011d90\U00011d91"
-    "\U00011d93-\U00011d97\U00011ef3-\U00011ef6\U00016af0-\U00016af4\U00016b30-\U00016b36\U00016f4f"
-    "\U00016f51-\U00016f87\U00016f8f-\U00016f92\U00016fe4\U00016ff0\U00016ff1\U0001bc9d\U0001bc9e"
+    "\uaabe\uaabf\uaac1\uaaeb-\uaaef\uaaf5\uaaf6\uabe3-\uabea\uabec\uabed\ufb1e\ufe20-\ufe2f"
+)
+_MARKS_ASTRAL = (
+    "\U000101fd\U000102e0\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05\U00010a06\U00010a0c-\U00010a0f"
+    "\U00010a38-\U00010a3a\U00010a3f\U00010ae5\U00010ae6\U00010d24-\U00010d27\U00010eab\U00010eac"
+    "\U00010f46-\U00010f50\U00010f82-\U00010f85\U00011000-\U00011002\U00011038-\U00011046\U00011070"
+    "\U00011073\U00011074\U0001107f-\U00011082\U000110b0-\U000110ba\U000110c2\U00011100-\U00011102"
+    "\U00011127-\U00011134\U00011145\U00011146\U00011173\U00011180-\U00011182\U000111b3-\U000111c0"
+    "\U000111c9-\U000111cc\U000111ce\U000111cf\U0001122c-\U00011237\U0001123e\U000112df-\U000112ea"
+    "\U00011300-\U00011303\U0001133b\U0001133c\U0001133e-\U00011344\U00011347\U00011348\U0001134b-\U0001134d"
+    "\U00011357\U00011362\U00011363\U00011366-\U0001136c\U00011370-\U00011374\U00011435-\U00011446\U0001145e"
+    "\U000114b0-\U000114c3\U000115af-\U000115b5\U000115b8-\U000115c0\U000115dc\U000115dd\U00011630-\U00011640"
+    "\U000116ab-\U000116b7\U0001171d-\U0001172b\U0001182c-\U0001183a\U00011930-\U00011935\U00011937\U00011938"
+    "\U0001193b-\U0001193e\U00011940\U00011942\U00011943\U000119d1-\U000119d7\U000119da-\U000119e0\U000119e4"
+    "\U00011a01-\U00011a0a\U00011a33-\U00011a39\U00011a3b-\U00011a3e\U00011a47\U00011a51-\U00011a5b"
+    "\U00011a8a-\U00011a99\U00011c2f-\U00011c36\U00011c38-\U00011c3f\U00011c92-\U00011ca7\U00011ca9-\U00011cb6"
+    "\U00011d31-\U00011d36\U00011d3a\U00011d3c\U00011d3d\U00011d3f-\U00011d45\U00011d47\U00011d8a-\U00011d8e"
+    "\U00011d90\U00011d91\U00011d93-\U00011d97\U00011ef3-\U00011ef6\U00016af0-\U00016af4\U00016b30-\U00016b36"
+    "\U00016f4f\U00016f51-\U00016f87\U00016f8f-\U00016f92\U00016fe4\U00016ff0\U00016ff1\U0001bc9d\U0001bc9e"
     "\U0001cf00-\U0001cf2d\U0001cf30-\U0001cf46\U0001d165-\U0001d169\U0001d16d-\U0001d172\U0001d17b-\U0001d182"
     "\U0001d185-\U0001d18b\U0001d1aa-\U0001d1ad\U0001d242-\U0001d244\U0001da00-\U0001da36\U0001da3b-\U0001da6c"
     "\U0001da75\U0001da84\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf\U0001e000-\U0001e006\U0001e008-\U0001e018"
@@ -99,11 +101,17 @@ _SPACELESS = (
     "\u1970-\u1974\u1980-\u19ab\u19b0-\u19c9\u1a20-\u1a5e\u1a60-\u1a7c\u1a7f\u1aa7\ua9e0-\ua9ef\ua9fa-\ua9fe"
     "\uaa60-\uaa76\uaa7a-\uaac2\uaadb-\uaadd\U00011700-\U0001171a\U0001171d-\U0001172b\U00011740-\U00011746"
 )
+_MARKS = _MARKS_BMP + _MARKS_ASTRAL
 # A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
 # been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words),
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
+# _WORD takes every character beyond the BMP (emoji, astral letters and marks) as one range: re tests a class's
+# astral ranges one by one for each character that is not a word character (the 126 of the marks made step 2 ~2.5x
+# slower on punctuation); a run that holds one is split again by _EXACT_WORD (see _word_tokens), which gives the
+# same words.
 _ZWJ = "\u200d"
-_WORD = re.compile(f"[\\w{_MARKS}{_ZWJ}]+")
+_WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
+_EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
 # A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
 # virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
 # clusters, are no longer there: NFKC made them a mark and a vowel letter.)
@@ -112,6 +120,11 @@ _CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
 
 # Step 3's runs, compiled when a first non-ASCII word needs them (their large classes would cost every cold process
 # that reads only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
+@lru_cache(maxsize=1)
+def _exact_words() -> re.Pattern[str]:
+    return re.compile(_EXACT_WORD)
+
+
 @lru_cache(maxsize=1)
 def _cjk_runs() -> re.Pattern[str]:
     return re.compile(f"([{_CJK_CLASS}]+)")
@@ -438,9 +451,13 @@ def _spaceless(piece: str, out: list[str]) -> None:
 
 
 def _word_tokens(word: str) -> tuple[str, ...]:
-    """All tokens of one word of a normalised text (steps 3–5)."""
+    """All tokens of one run of :data:`_WORD` in a normalised text (steps 3–5)."""
     if word.isascii():
         return () if word in STOPWORDS_EN else (_stem(word),)
+    if max(word) > "\uffff":  # _WORD's run holds an astral character: its words (an emoji is none, nor part of one)
+        words = _exact_words().findall(word)
+        if words != [word]:
+            return tuple(token for w in words for token in _word_tokens(w))
     out: list[str] = []
     for i, piece in enumerate(_cjk_runs().split(word.replace(_ZWJ, "") if _ZWJ in word else word)):
         if not piece:
@@ -553,7 +570,7 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
 def plain_tokenize(text: str) -> list[str]:
     """The English-only baseline: words split on whitespace/punctuation, stop-words, stemming; no CJK bigrams."""
     out: list[str] = []
-    for word in _words(_normalise(text)):
+    for word in _exact_words().findall(_normalise(text).replace("_", " ")):
         if _ZWJ in word:
             word = word.replace(_ZWJ, "")
         if word:
