@@ -120,6 +120,9 @@ _CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
 
 # Step 3's runs, compiled when a first non-ASCII word needs them (their large classes would cost every cold process
 # that reads only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
+_UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word needs more than the common steps
+
+
 @lru_cache(maxsize=1)
 def _exact_words() -> re.Pattern[str]:
     return re.compile(_EXACT_WORD)
@@ -454,15 +457,32 @@ def _word_tokens(word: str) -> tuple[str, ...]:
     """All tokens of one run of :data:`_WORD` in a normalised text (steps 3–5)."""
     if word.isascii():
         return () if word in STOPWORDS_EN else (_stem(word),)
+    if _ZWJ in word:
+        word = word.replace(_ZWJ, "")
+    if _UNCOMMON.search(word):
+        return _uncommon_tokens(word)
+    out: list[str] = []
+    for i, piece in enumerate(_cjk_runs().split(word)):
+        if not piece:
+            continue
+        if i % 2:  # the capturing group: a CJK run
+            _bigrams(piece, out)
+        else:
+            _latin_or_other(piece, out)
+    return tuple(out)
+
+
+def _uncommon_tokens(word: str) -> tuple[str, ...]:
+    """:func:`_word_tokens` of a run that holds an astral character or a letter of a spaceless script."""
     if max(word) > "\uffff":  # _WORD's run holds an astral character: its words (an emoji is none, nor part of one)
         words = _exact_words().findall(word)
         if words != [word]:
             return tuple(token for w in words for token in _word_tokens(w))
     out: list[str] = []
-    for i, piece in enumerate(_cjk_runs().split(word.replace(_ZWJ, "") if _ZWJ in word else word)):
+    for i, piece in enumerate(_cjk_runs().split(word)):
         if not piece:
             continue
-        if i % 2:  # the capturing group: a CJK run
+        if i % 2:
             _bigrams(piece, out)
         elif _spaceless_letter().search(piece):
             _spaceless(piece, out)
