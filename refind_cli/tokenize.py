@@ -46,9 +46,9 @@ _CJK_CLASS = (
 # Written out by bench/unicode_classes.py (computed at import they would cost ~160 ms of every cold process, and
 # the tokens would depend on the Python that indexes); tests/test_tokenize_scripts.py checks them against unicodedata.
 # _MARKS (BMP and astral apart, see _WORD): every combining mark (Mn, Mc, Me), which ``\w`` leaves out, but the
-# variation selectors (they choose an emoji's presentation and stay outside words, as the emoji does). _SPACELESS: the letters and marks of the scripts
-# written without spaces between words (Unicode's line-break class SA): Thai, Lao, Myanmar, Khmer, Tai Le,
-# New Tai Lue, Tai Tham, Tai Viet, Ahom.
+# variation selectors (they choose an emoji's presentation and stay outside words, as the emoji does).
+# _SPACELESS: the letters and marks of the scripts written without spaces between words (Unicode's line-break class
+# SA): Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham, Tai Viet, Ahom.
 UNICODE_VERSION = "14.0.0"  # of the classes below (bench/unicode_classes.py)
 _MARKS_BMP = (
     "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
@@ -107,7 +107,7 @@ _MARKS = _MARKS_BMP + _MARKS_ASTRAL
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
 # _WORD takes every character beyond the BMP (emoji, astral letters and marks) as one range: re tests a class's
 # astral ranges one by one for each character that is not a word character (the 126 of the marks made step 2 ~2.5x
-# slower on punctuation); a run that holds one is split again by _EXACT_WORD (see _word_tokens), which gives the
+# slower on punctuation); a run that holds one is split again by _EXACT_WORD (_uncommon_tokens), which gives the
 # same words.
 _ZWJ = "\u200d"
 _WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
@@ -116,13 +116,11 @@ _EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
 # virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
 # clusters, are no longer there: NFKC made them a mark and a vowel letter.)
 _CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
-
-
-# Step 3's runs, compiled when a first non-ASCII word needs them (their large classes would cost every cold process
-# that reads only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
 _UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word needs more than the common steps
 
 
+# The large classes, compiled when a first word needs them (at import they would cost every cold process that reads
+# only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
 @lru_cache(maxsize=1)
 def _exact_words() -> re.Pattern[str]:
     return re.compile(_EXACT_WORD)
