@@ -54,7 +54,8 @@ REOPEN = "open a new Memory (or restart `refind mcp`)"  # what to do when the fi
 @dataclass(frozen=True)
 class Evidence:
     """One evidence block: the matching turn (the anchor) with up to two neighbouring turns of its session, one
-    message per line as ``[YYYY-MM-DD HH:MM] role: content``, oldest first."""
+    message per line as ``[YYYY-MM-DD HH:MM] role: content``, oldest first (a line other than the anchor's names its day
+    and role only where they differ from its neighbour toward the anchor: ``[HH:MM] content``)."""
 
     id: str  # the anchor turn's stable id
     content: str
@@ -84,6 +85,8 @@ class AgentAnswer:
     llm_calls: int
     tokens: int
     trace: list[dict[str, Any]]
+    deadline_passed: bool = False  # the deadline stopped the planner: the evidence is what it had by then
+    withheld: dict[str, Any] | None = None  # what the evidence left out: forgotten or expired while it ran, and why
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,7 @@ class Memory:
         model_name: str | None = None,
         api_base: str | None = None,
         max_actions: int = settings.DEFAULT_MAX_ACTIONS,
+        deadline: float = settings.DEFAULT_AGENT_DEADLINE_S,
         top_k: int = 10,
         date_from: str | int | None = None,
         date_to: str | int | None = None,
@@ -270,7 +274,10 @@ class Memory:
         ``model``: a litellm model string (keys from the provider's usual variables; ``api_base`` for a local
         OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
         record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
-        ``ModelError`` when the model cannot be used — never a silent BM25 answer.
+        ``deadline``: seconds the whole search may take (default 120): past it the planner stops and returns what it
+        kept (``deadline_passed``). The evidence never holds a message forgotten or expired while the search ran
+        (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
+        answer.
         """
         from .retrieval import Planner, retrieve
 
@@ -284,6 +291,15 @@ class Memory:
             raise InvalidInput(
                 f"max_actions: must be a whole number from 1 to {settings.MAX_MAX_ACTIONS}, got {max_actions!r}"
             )
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not 0 < deadline <= settings.MAX_AGENT_DEADLINE_S
+        ):
+            raise InvalidInput(
+                f"deadline: must be a number of seconds above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g}, "
+                f"got {deadline!r}"
+            )
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
@@ -292,7 +308,12 @@ class Memory:
         else:
             complete = model
         planner = Planner(
-            model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event, record=record
+            model=complete,
+            model_name=model_name,
+            max_actions=max_actions,
+            deadline_s=float(deadline),
+            on_event=on_event,
+            record=record,
         )
         with self._turn():
             found = retrieve(self._store, request, planner=planner)
@@ -306,6 +327,8 @@ class Memory:
             result.llm_calls,
             result.tokens,
             result.trace_dicts(),
+            result.deadline_passed,
+            None if result.withheld is None else result.withheld.as_dict(),
         )
 
     # ---- reading and the lifecycle ---------------------------------------------------------------------------

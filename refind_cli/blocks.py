@@ -2,12 +2,14 @@
 
 Which messages a block shows (the anchor's, always whole; neighbours nearest first, subject to the role, filter,
 length, overlap and block-size rules of the SearchConfig), which blocks make the list (a long anchor after the lead
-blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``.
+blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``,
+the block's other lines with only what changed from their neighbour toward the anchor (``[HH:MM] content``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import lru_cache
@@ -28,7 +30,7 @@ class Block:
     """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological."""
 
     id: str  # the anchor turn's stable id
-    content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (no date part when unknown)
+    content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (none when unknown); others "[HH:MM] content" (block_lines)
     score: float  # strictly decreasing with rank
     created_at: str  # ISO 8601 UTC recorded-at of the anchor turn
     session_id: str
@@ -115,11 +117,16 @@ def render_blocks(
         lines: list[str] = []
         ids: list[str] = []
         anchor_lines = (0, 0)
-        for j in sorted(chosen):
+        turns = sorted(chosen)
+        shown_messages = [m for j in turns for m in chosen[j]]
+        texts = block_lines(shown_messages, sum(len(chosen[j]) for j in turns if j < pos), cfg)
+        k = 0
+        for j in turns:
             first_line = len(lines)
             for m in chosen[j]:
-                lines.extend(render_line(m.said_at, m.role, m.content).split("\n"))
+                lines.extend(texts[k].split("\n"))
                 ids.append(m.id)
+                k += 1
             if j == pos:
                 anchor_lines = (first_line, len(lines))
         if not bare or remember:
@@ -287,6 +294,34 @@ def _below(x: float) -> float:
     return math.nextafter(x, float("-inf"))
 
 
-def render_line(said_at: int | None, role: str, content: str) -> str:
-    stamp = format_time(said_at)
+def block_lines(messages: Sequence[StoredMessage], anchor: int, cfg: SearchConfig) -> list[str]:
+    """Each message of a block (chronological; ``anchor``: the position of the anchor's first message) as its line.
+    The anchor's first message names its day and role; with ``cfg.stamps == "day"`` every other line gives only the
+    time when it was said on the day of its neighbour toward the anchor (the line after it above the anchor, the line
+    before it below), and with ``cfg.roles == "change"`` no role when the role is that neighbour's — "[2023-05-01
+    14:00] user: a" then "[14:02] b". A line without a said-at keeps its role (with no stamp, it would read as more of
+    the message before). Any run of lines around the anchor, which is what the planner's view of a hit keeps
+    (``planner.fit``), so reads whole. The text itself is never touched."""
+    stamps = [format_time(m.said_at) for m in messages]
+    out: list[str] = []
+    for k, m in enumerate(messages):
+        near = k + 1 if k < anchor else k - 1
+        stamp = stamps[k]
+        if k == anchor or not stamp or not 0 <= near < len(messages):
+            out.append(render_line(m.said_at, m.role, m.content, stamp=stamp))
+            continue
+        day = stamp.rpartition(" ")[0]
+        if cfg.stamps == "day" and day == stamps[near].rpartition(" ")[0]:
+            stamp = stamp[len(day) + 1 :]
+        if cfg.roles == "change" and m.role == messages[near].role:
+            out.append(f"[{stamp}] {m.content}")
+        else:
+            out.append(f"[{stamp}] {m.role}: {m.content}")
+    return out
+
+
+def render_line(said_at: int | None, role: str, content: str, *, stamp: str | None = None) -> str:
+    """A message as a line of its own: ``[YYYY-MM-DD HH:MM] role: content`` (``stamp``: its time, if formatted)."""
+    if stamp is None:
+        stamp = format_time(said_at)
     return f"[{stamp}] {role}: {content}" if stamp else f"{role}: {content}"

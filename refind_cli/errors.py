@@ -57,6 +57,11 @@ class ModelError(RefindError):
     kind = "model"
 
 
+class DeadlineReached(ModelError):
+    """An agent search's deadline passed during a model call (or before the next attempt could start). The planner
+    catches it and returns what it has; it reaches a user only from a ``complete`` called outside a planner."""
+
+
 class StorageError(RefindError):
     """The database file could not be used as asked (no space, locked, read-only, damaged). Nothing partial is
     stored: the transaction that met it rolled back. Raised by ``store.storage_error`` from a ``sqlite3`` error."""

@@ -301,7 +301,7 @@ def refind_bm25(config: Any) -> Searcher:
 
 def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
     """The searcher behind ``refind search --mode agent`` (the LLM planner); ``planner_kwargs`` are
-    :class:`~refind_cli.retrieval.Planner` fields (model, model_name, max_actions, record)."""
+    :class:`~refind_cli.retrieval.Planner` fields (model, model_name, max_actions, deadline_s, record)."""
     return refind_searcher("agent", config, Planner(**planner_kwargs))
 
 
@@ -409,9 +409,15 @@ def replay_sample(store: Store, sample: Sample) -> int:
     try:
         outcomes = store.add_many(sample.requests)
     except UnicodeEncodeError as exc:  # the CLI read it as an argument's bytes ("pass them in UTF-8")
+        bad = exc.object[exc.start : exc.end]
+        if bad in sample.user_id:  # MemDaily's and REALTALK's user ids are file names: bytes that are not UTF-8
+            raise RefindError(
+                f"replaying user {sample.user_id!a}: the user id, the name of a file of the set or an id in it, is "
+                f"not Unicode text (it holds {bad!a}); rename the file or fix the id"
+            ) from None
         raise RefindError(
             f"replaying user {sample.user_id}: the set holds text that is not Unicode (an unpaired UTF-16 surrogate, "
-            f"{exc.object[exc.start : exc.end]!a}, escaped in its JSON); fix the file"
+            f"{bad!a}, escaped in its JSON); fix the file"
         ) from None
     for outcome in outcomes:
         if isinstance(outcome, RefindError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import index_store, tokenize, trace
+from . import index_store, migrations, tokenize, trace
 from .errors import CorruptDatabase, NotFound, RefindError
 from .store import sqlite_filename, storage_error
 
@@ -66,6 +66,10 @@ def check(path: Path) -> dict[str, Any]:
     conn = _open(path)
     notes: list[str] = []
     try:
+        try:  # a zero-byte file or another program's database: what inspect says of it (no such table: requests)
+            migrations.refuse_not_refind(conn)
+        except RefindError as exc:
+            raise type(exc)(f"database {path}: {exc.message}") from None
         # one read transaction: every statement sees the same commit, so a writer (refind serve) committing between
         # reading the messages and the index is not reported as damage
         conn.execute("BEGIN")

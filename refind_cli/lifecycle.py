@@ -350,15 +350,19 @@ def export_requests(store: Store, user_id: str, *, session_id: str | None = None
         yield current
 
 
-def export_line(request: dict[str, Any]) -> str:
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")) + "\n"
+def export_line(request: dict[str, Any], *, ascii_only: bool = False) -> str:
+    return json.dumps(request, ensure_ascii=ascii_only, separators=(",", ":")) + "\n"
 
 
-def export(store: Store, user_id: str, out: IO[str], *, session_id: str | None = None) -> ExportResult:
-    """Write a user's (or one session's) visible messages to ``out`` as Add-request JSONL. NotFound when empty."""
+def export(
+    store: Store, user_id: str, out: IO[str], *, session_id: str | None = None, ascii_only: bool = False
+) -> ExportResult:
+    """Write a user's (or one session's) visible messages to ``out`` as Add-request JSONL. NotFound when empty.
+    ``ascii_only``: every non-ASCII character as a ``\\uXXXX`` escape (for a stream that cannot write it; the same
+    JSON, read back the same)."""
     requests = messages = 0
     for request in export_requests(store, user_id, session_id=session_id):
-        out.write(export_line(request))
+        out.write(export_line(request, ascii_only=ascii_only))
         requests += 1
         messages += len(request["messages"])
     if not requests:

@@ -53,6 +53,7 @@ class McpSettings:
     model: Any = None  # agent mode: the resolved ``complete`` callable
     model_name: str | None = None
     max_actions: int = 4
+    deadline_s: float = 120.0  # agent mode: seconds one search may take in all
     allow_forget: bool = False
 
 

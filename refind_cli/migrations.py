@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from .errors import RefindError
+from .errors import NotFound, RefindError
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -119,12 +119,7 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction. Returns the names applied."""
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
-    unknown = sorted(done - {name for name, _ in MIGRATIONS})
-    if unknown:  # a newer refind's schema: this version's writes would not keep what that one added
-        raise RefindError(
-            f"written by a newer refind (migration{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} unknown to "
-            "this version); upgrade refind to use it — nothing was changed"
-        )
+    _refuse_newer(done)
     if all(name in done for name, _ in MIGRATIONS):
         return []
     applied = []
@@ -144,6 +139,60 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
             conn.execute("ROLLBACK")
         raise
     return applied
+
+
+EMPTY = "the file is empty, not a refind database; nothing was changed (refind add creates one)"
+
+
+def refuse_foreign(conn: sqlite3.Connection) -> None:
+    """RefindError when the file is a SQLite database of another program (tables, but no ``_migrations``): refind
+    neither adds its tables to it nor turns it to WAL. An empty database (a new or zero-byte file) is not refused."""
+    if _has_migrations(conn):
+        return
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    if tables:
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise RefindError(
+            f"not a refind database but another program's (tables {shown}); nothing was changed — give --db the "
+            "path of a refind database, or of a new file"
+        )
+
+
+def refuse_not_refind(conn: sqlite3.Connection) -> None:
+    """For a reader that must not write: NotFound when the file holds no database (zero bytes, or no tables),
+    RefindError when it is another program's. Reads only."""
+    refuse_foreign(conn)
+    if not _has_migrations(conn):
+        raise NotFound(EMPTY)
+
+
+def check_current(conn: sqlite3.Connection) -> None:
+    """For a reader that must not write (``refind inspect``): :func:`refuse_not_refind`, and RefindError when the
+    schema is not this version's. Reads only."""
+    refuse_not_refind(conn)
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    _refuse_newer(done)
+    missing = [name for name, _ in MIGRATIONS if name not in done]
+    if missing:
+        raise RefindError(
+            f"written by an older refind (schema version {len(done)}; this version's is {len(MIGRATIONS)}); this "
+            "command changes nothing: a command that writes (refind add, search, serve or mcp) upgrades it"
+        )
+
+
+def _has_migrations(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone() is not None
+    )
+
+
+def _refuse_newer(done: set[str]) -> None:
+    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    if unknown:  # a newer refind's schema: this version's writes would not keep what that one added
+        raise RefindError(
+            f"written by a newer refind (migration{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} unknown to "
+            "this version); upgrade refind to use it — nothing was changed"
+        )
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -18,13 +18,16 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from . import settings
-from .errors import ModelError
+from .errors import DeadlineReached, ModelError
 from .redact import redact
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
@@ -64,6 +67,27 @@ class Reply:
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
 
+# When the calls made in this context must end (time.monotonic()): the planner sets it for its run (deadline()).
+_DEADLINE: ContextVar[float | None] = ContextVar("refind_model_deadline", default=None)
+
+
+@contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Model calls made inside end by ``at`` (``time.monotonic()``): :func:`litellm_complete` bounds each attempt's
+    timeout by the time left and starts no attempt (no retry) past it, raising DeadlineReached; a ``complete`` of
+    one's own may read :func:`time_left`."""
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the current :func:`deadline` (None: none is set)."""
+    at = _DEADLINE.get()
+    return None if at is None else at - time.monotonic()
+
 
 def litellm_complete(
     model: str,
@@ -98,19 +122,28 @@ def litellm_complete(
         attempt = 0
         while True:
             attempt += 1
+            left = time_left()
+            if left is not None and left <= 0:
+                raise DeadlineReached(f"model {model}: the search's deadline passed before the call could start")
+            timeout = timeout_s if left is None else min(timeout_s, left)  # a call never outlives the deadline
             try:
-                response = litellm.completion(
-                    model=model,
-                    messages=messages,
-                    api_base=api_base or None,
-                    api_key=api_key,
-                    temperature=0,
-                    max_tokens=max_tokens,
-                    timeout=timeout_s,
-                    num_retries=0,
-                    max_retries=0,
-                    drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
-                )
+                # litellm's pydantic models warn on stderr of a malformed answer, which the error below names. Scoped
+                # to the call (Python 3.11's catch_warnings is process-wide while entered: calls in other threads may
+                # leave this one filter in place, and nothing else)
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Pydantic serializer warnings", UserWarning)
+                    response = litellm.completion(
+                        model=model,
+                        messages=messages,
+                        api_base=api_base or None,
+                        api_key=api_key,
+                        temperature=0,
+                        max_tokens=max_tokens,
+                        timeout=timeout,
+                        num_retries=0,
+                        max_retries=0,
+                        drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
+                    )
                 break
             except Exception as exc:
                 if isinstance(exc, litellm.AuthenticationError):
@@ -118,13 +151,26 @@ def litellm_complete(
                         f"model {model}: the provider refused the credentials: {_describe(exc, api_key)}; "
                         f"set the provider's API key, or {FIXES}"
                     ) from None
+                if _malformed(exc):  # litellm calls it an HTTP 500; retrying the same answer cannot help
+                    raise ModelError(
+                        f"model {model}: the provider's answer is malformed: it came with a success status (HTTP 2xx), "
+                        f"but litellm could not read it ({_describe(exc, api_key).removeprefix('InternalServerError: ')})"
+                    ) from None
                 if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
                     raise ModelError(f"model {model}: {_describe(exc, api_key)}") from None
+                wait = min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc)))
+                left = time_left()
+                # no retry starts past the deadline; an attempt the deadline cut short failed because of it
+                if left is not None and left <= wait and (timeout < timeout_s or attempt <= retries):
+                    raise DeadlineReached(
+                        f"model {model}: {_describe(exc, api_key)} (the search's deadline passed after {attempt} "
+                        f"attempt{'s' if attempt != 1 else ''})"
+                    ) from None
                 if attempt > retries:
                     raise ModelError(
                         f"model {model}: {_describe(exc, api_key)} (gave up after {attempt} attempts)"
                     ) from None
-                sleep(min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc))))
+                sleep(wait)
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
@@ -222,16 +268,43 @@ def _retry_after(exc: BaseException) -> float:
         return 0.0
 
 
+def _malformed(exc: BaseException) -> bool:
+    """litellm's "HTTP 500" for an answer it could not read: the provider answered with a success status (the HTTP
+    client raises for any other, and that error is in the chain), but not in the shape of a chat completion."""
+    import httpx  # (litellm's HTTP client: loaded with it)
+
+    answered = (httpx.HTTPStatusError, httpx.TransportError)  # a status the provider sent; no answer at all
+    return getattr(exc, "status_code", None) == 500 and not any(isinstance(e, answered) for e in _chain(exc))
+
+
+def _sent_status(exc: BaseException) -> int | None:
+    """The HTTP status the provider answered with, when it answered one (litellm's ``status_code`` is also set where
+    none came: 500 for a malformed answer or a refused connection, 408 for our own timeout)."""
+    import httpx
+
+    return next((e.response.status_code for e in _chain(exc) if isinstance(e, httpx.HTTPStatusError)), None)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or while handling, outermost first."""
+    out: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not e for e in out):
+        out.append(link)
+        link = link.__cause__ or link.__context__
+    return out
+
+
 def _describe(exc: BaseException, api_key: str | None = None) -> str:
     """The provider's message without litellm's boilerplate prefix, and without any key (a provider may echo the
-    request, key included: redact.py)."""
+    request, key included: redact.py), led by the HTTP status the provider answered with."""
     text = str(getattr(exc, "message", "") or exc).strip()
     text = text.splitlines()[0].strip() if text else type(exc).__name__
     text = text.partition(" Traceback (most recent call last)")[0]  # litellm appends one to some messages
     if text.startswith("litellm."):
         head, _, rest = text.partition(": ")
         text = rest or head
-    status = getattr(exc, "status_code", None)
+    status = _sent_status(exc)
     text = redact(text, api_key)
     return f"HTTP {status}: {text}" if status else text
 

@@ -30,7 +30,11 @@ entry point, kept with its signature).
   itself (with the options), at most ``min(top_k, hits_per_search)``.
 
 So a fallback returns at most ``min(top_k, hits_per_search)`` blocks: what ONE fully kept search returns. Scores
-are ``1 − i/n`` by final rank (strictly decreasing). Fallbacks are recorded in the trace; a model failure is never
+are ``1 − i/n`` by final rank (strictly decreasing). The same policy applies when ``Budget.deadline_s`` passes (a
+``deadline`` event: each model call is bounded by the time left, :func:`refind_cli.model.deadline`): the planner stops
+and returns what it has — an answer in time, not an error. Whatever a forget or expire removed while the planner ran
+is withheld from each search's hits before the model sees them and from the evidence before it is returned
+(:mod:`refind_cli.withhold`; a ``withheld`` event says how much and why). Fallbacks are recorded in the trace; a model failure is never
 turned into a silent bm25 answer — it is carried in the result and raised by :func:`record_search` once the trace
 is stored (a :class:`~refind_cli.errors.ModelError`).
 
@@ -39,6 +43,7 @@ This module never prints; ``on_event`` receives each trace event as it happens (
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -49,8 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings, trace
 from .contract import date_bound
-from .errors import InvalidInput, RefindError
-from .model import Complete, Reply, ToolCall
+from .errors import DeadlineReached, InvalidInput, RefindError
+from .model import Complete, Reply, ToolCall, deadline
 from .redact import redact_data
 from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
     from .search import UserIndex
     from .search_config import SearchConfig
     from .store import Store
+    from .withhold import Withheld
 
 __all__ = [
     "ACTIONS",
@@ -78,21 +84,29 @@ __all__ = [
 DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
 DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
 DEFAULT_HIT_CHARS = 4000  # a hit is fitted to this by leaving out context lines; its anchor is never cut
+DEFAULT_DEADLINE_S = settings.DEFAULT_AGENT_DEADLINE_S
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What one planner run may spend and show: replies, hits per search, characters per hit shown."""
+    """What one planner run may spend and show: replies, hits per search, characters per hit shown, and seconds in
+    all (``deadline_s``, from the start of the search: past it the planner stops and returns what it has)."""
 
     max_actions: int = DEFAULT_MAX_ACTIONS
     hits_per_search: int = DEFAULT_HITS_PER_SEARCH
     hit_chars: int = DEFAULT_HIT_CHARS
+    deadline_s: float = DEFAULT_DEADLINE_S
 
     def __post_init__(self) -> None:
         if self.max_actions < 1 or self.hits_per_search < 1:
             raise InvalidInput("max_actions and hits_per_search must be at least 1")
         if self.hit_chars < 1:
             raise InvalidInput(f"hit_chars must be at least 1, got {self.hit_chars}")
+        if not 0 < self.deadline_s <= settings.MAX_AGENT_DEADLINE_S:  # (nan too)
+            raise InvalidInput(
+                f"deadline_s must be above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g} seconds, "
+                f"got {self.deadline_s!r}"
+            )
 
 
 @dataclass
@@ -133,6 +147,13 @@ class AgentResult:
     model: str | None = None  # the model that answered (as configured, else as the provider named it)
     error: RefindError | None = None  # what ended a failed run (raised by record_search once the trace is stored)
     search_id: str | None = None  # the stored search (None when not recorded)
+    withheld: Withheld | None = None  # what the evidence left out: no longer stored when the search returned
+    as_of: int | None = None  # the search read only what was stored by then (Unix ms)
+
+    @property
+    def deadline_passed(self) -> bool:
+        """The deadline stopped the planner (its evidence is what it had by then)."""
+        return any(e.kind == "deadline" for e in self.events)
 
     @property
     def llm_calls(self) -> int:
@@ -178,6 +199,7 @@ def agent_search(
     max_actions: int = DEFAULT_MAX_ACTIONS,
     hits_per_search: int = DEFAULT_HITS_PER_SEARCH,
     hit_chars: int = DEFAULT_HIT_CHARS,
+    deadline_s: float = DEFAULT_DEADLINE_S,
     as_of: int | None = None,
     config: SearchConfig | None = None,
     date_from: str | int | None = None,
@@ -201,7 +223,9 @@ def agent_search(
         options=options,
         model=model,
         model_name=model_name,
-        budget=Budget(max_actions=max_actions, hits_per_search=hits_per_search, hit_chars=hit_chars),
+        budget=Budget(
+            max_actions=max_actions, hits_per_search=hits_per_search, hit_chars=hit_chars, deadline_s=deadline_s
+        ),
         as_of=as_of,
         config=config,
         date_from=date_from,
@@ -231,8 +255,10 @@ def plan(
 ) -> AgentResult:
     """Build the user's index and run the planner over it; store nothing. Bad arguments raise InvalidInput before
     any model call; a failure during the run (a ModelError, say) is returned in ``result.error`` with its trace, for
-    the caller to record (:func:`record_search`) and raise."""
+    the caller to record (:func:`record_search`) and raise. The evidence holds only messages still stored (and within
+    retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from this call."""
     from . import search as retrieval
+    from .withhold import forgotten_hits, present
 
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
@@ -252,7 +278,7 @@ def plan(
         if on_event is not None:
             on_event(event)
         stats = Stats(duration_ms=event.t_ms)
-        return AgentResult([], [event], stats, "", user_id, question, started_at, model_name, error=exc)
+        return AgentResult([], [event], stats, "", user_id, question, started_at, model_name, error=exc, as_of=as_of)
     run = PlannerRun(
         index,
         question,
@@ -267,8 +293,20 @@ def plan(
         on_event=on_event,
         started_at=started_at,
         t0=t0,
+        present=functools.partial(present, store, user_id, as_of=as_of),
+        reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
+        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
     )
     return run.run()
+
+
+def _reread(store: Store, user_id: str, *, as_of: int | None, config: SearchConfig | None) -> UserIndex:
+    """The user's index read again (a forget or expire changed the messages since the planner read it)."""
+    from . import index_cache
+    from . import search as retrieval
+
+    index_cache.drop_state(store, user_id)
+    return retrieval.user_index(store, user_id, as_of=as_of, config=config)
 
 
 def record_search(store: Store, result: AgentResult) -> AgentResult:
@@ -296,6 +334,21 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         ),
     )
     result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
+    if not stored and result.blocks:  # … perhaps since the planner checked its evidence: check it again
+        from .withhold import present
+
+        blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
+        if withheld is not None:
+            result.blocks = _ranked(blocks)
+            result.withheld = withheld if result.withheld is None else result.withheld + withheld
+            result.events.append(
+                Event(
+                    "withheld",
+                    result.events[-1].step,
+                    result.stats.duration_ms,
+                    {"at": "evidence", **withheld.as_dict()},
+                )
+            )
     return result.raise_error()
 
 
@@ -319,6 +372,9 @@ class PlannerRun:
         on_event: Callable[[Event], None] | None = None,
         started_at: int,
         t0: float | None = None,
+        present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
+        reread: Callable[[], UserIndex] | None = None,
+        forgotten: Callable[[list[Event]], list[Event]] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -332,6 +388,12 @@ class PlannerRun:
         self.outer, self.as_of, self.on_event = bounds, as_of, on_event
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
+        # when the run must end (time.monotonic()), counted from t0
+        self.deadline_at = time.monotonic() - (time.perf_counter() - self.t0) + budget.deadline_s
+        self.present = present  # the evidence as still stored (None: as the index held it)
+        self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
+        self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
+        self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
         self.step = 0
@@ -384,6 +446,7 @@ class PlannerRun:
             date_from=None if self.outer[0] is None else _when(self.outer[0]),  # the caller's bounds on every search
             date_to=None if self.outer[1] is None else _when(self.outer[1]),
             as_of=None if self.as_of is None else _when(self.as_of),  # only what was stored by then is searched
+            deadline_s=self.budget.deadline_s,
         )
         self.messages = [
             {
@@ -397,8 +460,15 @@ class PlannerRun:
         if len(index) == 0:  # nothing to search: asking the model would only cost money
             return
         while self.step < self.max_actions:
+            if time.monotonic() >= self.deadline_at:
+                self._stop(None)
+                return
             self.step += 1
-            reply = self._call()
+            try:
+                reply = self._call()
+            except DeadlineReached as exc:  # the deadline cut the call short: what was kept so far is the evidence
+                self._stop(exc.message)
+                return
             try:
                 action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
@@ -424,6 +494,14 @@ class PlannerRun:
                 self._correct(str(exc))
         self.emit("budget", max_actions=self.max_actions)
 
+    def _stop(self, cut: str | None) -> None:
+        """The deadline passed: between actions (``cut`` None) or during a model call (``cut``: what the model
+        seam said)."""
+        data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "llm_calls": self.stats.llm_calls}
+        if cut is not None:
+            data["message"] = cut
+        self.emit("deadline", **data)
+
     def _opening(self, latest: str | None) -> str:
         lines = [f"Question: {self.question}"]
         if self.options:
@@ -436,7 +514,8 @@ class PlannerRun:
 
     def _call(self) -> Reply:
         new = self.messages[self.sent :]
-        reply: Reply = _unicode(self.model(list(self.messages)))
+        with deadline(self.deadline_at):  # litellm's timeout and retries end by it (model.deadline)
+            reply: Reply = _unicode(self.model(list(self.messages)))
         self.stats.add(reply)
         self.stats.actions = self.step
         self.messages.append({"role": "assistant", "content": _said(reply)})
@@ -492,7 +571,7 @@ class PlannerRun:
         if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
             raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self.index.search(
+        hits = self._index_search(
             keywords,
             top_k=self.hits_per_search,
             date_from=lo,
@@ -500,6 +579,7 @@ class PlannerRun:
             skip=Skip(skip_mode, ids),
             config=self.index.config.with_(lead_chars=0, backfill=False),  # a planner search shows what matched
         )
+        hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
         shown = views(hits, self.hit_chars)
         self.last_hits = hits
@@ -574,11 +654,13 @@ class PlannerRun:
                 else "no search showed any hit"
             )
             self.emit("fallback", reason=reason, path=path)
-            blocks = self.index.search(
+            blocks = self._index_search(
                 self.question, top_k=limit, options=self.options, date_from=self.outer[0], date_to=self.outer[1]
             )
-        n = len(blocks)
-        blocks = [replace(b, score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
+        blocks, self.withheld = self._still_stored(blocks, "evidence")
+        if self.forgotten is not None:  # what it prints and returns beside the evidence quotes none of it either
+            self.events[:] = self.forgotten(self.events)
+        blocks = _ranked(blocks)
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
         self.emit(
             "evidence",
@@ -589,6 +671,29 @@ class PlannerRun:
             stats=self.stats.as_dict(),
         )
         return self._result(blocks, path)
+
+    def _index_search(self, query: str, **kw: Any) -> list[Block]:
+        """``self.index.search``; when a forget or expire deleted text the index still points at (IndexChanged: it
+        reads a turn's text when it shows it), the index is read again, once, and searched again."""
+        from .index_store import IndexChanged
+
+        try:
+            return self.index.search(query, **kw)
+        except IndexChanged:
+            if self.reread is None:
+                raise
+            self.index = self.reread()
+            return self.index.search(query, **kw)
+
+    def _still_stored(self, blocks: list[Block], at: str) -> tuple[list[Block], Withheld | None]:
+        """The blocks without what a forget or expire removed since the index was read (traced when anything was):
+        a search's hits before the planner sees them, ``at="search"``, and the evidence before it is returned."""
+        if self.present is None:
+            return blocks, None
+        blocks, withheld = self.present(blocks)
+        if withheld is not None:
+            self.emit("withheld", at=at, **withheld.as_dict())
+        return blocks, withheld
 
     def _result(self, blocks: list[Block], path: str, *, error: RefindError | None = None) -> AgentResult:
         self.stats.duration_ms = round((time.perf_counter() - self.t0) * 1000, 3)
@@ -602,7 +707,15 @@ class PlannerRun:
             at=self.started_at,
             model=self.model_name,
             error=error,
+            withheld=self.withheld,
+            as_of=self.as_of,
         )
+
+
+def _ranked(blocks: list[Block]) -> list[Block]:
+    """The blocks scored ``1 − i/n`` by their final rank."""
+    n = len(blocks)
+    return [replace(b, score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
 
 
 def _unicode(reply: Reply) -> Reply:

@@ -10,8 +10,16 @@ from __future__ import annotations
 import os
 import re
 
+from .settings import ENV_API_KEY
+
 MARK = "[redacted]"
-MIN_SECRET_CHARS = 8  # a configured "key" shorter than this (a placeholder) is not worth hiding, and too common
+MIN_SECRET_CHARS = 8  # a key refind sends shorter than this (a placeholder) is not worth hiding, and too common
+# Any other variable's value is hidden from 16 characters. It is replaced wherever it appears, and a trace quotes the
+# chat, where a word a person chose as a token ("development", "something") is common: a value of 8-15 characters
+# blanked up to 32% of the shared sets' messages, one of 16 or more at most 0.43% (bench/redaction_collisions.py).
+# A provider's key (32 or more) and a generated token are longer; a shorter value of these variables is never sent
+# to a provider, so no reply or error can echo it.
+MIN_OTHER_SECRET_CHARS = 16
 # Shapes of provider keys and bearer credentials: OpenAI/Anthropic style "sk-…", Google "AIza…", GitHub, Slack,
 # AWS access key ids, HuggingFace, and whatever follows "Bearer " or an api_key=/"api_key": assignment.
 _SHAPES = re.compile(
@@ -29,12 +37,14 @@ _SHAPES = re.compile(
 
 
 def configured_secrets() -> list[str]:
-    """Values of the environment's key variables (``*_KEY``, ``*_TOKEN``, ``*SECRET*``), longest first."""
+    """Values of the environment's key variables (``*_KEY``, ``*_TOKEN``, ``*SECRET*``), longest first: REFIND_API_KEY
+    (the key refind sends to --api-base, which a server may echo) from MIN_SECRET_CHARS, any other from
+    MIN_OTHER_SECRET_CHARS."""
     found = {
         value.strip()
         for name, value in os.environ.items()
         if name.endswith(("_KEY", "_TOKEN")) or "SECRET" in name
-        if len(value.strip()) >= MIN_SECRET_CHARS
+        if len(value.strip()) >= (MIN_SECRET_CHARS if name == ENV_API_KEY else MIN_OTHER_SECRET_CHARS)
     }
     return sorted(found, key=len, reverse=True)
 

@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Planner:
     """How agent mode runs: the model (the ``complete`` seam; ``None``: litellm from REFIND_MODEL /
-    REFIND_API_BASE), its budget, a live trace callback, and whether the trace is stored."""
+    REFIND_API_BASE), its budget and deadline, a live trace callback, and whether the trace is stored."""
 
     model: Complete | None = None
     model_name: str | None = None
     max_actions: int = settings.DEFAULT_MAX_ACTIONS
+    deadline_s: float = settings.DEFAULT_AGENT_DEADLINE_S  # the whole search's limit (seconds)
     on_event: Callable[[Event], None] | None = None
     record: bool = True
 
@@ -71,6 +72,7 @@ def retrieve(
             model=p.model,
             model_name=p.model_name,
             max_actions=p.max_actions,
+            deadline_s=p.deadline_s,
             as_of=request.as_of,
             config=config,
             date_from=request.date_from,

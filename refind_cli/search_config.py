@@ -19,6 +19,7 @@ from .turns import TURN_UNITS, Turn
 SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
+STAMPS = ("full", "day")
 NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
 
 
@@ -73,6 +74,8 @@ class SearchConfig:
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
+    stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbour's day (blocks.py)
+    roles: str = "change"  # "every": each line names its role; "change": only where its neighbour's differs
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
 
@@ -80,6 +83,8 @@ class SearchConfig:
         _check("turn_unit", self.turn_unit, TURN_UNITS)
         _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
         _check("neighbour_filter", self.neighbour_filter, NEIGHBOUR_FILTERS)
+        _check("stamps", self.stamps, STAMPS)
+        _check("roles", self.roles, ("every", "change"))
         _check("overlap", self.overlap, OVERLAP_POLICIES)
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:

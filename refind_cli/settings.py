@@ -40,6 +40,12 @@ DEFAULT_LLM_RETRIES = 3
 MAX_LLM_TIMEOUT_S = 86_400.0  # a day: past this a socket's deadline leaves the platform's time_t
 MAX_LLM_RETRIES = 20  # each waits at most model.MAX_WAIT_S: a search gives up within minutes, not days
 ENV_LLM_RETRIES = "REFIND_LLM_RETRIES"  # retries on 429 / 5xx / timeouts, exponential backoff from 1 s
+# One agent search's overall limit: past it the planner stops and returns what it has (each model call's timeout and
+# retries are bounded by the time left). 120 s: a contest's search request must answer, while four to eight replies of
+# a hosted model take 5-30 s; a day at most, as a model call's timeout.
+DEFAULT_AGENT_DEADLINE_S = 120.0
+MAX_AGENT_DEADLINE_S = 86_400.0
+ENV_AGENT_DEADLINE = "REFIND_AGENT_DEADLINE"  # seconds one agent search may take in all
 
 OFF_WORDS = frozenset({"off", "none", "never"})
 MAX_RETENTION_DAYS = 1_000_000  # ~2,700 years
@@ -81,6 +87,19 @@ def parse_max_actions(value: str | None) -> int:
             f"--max-actions / {ENV_MAX_ACTIONS}: {value!r} is not a whole number from 1 to {MAX_MAX_ACTIONS}"
         )
     return number
+
+
+def parse_agent_deadline(value: str | float | None) -> float:
+    """The seconds one agent search may take in all, from --deadline / REFIND_AGENT_DEADLINE (default 120), read only
+    where a planner runs (as --max-actions is)."""
+    if isinstance(value, str) and not value.strip():
+        value = None
+    try:
+        return positive_number(
+            f"--deadline / {ENV_AGENT_DEADLINE}", value, DEFAULT_AGENT_DEADLINE_S, maximum=MAX_AGENT_DEADLINE_S
+        )
+    except RefindError as exc:  # a bad flag, as --max-actions' is
+        raise InvalidInput(exc.message) from None
 
 
 def mcp_cache_dir() -> Path | None:

@@ -30,6 +30,7 @@ from .errors import (
     DiskFull,
     FileReplaced,
     Forgotten,
+    NotFound,
     ReadOnlyDatabase,
     RefindError,
     StorageError,
@@ -102,6 +103,17 @@ def wal_file(path: str | Path) -> str:
     import os
 
     return os.path.realpath(path) + "-wal"
+
+
+def _reading_uri(path: Path) -> str:
+    """The URI a reader that must change nothing opens: read-write where the folder can be written (a read-write
+    connection, the last to close, removes the -wal and -shm files SQLite makes beside the file; ``PRAGMA
+    query_only`` keeps it from writing), read-only where it cannot (SQLite could not make them there)."""
+    import os
+    from urllib.parse import quote
+
+    mode = "rw" if os.access(path.parent if str(path.parent) else ".", os.W_OK) else "ro"
+    return f"file:{quote(str(path.resolve()))}?mode={mode}"
 
 
 def _create_private(path: Path) -> None:
@@ -365,9 +377,13 @@ class Store:
         retention_days: float | None = None,
         busy_timeout_s: float | None = None,
         index_progress: index_store.Progress | None = None,
+        read_only: bool = False,
     ) -> None:
         """Open (creating and migrating) the database; index messages not yet indexed (an upgraded database's, once),
-        reporting to ``index_progress(done, total)``."""
+        reporting to ``index_progress(done, total)``. ``read_only`` (``refind inspect``): open an existing refind
+        database of this version and change nothing — no file created, no migration, no index catch-up, no write
+        (``PRAGMA query_only``); NotFound for a missing or empty file, RefindError for another program's or another
+        version's."""
         if busy_timeout_s is None:
             from .settings import busy_timeout_s as configured
 
@@ -383,15 +399,30 @@ class Store:
         self._file = self.path.absolute()
         try:
             in_memory = str(path) == ":memory:"  # SQLite's private in-memory database: no file to create or check
-            if not in_memory:
+            if read_only and not self.path.is_file():
+                raise NotFound(f"no database at {self.path} (give --db PATH or set REFIND_DB)")
+            if not in_memory and not read_only:
                 _create_private(self.path)
             self._opened = None if in_memory else file_identity(self._file)
             # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
             self.wal_path = wal_file(self._file)
             conn = sqlite3.connect(
-                sqlite_filename(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                _reading_uri(self.path) if read_only else sqlite_filename(self.path),
+                timeout=busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=read_only,
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            try:  # before anything that writes: journal_mode = WAL rewrites the file's header
+                migrations.check_current(conn) if read_only else migrations.refuse_foreign(conn)
+            except RefindError as exc:
+                conn.close()
+                raise type(exc)(f"cannot open database {self.path}: {exc.message}") from None
+            if read_only:
+                conn.execute("PRAGMA query_only = ON")  # (read-write all the same: its close removes the -wal and -shm)
+                self._open_done(conn)
+                return
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -410,6 +441,9 @@ class Store:
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
             raise type(error)(f"cannot open {error.message}") from exc
+        self._open_done(conn)
+
+    def _open_done(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._drained = False  # _drain_wal ran
         self._db: sqlite_utils.Database | None = None

@@ -14,8 +14,13 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
 ``correction``  why the reply was refused, and the message sent back to the planner (with the reply's form when
                 it was recognised as one)
 ``budget``      the action budget ran out before ``finish_search``
+``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); the
+                planner stopped and the evidence is what it had by then
 ``finish``      the planner said it is done
 ``fallback``    why the evidence does not come from kept notes, and where it comes from instead
+``withheld``    messages left out of a search's hits before the planner saw them (``at: search``) or of the evidence
+                (``at: evidence``): no longer stored (forgotten or expired while the search ran) or past retention —
+                how many, of how many blocks, and why
 ``evidence``    the path taken (notes | last_search | direct_bm25), the limit, the returned ids
 ``error``       the failure that ended the search (the search raised it after recording)
 """
@@ -29,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import CorruptDatabase, NotFound
-from .redact import redact_data
+from .redact import redact, redact_data
 
 if TYPE_CHECKING:
     from .store import Store
@@ -42,8 +47,10 @@ KINDS = (
     "note",
     "correction",
     "budget",
+    "deadline",
     "finish",
     "fallback",
+    "withheld",
     "evidence",
     "error",
 )
@@ -142,9 +149,9 @@ def save(store: Store, search: StoredSearch) -> bool:
                 search.id,
                 search.user_id,
                 search.at,
-                search.query,
+                redact(search.query),  # as the trace's events are: a key pasted into a query is stored nowhere
                 search.mode,
-                search.model,
+                redact(search.model) if search.model is not None else None,
                 search.duration_ms,
                 search.llm_calls,
                 search.prompt_tokens,

@@ -59,3 +59,17 @@ def test_a_set_holding_an_unpaired_surrogate_names_the_file_not_an_argument(cli,
     r = cli("eval", str(path), "--json")
     assert r.exit_code == 1, r.output  # exit 2: "an argument holds bytes that are not UTF-8 text"
     assert "the set holds text that is not Unicode (an unpaired UTF-16 surrogate, '\\ud800'" in r.output
+
+
+def test_a_file_name_that_is_not_utf8_is_named_as_the_file_name(cli, tmp_path):
+    folder = tmp_path / "memdaily"
+    folder.mkdir()
+    # Python hands the byte 0xff of a file name over as a lone surrogate; MemDaily's user ids are file names
+    (folder / "simple\udcff.json").write_bytes((EVAL / "memdaily" / "01_simple_items.json").read_bytes())
+    r = cli("eval", str(folder), "--format", "memdaily", "--limit", "1")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 1 and r.output.count("\n") == 1, said
+    assert "escaped in its JSON" not in said  # it is in no JSON: the file's name holds it
+    assert (
+        "replaying user 'simple\\udcff:0': the user id, the name of a file of the set or an id in it, is not " in said
+    )

@@ -136,3 +136,48 @@ def test_token_counts_no_database_can_hold_are_unknown_and_the_search_is_stored(
     assert r.exit_code == 0, r.output
     (row,) = json.loads(cli("inspect", "--json", "searches").output)["searches"]
     assert (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"choices": "nope"}, "provider returned 'choices' that is not a list (str)"),
+        ({**_answer("hi", None), "usage": "lots"}, "Invalid response object"),
+    ],
+    ids=["choices", "usage"],
+)
+def test_a_malformed_answer_is_named_as_one_without_warnings_or_retries(
+    cli, store, llm_server, recwarn, monkeypatch, body, detail
+):
+    from llm_server import Fail, Raw
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    llm_server.play(*[Raw(body)] * 4)
+    r = agent(cli, llm_server.url)
+    said = " ".join(r.output.split())
+    assert r.exit_code == 5, said
+    assert said.startswith(
+        "error: model openai/scripted: the provider's answer is malformed: it came with a success status (HTTP 2xx), "
+        "but litellm could not read it (OpenAIException - "
+    )
+    assert detail in said and "HTTP 500" not in said  # litellm's label for it: 'HTTP 500: InternalServerError: …'
+    assert len(llm_server.requests) == 1  # retried as a 5xx: the same answer 4 times, 7 s of backoff
+    assert [str(w.message) for w in recwarn if "Pydantic serializer warnings" in str(w.message)] == []
+    monkeypatch.setenv("REFIND_LLM_RETRIES", "1")
+    llm_server.play(Fail(503, "busy"), Fail(503, "busy"))
+    busy = agent(cli, llm_server.url)  # a status the provider sent is still said, and retried
+    assert "HTTP 503: " in busy.output and "(gave up after 2 attempts)" in busy.output
+
+
+def test_a_refused_connection_is_not_said_to_be_an_http_500(cli, store, monkeypatch):
+    import socket
+
+    add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("REFIND_LLM_RETRIES", "0")
+    r = agent(cli, f"http://127.0.0.1:{port}/v1")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 5 and "Connection error" in said, said
+    assert "HTTP 500" not in said  # litellm's status_code of a connection no server answered

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
-from helpers import MIN, T0, add
+from helpers import DAY, MIN, T0, add
 
 from refind_cli import search as S
 
@@ -11,7 +14,8 @@ ALL = S.SearchConfig(neighbour_filter="all")  # every neighbour, whether or not 
 
 
 def _lines(block):
-    return [line.split("] user: ", 1)[1] for line in block.content.split("\n")]
+    """A block's texts: each line without its stamp and role (the role is named on a block's first line only, here)."""
+    return [re.sub(r"^\[[^]]*\] (user: )?", "", line) for line in block.content.split("\n")]
 
 
 def _session(store, *texts, session="s", at=T0):
@@ -93,7 +97,58 @@ def test_neighbour_filter_keeps_neighbours_that_share_a_query_word_or_are_short(
 def test_same_role_neighbours(store):
     add(store, "u", "s", ("user", "q kayak"), ("assistant", "reply"), ("user", "follow-up"), at=T0)
     (b,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all", neighbour_roles="same"))
-    assert [line.split(": ", 1)[1] for line in b.content.split("\n")] == ["q kayak", "follow-up"]
+    assert b.content.split("\n") == ["[2023-06-01 08:00] user: q kayak", "[08:02] follow-up"]
+
+
+def test_a_line_names_the_day_and_role_only_where_they_change_from_its_neighbour_toward_the_anchor(store):
+    # by hand: the anchor (first line) in full; the reply on its day, another role: time and role; the next reply,
+    # same day and role: time alone; the next day's message: day and role again
+    add(
+        store,
+        "u",
+        "s",
+        ("user", "kayak plans for the weekend", T0),
+        ("assistant", "kayak rental is cheap", T0 + MIN),
+        ("assistant", "kayak lessons too", T0 + 2 * MIN),
+        ("user", "kayak trip done", T0 + DAY),
+    )
+    cfg = S.SearchConfig(neighbour_filter="all", neighbours=3)
+    (b,) = S.search(store, "u", "weekend plans", top_k=1, config=cfg)
+    assert b.content.split("\n") == [
+        "[2023-06-01 08:00] user: kayak plans for the weekend",
+        "[08:01] assistant: kayak rental is cheap",
+        "[08:02] kayak lessons too",
+        "[2023-06-02 08:00] user: kayak trip done",
+    ]
+    assert b.anchor_lines == (0, 1)
+    (full,) = S.search(
+        store, "u", "weekend plans", top_k=1, config=dataclasses.replace(cfg, stamps="full", roles="every")
+    )
+    assert full.content.split("\n") == [
+        "[2023-06-01 08:00] user: kayak plans for the weekend",
+        "[2023-06-01 08:01] assistant: kayak rental is cheap",
+        "[2023-06-01 08:02] assistant: kayak lessons too",
+        "[2023-06-02 08:00] user: kayak trip done",
+    ]
+    (days,) = S.search(store, "u", "weekend plans", top_k=1, config=dataclasses.replace(cfg, roles="every"))
+    assert days.content.split("\n")[2] == "[08:02] assistant: kayak lessons too"
+    # an anchor in the middle: the lines above it name what changed from the line below them, so any run of lines
+    # around the anchor (what the planner's view of a hit keeps) still says its day
+    (mid,) = S.search(store, "u", "lessons", top_k=1, config=cfg)
+    assert mid.content.split("\n") == [
+        "[08:00] user: kayak plans for the weekend",
+        "[08:01] kayak rental is cheap",
+        "[2023-06-01 08:02] assistant: kayak lessons too",
+        "[2023-06-02 08:00] user: kayak trip done",
+    ]
+    assert mid.anchor_lines == (2, 3)
+
+
+def test_a_line_without_a_said_at_keeps_its_role(store):
+    # with no stamp, a line without a role could be read as a line of the message before: the role stays
+    add(store, "u", "s", ("user", "kayak one", None), ("user", "kayak two", None))
+    (b,) = S.search(store, "u", "kayak one", top_k=1, config=S.SearchConfig(neighbour_filter="all"))
+    assert b.content.split("\n") == ["user: kayak one", "user: kayak two"]
 
 
 def test_block_chars_adds_nearest_neighbours_first(store):

@@ -40,10 +40,12 @@ def test_blocks_have_the_contract_shape_and_decreasing_scores(store):
     assert blocks[0].session_id == "s1"
     scores = [b.score for b in blocks]
     assert all(a > b for a, b in zip(scores, scores[1:]))
-    line = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d\] (user|assistant|system): ")
+    first = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d\] (user|assistant|system): ")
+    later = re.compile(r"^\[(\d{4}-\d\d-\d\d )?\d\d:\d\d\] ")  # the day and role only where they change
     for b in blocks:
         assert set(b.as_contract()) == {"id", "content", "score", "created_at"}
-        assert b.content and all(line.match(x) for x in b.content.split("\n"))
+        lines = b.content.split("\n")
+        assert first.match(lines[b.anchor_lines[0]]) and all(later.match(x) for x in lines)
         assert b.created_at.endswith("Z")
         assert set(b.anchor_ids) <= set(b.message_ids)
         assert b.id == b.anchor_ids[0]
@@ -54,7 +56,7 @@ def test_neighbours_are_shown_chronologically_within_the_session(store):
     (block,) = S.search(store, "alice", "salmon formula", top_k=1, config=S.SearchConfig(neighbour_filter="all"))
     assert block.session_id == "s2"
     assert block.content.split("\n") == [
-        "[2023-07-01 08:00] user: Alice: Biscuit the dog needs grain-free food",
+        "[08:00] user: Alice: Biscuit the dog needs grain-free food",  # the day is named on the anchor's line
         "[2023-07-01 08:01] assistant: Try a salmon formula",
     ]
     assert block.anchor_lines == (1, 2)

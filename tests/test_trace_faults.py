@@ -164,3 +164,36 @@ def test_a_key_the_provider_echoes_is_redacted_in_the_live_trace_and_the_json_as
     assert correction["data"]["reply"] == "you sent Bearer [redacted]"
     stored = cli("inspect", "--json", "search", json.loads(r.stdout)["search_id"])
     assert json.loads(stored.stdout)["events"] == json.loads(r.stdout)["trace"]
+
+
+def test_a_stored_trace_holding_a_lone_surrogate_is_not_blamed_on_the_arguments(cli, store, llm_server):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play(FINISH)
+    r = agent(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    search_id = json.loads(r.stdout)["search_id"]
+    # a trace stored before replies were cleaned of surrogates: its JSON escapes one, which no terminal can print
+    with store.write():
+        store.conn.execute("UPDATE searches SET trace = replace(trace, 'hiking', 'hiking \\ud800')")
+    for args in (("inspect", "search", search_id), ("inspect", "--json", "search", search_id)):
+        shown = cli(*args)
+        said = " ".join(shown.output.split())
+        assert shown.exit_code == 1, said  # was 2: "an argument holds bytes that are not UTF-8 text"
+        assert "argument holds" not in said
+        assert (
+            "error: text that is not Unicode could not be written: it holds an unpaired UTF-16 surrogate ('\\ud800'"
+            in said
+        )
+        assert "it came from stored data, a file or a model's reply, not from the arguments" in said
+
+
+def test_a_refind_variable_holding_bytes_that_are_not_utf8_is_named(cli, store, llm_server, monkeypatch):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play(FINISH)
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted-\udcff")  # what Python makes of the byte 0xff in a variable
+    r = cli(
+        "search", "where did Caroline go hiking", "--user", "alice", "--mode", "agent", "--api-base", llm_server.url
+    )
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2, said  # the model's name, stored with the search, cannot be encoded
+    assert "error: REFIND_MODEL holds bytes that are not UTF-8 text ('\\udcff'): set it in UTF-8" in said

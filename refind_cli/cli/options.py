@@ -51,9 +51,10 @@ def refuse_memory_db(db: Path) -> None:
         raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
 
 
-def open_store(db: Path, retention: str | None, *, writer: str | None = None) -> Store:
+def open_store(db: Path, retention: str | None, *, writer: str | None = None, read_only: bool = False) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS, else the one
-    the database remembers, else the default; a ``writer`` (``"refind add"``) stores one given explicitly."""
+    the database remembers, else the default; a ``writer`` (``"refind add"``) stores one given explicitly.
+    ``read_only``: an existing refind database, changed in nothing (``Store(read_only=True)``)."""
     from .. import retention as policy
     from ..store import Store
     from .plain import index_progress
@@ -61,7 +62,7 @@ def open_store(db: Path, retention: str | None, *, writer: str | None = None) ->
     days = policy.given(retention)  # (a bad value is refused before any file is created)
     remember_db(db)
     refuse_memory_db(db)
-    store = Store(db, index_progress=index_progress())
+    store = Store(db, index_progress=index_progress(), read_only=read_only)
     try:
         policy.apply(store, days, writer=writer)
     except BaseException:
@@ -76,11 +77,16 @@ def retention_source(ctx: typer.Context) -> str:
     return settings.ENV_RETENTION_DAYS if getattr(source, "name", None) == "ENVIRONMENT" else "--retention-days"
 
 
-def open_existing(db: Path, retention: str | None) -> Store:
-    """open_store, refusing a path where no database is (a typo must not create an empty one)."""
+def open_existing(db: Path, retention: str | None, *, read_only: bool = False) -> Store:
+    """open_store, refusing a path where no database is (a typo must not create an empty one), or a zero-byte file
+    (search, export, forget and expire would write a whole schema into it, and find nothing)."""
     if not Path(db).exists():
         raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
-    return open_store(db, retention)
+    if Path(db).is_file() and Path(db).stat().st_size == 0:
+        from ..migrations import EMPTY
+
+        raise NotFound(f"cannot open database {db}: {EMPTY}")
+    return open_store(db, retention, read_only=read_only)
 
 
 # Agent mode (the planner)
@@ -108,6 +114,18 @@ MaxActionsOption = Annotated[
         help=(
             f"The planner's budget: at most this many actions (model replies) per search, 1 to "
             f"{settings.MAX_MAX_ACTIONS} (default {settings.DEFAULT_MAX_ACTIONS}). Read in agent mode only."
+        ),
+    ),
+]
+DeadlineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--deadline",
+        envvar=settings.ENV_AGENT_DEADLINE,
+        help=(
+            f"Agent mode: seconds one search may take in all (default {settings.DEFAULT_AGENT_DEADLINE_S:g}, at most "
+            f"{settings.MAX_AGENT_DEADLINE_S:,g}); past it the planner stops and returns what it kept. Read in agent "
+            "mode only."
         ),
     ),
 ]

@@ -11,9 +11,30 @@ from typing import Any
 
 
 def print_json(data: Any) -> None:
-    """Plain JSON on stdout (no rich markup, no wrapping): what scripts parse."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    """Plain JSON on stdout (no rich markup, no wrapping): what scripts parse. Where stdout cannot write every
+    character (:func:`writes_unicode`), every non-ASCII one is a ``\\uXXXX`` escape: the same JSON, never a crash."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=not writes_unicode(sys.stdout), indent=2) + "\n")
     sys.stdout.flush()
+
+
+def writes_unicode(stream: Any) -> bool:
+    """Whether ``stream`` can write every character: its encoding is a UTF. A Latin-1 or cp1252 console, a Windows
+    pipe, or ``PYTHONIOENCODING=ascii`` cannot write Chinese text."""
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+    except LookupError:
+        return False
+
+
+def escape_what_cannot_be_written() -> None:
+    """On a stdout or stderr that cannot write every character, write what it cannot as ``\\u5317``-style escapes
+    instead of ending the command with a UnicodeEncodeError (the command's own process only: ``refind`` calls it)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not writes_unicode(stream):
+            reconfigure(errors="backslashreplace")
 
 
 def index_progress() -> Callable[[int, int], None]:

@@ -54,7 +54,8 @@ def event(ev: Event) -> RenderableType:
                 if d.get("date_from") or d.get("date_to")
                 else ""
             )
-            + (f" · stored by {d['as_of']}" if d.get("as_of") else ""),
+            + (f" · stored by {d['as_of']}" if d.get("as_of") else "")
+            + (f" · deadline {d['deadline_s']:g} s" if isinstance(d.get("deadline_s"), int | float) else ""),
             style="dim",
         )
         return Group(Rule("agent search", align="left"), head)
@@ -96,7 +97,9 @@ def event(ev: Event) -> RenderableType:
         for h in hits:
             start, end = (h.get("anchor_lines") or [0, 0])[:2]
             body = Text()
-            if h.get("content") is None and "chars" in h:
+            if h.get("forgotten"):
+                body.append("forgotten (or expired) since the planner was shown it", style="yellow")
+            elif h.get("content") is None and "chars" in h:
                 body.append(f"withheld from the planner: {h['chars']:,} characters (never shown cut)", style="yellow")
             for i, line in enumerate(h["content"].split("\n") if h.get("content") is not None else []):
                 anchor = start <= i < end
@@ -127,6 +130,22 @@ def event(ev: Event) -> RenderableType:
         return t
     if k == "budget":
         return Text(f"budget of {d.get('max_actions')} actions used up", style="yellow")
+    if k == "deadline":
+        secs = d.get("deadline_s")
+        secs = f"{secs:g}" if isinstance(secs, int | float) else printable(str(secs))
+        t = Text(f"deadline of {secs} s passed: the planner stopped", style="bold yellow")
+        if d.get("message"):
+            t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
+        return t
+    if k == "withheld":
+        where = "the planner's view of this search" if d.get("at") == "search" else "the evidence"
+        return Text(
+            printable(
+                f"withheld from {where}: {d.get('messages')} message(s), {d.get('blocks')} block(s) whole — "
+                f"{d.get('reason')}"
+            ),
+            style="bold yellow",
+        )
     if k == "finish":
         return Text("the planner finished", style="green")
     if k == "fallback":

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from ..errors import InvalidInput, RefindError
 from .options import CURRENT_DB
+from .plain import escape_what_cannot_be_written
 
 HELP = """\
 refind — agent memory over raw chat logs, stored verbatim in SQLite and searched with BM25.
@@ -42,6 +43,10 @@ class RefindGroup(TyperGroup):
     """Turns a RefindError from any command into one red line on stderr and the error's exit code; a ``sqlite3``
     error that escaped a command (disk full, locked, read-only, damaged) is first named by ``store.storage_error``."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[ARGS] = list(args)  # what the command line held, for the error line of a surrogate (invoke)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
         CURRENT_DB.set(None)
         try:
@@ -51,13 +56,10 @@ class RefindGroup(TyperGroup):
 
             from .render import error_console, printable
 
-            if isinstance(exc, UnicodeEncodeError):  # argv bytes that are not UTF-8 arrive as lone surrogates
+            if isinstance(exc, UnicodeEncodeError):
                 if "surrogates not allowed" not in exc.reason:
                     raise
-                exc = InvalidInput(
-                    f"an argument holds bytes that are not UTF-8 text ({exc.object[exc.start : exc.end]!a}); "
-                    "ids and text are stored and looked up as Unicode: pass them in UTF-8"
-                )
+                exc = _not_unicode(exc, ctx.meta.get(ARGS, []))
             elif not isinstance(exc, RefindError):
                 from ..store import storage_error
 
@@ -65,6 +67,34 @@ class RefindGroup(TyperGroup):
             message = escape(printable(exc.message))  # an id or a value it quotes must not drive the terminal
             error_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
+
+
+ARGS = "refind.args"  # ctx.meta key of the command line's arguments
+
+
+def _not_unicode(exc: UnicodeEncodeError, args: list[str]) -> RefindError:
+    """The error line for text holding a lone surrogate, which cannot be encoded (SQLite, a terminal, a file). Python
+    hands argv bytes (and a variable's) that are not UTF-8 over as lone surrogates: blamed on the argument or the
+    REFIND_* variable that holds one; anything else — a stored value, a file name, a provider's text — is said to be
+    what it is, not the user's arguments."""
+    bad = exc.object[exc.start : exc.end]
+    if any(_has_surrogate(arg) for arg in args):
+        return InvalidInput(
+            f"an argument holds bytes that are not UTF-8 text ({bad!a}); ids and text are stored and looked up as "
+            "Unicode: pass them in UTF-8"
+        )
+    named = sorted(name for name, value in os.environ.items() if name.startswith("REFIND_") and _has_surrogate(value))
+    if named:
+        return InvalidInput(f"{', '.join(named)} holds bytes that are not UTF-8 text ({bad!a}): set it in UTF-8")
+    around = exc.object[max(0, exc.start - 40) : exc.end + 40]
+    return RefindError(
+        f"text that is not Unicode could not be written: it holds an unpaired UTF-16 surrogate ({bad!a}, in "
+        f"{around!a}); it came from stored data, a file or a model's reply, not from the arguments"
+    )
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 def _new_app() -> typer.Typer:
@@ -139,5 +169,6 @@ def main() -> None:
     # of CPU in every process, and wall time when the cores are busy (BENCHMARKS.md, "Index on write"). A value set
     # by the user is kept; the Python API, which runs in someone else's process, leaves it alone.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    escape_what_cannot_be_written()  # a Latin-1 console shown Chinese text: escapes, not a traceback
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     (command_app(name) if name in ONE_COMMAND else full_app())()

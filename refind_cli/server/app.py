@@ -75,6 +75,7 @@ class ServerSettings:
     model: str | None = None  # agent mode: the litellm model name (None: REFIND_MODEL, else the default)
     api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
     max_actions: int = defaults.DEFAULT_MAX_ACTIONS  # agent mode: the planner's budget of replies per search
+    deadline_s: float = defaults.DEFAULT_AGENT_DEADLINE_S  # agent mode: seconds one search may take in all
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
     search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
     parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
@@ -203,8 +204,22 @@ class Runtime:
 
         from ..retrieval import Planner, retrieve
 
-        planner = Planner(model=self.complete, model_name=self.model_name, max_actions=self.cfg.max_actions)
-        return retrieve(store, replace(req, mode=self.cfg.mode), planner=planner).blocks
+        planner = Planner(
+            model=self.complete,
+            model_name=self.model_name,
+            max_actions=self.cfg.max_actions,
+            deadline_s=self.cfg.deadline_s,
+        )
+        found = retrieve(store, replace(req, mode=self.cfg.mode), planner=planner)
+        agent = found.agent
+        if agent is not None and (agent.withheld is not None or agent.deadline_passed):  # the contract has no room
+            log.info(
+                "agent search %s%s%s",
+                agent.search_id or "(not stored)",
+                f": stopped at its {self.cfg.deadline_s:g} s deadline" if agent.deadline_passed else "",
+                f": {agent.withheld.line()}" if agent.withheld is not None else "",
+            )
+        return found.blocks
 
     def forget(self, user_id: str, session_id: str | None, request_id: str | None) -> dict[str, Any]:
         from ..lifecycle import forget

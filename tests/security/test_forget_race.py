@@ -49,7 +49,9 @@ def test_a_trace_quoting_what_a_racing_forget_removed_is_not_stored(db_path, sco
 
         model = scripted([SEARCH, NOTE, FINISH], {2: racing_forget})
         result = agent_search(store, "alice", "what is my locker code", top_k=5, model=model, model_name="scripted")
-        assert any("walrus-4417" in b.content for b in result.blocks)  # it was in flight: its answer still quotes it
+        # it was in flight: its answer quoted it (the planner had kept it before the forget); now withheld, and said
+        assert not any("walrus-4417" in b.content for b in result.blocks)
+        assert result.withheld is not None and result.withheld.removed >= 1
         assert result.search_id is None
         stored = store.conn.execute("SELECT count(*) FROM searches").fetchone()[0]
         assert stored == 0

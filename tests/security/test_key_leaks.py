@@ -64,3 +64,39 @@ def test_key_shapes_are_redacted_and_plain_text_is_not():
     assert redact('{"api_key": "abcd1234efgh"}') == '{"[redacted]"}'
     assert redact("AIzaSyA0123456789abcdefghijklmnopqrstu") == "[redacted]"
     assert redact("the skyline is 4417 m tall, ask-me anything") == "the skyline is 4417 m tall, ask-me anything"
+
+
+def test_a_key_pasted_into_a_query_is_stored_and_listed_redacted_as_the_trace_is(
+    llm_server, store, db_path, monkeypatch, cli
+):
+    import json
+
+    monkeypatch.setenv("REFIND_API_KEY", BASE_KEY)
+    add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    query = f"hiking? my key is {BASE_KEY} and sk-ant-api03-OTHERKEY0123456789abcdef"
+    llm_server.play('{"thought": "done", "action": "finish_search"}')
+    result = agent_cli(cli, llm_server, "--json", query=query)
+    assert result.exit_code == 0, result.output
+    (stored,) = store.conn.execute("SELECT query, trace FROM searches").fetchall()
+    assert stored[0] == "hiking? my key is [redacted] and [redacted]"  # was the query as typed
+    start = next(e for e in json.loads(stored[1]) if e["kind"] == "start")
+    assert start["data"]["question"] == stored[0]  # the trace's start event says the same
+    listed = cli("inspect", "searches")
+    as_json = cli("inspect", "--json", "searches")
+    shown = cli("inspect", "search", json.loads(result.stdout)["search_id"])
+    for r in (listed, as_json, shown):
+        assert r.exit_code == 0 and BASE_KEY not in r.output and "OTHERKEY" not in r.output, r.output
+    assert json.loads(as_json.stdout)["searches"][0]["query"] == stored[0]
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = db_path.read_bytes()
+    assert BASE_KEY.encode() not in raw and b"OTHERKEY" not in raw
+
+
+def test_a_short_value_of_another_variable_is_chat_text_not_a_key(monkeypatch):
+    # "development" as a server token blanked that word in every trace (2.5% of the shared sets' messages hold it)
+    monkeypatch.setenv("REFIND_SERVER_TOKEN", "development")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "a1B2" * 9)  # a generated key is as hidden as before
+    monkeypatch.setenv("SOME_SECRET", "correcthorsebatterystaple")  # 16 characters or more: hidden
+    monkeypatch.setenv("REFIND_API_KEY", "password1")  # the key refind sends a server: hidden from 8 characters
+    said = "development notes; password1 was sent; correcthorsebatterystaple; ghp_" + "a1B2" * 9
+    assert redact(said) == "development notes; [redacted] was sent; [redacted]; [redacted]"

@@ -22,6 +22,7 @@ def run_agent(
     model: str | None,
     api_base: str | None,
     max_actions: int,
+    deadline_s: float,
     show_trace: bool,
     as_json: bool,
 ) -> None:
@@ -42,7 +43,9 @@ def run_agent(
 
     from ..options import open_existing  # a typo in --db must not create an empty database
 
-    planner = Planner(model=complete, model_name=model_name, max_actions=max_actions, on_event=on_event)
+    planner = Planner(
+        model=complete, model_name=model_name, max_actions=max_actions, deadline_s=deadline_s, on_event=on_event
+    )
     with open_existing(db, retention) as store:
         found = retrieve(store, request, planner=planner)
     result = found.agent
@@ -54,12 +57,16 @@ def run_agent(
                 "data": [b.as_contract() for b in blocks],
                 "search_id": result.search_id,
                 "path": result.path,
+                "deadline_passed": result.deadline_passed,
+                "withheld": None if result.withheld is None else result.withheld.as_dict(),
                 "stats": result.stats.as_dict(),
                 "trace": result.trace_dicts(),
             }
         )
         return
     render.print_blocks(blocks, query=request.query)
+    if result.withheld is not None:  # forgotten while the planner ran: left out, and said so
+        render.console().print(result.withheld.line(), style="yellow", markup=False, highlight=False)
     s = result.stats
     stored = (
         f"`refind inspect search {result.search_id}` shows its trace"
@@ -68,7 +75,9 @@ def run_agent(
     )
     render.console().print(
         f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
-        f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms — {stored}",
+        f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
+        + (f" · stopped at its {deadline_s:g} s deadline" if result.deadline_passed else "")
+        + f" — {stored}",
         markup=False,
         highlight=False,
     )

@@ -10,7 +10,7 @@ from rich.table import Table
 from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
-from ..options import JsonOption, MaxActionsOption, QuietOption
+from ..options import DeadlineOption, JsonOption, MaxActionsOption, QuietOption
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -60,11 +60,12 @@ def eval_command(
         str, typer.Option("--baseline-tokenizer", help="analyze (refind's), or plain (English-only splitter).")
     ] = "analyze",
     max_actions: MaxActionsOption = None,
+    deadline: DeadlineOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
-    from ...settings import parse_max_actions
+    from ...settings import parse_agent_deadline, parse_max_actions
 
     settings = EvalSettings(
         top_k=top_k,
@@ -76,7 +77,11 @@ def eval_command(
         tokenizer=tokenizer,
         variants=parse_variants(variant or ()),
     )
-    planner = {"max_actions": parse_max_actions(max_actions)} if mode == "agent" else {}  # agent mode reads it
+    planner = (  # agent mode reads them
+        {"max_actions": parse_max_actions(max_actions), "deadline_s": parse_agent_deadline(deadline)}
+        if mode == "agent"
+        else {}
+    )
     systems = systems_for(settings, **planner)  # checks mode, variants and tokenizer before anything is replayed
     err = render.error_console()
     progress = task = None

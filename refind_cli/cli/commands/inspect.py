@@ -42,9 +42,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _open(ctx: typer.Context, db: Path, retention: str | None) -> Store:
-    """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`)."""
+    """The store, honouring --db/--retention-days given before the subcommand (`refind inspect --db X users`); read
+    only: inspect creates, migrates and writes nothing."""
     db, retention = _shared(ctx, db=db, retention=retention)
-    return open_existing(db, retention)
+    return open_existing(db, retention, read_only=True)
 
 
 def _shared(ctx: typer.Context, **values: Any) -> list[Any]:
@@ -92,7 +93,7 @@ def overview(
         _check(db, as_json)
         return
 
-    with open_existing(db, retention) as store:
+    with open_existing(db, retention, read_only=True) as store:
         data = review.overview(store)
     if as_json:
         render.print_json(data)

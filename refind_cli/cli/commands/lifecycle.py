@@ -14,6 +14,7 @@ from ... import settings
 from ...errors import InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption, open_existing
+from ..plain import writes_unicode
 
 if TYPE_CHECKING:
     from ...lifecycle import ExportResult
@@ -144,7 +145,7 @@ def export(
 
     with open_existing(db, retention) as store:
         if output is None or str(output) == "-":
-            lifecycle.export(store, user, sys.stdout, session_id=session)
+            lifecycle.export(store, user, sys.stdout, session_id=session, ascii_only=not writes_unicode(sys.stdout))
             sys.stdout.flush()
             return
         result = _export_to_file(store, user, session, output)

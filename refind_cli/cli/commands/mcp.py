@@ -11,7 +11,15 @@ import typer
 
 from ... import settings
 from ...errors import InvalidInput, RefindError
-from ..options import ApiBaseOption, DbOption, MaxActionsOption, ModelOption, RetentionOption, refuse_memory_db
+from ..options import (
+    ApiBaseOption,
+    DbOption,
+    DeadlineOption,
+    MaxActionsOption,
+    ModelOption,
+    RetentionOption,
+    refuse_memory_db,
+)
 
 MCP_HELP = """\
 Serve one user's memory to an agent over the Model Context Protocol (stdio), for Claude Desktop, Cursor, VS Code
@@ -54,6 +62,7 @@ def mcp(
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
+    deadline: DeadlineOption = None,
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
@@ -63,10 +72,12 @@ def mcp(
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
     complete, model_name, budget = None, None, settings.DEFAULT_MAX_ACTIONS
+    deadline_s = settings.DEFAULT_AGENT_DEADLINE_S
     if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
         from ...model import from_env
 
         budget = settings.parse_max_actions(max_actions)
+        deadline_s = settings.parse_agent_deadline(deadline)
         complete, model_name = from_env(model, api_base)
     from datetime import UTC, datetime
     from importlib.util import find_spec
@@ -83,6 +94,7 @@ def mcp(
         model=complete,
         model_name=model_name,
         max_actions=budget,
+        deadline_s=deadline_s,
         allow_forget=allow_forget,
     )
     refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has

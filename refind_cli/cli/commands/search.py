@@ -12,6 +12,7 @@ from ..options import (
     DEFAULT_DB,
     ApiBaseOption,
     DbOption,
+    DeadlineOption,
     JsonOption,
     MaxActionsOption,
     ModelOption,
@@ -63,6 +64,7 @@ def search(
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
+    deadline: DeadlineOption = None,
     show_trace: TraceOption = False,
 ) -> None:
     from ...contract import CLI_NAMES, search_request
@@ -88,6 +90,7 @@ def search(
             model=model,
             api_base=api_base,
             max_actions=settings.parse_max_actions(max_actions),
+            deadline_s=settings.parse_agent_deadline(deadline),
             show_trace=show_trace,
             as_json=as_json,
         )

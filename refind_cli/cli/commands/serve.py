@@ -13,6 +13,7 @@ from ...errors import InvalidInput, RefindError
 from ..options import (
     DEFAULT_DB,
     DbOption,
+    DeadlineOption,
     MaxActionsOption,
     RetentionOption,
     refuse_memory_db,
@@ -63,6 +64,7 @@ def serve(
         ),
     ] = None,
     max_actions: MaxActionsOption = None,
+    deadline: DeadlineOption = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -151,6 +153,7 @@ def serve(
         raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
     # the planner's budget, read (and checked) in agent mode only: REFIND_MAX_ACTIONS was ignored by the server
     budget = settings.parse_max_actions(max_actions) if mode == "agent" else settings.DEFAULT_MAX_ACTIONS
+    deadline_s = settings.parse_agent_deadline(deadline) if mode == "agent" else settings.DEFAULT_AGENT_DEADLINE_S
     if token is not None and not token.strip():
         raise InvalidInput(
             f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
@@ -193,6 +196,7 @@ def serve(
         model=model,
         api_base=api_base,
         max_actions=budget,
+        deadline_s=deadline_s,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         search_threads=search_threads,
         expire_interval_s=expire_interval,

@@ -1,0 +1,172 @@
+"""Evidence checked against the store as a search returns it: no message that is no longer stored — or is past
+retention, or stored after the search's ``as_of`` — leaves a search.
+
+An agent search reads the user's index once, then spends seconds (minutes) on model calls; a ``refind forget`` or
+``refind expire`` that completes meanwhile deletes messages the planner's blocks still hold in memory. Before the
+planner returns, :func:`present` reads which of the blocks' messages are still visible (one indexed query per 500
+ids) and leaves out the rest: a block whose anchor turn lost a message goes; a neighbour that is gone leaves its block,
+which is rendered again from the stored rows of the messages it keeps (each whole, as ``blocks.render_blocks`` renders
+them: a kept message's text is never cut). What it left out, and why, is a :class:`Withheld`.
+
+A BM25 search needs no such check: ``search.search`` reads the version, the index and every text it shows in one
+read snapshot (``Store.reading``), so its answer is the memory at one instant, taken while it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from .blocks import Block, render_line
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .trace import Event
+
+CHUNK = 500  # ids per query (SQLite's default limit of variables is 32,766; older builds 999)
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """What a search left out of its evidence because it was no longer stored when the search returned."""
+
+    blocks: int  # blocks left out whole: a message of their anchor turn is gone
+    messages: int  # messages left out (from those blocks and, as neighbours, from blocks kept)
+    removed: int  # of them: deleted (forgotten, or expired and swept) while the search ran
+    past_retention: int  # of them: still stored, but past retention by the time the search returned
+
+    def __add__(self, other: Withheld) -> Withheld:
+        return Withheld(
+            self.blocks + other.blocks,
+            self.messages + other.messages,
+            self.removed + other.removed,
+            self.past_retention + other.past_retention,
+        )
+
+    @property
+    def reason(self) -> str:
+        why = []
+        if self.removed:
+            why.append(f"{self.removed} forgotten or expired while the search ran")
+        if self.past_retention:
+            why.append(f"{self.past_retention} past retention by the time it returned")
+        return " and ".join(why)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "blocks": self.blocks,
+            "messages": self.messages,
+            "removed": self.removed,
+            "past_retention": self.past_retention,
+            "reason": self.reason,
+        }
+
+    def line(self) -> str:
+        """One line for a person: what was withheld, and why."""
+        n, m = self.blocks, self.messages
+        return (
+            f"withheld {m} message{'s' if m != 1 else ''}"
+            + (f" ({n} block{'s' if n != 1 else ''} whole)" if n else "")
+            + f": {self.reason}"
+        )
+
+
+def present(
+    store: Store, user_id: str, blocks: Sequence[Block], *, as_of: int | None = None
+) -> tuple[list[Block], Withheld | None]:
+    """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of``, and what was left out
+    (None, and the blocks themselves, when nothing was)."""
+    wanted = {i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids}
+    rows = _rows(store, user_id, wanted, as_of)
+    gone = {i for i in wanted if i not in rows or not rows[i][3]}
+    if not gone:
+        return list(blocks), None
+    kept: list[Block] = []
+    dropped = 0
+    for b in blocks:
+        if any(i in gone for i in b.anchor_ids):
+            dropped += 1
+        elif any(i in gone for i in b.message_ids):
+            kept.append(_without(b, gone, rows))
+        else:
+            kept.append(b)
+    removed = sum(1 for i in gone if i not in rows)
+    return kept, Withheld(dropped, len(gone), removed, len(gone) - removed)
+
+
+def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: int | None = None) -> list[Event]:
+    """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
+    is None (``forgotten``: true), and the same text is taken out of the messages later sent to the model. The
+    planner's own words (its thoughts, keywords and replies) are kept as they are: a trace quoting removed messages is
+    never stored (``trace.save``), and this is what its caller prints."""
+    wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
+    rows = _rows(store, user_id, wanted, as_of)
+    gone = {i for i in wanted if i not in rows or not rows[i][3]}
+    if not gone:
+        return events
+    texts: list[str] = []  # the views of forgotten hits, as the planner was sent them
+    out = []
+    for e in events:
+        if e.kind == "search":
+            hits = []
+            for h in _hits(e):
+                if any(str(i) in gone for i in h.get("message_ids") or ()):
+                    if h.get("content"):
+                        texts.append(h["content"])
+                    h = {**h, "content": None, "forgotten": True}
+                hits.append(h)
+            e = replace(e, data={**e.data, "hits": hits})
+        elif e.kind == "model_call" and texts:
+            sent = []
+            for m in e.data.get("messages") or ():
+                content = m.get("content")
+                if isinstance(content, str):
+                    for text in texts:
+                        content = content.replace(text, FORGOTTEN)
+                sent.append({**m, "content": content})
+            e = replace(e, data={**e.data, "messages": sent})
+        out.append(e)
+    return out
+
+
+FORGOTTEN = "(forgotten since the planner was shown it)"
+
+
+def _hits(event: Event) -> list[dict[str, Any]]:
+    return [h for h in event.data.get("hits") or () if isinstance(h, dict)]
+
+
+def _rows(store: Store, user_id: str, ids: set[str], as_of: int | None) -> dict[str, tuple[Any, ...]]:
+    """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored."""
+    wanted = sorted(ids)
+    predicate, params = store.visible(as_of=as_of)
+    rows: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        chunk = wanted[start : start + CHUNK]
+        for mid, role, content, said_at, shown in store.conn.execute(
+            f"SELECT id, role, content, said_at, ({predicate}) FROM messages "
+            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
+            [*params, user_id, *chunk],
+        ):
+            rows[mid] = (role, content, said_at, bool(shown))
+    return rows
+
+
+def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> Block:
+    """The block rendered again from the stored rows of the messages it keeps (its anchor's among them)."""
+    lines: list[str] = []
+    ids: list[str] = []
+    anchor = set(block.anchor_ids)
+    start = end = 0
+    for mid in block.message_ids:
+        if mid in gone:
+            continue
+        role, content, said_at, _ = rows[mid]
+        if mid in anchor and not any(i in anchor for i in ids):
+            start = len(lines)
+        lines.extend(render_line(said_at, role, content).split("\n"))
+        ids.append(mid)
+        if mid in anchor:
+            end = len(lines)
+    return replace(block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end))

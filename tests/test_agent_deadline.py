@@ -1,0 +1,158 @@
+"""An agent search ends by its deadline (--deadline / REFIND_AGENT_DEADLINE, Memory.agent_search(deadline=), the
+server's --deadline): a slow model call is cut off, no retry starts past it, and the search returns what the planner
+had — not an error. The scripted model delays its reply far past the deadline; no assertion times anything but "it
+returned before that delay would have ended"."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from helpers import T0, add, agent_app, agent_cli
+from llm_server import Fail, Slow
+
+SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
+NOTE = '{"action": "take_note", "results": [1]}'
+FINISH = '{"action": "finish_search"}'
+DELAY = 60.0  # seconds the scripted model sleeps before a reply: far past every deadline below
+
+pytestmark = pytest.mark.usefixtures("no_model_env")
+
+
+@pytest.fixture
+def hikes(store):
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    add(store, "alice", "camp", ("user", "Caroline: hiking and camping by Lake Tahoe", T0 + 86_400_000))
+    return store
+
+
+def test_a_slow_model_call_is_cut_off_and_the_search_returns_what_was_kept(cli, hikes, llm_server):
+    llm_server.play(SEARCH, NOTE, Slow(DELAY, FINISH))
+    began = time.monotonic()
+    r = agent_cli(cli, llm_server, "--deadline", "2", "--json")
+    assert time.monotonic() - began < DELAY / 2  # it waited on the model's reply
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    assert found["path"] == "notes" and len(found["data"]) == 1 and found["deadline_passed"] is True
+    kinds = [e["kind"] for e in found["trace"]]
+    assert kinds[-2:] == ["deadline", "evidence"] and "error" not in kinds
+    stop = found["trace"][kinds.index("deadline")]["data"]
+    assert stop["deadline_s"] == 2 and "the search's deadline passed after 1 attempt" in stop["message"]
+    assert len(llm_server.requests) == 3  # no retry of the call the deadline cut off
+    shown = " ".join(cli("inspect", "search", found["search_id"]).output.split())
+    assert "deadline of 2 s passed: the planner stopped" in shown and "deadline 2 s" in shown
+
+
+def test_with_nothing_kept_the_deadline_returns_the_last_searchs_hits(cli, hikes, llm_server, monkeypatch):
+    monkeypatch.setenv("REFIND_AGENT_DEADLINE", "1.5")
+    llm_server.play(SEARCH, Slow(DELAY, NOTE))
+    r = agent_cli(cli, llm_server)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "Mount Rainier" in flat and "Lake Tahoe" in flat  # the hits the planner was looking at
+    assert "stopped at its 1.5 s deadline" in flat
+
+
+def test_no_retry_starts_past_the_deadline(cli, hikes, llm_server):
+    # a 503 is retried after 1 s of backoff (then 2 s, 4 s): with under a second left, none may start
+    llm_server.play(Fail(503, "overloaded"), Fail(503, "overloaded"), FINISH)
+    r = agent_cli(cli, llm_server, "--deadline", "1", "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    assert len(llm_server.requests) == 1
+    (stop,) = (e["data"] for e in found["trace"] if e["kind"] == "deadline")
+    assert "HTTP 503" in stop["message"] and "overloaded" in stop["message"]
+    assert found["path"] == "direct_bm25" and found["data"]  # nothing searched yet: BM25 on the question
+
+
+def test_memory_and_the_server_keep_their_deadline(tmp_path, db_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    from refind_cli.api import Memory
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        llm_server.play(SEARCH, Slow(DELAY, NOTE))
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, deadline=1
+        )
+    assert answer.deadline_passed and answer.path == "last_search" and len(answer.evidence) == 1
+
+    app = agent_app(db_path, llm_server, deadline_s=1.0)
+    llm_server.play(SEARCH, Slow(DELAY, NOTE))
+    began = time.monotonic()
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert time.monotonic() - began < DELAY / 2
+    assert r.status_code == 200, r.text
+    assert "Mount Rainier" in r.json()["data"][0]["content"]
+
+
+@pytest.mark.parametrize("value", [True, "3", 0, -1, float("nan"), float("inf"), 86_401])
+def test_memory_refuses_a_deadline_that_is_not_seconds_from_above_0_to_a_day(tmp_path, llm_server, value):
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        with pytest.raises(InvalidInput) as refused:
+            memory.agent_search(
+                "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, deadline=value
+            )
+    assert refused.value.message == f"deadline: must be a number of seconds above 0 and at most 86,400, got {value!r}"
+    assert llm_server.requests == []
+
+
+def test_a_bad_deadline_stops_agent_mode_only(cli, hikes, llm_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("REFIND_AGENT_DEADLINE", "soon")  # a planner setting: bm25 mode has no planner
+    r = cli("search", "hiking", "--user", "alice", "--mode", "bm25")
+    assert r.exit_code == 0 and "Mount Rainier" in r.output
+    for value, why in (
+        ("soon", "'soon' is not a number"),
+        ("0", "must be positive, got '0'"),
+        ("1e9", "must be at most 86,400, got '1e9'"),
+    ):
+        monkeypatch.setenv("REFIND_AGENT_DEADLINE", value)
+        r = agent_cli(cli, llm_server)
+        assert r.exit_code == 2, r.output
+        assert f"--deadline / REFIND_AGENT_DEADLINE: {why}" in r.output
+    monkeypatch.delenv("REFIND_AGENT_DEADLINE")
+    missing = tmp_path / "missing" / "refind.db"  # never opened: the deadline is refused first
+    r = cli("serve", "--mode", "agent", "--db", str(missing), "--port", "0", "--deadline", "nan")
+    assert r.exit_code == 2 and "--deadline / REFIND_AGENT_DEADLINE: must be a finite number, got 'nan'" in r.output
+    r = cli("eval", str(missing), "--mode", "agent", "--deadline", "-1")
+    assert r.exit_code == 2 and "--deadline / REFIND_AGENT_DEADLINE: must be positive, got '-1'" in r.output
+    assert llm_server.requests == []  # refused before any model call
+
+
+def test_a_model_of_ones_own_is_not_called_past_the_deadline(store):
+    from refind_cli.model import Reply
+    from refind_cli.planner import agent_search
+
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    calls = []
+
+    def slow(messages):  # a ``complete`` that does not read model.time_left(): each reply outlasts the deadline
+        calls.append(messages)
+        time.sleep(0.6)
+        return Reply(content=SEARCH)
+
+    found = agent_search(store, "alice", "hiking", top_k=5, model=slow, model_name="m", max_actions=50, deadline_s=0.5)
+    assert len(calls) == 1 and found.deadline_passed and found.path == "last_search"
+    (stop,) = (e for e in found.events if e.kind == "deadline")
+    assert "message" not in stop.data  # it passed between actions, not during a call
+
+
+def test_eval_gives_its_planner_the_deadline(cli, llm_server, monkeypatch):
+    from conftest import FIXTURES
+
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    llm_server.play(Slow(DELAY, SEARCH))
+    path = FIXTURES / "eval" / "locomo_small.json"
+    began = time.monotonic()
+    r = cli("eval", str(path), "--mode", "agent", "--limit", "1", "--json", "--deadline", "1")
+    assert time.monotonic() - began < DELAY / 2  # it waited on the model
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["questions"] == 1 and len(llm_server.requests) == 1  # cut off, not retried

@@ -1,0 +1,187 @@
+"""An agent search never returns what a forget or expire removed while it ran: the CLI, the Python API (recorded or
+not), the server. The forget runs inside the scripted model's reply, while the planner waits on it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import DAY, T0, Clock, add, agent_app, agent_cli
+
+from refind_cli.store import Store
+
+SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
+NOTE_BOTH = '{"action": "take_note", "results": [1, 2]}'
+NOTE = '{"action": "take_note", "results": [1]}'
+FINISH = '{"action": "finish_search"}'
+
+pytestmark = pytest.mark.usefixtures("no_model_env")
+
+
+def two_hikes(store: Store) -> None:
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    add(store, "alice", "camp", ("user", "Caroline: hiking and camping by Lake Tahoe", T0 + DAY))
+
+
+def forgetting(db_path, then: str = FINISH, **scope: str):
+    """A scripted reply that first forgets ``scope`` of alice's memory through another connection, as `refind
+    forget` in another process would while the planner waits on the model."""
+    from refind_cli.lifecycle import forget
+
+    def reply() -> str:
+        with Store(db_path, retention_days=None) as other:
+            forget(other, "alice", **scope)
+        return then
+
+    return reply
+
+
+def test_the_cli_withholds_a_block_forgotten_while_the_planner_ran_and_says_so(cli, store, db_path, llm_server):
+    two_hikes(store)
+    llm_server.play(SEARCH, NOTE_BOTH, forgetting(db_path, session_id="hike"))
+    r = agent_cli(cli, llm_server)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "Lake Tahoe" in flat
+    assert "Mount Rainier" not in flat  # it printed the forgotten message as evidence
+    assert "withheld 1 message (1 block whole): 1 forgotten or expired while the search ran" in flat
+
+    llm_server.play(SEARCH, NOTE_BOTH, forgetting(db_path, session_id="camp"))
+    printed = agent_cli(cli, llm_server, "--json").stdout
+    assert "Lake Tahoe" not in printed  # the trace beside the evidence quoted it: the hit the planner was shown
+    found = json.loads(printed)
+    assert found["data"] == []  # the only block left was forgotten too (the hike was, before this search)
+    (hit,) = next(e for e in found["trace"] if e["kind"] == "search")["data"]["hits"]
+    assert hit["content"] is None and hit["forgotten"] is True
+    assert found["withheld"] == {
+        "blocks": 1,
+        "messages": 1,
+        "removed": 1,
+        "past_retention": 0,
+        "reason": "1 forgotten or expired while the search ran",
+    }
+    evidence = [e for e in found["trace"] if e["kind"] in ("withheld", "evidence")]
+    assert [e["kind"] for e in evidence] == ["withheld", "evidence"] and evidence[1]["data"]["ids"] == []
+
+
+def test_a_neighbour_forgotten_while_the_planner_ran_leaves_its_block_and_the_anchor_stays_whole(
+    cli, store, db_path, llm_server
+):
+    # neighbours show when they share a search word: each says "hiking"
+    add(store, "alice", "hike", ("user", "Caroline: we planned the hiking trip", T0), request_id="r1")
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0 + 60_000), request_id="r2")
+    add(store, "alice", "hike", ("user", "Caroline: my secret hiking diary", T0 + 120_000), request_id="r3")
+    search = '{"action": "search_chatrecord", "keywords": "hiking Rainier"}'
+    llm_server.play(search, NOTE, forgetting(db_path, request_id="r3"))
+    printed = agent_cli(cli, llm_server, "--json").stdout
+    assert "secret hiking diary" in llm_server.bodies_text()  # the planner saw it, before the forget
+    assert "secret hiking diary" not in printed
+    found = json.loads(printed)
+    (hit,) = next(e for e in found["trace"] if e["kind"] == "search")["data"]["hits"]
+    assert hit["content"] is None and hit["forgotten"] is True
+    (block,) = found["data"]
+    assert block["content"] == (
+        "[2023-06-01 08:00] user: Caroline: we planned the hiking trip\n"
+        "[2023-06-01 08:01] user: Caroline: I went hiking at Mount Rainier"  # the anchor, whole
+    )
+    assert (found["withheld"]["blocks"], found["withheld"]["messages"]) == (0, 1)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_the_planner_is_not_shown_what_was_forgotten_before_its_search(cli, store, db_path, llm_server, warm):
+    two_hikes(store)
+    if warm:  # the turns' text is in this process's cache (a server's warmer, an earlier search): no read fails
+        assert "Mount Rainier" in cli("search", "hiking", "--user", "alice", "--mode", "bm25").output
+    # the forget completes while the planner waits on its first reply, after it read the index
+    llm_server.play(forgetting(db_path, then=SEARCH, session_id="hike"), NOTE_BOTH, FINISH)
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output  # cold, it failed: "the user's messages were forgotten … search again"
+    found = json.loads(r.stdout)
+    assert "Mount Rainier" not in llm_server.bodies_text()  # warm, the model was sent the forgotten message
+    search = next(e for e in found["trace"] if e["kind"] == "search")
+    assert [h["session_id"] for h in search["data"]["hits"]] == ["camp"]
+    withheld = [e["data"] for e in found["trace"] if e["kind"] == "withheld"]
+    # cold, the index is read again (without the hike); warm, the hike is withheld from the planner's view
+    assert [(w["at"], w["blocks"]) for w in withheld] == ([("search", 1)] if warm else [])
+    assert "Mount Rainier" not in json.dumps(found)
+    assert found["search_id"] is not None  # nothing it quotes is gone: stored, and inspect shows the withholding
+    if warm:
+        flat = " ".join(cli("inspect", "search", found["search_id"]).output.split())
+        assert "withheld from the planner's view of this search: 1 message(s), 1 block(s) whole" in flat
+
+
+def test_memory_withholds_with_and_without_recording(tmp_path, llm_server):
+    from refind_cli.api import Memory
+
+    db = tmp_path / "m.db"
+    for record in (True, False):
+        with Memory(db, retention_days=None) as memory:
+            memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session=f"hike-{record}")
+            memory.add("Caroline: hiking and camping by Lake Tahoe", user="alice", session=f"camp-{record}")
+            llm_server.play(SEARCH, NOTE_BOTH, forgetting(db, session_id=f"hike-{record}"))
+            answer = memory.agent_search(
+                "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, record=record
+            )
+            assert [e.session_id for e in answer.evidence] == [f"camp-{record}"], record
+            assert answer.withheld is not None and answer.withheld["messages"] == 1
+            assert answer.search_id is None  # what its trace quotes is gone: not stored, recorded or not
+            assert "Mount Rainier" not in json.dumps(answer.trace)
+            memory.forget(user="alice")
+
+
+def test_the_server_withholds_what_was_forgotten_while_its_planner_ran(db_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    app = agent_app(db_path, llm_server)  # alice holds one hike
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "camp", ("user", "Caroline: hiking and camping by Lake Tahoe", T0 + DAY))
+    llm_server.play(SEARCH, NOTE_BOTH, forgetting(db_path, session_id="hike"))
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    contents = [item["content"] for item in r.json()["data"]]
+    assert len(contents) == 1 and "Lake Tahoe" in contents[0]
+    assert "Mount Rainier" not in r.text
+
+
+def test_evidence_past_retention_by_the_time_the_planner_returns_is_withheld(db_path):
+    from refind_cli.model import Reply
+    from refind_cli.planner import agent_search
+
+    clock = Clock()
+    store = Store(db_path, clock=clock, retention_days=1)
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    clock.now += DAY // 2
+    add(store, "alice", "camp", ("user", "Caroline: hiking and camping by Lake Tahoe", T0 + DAY))
+    script = [SEARCH, NOTE_BOTH]
+
+    def model(messages: list[dict[str, str]]) -> Reply:
+        if script:
+            return Reply(content=script.pop(0))
+        clock.now += DAY * 3 // 4  # the hike, stored first, passes retention while the planner decides
+        return Reply(content=FINISH)
+
+    found = agent_search(store, "alice", "hiking", top_k=5, model=model, model_name="m", record=False)
+    assert [b.session_id for b in found.blocks] == ["camp"]
+    assert found.withheld is not None and found.withheld.as_dict()["past_retention"] == 1
+    assert found.withheld.reason == "1 past retention by the time it returned"
+    assert found.blocks[0].score == 1.0  # ranked again: 1 − i/n over what is returned
+    store.close()
+
+
+def test_a_forget_between_the_planners_check_and_the_record_is_withheld_too(store, db_path):
+    from refind_cli.lifecycle import forget
+    from refind_cli.model import Reply
+    from refind_cli.planner import plan, record_search
+
+    two_hikes(store)
+    script = [SEARCH, NOTE_BOTH, FINISH]
+    result = plan(store, "alice", "hiking", top_k=5, model=lambda m: Reply(content=script.pop(0)), model_name="m")
+    assert len(result.blocks) == 2 and result.withheld is None
+    with Store(db_path, retention_days=None) as other:  # after the planner checked its evidence, before the record
+        forget(other, "alice", session_id="hike")
+    recorded = record_search(store, result)
+    assert recorded.search_id is None  # what it quotes is gone: not stored
+    assert [b.session_id for b in recorded.blocks] == ["camp"] and recorded.blocks[0].score == 1.0
+    assert recorded.withheld is not None and recorded.withheld.messages == 1
+    assert recorded.events[-1].kind == "withheld" and recorded.events[-1].data["at"] == "evidence"

@@ -1,0 +1,167 @@
+"""`refind inspect` never creates, migrates or writes a database: a missing path, a zero-byte file, another
+program's SQLite file or a file that is no database is refused with one error line, and left byte for byte as it
+was (no -wal or -shm beside it either). Writers (add, mcp, Memory) refuse another program's database too."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from helpers import T0, add
+
+from refind_cli import Memory, RefindError
+from refind_cli.store import Store
+
+SUBCOMMANDS = [
+    [],
+    ["--check"],
+    ["users"],
+    ["user", "alice"],
+    ["session", "alice", "s1"],
+    ["turn", "x"],
+    ["events"],
+    ["tombstones"],
+    ["searches"],
+    ["search", "x"],
+]
+EMPTY = "the file is empty, not a refind database; nothing was changed (refind add creates one)"
+FOREIGN = (
+    "not a refind database but another program's (tables notes); nothing was changed — give --db the path of a "
+    "refind database, or of a new file"
+)
+
+
+def _folder(path):
+    """Every file beside ``path`` (its own included) with its bytes and mode."""
+    return {p.name: (p.read_bytes(), p.stat().st_mode) for p in path.parent.iterdir()}
+
+
+def _foreign(path):
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('not refind''s')")
+    conn.commit()
+    conn.close()
+
+
+def _said(result) -> str:
+    return " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS, ids=lambda s: " ".join(s) or "overview")
+def test_inspect_refuses_what_is_not_a_refind_database_and_changes_nothing(cli, tmp_path, sub):
+    missing = tmp_path / "missing" / "typo.db"
+    missing.parent.mkdir()
+    r = cli("inspect", *sub, "--db", str(missing))
+    assert r.exit_code == 4 and f"no database at {missing}" in _said(r)
+    assert list(missing.parent.iterdir()) == []
+
+    empty = tmp_path / "empty" / "zero.db"
+    empty.parent.mkdir()
+    empty.touch(mode=0o644)
+    before = _folder(empty)
+    r = cli("inspect", *sub, "--db", str(empty))
+
+    def where(path):
+        return f"database {path}" if sub == ["--check"] else f"cannot open database {path}"
+
+    assert r.exit_code == 4, _said(r)  # was 0: ~110 KB of refind's schema written into it, mode 0644 kept
+    assert _said(r) == f"error: {where(empty)}: {EMPTY}"
+    assert _folder(empty) == before
+
+    other = tmp_path / "other" / "notes.db"
+    other.parent.mkdir()
+    _foreign(other)
+    before = _folder(other)
+    r = cli("inspect", *sub, "--db", str(other))
+    assert r.exit_code == 1, _said(r)  # was 0: refind's tables added to it, and the file turned to WAL
+    assert _said(r) == f"error: {where(other)}: {FOREIGN}"
+    assert _folder(other) == before
+
+    text = tmp_path / "text" / "notes.db"
+    text.parent.mkdir()
+    text.write_text("hello, not a database\n" * 100)
+    before = _folder(text)
+    r = cli("inspect", *sub, "--db", str(text))
+    assert r.exit_code == 10 and "not a database" in _said(r)
+    assert _folder(text) == before
+
+
+def test_inspect_of_a_refind_database_changes_no_byte_of_it(cli, db_path):
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    before = _folder(db_path)
+    assert sorted(before) == [db_path.name]  # the writer's close removed its -wal and -shm
+    turn = None
+    for sub in SUBCOMMANDS:
+        r = cli("inspect", *sub, "--db", str(db_path))
+        assert r.exit_code in (0, 4), (sub, _said(r))  # 4: no turn or search "x"
+        turn = turn or ("Caroline" in r.output)
+    assert turn
+    assert _folder(db_path) == before
+
+
+def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+        with store.write():
+            store.conn.execute("DELETE FROM _migrations WHERE name = 'm007_settings'")
+            store.conn.execute("DROP TABLE settings")
+    before = _folder(db_path)
+    r = cli("inspect", "users", "--db", str(db_path))
+    assert r.exit_code == 1, _said(r)
+    assert _said(r) == (
+        f"error: cannot open database {db_path}: written by an older refind (schema version 6; this version's is 7); "
+        "this command changes nothing: a command that writes (refind add, search, serve or mcp) upgrades it"
+    )
+    assert _folder(db_path) == before
+    assert cli("inspect", "--check", "--db", str(db_path)).exit_code == 0  # --check reads an older schema as it is
+    assert _folder(db_path) == before
+    assert cli("search", "hiking", "--user", "alice", "--mode", "bm25", "--db", str(db_path)).exit_code == 0
+    assert cli("inspect", "users", "--db", str(db_path)).exit_code == 0  # a writer upgraded it
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "hiking", "--user", "alice", "--mode", "bm25"],
+        ["export", "--user", "alice"],
+        ["forget", "--user", "alice", "--yes"],
+        ["expire"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_commands_that_need_a_database_refuse_a_zero_byte_file_and_write_nothing(cli, tmp_path, args):
+    empty = tmp_path / "zero.db"
+    empty.touch(mode=0o644)
+    before = _folder(empty)
+    r = cli(*args, "--db", str(empty))
+    assert r.exit_code == 4, _said(r)  # was 0 (4 for forget): refind's whole schema written into the file
+    assert _said(r) == f"error: cannot open database {empty}: {EMPTY}"
+    assert _folder(empty) == before
+
+
+def test_writers_refuse_another_programs_database_and_change_nothing(cli, tmp_path):
+    other = tmp_path / "notes.db"
+    _foreign(other)
+    before = _folder(other)
+    for args in (["add", "hello", "--user", "u", "--session", "s"], ["mcp", "--user", "u"]):
+        r = cli(*args, "--db", str(other))
+        assert r.exit_code == 1, _said(r)
+        assert _said(r) == f"error: cannot open database {other}: {FOREIGN}"
+    with pytest.raises(RefindError, match="not a refind database but another program's"):
+        Memory(other)
+    assert _folder(other) == before
+
+
+def test_inspect_shows_an_index_of_an_earlier_analyzer_stale_and_does_not_index_it_again(cli, db_path):
+    import json
+
+    from test_case_folding import old_database
+
+    old_database(db_path)  # indexed by analyzer 1: the next writer's open indexes every message again
+    before = _folder(db_path)
+    r = cli("inspect", "--json", "--db", str(db_path))
+    assert r.exit_code == 0, _said(r)
+    assert json.loads(r.stdout)["index"]["state"] == "stale"  # was "ready": inspect indexed it again, writing
+    assert _folder(db_path) == before
