@@ -54,8 +54,9 @@ REOPEN = "open a new Memory (or restart `refind mcp`)"  # what to do when the fi
 @dataclass(frozen=True)
 class Evidence:
     """One evidence block: the matching turn (the anchor) with up to two neighbouring turns of its session, one
-    message per line as ``[YYYY-MM-DD HH:MM] role: content``, oldest first (a line other than the anchor's names its day
-    and role only where they differ from its neighbour toward the anchor: ``[HH:MM] content``)."""
+    message per line as ``[YYYY-MM-DD HH:MM] role: content``, oldest first (a line other than the anchor's leaves out
+    its day and role where they are those of the line above it and of its neighbour toward the anchor: ``[HH:MM]
+    content``)."""
 
     id: str  # the anchor turn's stable id
     content: str

@@ -3,7 +3,7 @@
 Which messages a block shows (the anchor's, always whole; neighbours nearest first, subject to the role, filter,
 length, overlap and block-size rules of the SearchConfig), which blocks make the list (a long anchor after the lead
 blocks is deferred behind the shorter ones, never cut), and how each line reads: ``[YYYY-MM-DD HH:MM] role: content``,
-the block's other lines with only what changed from their neighbour toward the anchor (``[HH:MM] content``).
+the block's other lines without the day and role they share with the lines next to them (``[HH:MM] content``).
 """
 
 from __future__ import annotations
@@ -297,23 +297,24 @@ def _below(x: float) -> float:
 def block_lines(messages: Sequence[StoredMessage], anchor: int, cfg: SearchConfig) -> list[str]:
     """Each message of a block (chronological; ``anchor``: the position of the anchor's first message) as its line.
     The anchor's first message names its day and role; with ``cfg.stamps == "day"`` every other line gives only the
-    time when it was said on the day of its neighbour toward the anchor (the line after it above the anchor, the line
-    before it below), and with ``cfg.roles == "change"`` no role when the role is that neighbour's — "[2023-05-01
-    14:00] user: a" then "[14:02] b". A line without a said-at keeps its role (with no stamp, it would read as more of
-    the message before). Any run of lines around the anchor, which is what the planner's view of a hit keeps
-    (``planner.fit``), so reads whole. The text itself is never touched."""
+    time when it was said on the day of the line above it and of its neighbour toward the anchor (the line below it,
+    above the anchor), and with ``cfg.roles == "change"`` no role when the role is theirs — "[2023-05-01 14:00] user:
+    a" then "[14:02] b". So a block reads top down (nothing in its text says which line is the anchor's), and any run
+    of lines around the anchor, which is what the planner's view of a hit keeps (``planner.fit``), reads whole. A
+    line without a said-at keeps its role (with no stamp, it would read as more of the message before). The text
+    itself is never touched."""
     stamps = [format_time(m.said_at) for m in messages]
+    days = [stamp.rpartition(" ")[0] for stamp in stamps]
     out: list[str] = []
     for k, m in enumerate(messages):
-        near = k + 1 if k < anchor else k - 1
         stamp = stamps[k]
-        if k == anchor or not stamp or not 0 <= near < len(messages):
+        if k == anchor or not stamp:
             out.append(render_line(m.said_at, m.role, m.content, stamp=stamp))
             continue
-        day = stamp.rpartition(" ")[0]
-        if cfg.stamps == "day" and day == stamps[near].rpartition(" ")[0]:
-            stamp = stamp[len(day) + 1 :]
-        if cfg.roles == "change" and m.role == messages[near].role:
+        near = [k - 1] if k > anchor else [k + 1, k - 1] if k else [k + 1]
+        if cfg.stamps == "day" and all(days[j] == days[k] for j in near):
+            stamp = stamp[len(days[k]) + 1 :]
+        if cfg.roles == "change" and all(messages[j].role == m.role for j in near):
             out.append(f"[{stamp}] {m.content}")
         else:
             out.append(f"[{stamp}] {m.role}: {m.content}")

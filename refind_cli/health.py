@@ -13,20 +13,17 @@ import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from . import index_store, migrations, tokenize, trace
 from .errors import CorruptDatabase, NotFound, RefindError
-from .store import sqlite_filename, storage_error
+from .store import reading_uri, sqlite_filename, storage_error
 
 
 def _open(path: Path) -> sqlite3.Connection:
     """A plain connection (no migrations: nothing is changed); read-only where the folder cannot be written."""
     if not path.exists():
         raise NotFound(f"no database at {path} (give --db PATH or set REFIND_DB)")
-    if os.access(path.parent if str(path.parent) else ".", os.W_OK):
-        return sqlite3.connect(sqlite_filename(path), timeout=30)  # can clean up its -wal and -shm files when it closes
-    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30)
+    return sqlite3.connect(reading_uri(path), uri=True, timeout=30)  # (read-write: its close removes -wal and -shm)
 
 
 def derived_problems(conn: sqlite3.Connection) -> list[str]:

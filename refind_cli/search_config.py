@@ -74,8 +74,8 @@ class SearchConfig:
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
-    stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbour's day (blocks.py)
-    roles: str = "change"  # "every": each line names its role; "change": only where its neighbour's differs
+    stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbours' day (blocks.py)
+    roles: str = "change"  # "every": each line names its role; "change": only where a neighbour's differs
     overlap: str = "trim"  # "repeat": every block shows its whole context; "trim": a message is shown once
     skip: str = "session"  # the default skip mode for planner rounds: "session" | "turn"
 

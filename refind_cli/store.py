@@ -105,15 +105,27 @@ def wal_file(path: str | Path) -> str:
     return os.path.realpath(path) + "-wal"
 
 
-def _reading_uri(path: Path) -> str:
+def reading_uri(path: Path) -> str:
     """The URI a reader that must change nothing opens: read-write where the folder can be written (a read-write
     connection, the last to close, removes the -wal and -shm files SQLite makes beside the file; ``PRAGMA
-    query_only`` keeps it from writing), read-only where it cannot (SQLite could not make them there)."""
+    query_only`` keeps it from writing), read-only where it cannot (SQLite could not make them there), and on a
+    read-only file system with no -wal file beside it immutable: SQLite reads a WAL database read-only only through
+    its -shm file, which nothing can make there, and no writer can change such a file. The path's bytes are quoted,
+    so a name that is not UTF-8 (which a writer opens) is read too."""
     import os
     from urllib.parse import quote
 
     mode = "rw" if os.access(path.parent if str(path.parent) else ".", os.W_OK) else "ro"
-    return f"file:{quote(str(path.resolve()))}?mode={mode}"
+    if mode == "ro" and _read_only_fs(path) and not os.path.exists(wal_file(path)):
+        mode += "&immutable=1"
+    return f"file:{quote(os.fsencode(path.resolve()))}?mode={mode}"
+
+
+def _read_only_fs(path: Path) -> bool:
+    import os
+    import sys
+
+    return sys.platform != "win32" and bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _create_private(path: Path) -> None:
@@ -407,7 +419,7 @@ class Store:
             # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
             self.wal_path = wal_file(self._file)
             conn = sqlite3.connect(
-                _reading_uri(self.path) if read_only else sqlite_filename(self.path),
+                reading_uri(self.path) if read_only else sqlite_filename(self.path),
                 timeout=busy_timeout_s,
                 isolation_level=None,
                 check_same_thread=False,

@@ -5,6 +5,7 @@ was (no -wal or -shm beside it either). Writers (add, mcp, Memory) refuse anothe
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 
 import pytest
 from helpers import T0, add
@@ -99,6 +100,49 @@ def test_inspect_of_a_refind_database_changes_no_byte_of_it(cli, db_path):
         turn = turn or ("Caroline" in r.output)
     assert turn
     assert _folder(db_path) == before
+
+
+@pytest.mark.parametrize("name", ["odd ?#%41 name.db", "b\udcffd.db"], ids=["uri-characters", "not-utf8"])
+def test_inspect_reads_a_database_whatever_its_name(tmp_path, name):
+    # inspect opens the file by a URI (mode=rw/ro): its name is quoted there byte for byte, so what a writer opened
+    # is read ('\udcff': the byte 0xFF of a name that is not UTF-8; quoting the str raised UnicodeEncodeError)
+    path = tmp_path / name
+    with Store(path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    before = _folder(path)
+    with Store(path, read_only=True) as store:
+        assert store.conn.execute("SELECT content FROM messages").fetchall() == [("Caroline: I went hiking",)]
+    assert _folder(path) == before
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A folder and a callable that remounts it read-only: a tmpfs of its own (mounting needs root; skipped
+    elsewhere — a folder without write permission is no read-only file system to root)."""
+    folder = tmp_path / "media"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(folder)], capture_output=True, check=False).returncode:
+        pytest.skip("mounting a file system needs root")
+    try:
+        yield folder, lambda: subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)  # (a failed test may still hold a file there)
+
+
+def test_inspect_reads_a_database_on_a_read_only_file_system(cli, read_only_mount):
+    # a backup on read-only media: SQLite opens a WAL database read-only only through its -shm file, which nothing
+    # can make there (exit 9, 'cannot be written', from every subcommand and --check): read as immutable instead
+    folder, remount_read_only = read_only_mount
+    path = folder / "backup.db"
+    with Store(path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    remount_read_only()
+    before = _folder(path)
+    for sub in SUBCOMMANDS:
+        r = cli("inspect", *sub, "--db", str(path))
+        assert r.exit_code in (0, 4), (sub, _said(r))  # 4: no turn or search "x"
+    assert "Caroline" in cli("inspect", "session", "alice", "s1", "--db", str(path)).output
+    assert _folder(path) == before
 
 
 def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):

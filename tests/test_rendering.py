@@ -132,16 +132,39 @@ def test_a_line_names_the_day_and_role_only_where_they_change_from_its_neighbour
     ]
     (days,) = S.search(store, "u", "weekend plans", top_k=1, config=dataclasses.replace(cfg, roles="every"))
     assert days.content.split("\n")[2] == "[08:02] assistant: kayak lessons too"
-    # an anchor in the middle: the lines above it name what changed from the line below them, so any run of lines
-    # around the anchor (what the planner's view of a hit keeps) still says its day
+    # an anchor in the middle: the lines above it name what changed from the line below them too, so any run of
+    # lines around the anchor (what the planner's view of a hit keeps) still says its day
     (mid,) = S.search(store, "u", "lessons", top_k=1, config=cfg)
     assert mid.content.split("\n") == [
         "[08:00] user: kayak plans for the weekend",
-        "[08:01] kayak rental is cheap",
+        "[08:01] assistant: kayak rental is cheap",
         "[2023-06-01 08:02] assistant: kayak lessons too",
         "[2023-06-02 08:00] user: kayak trip done",
     ]
     assert mid.anchor_lines == (2, 3)
+
+
+def test_a_block_reads_top_down_whichever_line_is_the_anchor(store):
+    # nothing in a block's text (the contract's content, the planner's view, MCP) says which line is the anchor's:
+    # a line above it that leaves out its day or role leaves out only what the line above it says too. By hand: the
+    # reply before the anchor is the assistant's, said after midnight — read from the line above, "[00:05] …" would
+    # be the user's, on May 31st
+    night = T0 - 8 * 60 * MIN - 10 * MIN  # 2023-05-31 23:50
+    add(
+        store,
+        "u",
+        "s",
+        ("user", "kayak plans", night),
+        ("assistant", "kayak rental is cheap", night + 15 * MIN),
+        ("assistant", "kayak lessons too", night + 20 * MIN),
+    )
+    (b,) = S.search(store, "u", "lessons", top_k=1, config=S.SearchConfig(neighbour_filter="all"))
+    assert b.content.split("\n") == [
+        "[2023-05-31 23:50] user: kayak plans",
+        "[2023-06-01 00:05] assistant: kayak rental is cheap",
+        "[2023-06-01 00:10] assistant: kayak lessons too",
+    ]
+    assert b.anchor_lines == (2, 3)
 
 
 def test_a_line_without_a_said_at_keeps_its_role(store):
