@@ -38,6 +38,7 @@ class Block:
     message_ids: tuple[str, ...]  # every message shown in the block, chronological
     anchor_ids: tuple[str, ...]  # the anchor turn's message ids
     anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
+    message_lines: tuple[int, ...] = ()  # the line each message of message_ids starts on (a message may span lines)
 
     def as_contract(self) -> dict[str, Any]:
         """The contract's search item."""
@@ -116,6 +117,7 @@ def render_blocks(
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor)
         lines: list[str] = []
         ids: list[str] = []
+        starts: list[int] = []
         anchor_lines = (0, 0)
         turns = sorted(chosen)
         shown_messages = [m for j in turns for m in chosen[j]]
@@ -124,6 +126,7 @@ def render_blocks(
         for j in turns:
             first_line = len(lines)
             for m in chosen[j]:
+                starts.append(len(lines))
                 lines.extend(texts[k].split("\n"))
                 ids.append(m.id)
                 k += 1
@@ -146,6 +149,7 @@ def render_blocks(
                 message_ids=tuple(ids),
                 anchor_ids=anchor.message_ids,
                 anchor_lines=anchor_lines,
+                message_lines=tuple(starts),
             )
         )
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -117,6 +119,25 @@ def litellm_complete(
         status = getattr(exc, "status_code", None) or 0
         return isinstance(exc, transient) or status in (408, 429) or status >= 500
 
+    def call(messages: list[dict[str, Any]], timeout: float) -> Any:
+        # litellm's pydantic models warn on stderr of a malformed answer, which the error below names. Scoped to the
+        # call (Python 3.11's catch_warnings is process-wide while entered: calls in other threads may leave this one
+        # filter in place, and nothing else)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Pydantic serializer warnings", UserWarning)
+            return litellm.completion(
+                model=model,
+                messages=messages,
+                api_base=api_base or None,
+                api_key=api_key,
+                temperature=0,
+                max_tokens=max_tokens,
+                timeout=timeout,
+                num_retries=0,
+                max_retries=0,
+                drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
+            )
+
     def complete(messages: list[dict[str, Any]]) -> Reply:
         started = time.perf_counter()
         attempt = 0
@@ -127,24 +148,14 @@ def litellm_complete(
                 raise DeadlineReached(f"model {model}: the search's deadline passed before the call could start")
             timeout = timeout_s if left is None else min(timeout_s, left)  # a call never outlives the deadline
             try:
-                # litellm's pydantic models warn on stderr of a malformed answer, which the error below names. Scoped
-                # to the call (Python 3.11's catch_warnings is process-wide while entered: calls in other threads may
-                # leave this one filter in place, and nothing else)
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", "Pydantic serializer warnings", UserWarning)
-                    response = litellm.completion(
-                        model=model,
-                        messages=messages,
-                        api_base=api_base or None,
-                        api_key=api_key,
-                        temperature=0,
-                        max_tokens=max_tokens,
-                        timeout=timeout,
-                        num_retries=0,
-                        max_retries=0,
-                        drop_params=True,  # reasoning models (gpt-5, o-series) take no temperature but their default
-                    )
+                # httpx's timeout bounds each read: a deadline bounds the whole answer too (_within)
+                response = call(messages, timeout) if left is None else _within(left, partial(call, messages, timeout))
                 break
+            except _Overran:
+                raise DeadlineReached(
+                    f"model {model}: the search's deadline passed before the provider's answer was in (attempt "
+                    f"{attempt})"
+                ) from None
             except Exception as exc:
                 if isinstance(exc, litellm.AuthenticationError):
                     raise ModelError(
@@ -188,6 +199,34 @@ def litellm_complete(
         )
 
     return complete
+
+
+class _Overran(Exception):
+    """The call was still running when its time was up (:func:`_within`)."""
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """``call()``, waited on for at most ``seconds`` (else _Overran; the call is left to finish in its daemon thread,
+    its answer unread). The timeout litellm passes to httpx bounds each read, not the whole answer: a provider that
+    sends its answer a few bytes at a time outlived the deadline by as long as it kept sending."""
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="refind-model-call", daemon=True).start()
+    if not done.wait(seconds):
+        raise _Overran
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Complete, str]:

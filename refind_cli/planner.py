@@ -233,7 +233,7 @@ def agent_search(
         on_event=on_event,
         clock=clock,
     )
-    return record_search(store, result) if record else result.raise_error()
+    return record_search(store, result) if record else _checked(store, result).raise_error()
 
 
 def plan(
@@ -258,7 +258,7 @@ def plan(
     the caller to record (:func:`record_search`) and raise. The evidence holds only messages still stored (and within
     retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from this call."""
     from . import search as retrieval
-    from .withhold import forgotten_hits, present
+    from .withhold import forgotten_hits, present, unsaid
 
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
@@ -296,6 +296,7 @@ def plan(
         present=functools.partial(present, store, user_id, as_of=as_of),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
         forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
+        unsaid=functools.partial(unsaid, store, user_id, as_of=as_of),
     )
     return run.run()
 
@@ -334,9 +335,17 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         ),
     )
     result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
-    if not stored and result.blocks:  # … perhaps since the planner checked its evidence: check it again
-        from .withhold import present
+    return _checked(store, result).raise_error()
 
+
+def _checked(store: Store, result: AgentResult) -> AgentResult:
+    """The result without what a forget or expire (or retention) removed since the planner checked its evidence and
+    trace: checked again as it is returned, stored or not (a stored trace need not quote all the evidence shows: a
+    fallback's neighbours)."""
+    from .withhold import forgotten_hits, present
+
+    result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    if result.blocks:
         blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
         if withheld is not None:
             result.blocks = _ranked(blocks)
@@ -349,7 +358,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
                     {"at": "evidence", **withheld.as_dict()},
                 )
             )
-    return result.raise_error()
+    return result
 
 
 class PlannerRun:
@@ -375,6 +384,7 @@ class PlannerRun:
         present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
         reread: Callable[[], UserIndex] | None = None,
         forgotten: Callable[[list[Event]], list[Event]] | None = None,
+        unsaid: Callable[[list[tuple[tuple[str, ...], str]], list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -393,6 +403,8 @@ class PlannerRun:
         self.present = present  # the evidence as still stored (None: as the index held it)
         self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
         self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
+        self.unsaid = unsaid  # the conversation without the text of hits removed since (None: as it ran)
+        self.shown: list[tuple[tuple[str, ...], str]] = []  # each hit the model was sent: its message ids, its text
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -513,6 +525,8 @@ class PlannerRun:
         return "\n".join(lines)
 
     def _call(self) -> Reply:
+        if self.unsaid is not None and self.shown:  # a forget since a search showed it: not sent to the model again
+            self.messages = self.unsaid(self.shown, self.messages)
         new = self.messages[self.sent :]
         with deadline(self.deadline_at):  # litellm's timeout and retries end by it (model.deadline)
             reply: Reply = _unicode(self.model(list(self.messages)))
@@ -597,6 +611,7 @@ class PlannerRun:
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
+        self.shown += [(b.message_ids, v.text) for b, v in zip(hits, shown) if v.text is not None]
         self._say(_results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left())
 
     def _note(self, action: Action) -> None:
@@ -741,22 +756,26 @@ class HitView:
     chars: int  # the whole hit's length
 
 
-def fit(content: str, anchor_lines: tuple[int, int], limit: int) -> tuple[str, int]:
-    """A hit in at most ``limit`` characters by leaving out neighbour lines, farthest from the anchor first; the
-    anchor's lines are never cut or left out (so a longer anchor makes a longer view). Returns (text, left out)."""
+def fit(content: str, anchor_lines: tuple[int, int], limit: int, starts: Sequence[int] = ()) -> tuple[str, int]:
+    """A hit in at most ``limit`` characters by leaving out neighbour messages, farthest from the anchor first, each
+    whole (``starts``: the line each message starts on; without them a line counts as a message); the anchor's
+    lines are never cut or left out (so a longer anchor makes a longer view). Returns (text, lines left out)."""
     if len(content) <= limit:
         return content, 0
     lines = content.split("\n")
     a, b = anchor_lines
-    keep = set(range(a, b)) if b > a else set(range(len(lines)))
+    if b <= a:
+        return content, 0
+    bounds = sorted({0, *starts, a, b, len(lines)} if starts else set(range(len(lines) + 1)))
+    units = [(s, e) for s, e in zip(bounds, bounds[1:]) if not a <= s < b]  # the neighbour messages
+    keep = set(range(a, b))
     size = sum(len(lines[i]) + 1 for i in keep)
-    for i in sorted(
-        (i for i in range(len(lines)) if i not in keep), key=lambda i: (min(abs(i - a), abs(i - b + 1)), i)
-    ):
-        if size + len(lines[i]) + 1 > limit:
-            break  # nearest first: a farther line is left out whenever a nearer one is
-        keep.add(i)
-        size += len(lines[i]) + 1
+    for s, e in sorted(units, key=lambda u: (a - u[1] + 1 if u[1] <= a else u[0] - b + 1, u[0])):
+        grown = sum(len(lines[i]) + 1 for i in range(s, e))
+        if size + grown > limit:
+            break  # nearest first: a farther message is left out whenever a nearer one is
+        keep.update(range(s, e))
+        size += grown
     return "\n".join(lines[i] for i in sorted(keep)), len(lines) - len(keep)
 
 
@@ -767,7 +786,7 @@ def views(hits: Sequence[Block], hit_chars: int) -> list[HitView]:
     pasted pages of tens of thousands of characters; five such hits would overflow a planner's context window."""
     budget, used, out = hit_chars * len(hits), 0, []
     for b in hits:
-        text, left_out = fit(b.content, b.anchor_lines, hit_chars)
+        text, left_out = fit(b.content, b.anchor_lines, hit_chars, b.message_lines)
         if len(text) > hit_chars and used + len(text) > budget:
             out.append(HitView(None, left_out, len(b.content)))
             continue

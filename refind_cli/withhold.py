@@ -118,19 +118,40 @@ def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: in
                 hits.append(h)
             e = replace(e, data={**e.data, "hits": hits})
         elif e.kind == "model_call" and texts:
-            sent = []
-            for m in e.data.get("messages") or ():
-                content = m.get("content")
-                if isinstance(content, str):
-                    for text in texts:
-                        content = content.replace(text, FORGOTTEN)
-                sent.append({**m, "content": content})
-            e = replace(e, data={**e.data, "messages": sent})
+            e = replace(e, data={**e.data, "messages": _unsaid(e.data.get("messages") or (), texts)})
         out.append(e)
     return out
 
 
+def unsaid(
+    store: Store,
+    user_id: str,
+    shown: Sequence[tuple[Sequence[str], str]],
+    messages: list[dict[str, Any]],
+    *,
+    as_of: int | None = None,
+) -> list[dict[str, Any]]:
+    """The planner's conversation without the text of each hit it was ``shown`` (its message ids, the text the model
+    was sent) that shows a message no longer visible: the next model call does not send the provider again what was
+    forgotten after the planner saw it."""
+    rows = _rows(store, user_id, {i for ids, _ in shown for i in ids}, as_of)
+    texts = [text for ids, text in shown if any(i not in rows or not rows[i][3] for i in ids)]
+    return _unsaid(messages, texts) if texts else messages
+
+
 FORGOTTEN = "(forgotten since the planner was shown it)"
+
+
+def _unsaid(messages: Sequence[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:
+    """The messages with each of ``texts`` replaced by :data:`FORGOTTEN`."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            for text in texts:
+                content = content.replace(text, FORGOTTEN)
+        out.append({**m, "content": content})
+    return out
 
 
 def _hits(event: Event) -> list[dict[str, Any]]:
@@ -157,6 +178,7 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
     """The block rendered again from the stored rows of the messages it keeps (its anchor's among them)."""
     lines: list[str] = []
     ids: list[str] = []
+    starts: list[int] = []
     anchor = set(block.anchor_ids)
     start = end = 0
     for mid in block.message_ids:
@@ -165,8 +187,11 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
         role, content, said_at, _ = rows[mid]
         if mid in anchor and not any(i in anchor for i in ids):
             start = len(lines)
+        starts.append(len(lines))
         lines.extend(render_line(said_at, role, content).split("\n"))
         ids.append(mid)
         if mid in anchor:
             end = len(lines)
-    return replace(block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end))
+    return replace(
+        block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end), message_lines=tuple(starts)
+    )

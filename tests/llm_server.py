@@ -6,6 +6,8 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 - ``Fail(status, message)``: answered with that HTTP status and an OpenAI-style error body;
 - ``Slow(seconds, content)``: sleeps, then answers like a ``str`` (for timeouts);
 - ``Raw(body)``: answered 200 with exactly that JSON body;
+- ``Trickle(seconds, content)``: answered like a ``str``, one byte of the body every ``seconds`` (each read is quick,
+  the whole answer slow: a per-read timeout never trips);
 - a callable: called as the request arrives, and its return value answered like a ``str``;
 - ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
   as its JSON text, or the text itself), and ``content`` beside them (None by default).
@@ -34,6 +36,12 @@ class Fail:
 @dataclass(frozen=True)
 class Slow:
     seconds: float
+    content: str = '{"action": "finish_search"}'
+
+
+@dataclass(frozen=True)
+class Trickle:
+    seconds: float  # between bytes of the body
     content: str = '{"action": "finish_search"}'
 
 
@@ -103,7 +111,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
         def log_message(self, *args) -> None:  # quiet
             pass
 
-        def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        def _send(self, status: int, body: dict, headers: dict | None = None, trickle: float = 0) -> None:
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)
@@ -112,7 +120,12 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not trickle:
+                    self.wfile.write(data)
+                for i in range(len(data) if trickle else 0):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle)
             except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                 pass
 
@@ -134,9 +147,12 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
             if isinstance(entry, Raw):
                 self._send(200, entry.body)
                 return
+            trickle = 0.0
             if isinstance(entry, Slow):
                 time.sleep(entry.seconds)
                 entry = entry.content
+            if isinstance(entry, Trickle):
+                trickle, entry = entry.seconds, entry.content
             if callable(entry):  # a function run as the request arrives (a write racing the search), then its reply
                 entry = entry()
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
@@ -160,6 +176,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                         "total_tokens": prompt + completion,
                     },
                 },
+                trickle=trickle,
             )
 
     server = ThreadingHTTPServer((llm.host, llm.port), Handler)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers import T0, add, agent_app, agent_cli
-from llm_server import Fail, Slow
+from llm_server import Fail, Slow, Trickle
 
 SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
 NOTE = '{"action": "take_note", "results": [1]}'
@@ -38,10 +38,22 @@ def test_a_slow_model_call_is_cut_off_and_the_search_returns_what_was_kept(cli, 
     kinds = [e["kind"] for e in found["trace"]]
     assert kinds[-2:] == ["deadline", "evidence"] and "error" not in kinds
     stop = found["trace"][kinds.index("deadline")]["data"]
-    assert stop["deadline_s"] == 2 and "the search's deadline passed after 1 attempt" in stop["message"]
+    # httpx's read timeout and the deadline's own clock end the call at the same instant: either may say so
+    assert stop["deadline_s"] == 2 and "the search's deadline passed" in stop["message"]
     assert len(llm_server.requests) == 3  # no retry of the call the deadline cut off
     shown = " ".join(cli("inspect", "search", found["search_id"]).output.split())
     assert "deadline of 2 s passed: the planner stopped" in shown and "deadline 2 s" in shown
+
+
+def test_a_provider_trickling_its_answer_is_cut_off_at_the_deadline(cli, hikes, llm_server):
+    # a byte of the answer every 0.05 s: each read is quick (httpx's timeout bounds each read), the whole answer ~15 s
+    llm_server.play(SEARCH, NOTE, Trickle(0.05, FINISH))
+    r = agent_cli(cli, llm_server, "--deadline", "2", "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    assert found["path"] == "notes" and found["deadline_passed"] is True  # it waited for the whole answer
+    stop = next(e for e in found["trace"] if e["kind"] == "deadline")["data"]
+    assert "the search's deadline passed before the provider's answer was in (attempt 1)" in stop["message"]
 
 
 def test_with_nothing_kept_the_deadline_returns_the_last_searchs_hits(cli, hikes, llm_server, monkeypatch):

@@ -185,3 +185,67 @@ def test_a_forget_between_the_planners_check_and_the_record_is_withheld_too(stor
     assert [b.session_id for b in recorded.blocks] == ["camp"] and recorded.blocks[0].score == 1.0
     assert recorded.withheld is not None and recorded.withheld.messages == 1
     assert recorded.events[-1].kind == "withheld" and recorded.events[-1].data["at"] == "evidence"
+
+
+def test_the_model_is_not_sent_again_what_was_forgotten_after_it_was_shown(cli, store, db_path, llm_server):
+    two_hikes(store)
+    # the planner is shown both hikes; the hike is forgotten while it decides; its next call re-sends the conversation
+    llm_server.play(SEARCH, forgetting(db_path, then=NOTE_BOTH, session_id="hike"), FINISH)
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    assert len(llm_server.requests) == 3
+    assert "Mount Rainier" in json.dumps(llm_server.requests[1])  # shown before the forget
+    after = json.dumps(llm_server.requests[2], ensure_ascii=False)
+    assert "Mount Rainier" not in after  # sent to the provider again, after the user forgot it
+    assert "Lake Tahoe" in after and "(forgotten since the planner was shown it)" in after
+    assert "Mount Rainier" not in r.stdout
+
+
+def test_a_forget_after_the_planners_check_leaves_no_text_in_the_trace_memory_returns(tmp_path, llm_server):
+    from refind_cli.api import Memory
+
+    db = tmp_path / "m.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        memory.add("Caroline: hiking and camping by Lake Tahoe", user="alice", session="camp")
+        llm_server.play(SEARCH, NOTE_BOTH, FINISH)
+
+        def on_event(event) -> None:  # the planner checked its evidence; the forget lands before it is recorded
+            if event.kind == "evidence":
+                forgetting(db, session_id="hike")()
+
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, on_event=on_event
+        )
+    assert [e.session_id for e in answer.evidence] == ["camp"] and answer.search_id is None
+    assert "Mount Rainier" not in json.dumps(answer.trace)  # the hit the planner was shown, in the trace returned
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evidence_too(tmp_path, llm_server, record):
+    from refind_cli.api import Memory
+
+    db = tmp_path / "m.db"
+    with Memory(db, retention_days=None) as memory:
+        for i, text in enumerate(
+            ["we planned the hiking trip", "I went hiking at Mount Rainier", "my secret hiking diary"]
+        ):
+            memory.add(f"Caroline: {text}", user="alice", session="hike", request_id=f"r{i + 1}")
+        llm_server.play(FINISH)  # no search ran: the evidence is BM25 on the question, which no hit in the trace shows
+
+        def on_event(event) -> None:  # the planner checked its evidence; the forget lands before it is recorded
+            if event.kind == "evidence":
+                forgetting(db, request_id="r3")()
+
+        answer = memory.agent_search(
+            "hiking Rainier",
+            user="alice",
+            model="openai/scripted",
+            api_base=llm_server.url,
+            on_event=on_event,
+            record=record,
+        )
+    assert answer.path == "direct_bm25" and len(answer.evidence) == 1
+    assert "Mount Rainier" in answer.evidence[0].content
+    assert "secret hiking diary" not in answer.evidence[0].content  # returned, though forgotten before it was
+    assert answer.withheld is not None and answer.withheld["messages"] == 1

@@ -10,8 +10,8 @@ import pytest
 from helpers import DAY, T0, add
 from llm_server import Fail, Slow
 
+from refind_cli import planner, trace
 from refind_cli import search as S
-from refind_cli import trace
 from refind_cli.errors import ModelError
 from refind_cli.model import litellm_complete
 from refind_cli.planner import ReplyError, agent_search, parse_reply
@@ -431,3 +431,23 @@ def test_reasoning_models_get_no_temperature_and_a_larger_cap(llm_server):
     reasoning, plain = llm_server.requests
     assert "temperature" not in reasoning and reasoning["max_completion_tokens"] == 4096
     assert plain["temperature"] == 0 and plain["max_tokens"] == 512
+
+
+def test_the_planners_view_leaves_a_neighbour_out_whole_never_part_of_it(store):
+    # by hand: the neighbour is three lines, its stamp and speaker on the first; room for the anchor and two more
+    # lines must not show "- salmon / - tuna" without who said them (the view left lines out, not messages)
+    add(
+        store,
+        "u",
+        "s",
+        ("assistant", "here is the list:\n- salmon\n- tuna", T0),
+        ("user", "kayak which one", T0 + 60_000),
+    )
+    (block,) = S.search(store, "u", "kayak", top_k=1, config=S.SearchConfig(neighbour_filter="all"))
+    lines = block.content.split("\n")
+    assert lines[1:3] == ["- salmon", "- tuna"] and block.anchor_lines == (3, 4) and block.message_lines == (0, 3)
+    room = len(lines[3]) + len("- salmon") + len("- tuna") + 3
+    (view,) = planner.views([block], room)
+    assert view.text == lines[3] and view.left_out == 3
+    (whole,) = planner.views([block], len(block.content))
+    assert whole.text == block.content and whole.left_out == 0
