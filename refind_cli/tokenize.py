@@ -7,12 +7,16 @@
    combining dot above that folding leaves after an ``i`` (Turkish "İ" folds to "i" + U+0307): "İstanbul" matches
    "istanbul"; NFKC again where folding left a decomposed sequence (a few letters such as Greek "ΐ" or "ǰ"). Accents are
    kept ("café" is not "cafe"); ASCII text is only lowercased (the same thing for ASCII);
-2. split on whitespace and punctuation (a token is a run of letters, marks and digits; ``_`` splits too);
+2. split on whitespace and punctuation (a token is a run of letters, combining marks — every one Unicode has, of any
+   script — and digits; ``_`` splits too; a zero-width joiner inside a word is dropped from it);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
-   a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``;
+   a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``; runs of a
+   script written without spaces between words (Thai, Lao, Khmer, Myanmar, the Tai scripts) become overlapping
+   bigrams of grapheme clusters (a letter and its marks), a lone cluster a unigram — the dictionary-free n-gram
+   indexing of Thai, so the query ``ข้าวผัด`` matches inside ``ฉันชอบกินข้าวผัด`` and never half a cluster;
 4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
    stemmed with the full Snowball English stemmer (PyStemmer);
-5. numbers and words of any other script (Cyrillic, Greek, Arabic, Devanagari, …) are kept intact.
+5. numbers and words of any other script (Cyrillic, Greek, Arabic, Devanagari, Tibetan, Sinhala, …) are kept intact.
 
 ``plain_tokenize(text)`` is the English-only word splitter that the evaluation compares against: the same steps
 without 3 (a run of Han characters stays one token).
@@ -29,7 +33,8 @@ from typing import Any
 # Bump whenever analyze() changes what it emits: persisted search indexes built by another version are then rebuilt.
 # 2: Unicode case folding (casefold, "i" + U+0307 → "i") instead of lower().
 # 3: NFKC again where case folding left a decomposed sequence.
-ANALYZER_VERSION = 3
+# 4: every combining mark inside words; bigrams of grapheme clusters for Thai, Lao, Khmer, Myanmar and the Tai scripts.
+ANALYZER_VERSION = 4
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -38,18 +43,105 @@ _CJK_CLASS = (
     "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff"
     "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
-# Combining marks (which ``\w`` leaves out) of the scripts that need them inside words: Latin/Greek/Cyrillic
-# diacritics, Hebrew and Arabic points, the Indic scripts (Devanagari … Malayalam, minus the danda punctuation), Thai.
-_MARKS = (
-    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f"
-    "\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0900-\u0963\u0966-\u0d7f\u0e00-\u0e7f"
-    "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+# Written out by bench/unicode_classes.py (computed at import they would cost ~160 ms of every cold process, and
+# the tokens would depend on the Python that indexes); tests/test_tokenize_scripts.py checks them against unicodedata.
+# _MARKS (BMP and astral apart, see _WORD): every combining mark (Mn, Mc, Me), which ``\w`` leaves out, but the
+# variation selectors (they choose an emoji's presentation and stay outside words, as the emoji does).
+# _SPACELESS: the letters and marks of the scripts written without spaces between words (Unicode's line-break class
+# SA): Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham, Tai Viet, Ahom.
+UNICODE_VERSION = "14.0.0"  # of the classes below (bench/unicode_classes.py)
+_MARKS_BMP = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+    "\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0711\u0730-\u074a\u07a6-\u07b0\u07eb-\u07f3\u07fd"
+    "\u0816-\u0819\u081b-\u0823\u0825-\u0827\u0829-\u082d\u0859-\u085b\u0898-\u089f\u08ca-\u08e1\u08e3-\u0903"
+    "\u093a-\u093c\u093e-\u094f\u0951-\u0957\u0962\u0963\u0981-\u0983\u09bc\u09be-\u09c4\u09c7\u09c8\u09cb-\u09cd"
+    "\u09d7\u09e2\u09e3\u09fe\u0a01-\u0a03\u0a3c\u0a3e-\u0a42\u0a47\u0a48\u0a4b-\u0a4d\u0a51\u0a70\u0a71\u0a75"
+    "\u0a81-\u0a83\u0abc\u0abe-\u0ac5\u0ac7-\u0ac9\u0acb-\u0acd\u0ae2\u0ae3\u0afa-\u0aff\u0b01-\u0b03\u0b3c"
+    "\u0b3e-\u0b44\u0b47\u0b48\u0b4b-\u0b4d\u0b55-\u0b57\u0b62\u0b63\u0b82\u0bbe-\u0bc2\u0bc6-\u0bc8\u0bca-\u0bcd"
+    "\u0bd7\u0c00-\u0c04\u0c3c\u0c3e-\u0c44\u0c46-\u0c48\u0c4a-\u0c4d\u0c55\u0c56\u0c62\u0c63\u0c81-\u0c83\u0cbc"
+    "\u0cbe-\u0cc4\u0cc6-\u0cc8\u0cca-\u0ccd\u0cd5\u0cd6\u0ce2\u0ce3\u0d00-\u0d03\u0d3b\u0d3c\u0d3e-\u0d44"
+    "\u0d46-\u0d48\u0d4a-\u0d4d\u0d57\u0d62\u0d63\u0d81-\u0d83\u0dca\u0dcf-\u0dd4\u0dd6\u0dd8-\u0ddf\u0df2\u0df3"
+    "\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc\u0ec8-\u0ecd\u0f18\u0f19\u0f35\u0f37\u0f39\u0f3e\u0f3f"
+    "\u0f71-\u0f84\u0f86\u0f87\u0f8d-\u0f97\u0f99-\u0fbc\u0fc6\u102b-\u103e\u1056-\u1059\u105e-\u1060\u1062-\u1064"
+    "\u1067-\u106d\u1071-\u1074\u1082-\u108d\u108f\u109a-\u109d\u135d-\u135f\u1712-\u1715\u1732-\u1734\u1752\u1753"
+    "\u1772\u1773\u17b4-\u17d3\u17dd\u180b-\u180d\u180f\u1885\u1886\u18a9\u1920-\u192b\u1930-\u193b\u1a17-\u1a1b"
+    "\u1a55-\u1a5e\u1a60-\u1a7c\u1a7f\u1ab0-\u1ace\u1b00-\u1b04\u1b34-\u1b44\u1b6b-\u1b73\u1b80-\u1b82\u1ba1-\u1bad"
+    "\u1be6-\u1bf3\u1c24-\u1c37\u1cd0-\u1cd2\u1cd4-\u1ce8\u1ced\u1cf4\u1cf7-\u1cf9\u1dc0-\u1dff\u20d0-\u20f0"
+    "\u2cef-\u2cf1\u2d7f\u2de0-\u2dff\u302a-\u302f\u3099\u309a\ua66f-\ua672\ua674-\ua67d\ua69e\ua69f\ua6f0\ua6f1"
+    "\ua802\ua806\ua80b\ua823-\ua827\ua82c\ua880\ua881\ua8b4-\ua8c5\ua8e0-\ua8f1\ua8ff\ua926-\ua92d\ua947-\ua953"
+    "\ua980-\ua983\ua9b3-\ua9c0\ua9e5\uaa29-\uaa36\uaa43\uaa4c\uaa4d\uaa7b-\uaa7d\uaab0\uaab2-\uaab4\uaab7\uaab8"
+    "\uaabe\uaabf\uaac1\uaaeb-\uaaef\uaaf5\uaaf6\uabe3-\uabea\uabec\uabed\ufb1e\ufe20-\ufe2f"
 )
+_MARKS_ASTRAL = (
+    "\U000101fd\U000102e0\U00010376-\U0001037a\U00010a01-\U00010a03\U00010a05\U00010a06\U00010a0c-\U00010a0f"
+    "\U00010a38-\U00010a3a\U00010a3f\U00010ae5\U00010ae6\U00010d24-\U00010d27\U00010eab\U00010eac"
+    "\U00010f46-\U00010f50\U00010f82-\U00010f85\U00011000-\U00011002\U00011038-\U00011046\U00011070"
+    "\U00011073\U00011074\U0001107f-\U00011082\U000110b0-\U000110ba\U000110c2\U00011100-\U00011102"
+    "\U00011127-\U00011134\U00011145\U00011146\U00011173\U00011180-\U00011182\U000111b3-\U000111c0"
+    "\U000111c9-\U000111cc\U000111ce\U000111cf\U0001122c-\U00011237\U0001123e\U000112df-\U000112ea"
+    "\U00011300-\U00011303\U0001133b\U0001133c\U0001133e-\U00011344\U00011347\U00011348\U0001134b-\U0001134d"
+    "\U00011357\U00011362\U00011363\U00011366-\U0001136c\U00011370-\U00011374\U00011435-\U00011446\U0001145e"
+    "\U000114b0-\U000114c3\U000115af-\U000115b5\U000115b8-\U000115c0\U000115dc\U000115dd\U00011630-\U00011640"
+    "\U000116ab-\U000116b7\U0001171d-\U0001172b\U0001182c-\U0001183a\U00011930-\U00011935\U00011937\U00011938"
+    "\U0001193b-\U0001193e\U00011940\U00011942\U00011943\U000119d1-\U000119d7\U000119da-\U000119e0\U000119e4"
+    "\U00011a01-\U00011a0a\U00011a33-\U00011a39\U00011a3b-\U00011a3e\U00011a47\U00011a51-\U00011a5b"
+    "\U00011a8a-\U00011a99\U00011c2f-\U00011c36\U00011c38-\U00011c3f\U00011c92-\U00011ca7\U00011ca9-\U00011cb6"
+    "\U00011d31-\U00011d36\U00011d3a\U00011d3c\U00011d3d\U00011d3f-\U00011d45\U00011d47\U00011d8a-\U00011d8e"
+    "\U00011d90\U00011d91\U00011d93-\U00011d97\U00011ef3-\U00011ef6\U00016af0-\U00016af4\U00016b30-\U00016b36"
+    "\U00016f4f\U00016f51-\U00016f87\U00016f8f-\U00016f92\U00016fe4\U00016ff0\U00016ff1\U0001bc9d\U0001bc9e"
+    "\U0001cf00-\U0001cf2d\U0001cf30-\U0001cf46\U0001d165-\U0001d169\U0001d16d-\U0001d172\U0001d17b-\U0001d182"
+    "\U0001d185-\U0001d18b\U0001d1aa-\U0001d1ad\U0001d242-\U0001d244\U0001da00-\U0001da36\U0001da3b-\U0001da6c"
+    "\U0001da75\U0001da84\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf\U0001e000-\U0001e006\U0001e008-\U0001e018"
+    "\U0001e01b-\U0001e021\U0001e023\U0001e024\U0001e026-\U0001e02a\U0001e130-\U0001e136\U0001e2ae"
+    "\U0001e2ec-\U0001e2ef\U0001e8d0-\U0001e8d6\U0001e944-\U0001e94a"
+)
+_SPACELESS = (
+    "\u0e01-\u0e3a\u0e40-\u0e4e\u0e81\u0e82\u0e84\u0e86-\u0e8a\u0e8c-\u0ea3\u0ea5\u0ea7-\u0ebd\u0ec0-\u0ec4\u0ec6"
+    "\u0ec8-\u0ecd\u0edc-\u0edf\u1000-\u103f\u1050-\u108f\u109a-\u109d\u1780-\u17d3\u17d7\u17dc\u17dd\u1950-\u196d"
+    "\u1970-\u1974\u1980-\u19ab\u19b0-\u19c9\u1a20-\u1a5e\u1a60-\u1a7c\u1a7f\u1aa7\ua9e0-\ua9ef\ua9fa-\ua9fe"
+    "\uaa60-\uaa76\uaa7a-\uaac2\uaadb-\uaadd\U00011700-\U0001171a\U0001171d-\U0001172b\U00011740-\U00011746"
+)
+_MARKS = _MARKS_BMP + _MARKS_ASTRAL
 # A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
-# been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words).
-_WORD = re.compile(f"[\\w{_MARKS}]+")
-_REFERENCE_WORD = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")  # step 2 as first written (reference_analyze)
-_CJK_SPLIT = re.compile(f"([{_CJK_CLASS}]+)")
+# been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words),
+# and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
+# _WORD takes every character beyond the BMP (emoji, astral letters and marks) as one range: re tests a class's
+# astral ranges one by one for each character that is not a word character (the 126 of the marks made step 2 ~2.5x
+# slower on punctuation); a run that holds one is split again by _EXACT_WORD (_uncommon_tokens), which gives the
+# same words.
+_ZWJ = "\u200d"
+_WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
+_EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
+# A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
+# virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
+# clusters, are no longer there: NFKC made them a mark and a vowel letter.)
+_CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
+_UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word needs more than the common steps
+
+
+# The large classes, compiled when a first word needs them (at import they would cost every cold process that reads
+# only ASCII, an English query's; the spaceless scripts' ~3 ms only a process that reads them).
+@lru_cache(maxsize=1)
+def _exact_words() -> re.Pattern[str]:
+    return re.compile(_EXACT_WORD)
+
+
+@lru_cache(maxsize=1)
+def _cjk_runs() -> re.Pattern[str]:
+    return re.compile(f"([{_CJK_CLASS}]+)")
+
+
+@lru_cache(maxsize=1)
+def _spaceless_letter() -> re.Pattern[str]:
+    return re.compile(f"[{_SPACELESS}]")
+
+
+@lru_cache(maxsize=1)
+def _spaceless_runs() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Runs of a spaceless script's letters and the marks after them; grapheme clusters."""
+    return re.compile(f"([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)"), re.compile(_CLUSTER)
+
+
 _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]+")
 
 # English stop-words (the NLTK list, which bm25s also uses), applied to lowercased Latin words before stemming.
@@ -308,11 +400,12 @@ def _latin_or_other(piece: str, out: list[str]) -> None:
         out.append(piece)
 
 
-def _bigrams(run: str, out: list[str]) -> None:
+def _bigrams(run: Sequence[str], out: list[str]) -> None:
+    """Overlapping bigrams of a run's units (characters, or grapheme clusters); a lone unit is a unigram."""
     if len(run) == 1:
-        out.append(run)
+        out.append(run[0])
     else:
-        out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        out.extend(map(str.__add__, run[:-1], run[1:]))
 
 
 _I_DOT = "i\u0307"  # what case folding makes of Turkish "İ": an "i" and a combining dot above
@@ -345,16 +438,52 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.replace("_", " "))
 
 
+def _spaceless(piece: str, out: list[str]) -> None:
+    """A non-CJK piece of a word that holds letters of a spaceless script: its runs of them become bigrams of
+    grapheme clusters; what lies between is a Latin or other word."""
+    runs, cluster = _spaceless_runs()
+    for i, part in enumerate(runs.split(piece)):
+        if not part:
+            continue
+        if i % 2:
+            _bigrams(cluster.findall(part), out)
+        else:
+            _latin_or_other(part, out)
+
+
 def _word_tokens(word: str) -> tuple[str, ...]:
-    """All tokens of one word of a normalised text (steps 3–5)."""
+    """All tokens of one run of :data:`_WORD` in a normalised text (steps 3–5)."""
     if word.isascii():
         return () if word in STOPWORDS_EN else (_stem(word),)
+    if _ZWJ in word:
+        word = word.replace(_ZWJ, "")
+    if _UNCOMMON.search(word):
+        return _uncommon_tokens(word)
     out: list[str] = []
-    for i, piece in enumerate(_CJK_SPLIT.split(word)):
+    for i, piece in enumerate(_cjk_runs().split(word)):
         if not piece:
             continue
         if i % 2:  # the capturing group: a CJK run
             _bigrams(piece, out)
+        else:
+            _latin_or_other(piece, out)
+    return tuple(out)
+
+
+def _uncommon_tokens(word: str) -> tuple[str, ...]:
+    """:func:`_word_tokens` of a run that holds an astral character or a letter of a spaceless script."""
+    if max(word) > "\uffff":  # _WORD's run holds an astral character: its words (an emoji is none, nor part of one)
+        words = _exact_words().findall(word)
+        if words != [word]:
+            return tuple(token for w in words for token in _word_tokens(w))
+    out: list[str] = []
+    for i, piece in enumerate(_cjk_runs().split(word)):
+        if not piece:
+            continue
+        if i % 2:
+            _bigrams(piece, out)
+        elif _spaceless_letter().search(piece):
+            _spaceless(piece, out)
         else:
             _latin_or_other(piece, out)
     return tuple(out)
@@ -422,6 +551,17 @@ def ascii_words(texts: Sequence[str]) -> list[bytes] | None:
 ascii_stems: Mapping[bytes, str] = _ASCII_CACHE  # ASCII word → stem, "" for a stop-word (computed on a miss)
 
 
+@lru_cache(maxsize=1)
+def _reference_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """reference_analyze's patterns: step 2 as first written; step 3's pieces (a CJK run, a spaceless run, or what lies
+    between them); grapheme clusters."""
+    return (
+        re.compile(f"(?:[^\\W_]|[{_MARKS}{_ZWJ}])+"),
+        re.compile(f"([{_CJK_CLASS}]+)|([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)|((?:(?![{_CJK_CLASS}{_SPACELESS}]).)+)"),
+        re.compile(_CLUSTER),
+    )
+
+
 def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) -> list[str]:
     """:func:`analyze` without its caches and fast paths: the steps of the module docstring, one by one. Slow; tests
     and ``bench/analyzer.py`` check that :func:`analyze` returns exactly this. ``stem`` replaces the Snowball call
@@ -429,12 +569,14 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     stem = stem or _stemmer().stemWord
     out: list[str] = []
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i"))
-    for word in _REFERENCE_WORD.findall(folded):
-        for i, piece in enumerate(_CJK_SPLIT.split(word)):
-            if not piece:
-                continue
-            if i % 2:
-                _bigrams(piece, out)
+    words, pieces, cluster = _reference_patterns()
+    for word in words.findall(folded):
+        for match in pieces.finditer(word.replace(_ZWJ, "")):
+            cjk, spaceless, piece = match.groups()
+            if cjk:
+                _bigrams(cjk, out)
+            elif spaceless:
+                _bigrams(cluster.findall(spaceless), out)
             elif _LATIN.fullmatch(piece):
                 if piece not in STOPWORDS_EN:
                     out.append(stem(piece))
@@ -446,6 +588,9 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
 def plain_tokenize(text: str) -> list[str]:
     """The English-only baseline: words split on whitespace/punctuation, stop-words, stemming; no CJK bigrams."""
     out: list[str] = []
-    for word in _words(_normalise(text)):
-        _latin_or_other(word, out)
+    for word in _exact_words().findall(_normalise(text).replace("_", " ")):
+        if _ZWJ in word:
+            word = word.replace(_ZWJ, "")
+        if word:
+            _latin_or_other(word, out)
     return out

@@ -110,6 +110,12 @@ _WORDS = [
     "42",
     "\ufb01ne",
     "",
+    "\u0e09\u0e31\u0e19\u0e0a\u0e2d\u0e1a\u0e02\u0e49\u0e32\u0e27",  # Thai, Khmer, Myanmar, Tibetan, Sinhala (ZWJ)
+    "\u1781\u17d2\u1789\u17bb\u17c6\u1785\u17bc\u179b",
+    "\u1000\u103b\u103d\u1014\u103a\u1010\u1031\u102c\u103a",
+    "\u0f56\u0f7c\u0f51\u0f0b\u0f61\u0f72\u0f42",
+    "\u0dc1\u0dca\u200d\u0dbb\u0dd3",
+    "\u2764\ufe0f",
 ]
 _DOC = st.tuples(
     st.lists(st.one_of(st.sampled_from(_WORDS), st.text(max_size=4)), max_size=8).map(" ".join),

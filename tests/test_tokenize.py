@@ -81,8 +81,25 @@ def test_query_and_corpus_share_the_tokenizer():
 
 # ---- the cached fast paths return exactly the reference steps ----------------------------------------------------
 
-_ALPHABET = "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
-_WORDS_SEEN = ["the", "Running", "hiking", "don't", "IPHONE手机", "北京", "naïve", "a_b", "ＡＢＣ"]
+_ALPHABET = (
+    "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
+    "ข้าวเำ๑ຂ້ອຳខ្ញុំကျွန်္བོད་ශ්\u200dරී\ufe0f\u20e3"  # Thai, Lao, Khmer, Myanmar, Tibetan, Sinhala, ZWJ, VS16, keycap
+    "\U0001e900\U0001e944\U00011103\U00011127\U00020000"  # beyond the BMP: Adlam and Chakma letters and marks, Han
+)
+_WORDS_SEEN = [
+    "the",
+    "Running",
+    "hiking",
+    "don't",
+    "IPHONE手机",
+    "北京",
+    "naïve",
+    "a_b",
+    "ＡＢＣ",
+    "ฉันชอบกินข้าวผัด",
+    "ខ្ញុំចូលចិត្ត",
+    "ကျွန်တော်",
+]
 
 
 @settings(max_examples=400, deadline=None)

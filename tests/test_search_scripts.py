@@ -1,0 +1,117 @@
+"""`refind search --mode bm25` finds a word inside a sentence in scripts that the analyzer used to break: stored
+through the CLI into a real database, searched through the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from helpers import T0, add
+
+from refind_cli import health, index_store, tokenize
+from refind_cli import search as S
+from refind_cli.search_config import SearchConfig
+from refind_cli.store import Store
+
+# script: (the sentence that holds the word, two other sentences of the same script, the word asked for). Before
+# analyzer 4 each case failed: a Thai sentence was one token, the others broke words at every mark not in a hand-kept
+# list — into pieces that the other sentences share ("ချင်" gave "ခ" and "င", both in "ကောင်း").
+CORPUS = {
+    "thai": (
+        "ฉันชอบกินข้าวผัดกับไข่ดาว",  # I like eating fried rice with a fried egg
+        ["วันนี้ฝนตกหนักมาก", "พรุ่งนี้ฉันจะไปทำงาน"],  # it rains hard today; tomorrow I go to work
+        "ข้าวผัด",  # fried rice
+    ),
+    "lao": (
+        "ຂ້ອຍມັກກິນເຂົ້າໜຽວ",  # I like eating sticky rice
+        ["ມື້ນີ້ອາກາດຮ້ອນຫຼາຍ", "ລາວໄປໂຮງຮຽນ"],  # it is very hot today; he goes to school
+        "ມັກ",  # like
+    ),
+    "khmer": (
+        "ខ្ញុំចូលចិត្តញ៉ាំបាយ",  # I like eating rice
+        ["ថ្ងៃនេះភ្លៀងធ្លាក់ខ្លាំង", "គាត់ចេញពីផ្ទះ"],  # it rains hard today; he left the house
+        "ចូលចិត្ត",  # like
+    ),
+    "myanmar": (
+        "ကျွန်တော်ထမင်းစားချင်တယ်",  # I want to eat rice
+        ["ဒီနေ့မိုးရွာတယ်", "ဒီနေ့ရာသီဥတုကောင်းတယ်"],  # it rains today; the weather is good today
+        "ချင်",  # want
+    ),
+    "tibetan": (
+        "ང་བོད་ལ་འགྲོ་གི་ཡིན",  # I am going to Tibet
+        ["དེ་རིང་གནམ་གཤིས་ཡག་པོ་འདུག", "ཁོ་སློབ་གྲྭ་ལ་སོང་"],  # the weather is good today; he went to school
+        "བོད",  # Tibet
+    ),
+    "sinhala": (
+        "මම ශ්\u200dරී ලංකාවේ ජීවත් වෙමි",  # I live in Sri Lanka (with the ZWJ of the conjunct "ශ්‍රී")
+        ["මට කෝපි බොන්න ඕන", "මම රෝහලට ගියා"],  # I want to drink coffee; I went to hospital
+        "ශ්රී",  # Sri, typed without the joiner
+    ),
+}
+
+
+@pytest.fixture
+def stored(cli, tmp_path):
+    """User ``<script>`` has the three sentences, user ``<script>-without`` only the two other ones."""
+    lines = []
+    for script, (sentence, others, _) in CORPUS.items():
+        for user, texts in ((script, [*others, sentence]), (f"{script}-without", others)):
+            for i, text in enumerate(texts):
+                message = {"role": "user", "content": text, "timestamp": 1_700_000_000_000 + i * 60_000}
+                lines.append(
+                    {"request_id": f"{user}-{i}", "user_id": user, "session_id": f"s{i}", "messages": [message]}
+                )
+    path = tmp_path / "scripts.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    assert cli("add", "--file", str(path), "--quiet", "--retention-days", "off").exit_code == 0
+    return cli
+
+
+def search(cli, word: str, user: str) -> list[str]:
+    """The sentences that `refind search WORD --mode bm25 --top-k 1` shows."""
+    r = cli("search", word, "--user", user, "--mode", "bm25", "--json", "--top-k", "1", "--retention-days", "off")
+    assert r.exit_code == 0, r.output
+    return [item["content"].split(" user: ", 1)[1] for item in json.loads(r.output)["data"]]
+
+
+@pytest.mark.parametrize("script", list(CORPUS))
+def test_a_word_inside_a_sentence_finds_that_sentence_first(stored, script):
+    sentence, _, word = CORPUS[script]
+    assert search(stored, word, script) == [sentence]
+
+
+@pytest.mark.parametrize("script", list(CORPUS))
+def test_the_word_finds_nothing_where_only_other_sentences_of_its_script_are(stored, script):
+    _, _, word = CORPUS[script]
+    assert search(stored, word, f"{script}-without") == []
+
+
+def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_words(db_path, monkeypatch):
+    def sessions(store: Store, query: str) -> list[str]:
+        found = S.search(store, "somchai", query, top_k=5, config=SearchConfig(backfill=False))
+        return [b.session_id for b in found]
+
+    def clear_caches() -> None:
+        for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+            cache.clear()
+        S.clear()
+
+    sentence, others, word = CORPUS["thai"]
+    with monkeypatch.context() as old:  # the analyzer as it was: version 3, a Thai run one word
+        old.setattr(tokenize, "ANALYZER_VERSION", 3)
+        old.setattr(tokenize, "_spaceless_letter", lambda: re.compile("(?!)"))
+        clear_caches()
+        with Store(db_path, retention_days=None) as store:
+            for i, text in enumerate([sentence, *others]):
+                add(store, "somchai", f"s{i}", ("user", text), at=T0)
+            assert sessions(store, word) == []  # what the old analyzer missed
+    clear_caches()
+    report = health.check(db_path)
+    assert report["ok"] and report["notes"] == [
+        f"the search index was built by analyzer version 3 (this refind's is {tokenize.ANALYZER_VERSION}): every "
+        "message is indexed again on the next open; nothing to repair"
+    ]
+    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
+        assert index_store.verify(store.conn) == []
+        assert sessions(store, word) == ["s0"]
