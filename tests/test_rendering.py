@@ -100,7 +100,7 @@ def test_same_role_neighbours(store):
     assert b.content.split("\n") == ["[2023-06-01 08:00] user: q kayak", "[08:02] follow-up"]
 
 
-def test_a_line_names_the_day_and_role_only_where_they_change_from_its_neighbour_toward_the_anchor(store):
+def test_a_line_names_the_day_and_role_only_where_they_change(store):
     # by hand: the anchor (first line) in full; the reply on its day, another role: time and role; the next reply,
     # same day and role: time alone; the next day's message: day and role again
     add(
