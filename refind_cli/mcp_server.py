@@ -114,9 +114,13 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                     date_from=date_from,
                     date_to=date_to,
                 )
-                evidence = answer.evidence
-            else:
-                evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
+                found: dict[str, Any] = {"mode": cfg.mode, "evidence": [_evidence(e) for e in answer.evidence]}
+                if answer.withheld is not None:  # forgotten or expired while the planner ran: said, never shown
+                    found["withheld"] = answer.withheld
+                if answer.deadline_passed:
+                    found["deadline_passed"] = True
+                return found
+            evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
         except RefindError as exc:
             raise ToolError(_field_message(exc)) from None
         return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}

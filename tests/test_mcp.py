@@ -229,6 +229,38 @@ def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, ll
     assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
 
 
+def test_agent_mode_says_what_it_withheld_when_a_forget_came_while_it_ran(tmp_path: Path, llm_server: Any) -> None:
+    from refind_cli.lifecycle import forget
+    from refind_cli.store import Store
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="alice", session="a1", at="2023-05-02")
+        memory.add("hiking and camping by Lake Tahoe", user="alice", session="a2", at="2023-05-03")
+
+    def forget_then_finish() -> str:  # `refind forget` in another process, while the planner waits on the model
+        with Store(db, retention_days=None) as other:
+            forget(other, "alice", session_id="a1")
+        return '{"action": "finish_search"}'
+
+    llm_server.play(
+        '{"action": "search_chatrecord", "keywords": "hiking"}',
+        '{"action": "take_note", "results": [1, 2]}',
+        forget_then_finish,
+    )
+
+    async def script(client: Any) -> None:
+        found = _data(await client.call_tool("search_memory", {"query": "where did we go hiking", "top_k": 3}))
+        assert [e["session_id"] for e in found["evidence"]] == ["a2"]
+        assert "Mount Rainier" not in json.dumps(found)
+        assert (
+            found["withheld"]["blocks"] == 1
+            and "forgotten or expired while the search ran" in (found["withheld"]["reason"])
+        )
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+
+
 @pytest.mark.parametrize("missing", ["mcp", "mcp_types"])
 def test_a_missing_sdk_is_one_clear_error(cli, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     import importlib.util
