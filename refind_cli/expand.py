@@ -189,6 +189,64 @@ def fuzzy_scores(
     return total
 
 
+_UNITS: dict[int, tuple[Mapping[str, int], dict[str, list[str]]]] = {}
+
+
+def _unit_bigrams(vocab: Mapping[str, int]) -> dict[str, list[str]]:
+    """The vocabulary's bigrams of CJK characters or grapheme clusters by each unit they hold; built once per
+    vocabulary (as :func:`_buckets`)."""
+    from .tokenize import units
+
+    key = id(_identity(vocab))
+    cached = _UNITS.get(key)
+    if cached is not None and _identity(cached[0]) is _identity(vocab):
+        return cached[1]
+    out: dict[str, list[str]] = {}
+    for word in vocab:
+        if word.isascii():
+            continue
+        if len(word) == 2 and "\u4e00" <= word[0] <= "\u9fff" and "\u4e00" <= word[1] <= "\u9fff":
+            pair: Sequence[str] = word  # (most of a Chinese vocabulary: common Han characters, without a regex)
+        elif len(pair := units(word) or ()) != 2:
+            continue
+        for unit in dict.fromkeys(pair):
+            out.setdefault(unit, []).append(word)
+    if len(_UNITS) >= 16:
+        _UNITS.pop(next(iter(_UNITS)))
+    _UNITS[key] = (vocab, out)
+    return out
+
+
+MAX_UNIT_BIGRAMS = 64  # bigrams read per lone character of a query (the most frequent)
+
+
+def lone_unit_scores(index: TurnIndex, tokens: Sequence[str], *, most: int = MAX_UNIT_BIGRAMS) -> np.ndarray | None:
+    """What a lone CJK character (or grapheme cluster of a spaceless script) of a query adds: a turn that holds it
+    inside a word — where the analyzer made bigrams of it, "猫" in "我的猫叫咪咪" (的猫 猫叫) — scores as the best of
+    the bigrams it holds, as Solr's CJK setup that also indexes single characters would find it. None when the query
+    has no lone unit or the user's turns hold none of its bigrams. A query of two or more units is unchanged."""
+    import numpy as np
+
+    from .tokenize import units
+
+    vocab = None
+    total = None
+    for token in dict.fromkeys(tokens):
+        if token.isascii() or len(units(token) or ()) != 1:
+            continue
+        vocab = vocab if vocab is not None else vocabulary(index)
+        best = None
+        terms = _unit_bigrams(vocab).get(token, [])
+        if len(terms) > most:  # the most frequent (a document frequency is a read: only for a character this common)
+            terms = sorted(terms, key=lambda w: (-vocab[w], w))[:most]
+        for term in terms:
+            part = bm25_scores(index, [term])
+            best = part if best is None else np.maximum(best, part)
+        if best is not None:
+            total = best if total is None else total + best
+    return total
+
+
 def backfill(
     index: TurnIndex, order: np.ndarray, fused: np.ndarray, mask: np.ndarray, need: int
 ) -> tuple[np.ndarray, np.ndarray]:

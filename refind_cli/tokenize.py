@@ -470,6 +470,20 @@ def _word_tokens(word: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def units(token: str) -> list[str] | None:
+    """The units a bigram token is made of — CJK characters, or grapheme clusters of a spaceless script — when
+    ``token`` is one or two of them (a unigram or a bigram of :func:`_bigrams`); None for any other token."""
+    if not token or token.isascii() or len(token) > 16:
+        return None
+    if _cjk_runs().fullmatch(token):
+        return list(token) if len(token) <= 2 else None
+    if _spaceless_letter().match(token):
+        found = _spaceless_runs()[1].findall(token)
+        if 1 <= len(found) <= 2 and "".join(found) == token and all(_spaceless_letter().match(u) for u in found):
+            return found
+    return None
+
+
 def _uncommon_tokens(word: str) -> tuple[str, ...]:
     """:func:`_word_tokens` of a run that holds an astral character or a letter of a spaceless script."""
     if max(word) > "\uffff":  # _WORD's run holds an astral character: its words (an emoji is none, nor part of one)

@@ -1,0 +1,85 @@
+"""What matching a query's lone CJK characters inside bigrams costs (``SearchConfig.lone_units``): MemDaily's users
+stored as one user (5,536 Chinese messages), warm, in-process, the stage off and on (the defaults) taking turns.
+
+    .venv/bin/python bench/lone_units.py [--dataset ../shared/datasets/memdaily_dev] [--questions 200] [--rounds 3]
+
+Two query sets: MemDaily's questions as asked (a lone character only where a CJK run is one character long) and one
+character of each (the first of its question's CJK runs): the case the stage is for. Also the one-off cost of the
+first lone character a vocabulary meets (its bigrams grouped by character, then cached). Prints p50 / p95 (ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from refind_cli import datasets, expand
+from refind_cli import search as S
+from refind_cli.evaluate import percentile, replay_sample, warm_up
+from refind_cli.store import Store
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="../shared/datasets/memdaily_dev")
+    ap.add_argument("--questions", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--top-k", type=int, default=10)
+    args = ap.parse_args()
+    warm_up()
+    configs = {"lone_units off": S.SearchConfig(lone_units=False), "defaults": S.SearchConfig()}
+    with tempfile.TemporaryDirectory(prefix="refind-lone-") as tmp:
+        store = Store(Path(tmp) / "l.db", retention_days=None)
+        asked: list[str] = []
+        for sample in datasets.load(args.dataset):
+            one_user = tuple(replace(r, user_id="all") for r in sample.requests)
+            replay_sample(store, replace(sample, user_id="all", requests=one_user))
+            asked += [q.text for q in sample.questions]
+        step = max(1, len(asked) // args.questions)
+        asked = asked[::step][: args.questions]
+        chars = [m.group(0) for q in asked if (m := HAN.search(q))]
+        index = S.user_index(store, "all")
+        expand._UNITS.clear()
+        t0 = time.perf_counter()
+        index.search(chars[0], top_k=args.top_k)
+        first_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        index.search(chars[1], top_k=args.top_k)
+        second_ms = (time.perf_counter() - t0) * 1000
+        print(f"{len(store.user_messages('all')):,} messages; first lone character {first_ms:.1f} ms (its vocabulary's")
+        print(f"bigrams grouped by character, once), the next {second_ms:.1f} ms\n")
+        print("| queries | top_k | lone_units off p50 / p95 | defaults p50 / p95 | ratio p50 |")
+        print("|---|---:|---|---|---:|")
+        for name, queries in (("MemDaily questions", asked), ("one character of each", chars)):
+            for q in queries:
+                for cfg in configs.values():
+                    index.search(q, top_k=args.top_k, config=cfg)
+            times: dict[str, list[float]] = {c: [] for c in configs}
+            for r in range(args.rounds):
+                for j, q in enumerate(queries):
+                    order = list(configs.items())
+                    for c, cfg in order if (r + j) % 2 == 0 else reversed(order):
+                        t0 = time.perf_counter()
+                        index.search(q, top_k=args.top_k, config=cfg)
+                        times[c].append((time.perf_counter() - t0) * 1000)
+            off, on = times["lone_units off"], times["defaults"]
+            ratio = statistics.median(on) / statistics.median(off)
+            print(
+                f"| {name} | {args.top_k} | {statistics.median(off):.2f} / {percentile(off, 95):.2f} | "
+                f"{statistics.median(on):.2f} / {percentile(on, 95):.2f} | {ratio:.2f}× |"
+            )
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""A lone CJK character (or grapheme cluster of a spaceless script) in a query: the analyzer indexes runs of them as
+bigrams, so "猫" alone never met "我的猫叫咪咪" (的猫 猫叫); it now matches the bigrams that hold it (expand.py)."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import T0, add
+
+from refind_cli import expand
+from refind_cli import search as S
+
+OFF = S.SearchConfig(lone_units=False)
+
+
+def test_a_lone_chinese_character_finds_the_words_it_is_part_of(cli, tmp_path):
+    log = tmp_path / "zh.jsonl"
+    messages = [{"role": "user", "content": "我的猫叫咪咪，它很可爱"}, {"role": "user", "content": "今天去超市买了书"}]
+    request = {"request_id": "r1", "user_id": "u", "session_id": "s", "messages": messages}
+    log.write_text(json.dumps(request, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert cli("add", "--file", str(log), "-q").exit_code == 0
+    for query, first in [("猫", "我的猫叫咪咪，它很可爱"), ("书", "今天去超市买了书")]:
+        r = cli("search", query, "--user", "u", "--mode", "bm25", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["data"][0]["content"] == f"user: {first}"
+
+
+def test_it_fails_without_the_stage_and_a_longer_query_is_unchanged(store):
+    add(store, "u", "s", ("user", "我的猫叫咪咪，它很可爱", T0), ("user", "今天去超市买了书", T0 + 60_000))
+    assert S.search(store, "u", "猫", top_k=5, config=OFF) == []  # 的猫 猫叫: no bigram is "猫"
+    on = S.search(store, "u", "可爱的咪咪", top_k=5)
+    assert [b.content for b in on] == [b.content for b in S.search(store, "u", "可爱的咪咪", top_k=5, config=OFF)]
+    assert [b.score for b in on] == [b.score for b in S.search(store, "u", "可爱的咪咪", top_k=5, config=OFF)]
+
+
+def test_a_turn_scores_as_its_best_bigram_holding_the_character_not_their_sum(store):
+    # by hand: "小猫和老猫" holds 猫 in three bigrams (小猫 猫和 老猫), "我的猫" in one (的猫), each bigram in one turn;
+    # summed, the first would win three to one; as the best bigram, the shorter turn wins (BM25's length norm)
+    add(store, "u", "s1", ("user", "小猫和老猫", T0))
+    add(store, "u", "s2", ("user", "我的猫", T0 + 60_000))
+    add(store, "u", "s3", ("user", "今天下雨", T0 + 120_000))
+    found = S.search(store, "u", "猫", top_k=5, config=S.SearchConfig(backfill=False, session_fusion=False))
+    assert [b.content.rsplit(": ", 1)[1] for b in found] == ["我的猫", "小猫和老猫"]
+
+
+def test_a_one_cluster_word_of_a_spaceless_script_is_found_inside_a_sentence(store):
+    # Myanmar စား ("eat") inside ထမင်းစားပြီးပြီ ("have eaten rice"): a single grapheme cluster, a lone unit
+    add(store, "u", "s", ("user", "ထမင်းစားပြီးပြီ", T0), ("user", "ကျွန်တော်နေကောင်းတယ်", T0 + 60_000))
+    assert S.search(store, "u", "စား", top_k=5, config=OFF) == []
+    (first, *_) = S.search(store, "u", "စား", top_k=5)
+    assert first.content.endswith("ထမင်းစားပြီးပြီ")
+
+
+def test_only_lone_units_are_expanded(store):
+    add(store, "u", "s", ("user", "我的猫叫咪咪", T0))
+    idx = S.user_index(store, "u")
+    assert expand.lone_unit_scores(idx.index, ["咪咪", "cat", "的猫"]) is None
+    assert expand.lone_unit_scores(idx.index, ["狗"]) is None  # in no bigram of the user's
+    scores = expand.lone_unit_scores(idx.index, ["猫"])
+    assert scores is not None and float(scores.max()) > 0
