@@ -28,6 +28,26 @@ from refind_cli.evaluate import percentile, replay_sample, warm_up
 from refind_cli.store import Store
 
 
+def timed_in_turns(
+    index: S.UserIndex, queries: list[str], configs: dict[str, S.SearchConfig], *, rounds: int, top_k: int
+) -> dict[str, list[float]]:
+    """Each query asked once untimed by each configuration, then timed (ms) in ``rounds``, the configurations taking
+    turns at going first (so that the machine's load falls on all alike)."""
+    for q in queries:
+        for cfg in configs.values():
+            index.search(q, top_k=top_k, config=cfg)
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    for r in range(rounds):
+        for j, q in enumerate(queries):
+            order = list(configs.items())
+            k = (j + r) % len(order)
+            for name, cfg in order[k:] + order[:k]:
+                t = time.perf_counter()
+                index.search(q, top_k=top_k, config=cfg)
+                times[name].append((time.perf_counter() - t) * 1000)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="../shared/datasets/locomo10.json")
@@ -51,18 +71,7 @@ def main() -> None:
         step = max(1, len(asked) // args.questions)
         asked = asked[::step][: args.questions]
         index = S.user_index(store, "all")
-        for q in asked:
-            for cfg in configs.values():
-                index.search(q, top_k=args.top_k, config=cfg)
-        times: dict[str, list[float]] = {name: [] for name in configs}
-        for r in range(args.rounds):
-            for j, q in enumerate(asked):
-                order = list(configs.items())
-                k = (j + r) % len(order)
-                for name, cfg in order[k:] + order[:k]:
-                    t = time.perf_counter()
-                    index.search(q, top_k=args.top_k, config=cfg)
-                    times[name].append((time.perf_counter() - t) * 1000)
+        times = timed_in_turns(index, asked, configs, rounds=args.rounds, top_k=args.top_k)
         store.close()
     print(
         f"{len(index)} turns as one user, {len(asked)} what/which questions × {args.rounds} rounds, top_k {args.top_k}"

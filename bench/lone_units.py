@@ -21,6 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from category_latency import timed_in_turns  # (bench/ is the script's folder: on sys.path)
+
 from refind_cli import datasets, expand
 from refind_cli import search as S
 from refind_cli.evaluate import percentile, replay_sample, warm_up
@@ -61,17 +63,7 @@ def main() -> None:
         print("| queries | top_k | lone_units off p50 / p95 | defaults p50 / p95 | ratio p50 |")
         print("|---|---:|---|---|---:|")
         for name, queries in (("MemDaily questions", asked), ("one character of each", chars)):
-            for q in queries:
-                for cfg in configs.values():
-                    index.search(q, top_k=args.top_k, config=cfg)
-            times: dict[str, list[float]] = {c: [] for c in configs}
-            for r in range(args.rounds):
-                for j, q in enumerate(queries):
-                    order = list(configs.items())
-                    for c, cfg in order if (r + j) % 2 == 0 else reversed(order):
-                        t0 = time.perf_counter()
-                        index.search(q, top_k=args.top_k, config=cfg)
-                        times[c].append((time.perf_counter() - t0) * 1000)
+            times = timed_in_turns(index, queries, configs, rounds=args.rounds, top_k=args.top_k)
             off, on = times["lone_units off"], times["defaults"]
             ratio = statistics.median(on) / statistics.median(off)
             print(

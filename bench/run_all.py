@@ -52,6 +52,12 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         ["--dataset", str(DATASETS / "locomo10.json"), "--questions", "20", "--rounds", "1"],
         True,
     ),
+    "lone_units": (
+        ["--dataset", str(DATASETS / "memdaily_dev")],
+        ["--dataset", str(DATASETS / "memdaily_dev"), "--questions", "20", "--rounds", "1"],
+        True,
+    ),
+    "redaction_collisions": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS)], True),
     "probes": (
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
