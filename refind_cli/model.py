@@ -173,8 +173,13 @@ def litellm_complete(
                 left = time_left()
                 # no retry starts past the deadline; an attempt the deadline cut short failed because of it
                 if left is not None and left <= wait and (timeout < timeout_s or attempt <= retries):
+                    why = (
+                        "the search's deadline passed"
+                        if left <= 0
+                        else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
+                    )
                     raise DeadlineReached(
-                        f"model {model}: {_describe(exc, api_key)} (the search's deadline passed after {attempt} "
+                        f"model {model}: {_describe(exc, api_key)} ({why}; {attempt} "
                         f"attempt{'s' if attempt != 1 else ''})"
                     ) from None
                 if attempt > retries:

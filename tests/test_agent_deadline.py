@@ -75,6 +75,8 @@ def test_no_retry_starts_past_the_deadline(cli, hikes, llm_server):
     assert len(llm_server.requests) == 1
     (stop,) = (e["data"] for e in found["trace"] if e["kind"] == "deadline")
     assert "HTTP 503" in stop["message"] and "overloaded" in stop["message"]
+    # the deadline has not passed yet: the retry would start past it, and the message says so
+    assert "a retry in 1 s would start past the search's deadline" in stop["message"]
     assert found["path"] == "direct_bm25" and found["data"]  # nothing searched yet: BM25 on the question
 
 
