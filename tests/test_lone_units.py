@@ -58,3 +58,30 @@ def test_only_lone_units_are_expanded(store):
     assert expand.lone_unit_scores(idx.index, ["狗"]) is None  # in no bigram of the user's
     scores = expand.lone_unit_scores(idx.index, ["猫"])
     assert scores is not None and float(scores.max()) > 0
+
+
+def test_only_the_first_lone_units_of_a_query_are_expanded(store):
+    # each lone character reads up to 64 bigrams' postings: a query of thousands of characters apart held a search
+    # thread for seconds, so only the first few are expanded (as fuzzy expansion's words are)
+    add(store, "u", "s", ("user", "我的猫叫咪咪", T0))
+    idx = S.user_index(store, "u").index
+    assert expand.lone_unit_scores(idx, ["狗", "鸟", "猫"], max_units=3) is not None
+    assert expand.lone_unit_scores(idx, ["狗", "鸟", "猫"], max_units=2) is None  # 猫, the third, is not read
+    many = [chr(0x4E00 + i) for i in range(expand.MAX_LONE_UNITS)] + ["猫"]
+    assert S.search(store, "u", " ".join(many), top_k=5, config=S.SearchConfig(backfill=False)) == []
+
+
+def test_a_common_characters_most_frequent_bigrams_are_sorted_once_per_vocabulary(store, monkeypatch):
+    # which bigrams a character in more than `most` of them reads is decided by their document frequencies, each a
+    # read of the postings: once per vocabulary, not on every search
+    add(store, "u", "s", ("user", "我的猫叫咪咪", T0), ("user", "小猫和老猫", T0 + 60_000))
+    idx = S.user_index(store, "u").index
+    reads = []
+    for mapping in (expand._DocFreq, expand._PostingsDocFreq):
+        read = mapping.__getitem__
+        monkeypatch.setattr(mapping, "__getitem__", lambda self, w, read=read: reads.append(w) or read(self, w))
+    first = expand.lone_unit_scores(idx, ["猫"], most=2)
+    assert reads and first is not None
+    reads.clear()
+    again = expand.lone_unit_scores(idx, ["猫"], most=2)
+    assert reads == [] and again is not None and again.tolist() == first.tolist()
