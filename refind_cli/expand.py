@@ -19,9 +19,9 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .index import TurnIndex, bm25_scores
 
@@ -120,6 +120,7 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
+T = TypeVar("T")
 PREFIX = 2  # characters a fuzzy match must share with the query word at its start (Lucene's prefixLength)
 _BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
 
@@ -131,20 +132,33 @@ def _identity(vocab: Mapping[str, int]) -> object:
     return getattr(source, "cache_identity", source)
 
 
-def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
-    """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
+def _per_vocabulary(
+    cache: dict[int, tuple[Mapping[str, int], T]], vocab: Mapping[str, int], build: Callable[[], T]
+) -> T:
+    """``build()``'s value for this vocabulary, built once and kept in ``cache`` (its 16 most recent vocabularies; an
+    entry holds its vocabulary, so a recycled ``id`` never matches another's)."""
     key = id(_identity(vocab))
-    cached = _BUCKETS.get(key)
+    cached = cache.get(key)
     if cached is not None and _identity(cached[0]) is _identity(vocab):
         return cached[1]
-    out: dict[tuple[str, int], list[str]] = {}
-    for word in vocab:
-        if word and max_edits(word):
-            out.setdefault((word[:PREFIX], len(word)), []).append(word)
-    if len(_BUCKETS) >= 16:
-        _BUCKETS.pop(next(iter(_BUCKETS)))
-    _BUCKETS[key] = (vocab, out)
-    return out
+    value = build()
+    if len(cache) >= 16:
+        cache.pop(next(iter(cache)))
+    cache[key] = (vocab, value)
+    return value
+
+
+def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
+    """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
+
+    def build() -> dict[tuple[str, int], list[str]]:
+        out: dict[tuple[str, int], list[str]] = {}
+        for word in vocab:
+            if word and max_edits(word):
+                out.setdefault((word[:PREFIX], len(word)), []).append(word)
+        return out
+
+    return _per_vocabulary(_BUCKETS, vocab, build)
 
 
 def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3) -> list[tuple[str, float]]:
@@ -189,33 +203,29 @@ def fuzzy_scores(
     return total
 
 
-_UNITS: dict[int, tuple[Mapping[str, int], dict[str, list[str]], dict[tuple[str, int], list[str]]]] = {}
+_Units = tuple[dict[str, list[str]], dict[tuple[str, int], list[str]]]
+_UNITS: dict[int, tuple[Mapping[str, int], _Units]] = {}
 
 
-def _unit_bigrams(vocab: Mapping[str, int]) -> tuple[dict[str, list[str]], dict[tuple[str, int], list[str]]]:
+def _unit_bigrams(vocab: Mapping[str, int]) -> _Units:
     """The vocabulary's bigrams of CJK characters or grapheme clusters by each unit they hold, built once per
     vocabulary (as :func:`_buckets`), and the memo of a common unit's most frequent ones (:func:`lone_unit_scores`)."""
     from .tokenize import units
 
-    key = id(_identity(vocab))
-    cached = _UNITS.get(key)
-    if cached is not None and _identity(cached[0]) is _identity(vocab):
-        return cached[1], cached[2]
-    out: dict[str, list[str]] = {}
-    for word in vocab:
-        if word.isascii():
-            continue
-        if len(word) == 2 and "\u4e00" <= word[0] <= "\u9fff" and "\u4e00" <= word[1] <= "\u9fff":
-            pair: Sequence[str] = word  # (most of a Chinese vocabulary: common Han characters, without a regex)
-        elif len(pair := units(word) or ()) != 2:
-            continue
-        for unit in dict.fromkeys(pair):
-            out.setdefault(unit, []).append(word)
-    if len(_UNITS) >= 16:
-        _UNITS.pop(next(iter(_UNITS)))
-    ranked: dict[tuple[str, int], list[str]] = {}
-    _UNITS[key] = (vocab, out, ranked)
-    return out, ranked
+    def build() -> _Units:
+        out: dict[str, list[str]] = {}
+        for word in vocab:
+            if word.isascii():
+                continue
+            if len(word) == 2 and "\u4e00" <= word[0] <= "\u9fff" and "\u4e00" <= word[1] <= "\u9fff":
+                pair: Sequence[str] = word  # (most of a Chinese vocabulary: common Han characters, without a regex)
+            elif len(pair := units(word) or ()) != 2:
+                continue
+            for unit in dict.fromkeys(pair):
+                out.setdefault(unit, []).append(word)
+        return out, {}
+
+    return _per_vocabulary(_UNITS, vocab, build)
 
 
 MAX_UNIT_BIGRAMS = 64  # bigrams read per lone character of a query (the most frequent)

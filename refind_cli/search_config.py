@@ -20,6 +20,7 @@ SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
 STAMPS = ("full", "day")
+ROLES = ("every", "change")
 NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
 
 
@@ -85,7 +86,7 @@ class SearchConfig:
         _check("neighbour_roles", self.neighbour_roles, NEIGHBOUR_ROLES)
         _check("neighbour_filter", self.neighbour_filter, NEIGHBOUR_FILTERS)
         _check("stamps", self.stamps, STAMPS)
-        _check("roles", self.roles, ("every", "change"))
+        _check("roles", self.roles, ROLES)
         _check("overlap", self.overlap, OVERLAP_POLICIES)
         _check("skip", self.skip, SKIP_MODES)
         if self.neighbours < 0:

@@ -78,8 +78,7 @@ def present(
     """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of``, and what was left out
     (None, and the blocks themselves, when nothing was)."""
     wanted = {i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids}
-    rows = _rows(store, user_id, wanted, as_of)
-    gone = {i for i in wanted if i not in rows or not rows[i][3]}
+    rows, gone = _gone(store, user_id, wanted, as_of)
     if not gone:
         return list(blocks), None
     kept: list[Block] = []
@@ -101,8 +100,7 @@ def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: in
     planner's own words (its thoughts, keywords and replies) are kept as they are: a trace quoting removed messages is
     never stored (``trace.save``), and this is what its caller prints."""
     wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
-    rows = _rows(store, user_id, wanted, as_of)
-    gone = {i for i in wanted if i not in rows or not rows[i][3]}
+    _, gone = _gone(store, user_id, wanted, as_of)
     if not gone:
         return events
     texts: list[str] = []  # the views of forgotten hits, as the planner was sent them
@@ -134,8 +132,8 @@ def unsaid(
     """The planner's conversation without the text of each hit it was ``shown`` (its message ids, the text the model
     was sent) that shows a message no longer visible: the next model call does not send the provider again what was
     forgotten after the planner saw it."""
-    rows = _rows(store, user_id, {i for ids, _ in shown for i in ids}, as_of)
-    texts = [text for ids, text in shown if any(i not in rows or not rows[i][3] for i in ids)]
+    _, gone = _gone(store, user_id, {i for ids, _ in shown for i in ids}, as_of)
+    texts = [text for ids, text in shown if any(i in gone for i in ids)]
     return _unsaid(messages, texts) if texts else messages
 
 
@@ -156,6 +154,12 @@ def _unsaid(messages: Sequence[dict[str, Any]], texts: list[str]) -> list[dict[s
 
 def _hits(event: Event) -> list[dict[str, Any]]:
     return [h for h in event.data.get("hits") or () if isinstance(h, dict)]
+
+
+def _gone(store: Store, user_id: str, ids: set[str], as_of: int | None) -> tuple[dict[str, tuple[Any, ...]], set[str]]:
+    """The stored rows of ``ids`` (:func:`_rows`), and which of them a search at ``as_of`` can no longer see."""
+    rows = _rows(store, user_id, ids, as_of)
+    return rows, {i for i in ids if i not in rows or not rows[i][3]}
 
 
 def _rows(store: Store, user_id: str, ids: set[str], as_of: int | None) -> dict[str, tuple[Any, ...]]:
