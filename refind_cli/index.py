@@ -170,16 +170,20 @@ def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) ->
     """:func:`bm25_scores`, except that a token found in more than ``share`` of the turns (a speaker's name, in the
     label of every turn of theirs) counts by presence: every turn that holds it gets the median of its BM25 scores.
     BM25's length normalisation makes such a word rank a speaker's shortest turns ("Kate: lol") first, when it is the
-    other query words that should tell the speaker's turns apart. A token repeated in the query counts again, as in
-    :func:`bm25_scores`. ``share`` None: plain BM25 for every token."""
+    other query words that should tell the speaker's turns apart — so when no other query word is in any turn ("kayak"
+    asked of a user who wrote it in most turns), every token keeps its BM25 score. A token repeated in the query
+    counts again, as in :func:`bm25_scores`. ``share`` None: plain BM25 for every token."""
     import numpy as np
 
     if share is None:
         return bm25_scores(index, tokens)
     n = max(len(index), 1)
     times = Counter(tokens)
-    common = [t for t in times if doc_freq(index, t) > share * n]
-    scores = bm25_scores(index, [t for t in tokens if t not in common] if common else tokens)
+    df = {t: doc_freq(index, t) for t in times}
+    common = [t for t in times if df[t] > share * n]
+    if not common or not any(0 < df[t] <= share * n for t in times):
+        return bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
+    scores = bm25_scores(index, [t for t in tokens if t not in common])
     for token in common:
         one = bm25_scores(index, [token])
         holds = one > 0
