@@ -1,8 +1,10 @@
-"""A query's terms are scored in groups (index_cache.LivePostings.scores): the float32 scores are bit for bit the
-same whatever the group size, and a long query that repeats common words never holds all of its hits at once."""
+"""A query's terms are scored once per distinct term (index_cache.LivePostings.scores): the float32 scores are bit for
+bit those of one np.add.at over every hit in query order, as bm25s adds them, and a long query that repeats common
+words never holds all of its hits at once."""
 
 from __future__ import annotations
 
+import math
 import random
 import tracemalloc
 from pathlib import Path
@@ -11,7 +13,6 @@ import numpy as np
 import pytest
 from helpers import add_request
 
-from refind_cli import index_cache
 from refind_cli import search as S
 from refind_cli.store import Store
 from refind_cli.tokenize import analyze
@@ -29,18 +30,34 @@ def postings(tmp_path: Path):
         yield S.user_index(store, "u").index.postings
 
 
-def test_scores_are_the_same_bits_whatever_the_group_size(postings, monkeypatch: pytest.MonkeyPatch) -> None:
-    query = analyze(" ".join(random.Random(3).choices([*WORDS, "kayak", "zeppelin"], k=200)))  # repeats included
-    whole = postings.scores(query)
-    for size in (1, 7, 1000):
-        monkeypatch.setattr(index_cache, "SCORE_GROUP_HITS", size)
-        assert np.array_equal(postings.scores(query), whole)
-    assert whole.any()
+def in_query_order(postings, tokens: list[str]) -> np.ndarray:
+    """The scores as bm25s sums them: each occurrence of each term, in query order, one float32 addition per hit."""
+    n = len(postings.lengths)
+    avgdl = np.float64(int(postings.lengths.sum())) / np.float64(n)
+    scores = np.zeros(n, dtype=np.float32)
+    k1, b = postings.k1, postings.b
+    for token in tokens:
+        hits = postings._hits(token)
+        if hits is None:
+            continue
+        pos, tf = hits
+        idf = np.float32(math.log(1 + (n - pos.size + 0.5) / (pos.size + 0.5)))
+        tf64 = tf.astype(np.float64)
+        tfc = tf64 / (k1 * ((1 - b) + b * postings.lengths[pos] / avgdl) + tf64)
+        np.add.at(scores, pos, (idf * tfc).astype(np.float32))
+    return scores
 
 
-def test_a_long_repeated_query_holds_one_group_of_hits_at_a_time(postings, monkeypatch: pytest.MonkeyPatch) -> None:
-    query = analyze("kayak " * 2000)  # 2,000 × 1,000 hits: ~40 MB held at once without the groups
-    monkeypatch.setattr(index_cache, "SCORE_GROUP_HITS", 4096)
+def test_scores_are_the_same_bits_as_every_hit_added_in_query_order(postings) -> None:
+    rng = random.Random(3)
+    for length in (1, 7, 200):  # repeats included
+        query = analyze(" ".join(rng.choices([*WORDS, "kayak", "zeppelin"], k=length)))
+        assert np.array_equal(postings.scores(query), in_query_order(postings, query))
+    assert postings.scores(analyze("kayak w1 kayak")).any()
+
+
+def test_a_long_repeated_query_holds_one_terms_hits_at_a_time(postings) -> None:
+    query = analyze("kayak " * 2000)  # 2,000 × 1,000 hits: ~40 MB held at once if each occurrence kept its own
     postings.scores(query[:2])  # warm (the parts read, their arrays)
     tracemalloc.start()
     try:
