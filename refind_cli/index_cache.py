@@ -605,19 +605,23 @@ class LivePostings:
         left = Counter(tokens)  # occurrences still to add: a token's arrays are let go after its last one
         found: dict[str, tuple[np.ndarray | slice, np.ndarray] | None] = {}
         for token in tokens:  # a repeated query token counts again, as in bm25s
-            entry = found[token] if token in found else self._contribution(token, n, avgdl) if token else None
             left[token] -= 1
-            if left[token]:
-                found[token] = entry
+            if token in found:
+                entry = found[token] if left[token] else found.pop(token)
             else:
-                found.pop(token, None)
+                entry = self._contribution(token, n, avgdl, again=left[token] > 0) if token else None
+                if left[token]:
+                    found[token] = entry
             if entry is not None:
                 pos, value = entry
                 scores[pos] += value
         return scores
 
-    def _contribution(self, token: str, n: int, avgdl: float) -> tuple[np.ndarray | slice, np.ndarray] | None:
-        """The turns holding ``token`` and what it adds to each one's score (float32, as bm25s's score matrix)."""
+    def _contribution(
+        self, token: str, n: int, avgdl: float, *, again: bool = False
+    ) -> tuple[np.ndarray | slice, np.ndarray] | None:
+        """The turns holding ``token`` and what it adds to each one's score (float32, as bm25s's score matrix);
+        ``again``: the query adds it more than once, so the turns are put in order first (a run of them as a slice)."""
         import numpy as np
 
         hits = self._hits(token)
@@ -629,6 +633,8 @@ class LivePostings:
         tf64 = tf.astype(np.float64)
         tfc = tf64 / (self.k1 * ((1 - self.b) + self.b * self.lengths[pos] / avgdl) + tf64)
         value = (idf * tfc).astype(np.float32)
+        if not again:
+            return pos, value
         order = np.argsort(pos, kind="stable")  # in order, the scores are read and written as memory lies
         pos, value = pos[order], value[order]
         if int(pos[-1]) - int(pos[0]) + 1 == pos.size:  # every turn of a run (a month or year word is in each one)
