@@ -37,7 +37,10 @@ def timings(turns: int, rounds: int) -> dict[str, float]:
     queries = dict(QUERIES)
     queries["12,000 distinct words"] = " ".join(rng.sample(words, 5_000) + rng.choices(words, k=7_000))
     t0 = 1_672_531_200_000  # 2023-01-01 UTC
-    with tempfile.TemporaryDirectory(prefix="refind-longq-") as tmp, Memory(Path(tmp) / "q.db", retention_days=None) as m:
+    with (
+        tempfile.TemporaryDirectory(prefix="refind-longq-") as tmp,
+        Memory(Path(tmp) / "q.db", retention_days=None) as m,
+    ):
         per_add = 500
         for r in range(0, turns, per_add):
             batch = [
