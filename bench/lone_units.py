@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from category_latency import timed_in_turns  # (bench/ is the script's folder: on sys.path)
 
-from refind_cli import datasets, expand
+from refind_cli import datasets, term_groups
 from refind_cli import search as S
 from refind_cli.contract import AddRequest, parse_add
 from refind_cli.evaluate import percentile, replay_sample, warm_up
@@ -68,7 +68,7 @@ def main() -> None:
         asked = asked[::step][: args.questions]
         chars = [m.group(0) for q in asked if (m := HAN.search(q))]
         index = S.user_index(store, "all")
-        expand._UNITS.clear()
+        term_groups.GROUPS.clear()
         t0 = time.perf_counter()
         index.search(chars[0], top_k=args.top_k)
         first_ms = (time.perf_counter() - t0) * 1000
