@@ -95,6 +95,10 @@ class ByteLRU:
                 dropped.append(value)
             return dropped
 
+    def values(self) -> list[Any]:
+        with self._lock:
+            return [v for v, _ in self._items.values()]
+
     def keys(self) -> list[Hashable]:
         with self._lock:
             return list(self._items)
@@ -116,6 +120,7 @@ def evict(user_id: str) -> None:
     and the query expansion's groups of their words (term_groups), which are never kept for them again."""
     dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
     term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
+    term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
 
 
 def _term_sources(value: Any) -> list[object]:

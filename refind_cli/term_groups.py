@@ -10,9 +10,10 @@ segment, a view's most frequent bigrams of a character) for as long as the sourc
   few words (an Add's segment) to hundreds of thousands (a merged one), so a count of entries would bound nothing.
   The default budget, an eighth of the index cache's (``REFIND_INDEX_CACHE_MB``), holds the groups of every segment
   the index cache can hold: they cost ~8–24 bytes a word against the ~120 a segment's word is counted there;
-* :meth:`SourceCache.discard` (the index cache calls it when ``forget`` or ``expire`` evicts a user) drops a
-  source's values at once — a forgotten user's index may linger until the garbage collector breaks its cycles, its
-  groups do not — and never keeps a value of that source again (a search still holding it builds without caching).
+* when ``forget`` or ``expire`` evicts a user, the index cache calls :meth:`SourceCache.discard` with what it held
+  of the user — their values go at once, and none is kept again (a search still holding them builds without
+  caching) — and :meth:`SourceCache.keep_only` with what it still holds: an index it held before (an older view of
+  the user, a segment merged away) may linger until the garbage collector breaks its cycles, its groups do not.
 
 This module imports nothing of refind's but its settings: the index cache (below ``expand``) calls it on eviction.
 """
@@ -89,6 +90,15 @@ class SourceCache:
                 if self._track(source):
                     self._drop_values(id(source))
                     self._gone.add(id(source))
+
+    def keep_only(self, sources: Iterable[object]) -> None:
+        """Drop the values of every source but these (what the index cache still holds): an index it no longer
+        holds may live on until the garbage collector breaks its cycles, but not its groups of words."""
+        keep = {id(source) for source in sources}
+        with self._lock:
+            self._purge()
+            for i in [i for i in self._kinds if i not in keep and i not in self._gone]:
+                self._forget(i)
 
     def values(self) -> list[Any]:
         """Every value held (for tests and measurements)."""
