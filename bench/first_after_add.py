@@ -85,6 +85,12 @@ def measure(messages: int, adds: int, rounds: int) -> dict[str, list[float]]:
                     S.search(store, "u", q, top_k=10)
                     out.setdefault(f"warm {kind}", []).append((time.perf_counter() - t0) * 1000)
         store.close()
+    try:  # what the groups hold beside the index (this checkout's term_groups: absent from a baseline before it)
+        from refind_cli import index_cache, term_groups
+
+        out["memory MB: index cache, groups"] = [index_cache.CACHE.used / 1e6, term_groups.GROUPS.used / 1e6]
+    except ImportError:
+        pass
     return out
 
 
@@ -114,9 +120,14 @@ def main() -> None:
     for size in (int(s) for s in args.messages.split(",")):
         mine = _run(str(HERE.parent), size, args.adds, args.rounds)
         theirs = _run(args.baseline, size, args.adds, args.rounds)
+        memory = mine.pop("memory MB: index cache, groups", None)
         for key in mine:
             a, b = statistics.median(mine[key]), statistics.median(theirs[key])
             print(f"| {size:,} | {key} | {a:.1f} | {b:.1f} | {a / b:.2f}× |", flush=True)
+        if memory:
+            print(
+                f"| {size:,} | (this checkout's index cache / term groups: {memory[0]:.1f} / {memory[1]:.1f} MB) | | | |"
+            )
 
 
 if __name__ == "__main__":
