@@ -11,7 +11,8 @@ words drawn from 20,000 made-up Latin words (both Zipf-weighted; seeded), stored
 searched once (the groups built). Then ``--adds`` times over: an Add of one message, and its first search — a plain
 query (nothing grouped: what any first search after an Add costs), or a lone character (the most common, then one of
 rank ~100), or a misspelt word (one letter changed) — each after its own Add. Then warm: the same queries, each
-asked again ``--rounds`` times. Prints medians (ms) and the ratio this checkout ÷ baseline.
+asked again ``--rounds`` times, and the two expansion stages alone (``expand.fuzzy_scores``,
+``expand.lone_unit_scores``) ten times as often. Prints medians (ms) and the ratio this checkout ÷ baseline.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ KINDS = ("plain", "lone character", "misspelt word")
 
 def measure(messages: int, adds: int, rounds: int) -> dict[str, list[float]]:
     """Milliseconds of each kind of search: first after an Add, and warm."""
+    from refind_cli import expand
     from refind_cli import search as S
     from refind_cli.contract import AddRequest, parse_add
     from refind_cli.evaluate import warm_up
     from refind_cli.store import Store
+    from refind_cli.tokenize import analyze
 
     warm_up()
     rng = random.Random(11)
@@ -84,6 +87,14 @@ def measure(messages: int, adds: int, rounds: int) -> dict[str, list[float]]:
                     t0 = time.perf_counter()
                     S.search(store, "u", q, top_k=10)
                     out.setdefault(f"warm {kind}", []).append((time.perf_counter() - t0) * 1000)
+        idx = S.user_index(store, "u").index  # the two stages alone, warm (a search's other stages are most of it)
+        stages = {"fuzzy_scores": expand.fuzzy_scores, "lone_unit_scores": expand.lone_unit_scores}
+        for _ in range(rounds * 10):
+            for name, stage in stages.items():
+                for q in queries["misspelt word" if name == "fuzzy_scores" else "lone character"]:
+                    t0 = time.perf_counter()
+                    stage(idx, analyze(q))
+                    out.setdefault(f"warm stage {name}", []).append((time.perf_counter() - t0) * 1000)
         store.close()
     try:  # what the groups hold beside the index (this checkout's term_groups: absent from a baseline before it)
         from refind_cli import index_cache, term_groups
