@@ -6,7 +6,7 @@ stored as one user (5,536 Chinese messages), warm, in-process, the stage off and
 Two query sets: MemDaily's questions as asked (a lone character only where a CJK run is one character long) and one
 character of each (the first of its question's CJK runs): the case the stage is for. Also the one-off cost of the
 first lone character a vocabulary meets (its bigrams grouped by character, then cached), of a query of 3,000
-characters apart (only the first few are expanded) and of the first lone character after an Add (a new vocabulary).
+characters apart (only the first few are expanded) and of the first lone character after an Add (its new segment grouped).
 ``--synthetic N`` adds N Chinese messages (8–40 characters drawn from 3,000 Han characters, Zipf-weighted) to the
 user: a large vocabulary. Prints p50 / p95 (ms).
 
