@@ -11,6 +11,11 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
+* :func:`lone_unit_scores` — a query's lone CJK character (or grapheme cluster) matches the bigrams holding it;
+* both group the vocabulary's words (by prefix and length; bigrams by unit) once per immutable *piece* of it — a
+  maintained index's segment, or a whole score matrix — kept while the piece lives (:mod:`refind_cli.term_groups`),
+  so an Add costs only its new segment's words; a search takes the union of its pieces' groups, and document
+  frequencies are read over the view as before (a word a segment holds but no visible turn does is left out);
 * :func:`backfill` — when fewer than ``need`` turns have a positive score, the rest of the list: the other turns of
   the matched sessions (nearest to a matched turn first), then the other sessions' turns, latest first — so a
   budget is spent on the likeliest context rather than left unused.
@@ -31,12 +36,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-Words = tuple[
-    "Sequence[str]", "np.ndarray"
-]  # a piece's words and, for each, at least how many of a view's turns hold it
-Piece = tuple[
-    object, "Callable[[], Words]"
-]  # an immutable piece of a vocabulary (what its groups are kept by), its words
+# A piece's words and, for each, at least how many of a view's turns hold it (its postings in the piece).
+Words = tuple["Sequence[str]", "np.ndarray"]
+# An immutable piece of a vocabulary — a segment, or a whole score matrix — (what its groups are kept by), its words.
+Piece = tuple[object, "Callable[[], Words]"]
 
 
 class _DocFreq(Mapping[str, int]):
@@ -69,9 +72,10 @@ class _DocFreq(Mapping[str, int]):
         import numpy as np
 
         rows = np.fromiter(self._vocab.values(), dtype=np.int64, count=len(self._vocab))
-        counts = np.diff(self._indptr)
-        inside = rows < len(counts)  # (bm25s's vocabulary may hold a word past the matrix's rows: "")
-        return list(self._vocab), np.where(inside, counts[np.where(inside, rows, 0)], 0) if len(counts) else 0 * rows
+        counts = np.zeros(len(rows), dtype=np.int64)
+        inside = rows < len(self._indptr) - 1  # (bm25s's vocabulary may hold a word past the matrix's rows: "")
+        counts[inside] = np.diff(self._indptr)[rows[inside]]
+        return list(self._vocab), counts
 
 
 class _PostingsDocFreq(Mapping[str, int]):
