@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
-from . import index_store, settings
+from . import index_store, settings, term_groups
 from .errors import RefindError
 from .index import TurnIndex
 from .store import MESSAGE_COLUMNS, StoredMessage
@@ -84,12 +84,20 @@ class ByteLRU:
                 _, (_, n) = self._items.popitem(last=False)
                 self.used -= n
 
-    def drop(self, match: Any) -> None:
-        """Drop every entry whose key satisfies ``match(key)``."""
+    def drop(self, match: Any) -> list[Any]:
+        """Drop every entry whose key satisfies ``match(key)``; their values."""
         with self._lock:
             self.generation += 1
+            dropped = []
             for key in [k for k in self._items if match(k)]:
-                self.used -= self._items.pop(key)[1]
+                value, n = self._items.pop(key)
+                self.used -= n
+                dropped.append(value)
+            return dropped
+
+    def values(self) -> list[Any]:
+        with self._lock:
+            return [v for v, _ in self._items.values()]
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -108,12 +116,27 @@ CACHE = ByteLRU(settings.index_cache_bytes_from_env())
 
 
 def evict(user_id: str) -> None:
-    """Drop every in-memory index of ``user_id`` (all databases): forget/expire call this to free the text now."""
-    CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
+    """Drop every in-memory index of ``user_id`` (all databases): forget/expire call this to free the text now —
+    and the query expansion's groups of their words (term_groups), which are never kept for them again."""
+    dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
+    term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
+    term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
+
+
+def _term_sources(value: Any) -> list[object]:
+    """What query expansion keeps groups of words by (``expand``, in term_groups) for one cached index: a state's
+    segments and its views' postings, or an index built from scratch (a ``search.UserIndex``)."""
+    if isinstance(value, UserState):
+        with value.lock:
+            views = list(value.views.values())
+        return [*value.segments.values(), *(layout.postings for layout in views)]
+    index = getattr(value, "index", None)
+    return [index] if index is not None else []
 
 
 def clear() -> None:
     CACHE.clear()
+    term_groups.GROUPS.clear()
 
 
 # ---- the per-user state -------------------------------------------------------------------------------------------
