@@ -11,8 +11,8 @@ from typing import Any
 
 from helpers import T0, add
 
-from refind_cli import term_groups
 from refind_cli import search as S
+from refind_cli import term_groups
 from refind_cli.lifecycle import forget
 
 
