@@ -159,10 +159,11 @@ _ZWJ = "\u200d"
 _WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
 _EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
 # A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
-# virama, Khmer coeng, Tai Tham sakot, Javanese pangkon or Balinese adeg adeg stacks below it (a pangkon or adeg adeg
-# before a consonant writes it as a pasangan / gantungan, below the one before). (Thai and Lao "am", U+0E33 and
-# U+0EB3, a mark in Unicode's clusters, are no longer there: NFKC made them a mark and a vowel letter.)
-_CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60\ua9c0\u1b44]).[{_MARKS}]*)*"
+# virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
+# clusters, are no longer there: NFKC made them a mark and a vowel letter.) A Javanese pangkon or Balinese adeg adeg
+# stays with the consonant it kills, as in Unicode's clusters, though the consonant after it is written below (a
+# pasangan): a word's last consonant takes it, so the word "ꦩꦔꦤ꧀" (mangan, eat) keeps its clusters in "ꦲꦏꦸꦩꦔꦤ꧀ꦱꦼꦒ".
+_CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
 _UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word needs more than the common steps
 
 
