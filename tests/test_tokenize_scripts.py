@@ -120,6 +120,7 @@ def test_a_zero_width_joiner_inside_a_word_is_dropped():
         ("when did I send 🎂?", ["send", "🎂"]),
         ("🎉party🎉", ["🎉", "parti", "🎉"]),  # an emoji is a token of its own, even against a word
         ("🎂🎉", ["🎂", "🎉"]),  # two emoji, two tokens
+        ("i ❤ tokyo, ☕ at 9", ["❤", "tokyo", "☕", "9"]),  # emoji of the BMP alone in a text
         # U+FE0F (a mark, Mn) after an emoji asks for its colour form: it is part of no word, and left out of the
         # emoji's token, so "❤️" and "❤" (U+FE0E: the text form) are one token
         ("🛍️and ❤️ running ❤ ❤︎", ["🛍", "❤", "run", "❤", "❤"]),
