@@ -148,7 +148,7 @@ _EMOJI_SEQUENCE = f"{_EMOJI_ELEMENT}(?:\u200d{_EMOJI_ELEMENT})*"
 # so one astral range): a text without one holds no emoji; in one that does, sequences are looked for only where
 # there is one (:func:`_emoji_matches`). re tests a class's astral ranges one by one (see _WORD): finditer of the
 # sequences themselves made a LongMemEval text that holds an emoji ~3.5x as slow to analyse, this ~1.1x.
-_EMOJI_HINT = re.compile(f"[{_EMOJI_BMP}\u00a9\u00ae\u3030\u303d\u20e3\U0001f000-\U0001faff]")
+_EMOJI_HINT = f"[{_EMOJI_BMP}\u00a9\u00ae\u3030\u303d\u20e3\U0001f000-\U0001faff]"
 _KEYCAP_BASE = frozenset("#*0123456789")
 _SELECTORS = dict.fromkeys((0xFE0E, 0xFE0F))  # str.translate table: the variation selectors dropped
 # A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
@@ -175,6 +175,11 @@ _UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word n
 @lru_cache(maxsize=1)
 def _exact_words() -> re.Pattern[str]:
     return re.compile(_EXACT_WORD)
+
+
+@lru_cache(maxsize=1)
+def _emoji_hint() -> re.Pattern[str]:
+    return re.compile(_EMOJI_HINT)
 
 
 @lru_cache(maxsize=1)
@@ -565,7 +570,7 @@ def analyze(text: str) -> list[str]:
         return list(filter(None, map(_ASCII_CACHE.__getitem__, text.encode("ascii").translate(_ASCII_TABLE).split())))
     out: list[str] = []
     normalised = _normalise(text)
-    if _EMOJI_HINT.search(normalised) is None:
+    if _emoji_hint().search(normalised) is None:
         _analyze_words(normalised, out)
         return out
     at = 0
@@ -578,11 +583,11 @@ def analyze(text: str) -> list[str]:
 
 
 def _emoji_matches(text: str) -> Iterator[re.Match[str]]:
-    """``_emoji_sequences().finditer(text)``, but tried only where :data:`_EMOJI_HINT` finds a character: a sequence
+    """``_emoji_sequences().finditer(text)``, but tried only where :func:`_emoji_hint` finds a character: a sequence
     starts at one, or, a keycap, one or two characters before its U+20E3 (its base, perhaps a U+FE0F)."""
-    sequence = _emoji_sequences()
+    sequence, hints = _emoji_sequences(), _emoji_hint()
     at = 0
-    while (hint := _EMOJI_HINT.search(text, at)) is not None:
+    while (hint := hints.search(text, at)) is not None:
         start = hint.start()
         if text[start] == "\u20e3":  # the end of a keycap: its base is the character before, or the one before that
             back = start - 2 if start - 2 >= at and text[start - 1] == "\ufe0f" else start - 1

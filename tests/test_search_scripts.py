@@ -139,7 +139,7 @@ def test_a_database_indexed_by_analyzer_4_is_indexed_again_and_then_finds_emoji_
     texts = [CORPUS["emoji"][0], *CORPUS["emoji"][1], CORPUS["javanese"][0]]
     with monkeypatch.context() as old:  # the analyzer as it was: version 4, no emoji, Javanese one word
         old.setattr(tokenize, "ANALYZER_VERSION", 4)
-        old.setattr(tokenize, "_EMOJI_HINT", re.compile("(?!)"))
+        old.setattr(tokenize, "_emoji_hint", lambda: re.compile("(?!)"))
         spaceless_4 = f"(?![\ua980-\ua9df\u1b00-\u1b7f])[{tokenize._SPACELESS}\U00010000-\U0010ffff]"
         old.setattr(tokenize, "_UNCOMMON", re.compile(spaceless_4))  # neither Javanese nor Balinese
         clear_caches()
