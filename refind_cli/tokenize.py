@@ -147,7 +147,7 @@ _EMOJI_SEQUENCE = f"{_EMOJI_ELEMENT}(?:\u200d{_EMOJI_ELEMENT})*"
 # A character that starts every emoji sequence but a keycap, or ends a keycap (_EMOJI_ASTRAL lies in U+1F000–U+1FAFF,
 # so one astral range): a text without one holds no emoji; in one that does, sequences are looked for only where
 # there is one (:func:`_emoji_matches`). re tests a class's astral ranges one by one (see _WORD): finditer of the
-# sequences themselves made a LongMemEval text that holds an emoji ~3.5x as slow to analyse, this ~1.1x.
+# sequences themselves made a LongMemEval text that holds an emoji ~3.5x as slow to analyse, this ~1.2x.
 _EMOJI_HINT = f"[{_EMOJI_BMP}\u00a9\u00ae\u3030\u303d\u20e3\U0001f000-\U0001faff]"
 _KEYCAP_BASE = frozenset("#*0123456789")
 _SELECTORS = dict.fromkeys((0xFE0E, 0xFE0F))  # str.translate table: the variation selectors dropped
