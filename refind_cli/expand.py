@@ -18,7 +18,9 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 
 from __future__ import annotations
 
+import functools
 import itertools
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -122,7 +124,7 @@ def edit_distance(a: str, b: str, limit: int) -> int:
 
 T = TypeVar("T")
 PREFIX = 2  # characters a fuzzy match must share with the query word at its start (Lucene's prefixLength)
-_BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
+_BUCKETS: dict[int, tuple[Callable[[], object], dict[tuple[str, int], list[str]]]] = {}
 
 
 def _identity(vocab: Mapping[str, int]) -> object:
@@ -133,19 +135,36 @@ def _identity(vocab: Mapping[str, int]) -> object:
 
 
 def _per_vocabulary(
-    cache: dict[int, tuple[Mapping[str, int], T]], vocab: Mapping[str, int], build: Callable[[], T]
+    cache: dict[int, tuple[Callable[[], object], T]], vocab: Mapping[str, int], build: Callable[[], T]
 ) -> T:
-    """``build()``'s value for this vocabulary, built once and kept in ``cache`` (its 16 most recent vocabularies; an
-    entry holds its vocabulary, so a recycled ``id`` never matches another's)."""
-    key = id(_identity(vocab))
+    """``build()``'s value for this vocabulary, built once and kept in ``cache`` (its 16 most recent vocabularies).
+    An entry holds its vocabulary's source weakly and goes with it: a forgotten user's postings, once the index cache
+    lets them go, take their words out of this cache too (forget removes a user's terms from memory)."""
+    source = _identity(vocab)
+    key = id(source)
     cached = cache.get(key)
-    if cached is not None and _identity(cached[0]) is _identity(vocab):
+    if cached is not None and cached[0]() is source:
         return cached[1]
     value = build()
     if len(cache) >= 16:
         cache.pop(next(iter(cache)))
-    cache[key] = (vocab, value)
+    try:
+        held: Callable[[], object] = weakref.ref(source, functools.partial(_gone, cache, key))
+    except TypeError:  # a plain dict (the score matrix's vocabulary) takes no weak reference: held as it is
+        held = functools.partial(_same, source)
+    cache[key] = (held, value)
     return value
+
+
+def _gone(cache: dict[int, tuple[Callable[[], object], Any]], key: int, ref: object) -> None:
+    """A vocabulary's source was let go: its entry leaves the cache (unless the key holds another's by now)."""
+    entry = cache.get(key)
+    if entry is not None and entry[0] is ref:
+        cache.pop(key, None)
+
+
+def _same(source: object) -> object:
+    return source
 
 
 def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
@@ -204,7 +223,7 @@ def fuzzy_scores(
 
 
 _Units = tuple[dict[str, list[str]], dict[tuple[str, int], list[str]]]
-_UNITS: dict[int, tuple[Mapping[str, int], _Units]] = {}
+_UNITS: dict[int, tuple[Callable[[], object], _Units]] = {}
 
 
 def _unit_bigrams(vocab: Mapping[str, int]) -> _Units:
