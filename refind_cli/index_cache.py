@@ -121,6 +121,12 @@ def evict(user_id: str) -> None:
     dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
     term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
     term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
+    for value in dropped:  # a view's last TurnIndex holds turns that hold the view and the state: break the cycles,
+        if isinstance(value, UserState):  # so the state and its text go when the last search holding it ends, not
+            with value.lock:  # at the garbage collector's next run (a search in flight keeps the TurnIndex it has)
+                for layout in value.views.values():
+                    layout.last = None
+                value.views.clear()
 
 
 def _term_sources(value: Any) -> list[object]:

@@ -7,6 +7,7 @@ the cache is looked at as the process holds it."""
 from __future__ import annotations
 
 import gc
+import weakref
 from typing import Any
 
 from helpers import T0, add
@@ -57,3 +58,22 @@ def test_a_forget_in_another_process_lets_the_old_terms_go_at_the_next_search(st
     assert S.search(store, "alice", "Zanzibarios tea", top_k=3)  # the new version read, the old one let go
     gc.collect()
     assert "zanzibarius" not in cached_words()
+
+
+def test_forget_frees_the_users_index_and_text_at_once_not_at_the_next_garbage_collection(store):
+    # A user's state held its views, a view its last TurnIndex, whose turns held the state: a cycle, so the state
+    # (segments, the text of the turns a search showed) outlived evict until the garbage collector ran
+    from refind_cli import index_cache
+
+    add(store, "alice", "s", ("user", "My neighbour Zanzibarius keeps a cat", T0))
+    assert S.search(store, "alice", "Zanzibarius", top_k=3)
+    (state,) = [v for v in index_cache.CACHE.values() if isinstance(v, index_cache.UserState)]
+    assert state.views and state.turn_cache  # the search laid the turns out and read their text
+    held = weakref.ref(state)
+    del state
+    gc.disable()
+    try:
+        forget(store, "alice")
+        assert held() is None
+    finally:
+        gc.enable()
