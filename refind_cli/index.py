@@ -153,6 +153,8 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
 
 def doc_freq(index: TurnIndex, token: str) -> int:
     """How many of the user's turns hold ``token``."""
+    if not token:  # (bm25s's vocabulary holds "" at a row past its matrix; bm25_scores skips it too)
+        return 0
     if index.postings is not None:
         return index.postings.df(token)
     row = index.vocab.get(token)

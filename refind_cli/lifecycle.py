@@ -49,10 +49,9 @@ def checkpoint(store: Store) -> bool:
 def _evict(user_ids: Iterable[str]) -> None:
     """Drop this process's in-memory indexes of these users (the version bump already makes them stale; this frees
     their text now). The maintained index on disk changed in the same transaction (index_store.remove)."""
-    from .index_cache import evict
+    from .index_cache import evict_many
 
-    for user_id in user_ids:
-        evict(user_id)
+    evict_many(user_ids)
 
 
 def tombstone_key(store: Store) -> bytes:

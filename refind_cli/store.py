@@ -403,6 +403,7 @@ class Store:
         self.path = Path(path)
         self.clock = clock
         self.retention_days = retention_days
+        self.write_until: float | None = None  # inside busy_timeout(): when a write must stop waiting (monotonic)
         if self.path.parent and not self.path.parent.exists():
             raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
         # every write checks that the path still names this file (check_file): no holder — a replay, the server, a
@@ -504,9 +505,11 @@ class Store:
         the connection's own busy timeout (REFIND_BUSY_TIMEOUT)."""
         before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        self.write_until = time.monotonic() + seconds  # a wait before SQLite's (the server's write queue) counts too
         try:
             yield
         finally:
+            self.write_until = None
             self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
 
     def checkpoint(self, timeout_s: float | None = None) -> bool:

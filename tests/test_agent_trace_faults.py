@@ -114,3 +114,44 @@ def test_the_server_answers_an_agent_search_while_another_process_holds_the_lock
     assert [d["content"] for d in r.json()["data"]] == [RAINIER]
     logged = caplog.text
     assert "trace not stored (locked)" in logged and "Rainier" not in logged
+
+
+def test_traces_finishing_together_in_the_server_each_wait_only_their_own_deadline(db_path):
+    # The server queues its writes on one Python lock before SQLite's: six traces at their deadlines (1 s each may
+    # wait) behind another process's lock waited 1, 2, … 6 s in turn; the queue now counts against the same wait
+    import threading
+
+    from refind_cli import planner
+    from refind_cli.planner import AgentResult, Stats
+    from refind_cli.server.dbpool import SerialStore
+    from refind_cli.store import Store
+
+    with Store(db_path, retention_days=None) as first:
+        add(first, "alice", "a", ("user", "hello world", T0))
+    stores = [SerialStore(db_path, retention_days=None) for _ in range(6)]  # six search threads' pooled stores
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    waited: list[tuple[float, str | None]] = []
+
+    def finish(store: SerialStore) -> None:
+        result = AgentResult(
+            blocks=[], events=[], stats=Stats(), path="notes", user_id="alice", query="q",
+            at=int(time.time() * 1000), deadline_at=time.monotonic(),
+        )  # fmt: skip
+        began = time.monotonic()
+        result = planner.record_search(store, result)
+        waited.append((time.monotonic() - began, result.unrecorded))
+
+    threads = [threading.Thread(target=finish, args=(s,)) for s in stores]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        for s in stores:
+            s.close()
+    assert all(why is not None and "locked" in why for _, why in waited)
+    assert max(w for w, _ in waited) < 3.5  # the sixth waited ~6 s in turn behind the others

@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -127,8 +129,22 @@ class SerialStore(Store):
 
     @contextmanager
     def write(self) -> Iterator[Any]:
-        with self._write_lock, super().write() as db:
-            yield db
+        until = self.write_until
+        if until is None:
+            with self._write_lock, super().write() as db:
+                yield db
+            return
+        # inside busy_timeout (an agent search's trace): the queue counts against the same wait as SQLite's lock, or
+        # the traces of searches finishing together would each wait in turn behind the one before
+        if not self._write_lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
+            raise sqlite3.OperationalError("database is locked")
+        try:
+            left = max(until - time.monotonic(), 0.0)
+            self.conn.execute(f"PRAGMA busy_timeout = {int(left * 1000)}")  # (busy_timeout restores its own value)
+            with super().write() as db:
+                yield db
+        finally:
+            self._write_lock.release()
 
 
 def _usable(store: Store) -> bool:
