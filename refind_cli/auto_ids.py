@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -136,27 +137,31 @@ def prefix_candidates(
 Stone = tuple[int, int]  # (tombstone id, when) of a forgotten request
 Known = dict[str, Stone | None]  # request ids found: None when stored, the tombstone when forgotten
 Lookup = Callable[[str, Sequence[str]], Known]  # (user, request ids) -> which of them are known
+Ever = Callable[[str, Sequence[str]], set[str]]  # (user, request ids) -> which of them were ever stored
 
 
 @dataclass(frozen=True)
 class Piece:
     """Messages ``start:stop`` of a group, known already as the request ``request_id``: stored (``stone`` None) or
-    forgotten."""
+    forgotten; or (``again``) stored once and expired since, so stored again under its id. ``plain``: its id is a
+    group's own (``auto-…``), not chained: a group of another file, joined after the one before it (``cat``)."""
 
     start: int
     stop: int
     request_id: str
     stone: Stone | None
+    again: bool = False
+    plain: bool = False
 
 
 @dataclass(frozen=True)
 class Split:
-    """A grown group: the prefixes known already (in order), and the request of the messages after them."""
+    """A grown group: the pieces known already (in order; the expired ones among them are stored again), and the
+    request of the messages after them (None when none is left)."""
 
     known: tuple[Piece, ...]
     start: int  # the first message of the new request
-    request_id: str
-    again: Piece | None = None  # the messages before the known pieces, stored before and expired since: stored again
+    request_id: str | None
 
 
 def split_grown(
@@ -168,14 +173,18 @@ def split_grown(
     known: Known,
     lookup: Lookup,
     *,
-    after_expired: bool = False,
+    repeats: Repeats | None = None,
+    ever: Ever | None = None,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``after_expired`` (the store has a retention and the session a chained request, stored or
-    forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix that
-    expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets,
-    and what was chained on it and is kept, or was forgotten, is recognised.
+    follows a known prefix; with ``repeats`` (the file's groups before this one), what follows is also matched as a
+    group of its own (``plain``: files joined with ``cat``, the second file's group stored by a replay of that file).
+
+    ``ever`` (the store has a retention and the session a chained request, stored or forgotten): which ids were ever
+    stored. A piece stored once and expired since (swept, or awaiting the sweep) is then followed too, however many
+    levels deep: when a piece after it is kept (or forgotten), the expired ones before it are stored again, as any
+    expired request a replay meets, and the kept one is not stored a second time.
 
     The known prefix whose chain covers the most of the group is taken (the longest of those that cover as much): a
     group replayed again after it grew was stored as its earlier group and chained requests, all known; a later group
@@ -183,47 +192,129 @@ def split_grown(
     group), but nothing was ever chained on it for this group."""
     if request_id in known:
         return None
+    # the group counts as each of its shorter prefixes (count_split): a group of its own inside it is numbered after them
+    numbering = None if repeats is None else _Numbering(repeats, Counter(p[:_BASE] for p in prefixes))
     best: Split | None = None
     covered = -1
     for k in range(len(prefixes), 0, -1):
         if prefixes[k - 1] in known:
-            split, cover = _chain(
-                user_id, session_id, messages, Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]]), lookup
-            )
+            first = Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]])
+            split, cover = _chain(user_id, session_id, messages, first, lookup, numbering, ever)
             if cover > covered:
                 best, covered = split, cover
             if cover == len(messages):
                 break
-    if best is None and after_expired and prefixes:
-        head = _after_expired(user_id, session_id, messages, prefixes, lookup)
-        if head is not None:
-            split, _ = _chain(user_id, session_id, messages, head, lookup)
-            return Split(split.known[1:], split.start, split.request_id, head)
+    if best is None and ever is not None and prefixes:
+        stored = ever(user_id, prefixes)  # none of them is known: each of these expired since
+        for k in range(len(prefixes), 0, -1):
+            if prefixes[k - 1] in stored:
+                first = Piece(0, k, prefixes[k - 1], None, again=True)
+                split, cover = _chain(user_id, session_id, messages, first, lookup, numbering, ever)
+                kept = cover == len(messages) or any(not piece.again for piece in split.known)
+                if kept and cover > covered:  # (all of it expired: stored whole, as any expired request)
+                    best, covered = split, cover
     return best
 
 
-def _after_expired(
-    user_id: str, session_id: str, messages: Sequence[Said], prefixes: Sequence[str], lookup: Lookup
-) -> Piece | None:
-    """The longest prefix that a known request (stored or forgotten) was chained on, its own id unknown (expired)."""
-    chains = [prefix_ids(user_id, session_id, messages[k:], after=prefixes[k - 1]) for k in range(1, len(prefixes) + 1)]
-    found = lookup(user_id, [rid for ids in chains for rid in ids])
-    k = next((k for k in range(len(prefixes), 0, -1) if any(rid in found for rid in chains[k - 1])), None)
-    return None if k is None else Piece(0, k, prefixes[k - 1], None)
-
-
-def _chain(user_id: str, session_id: str, messages: Sequence[Said], first: Piece, lookup: Lookup) -> tuple[Split, int]:
-    """The split that begins with the known prefix ``first`` and follows the requests chained on it, and how many of
-    the group's messages it finds known (all of them when the request after the last piece is known too)."""
+def _chain(
+    user_id: str,
+    session_id: str,
+    messages: Sequence[Said],
+    first: Piece,
+    lookup: Lookup,
+    numbering: _Numbering | None,
+    ever: Ever | None,
+) -> tuple[Split, int]:
+    """The split that begins with the piece ``first`` and follows the requests chained on it, and how many of the
+    group's messages it finds known (all of them when the request after the last piece is known too). At each step
+    a chained request known is taken first, then (``ever``) one stored once and expired, then (``repeats``) a group
+    of its own."""
     pieces = [first]
     start = first.stop
+    closed: list[str] = []  # the groups of other files before the last one found, as count_split counts them
+    last: Piece | None = None  # the last of them found
     while True:
         ids = prefix_ids(user_id, session_id, messages[start:], after=pieces[-1].request_id)
-        known = lookup(user_id, ids)
+        plain: list[str] = []
+        if numbering is not None:  # had a group of its own begun here, the one before it would end here
+            ending = [] if last is None else _counted(user_id, session_id, messages, last, start)
+            plain = numbering.candidates(user_id, session_id, messages[start:], [*closed, *ending])
+        known = lookup(user_id, [*ids, *plain])
         if ids[-1] in known:  # all that follows is known too: the store says stored or forgotten
             return Split(tuple(pieces), start, ids[-1]), len(messages)
-        found = next((k for k in range(len(ids) - 1, 0, -1) if ids[k - 1] in known), None)
-        if found is None:
+        found = _longest(ids, known)
+        if found is not None:
+            pieces.append(Piece(start, start + found, ids[found - 1], known[ids[found - 1]]))
+            start += found
+            continue
+        expired = _longest(ids, ever(user_id, ids)) if ever is not None else None
+        if expired is not None:
+            pieces.append(Piece(start, start + expired, ids[expired - 1], None, again=True))
+            start += expired
+            continue
+        whole = _longest(plain, known, whole=True)
+        if whole is None:
             return Split(tuple(pieces), start, ids[-1]), start
-        pieces.append(Piece(start, start + found, ids[found - 1], known[ids[found - 1]]))
-        start += found
+        if last is not None:
+            closed += _counted(user_id, session_id, messages, last, start)
+        last = Piece(start, start + whole, plain[whole - 1], known[plain[whole - 1]], plain=True)
+        pieces.append(last)
+        start += whole
+        if start == len(messages):
+            return Split(tuple(pieces), start, None), start
+
+
+_BASE = len("auto-") + 20  # an auto id without its repeat suffix
+
+
+@dataclass(frozen=True)
+class _Numbering:
+    """The repeats of the file before a group, and what the group counts as (count_split): each of its shorter
+    prefixes."""
+
+    repeats: Repeats
+    counted: Counter[str]
+
+    def candidates(self, user_id: str, session_id: str, messages: Sequence[Said], before: Sequence[str]) -> list[str]:
+        """:func:`plain_candidates` numbered after the group's prefixes and the groups ``before`` (ids without a
+        repeat suffix) it holds before them."""
+        more = Counter(before)
+        return [
+            _suffixed(p, self.repeats.so_far(p) + self.counted[p] + more[p] + 1)
+            for p in prefix_ids(user_id, session_id, messages)
+        ]
+
+
+def _counted(user_id: str, session_id: str, messages: Sequence[Said], piece: Piece, stop: int) -> list[str]:
+    """What the group of another file that begins with the plain ``piece`` and ends at ``stop`` counts as: its own id
+    when it is the piece alone (stored whole), else each of its prefixes (it grew: a prefix and chained pieces)."""
+    if piece.stop == stop:
+        return [piece.request_id[:_BASE]]
+    return prefix_ids(user_id, session_id, messages[piece.start : stop])
+
+
+def _longest(ids: Sequence[str], found: Known | set[str], *, whole: bool = False) -> int | None:
+    """How many messages the longest of ``ids`` found covers (the last one, all of them, only when ``whole``)."""
+    last = len(ids) if whole else len(ids) - 1
+    return next((k for k in range(last, 0, -1) if ids[k - 1] in found), None)
+
+
+def plain_candidates(user_id: str, session_id: str, messages: Sequence[Said], repeats: Repeats) -> list[str]:
+    """The ids the groups of ``messages``' prefixes (the whole included) would get next in the file (nothing
+    recorded): what a replay of another file gave them, had they been a group of their own there (``cat``)."""
+    return [_suffixed(p, repeats.so_far(p) + 1) for p in prefix_ids(user_id, session_id, messages)]
+
+
+def count_split(
+    user_id: str, session_id: str, messages: Sequence[Said], split: Split, candidates: Sequence[str], repeats: Repeats
+) -> None:
+    """Count a split group in ``repeats`` as the replays that stored its pieces counted them, so that the file's later
+    groups keep their numbers: as each of its shorter prefixes (``candidates``), and each group of another file it
+    holds (a ``plain`` piece and the pieces chained on it, up to the next plain one) as its own group, and as its
+    prefixes when pieces were chained on it (that group had grown)."""
+    for candidate in candidates:
+        repeats.count(candidate)
+    plain = [piece for piece in split.known if piece.plain]
+    for piece, stop in zip(plain, [*(p.start for p in plain[1:]), len(messages)]):
+        for rid in _counted(user_id, session_id, messages, piece, stop):
+            repeats.count(rid)

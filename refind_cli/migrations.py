@@ -331,3 +331,10 @@ def m007_settings(conn: sqlite3.Connection) -> None:
         )
         """
     )
+
+
+@migration
+def m008_add_events_by_request(conn: sqlite3.Connection) -> None:
+    # Which requests were ever stored, expired since or not: a replay follows the pieces of a grown group of message
+    # lines through those that expired (auto_ids), however many levels deep. One entry per Add, not per message.
+    conn.execute("CREATE INDEX events_add_by_request ON events (user_id, request_id) WHERE kind = 'add'")

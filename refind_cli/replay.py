@@ -40,7 +40,9 @@ from .auto_ids import (
     Repeats,
     Said,
     Split,
+    count_split,
     group_id,
+    plain_candidates,
     prefix_candidates,
     prefix_ids,
     renumbered,
@@ -77,6 +79,7 @@ class Parsed:
     notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
     auto: bool = False  # a group of message lines: its id derived from its messages (auto_ids)
     lines: tuple[int, ...] = ()  # (auto, of two messages or more) the line of each message
+    final: bool = False  # (auto) the group the file ends in: the only one a newer version of the file can have grown
 
 
 @dataclass(frozen=True)
@@ -332,10 +335,10 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     key: tuple[str, str, str | None] | None = None
     seen_auto = Repeats()  # auto ids already given in this file
 
-    def flush() -> Iterator[Parsed]:
+    def flush(final: bool = False) -> Iterator[Parsed]:
         nonlocal group, key
         if group and key is not None:
-            yield _group_request(key, group, seen_auto)
+            yield _group_request(key, group, seen_auto, final)
         group, key = [], None
 
     for n, raw in lines:
@@ -400,7 +403,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             yield from flush()
         key = line_key
         group.append((n, message, unknown, notes))
-    yield from flush()
+    yield from flush(final=True)
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)  # one per process (replays run on one thread)
@@ -441,7 +444,10 @@ def _parse_message_line(
 
 
 def _group_request(
-    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: Repeats
+    key: tuple[str, str, str | None],
+    group: list[tuple[int, Message, list[str], list[str]]],
+    seen_auto: Repeats,
+    final: bool,
 ) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _, _ in group)
@@ -461,6 +467,7 @@ def _group_request(
         notes,
         request_id is None,
         tuple(n for n, _, _, _ in group) if request_id is None and len(group) > 1 else (),
+        final and request_id is None,
     )
 
 
@@ -575,6 +582,7 @@ class Ready(NamedTuple):
     auto: bool = False  # as in Parsed
     lines: tuple[int, ...] = ()
     grown: int = 0  # 1: the new messages of a group grown since an earlier replay (auto_ids)
+    final: bool = False  # as in Parsed
 
 
 class Chunk(NamedTuple):
@@ -619,7 +627,16 @@ def _chunks(
             # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
             prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
             items.append(
-                Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes, item.auto, item.lines)
+                Ready(
+                    prepared,
+                    item.first_line,
+                    item.last_line,
+                    item.warnings,
+                    item.notes,
+                    item.auto,
+                    item.lines,
+                    final=item.final,
+                )
             )
             requests += 1
             if requests >= batch_size:
@@ -757,7 +774,7 @@ def _replay_stream(
     on_progress: Callable[[int, int | None], None] | None,
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
-    fresh: set[int] = set()  # sessions this replay began (_grown)
+    fresh = Fresh()  # sessions this replay began (_grown)
     repeats = Repeats()  # the file's auto ids so far, as its parser counts them (_grown)
     try:
         for chunk in chunks:
@@ -826,7 +843,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     import sqlite3
 
     bad: list[tuple[str, str, str]] = []
-    fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
+    fresh = Fresh()  # as the writer keeps them (_grown): this pass stores nothing
     repeats = Repeats()
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
@@ -838,7 +855,9 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             if isinstance(item, LineError):
                 bad.append((str(item.line), item.message, "invalid"))
                 continue
-            ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
+            ready = Ready(
+                prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines, final=item.final
+            )
             parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
             for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
                 if piece.stone is not None:
@@ -893,7 +912,7 @@ def _store_batch(
     summary: ReplaySummary,
     name: str,
     on_problem: Callable[[str], None] | None,
-    fresh: set[int],
+    fresh: Fresh,
     repeats: Repeats,
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
@@ -933,35 +952,55 @@ def _store_batch(
     return True
 
 
+class Fresh:
+    """The sessions that had no stored message (and whose user had no tombstone) when this replay first met them (the
+    hashes of (user, session)): none of their groups can have grown. True while no other connection writes to the
+    database: a replay of another version of the log running at the same time may store their groups between two
+    batches of this one, so they are forgotten whenever SQLite's ``data_version`` says another connection wrote."""
+
+    def __init__(self) -> None:
+        self.sessions: set[int] = set()
+        self.version: int | None = None
+
+    def check(self, store: Store) -> None:
+        """Forget the sessions if another connection wrote since the last check (inside the batch's transaction)."""
+        (version,) = store.conn.execute("PRAGMA data_version").fetchone()
+        if version != self.version:
+            self.sessions.clear()
+            self.version = version
+
+
 def _grown(
-    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats
+    store: Store, batch: list[Ready], fresh: Fresh, repeats: Repeats
 ) -> tuple[list[Ready], list[tuple[Ready, Piece]]]:
     """The batch with every group that has grown since an earlier replay cut to the messages after what is known of
     it (:mod:`auto_ids`; marked ``grown``), and the pieces known already, each with its group. ``repeats`` counts
     the file's groups in order (a prefix's id carries the repeat suffix it got), as its parser did.
 
     Looked up only where something can be known: not in a session that had no stored message (and whose user had no
-    tombstone) when this replay first met it — ``fresh``, the hashes of those sessions, kept for the whole replay.
-    No group of such a session can be a grown one: nothing of it was stored before, and the ids a group's prefixes
-    would have are never ids this replay gives (their repeat suffixes differ). So a file replayed into a new database
-    asks one question per session, one replayed again one per session and batch, and only a group whose own id is
-    unknown has its prefixes' ids derived and looked up."""
+    tombstone) when this replay first met it (:class:`Fresh`). No group of such a session can be a grown one:
+    nothing of it was stored before, and the ids a group's prefixes would have are never ids this replay gives
+    (their repeat suffixes differ). So a file replayed into a new database asks one question per session, one
+    replayed again one per session and batch, and only a group whose own id is unknown has its prefixes' ids derived
+    and looked up. The file's last group is also matched against the beginning of the stored requests of its
+    session (:func:`_older_version`): a newer version of the file, replayed before, may have stored it grown."""
+    fresh.check(store)
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     stones: dict[str, bool] = {}
     started: set[int] = set()
     for place, item in enumerate(batch):
         user, session = item.request.user_id, item.request.session_id
         key = hash((user, session))
-        if key in fresh:
+        if key in fresh.sessions:
             continue
         if user not in stones:
             stones[user] = store.has_tombstones(user)
         if key not in started:
             if not stones[user] and not store.session_started(user, session):
-                fresh.add(key)  # (before this batch stores anything of it)
+                fresh.sessions.add(key)  # (before this batch stores anything of it)
                 continue
             started.add(key)
-        if item.auto and len(item.request.messages) > 1:
+        if item.auto and (len(item.request.messages) > 1 or item.final):
             looked[place] = user
     by_user: dict[str, list[str]] = {}
     for place, user in looked.items():
@@ -1012,21 +1051,64 @@ def _grown(
                 hashed=hashed.get(place),
                 chained=req.session_id in chained.get(req.user_id, ()),
             )
-            if place in looked
+            if place in looked and len(req.messages) > 1
             else None
         )
+        if item.final and place in looked:
+            older = _older_version(store, req, split, known[req.user_id], repeats)
+            if older is not None:  # what is left of it begins a request stored already: nothing to store
+                if split is not None:
+                    pieces += [(item, piece) for piece in split.known if not piece.again]
+                    out += _again(item, split)
+                pieces.append((item, older))
+                continue
         if split is None:
             out.append(item)
             continue
-        pieces += [(item, piece) for piece in split.known]
-        if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
-            stop = split.again.stop
-            head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
-            out.append(Ready(prepare(head), item.first_line, item.lines[stop - 1], (), ()))
-        messages = _messages(req.messages[split.start :])
-        rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
-        out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
+        pieces += [(item, piece) for piece in split.known if not piece.again]
+        out += _again(item, split)
+        if split.request_id is not None:
+            messages = _messages(req.messages[split.start :])
+            rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
+            out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
     return out, pieces
+
+
+def _again(item: Ready, split: Split) -> list[Ready]:
+    """The pieces of a split group stored once and expired since: stored again, as any expired request replayed."""
+    req = item.request
+    return [
+        Ready(
+            prepare(AddRequest(p.request_id, req.user_id, req.session_id, _messages(req.messages[p.start : p.stop]))),
+            item.lines[p.start] if item.lines else item.first_line,
+            item.lines[p.stop - 1] if item.lines else item.last_line,
+            (),
+            (),
+        )
+        for p in split.known
+        if p.again
+    ]
+
+
+def _older_version(store: Store, req: Prepared, split: Split | None, known: Known, repeats: Repeats) -> Piece | None:
+    """The file's last group, or what is left of it after its known pieces: when it is not known, but begins a
+    request stored in its session, as that request's first messages — a newer version of the file (this group grown
+    since) was replayed before this one, or at the same time — the piece naming that request. It must be the request
+    the group grew into: its own id (the repeat suffix this file gives it at this place, or chained on the same
+    piece), so a group said again later in the file is never taken for the beginning of an earlier one."""
+    start, after = (0, None) if split is None else (split.start, split.known[-1].request_id)
+    rid = req.request_id if split is None else split.request_id
+    if rid is None or rid in known or store.known_requests(req.user_id, [rid]):
+        return None
+    said = req.messages[start:]
+    for request_id, messages in store.requests_beginning_with(req.user_id, req.session_id, said):
+        if after is None:
+            expected = plain_candidates(req.user_id, req.session_id, messages, repeats)[-1]
+        else:
+            expected = prefix_ids(req.user_id, req.session_id, messages, after=after)[-1]
+        if request_id == expected:
+            return Piece(start, len(req.messages), request_id, None)
+    return None
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
@@ -1049,16 +1131,26 @@ def _split(
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
     is known, and whichever of the ``asked`` ids are (those not asked are looked up here); ``hashed``: its prefixes'
     ids, derived already; ``chained``: the store has a retention and the session a chained request, stored or forgotten
-    (one may follow an expired prefix). A grown group's prefixes are counted in ``repeats``."""
+    (one may follow an expired piece). A grown group is counted in ``repeats`` as the replays that stored its pieces
+    counted them (:func:`auto_ids.count_split`)."""
     if rid in known:
         return None
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, after_expired=chained)
-    if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
-        for candidate in candidates:
-            repeats.count(candidate)
+    split = split_grown(
+        user,
+        session,
+        said,
+        rid,
+        candidates,
+        found,
+        store.known_requests,
+        repeats=repeats,
+        ever=store.ever_stored if chained else None,
+    )
+    if split is not None:
+        count_split(user, session, said, split, candidates, repeats)
     return split
 
 
