@@ -14,7 +14,14 @@ the group, the longest among equals): it is skipped, and the messages after it f
 the prefix's (``auto+<hash of the prefix's id and those messages>``).
 That request is recognised, and split again, when the log grows further. A prefix stored past retention (swept, or
 awaiting the sweep) counts as not stored, as its whole group would: it is stored again — but a request chained on it
-and still kept is recognised (with a retention, the ids chained on each prefix are looked up when no prefix is known).
+and still kept is recognised. With a retention, the chain is followed through the pieces that were ever stored (an
+``add`` event names each) however many levels deep: the expired ones are stored again under their ids, what is kept
+(or forgotten) after them is not stored a second time.
+
+Files joined with ``cat`` join groups too: ``a b`` at the end of one file and ``c d`` at the start of the next are
+one group ``a b c d``. After its known prefix (the first file's group), what follows is also matched as a group of
+its own (``plain``: ``auto-`` with the repeat suffix it gets at this place in the file, numbered after the group's
+own prefixes and the other files' groups before it), then followed by what was chained on it in turn.
 
 A grown group is then counted among the file's groups as each of its shorter prefixes too: its earlier group was
 counted so by the replay that stored it, and a later group of the same messages (the same "ok" said again after
@@ -23,7 +30,11 @@ would be a duplicate of that group, and so lost; or, replayed again, it would be
 earlier group). The writer therefore numbers the repeats itself (:func:`renumbered`), in file order: a group's id
 is what its parser gave it unless a grown group came before it. A group is split the same way at every replay once
 it has grown (its pieces stay known: stored, or named by a tombstone), so the numbering holds; a piece expired by
-retention and swept is no longer known, and the file's later groups may then be stored again.
+retention and swept is no longer known, and the file's later groups may then be stored again. A group of another
+file held by a joined group is counted as that file's replay counted it (:func:`count_split`).
+
+What identifies a group is its user, session, messages and place among equal groups: the same group in two files is
+one request, and so is a joined group's piece equal to another file's group at the same place.
 """
 
 from __future__ import annotations
@@ -214,6 +225,60 @@ def split_grown(
                 if kept and cover > covered:  # (all of it expired: stored whole, as any expired request)
                     best, covered = split, cover
     return best
+
+
+def chain_after(
+    user_id: str, session_id: str, messages: Sequence[Said], first: Piece, lookup: Lookup
+) -> tuple[Split, int]:
+    """The split of a group that begins with the known piece ``first``, following the requests chained on it."""
+    return _chain(user_id, session_id, messages, first, lookup, None, None)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A group stored by an earlier replay without its invalid lines, which are valid now: the stored group's id and
+    what the store says of it, and each run of fixed lines (start, stop in the group; the id it is stored under:
+    chained on the stored group and its place, ``auto+``)."""
+
+    request_id: str
+    stone: Stone | None
+    fixes: tuple[tuple[int, int, str], ...]
+    span: int  # the group's messages up to the stored group's last (fixed lines included)
+
+
+def fixed_lines(
+    user_id: str,
+    session_id: str,
+    messages: Sequence[Said],
+    stored: Sequence[tuple[str, int, tuple[tuple[int, int], ...]]],
+    repeats: Repeats,
+    lookup: Lookup,
+) -> Fixed | None:
+    """The stored group (request id, messages, runs of invalid lines: (messages before, lines)) this group is, once
+    the lines of every run are taken out of it: its id (repeat suffix and all, as the file gives it here) and that
+    group's messages must match. None when none is, or it is no longer known (expired: stored whole again)."""
+    for request_id, count, runs in stored:
+        inserted = sum(lines for _, lines in runs)
+        if len(messages) < count + inserted or not runs:
+            continue
+        fixes, shift = [], 0
+        for before, lines in runs:
+            fixes.append((before + shift, before + shift + lines))
+            shift += lines
+        dropped = {i for start, stop in fixes for i in range(start, stop)}
+        kept = [said for i, said in enumerate(messages[: count + inserted]) if i not in dropped]
+        base = auto_request_id(user_id, session_id, kept)
+        if _suffixed(base, repeats.so_far(base) + 1) != request_id:
+            continue
+        found = lookup(user_id, [request_id])
+        if request_id not in found:
+            return None
+        ids = tuple(
+            (start, stop, prefix_ids(user_id, session_id, messages[start:stop], after=f"{request_id}@{before}")[-1])
+            for (start, stop), (before, _) in zip(fixes, runs)
+        )
+        return Fixed(request_id, found[request_id], ids, count + inserted)
+    return None
 
 
 def _chain(

@@ -40,7 +40,9 @@ from .auto_ids import (
     Repeats,
     Said,
     Split,
+    chain_after,
     count_split,
+    fixed_lines,
     group_id,
     plain_candidates,
     prefix_candidates,
@@ -60,7 +62,7 @@ from .contract import (
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
-from .store import Prepared, Store, iso_time, prepare, storage_error
+from .store import AddOutcome, Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
@@ -80,6 +82,7 @@ class Parsed:
     auto: bool = False  # a group of message lines: its id derived from its messages (auto_ids)
     lines: tuple[int, ...] = ()  # (auto, of two messages or more) the line of each message
     final: bool = False  # (auto) the group the file ends in: the only one a newer version of the file can have grown
+    gaps: tuple[tuple[int, int], ...] = ()  # (auto) (messages before, invalid lines) of each run of invalid lines in it
 
 
 @dataclass(frozen=True)
@@ -334,19 +337,24 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
     seen_auto = Repeats()  # auto ids already given in this file
+    gaps: list[tuple[int, int]] = []  # the group's runs of invalid lines: (messages before the run, lines in it)
+    invalid = 0  # invalid lines since the last valid one
 
     def flush(final: bool = False) -> Iterator[Parsed]:
-        nonlocal group, key
+        nonlocal group, key, gaps
         if group and key is not None:
-            yield _group_request(key, group, seen_auto, final)
-        group, key = [], None
+            yield _group_request(key, group, seen_auto, final, tuple(gaps))
+        group, key, gaps = [], None, []
+
+    def bad(n: int, message: str) -> LineError:
+        nonlocal invalid
+        invalid += 1
+        return LineError(n, message)
 
     for n, raw in lines:
         if isinstance(raw, Overlong):
             yield from flush()
-            yield LineError(
-                n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
-            )
+            yield bad(n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages")
             continue
         if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
@@ -356,52 +364,56 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         try:
             obj = _loads(text.decode("utf-8"))
         except DuplicateKey as exc:
-            yield LineError(n, str(exc))
+            yield bad(n, str(exc))
             continue
         except UnicodeDecodeError:
-            yield LineError(n, "not valid UTF-8")
+            yield bad(n, "not valid UTF-8")
             continue
         except json.JSONDecodeError as exc:
-            yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            yield bad(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
-            yield LineError(n, "not valid JSON here (nested too deeply)")
+            yield bad(n, "not valid JSON here (nested too deeply)")
             continue
         except ValueError as exc:  # an integer past Python's digit limit
-            yield LineError(n, f"not usable JSON ({exc})")
+            yield bad(n, f"not usable JSON ({exc})")
             continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")
             except InvalidInput as exc:
-                yield LineError(n, exc.message)
+                yield bad(n, exc.message)
                 continue
             except RecursionError:
-                yield LineError(n, "not valid JSON here (nested too deeply)")
+                yield bad(n, "not valid JSON here (nested too deeply)")
                 continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
             try:
                 request = parse_add(obj, strict=strict)
             except InvalidInput as exc:
-                yield LineError(n, exc.message)
+                yield bad(n, exc.message)
                 continue
             yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
+            invalid = 0
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
-            yield LineError(
+            yield bad(
                 n, "neither an Add request (an object with messages) nor a message (an object with role and content)"
             )
             continue
         try:
             line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
         except InvalidInput as exc:
-            yield LineError(n, exc.message)
+            yield bad(n, exc.message)
             continue
         if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
             yield from flush()
         key = line_key
+        if invalid:  # fixed later, these lines would be messages of this group, here (a half-written line, say)
+            gaps.append((len(group), invalid))
+            invalid = 0
         group.append((n, message, unknown, notes))
     yield from flush(final=True)
 
@@ -448,6 +460,7 @@ def _group_request(
     group: list[tuple[int, Message, list[str], list[str]]],
     seen_auto: Repeats,
     final: bool,
+    gaps: tuple[tuple[int, int], ...],
 ) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _, _ in group)
@@ -468,6 +481,7 @@ def _group_request(
         request_id is None,
         tuple(n for n, _, _, _ in group) if request_id is None and len(group) > 1 else (),
         final and request_id is None,
+        gaps if request_id is None else (),
     )
 
 
@@ -583,6 +597,7 @@ class Ready(NamedTuple):
     lines: tuple[int, ...] = ()
     grown: int = 0  # 1: the new messages of a group grown since an earlier replay (auto_ids)
     final: bool = False  # as in Parsed
+    gaps: tuple[tuple[int, int], ...] = ()  # as in Parsed
 
 
 class Chunk(NamedTuple):
@@ -636,6 +651,7 @@ def _chunks(
                     item.auto,
                     item.lines,
                     final=item.final,
+                    gaps=item.gaps,
                 )
             )
             requests += 1
@@ -856,7 +872,15 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
                 bad.append((str(item.line), item.message, "invalid"))
                 continue
             ready = Ready(
-                prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines, final=item.final
+                prepare(item.request),
+                item.first_line,
+                item.last_line,
+                (),
+                (),
+                item.auto,
+                item.lines,
+                final=item.final,
+                gaps=item.gaps,
             )
             parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
             for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
@@ -922,6 +946,13 @@ def _store_batch(
         with store.write():  # grown groups are looked up under the lock their new messages are stored under
             batch, known = _grown(store, batch, fresh, repeats)
             outcomes = store.add_prepared((item.request for item in batch), segments=segments)
+            store.record_gaps(
+                (r.user_id, r.session_id, r.request_id, before, lines, len(r.messages))
+                for item, outcome in zip(batch, outcomes)
+                if item.gaps and isinstance(outcome, AddOutcome) and outcome.status == "added"
+                for r in [item.request]
+                for before, lines in item.gaps
+            )
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
         return False
@@ -1025,6 +1056,7 @@ def _grown(
         if store.retention_cutoff() is not None
         else {}
     )
+    gapped = {user: store.sessions_with_gaps(user) for user in by_user}  # groups stored with invalid lines in them
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
@@ -1054,6 +1086,13 @@ def _grown(
             if place in looked and len(req.messages) > 1
             else None
         )
+        gap = split is None and place in looked and req.session_id in gapped[req.user_id]
+        if gap and rid not in known[req.user_id]:  # a group stored before without lines fixed since?
+            fixed = _fixed(store, item, repeats)
+            if fixed is not None:
+                out += fixed[0]
+                pieces += fixed[1]
+                continue
         if item.final and place in looked:
             older = _older_version(store, req, split, known[req.user_id], repeats)
             if older is not None:  # what is left of it begins a request stored already: nothing to store
@@ -1071,6 +1110,47 @@ def _grown(
             messages = _messages(req.messages[split.start :])
             rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
             out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
+    return out, pieces
+
+
+def _fixed(store: Store, item: Ready, repeats: Repeats) -> tuple[list[Ready], list[tuple[Ready, Piece]]] | None:
+    """A group stored by an earlier replay without the invalid lines inside it, those lines fixed since
+    (:func:`auto_ids.fixed_lines`): the requests to store (each run of fixed lines; what follows the stored group,
+    chained on it as a grown group's new messages are) and the pieces known already."""
+    req = item.request
+    user, session, said = req.user_id, req.session_id, req.messages
+    fixed = fixed_lines(user, session, said, store.gaps(user, session), repeats, store.known_requests)
+    if fixed is None:
+        return None
+    pieces = [(item, Piece(0, fixed.span, fixed.request_id, fixed.stone))]
+    # the fixed lines may have been replayed alone already (a file of them: what `refind add` used to advise)
+    alone = [plain_candidates(user, session, said[start:stop], repeats)[-1] for start, stop, _ in fixed.fixes]
+    known = store.known_requests(user, alone)
+    out = []
+    for (start, stop, fid), plain in zip(fixed.fixes, alone):
+        if plain in known:
+            pieces.append((item, Piece(start, stop, plain, known[plain])))
+            continue
+        rest = prepare(AddRequest(fid, user, session, _messages(said[start:stop])))
+        out.append(Ready(rest, item.lines[start], item.lines[stop - 1], (), (), grown=1))
+    dropped = {i for start, stop, _ in fixed.fixes for i in range(start, stop)}
+    kept = [m for i, m in enumerate(said[: fixed.span]) if i not in dropped]  # the stored group's messages
+    shift = len(dropped)
+    whole = [*kept, *said[fixed.span :]]  # the group as it grew, were its fixed lines still invalid
+    # counted as the replays that stored it counted it: as itself, or (grown since) as each of its prefixes
+    for rid in [fixed.request_id] if fixed.span == len(said) else prefix_ids(user, session, whole):
+        repeats.count(rid)
+    if fixed.span == len(said):
+        return out, pieces
+    split, _ = chain_after(
+        user, session, whole, Piece(0, len(kept), fixed.request_id, fixed.stone), store.known_requests
+    )
+    for piece in split.known[1:]:
+        moved = Piece(piece.start + shift, piece.stop + shift, piece.request_id, piece.stone)
+        pieces.append((item, moved))
+    if split.request_id is not None:
+        rest = prepare(AddRequest(split.request_id, user, session, _messages(whole[split.start :])))
+        out.append(Ready(rest, item.lines[split.start + shift], item.last_line, (), (), grown=1))
     return out, pieces
 
 

@@ -941,6 +941,26 @@ class Store:
             )
         return found
 
+    def record_gaps(self, rows: Iterable[tuple[str, str, str, int, int, int]]) -> None:
+        """Remember where groups stored by a replay had invalid lines: (user, session, request id, messages before
+        the run, lines in it, messages in the group) (:mod:`auto_ids`). Inside the caller's transaction."""
+        self.conn.executemany("INSERT OR IGNORE INTO replay_gaps VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def sessions_with_gaps(self, user_id: str) -> set[str]:
+        rows = self.conn.execute("SELECT DISTINCT session_id FROM replay_gaps WHERE user_id = ?", (user_id,))
+        return {row[0] for row in rows}
+
+    def gaps(self, user_id: str, session_id: str) -> list[tuple[str, int, tuple[tuple[int, int], ...]]]:
+        """(request id, its messages, its runs of invalid lines) of each group of this session stored with some."""
+        out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for request_id, position, lines, messages in self.conn.execute(
+            "SELECT request_id, position, lines, messages FROM replay_gaps WHERE user_id = ? AND session_id = ? "
+            "ORDER BY request_id, position",
+            (user_id, session_id),
+        ):
+            out.setdefault((request_id, messages), []).append((position, lines))
+        return [(request_id, messages, tuple(runs)) for (request_id, messages), runs in out.items()]
+
     def requests_beginning_with(
         self, user_id: str, session_id: str, said: Sequence[tuple[str, str, int | None]]
     ) -> list[tuple[str, list[tuple[str, str, int | None]]]]:

@@ -306,3 +306,71 @@ def test_every_line_of_joined_grown_files_is_stored_once(
         stored = sorted(store.conn.execute("SELECT session_id, content FROM messages"))
     expected = [(s, "a" + c) for s, c in first] + [(s, "b" + c) for s, c in second + more]
     assert stored == sorted(expected)
+
+
+# ---- 3. a line fixed inside a group ---------------------------------------------------------------------------------
+
+_HALF = '{"user_id": "u1", "session_id": "s1", "role": "user", "content": '  # a line cut short: invalid JSON
+
+
+def _fix(path, bad: str, good: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert text.count(bad + "\n") == 1
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.replace(bad + "\n", good + "\n"))
+    return str(path)
+
+
+def test_a_line_fixed_inside_a_group_stores_only_that_line(cli, db_path, tmp_path) -> None:
+    log = _lines(tmp_path / "agent.jsonl", _said("a"), _said("b"), _HALF, _said("d"), _said("e"))
+    result = cli("add", "--file", log, "--json")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["messages_added"] == 4
+    out = _add(cli, _fix(log, _HALF, _said("c")))
+    assert (out["messages_added"], out["duplicates"]) == (1, 1)
+    assert _add(cli, log)["messages_added"] == 0
+    assert _add(cli, _write(log, "f", mode="a"))["messages_added"] == 1
+    assert _add(cli, log)["messages_added"] == 0
+    assert _contents(db_path) == list("abcdef")
+
+
+def test_lines_fixed_in_two_places_of_a_group_that_grew_since(cli, db_path, tmp_path) -> None:
+    """Two runs of invalid lines (one at the group's start), the group grown by a replay before they were fixed."""
+    half = _HALF + '"x'
+    log = _lines(tmp_path / "agent.jsonl", _HALF, _said("b"), half, half, _said("e"))
+    assert cli("add", "--file", log).exit_code == 2
+    assert cli("add", "--file", _write(log, "f", mode="a")).exit_code == 2  # grown: f stored
+    _fix(log, _HALF, _said("a"))
+    with open(log, encoding="utf-8") as f:
+        text = f.read().replace(half + "\n" + half + "\n", _said("c") + "\n" + _said("d") + "\n")
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(text)
+    out = _add(cli, log)
+    assert out["messages_added"] == 3, out
+    assert _add(cli, log)["messages_added"] == 0
+    assert _contents(db_path) == list("abcdef")
+
+
+def test_a_line_fixed_in_a_forgotten_group_brings_nothing_back(cli, db_path, tmp_path) -> None:
+    log = _lines(tmp_path / "agent.jsonl", _said("a"), _HALF, _said("c"))
+    assert cli("add", "--file", log).exit_code == 2
+    assert cli("forget", "--user", "u1", "--session", "s1", "--yes").exit_code == 0
+    result = cli("add", "--file", _fix(log, _HALF, _said("b")), "--json")
+    assert result.exit_code == 6, result.output
+    out = json.loads(result.output)
+    assert (out["forgotten"], out["messages_added"]) == (1, 1)
+    assert out["problems"][0].startswith(f"{log}:1-3: these messages were stored as request_id 'auto-")
+    assert _contents(db_path) == ["b"]
+
+
+def test_a_line_fixed_in_a_repeated_group_is_matched_to_that_repeat(cli, db_path, tmp_path) -> None:
+    """[a c] said twice in s1, the second time with an invalid line between a and c: once fixed, the second group is
+    matched to its own stored group (the second [a c]), not to the first."""
+    log = _write(tmp_path / "agent.jsonl", "a", "c")
+    _write(log, "x", session="s2", mode="a")
+    _lines(log, _said("a"), _HALF, _said("c"))
+    assert cli("add", "--file", log).exit_code == 2
+    out = _add(cli, _fix(log, _HALF, _said("b")))
+    assert out["messages_added"] == 1, out
+    assert _contents(db_path) == ["a", "a", "b", "c", "c", "x"]
