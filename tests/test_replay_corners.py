@@ -374,3 +374,14 @@ def test_a_line_fixed_in_a_repeated_group_is_matched_to_that_repeat(cli, db_path
     out = _add(cli, _fix(log, _HALF, _said("b")))
     assert out["messages_added"] == 1, out
     assert _contents(db_path) == ["a", "a", "b", "c", "c", "x"]
+
+
+def test_a_line_refused_as_neither_kind_fixed_and_replayed_alone_first(cli, db_path, tmp_path) -> None:
+    """Such a line ends its group ([a] and [c] are stored apart); the fixed line replayed alone, then the whole file:
+    the joined group [a b c] is recognised piece by piece, as files joined with cat are."""
+    neither = '{"user_id": "u1", "session_id": "s1", "rol": "user", "contnt": "b"}'
+    log = _lines(tmp_path / "agent.jsonl", _said("a"), neither, _said("c"))
+    assert cli("add", "--file", log).exit_code == 2
+    _add(cli, _write(tmp_path / "fixed.jsonl", "b"))
+    assert _add(cli, _fix(log, neither, _said("b")))["messages_added"] == 0
+    assert _contents(db_path) == ["a", "b", "c"]
