@@ -149,6 +149,7 @@ Stone = tuple[int, int]  # (tombstone id, when) of a forgotten request
 Known = dict[str, Stone | None]  # request ids found: None when stored, the tombstone when forgotten
 Lookup = Callable[[str, Sequence[str]], Known]  # (user, request ids) -> which of them are known
 Ever = Callable[[str, Sequence[str]], set[str]]  # (user, request ids) -> which of them were ever stored
+Added = Callable[[str, Sequence[str]], dict[str, tuple[int, int]]]  # (user, ids) -> (first, last) add of each stored
 
 
 @dataclass(frozen=True)
@@ -185,12 +186,16 @@ def split_grown(
     lookup: Lookup,
     *,
     repeats: Repeats | None = None,
+    added: Added | None = None,
     ever: Ever | None = None,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix; with ``repeats`` (the file's groups before this one), what follows is also matched as a
-    group of its own (``plain``: files joined with ``cat``, the second file's group stored by a replay of that file).
+    follows a known prefix; with ``repeats`` (the file's groups before this one) and ``added``, what follows is also
+    matched as a group of its own (``plain``: files joined with ``cat``, the second file's group stored by a replay of
+    that file) — one stored after the group's first piece was first stored (``added``): a group of another file of
+    the session stored before (the same "ok" said there, in its own group) is never taken for this group's new
+    messages.
 
     ``ever`` (the store has a retention and the session a chained request, stored or forgotten): which ids were ever
     stored. A piece stored once and expired since (swept, or awaiting the sweep) is then followed too, however many
@@ -204,7 +209,9 @@ def split_grown(
     if request_id in known:
         return None
     # the group counts as each of its shorter prefixes (count_split): a group of its own inside it is numbered after them
-    numbering = None if repeats is None else _Numbering(repeats, Counter(p[:_BASE] for p in prefixes))
+    numbering = (
+        None if repeats is None or added is None else _Numbering(repeats, Counter(p[:_BASE] for p in prefixes), added)
+    )
     best: Split | None = None
     covered = -1
     for k in range(len(prefixes), 0, -1):
@@ -318,6 +325,11 @@ def _chain(
             start += expired
             continue
         whole = _longest(plain, known, whole=True)
+        if whole is not None and numbering is not None:  # stored after the group's first piece: of a later file
+            when = numbering.added(user_id, [pieces[0].request_id, plain[whole - 1]])
+            before, after = when.get(pieces[0].request_id), when.get(plain[whole - 1])
+            if before is None or after is None or after[1] < before[0]:
+                whole = None
         if whole is None:
             return Split(tuple(pieces), start, ids[-1]), start
         if last is not None:
@@ -339,6 +351,7 @@ class _Numbering:
 
     repeats: Repeats
     counted: Counter[str]
+    added: Added
 
     def candidates(self, user_id: str, session_id: str, messages: Sequence[Said], before: Sequence[str]) -> list[str]:
         """:func:`plain_candidates` numbered after the group's prefixes and the groups ``before`` (ids without a

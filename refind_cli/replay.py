@@ -992,6 +992,7 @@ class Fresh:
     def __init__(self) -> None:
         self.sessions: set[int] = set()
         self.version: int | None = None
+        self.previous: dict[int, str] = {}  # each session's latest group so far: an id stored of it (_older_version)
 
     def check(self, store: Store) -> None:
         """Forget the sessions if another connection wrote since the last check (inside the batch's transaction)."""
@@ -1093,8 +1094,11 @@ def _grown(
                 out += fixed[0]
                 pieces += fixed[1]
                 continue
+        key = hash((req.user_id, req.session_id))
+        previous = fresh.previous.get(key)
+        fresh.previous[key] = rid if split is None or not split.known else split.known[0].request_id
         if item.final and place in looked:
-            older = _older_version(store, req, split, known[req.user_id], repeats)
+            older = _older_version(store, req, split, known[req.user_id], repeats, previous)
             if older is not None:  # what is left of it begins a request stored already: nothing to store
                 if split is not None:
                     pieces += [(item, piece) for piece in split.known if not piece.again]
@@ -1170,24 +1174,33 @@ def _again(item: Ready, split: Split) -> list[Ready]:
     ]
 
 
-def _older_version(store: Store, req: Prepared, split: Split | None, known: Known, repeats: Repeats) -> Piece | None:
+def _older_version(
+    store: Store, req: Prepared, split: Split | None, known: Known, repeats: Repeats, previous: str | None
+) -> Piece | None:
     """The file's last group, or what is left of it after its known pieces: when it is not known, but begins a
     request stored in its session, as that request's first messages — a newer version of the file (this group grown
     since) was replayed before this one, or at the same time — the piece naming that request. It must be the request
-    the group grew into: its own id (the repeat suffix this file gives it at this place, or chained on the same
-    piece), so a group said again later in the file is never taken for the beginning of an earlier one."""
+    the group grew into: chained on the same piece, or (no piece known) its own id, the repeat suffix this file gives
+    it at this place — so a group said again later in the file is never taken for the beginning of an earlier one —
+    stored after the session's group before it in this file (``previous``) was: the same messages in a group of
+    another file of the session (an "ok" said there, then "ok" and more), stored before, are never taken for it."""
     start, after = (0, None) if split is None else (split.start, split.known[-1].request_id)
     rid = req.request_id if split is None else split.request_id
     if rid is None or rid in known or store.known_requests(req.user_id, [rid]):
         return None
+    if after is None and previous is None:
+        return None
     said = req.messages[start:]
     for request_id, messages in store.requests_beginning_with(req.user_id, req.session_id, said):
-        if after is None:
-            expected = plain_candidates(req.user_id, req.session_id, messages, repeats)[-1]
-        else:
-            expected = prefix_ids(req.user_id, req.session_id, messages, after=after)[-1]
-        if request_id == expected:
-            return Piece(start, len(req.messages), request_id, None)
+        if after is not None:
+            if request_id == prefix_ids(req.user_id, req.session_id, messages, after=after)[-1]:
+                return Piece(start, len(req.messages), request_id, None)
+            continue
+        assert previous is not None
+        if request_id == plain_candidates(req.user_id, req.session_id, messages, repeats)[-1]:
+            when = store.added_when(req.user_id, [previous, request_id])
+            if previous in when and request_id in when and when[previous][0] <= when[request_id][1]:
+                return Piece(start, len(req.messages), request_id, None)
     return None
 
 
@@ -1227,6 +1240,7 @@ def _split(
         found,
         store.known_requests,
         repeats=repeats,
+        added=store.added_when,
         ever=store.ever_stored if chained else None,
     )
     if split is not None:

@@ -941,6 +941,19 @@ class Store:
             )
         return found
 
+    def added_when(self, user_id: str, request_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """The first and last ``add`` event (ids: their order) of each of these request ids of this user that was
+        ever stored."""
+        out: dict[str, tuple[int, int]] = {}
+        for rid in dict.fromkeys(request_ids):
+            row = self.conn.execute(
+                "SELECT min(id), max(id) FROM events WHERE kind = 'add' AND user_id = ? AND request_id = ?",
+                (user_id, rid),
+            ).fetchone()
+            if row[0] is not None:
+                out[rid] = (int(row[0]), int(row[1]))
+        return out
+
     def record_gaps(self, rows: Iterable[tuple[str, str, str, int, int, int]]) -> None:
         """Remember where groups stored by a replay had invalid lines: (user, session, request id, messages before
         the run, lines in it, messages in the group) (:mod:`auto_ids`). Inside the caller's transaction."""

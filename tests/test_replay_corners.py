@@ -385,3 +385,32 @@ def test_a_line_refused_as_neither_kind_fixed_and_replayed_alone_first(cli, db_p
     _add(cli, _write(tmp_path / "fixed.jsonl", "b"))
     assert _add(cli, _fix(log, neither, _said("b")))["messages_added"] == 0
     assert _contents(db_path) == ["a", "b", "c"]
+
+
+# ---- what must still be stored: the same messages in another file of the session ---------------------------------
+
+
+def test_a_grown_groups_new_message_said_in_another_files_group_is_stored(cli, db_path, tmp_path) -> None:
+    """A log rotated daily: yesterday's file holds "ok" as a group of its own in s1; today's [hi] grows by "ok". The
+    new "ok" is not yesterday's group (stored before [hi] was): stored."""
+    yesterday = _write(tmp_path / "day1.jsonl", "ok")
+    _write(yesterday, "x", session="s2", mode="a")
+    _add(cli, yesterday)
+    today = _write(tmp_path / "day2.jsonl", "hi")
+    _add(cli, today)
+    out = _add(cli, _write(today, "ok", mode="a"))
+    assert (out["messages_added"], out["grown"]) == (1, 1)
+    assert _contents(db_path) == ["hi", "ok", "ok", "x"]
+
+
+@pytest.mark.parametrize("before", [[], ["hi"]])
+def test_a_last_group_that_begins_another_files_group_is_stored(cli, db_path, tmp_path, before: list[str]) -> None:
+    """Yesterday's file said [ok thanks] in s1; today's ends with [ok]: not an older version of yesterday's, stored."""
+    _add(cli, _write(tmp_path / "day1.jsonl", "ok", "thanks"))
+    today = tmp_path / "day2.jsonl"
+    if before:
+        _write(today, *before)
+        _write(today, "x", session="s2", mode="a")
+    out = _add(cli, _write(today, "ok", mode="a"))
+    assert out["messages_added"] == len(before) + bool(before) + 1
+    assert _contents(db_path) == sorted(["ok", "ok", "thanks", *before, *(["x"] if before else [])])
