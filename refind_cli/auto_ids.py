@@ -21,7 +21,12 @@ and still kept is recognised. With a retention, the chain is followed through th
 Files joined with ``cat`` join groups too: ``a b`` at the end of one file and ``c d`` at the start of the next are
 one group ``a b c d``. After its known prefix (the first file's group), what follows is also matched as a group of
 its own (``plain``: ``auto-`` with the repeat suffix it gets at this place in the file, numbered after the group's
-own prefixes and the other files' groups before it), then followed by what was chained on it in turn.
+own prefixes and the other files' groups before it) that was stored after the group's first piece (the same "ok"
+in an older file of the session is never taken for one appended since), then followed by what was chained on it.
+
+A group stored by a replay that reported invalid lines inside it is remembered with where they were (the store's
+``replay_gaps``): once they are fixed, the group without them is matched to it (:func:`fixed_lines`) and only the
+fixed lines are stored, each run chained on the stored group and its place (``auto+``).
 
 A grown group is then counted among the file's groups as each of its shorter prefixes too: its earlier group was
 counted so by the replay that stored it, and a later group of the same messages (the same "ok" said again after
