@@ -213,14 +213,14 @@ def split_grown(
     group), but nothing was ever chained on it for this group."""
     if request_id in known:
         return None
-    # the group counts as each of its shorter prefixes (count_split): a group of its own inside it is numbered after them
-    numbering = (
-        None if repeats is None or added is None else _Numbering(repeats, Counter(p[:_BASE] for p in prefixes), added)
-    )
+    # (made when a prefix is known) the group counts as each of its shorter prefixes (count_split): a group of its
+    # own inside it is numbered after them
+    numbering: _Numbering | None = None
     best: Split | None = None
     covered = -1
     for k in range(len(prefixes), 0, -1):
         if prefixes[k - 1] in known:
+            numbering = numbering or _numbering(repeats, added, prefixes)
             first = Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]])
             split, cover = _chain(user_id, session_id, messages, first, lookup, numbering, ever)
             if cover > covered:
@@ -231,6 +231,7 @@ def split_grown(
         stored = ever(user_id, prefixes)  # none of them is known: each of these expired since
         for k in range(len(prefixes), 0, -1):
             if prefixes[k - 1] in stored:
+                numbering = numbering or _numbering(repeats, added, prefixes)
                 first = Piece(0, k, prefixes[k - 1], None, again=True)
                 split, cover = _chain(user_id, session_id, messages, first, lookup, numbering, ever)
                 kept = cover == len(messages) or any(not piece.again for piece in split.known)
@@ -366,6 +367,12 @@ class _Numbering:
             _suffixed(p, self.repeats.so_far(p) + self.counted[p] + more[p] + 1)
             for p in prefix_ids(user_id, session_id, messages)
         ]
+
+
+def _numbering(repeats: Repeats | None, added: Added | None, prefixes: Sequence[str]) -> _Numbering | None:
+    return (
+        None if repeats is None or added is None else _Numbering(repeats, Counter(p[:_BASE] for p in prefixes), added)
+    )
 
 
 def _counted(user_id: str, session_id: str, messages: Sequence[Said], piece: Piece, stop: int) -> list[str]:
