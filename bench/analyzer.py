@@ -2,10 +2,11 @@
 `tokenize.reference_analyze` (the module's steps one by one, no caches) over real texts, in the same run.
 
     .venv/bin/python bench/analyzer.py --locomo ../shared/datasets/locomo10.json \
-        --memdaily ../shared/datasets/memdaily_dev [--longmemeval ../shared/datasets/longmemeval_s_dev.json.gz]
+        --memdaily ../shared/datasets/memdaily_dev [--longmemeval ../shared/datasets/longmemeval_s_dev.json.gz] \
+        [--realtalk ../shared/datasets/realtalk_dev]
 
 Every text (each turn as `speaker: text`, each question and answer; MemDaily messages, questions and choices;
-LongMemEval haystack contents and questions) is analysed by both, plain and with a said-at date appended as the index
+LongMemEval haystack contents and questions; REALTALK messages and questions, the set with the most emoji) is analysed by both, plain and with a said-at date appended as the index
 does; any difference fails the run. Times are µs per text, best of 3 passes (the first pass of `analyze` fills its
 caches: reported separately).
 
@@ -63,6 +64,16 @@ def longmemeval_texts(path: Path) -> list[str]:
     for q in questions:
         texts.append(q["question"])
         texts += [m["content"] for session in q["haystack_sessions"] for m in session]
+    return texts
+
+
+def realtalk_texts(folder: Path) -> list[str]:
+    from refind_cli import datasets
+
+    texts: list[str] = []
+    for sample in datasets.load(folder, "realtalk"):
+        texts += [m.content for r in sample.requests for m in r.messages]
+        texts += [q.text for q in sample.questions]
     return texts
 
 
@@ -147,11 +158,14 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, required=True)
     parser.add_argument("--memdaily", type=Path, required=True)
     parser.add_argument("--longmemeval", type=Path)
+    parser.add_argument("--realtalk", type=Path)
     parser.add_argument("--baseline", type=Path, help="a checkout of another version: its analyze() timed too")
     args = parser.parse_args()
     sets = {"locomo": locomo_texts(args.locomo), "memdaily": memdaily_texts(args.memdaily)}
     if args.longmemeval:
         sets["longmemeval_s"] = longmemeval_texts(args.longmemeval)
+    if args.realtalk:
+        sets["realtalk"] = realtalk_texts(args.realtalk)
     sets["thai (synthetic)"] = thai_texts()
     print(
         "| texts | count | reference µs/text | reference + stem cache | analyze, caches cold | analyze, warm |"

@@ -7,7 +7,10 @@ Each set is replayed contest-style (as ``refind eval`` does) into a temporary da
 once by the refind found on ``--baseline`` (its checkout, run with ``python -P`` so the working directory's package
 does not shadow it), each in its own process; every question is asked at top_k 5 and 100, and every field of every
 block (id, content, score, dates, message ids, anchor lines) is hashed in order. The two hashes of a set must be equal: a change meant to keep results
-(speed, storage) proves it here over all ~3,000 questions, where recall, an average, can hide a changed ranking.
+(speed, storage) proves it here over all ~3,000 questions, where recall, an average, can hide a changed ranking. A
+change meant to change results (an analyzer's) is counted: the searches whose answers differ in any field, and
+those whose evidence differs (the blocks' ids and contents in order, scores aside: a token more in one turn changes
+the average turn length, so every score of that user).
 ``--parts N`` stores this refind's index with N postings per part and builds its layouts sorting each out-of-order
 session alone, so the paths a small set never reaches are compared too. Exits 1 when any set differs.
 """
@@ -35,8 +38,9 @@ SETS = {
 }
 
 
-def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[int, str]:
-    """(searches, hash of every answer) for one set, with the refind this process imports."""
+def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[int, str, list[str], list[str]]:
+    """(searches, hash of every answer, each answer's own hash, each answer's evidence's hash) for one set, with the
+    refind this process imports."""
     from refind_cli import datasets, index_cache, index_store
     from refind_cli import evaluate as E
     from refind_cli import search as S
@@ -48,6 +52,8 @@ def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[i
     samples = E.take(list(datasets.load(path, fmt, role_faithful=False, skipped=E.Skipped())), limit)
     h = hashlib.sha256()
     n = 0
+    each: list[str] = []
+    evidence: list[str] = []
     with tempfile.TemporaryDirectory(prefix="refind-diff-") as tmp:
         store = Store(Path(tmp) / "d.db", retention_days=None, clock=lambda: NOW)  # recorded-at is in the answers
         try:
@@ -57,11 +63,15 @@ def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[i
                     for top_k in (5, 100):
                         blocks = S.search(store, q.user_id, q.text, top_k=top_k, options=q.options)
                         answer = [dataclasses.asdict(b) for b in blocks]  # score, ids, dates, lines too
-                        h.update(json.dumps(answer, ensure_ascii=False).encode())
+                        encoded = json.dumps(answer, ensure_ascii=False).encode()
+                        h.update(encoded)
+                        each.append(hashlib.sha256(encoded).hexdigest()[:12])
+                        shown = json.dumps([(b.id, b.content) for b in blocks], ensure_ascii=False).encode()
+                        evidence.append(hashlib.sha256(shown).hexdigest()[:12])
                         n += 1
         finally:
             store.close()
-    return n, h.hexdigest()[:16]
+    return n, h.hexdigest()[:16], each, evidence
 
 
 def _run(pythonpath: str, args: list[str]) -> dict[str, object]:
@@ -81,23 +91,30 @@ def main() -> None:
     ap.add_argument("--one", nargs=2, metavar=("PATH", "FORMAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        n, h = digest(args.one[0], args.one[1], args.limit, args.parts)
-        print(json.dumps({"searches": n, "hash": h}))
+        n, h, each, evidence = digest(args.one[0], args.one[1], args.limit, args.parts)
+        print(json.dumps({"searches": n, "hash": h, "each": each, "evidence": evidence}))
         return
     if not args.baseline:
         ap.error("--baseline is required")
     print(f"`python bench/differential.py {' '.join(sys.argv[1:])}`\n")
-    print("| set | searches | this refind | baseline | equal |")
-    print("|---|---:|---|---|---|")
+    print(
+        "| set | searches | this refind | baseline | equal | answers that differ | evidence that differs, top 5 / 100 |"
+    )
+    print("|---|---:|---|---|---|---:|---:|")
     differ = False
     for name in args.sets.split(","):
         file, fmt = SETS[name]
         common = [str(DATASETS / file), fmt] + (["--limit", str(args.limit)] if args.limit else [])
         mine = _run(str(HERE.parent), common + (["--parts", str(args.parts)] if args.parts else []))  # this checkout
         theirs = _run(args.baseline, common)
-        same = mine == theirs
+        same = mine["hash"] == theirs["hash"]
         differ |= not same
-        print(f"| {name} | {mine['searches']} | {mine['hash']} | {theirs['hash']} | {'yes' if same else '**no**'} |")
+        answers = sum(a != b for a, b in zip(mine["each"], theirs["each"], strict=True))  # (this script runs both)
+        evidence = [a != b for a, b in zip(mine["evidence"], theirs["evidence"], strict=True)]  # top_k 5, 100, 5, …
+        print(
+            f"| {name} | {mine['searches']} | {mine['hash']} | {theirs['hash']} | {'yes' if same else '**no**'} "
+            f"| {answers} | {sum(evidence[0::2])} / {sum(evidence[1::2])} |"
+        )
     sys.exit(1 if differ else 0)
 
 

@@ -6,7 +6,7 @@ stored as one user (5,536 Chinese messages), warm, in-process, the stage off and
 Two query sets: MemDaily's questions as asked (a lone character only where a CJK run is one character long) and one
 character of each (the first of its question's CJK runs): the case the stage is for. Also the one-off cost of the
 first lone character a vocabulary meets (its bigrams grouped by character, then cached), of a query of 3,000
-characters apart (only the first few are expanded) and of the first lone character after an Add (a new vocabulary).
+characters apart (only the first few are expanded) and of the first lone character after an Add (its new segment grouped).
 ``--synthetic N`` adds N Chinese messages (8–40 characters drawn from 3,000 Han characters, Zipf-weighted) to the
 user: a large vocabulary. Prints p50 / p95 (ms).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from category_latency import timed_in_turns  # (bench/ is the script's folder: on sys.path)
 
-from refind_cli import datasets, expand
+from refind_cli import datasets, term_groups
 from refind_cli import search as S
 from refind_cli.contract import AddRequest, parse_add
 from refind_cli.evaluate import percentile, replay_sample, warm_up
@@ -68,7 +68,7 @@ def main() -> None:
         asked = asked[::step][: args.questions]
         chars = [m.group(0) for q in asked if (m := HAN.search(q))]
         index = S.user_index(store, "all")
-        expand._UNITS.clear()
+        term_groups.GROUPS.clear()
         t0 = time.perf_counter()
         index.search(chars[0], top_k=args.top_k)
         first_ms = (time.perf_counter() - t0) * 1000

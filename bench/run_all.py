@@ -58,6 +58,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         True,
     ),
     "redaction_collisions": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS)], True),
+    "long_query": ([], ["--turns", "5000", "--rounds", "1"], False),
     "probes": (
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],

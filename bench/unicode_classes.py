@@ -8,9 +8,16 @@ depend on the Python version that indexes):
   choose a glyph (an emoji's colour presentation) and so stay outside words like the emoji they follow;
 - ``_SPACELESS``: the letters and marks of the scripts written without spaces between words (Unicode gives their
   letters line-break class SA, "complex context": Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham,
-  Tai Viet, Ahom), found by their blocks.
+  Tai Viet, Ahom; and Javanese and Balinese, written without spaces too though Unicode leaves them class AL),
+  found by their blocks;
+- ``_EMOJI_BMP`` and ``_EMOJI_ASTRAL``: the characters that are an emoji by themselves (Unicode's ``Emoji`` property) but the digits, "#",
+  "*", the regional indicators (a flag is two of them) and the few that are text unless a variation selector asks
+  for the emoji (© ® ™ 〰 〽) — Lucene's StandardTokenizer's choice. ``unicodedata`` has no emoji properties: this
+  class comes from the ``regex`` package (installed with litellm's tiktoken), whose Unicode is newer than Python's,
+  so emoji newer than ``unicodedata`` are kept too.
 
-`tests/test_tokenize_scripts.py` checks both against `unicodedata` for every code point.
+`tests/test_tokenize_scripts.py` checks the first two against `unicodedata` for every code point, the third against
+`regex`.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 VARIATION_SELECTORS = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
 SPACELESS_BLOCKS = (
@@ -32,7 +40,11 @@ SPACELESS_BLOCKS = (
     (0xAA60, 0xAA7F),  # Myanmar Extended-A
     (0xAA80, 0xAADF),  # Tai Viet
     (0x11700, 0x1174F),  # Ahom
+    (0xA980, 0xA9DF),  # Javanese
+    (0x1B00, 0x1B7F),  # Balinese
 )
+EMOJI_TEXT_DEFAULT = frozenset(map(ord, "#*0123456789\u00a9\u00ae\u2122\u3030\u303d"))  # emoji with FE0F / U+20E3 only
+REGIONAL_INDICATORS = (0x1F1E6, 0x1F1FF)
 
 
 def is_mark(c: int) -> bool:
@@ -41,6 +53,19 @@ def is_mark(c: int) -> bool:
 
 def is_spaceless(c: int) -> bool:
     return any(lo <= c <= hi for lo, hi in SPACELESS_BLOCKS) and unicodedata.category(chr(c))[0] in "LM"
+
+
+@lru_cache(maxsize=1)
+def _emoji_property() -> frozenset[int]:
+    import regex  # the ``regex`` package: unicodedata has no emoji properties
+
+    pattern = regex.compile(r"\p{Emoji}")
+    return frozenset(c for c in range(sys.maxunicode + 1) if pattern.match(chr(c)))
+
+
+def is_emoji(c: int) -> bool:
+    lo, hi = REGIONAL_INDICATORS
+    return c in _emoji_property() and c not in EMOJI_TEXT_DEFAULT and not lo <= c <= hi
 
 
 def ranges(points: Iterable[int]) -> list[tuple[int, int]]:
@@ -81,6 +106,11 @@ def main() -> None:
     print(constant("_MARKS_BMP", character_class(lambda c: c <= 0xFFFF and is_mark(c))))
     print(constant("_MARKS_ASTRAL", character_class(lambda c: c > 0xFFFF and is_mark(c))))
     print(constant("_SPACELESS", character_class(is_spaceless)))
+    import regex
+
+    print(f'EMOJI_SOURCE = "regex {regex.__version__}"  # of the class below (bench/unicode_classes.py)')
+    print(constant("_EMOJI_BMP", character_class(lambda c: c <= 0xFFFF and is_emoji(c))))
+    print(constant("_EMOJI_ASTRAL", character_class(lambda c: c > 0xFFFF and is_emoji(c))))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
+* :func:`lone_unit_scores` — a query's lone CJK character (or grapheme cluster) matches the bigrams holding it;
+* both group the vocabulary's words (by prefix and length; bigrams by unit) once per immutable *piece* of it — a
+  maintained index's segment, or a whole score matrix — kept while the piece lives (:mod:`refind_cli.term_groups`),
+  so an Add costs only its new segment's words; a search takes the union of its pieces' groups, and document
+  frequencies are read over the view as before (a word a segment holds but no visible turn does is left out);
 * :func:`backfill` — when fewer than ``need`` turns have a positive score, the rest of the list: the other turns of
   the matched sessions (nearest to a matched turn first), then the other sessions' turns, latest first — so a
   budget is spent on the likeliest context rather than left unused.
@@ -18,21 +23,30 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, bm25_scores
+from .term_groups import GROUPS
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+# A piece's words and, for each, at least how many of a view's turns hold it (its postings in the piece).
+Words = tuple["Sequence[str]", "np.ndarray"]
+# An immutable piece of a vocabulary — a segment, or a whole score matrix — (what its groups are kept by), its words.
+Piece = tuple[object, "Callable[[], Words]"]
 
 
 class _DocFreq(Mapping[str, int]):
     """Token → number of turns holding it, read lazily from the index's score matrix (no copy)."""
 
     def __init__(self, index: TurnIndex) -> None:
+        self._index = index  # what this vocabulary's groups are kept by (term_groups: weakly)
         self._vocab = index.vocab
         self._indptr = index.indptr
 
@@ -46,13 +60,30 @@ class _DocFreq(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._vocab)
 
+    @property
+    def view(self) -> object:
+        return self._index
+
+    def pieces(self) -> list[Piece]:
+        """The score matrix's vocabulary, one piece: every word with its document frequency."""
+        return [(self._index, self._words)]
+
+    def _words(self) -> Words:
+        import numpy as np
+
+        rows = np.fromiter(self._vocab.values(), dtype=np.int64, count=len(self._vocab))
+        counts = np.zeros(len(rows), dtype=np.int64)
+        inside = rows < len(self._indptr) - 1  # (bm25s's vocabulary may hold a word past the matrix's rows: "")
+        counts[inside] = np.diff(self._indptr)[rows[inside]]
+        return list(self._vocab), counts
+
 
 class _PostingsDocFreq(Mapping[str, int]):
     """The same over a maintained index's postings: membership and counts by ``df``; the word list (needed only
     when a query word is missing) read once, on first iteration."""
 
     def __init__(self, postings: Any) -> None:
-        self._vocab = postings  # the identity _buckets caches by
+        self._vocab = postings
         self._words: list[str] | None = None
 
     def __getitem__(self, token: str) -> int:
@@ -75,6 +106,52 @@ class _PostingsDocFreq(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._all())
+
+    @property
+    def view(self) -> object:
+        """What a view's memos are kept by: its postings as one view holds them, whichever connection they are bound
+        to (``cache_identity``)."""
+        return getattr(self._vocab, "cache_identity", self._vocab)
+
+    def pieces(self) -> list[Piece]:
+        """The view's immutable segments, each with its words and, for each, its postings in the segment (at least
+        the visible turns holding it) — or, for postings without segments, the whole vocabulary as one piece."""
+        segments = getattr(self._vocab, "segments", None)
+        if segments is None:
+            return [(self.view, lambda: _counted(self))]
+        return [(seg, functools.partial(_segment_words, seg)) for seg in segments.values()]
+
+
+def _segment_words(segment: Any) -> Words:
+    import numpy as np
+
+    return segment.terms, np.diff(segment.indptr)
+
+
+def _counted(vocab: Mapping[str, int]) -> Words:
+    import numpy as np
+
+    words = list(vocab)
+    return words, np.fromiter((vocab[w] for w in words), dtype=np.int64, count=len(words))
+
+
+def _pieces(vocab: Mapping[str, int]) -> list[Piece]:
+    """The immutable pieces a vocabulary is the union of (a plain mapping: itself, one piece)."""
+    pieces = getattr(vocab, "pieces", None)
+    return list(pieces()) if pieces is not None else [(vocab, lambda: _counted(vocab))]
+
+
+def _view(vocab: Mapping[str, int]) -> object:
+    """What memos of this vocabulary as one view sees it are kept by."""
+    return getattr(vocab, "view", vocab)
+
+
+def _df(vocab: Mapping[str, int], word: str) -> int:
+    """The word's document frequency in the view (0: no visible turn holds it, though a segment may)."""
+    try:
+        return vocab[word]
+    except KeyError:
+        return 0
 
 
 def vocabulary(index: TurnIndex) -> Mapping[str, int]:
@@ -120,45 +197,17 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
-T = TypeVar("T")
 PREFIX = 2  # characters a fuzzy match must share with the query word at its start (Lucene's prefixLength)
-_BUCKETS: dict[int, tuple[Mapping[str, int], dict[tuple[str, int], list[str]]]] = {}
+GROUP_BYTES = 160  # what a group costs besides its words: its list, its key, the dict's entry
 
 
-def _identity(vocab: Mapping[str, int]) -> object:
-    """What a vocabulary's buckets are cached by: its source (a maintained index's postings as one view holds them,
-    whichever connection they are bound to — ``cache_identity`` — or the score matrix's vocabulary)."""
-    source = getattr(vocab, "_vocab", vocab)
-    return getattr(source, "cache_identity", source)
-
-
-def _per_vocabulary(
-    cache: dict[int, tuple[Mapping[str, int], T]], vocab: Mapping[str, int], build: Callable[[], T]
-) -> T:
-    """``build()``'s value for this vocabulary, built once and kept in ``cache`` (its 16 most recent vocabularies; an
-    entry holds its vocabulary, so a recycled ``id`` never matches another's)."""
-    key = id(_identity(vocab))
-    cached = cache.get(key)
-    if cached is not None and _identity(cached[0]) is _identity(vocab):
-        return cached[1]
-    value = build()
-    if len(cache) >= 16:
-        cache.pop(next(iter(cache)))
-    cache[key] = (vocab, value)
-    return value
-
-
-def _buckets(vocab: Mapping[str, int]) -> dict[tuple[str, int], list[str]]:
-    """The vocabulary's expandable words by (first :data:`PREFIX` characters, length), built once per vocabulary."""
-
-    def build() -> dict[tuple[str, int], list[str]]:
-        out: dict[tuple[str, int], list[str]] = {}
-        for word in vocab:
-            if word and max_edits(word):
-                out.setdefault((word[:PREFIX], len(word)), []).append(word)
-        return out
-
-    return _per_vocabulary(_BUCKETS, vocab, build)
+def _buckets(words: Callable[[], Words]) -> tuple[dict[tuple[str, int], list[str]], int]:
+    """A piece's expandable words by (first :data:`PREFIX` characters, length), and about their size in bytes."""
+    out: dict[tuple[str, int], list[str]] = {}
+    for word in words()[0]:
+        if word and max_edits(word):
+            out.setdefault((word[:PREFIX], len(word)), []).append(word)
+    return out, sum(GROUP_BYTES + 8 * len(v) for v in out.values())
 
 
 def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3) -> list[tuple[str, float]]:
@@ -170,16 +219,23 @@ def fuzzy_terms(word: str, vocab: Mapping[str, int], *, max_expansions: int = 3)
 
 
 def _near(word: str, limit: int, vocab: Mapping[str, int], max_expansions: int) -> list[tuple[str, float]]:
-    """:func:`fuzzy_terms` for a word the vocabulary lacks, ``limit`` its edit distance."""
+    """:func:`fuzzy_terms` for a word the vocabulary lacks, ``limit`` its edit distance: the candidates are the
+    union of each piece's bucket (grouped once per piece: an Add groups only its new segment's words)."""
     if max_expansions <= 0:
         return []
-    buckets = _buckets(vocab)
+    groups = [GROUPS.get("buckets", piece, functools.partial(_buckets, words)) for piece, words in _pieces(vocab)]
     found: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
     for length in range(len(word) - limit, len(word) + limit + 1):
-        for candidate in buckets.get((word[:PREFIX], length), ()):
-            d = edit_distance(word, candidate, limit)
-            if d <= limit:
-                found.append((d, -vocab[candidate], candidate))
+        key = (word[:PREFIX], length)
+        for buckets in groups:
+            for candidate in buckets.get(key, ()):
+                if candidate in seen:  # (in more than one segment)
+                    continue
+                seen.add(candidate)
+                d = edit_distance(word, candidate, limit)
+                if d <= limit and (n := _df(vocab, candidate)) > 0:  # (a segment's word no visible turn holds: 0)
+                    found.append((d, -n, candidate))
     found.sort()
     return [(w, 1.0 - d / len(word)) for d, _, w in found[:max_expansions]]
 
@@ -203,29 +259,86 @@ def fuzzy_scores(
     return total
 
 
-_Units = tuple[dict[str, list[str]], dict[tuple[str, int], list[str]]]
-_UNITS: dict[int, tuple[Mapping[str, int], _Units]] = {}
+_Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings
 
 
-def _unit_bigrams(vocab: Mapping[str, int]) -> _Units:
-    """The vocabulary's bigrams of CJK characters or grapheme clusters by each unit they hold, built once per
-    vocabulary (as :func:`_buckets`), and the memo of a common unit's most frequent ones (:func:`lone_unit_scores`)."""
+def _unit_bigrams(words: Callable[[], Words]) -> tuple[_Units, int]:
+    """A piece's bigrams of CJK characters or grapheme clusters by each unit they hold, each unit's in descending
+    order of their postings in the piece (an upper bound of a view's document frequency: :func:`_most_frequent`),
+    and about their size in bytes."""
+    import numpy as np
+
     from .tokenize import units
 
-    def build() -> _Units:
-        out: dict[str, list[str]] = {}
-        for word in vocab:
-            if word.isascii():
-                continue
-            if len(word) == 2 and "\u4e00" <= word[0] <= "\u9fff" and "\u4e00" <= word[1] <= "\u9fff":
-                pair: Sequence[str] = word  # (most of a Chinese vocabulary: common Han characters, without a regex)
-            elif len(pair := units(word) or ()) != 2:
-                continue
-            for unit in dict.fromkeys(pair):
-                out.setdefault(unit, []).append(word)
-        return out, {}
+    terms, counts = words()
+    wide = np.asarray([i for i, word in enumerate(terms) if not word.isascii()], dtype=np.int64)
+    out: _Units = {}
+    for i in wide[np.argsort(-counts[wide], kind="stable")].tolist():
+        word = terms[i]
+        if len(word) == 2 and "\u4e00" <= word[0] <= "\u9fff" and "\u4e00" <= word[1] <= "\u9fff":
+            pair: Sequence[str] = word  # (most of a Chinese vocabulary: common Han characters, without a regex)
+        elif len(pair := units(word) or ()) != 2:
+            continue
+        n = int(counts[i])
+        for unit in dict.fromkeys(pair):
+            group = out.get(unit)
+            if group is None:
+                group = out[unit] = ([], [])
+            group[0].append(word)
+            group[1].append(n)
+    return out, sum(2 * GROUP_BYTES + 16 * len(g[0]) for g in out.values())
 
-    return _per_vocabulary(_UNITS, vocab, build)
+
+def _unit_terms(unit: str, vocab: Mapping[str, int], most: int) -> list[str]:
+    """The bigrams a lone ``unit`` reads in this view: those holding it that a visible turn holds, the ``most`` most
+    frequent when there are more (ties: in word order) — memoised per view, from each piece's groups."""
+
+    def build() -> tuple[list[str], int]:
+        lists = []
+        for piece, words in _pieces(vocab):
+            group = GROUPS.get("units", piece, functools.partial(_unit_bigrams, words)).get(unit)
+            if group is not None:
+                lists.append(group)
+        top = _most_frequent(lists, vocab, most)
+        return top, GROUP_BYTES + 8 * len(top)
+
+    return GROUPS.get(("top", unit, most), _view(vocab), build)
+
+
+def _most_frequent(lists: Sequence[tuple[list[str], list[int]]], vocab: Mapping[str, int], most: int) -> list[str]:
+    """The ``most`` words of ``lists`` with the highest document frequency in the view (``vocab``; ties: in word
+    order; words it lacks left out) — Fagin's threshold algorithm: each list is in descending order of an upper bound
+    of its words' share of the frequency (their postings in one segment), so the lists are read a row at a time, each
+    new word's frequency looked up, until the ``most``-th best found beats the sum of the next row's bounds (no word
+    unread can reach it): a common character's thousands of bigrams are not all counted."""
+    import heapq
+
+    if most <= 0 or not lists:
+        return []
+    seen: set[str] = set()
+    found: list[tuple[int, str]] = []
+    best: list[int] = []  # a min-heap of the `most` highest frequencies found
+    longest = max(len(words) for words, _ in lists)
+    for depth in range(longest):
+        bound = 0  # what a word not read yet can have at most
+        for words, bounds in lists:
+            if depth < len(words):
+                word = words[depth]
+                if word not in seen:
+                    seen.add(word)
+                    n = _df(vocab, word)
+                    if n > 0:
+                        found.append((-n, word))
+                        if len(best) < most:
+                            heapq.heappush(best, n)
+                        elif n > best[0]:
+                            heapq.heapreplace(best, n)
+                if depth + 1 < len(words):
+                    bound += bounds[depth + 1]
+        if len(best) >= most and best[0] > bound:
+            break
+    found.sort()
+    return [word for _, word in found[:most]]
 
 
 MAX_UNIT_BIGRAMS = 64  # bigrams read per lone character of a query (the most frequent)
@@ -251,14 +364,7 @@ def lone_unit_scores(
     for token in itertools.islice(lone, max_units):  # stops reading the query at the last one expanded
         vocab = vocab if vocab is not None else vocabulary(index)
         best = None
-        by_unit, ranked = _unit_bigrams(vocab)
-        terms = by_unit.get(token, [])
-        if len(terms) > most:  # the most frequent (a document frequency is a read: sorted once per vocabulary)
-            top = ranked.get((token, most))
-            if top is None:
-                top = ranked[(token, most)] = sorted(terms, key=lambda w: (-vocab[w], w))[:most]
-            terms = top
-        for term in terms:
+        for term in _unit_terms(token, vocab, most):
             part = bm25_scores(index, [term])
             best = part if best is None else np.maximum(best, part)
         if best is not None:

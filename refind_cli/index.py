@@ -7,6 +7,7 @@ Each stage is a small function over numpy arrays so it can be tested on a toy co
   tokens, as ``bm25s.BM25.get_scores`` does; or the index is the maintained one (``index.postings``, from
   :mod:`refind_cli.index_cache`), which computes the same float32 contributions from stored term frequencies at
   query time — equal to bm25s's, bit for bit;
+* :func:`flat_scores` — the same, except that a word found in more than a share of the turns counts by presence;
 * :func:`eligible` — the mask applied **before** ranking: said-at inside the date range (a turn without a said-at
   is left out of any date-bounded search, since it cannot be shown to lie inside the range), not in the skip set;
 * :func:`fuse` — reciprocal rank fusion, k = 60: a turn's rank among turns with a positive score and its session's
@@ -18,6 +19,7 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -149,18 +151,44 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
     return scores
 
 
+def doc_freq(index: TurnIndex, token: str) -> int:
+    """How many of the user's turns hold ``token``."""
+    if index.postings is not None:
+        return index.postings.df(token)
+    row = index.vocab.get(token)
+    return 0 if row is None else int(index.indptr[row + 1] - index.indptr[row])
+
+
 def drop_common(index: TurnIndex, tokens: Sequence[str], share: float) -> list[str]:
     """The query tokens without those found in more than ``share`` of the turns — unless that leaves none."""
     n = max(len(index), 1)
+    kept = [t for t in tokens if doc_freq(index, t) <= share * n]
+    return kept if any(doc_freq(index, t) for t in kept) else list(tokens)
 
-    def df(token: str) -> int:
-        if index.postings is not None:
-            return index.postings.df(token)
-        row = index.vocab.get(token)
-        return 0 if row is None else int(index.indptr[row + 1] - index.indptr[row])
 
-    kept = [t for t in tokens if df(t) <= share * n]
-    return kept if any(df(t) for t in kept) else list(tokens)
+def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) -> np.ndarray:
+    """:func:`bm25_scores`, except that a token found in more than ``share`` of the turns (a speaker's name, in the
+    label of every turn of theirs) counts by presence: every turn that holds it gets the median of its BM25 scores.
+    BM25's length normalisation makes such a word rank a speaker's shortest turns ("Kate: lol") first, when it is the
+    other query words that should tell the speaker's turns apart — so when no other query word is in any turn ("kayak"
+    asked of a user who wrote it in most turns), every token keeps its BM25 score. A token repeated in the query
+    counts again, as in :func:`bm25_scores`. ``share`` None: plain BM25 for every token."""
+    import numpy as np
+
+    if share is None:
+        return bm25_scores(index, tokens)
+    n = max(len(index), 1)
+    times = Counter(tokens)
+    df = {t: doc_freq(index, t) for t in times}
+    common = [t for t in times if df[t] > share * n]
+    if not common or not any(0 < df[t] <= share * n for t in times):
+        return bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
+    scores = bm25_scores(index, [t for t in tokens if t not in common])
+    for token in common:
+        one = bm25_scores(index, [token])
+        holds = one > 0
+        scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
+    return scores
 
 
 def eligible(
@@ -203,11 +231,14 @@ def fuse(
     use_sessions: bool = True,
     session_top: int | None = None,
     session_weight: float = 1.0,
+    shared_ranks: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rank the turns with a positive score. Returns (turn indices best first, their fused scores).
 
     Ties break on the higher BM25 score, then on the earlier turn. Without ``use_sessions`` the fused score is
-    ``1/(k + turn rank)`` alone (the plain BM25 order).
+    ``1/(k + turn rank)`` alone (the plain BM25 order). With ``shared_ranks`` turns of equal BM25 score share the best
+    of their ranks (as "1, 2, 2, 4" ranks a tie), so their sessions' ranks, not their places in the conversation,
+    order them; without it the earlier turn takes the better rank.
     """
     import numpy as np
 
@@ -220,6 +251,9 @@ def fuse(
     by_score = np.argsort(-s, kind="stable")  # best first; ties → earlier turn
     turn_rank = np.empty(cand.size, dtype=np.float64)
     turn_rank[by_score] = np.arange(1, cand.size + 1)
+    if shared_ranks:
+        ranked = -s[by_score]  # ascending
+        turn_rank[by_score] = np.searchsorted(ranked, ranked, side="left") + 1.0
     fused = 1.0 / (rrf_k + turn_rank)
     if use_sessions:
         sess = session_ix[cand]

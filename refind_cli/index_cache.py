@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
-from . import index_store, settings
+from . import index_store, settings, term_groups
 from .errors import RefindError
 from .index import TurnIndex
 from .store import MESSAGE_COLUMNS, StoredMessage
@@ -84,12 +84,20 @@ class ByteLRU:
                 _, (_, n) = self._items.popitem(last=False)
                 self.used -= n
 
-    def drop(self, match: Any) -> None:
-        """Drop every entry whose key satisfies ``match(key)``."""
+    def drop(self, match: Any) -> list[Any]:
+        """Drop every entry whose key satisfies ``match(key)``; their values."""
         with self._lock:
             self.generation += 1
+            dropped = []
             for key in [k for k in self._items if match(k)]:
-                self.used -= self._items.pop(key)[1]
+                value, n = self._items.pop(key)
+                self.used -= n
+                dropped.append(value)
+            return dropped
+
+    def values(self) -> list[Any]:
+        with self._lock:
+            return [v for v, _ in self._items.values()]
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -108,12 +116,27 @@ CACHE = ByteLRU(settings.index_cache_bytes_from_env())
 
 
 def evict(user_id: str) -> None:
-    """Drop every in-memory index of ``user_id`` (all databases): forget/expire call this to free the text now."""
-    CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
+    """Drop every in-memory index of ``user_id`` (all databases): forget/expire call this to free the text now —
+    and the query expansion's groups of their words (term_groups), which are never kept for them again."""
+    dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] == user_id)
+    term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
+    term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
+
+
+def _term_sources(value: Any) -> list[object]:
+    """What query expansion keeps groups of words by (``expand``, in term_groups) for one cached index: a state's
+    segments and its views' postings, or an index built from scratch (a ``search.UserIndex``)."""
+    if isinstance(value, UserState):
+        with value.lock:
+            views = list(value.views.values())
+        return [*value.segments.values(), *(layout.postings for layout in views)]
+    index = getattr(value, "index", None)
+    return [index] if index is not None else []
 
 
 def clear() -> None:
     CACHE.clear()
+    term_groups.GROUPS.clear()
 
 
 # ---- the per-user state -------------------------------------------------------------------------------------------
@@ -600,7 +623,6 @@ class LivePostings:
         for seg in self.segments.values():  # every part the query needs, one read per segment
             if isinstance(seg, index_store.LazySegment):
                 seg.need(seg.part_numbers(tokens), self.read)
-        found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
         pos_parts: list[np.ndarray] = []
         tf_parts: list[np.ndarray] = []
         idfs: list[np.float32] = []
@@ -620,10 +642,27 @@ class LivePostings:
             tf_parts.clear()
             idfs.clear()
 
+        # A token the query repeats has its contribution computed once and added at each occurrence (after the
+        # group before it, so each turn's terms still add in query order): "2023" × 20,000 on 50,000 turns computed
+        # it for every occurrence and held a search thread for ~50 s.
+        left = Counter(tokens)  # occurrences still to add: a repeated token's arrays are let go after its last
+        repeated: dict[str, tuple[np.ndarray | slice, np.ndarray] | None] = {}
         for token in tokens:  # a repeated query token counts again, as in bm25s
-            if token not in found:
-                found[token] = self._hits(token) if token else None
-            hits = found[token]
+            left[token] -= 1
+            if token in repeated or left[token]:
+                entry = repeated.get(token) if token in repeated else self._contribution(token, n, avgdl)
+                if left[token]:
+                    repeated[token] = entry
+                else:
+                    repeated.pop(token, None)
+                if entry is not None:
+                    if pos_parts:
+                        flush()
+                        held = 0
+                    pos, value = entry
+                    scores[pos] += value  # the token's turns are distinct: what np.add.at would add
+                continue
+            hits = self._hits(token) if token else None
             if hits is None:
                 continue
             pos, tf = hits
@@ -638,6 +677,25 @@ class LivePostings:
         if pos_parts:
             flush()
         return scores
+
+    def _contribution(self, token: str, n: int, avgdl: float) -> tuple[np.ndarray | slice, np.ndarray] | None:
+        """The turns holding ``token`` (in order; a run of them as a slice) and what it adds to each one's score
+        (float32, as bm25s's score matrix): for a token the query adds more than once."""
+        import numpy as np
+
+        hits = self._hits(token) if token else None
+        if hits is None:
+            return None
+        pos, tf = hits
+        df = pos.size
+        idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))  # bm25s's float32 idf array
+        tf64 = tf.astype(np.float64)
+        tfc = tf64 / (self.k1 * ((1 - self.b) + self.b * self.lengths[pos] / avgdl) + tf64)
+        order = np.argsort(pos, kind="stable")  # in order, the scores are read and written as memory lies
+        pos, value = pos[order], (idf * tfc).astype(np.float32)[order]
+        if int(pos[-1]) - int(pos[0]) + 1 == pos.size:  # every turn of a run (a month or year word is in each one)
+            return slice(int(pos[0]), int(pos[-1]) + 1), value
+        return pos, value
 
     def vocabulary(self) -> dict[str, int]:
         """Every term of the visible turns with its document frequency (for query expansion and the like)."""

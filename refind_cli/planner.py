@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -54,9 +55,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings, trace
 from .contract import date_bound
-from .errors import DeadlineReached, InvalidInput, RefindError
+from .errors import CorruptDatabase, DeadlineReached, FileReplaced, InvalidInput, RefindError, StorageError
 from .model import Complete, Reply, ToolCall, deadline
-from .redact import redact_data
+from .redact import redact, redact_data
 from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
 
@@ -149,6 +150,8 @@ class AgentResult:
     search_id: str | None = None  # the stored search (None when not recorded)
     withheld: Withheld | None = None  # what the evidence left out: no longer stored when the search returned
     as_of: int | None = None  # the search read only what was stored by then (Unix ms)
+    deadline_at: float | None = None  # when the search must end (time.monotonic()); its trace waits no longer
+    unrecorded: str | None = None  # why its trace was not stored, when record_search did not store it
 
     @property
     def deadline_passed(self) -> bool:
@@ -316,7 +319,8 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
     with (the planner itself never writes, as llm's CLI logs a response, not the model)."""
     search_id = trace.new_search_id(result.at)
     s = result.stats
-    stored = trace.save(
+    record = functools.partial(
+        trace.save,
         store,
         trace.StoredSearch(
             id=search_id,
@@ -334,8 +338,49 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
             events=result.events,
         ),
     )
-    result.search_id = search_id if stored else None  # not stored: a forget or expire removed what it quotes
+    try:
+        # waits for another process's write lock no longer than the search may still take (at least a moment)
+        with store.busy_timeout(_trace_wait(result.deadline_at)):
+            stored = record()
+    except (sqlite3.Error, StorageError) as exc:
+        from .store import storage_error
+
+        fault = exc if isinstance(exc, StorageError) else storage_error(exc, store.path)
+        if not isinstance(fault, StorageError) or isinstance(fault, FileReplaced | CorruptDatabase):
+            raise fault from exc  # the file itself is gone or damaged: nothing of it can be trusted to answer
+        # A record of the search, not the search: the evidence was found (and the model paid), so it is returned.
+        result.unrecorded = _UNRECORDED.get(fault.kind, "the database could not store it")
+        result.events.append(
+            Event(
+                "unrecorded",
+                result.events[-1].step if result.events else 0,
+                result.stats.duration_ms,
+                {"type": fault.kind, "reason": redact(fault.message)},
+            )
+        )
+        stored = False
+    else:
+        if not stored:
+            result.unrecorded = "a forget or expire removed what it quotes while it ran"
+    result.search_id = search_id if stored else None
     return _checked(store, result).raise_error()
+
+
+TRACE_MIN_WAIT_S = 1.0  # what a trace waits for the write lock even when its search's deadline has passed
+_UNRECORDED = {
+    "locked": "the database is locked by another process",
+    "no_space": "the disk is full",
+    "read_only": "the database cannot be written",
+}
+
+
+def _trace_wait(deadline_at: float | None) -> float:
+    """Seconds a trace's write may wait for another process's write lock: the busy timeout, but no longer than the
+    search's deadline leaves (and at least :data:`TRACE_MIN_WAIT_S`)."""
+    busy = settings.busy_timeout_s()
+    if deadline_at is None:
+        return busy
+    return min(busy, max(TRACE_MIN_WAIT_S, deadline_at - time.monotonic()))
 
 
 def _checked(store: Store, result: AgentResult) -> AgentResult:
@@ -724,6 +769,7 @@ class PlannerRun:
             error=error,
             withheld=self.withheld,
             as_of=self.as_of,
+            deadline_at=self.deadline_at,
         )
 
 

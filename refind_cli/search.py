@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from . import expand, feedback, index_cache, kinds, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
-from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, fuse
+from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, flat_scores, fuse
 from .index_store import IndexChanged
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
 from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
@@ -157,7 +157,7 @@ class UserIndex:
             kept_set = set(kept)
             common = [t for t in tokens if t not in kept_set] if cfg.common_weight else []
             tokens = kept
-        scores = bm25_scores(idx, tokens)
+        scores = flat_scores(idx, tokens, cfg.flat_df)  # a speaker's name counts by presence, not turn length
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
@@ -211,6 +211,7 @@ class UserIndex:
             use_sessions=cfg.session_fusion,
             session_top=cfg.session_top,
             session_weight=cfg.session_weight,
+            shared_ranks=cfg.shared_ranks,
         )
         if cfg.session_cap is not None:  # spread the list over more sessions
             order, fused = spread_sessions(order, fused, idx.session_ix, cfg.session_cap)

@@ -43,6 +43,8 @@ class SearchConfig:
     strip_instructions: bool = True  # drop appended instruction sentences ("Answer in one word.") from the query
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
     common_weight: float = 0.0  # … or weigh them this much instead of dropping them (a rarer word weighs 1)
+    flat_df: float | None = 0.2  # query words in more than this share of turns count by presence (None: plain BM25)
+    shared_ranks: bool = True  # turns of equal score share a rank, so their sessions order them (False: earlier first)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)

@@ -498,6 +498,17 @@ class Store:
                 self.checkpoint(CHECKPOINT_TIMEOUT_S)
                 self._drained = True
 
+    @contextmanager
+    def busy_timeout(self, seconds: float) -> Iterator[None]:
+        """Writes inside wait at most ``seconds`` for another process's write lock (then fail as locked), instead of
+        the connection's own busy timeout (REFIND_BUSY_TIMEOUT)."""
+        before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
+
     def checkpoint(self, timeout_s: float | None = None) -> bool:
         """Copy the WAL into the database file and truncate it to zero bytes; False if readers kept it busy. SQLite
         waits for readers through the busy handler, and new writers wait while it does: ``timeout_s`` caps that
@@ -505,12 +516,8 @@ class Store:
         if timeout_s is None:
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             return not busy
-        before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
-        self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        try:
+        with self.busy_timeout(timeout_s):
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
         return not busy
 
     def close(self) -> None:

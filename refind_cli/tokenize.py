@@ -7,26 +7,29 @@
    combining dot above that folding leaves after an ``i`` (Turkish "İ" folds to "i" + U+0307): "İstanbul" matches
    "istanbul"; NFKC again where folding left a decomposed sequence (a few letters such as Greek "ΐ" or "ǰ"). Accents are
    kept ("café" is not "cafe"); ASCII text is only lowercased (the same thing for ASCII);
-2. split on whitespace and punctuation (a token is a run of letters, combining marks — every one Unicode has, of any
-   script — and digits; ``_`` splits too; a zero-width joiner inside a word is dropped from it);
+2. each emoji sequence (with its skin tone, ZWJ sequence, flag or keycap: "👍🏽", "👩‍❤️‍👨", "🇯🇵", "1️⃣") is a token
+   where it stands, without its variation selectors ("❤️" is "❤"), as Lucene's StandardTokenizer and ICU keep
+   emoji; the rest is split on whitespace and punctuation (a token is a run of letters, combining marks — every one
+   Unicode has, of any script — and digits; ``_`` splits too; a zero-width joiner inside a word is dropped from it);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
    a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``; runs of a
-   script written without spaces between words (Thai, Lao, Khmer, Myanmar, the Tai scripts) become overlapping
-   bigrams of grapheme clusters (a letter and its marks), a lone cluster a unigram — the dictionary-free n-gram
-   indexing of Thai, so the query ``ข้าวผัด`` matches inside ``ฉันชอบกินข้าวผัด`` and never half a cluster;
+   script written without spaces between words (Thai, Lao, Khmer, Myanmar, the Tai scripts, Javanese, Balinese)
+   become overlapping bigrams of grapheme clusters (a letter and its marks), a lone cluster a unigram — the
+   dictionary-free n-gram indexing of Thai, so the query ``ข้าวผัด`` matches inside ``ฉันชอบกินข้าวผัด`` and never
+   half a cluster;
 4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
    stemmed with the full Snowball English stemmer (PyStemmer);
 5. numbers and words of any other script (Cyrillic, Greek, Arabic, Devanagari, Tibetan, Sinhala, …) are kept intact.
 
 ``plain_tokenize(text)`` is the English-only word splitter that the evaluation compares against: the same steps
-without 3 (a run of Han characters stays one token).
+without 3 (a run of Han characters stays one token) and without emoji (dropped, as every analyzer before 5 did).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -34,7 +37,8 @@ from typing import Any
 # 2: Unicode case folding (casefold, "i" + U+0307 → "i") instead of lower().
 # 3: NFKC again where case folding left a decomposed sequence.
 # 4: every combining mark inside words; bigrams of grapheme clusters for Thai, Lao, Khmer, Myanmar and the Tai scripts.
-ANALYZER_VERSION = 4
+# 5: emoji sequences are tokens (a keycap no longer leaves a stray U+20E3); Javanese and Balinese are spaceless.
+ANALYZER_VERSION = 5
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -48,7 +52,10 @@ _CJK_CLASS = (
 # _MARKS (BMP and astral apart, see _WORD): every combining mark (Mn, Mc, Me), which ``\w`` leaves out, but the
 # variation selectors (they choose an emoji's presentation and stay outside words, as the emoji does).
 # _SPACELESS: the letters and marks of the scripts written without spaces between words (Unicode's line-break class
-# SA): Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham, Tai Viet, Ahom.
+# SA): Thai, Lao, Myanmar, Khmer, Tai Le, New Tai Lue, Tai Tham, Tai Viet, Ahom; and Javanese and Balinese (class AL,
+# but written without spaces all the same).
+# _EMOJI_BMP and _EMOJI_ASTRAL: the characters that are an emoji by themselves (Unicode's Emoji property, from the
+# regex package: unicodedata has none) but digits, "#", "*", regional indicators and © ® ™ 〰 〽 (see _EMOJI_SEQUENCE).
 UNICODE_VERSION = "14.0.0"  # of the classes below (bench/unicode_classes.py)
 _MARKS_BMP = (
     "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
@@ -98,10 +105,52 @@ _MARKS_ASTRAL = (
 _SPACELESS = (
     "\u0e01-\u0e3a\u0e40-\u0e4e\u0e81\u0e82\u0e84\u0e86-\u0e8a\u0e8c-\u0ea3\u0ea5\u0ea7-\u0ebd\u0ec0-\u0ec4\u0ec6"
     "\u0ec8-\u0ecd\u0edc-\u0edf\u1000-\u103f\u1050-\u108f\u109a-\u109d\u1780-\u17d3\u17d7\u17dc\u17dd\u1950-\u196d"
-    "\u1970-\u1974\u1980-\u19ab\u19b0-\u19c9\u1a20-\u1a5e\u1a60-\u1a7c\u1a7f\u1aa7\ua9e0-\ua9ef\ua9fa-\ua9fe"
-    "\uaa60-\uaa76\uaa7a-\uaac2\uaadb-\uaadd\U00011700-\U0001171a\U0001171d-\U0001172b\U00011740-\U00011746"
+    "\u1970-\u1974\u1980-\u19ab\u19b0-\u19c9\u1a20-\u1a5e\u1a60-\u1a7c\u1a7f\u1aa7\u1b00-\u1b4c\u1b6b-\u1b73"
+    "\ua980-\ua9c0\ua9cf\ua9e0-\ua9ef\ua9fa-\ua9fe\uaa60-\uaa76\uaa7a-\uaac2\uaadb-\uaadd\U00011700-\U0001171a"
+    "\U0001171d-\U0001172b\U00011740-\U00011746"
+)
+EMOJI_SOURCE = "regex 2026.11.19"  # of the two emoji classes below (bench/unicode_classes.py)
+_EMOJI_BMP = (
+    "\u203c\u2049\u2139\u2194-\u2199\u21a9\u21aa\u231a\u231b\u2328\u23cf\u23e9-\u23f3\u23f8-\u23fa\u24c2\u25aa\u25ab"
+    "\u25b6\u25c0\u25fb-\u25fe\u2600-\u2604\u260e\u2611\u2614\u2615\u2618\u261d\u2620\u2622\u2623\u2626\u262a"
+    "\u262e\u262f\u2638-\u263a\u2640\u2642\u2648-\u2653\u265f\u2660\u2663\u2665\u2666\u2668\u267b\u267e\u267f"
+    "\u2692-\u2697\u2699\u269b\u269c\u26a0\u26a1\u26a7\u26aa\u26ab\u26b0\u26b1\u26bd\u26be\u26c4\u26c5\u26c8"
+    "\u26ce\u26cf\u26d1\u26d3\u26d4\u26e9\u26ea\u26f0-\u26f5\u26f7-\u26fa\u26fd\u2702\u2705\u2708-\u270d\u270f\u2712"
+    "\u2714\u2716\u271d\u2721\u2728\u2733\u2734\u2744\u2747\u274c\u274e\u2753-\u2755\u2757\u2763\u2764\u2795-\u2797"
+    "\u27a1\u27b0\u27bf\u2934\u2935\u2b05-\u2b07\u2b1b\u2b1c\u2b50\u2b55\u3297\u3299"
+)
+_EMOJI_ASTRAL = (
+    "\U0001f004\U0001f0cf\U0001f170\U0001f171\U0001f17e\U0001f17f\U0001f18e\U0001f191-\U0001f19a\U0001f201\U0001f202"
+    "\U0001f21a\U0001f22f\U0001f232-\U0001f23a\U0001f250\U0001f251\U0001f300-\U0001f321\U0001f324-\U0001f393"
+    "\U0001f396\U0001f397\U0001f399-\U0001f39b\U0001f39e-\U0001f3f0\U0001f3f3-\U0001f3f5\U0001f3f7-\U0001f4fd"
+    "\U0001f4ff-\U0001f53d\U0001f549-\U0001f54e\U0001f550-\U0001f567\U0001f56f\U0001f570\U0001f573-\U0001f57a"
+    "\U0001f587\U0001f58a-\U0001f58d\U0001f590\U0001f595\U0001f596\U0001f5a4\U0001f5a5\U0001f5a8\U0001f5b1\U0001f5b2"
+    "\U0001f5bc\U0001f5c2-\U0001f5c4\U0001f5d1-\U0001f5d3\U0001f5dc-\U0001f5de\U0001f5e1\U0001f5e3\U0001f5e8"
+    "\U0001f5ef\U0001f5f3\U0001f5fa-\U0001f64f\U0001f680-\U0001f6c5\U0001f6cb-\U0001f6d2\U0001f6d5-\U0001f6d9"
+    "\U0001f6dc-\U0001f6e5\U0001f6e9\U0001f6eb\U0001f6ec\U0001f6f0\U0001f6f3-\U0001f6fc\U0001f7e0-\U0001f7eb"
+    "\U0001f7f0\U0001f90c-\U0001f93a\U0001f93c-\U0001f945\U0001f947-\U0001f9ff\U0001fa70-\U0001fa7c"
+    "\U0001fa80-\U0001fac6\U0001fac8\U0001facc-\U0001fadd\U0001fadf-\U0001faeb\U0001faef-\U0001fafa"
 )
 _MARKS = _MARKS_BMP + _MARKS_ASTRAL
+# An emoji sequence (UTS #51), one token as Lucene's StandardTokenizer and ICU's make it: an emoji character — or
+# © ® 〰 〽 that a variation selector U+FE0F asks to show as one — with its variation selectors, skin tone (a
+# Fitzpatrick modifier) and the tag characters of a subdivision flag (Scotland's); a keycap (a digit, "#" or "*", U+FE0F,
+# U+20E3: "1️⃣"); a flag (two regional indicators: "🇯🇵"); and any of these joined by zero-width joiners ("👩‍❤️‍👨").
+# Its token is the sequence without its variation selectors, which only choose a glyph, text or emoji: "❤" and "❤️"
+# are one token. No other step touches it (no stemming; case folding and NFKC leave emoji as they are).
+_EMOJI_ELEMENT = (
+    "(?:[\U0001f1e6-\U0001f1ff]{2}|[#*0-9]\ufe0f?\u20e3"
+    f"|(?:[{_EMOJI_BMP}{_EMOJI_ASTRAL}]|[\u00a9\u00ae\u3030\u303d]\ufe0f)"
+    "[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]*)"
+)
+_EMOJI_SEQUENCE = f"{_EMOJI_ELEMENT}(?:\u200d{_EMOJI_ELEMENT})*"
+# A character that starts every emoji sequence but a keycap, or ends a keycap (_EMOJI_ASTRAL lies in U+1F000–U+1FAFF,
+# so one astral range): a text without one holds no emoji; in one that does, sequences are looked for only where
+# there is one (:func:`_emoji_matches`). re tests a class's astral ranges one by one (see _WORD): finditer of the
+# sequences themselves made a LongMemEval text that holds an emoji ~3.5x as slow to analyse, this ~1.2x.
+_EMOJI_HINT = f"[{_EMOJI_BMP}\u00a9\u00ae\u3030\u303d\u20e3\U0001f000-\U0001faff]"
+_KEYCAP_BASE = frozenset("#*0123456789")
+_SELECTORS = dict.fromkeys((0xFE0E, 0xFE0F))  # str.translate table: the variation selectors dropped
 # A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
 # been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words),
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
@@ -114,7 +163,9 @@ _WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
 _EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
 # A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
 # virama, Khmer coeng or Tai Tham sakot stacks below it. (Thai and Lao "am", U+0E33 and U+0EB3, a mark in Unicode's
-# clusters, are no longer there: NFKC made them a mark and a vowel letter.)
+# clusters, are no longer there: NFKC made them a mark and a vowel letter.) A Javanese pangkon or Balinese adeg adeg
+# stays with the consonant it kills, as in Unicode's clusters, though the consonant after it is written below (a
+# pasangan): a word's last consonant takes it, so the word "ꦩꦔꦤ꧀" (mangan, eat) keeps its clusters in "ꦲꦏꦸꦩꦔꦤ꧀ꦱꦼꦒ".
 _CLUSTER = f".[{_MARKS}]*(?:(?<=[\u1039\u17d2\u1a60]).[{_MARKS}]*)*"
 _UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word needs more than the common steps
 
@@ -124,6 +175,16 @@ _UNCOMMON = re.compile(f"[{_SPACELESS}\U00010000-\U0010ffff]")  # where a word n
 @lru_cache(maxsize=1)
 def _exact_words() -> re.Pattern[str]:
     return re.compile(_EXACT_WORD)
+
+
+@lru_cache(maxsize=1)
+def _emoji_hint() -> re.Pattern[str]:
+    return re.compile(_EMOJI_HINT)
+
+
+@lru_cache(maxsize=1)
+def _emoji_sequences() -> re.Pattern[str]:
+    return re.compile(f"({_EMOJI_SEQUENCE})")  # one group: split() keeps the sequences
 
 
 @lru_cache(maxsize=1)
@@ -508,8 +569,41 @@ def analyze(text: str) -> list[str]:
     if text.isascii():
         return list(filter(None, map(_ASCII_CACHE.__getitem__, text.encode("ascii").translate(_ASCII_TABLE).split())))
     out: list[str] = []
+    normalised = _normalise(text)
+    if _emoji_hint().search(normalised) is None:
+        _analyze_words(normalised, out)
+        return out
+    at = 0
+    for match in _emoji_matches(normalised):  # step 2's emoji, each a token where it stands
+        _analyze_words(normalised[at : match.start()], out)
+        out.append(match.group().translate(_SELECTORS))
+        at = match.end()
+    _analyze_words(normalised[at:], out)
+    return out
+
+
+def _emoji_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_emoji_sequences().finditer(text)``, but tried only where :func:`_emoji_hint` finds a character: a sequence
+    starts at one, or, a keycap, one or two characters before its U+20E3 (its base, perhaps a U+FE0F)."""
+    sequence, hints = _emoji_sequences(), _emoji_hint()
+    at = 0
+    while (hint := hints.search(text, at)) is not None:
+        start = hint.start()
+        if text[start] == "\u20e3":  # the end of a keycap: its base is the character before, or the one before that
+            back = start - 2 if start - 2 >= at and text[start - 1] == "\ufe0f" else start - 1
+            start = back if back >= at and text[back] in _KEYCAP_BASE else start
+        match = sequence.match(text, start)
+        if match is None:
+            at = hint.end()
+            continue
+        yield match
+        at = match.end()
+
+
+def _analyze_words(normalised: str, out: list[str]) -> None:
+    """Steps 2–5 on a normalised text that holds no emoji: its words' tokens added to ``out``."""
     cached = _WORD_CACHE.get
-    for word in _words(_normalise(text)):
+    for word in _words(normalised):
         tokens = cached(word)
         if tokens is None:
             tokens = _word_tokens(word)
@@ -518,7 +612,6 @@ def analyze(text: str) -> list[str]:
                     _WORD_CACHE.clear()
                 _WORD_CACHE[word] = tokens
         out.extend(tokens)
-    return out
 
 
 def analyze_each(texts: Iterable[str]) -> list[str]:
@@ -584,7 +677,19 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     out: list[str] = []
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i"))
     words, pieces, cluster = _reference_patterns()
-    for word in words.findall(folded):
+    for i, part in enumerate(_emoji_sequences().split(folded)):  # a capturing split: odd parts are emoji
+        if i % 2:
+            out.append(part.translate(_SELECTORS))
+            continue
+        _reference_words(words.findall(part), pieces, cluster, stem, out)
+    return out
+
+
+def _reference_words(
+    found: list[str], pieces: re.Pattern[str], cluster: re.Pattern[str], stem: Callable[[str], str], out: list[str]
+) -> None:
+    """:func:`reference_analyze`'s steps 3–5 on the words of a text without emoji."""
+    for word in found:
         for match in pieces.finditer(word.replace(_ZWJ, "")):
             cjk, spaceless, piece = match.groups()
             if cjk:
@@ -596,7 +701,6 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
                     out.append(stem(piece))
             else:
                 out.append(piece)
-    return out
 
 
 def plain_tokenize(text: str) -> list[str]:

@@ -277,20 +277,19 @@ def test_searches_while_another_connection_adds_and_merges_never_fail(db_path, s
     assert errors == [] and len(done) > 10
 
 
-def test_fuzzy_buckets_are_built_once_per_view_whichever_connection_searches(db_path) -> None:
+def test_fuzzy_buckets_are_built_once_per_segment_whichever_connection_searches(db_path) -> None:
     """Each connection gets the view's postings bound to it; the fuzzy-expansion buckets (a misspelt word's
-    candidates) are still built once per view, not once per pooled connection."""
-    from refind_cli import expand
+    candidates) are still built once per segment, not once per pooled connection."""
+    from refind_cli import term_groups
 
     first, second = Store(db_path, retention_days=None), Store(db_path, retention_days=None)
     first.add_many(_requests(0, 40))
-    index_cache.clear()
-    expand._BUCKETS.clear()
+    index_cache.clear()  # (the term groups too)
     assert S.search(first, "alice", "kayac", top_k=3)  # "kayak", misspelt: expanded to it
-    assert len(expand._BUCKETS) == 1
-    built = next(iter(expand._BUCKETS.values()))[1]
+    built = {id(v) for v in term_groups.GROUPS.values()}
+    assert built and len(built) == len(index_store.segment_ids(first.conn, "alice"))
     assert S.search(second, "alice", "kayac", top_k=3) == S.search(first, "alice", "kayac", top_k=3)
-    assert len(expand._BUCKETS) == 1 and next(iter(expand._BUCKETS.values()))[1] is built
+    assert {id(v) for v in term_groups.GROUPS.values()} == built
     first.close()
     second.close()
 

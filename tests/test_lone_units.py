@@ -51,6 +51,17 @@ def test_a_one_cluster_word_of_a_spaceless_script_is_found_inside_a_sentence(sto
     assert first.content.endswith("ထမင်းစားပြီးပြီ")
 
 
+def test_a_one_cluster_word_of_javanese_and_balinese_is_found_inside_a_sentence(store):
+    # Javanese ꦲꦶꦁ ("ing": in, at; ha with wulu and cecak: one cluster) inside "aku mangan ing pasar" (I eat at the
+    # market), Balinese ᬓᬾ ("ke": to) inside "tiang ke pasar" — both written without spaces (analyzer 5)
+    add(store, "u", "s", ("user", "ꦲꦏꦸꦩꦔꦤ꧀ꦲꦶꦁꦥꦱꦂ", T0), ("user", "ꦢꦶꦤꦲꦶꦏꦶꦲꦸꦢꦤ꧀", T0 + 60_000))
+    add(store, "u", "t", ("user", "ᬢᬶᬬᬂᬓᬾᬧᬲᬃ", T0 + 120_000), ("user", "ᬚᬦᬶᬳᬸᬚᬦ᭄", T0 + 180_000))
+    for word, sentence in [("ꦲꦶꦁ", "ꦲꦏꦸꦩꦔꦤ꧀ꦲꦶꦁꦥꦱꦂ"), ("ᬓᬾ", "ᬢᬶᬬᬂᬓᬾᬧᬲᬃ")]:
+        assert S.search(store, "u", word, top_k=5, config=OFF) == []
+        (first, *_) = S.search(store, "u", word, top_k=5)
+        assert first.content.endswith(sentence)
+
+
 def test_only_lone_units_are_expanded(store):
     add(store, "u", "s", ("user", "我的猫叫咪咪", T0))
     idx = S.user_index(store, "u")

@@ -13,7 +13,7 @@ from helpers import DAY, T0, add
 from refind_cli import search as S
 from refind_cli.blocks import render_blocks
 from refind_cli.errors import InvalidInput
-from refind_cli.index import build_index, fuse
+from refind_cli.index import bm25_scores, build_index, flat_scores, fuse
 from refind_cli.query_dates import date_boost, named_days
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
@@ -228,3 +228,66 @@ def test_a_block_s_neighbours_stop_at_its_session_however_many_are_asked():
     cfg = S.SearchConfig(neighbours=10**9, neighbour_filter="all")
     chosen = compose(idx, 2, cfg, set(), None)
     assert list(chosen) == [2, 1, 3, 0, 4]  # the anchor, then nearest first, the earlier of two first; not s2
+
+
+def test_a_word_in_most_turns_counts_by_presence_not_by_how_short_the_turn_is():
+    # "kate" labels 4 of 6 turns. Plain BM25 scores it highest in her shortest turn; flat_df counts it the same in
+    # each (the median of its BM25 scores), so the other query words alone tell her turns apart
+    idx = _index(
+        [
+            ("a", "Kate: ok", None),
+            ("a", "Kate: I went skiing with my brother in the mountains all weekend", None),
+            ("a", "Bob: that sounds cold", None),
+            ("b", "Kate: lol", None),
+            ("b", "Kate: my sister and I spent the whole afternoon at the museum downtown", None),
+            ("b", "Bob: nice", None),
+        ]
+    )
+    plain = bm25_scores(idx, ["kate"])
+    assert plain[0] > plain[1] and plain[3] > plain[4]  # BM25: the shorter turn first
+    holds = plain > 0
+    median = np.median(plain[holds])
+    ski = bm25_scores(idx, ["ski"])  # (the analyzer stems: skiing → ski)
+    assert np.allclose(flat_scores(idx, ["kate", "ski"], 0.2), holds * median + ski)
+    assert np.allclose(flat_scores(idx, ["kate", "ski", "kate"], 0.2), 2 * holds * median + ski)  # counts again
+    assert np.allclose(flat_scores(idx, ["kate", "ski"], 0.7), bm25_scores(idx, ["kate", "ski"]))  # 4/6 < 0.7
+    # no other query word in any turn: nothing else tells her turns apart, so BM25's own order stays
+    assert np.allclose(flat_scores(idx, ["kate"], 0.2), plain)
+    assert np.allclose(flat_scores(idx, ["kate", "hobbi"], 0.2), bm25_scores(idx, ["kate", "hobbi"]))
+    assert np.allclose(flat_scores(idx, ["kate"], None), plain)
+
+
+def test_turns_of_equal_score_can_share_a_rank_so_their_sessions_order_them():
+    # t3 scores 2; t0, t1, t2 tie at 1. Sessions: s1 (t1 + t2 = 2) and s2 (t3 = 2) tie, s1 first (lower index);
+    # s0 (t0 = 1) last. Ranked one by one, the earliest of the tie (t0) takes rank 2 and beats t2 (rank 4):
+    # t0 = 1/62 + .5/63 > t2 = 1/64 + .5/61. Sharing rank 2, the session decides: t1 = t2 = 1/62 + .5/61 > t0
+    scores = np.array([1.0, 1.0, 1.0, 2.0], dtype=np.float32)
+    sessions = np.array([0, 1, 1, 2], dtype=np.int32)
+    assert fuse(scores, sessions, session_weight=0.5)[0].tolist() == [3, 1, 0, 2]
+    order, fused = fuse(scores, sessions, session_weight=0.5, shared_ranks=True)
+    assert order.tolist() == [3, 1, 2, 0]
+    assert np.allclose(fused, [1 / 61 + 0.5 / 62, 1 / 62 + 0.5 / 61, 1 / 62 + 0.5 / 61, 1 / 62 + 0.5 / 63])
+
+
+def test_a_speakers_name_no_longer_puts_her_shortest_turns_first(store):
+    # "What are Kate's hobbies?": no turn says "hobbies"; Bob's question does. Plain BM25 ranks Kate's "ok" and
+    # "lol" (short) above her answer about skiing; counted by presence, her turns tie on her name and her answer's
+    # session — the one that holds "hobbies" — puts it first among them
+    add(store, "u", "chat", ("user", "Kate: ok"), ("user", "Kate: lol"), ("user", "Bob: hi"), at=T0)
+    add(
+        store,
+        "u",
+        "later",
+        ("user", "Bob: what are your hobbies these days"),
+        ("user", "Kate: I go skiing in the mountains most winters, and I paint"),
+        at=T0 + DAY,
+    )
+    cfg = S.SearchConfig(neighbours=0, backfill=False)
+
+    def kates(c):
+        return [b.content.split("user: ")[1] for b in S.search(store, "u", "Kate's hobbies", top_k=5, config=c)][1:3]
+
+    assert kates(cfg)[0].startswith("Kate: I go skiing")
+    assert kates(cfg.with_(flat_df=None, shared_ranks=False)) == ["Kate: ok", "Kate: lol"]
+    assert kates(cfg.with_(shared_ranks=False)) == ["Kate: ok", "Kate: lol"]  # presence alone: a tie, earlier first
+    assert kates(cfg.with_(flat_df=None)) == ["Kate: ok", "Kate: lol"]  # shared ranks alone: no tie to share

@@ -16,7 +16,8 @@ from refind_cli.store import Store
 
 # script: (the sentence that holds the word, two other sentences of the same script, the word asked for). Before
 # analyzer 4 each case failed: a Thai sentence was one token, the others broke words at every mark not in a hand-kept
-# list — into pieces that the other sentences share ("ချင်" gave "ခ" and "င", both in "ကောင်း").
+# list — into pieces that the other sentences share ("ချင်" gave "ခ" and "င", both in "ကောင်း"). Before analyzer 5
+# a Javanese or Balinese sentence was one token, and emoji were dropped.
 CORPUS = {
     "thai": (
         "ฉันชอบกินข้าวผัดกับไข่ดาว",  # I like eating fried rice with a fried egg
@@ -47,6 +48,21 @@ CORPUS = {
         "මම ශ්\u200dරී ලංකාවේ ජීවත් වෙමි",  # I live in Sri Lanka (with the ZWJ of the conjunct "ශ්‍රී")
         ["මට කෝපි බොන්න ඕන", "මම රෝහලට ගියා"],  # I want to drink coffee; I went to hospital
         "ශ්රී",  # Sri, typed without the joiner
+    ),
+    "javanese": (
+        "ꦲꦏꦸꦩꦔꦤ꧀ꦱꦼꦒ",  # aku mangan sega: I eat rice
+        ["ꦢꦶꦤꦲꦶꦏꦶꦲꦸꦢꦤ꧀", "ꦧꦥꦏ꧀ꦭꦸꦔ"],  # dina iki udan: it rains today; bapak lunga: father left
+        "ꦩꦔꦤ꧀",  # mangan: eat
+    ),
+    "balinese": (
+        "ᬢᬶᬬᬂᬗᬚᬾᬂᬦᬲᬶ",  # tiang ngajeng nasi: I eat rice
+        ["ᬚᬦᬶᬳᬸᬚᬦ᭄", "ᬩᬧᬓᬧᬲᬶᬄ"],  # jani hujan: it rains now; bapa ka pasih: father goes to the sea
+        "ᬦᬲᬶ",  # nasi: rice
+    ),
+    "emoji": (
+        "happy birthday grandma 🎂🎉",
+        ["happy new year 🎆", "see you tomorrow 👋"],
+        "when did I send 🎂",  # "send" is in none of them: the cake alone finds the sentence
     ),
 }
 
@@ -87,16 +103,18 @@ def test_the_word_finds_nothing_where_only_other_sentences_of_its_script_are(sto
     assert search(stored, word, f"{script}-without") == []
 
 
+def sessions(store: Store, query: str) -> list[str]:
+    found = S.search(store, "somchai", query, top_k=5, config=SearchConfig(backfill=False))
+    return [b.session_id for b in found]
+
+
+def clear_caches() -> None:
+    for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
+        cache.clear()
+    S.clear()
+
+
 def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_words(db_path, monkeypatch):
-    def sessions(store: Store, query: str) -> list[str]:
-        found = S.search(store, "somchai", query, top_k=5, config=SearchConfig(backfill=False))
-        return [b.session_id for b in found]
-
-    def clear_caches() -> None:
-        for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
-            cache.clear()
-        S.clear()
-
     sentence, others, word = CORPUS["thai"]
     with monkeypatch.context() as old:  # the analyzer as it was: version 3, a Thai run one word
         old.setattr(tokenize, "ANALYZER_VERSION", 3)
@@ -115,3 +133,27 @@ def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_w
     with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
         assert index_store.verify(store.conn) == []
         assert sessions(store, word) == ["s0"]
+
+
+def test_a_database_indexed_by_analyzer_4_is_indexed_again_and_then_finds_emoji_and_javanese(db_path, monkeypatch):
+    texts = [CORPUS["emoji"][0], *CORPUS["emoji"][1], CORPUS["javanese"][0]]
+    with monkeypatch.context() as old:  # the analyzer as it was: version 4, no emoji, Javanese one word
+        old.setattr(tokenize, "ANALYZER_VERSION", 4)
+        old.setattr(tokenize, "_emoji_hint", lambda: re.compile("(?!)"))
+        spaceless_4 = f"(?![\ua980-\ua9df\u1b00-\u1b7f])[{tokenize._SPACELESS}\U00010000-\U0010ffff]"
+        old.setattr(tokenize, "_UNCOMMON", re.compile(spaceless_4))  # neither Javanese nor Balinese
+        clear_caches()
+        assert tokenize.analyze(texts[-1]) == [texts[-1]]
+        with Store(db_path, retention_days=None) as store:
+            for i, text in enumerate(texts):
+                add(store, "somchai", f"s{i}", ("user", text), at=T0)
+            assert sessions(store, "🎂") == sessions(store, "ꦩꦔꦤ꧀") == []  # what the old analyzer missed
+    clear_caches()
+    assert health.check(db_path)["notes"] == [
+        f"the search index was built by analyzer version 4 (this refind's is {tokenize.ANALYZER_VERSION}): every "
+        "message is indexed again on the next open; nothing to repair"
+    ]
+    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
+        assert index_store.verify(store.conn) == []
+        assert sessions(store, "🎂") == ["s0"]
+        assert sessions(store, "ꦩꦔꦤ꧀") == ["s3"]

@@ -85,6 +85,7 @@ _ALPHABET = (
     "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
     "ข้าวเำ๑ຂ້ອຳខ្ញុំကျွန်္བོད་ශ්\u200dරී\ufe0f\u20e3"  # Thai, Lao, Khmer, Myanmar, Tibetan, Sinhala, ZWJ, VS16, keycap
     "\U0001e900\U0001e944\U00011103\U00011127\U00020000"  # beyond the BMP: Adlam and Chakma letters and marks, Han
+    "ꦲꦏ꧀ꦶᬓ᭄ᬾ#*❤©🎂\U0001f1ef\U0001f1f5\U0001f3fd\U0001f3f4\U000e0067\U000e007f\ufe0e"  # Javanese, Balinese, emoji parts
 )
 _WORDS_SEEN = [
     "the",
@@ -99,6 +100,10 @@ _WORDS_SEEN = [
     "ฉันชอบกินข้าวผัด",
     "ខ្ញុំចូលចិត្ត",
     "ကျွန်တော်",
+    "1\ufe0f\u20e3",
+    "👩\u200d❤\ufe0f\u200d👨",
+    "🇯🇵",
+    "👍🏽",
 ]
 
 

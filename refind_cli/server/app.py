@@ -212,12 +212,16 @@ class Runtime:
         )
         found = retrieve(store, replace(req, mode=self.cfg.mode), planner=planner)
         agent = found.agent
-        if agent is not None and (agent.withheld is not None or agent.deadline_passed):  # the contract has no room
+        if agent is None:
+            return found.blocks
+        fault = next((e.data.get("type") for e in agent.events if e.kind == "unrecorded"), None)
+        if agent.withheld is not None or agent.deadline_passed or fault:  # the contract has no room for these
             log.info(
-                "agent search %s%s%s",
+                "agent search %s%s%s%s",
                 agent.search_id or "(not stored)",
                 f": stopped at its {self.cfg.deadline_s:g} s deadline" if agent.deadline_passed else "",
                 f": {agent.withheld.line()}" if agent.withheld is not None else "",
+                f": trace not stored ({fault})" if fault else "",
             )
         return found.blocks
 

@@ -71,7 +71,7 @@ def run_agent(
     stored = (
         f"`refind inspect search {result.search_id}` shows its trace"
         if result.search_id is not None
-        else "its trace was not stored: a forget or expire removed what it quotes while it ran"
+        else f"its trace was not stored: {result.unrecorded or 'it was not recorded'}"
     )
     render.console().print(
         f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
