@@ -67,22 +67,24 @@ class ByteLRU:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key: Hashable, value: Any, nbytes: int, *, generation: int | None = None) -> None:
+    def put(self, key: Hashable, value: Any, nbytes: int, *, generation: int | None = None) -> bool:
         """Keep ``value``; with ``generation`` (read before the value was built), only if nothing was dropped
-        since — so a value built from data a forget has just deleted is not cached after that forget evicted."""
+        since — so a value built from data a forget has just deleted is not cached after that forget evicted.
+        Whether it was kept."""
         with self._lock:
             if generation is not None and generation != self.generation:
-                return
+                return False
             old = self._items.pop(key, None)
             if old is not None:
                 self.used -= old[1]
             if nbytes > self.budget:
-                return
+                return False
             self._items[key] = (value, nbytes)
             self.used += nbytes
             while self.used > self.budget:
                 _, (_, n) = self._items.popitem(last=False)
                 self.used -= n
+            return True
 
     def drop(self, match: Any) -> list[Any]:
         """Drop every entry whose key satisfies ``match(key)``; their values."""
@@ -130,12 +132,19 @@ def evict_many(user_ids: Iterable[str]) -> None:
     dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] in users)
     term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
     term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
-    for value in dropped:  # a view's last TurnIndex holds turns that hold the view and the state: break the cycles,
-        if isinstance(value, UserState):  # so the state and its text go when the last search holding it ends, not
-            with value.lock:  # at the garbage collector's next run (a search in flight keeps the TurnIndex it has)
-                for layout in value.views.values():
-                    layout.last = None
-                value.views.clear()
+    for value in dropped:
+        if isinstance(value, UserState):
+            _release(value)
+
+
+def _release(state: UserState) -> None:
+    """Break the cycles a state's memos make — a view's last TurnIndex holds turns that hold the view and the state —
+    so the state and its text go when the last search holding it ends, not at the garbage collector's next run (a
+    search in flight keeps the TurnIndex it was given)."""
+    with state.lock:
+        for layout in state.views.values():
+            layout.last = None
+        state.views.clear()
 
 
 def _term_sources(value: Any) -> list[object]:
@@ -768,17 +777,21 @@ def _live_index(
     for attempt in range(2):
         version = store.user_version(user_id)
         state: UserState | None = CACHE.get(key)
+        kept = True
         if state is None or state.version != version:
             generation = CACHE.generation  # a forget that evicts while this refresh reads must win
             state = _refresh(store, user_id, state)
             if state is None:
                 return None
-            if len(state.seqs):  # an unknown user must not push real users out of the cache
-                CACHE.put(key, state, state.nbytes, generation=generation)
+            # (an unknown user must not push real users out of the cache)
+            kept = bool(len(state.seqs)) and CACHE.put(key, state, state.nbytes, generation=generation)
         try:
             if not lazy:
                 state.read_all(reader(store.conn))
-            return state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
+            index = state.view(store.retention_cutoff(), as_of, k1, b).index(state, store.conn, user_id)
+            if not kept:  # this search's alone: no memo may keep it (and a forgotten user's text) past the search
+                _release(state)
+            return index
         except index_store.SegmentGone:  # the held state outlived its segments (an analyzer change's re-index)
             drop_state(store, user_id)
             if attempt == 1:

@@ -9,8 +9,9 @@ segment, a view's most frequent bigrams of a character) for as long as the sourc
 * bounded in **bytes** (each value's estimated size; least recently used first): one source's values range from a
   few words (an Add's segment) to hundreds of thousands (a merged one), so a count of entries would bound nothing.
   The budget, a quarter of the index cache's (``REFIND_INDEX_CACHE_MB``), holds the groups of every segment the
-  index cache can hold: 5.0 MB of groups beside 21.3 MB of index cache for a user of 10,000 messages of Chinese and
-  Latin words (``bench/first_after_add.py``), as a bigram is grouped under both its characters;
+  index cache can hold: 5.2 MB of groups (as estimated; Python allocates 1.0–1.8× that) beside 21.3 MB of index
+  cache for a user of 10,000 messages of Chinese and Latin words (``bench/first_after_add.py``), as a bigram is
+  grouped under both its characters;
 * when ``forget`` or ``expire`` evicts a user, the index cache calls :meth:`SourceCache.discard` with what it held
   of the user — their values go at once, and none is kept again (a search still holding them builds without
   caching) — and :meth:`SourceCache.keep_only` with what it still holds: an index it held before (an older view of

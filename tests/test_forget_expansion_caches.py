@@ -77,3 +77,32 @@ def test_forget_frees_the_users_index_and_text_at_once_not_at_the_next_garbage_c
         assert held() is None
     finally:
         gc.enable()
+
+
+def test_a_forget_that_lands_while_a_search_refreshes_keeps_nothing_of_the_user(store, db_path, monkeypatch):
+    # The refreshed state is not cached (the forget evicted meanwhile) but served this one search: its memos made a
+    # cycle, so it — the user's text, and the groups of its words — stayed until the garbage collector ran
+    from refind_cli import index_cache
+    from refind_cli.store import Store
+
+    add(store, "alice", "a", ("user", "Zorblax went kayaking", T0))
+    assert S.search(store, "alice", "zorblex", top_k=3)
+    add(store, "alice", "b", ("user", "Quuxington paddled 我的猫叫咪咪", T0 + 86_400_000))  # a new segment
+    real = index_cache._refresh
+
+    def refresh(st, user, old):
+        new = real(st, user, old)
+        with Store(db_path, retention_days=None) as other:  # another request's forget, mid-search
+            forget(other, "alice")
+        return new
+
+    monkeypatch.setattr(index_cache, "_refresh", refresh)
+    gc.collect()  # (what earlier tests left behind)
+    gc.disable()
+    try:
+        S.search(store, "alice", "quuxingtan 猫", top_k=3)
+        assert not [o for o in gc.get_objects() if isinstance(o, index_cache.UserState)]  # no state outlived it
+        held = cached_words()
+        assert "quuxington" not in held and "猫叫" not in held and "zorblax" not in held
+    finally:
+        gc.enable()
