@@ -331,31 +331,3 @@ def m007_settings(conn: sqlite3.Connection) -> None:
         )
         """
     )
-
-
-@migration
-def m008_add_events_by_request(conn: sqlite3.Connection) -> None:
-    # Which requests were ever stored, expired since or not: a replay follows the pieces of a grown group of message
-    # lines through those that expired (auto_ids), however many levels deep. One entry per Add, not per message.
-    conn.execute("CREATE INDEX events_add_by_request ON events (user_id, request_id) WHERE kind = 'add'")
-
-
-@migration
-def m009_replay_gaps(conn: sqlite3.Connection) -> None:
-    # Where a group of message lines stored by a replay had invalid lines inside it: (messages before the run, lines
-    # in the run), and how many messages the group holds. Fixed and replayed again, those lines are recognised as the only new messages of the group. Ids and
-    # counts only, never text; kept after a forget, as tombstones are, so that a forgotten group stays forgotten.
-    _script(
-        conn,
-        """
-        CREATE TABLE replay_gaps (
-            user_id    TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            request_id TEXT NOT NULL,
-            position   INTEGER NOT NULL,
-            lines      INTEGER NOT NULL,
-            messages   INTEGER NOT NULL,
-            PRIMARY KEY (user_id, session_id, request_id, position)
-        ) WITHOUT ROWID
-        """,
-    )

@@ -40,11 +40,7 @@ from .auto_ids import (
     Repeats,
     Said,
     Split,
-    chain_after,
-    count_split,
-    fixed_lines,
     group_id,
-    plain_candidates,
     prefix_candidates,
     prefix_ids,
     renumbered,
@@ -62,7 +58,7 @@ from .contract import (
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
-from .store import AddOutcome, Prepared, Store, iso_time, prepare, storage_error
+from .store import Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
@@ -81,8 +77,6 @@ class Parsed:
     notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
     auto: bool = False  # a group of message lines: its id derived from its messages (auto_ids)
     lines: tuple[int, ...] = ()  # (auto, of two messages or more) the line of each message
-    final: bool = False  # (auto) the group the file ends in: the only one a newer version of the file can have grown
-    gaps: tuple[tuple[int, int], ...] = ()  # (auto) (messages before, invalid lines) of each run of invalid lines in it
 
 
 @dataclass(frozen=True)
@@ -337,24 +331,19 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
     seen_auto = Repeats()  # auto ids already given in this file
-    gaps: list[tuple[int, int]] = []  # the group's runs of invalid lines: (messages before the run, lines in it)
-    invalid = 0  # invalid lines since the last valid one
 
-    def flush(final: bool = False) -> Iterator[Parsed]:
-        nonlocal group, key, gaps
+    def flush() -> Iterator[Parsed]:
+        nonlocal group, key
         if group and key is not None:
-            yield _group_request(key, group, seen_auto, final, tuple(gaps))
-        group, key, gaps = [], None, []
-
-    def bad(n: int, message: str) -> LineError:
-        nonlocal invalid
-        invalid += 1
-        return LineError(n, message)
+            yield _group_request(key, group, seen_auto)
+        group, key = [], None
 
     for n, raw in lines:
         if isinstance(raw, Overlong):
             yield from flush()
-            yield bad(n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages")
+            yield LineError(
+                n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
+            )
             continue
         if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
@@ -364,58 +353,54 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         try:
             obj = _loads(text.decode("utf-8"))
         except DuplicateKey as exc:
-            yield bad(n, str(exc))
+            yield LineError(n, str(exc))
             continue
         except UnicodeDecodeError:
-            yield bad(n, "not valid UTF-8")
+            yield LineError(n, "not valid UTF-8")
             continue
         except json.JSONDecodeError as exc:
-            yield bad(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
             continue
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
-            yield bad(n, "not valid JSON here (nested too deeply)")
+            yield LineError(n, "not valid JSON here (nested too deeply)")
             continue
         except ValueError as exc:  # an integer past Python's digit limit
-            yield bad(n, f"not usable JSON ({exc})")
+            yield LineError(n, f"not usable JSON ({exc})")
             continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")
             except InvalidInput as exc:
-                yield bad(n, exc.message)
+                yield LineError(n, exc.message)
                 continue
             except RecursionError:
-                yield bad(n, "not valid JSON here (nested too deeply)")
+                yield LineError(n, "not valid JSON here (nested too deeply)")
                 continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
             try:
                 request = parse_add(obj, strict=strict)
             except InvalidInput as exc:
-                yield bad(n, exc.message)
+                yield LineError(n, exc.message)
                 continue
             yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
-            invalid = 0
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
-            yield bad(
+            yield LineError(
                 n, "neither an Add request (an object with messages) nor a message (an object with role and content)"
             )
             continue
         try:
             line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
         except InvalidInput as exc:
-            yield bad(n, exc.message)
+            yield LineError(n, exc.message)
             continue
         if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
             yield from flush()
         key = line_key
-        if invalid:  # fixed later, these lines would be messages of this group, here (a half-written line, say)
-            gaps.append((len(group), invalid))
-            invalid = 0
         group.append((n, message, unknown, notes))
-    yield from flush(final=True)
+    yield from flush()
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)  # one per process (replays run on one thread)
@@ -456,11 +441,7 @@ def _parse_message_line(
 
 
 def _group_request(
-    key: tuple[str, str, str | None],
-    group: list[tuple[int, Message, list[str], list[str]]],
-    seen_auto: Repeats,
-    final: bool,
-    gaps: tuple[tuple[int, int], ...],
+    key: tuple[str, str, str | None], group: list[tuple[int, Message, list[str], list[str]]], seen_auto: Repeats
 ) -> Parsed:
     user_id, session_id, request_id = key
     messages = tuple(m for _, m, _, _ in group)
@@ -480,8 +461,6 @@ def _group_request(
         notes,
         request_id is None,
         tuple(n for n, _, _, _ in group) if request_id is None and len(group) > 1 else (),
-        final and request_id is None,
-        gaps if request_id is None else (),
     )
 
 
@@ -596,8 +575,6 @@ class Ready(NamedTuple):
     auto: bool = False  # as in Parsed
     lines: tuple[int, ...] = ()
     grown: int = 0  # 1: the new messages of a group grown since an earlier replay (auto_ids)
-    final: bool = False  # as in Parsed
-    gaps: tuple[tuple[int, int], ...] = ()  # as in Parsed
 
 
 class Chunk(NamedTuple):
@@ -642,17 +619,7 @@ def _chunks(
             # a reader derives the ids (work off the writer) unless the last batch added nothing (a replay again)
             prepared = prepare(item.request, ids=hint is not None and bool(hint.value))
             items.append(
-                Ready(
-                    prepared,
-                    item.first_line,
-                    item.last_line,
-                    item.warnings,
-                    item.notes,
-                    item.auto,
-                    item.lines,
-                    final=item.final,
-                    gaps=item.gaps,
-                )
+                Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes, item.auto, item.lines)
             )
             requests += 1
             if requests >= batch_size:
@@ -790,7 +757,7 @@ def _replay_stream(
     on_progress: Callable[[int, int | None], None] | None,
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
-    fresh = Fresh()  # sessions this replay began (_grown)
+    fresh: set[int] = set()  # sessions this replay began (_grown)
     repeats = Repeats()  # the file's auto ids so far, as its parser counts them (_grown)
     try:
         for chunk in chunks:
@@ -859,7 +826,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
     import sqlite3
 
     bad: list[tuple[str, str, str]] = []
-    fresh = Fresh()  # as the writer keeps them (_grown): this pass stores nothing
+    fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
     repeats = Repeats()
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
@@ -871,17 +838,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
             if isinstance(item, LineError):
                 bad.append((str(item.line), item.message, "invalid"))
                 continue
-            ready = Ready(
-                prepare(item.request),
-                item.first_line,
-                item.last_line,
-                (),
-                (),
-                item.auto,
-                item.lines,
-                final=item.final,
-                gaps=item.gaps,
-            )
+            ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
             parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
             for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
                 if piece.stone is not None:
@@ -936,7 +893,7 @@ def _store_batch(
     summary: ReplaySummary,
     name: str,
     on_problem: Callable[[str], None] | None,
-    fresh: Fresh,
+    fresh: set[int],
     repeats: Repeats,
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
@@ -946,13 +903,6 @@ def _store_batch(
         with store.write():  # grown groups are looked up under the lock their new messages are stored under
             batch, known = _grown(store, batch, fresh, repeats)
             outcomes = store.add_prepared((item.request for item in batch), segments=segments)
-            store.record_gaps(
-                (r.user_id, r.session_id, r.request_id, before, lines, len(r.messages))
-                for item, outcome in zip(batch, outcomes)
-                if item.gaps and isinstance(outcome, AddOutcome) and outcome.status == "added"
-                for r in [item.request]
-                for before, lines in item.gaps
-            )
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
         return False
@@ -983,56 +933,35 @@ def _store_batch(
     return True
 
 
-class Fresh:
-    """The sessions that had no stored message (and whose user had no tombstone) when this replay first met them (the
-    hashes of (user, session)): none of their groups can have grown. True while no other connection writes to the
-    database: a replay of another version of the log running at the same time may store their groups between two
-    batches of this one, so they are forgotten whenever SQLite's ``data_version`` says another connection wrote."""
-
-    def __init__(self) -> None:
-        self.sessions: set[int] = set()
-        self.version: int | None = None
-        self.previous: dict[int, str] = {}  # each session's latest group so far: an id stored of it (_older_version)
-
-    def check(self, store: Store) -> None:
-        """Forget the sessions if another connection wrote since the last check (inside the batch's transaction)."""
-        (version,) = store.conn.execute("PRAGMA data_version").fetchone()
-        if version != self.version:
-            self.sessions.clear()
-            self.version = version
-
-
 def _grown(
-    store: Store, batch: list[Ready], fresh: Fresh, repeats: Repeats
+    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats
 ) -> tuple[list[Ready], list[tuple[Ready, Piece]]]:
     """The batch with every group that has grown since an earlier replay cut to the messages after what is known of
     it (:mod:`auto_ids`; marked ``grown``), and the pieces known already, each with its group. ``repeats`` counts
     the file's groups in order (a prefix's id carries the repeat suffix it got), as its parser did.
 
     Looked up only where something can be known: not in a session that had no stored message (and whose user had no
-    tombstone) when this replay first met it (:class:`Fresh`). No group of such a session can be a grown one:
-    nothing of it was stored before, and the ids a group's prefixes would have are never ids this replay gives
-    (their repeat suffixes differ). So a file replayed into a new database asks one question per session, one
-    replayed again one per session and batch, and only a group whose own id is unknown has its prefixes' ids derived
-    and looked up. The file's last group is also matched against the beginning of the stored requests of its
-    session (:func:`_older_version`): a newer version of the file, replayed before, may have stored it grown."""
-    fresh.check(store)
+    tombstone) when this replay first met it — ``fresh``, the hashes of those sessions, kept for the whole replay.
+    No group of such a session can be a grown one: nothing of it was stored before, and the ids a group's prefixes
+    would have are never ids this replay gives (their repeat suffixes differ). So a file replayed into a new database
+    asks one question per session, one replayed again one per session and batch, and only a group whose own id is
+    unknown has its prefixes' ids derived and looked up."""
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     stones: dict[str, bool] = {}
     started: set[int] = set()
     for place, item in enumerate(batch):
         user, session = item.request.user_id, item.request.session_id
         key = hash((user, session))
-        if key in fresh.sessions:
+        if key in fresh:
             continue
         if user not in stones:
             stones[user] = store.has_tombstones(user)
         if key not in started:
             if not stones[user] and not store.session_started(user, session):
-                fresh.sessions.add(key)  # (before this batch stores anything of it)
+                fresh.add(key)  # (before this batch stores anything of it)
                 continue
             started.add(key)
-        if item.auto and (len(item.request.messages) > 1 or item.final):
+        if item.auto and len(item.request.messages) > 1:
             looked[place] = user
     by_user: dict[str, list[str]] = {}
     for place, user in looked.items():
@@ -1057,7 +986,6 @@ def _grown(
         if store.retention_cutoff() is not None
         else {}
     )
-    gapped = {user: store.sessions_with_gaps(user) for user in by_user}  # groups stored with invalid lines in them
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
@@ -1084,124 +1012,21 @@ def _grown(
                 hashed=hashed.get(place),
                 chained=req.session_id in chained.get(req.user_id, ()),
             )
-            if place in looked and len(req.messages) > 1
+            if place in looked
             else None
         )
-        gap = split is None and place in looked and req.session_id in gapped[req.user_id]
-        if gap and rid not in known[req.user_id]:  # a group stored before without lines fixed since?
-            fixed = _fixed(store, item, repeats)
-            if fixed is not None:
-                out += fixed[0]
-                pieces += fixed[1]
-                continue
-        key = hash((req.user_id, req.session_id))
-        previous = fresh.previous.get(key)
-        fresh.previous[key] = rid if split is None or not split.known else split.known[0].request_id
-        if item.final and place in looked:
-            older = _older_version(store, req, split, known[req.user_id], repeats, previous)
-            if older is not None:  # what is left of it begins a request stored already: nothing to store
-                if split is not None:
-                    pieces += [(item, piece) for piece in split.known if not piece.again]
-                    out += _again(item, split)
-                pieces.append((item, older))
-                continue
         if split is None:
             out.append(item)
             continue
-        pieces += [(item, piece) for piece in split.known if not piece.again]
-        out += _again(item, split)
-        if split.request_id is not None:
-            messages = _messages(req.messages[split.start :])
-            rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
-            out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
+        pieces += [(item, piece) for piece in split.known]
+        if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
+            stop = split.again.stop
+            head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
+            out.append(Ready(prepare(head), item.first_line, item.lines[stop - 1], (), ()))
+        messages = _messages(req.messages[split.start :])
+        rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
+        out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
     return out, pieces
-
-
-def _fixed(store: Store, item: Ready, repeats: Repeats) -> tuple[list[Ready], list[tuple[Ready, Piece]]] | None:
-    """A group stored by an earlier replay without the invalid lines inside it, those lines fixed since
-    (:func:`auto_ids.fixed_lines`): the requests to store (each run of fixed lines; what follows the stored group,
-    chained on it as a grown group's new messages are) and the pieces known already."""
-    req = item.request
-    user, session, said = req.user_id, req.session_id, req.messages
-    fixed = fixed_lines(user, session, said, store.gaps(user, session), repeats, store.known_requests)
-    if fixed is None:
-        return None
-    pieces = [(item, Piece(0, fixed.span, fixed.request_id, fixed.stone))]
-    # the fixed lines may have been replayed alone already (a file of them: what `refind add` used to advise)
-    alone = [plain_candidates(user, session, said[start:stop], repeats)[-1] for start, stop, _ in fixed.fixes]
-    known = store.known_requests(user, alone)
-    out = []
-    for (start, stop, fid), plain in zip(fixed.fixes, alone):
-        if plain in known:
-            pieces.append((item, Piece(start, stop, plain, known[plain])))
-            continue
-        rest = prepare(AddRequest(fid, user, session, _messages(said[start:stop])))
-        out.append(Ready(rest, item.lines[start], item.lines[stop - 1], (), (), grown=1))
-    dropped = {i for start, stop, _ in fixed.fixes for i in range(start, stop)}
-    kept = [m for i, m in enumerate(said[: fixed.span]) if i not in dropped]  # the stored group's messages
-    shift = len(dropped)
-    whole = [*kept, *said[fixed.span :]]  # the group as it grew, were its fixed lines still invalid
-    # counted as the replays that stored it counted it: as itself, or (grown since) as each of its prefixes
-    for rid in [fixed.request_id] if fixed.span == len(said) else prefix_ids(user, session, whole):
-        repeats.count(rid)
-    if fixed.span == len(said):
-        return out, pieces
-    split, _ = chain_after(
-        user, session, whole, Piece(0, len(kept), fixed.request_id, fixed.stone), store.known_requests
-    )
-    for piece in split.known[1:]:
-        moved = Piece(piece.start + shift, piece.stop + shift, piece.request_id, piece.stone)
-        pieces.append((item, moved))
-    if split.request_id is not None:
-        rest = prepare(AddRequest(split.request_id, user, session, _messages(whole[split.start :])))
-        out.append(Ready(rest, item.lines[split.start + shift], item.last_line, (), (), grown=1))
-    return out, pieces
-
-
-def _again(item: Ready, split: Split) -> list[Ready]:
-    """The pieces of a split group stored once and expired since: stored again, as any expired request replayed."""
-    req = item.request
-    return [
-        Ready(
-            prepare(AddRequest(p.request_id, req.user_id, req.session_id, _messages(req.messages[p.start : p.stop]))),
-            item.lines[p.start] if item.lines else item.first_line,
-            item.lines[p.stop - 1] if item.lines else item.last_line,
-            (),
-            (),
-        )
-        for p in split.known
-        if p.again
-    ]
-
-
-def _older_version(
-    store: Store, req: Prepared, split: Split | None, known: Known, repeats: Repeats, previous: str | None
-) -> Piece | None:
-    """The file's last group, or what is left of it after its known pieces: when it is not known, but begins a
-    request stored in its session, as that request's first messages — a newer version of the file (this group grown
-    since) was replayed before this one, or at the same time — the piece naming that request. It must be the request
-    the group grew into: chained on the same piece, or (no piece known) its own id, the repeat suffix this file gives
-    it at this place — so a group said again later in the file is never taken for the beginning of an earlier one —
-    stored after the session's group before it in this file (``previous``) was: the same messages in a group of
-    another file of the session (an "ok" said there, then "ok" and more), stored before, are never taken for it."""
-    start, after = (0, None) if split is None else (split.start, split.known[-1].request_id)
-    rid = req.request_id if split is None else split.request_id
-    if rid is None or rid in known or store.known_requests(req.user_id, [rid]):
-        return None
-    if after is None and previous is None:
-        return None
-    said = req.messages[start:]
-    for request_id, messages in store.requests_beginning_with(req.user_id, req.session_id, said):
-        if after is not None:
-            if request_id == prefix_ids(req.user_id, req.session_id, messages, after=after)[-1]:
-                return Piece(start, len(req.messages), request_id, None)
-            continue
-        assert previous is not None
-        if request_id == plain_candidates(req.user_id, req.session_id, messages, repeats)[-1]:
-            when = store.added_when(req.user_id, [previous, request_id])
-            if previous in when and request_id in when and when[previous][0] <= when[request_id][1]:
-                return Piece(start, len(req.messages), request_id, None)
-    return None
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
@@ -1224,27 +1049,16 @@ def _split(
     """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
     is known, and whichever of the ``asked`` ids are (those not asked are looked up here); ``hashed``: its prefixes'
     ids, derived already; ``chained``: the store has a retention and the session a chained request, stored or forgotten
-    (one may follow an expired piece). A grown group is counted in ``repeats`` as the replays that stored its pieces
-    counted them (:func:`auto_ids.count_split`)."""
+    (one may follow an expired prefix). A grown group's prefixes are counted in ``repeats``."""
     if rid in known:
         return None
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(
-        user,
-        session,
-        said,
-        rid,
-        candidates,
-        found,
-        store.known_requests,
-        repeats=repeats,
-        added=store.added_when,
-        ever=store.ever_stored if chained else None,
-    )
-    if split is not None:
-        count_split(user, session, said, split, candidates, repeats)
+    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, after_expired=chained)
+    if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+        for candidate in candidates:
+            repeats.count(candidate)
     return split
 
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -933,87 +933,6 @@ class Store:
                 if mid in by_first:
                     known[by_first[mid]] = (int(stone), int(at))
         return known
-
-    def ever_stored(self, user_id: str, request_ids: Sequence[str]) -> set[str]:
-        """Which of these request ids of this user were ever stored (an ``add`` event names them), whatever happened
-        to them since: expired, forgotten, or still stored. (One range of the add events' index per id.)"""
-        wanted = list(dict.fromkeys(request_ids))
-        found: set[str] = set()
-        for i in range(0, len(wanted), 500):
-            part = wanted[i : i + 500]
-            found.update(
-                row[0]
-                for row in self.conn.execute(
-                    "SELECT DISTINCT request_id FROM events "
-                    f"WHERE kind = 'add' AND user_id = ? AND request_id IN ({','.join('?' * len(part))})",
-                    [user_id, *part],
-                )
-            )
-        return found
-
-    def added_when(self, user_id: str, request_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """The first and last ``add`` event (ids: their order) of each of these request ids of this user that was
-        ever stored."""
-        out: dict[str, tuple[int, int]] = {}
-        for rid in dict.fromkeys(request_ids):
-            row = self.conn.execute(
-                "SELECT min(id), max(id) FROM events WHERE kind = 'add' AND user_id = ? AND request_id = ?",
-                (user_id, rid),
-            ).fetchone()
-            if row[0] is not None:
-                out[rid] = (int(row[0]), int(row[1]))
-        return out
-
-    def record_gaps(self, rows: Iterable[tuple[str, str, str, int, int, int]]) -> None:
-        """Remember where groups stored by a replay had invalid lines: (user, session, request id, messages before
-        the run, lines in it, messages in the group) (:mod:`auto_ids`). Inside the caller's transaction."""
-        self.conn.executemany("INSERT OR IGNORE INTO replay_gaps VALUES (?, ?, ?, ?, ?, ?)", rows)
-
-    def sessions_with_gaps(self, user_id: str) -> set[str]:
-        rows = self.conn.execute("SELECT DISTINCT session_id FROM replay_gaps WHERE user_id = ?", (user_id,))
-        return {row[0] for row in rows}
-
-    def gaps(self, user_id: str, session_id: str) -> list[tuple[str, int, tuple[tuple[int, int], ...]]]:
-        """(request id, its messages, its runs of invalid lines) of each group of this session stored with some."""
-        out: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        for request_id, position, lines, messages in self.conn.execute(
-            "SELECT request_id, position, lines, messages FROM replay_gaps WHERE user_id = ? AND session_id = ? "
-            "ORDER BY request_id, position",
-            (user_id, session_id),
-        ):
-            out.setdefault((request_id, messages), []).append((position, lines))
-        return [(request_id, messages, tuple(runs)) for (request_id, messages), runs in out.items()]
-
-    def requests_beginning_with(
-        self, user_id: str, session_id: str, said: Sequence[tuple[str, str, int | None]]
-    ) -> list[tuple[str, list[tuple[str, str, int | None]]]]:
-        """The visible requests of this session whose first messages are ``said`` (role, content, said-at) and which
-        hold more messages than that: (request id, all its messages), oldest first. One pass over the session's
-        messages (its index), then one read per request that begins with the first message."""
-        if not said:
-            return []
-        role, content, said_at = said[0]
-        predicate, params = self.visible()
-        heads = [
-            row[0]
-            for row in self.conn.execute(
-                "SELECT request_id FROM messages WHERE user_id = ? AND session_id = ? AND idx = 0 AND role = ? "
-                f"AND content = ? AND said_at IS ? AND {predicate} ORDER BY seq",
-                [user_id, session_id, role, content, said_at, *params],
-            )
-        ]
-        out = []
-        for request_id in heads:
-            messages = [
-                (r, c, t)
-                for r, c, t in self.conn.execute(
-                    "SELECT role, content, said_at FROM messages WHERE user_id = ? AND request_id = ? ORDER BY idx",
-                    (user_id, request_id),
-                )
-            ]
-            if len(messages) > len(said) and messages[: len(said)] == list(said):
-                out.append((request_id, messages))
-        return out
 
     def user_version(self, user_id: str) -> int:
         row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()

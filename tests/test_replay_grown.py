@@ -213,8 +213,6 @@ _LOG = st.lists(st.tuples(st.sampled_from(["s1", "s2"]), st.sampled_from(["ok", 
     2,
     0,
 )
-# ... and (round 11, a joined file's group matched) [ok] grown to [ok ok]: the new "ok" was taken for the first
-@example([("s1", "ok"), ("s1", "ok")], [1], 1, None)
 @given(
     _LOG,
     st.lists(st.integers(1, 48), max_size=4),

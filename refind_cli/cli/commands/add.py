@@ -231,10 +231,11 @@ def _replay(
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
-        if summary.invalid_lines and not strict:
+        if summary.invalid_lines and not strict:  # the whole file again would store a fixed line's group twice
             err.print(
-                "hint: once fixed, replay the whole file again: a fixed message line is recognised inside its group "
-                "of lines and only it is stored (a file of the fixed lines alone, replayed first, works too)",
+                "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
+                "grouped into requests by their content, so replaying the whole file would store the valid lines "
+                "grouped with a fixed one a second time",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
