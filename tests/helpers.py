@@ -108,3 +108,20 @@ def agent_app(db_path, llm, **settings):
             **settings,
         )
     )
+
+
+def cached_words() -> set[str]:
+    """Every word the query expansion's per-segment cache holds (term_groups.GROUPS: dicts' keys and values, lists,
+    tuples), for tests that a forgotten user's words are gone from memory."""
+    from refind_cli import term_groups
+
+    def words_in(value: object) -> set[str]:
+        if isinstance(value, str):
+            return {value}
+        if isinstance(value, dict):
+            return set().union(*(words_in(k) | words_in(v) for k, v in value.items())) if value else set()
+        if isinstance(value, list | tuple):
+            return set().union(*(words_in(v) for v in value)) if value else set()
+        return set()
+
+    return set().union(*(words_in(v) for v in term_groups.GROUPS.values()))

@@ -8,28 +8,12 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import Any
 
-from helpers import T0, add
+from helpers import T0, add, cached_words
 
 from refind_cli import search as S
 from refind_cli import term_groups
 from refind_cli.lifecycle import forget
-
-
-def _words_in(value: Any) -> set[str]:
-    """Every string inside a cached value (dicts' keys and values, lists, tuples)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_words_in(k) | _words_in(v) for k, v in value.items())) if value else set()
-    if isinstance(value, list | tuple):
-        return set().union(*(_words_in(v) for v in value)) if value else set()
-    return set()
-
-
-def cached_words() -> set[str]:
-    return set().union(*(_words_in(v) for v in term_groups.GROUPS.values()))
 
 
 def test_forget_leaves_no_term_of_the_user_in_the_expansion_caches(store):

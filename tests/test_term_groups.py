@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from helpers import DAY, T0, Clock, add
+from helpers import DAY, T0, Clock, add, cached_words
 
 from refind_cli import expand, index_cache, lifecycle, term_groups
 from refind_cli import search as S
@@ -18,21 +18,6 @@ from refind_cli.store import Store
 from refind_cli.tokenize import analyze, units
 
 HAN = "猫狗鸟鱼我的叫咪今天下雨去超市买书小和老大"
-
-
-def _words_in(value: Any) -> set[str]:
-    """Every string inside a cached value (dicts' keys and values, lists, tuples)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_words_in(k) | _words_in(v) for k, v in value.items())) if value else set()
-    if isinstance(value, list | tuple):
-        return set().union(*(_words_in(v) for v in value)) if value else set()
-    return set()
-
-
-def _cached_words() -> set[str]:
-    return set().union(*(_words_in(v) for v in term_groups.GROUPS.values()))
 
 
 def _corpus(rng: random.Random, n: int) -> list[str]:
@@ -145,13 +130,13 @@ def _forget_while_held(store: Store) -> None:
     held = S.user_index(store, "alice").index  # a search of alice still running: it holds her segments
     bobs = set(expand.vocabulary(S.user_index(store, "bob").index))
     alices = set(expand.vocabulary(held)) - bobs
-    assert {"zorblax", "我的", "猫和"} <= alices & _cached_words()
+    assert {"zorblax", "我的", "猫和"} <= alices & cached_words()
     lifecycle.forget(store, "alice")
-    assert alices & _cached_words() == set()
+    assert alices & cached_words() == set()
     assert expand.fuzzy_scores(held, ["zorblex"]) is not None  # the held search goes on, and finds…
     assert expand.lone_unit_scores(held, ["猫"]) is not None
-    assert alices & _cached_words() == set()  # …without keeping its groups again
-    assert {"今天", "下雨"} <= bobs & _cached_words()  # bob's groups stay
+    assert alices & cached_words() == set()  # …without keeping its groups again
+    assert {"今天", "下雨"} <= bobs & cached_words()  # bob's groups stay
 
 
 class _Source:
