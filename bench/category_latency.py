@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,15 @@ from refind_cli import datasets
 from refind_cli import search as S
 from refind_cli.evaluate import percentile, replay_sample, warm_up
 from refind_cli.store import Store
+
+
+def replay_as_one_user(store: Store, dataset: str) -> Iterator[datasets.Sample]:
+    """Replay every sample of ``dataset`` as the one user "all" (a user as big as the whole set); each sample as it
+    is stored."""
+    for sample in datasets.load(dataset):
+        one_user = tuple(replace(r, user_id="all") for r in sample.requests)
+        replay_sample(store, replace(sample, user_id="all", requests=one_user))
+        yield sample
 
 
 def timed_in_turns(
@@ -64,9 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="refind-category-") as tmp:
         store = Store(Path(tmp) / "c.db", retention_days=None)
         asked: list[str] = []
-        for sample in datasets.load(args.dataset):
-            one_user = tuple(replace(r, user_id="all") for r in sample.requests)
-            replay_sample(store, replace(sample, user_id="all", requests=one_user))
+        for sample in replay_as_one_user(store, args.dataset):
             asked += [q.text for q in sample.questions if q.text.lower().startswith(("what", "which"))]
         step = max(1, len(asked) // args.questions)
         asked = asked[::step][: args.questions]

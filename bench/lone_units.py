@@ -22,17 +22,16 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from category_latency import timed_in_turns  # (bench/ is the script's folder: on sys.path)
+from category_latency import replay_as_one_user, timed_in_turns  # (bench/ is the script's folder: on sys.path)
 
-from refind_cli import datasets, term_groups
 from refind_cli import search as S
+from refind_cli import term_groups
 from refind_cli.contract import AddRequest, parse_add
-from refind_cli.evaluate import percentile, replay_sample, warm_up
+from refind_cli.evaluate import percentile, warm_up
 from refind_cli.store import Store
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -51,9 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="refind-lone-") as tmp:
         store = Store(Path(tmp) / "l.db", retention_days=None)
         asked: list[str] = []
-        for sample in datasets.load(args.dataset):
-            one_user = tuple(replace(r, user_id="all") for r in sample.requests)
-            replay_sample(store, replace(sample, user_id="all", requests=one_user))
+        for sample in replay_as_one_user(store, args.dataset):
             asked += [q.text for q in sample.questions]
         rng = random.Random(7)
         pool = [chr(0x4E00 + rng.randrange(0x5000)) for _ in range(3000)]
