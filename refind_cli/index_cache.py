@@ -550,6 +550,13 @@ def _changed() -> RefindError:
     return index_store.IndexChanged("the user's messages were forgotten or expired during this search: search again")
 
 
+def _idf(n: int, df: int) -> np.float32:
+    """bm25s's idf (method "lucene") for a term in ``df`` of ``n`` turns, as its float32 idf array holds it."""
+    import numpy as np
+
+    return np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+
 @dataclass
 class LivePostings:
     """Query-time BM25 over the stored term frequencies of one view's turns (positions as in the view)."""
@@ -643,7 +650,6 @@ class LivePostings:
             return scores
         # bm25s: avg_doc_len = np.array([len(doc) ...]).mean() — an exact float64 sum of ints, divided by N
         avgdl = np.float64(int(self.lengths.sum())) / np.float64(n)
-        k1, b = self.k1, self.b
         for seg in self.segments.values():  # every part the query needs, one read per segment
             if isinstance(seg, index_store.LazySegment):
                 seg.need(seg.part_numbers(tokens), self.read)
@@ -660,8 +666,7 @@ class LivePostings:
             pos = np.concatenate(pos_parts)
             tf64 = np.concatenate(tf_parts).astype(np.float64)
             idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
-            tfc = tf64 / (k1 * ((1 - b) + b * self.lengths[pos] / avgdl) + tf64)
-            np.add.at(scores, pos, (idf * tfc).astype(np.float32))
+            np.add.at(scores, pos, (idf * self._saturation(tf64, pos, avgdl)).astype(np.float32))
             pos_parts.clear()
             tf_parts.clear()
             idfs.clear()
@@ -693,7 +698,7 @@ class LivePostings:
             df = pos.size
             pos_parts.append(pos)
             tf_parts.append(tf)
-            idfs.append(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))  # bm25s's float32 idf array
+            idfs.append(_idf(n, df))
             held += df
             if held >= SCORE_GROUP_HITS:
                 flush()
@@ -701,6 +706,11 @@ class LivePostings:
         if pos_parts:
             flush()
         return scores
+
+    def _saturation(self, tf64: np.ndarray, pos: np.ndarray, avgdl: float) -> np.ndarray:
+        """BM25's term-frequency part for these turns (float64, as bm25s computes it before its float32 matrix)."""
+        part: np.ndarray = tf64 / (self.k1 * ((1 - self.b) + self.b * self.lengths[pos] / avgdl) + tf64)
+        return part
 
     def _contribution(self, token: str, n: int, avgdl: float) -> tuple[np.ndarray | slice, np.ndarray] | None:
         """The turns holding ``token`` (in order; a run of them as a slice) and what it adds to each one's score
@@ -711,12 +721,9 @@ class LivePostings:
         if hits is None:
             return None
         pos, tf = hits
-        df = pos.size
-        idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))  # bm25s's float32 idf array
-        tf64 = tf.astype(np.float64)
-        tfc = tf64 / (self.k1 * ((1 - self.b) + self.b * self.lengths[pos] / avgdl) + tf64)
+        value = (_idf(n, pos.size) * self._saturation(tf.astype(np.float64), pos, avgdl)).astype(np.float32)
         order = np.argsort(pos, kind="stable")  # in order, the scores are read and written as memory lies
-        pos, value = pos[order], (idf * tfc).astype(np.float32)[order]
+        pos, value = pos[order], value[order]
         if int(pos[-1]) - int(pos[0]) + 1 == pos.size:  # every turn of a run (a month or year word is in each one)
             return slice(int(pos[0]), int(pos[-1]) + 1), value
         return pos, value
