@@ -8,6 +8,8 @@ Each stage is a small function over numpy arrays so it can be tested on a toy co
   :mod:`refind_cli.index_cache`), which computes the same float32 contributions from stored term frequencies at
   query time — equal to bm25s's, bit for bit;
 * :func:`flat_scores` — the same, except that a word found in more than a share of the turns counts by presence;
+* :func:`answer_scores` — adjacent turns of two speakers that both match the query's rarer words (a question and
+  its answer) each gain a share of the other's score;
 * :func:`eligible` — the mask applied **before** ranking: said-at inside the date range (a turn without a said-at
   is left out of any date-bounded search, since it cannot be shown to lie inside the range), not in the skip set;
 * :func:`fuse` — reciprocal rank fusion, k = 60: a turn's rank among turns with a positive score and its session's
@@ -19,6 +21,7 @@ Heavy imports (numpy, bm25s) happen on first use, never at module import.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,9 +60,32 @@ class TurnIndex:
     min_recorded_at: int | None  # the oldest recorded-at of any message in the index
     postings: Postings | None = None  # set for a maintained index: scores come from it, not from data/indices
     _turn_pos: dict[str, int] | None = field(default=None, repr=False)
+    _voices: np.ndarray | None = field(default=None, repr=False)  # int32 per turn: who said it (-1: not read yet)
+    _voice_codes: dict[tuple[str, str | None], int] = field(default_factory=dict, repr=False)
+    _voice_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # searches share an index
 
     def __len__(self) -> int:
         return len(self.turns)
+
+    def voices(self, positions: np.ndarray) -> np.ndarray:
+        """Who said each turn at ``positions`` (``Turn.voice``), as codes that are equal for equal voices. A turn's
+        voice is read from its text once per index (the maintained index reads the turns it lacks in one query)."""
+        import numpy as np
+
+        with self._voice_lock:
+            if self._voices is None:
+                self._voices = np.full(len(self.turns), -1, dtype=np.int32)
+            known = self._voices
+            missing = positions[known[positions] < 0]
+            if missing.size:
+                prefetch = getattr(self.turns, "prefetch", None)
+                if prefetch is not None:
+                    prefetch(missing, 0)
+                codes = self._voice_codes
+                for pos in missing.tolist():
+                    known[pos] = codes.setdefault(self.turns[pos].voice, len(codes))
+            found: np.ndarray = known[positions]
+            return found
 
     @property
     def turn_pos(self) -> dict[str, int]:
@@ -175,22 +201,62 @@ def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) ->
     other query words that should tell the speaker's turns apart — so when no other query word is in any turn ("kayak"
     asked of a user who wrote it in most turns), every token keeps its BM25 score. A token repeated in the query
     counts again, as in :func:`bm25_scores`. ``share`` None: plain BM25 for every token."""
+
+    return flat_and_rarer_scores(index, tokens, share)[0]
+
+
+def flat_and_rarer_scores(
+    index: TurnIndex, tokens: Sequence[str], share: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`flat_scores`, and the scores of the rarer tokens alone (those in at most ``share`` of the turns; every
+    token when none is common, or when no rarer one is in any turn — as :func:`drop_common` keeps them)."""
     import numpy as np
 
     if share is None:
-        return bm25_scores(index, tokens)
+        plain = bm25_scores(index, tokens)
+        return plain, plain
     n = max(len(index), 1)
     times = Counter(tokens)
     df = {t: doc_freq(index, t) for t in times}
     common = [t for t in times if df[t] > share * n]
     if not common or not any(0 < df[t] <= share * n for t in times):
-        return bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
-    scores = bm25_scores(index, [t for t in tokens if t not in common])
+        plain = bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
+        return plain, plain
+    rarer = bm25_scores(index, [t for t in tokens if t not in common])
+    scores = rarer
     for token in common:
         one = bm25_scores(index, [token])
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
-    return scores
+    return scores, rarer
+
+
+ANSWER_POOL = 1000  # answer_scores pairs at most this many turns, the best by the rarer words (it reads who said them)
+
+
+def answer_scores(index: TurnIndex, scores: np.ndarray, rarer: np.ndarray, weight: float) -> np.ndarray:
+    """``scores`` plus, for each turn the rarer query words matched (``rarer`` > 0), ``weight`` × the rarer-word
+    score of an adjacent turn of its session said by another speaker that they matched too: a question and its answer
+    lift each other ("Do you ski, Kate?" / "Emi: I love skiing"), where BM25 scores each alone. A run of one
+    speaker's messages does not (it is one voice, already ranked by its own words). Only the ``ANSWER_POOL`` turns
+    best by the rarer words are paired: who said a turn is read from its text."""
+    import numpy as np
+
+    matched = np.flatnonzero(rarer > 0)
+    if matched.size > ANSWER_POOL:
+        matched = np.sort(matched[np.argpartition(-rarer[matched], ANSWER_POOL - 1)[:ANSWER_POOL]])
+    after = matched[1:][np.diff(matched) == 1]  # turn i + 1 where turns i and i + 1 both matched
+    before = after - 1
+    together = index.session_ix[before] == index.session_ix[after]
+    before, after = before[together], after[together]
+    if not weight or before.size == 0:
+        return scores
+    two = index.voices(before) != index.voices(after)
+    before, after = before[two], after[two]
+    lift = np.zeros(len(scores), dtype=scores.dtype)
+    lift[before] = rarer[after]  # (each turn is the first of at most one pair and the second of at most one)
+    lift[after] = np.maximum(lift[after], rarer[before])
+    return scores + np.float32(weight) * lift
 
 
 def eligible(

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING
 from . import expand, feedback, index_cache, kinds, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
-from .index import TurnIndex, bm25_scores, build_index, drop_common, eligible, flat_scores, fuse
+from .index import (
+    TurnIndex,
+    answer_scores,
+    bm25_scores,
+    build_index,
+    drop_common,
+    eligible,
+    flat_and_rarer_scores,
+    fuse,
+)
 from .index_store import IndexChanged
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
 from .search_config import OVERLAP_POLICIES as OVERLAP_POLICIES
@@ -157,7 +166,7 @@ class UserIndex:
             kept_set = set(kept)
             common = [t for t in tokens if t not in kept_set] if cfg.common_weight else []
             tokens = kept
-        scores = flat_scores(idx, tokens, cfg.flat_df)  # a speaker's name counts by presence, not turn length
+        scores, rarer = flat_and_rarer_scores(idx, tokens, cfg.flat_df)  # a speaker's name counts by presence
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
@@ -204,6 +213,8 @@ class UserIndex:
             extra = feedback.rm3_scores(idx, terms)
             scores = scores if extra is None else scores + extra
         scores = scores * mask
+        if cfg.answer_weight:  # a question and its answer, said one after the other, lift each other
+            scores = answer_scores(idx, scores, rarer * mask, cfg.answer_weight)
         order, fused = fuse(
             scores,
             idx.session_ix,

@@ -14,7 +14,7 @@ from .errors import InvalidInput
 from .index_store import DATE_WORDS
 from .kinds import MAX_KINDS, MAX_SENSES
 from .tokenize import analyze
-from .turns import TURN_UNITS, Turn
+from .turns import TURN_UNITS, Turn, speaker_label
 
 SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
@@ -45,6 +45,7 @@ class SearchConfig:
     common_weight: float = 0.0  # … or weigh them this much instead of dropping them (a rarer word weighs 1)
     flat_df: float | None = 0.2  # query words in more than this share of turns count by presence (None: plain BM25)
     shared_ranks: bool = True  # turns of equal score share a rank, so their sessions order them (False: earlier first)
+    answer_weight: float = 0.35  # adjacent turns of two speakers that both match lift each other this much (0: off)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)
@@ -112,12 +113,6 @@ class SearchConfig:
 def _check(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise InvalidInput(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def speaker_label(content: str) -> str | None:
-    """The leading speaker label of a message, 'Caroline' of 'Caroline: …' (up to 40 characters, no newline)."""
-    head, sep, _ = content.partition(": ")
-    return head if sep and 0 < len(head) <= 40 and "\n" not in head else None
 
 
 def _strip_label(content: str) -> str:

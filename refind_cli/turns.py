@@ -50,6 +50,18 @@ class Turn(NamedTuple):  # a NamedTuple, not a dataclass: 100k of them are built
     def message_ids(self) -> tuple[str, ...]:
         return tuple(m.id for m in self.messages)
 
+    @property
+    def voice(self) -> tuple[str, str | None]:
+        """Who says the turn: its first message's role and speaker label ("Caroline" of "Caroline: …")."""
+        first = self.messages[0]
+        return first.role, speaker_label(first.content)
+
+
+def speaker_label(content: str) -> str | None:
+    """The leading speaker label of a message, 'Caroline' of 'Caroline: …' (up to 40 characters, no newline)."""
+    head, sep, _ = content.partition(": ")
+    return head if sep and 0 < len(head) <= 40 and "\n" not in head else None
+
 
 def session_order(messages: Sequence[StoredMessage]) -> dict[str, list[StoredMessage]]:
     """Messages grouped by session (sessions in order of first arrival), each in chronological order."""

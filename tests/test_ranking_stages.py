@@ -13,7 +13,7 @@ from helpers import DAY, T0, add
 from refind_cli import search as S
 from refind_cli.blocks import render_blocks
 from refind_cli.errors import InvalidInput
-from refind_cli.index import bm25_scores, build_index, flat_scores, fuse
+from refind_cli.index import answer_scores, bm25_scores, build_index, flat_scores, fuse
 from refind_cli.query_dates import date_boost, named_days
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
@@ -282,7 +282,8 @@ def test_a_speakers_name_no_longer_puts_her_shortest_turns_first(store):
         ("user", "Kate: I go skiing in the mountains most winters, and I paint"),
         at=T0 + DAY,
     )
-    cfg = S.SearchConfig(neighbours=0, backfill=False)
+    cfg = S.SearchConfig(neighbours=0, backfill=False, answer_weight=0)  # (the name alone: Bob's question and
+    # Kate's answer would lift each other through "hobbies" and her name when every word counts as rarer)
 
     def kates(c):
         return [b.content.split("user: ")[1] for b in S.search(store, "u", "Kate's hobbies", top_k=5, config=c)][1:3]
@@ -291,3 +292,82 @@ def test_a_speakers_name_no_longer_puts_her_shortest_turns_first(store):
     assert kates(cfg.with_(flat_df=None, shared_ranks=False)) == ["Kate: ok", "Kate: lol"]
     assert kates(cfg.with_(shared_ranks=False)) == ["Kate: ok", "Kate: lol"]  # presence alone: a tie, earlier first
     assert kates(cfg.with_(flat_df=None)) == ["Kate: ok", "Kate: lol"]  # shared ranks alone: no tie to share
+
+
+def test_a_question_and_its_answer_lift_each_other_but_one_speakers_run_does_not():
+    # "ski" is the rarer word. t0/t1: Bob asks, Kate answers — another speaker, adjacent, both match: each gains
+    # weight × the other's score. t1/t2: Kate twice in a row — one voice, no lift. t2/t3: adjacent but in two
+    # sessions — no lift. t3/t4: t4 does not match — no lift. t5 (no "ski") gains nothing either
+    idx = _index(
+        [
+            ("a", "Bob: do you like skiing", None),
+            ("a", "Kate: I love skiing", None),
+            ("a", "Kate: skiing again tomorrow at the lake with my brother", None),
+            ("b", "Bob: skiing is fun", None),
+            ("b", "Kate: ok", None),
+            ("b", "Bob: the museum was closed", None),
+        ]
+    )
+    rarer = bm25_scores(idx, ["ski"])
+    assert (rarer > 0).tolist() == [True, True, True, True, False, False]
+    base = rarer + np.float32(0.5)  # another word's score, the same for every turn: the lift alone differs
+    lifted = answer_scores(idx, base, rarer, 0.35)
+    expected = base.copy()
+    expected[0] += np.float32(0.35) * rarer[1]
+    expected[1] += np.float32(0.35) * rarer[0]
+    assert np.allclose(lifted, expected)
+    assert lifted.dtype == base.dtype
+    assert np.array_equal(answer_scores(idx, base, rarer, 0.0), base)  # weight 0: off
+    assert idx.voices(np.array([0, 1, 2, 3])).tolist() == [0, 1, 1, 0]  # Bob, Kate, Kate, Bob: read once, kept
+
+
+def test_only_the_best_turns_by_the_rarer_words_are_paired(monkeypatch):
+    # with a pool of 2, only t2 and t3 (the two shortest, so best-scored, "ski" turns) may lift each other
+    from refind_cli import index as I
+
+    idx = _index(
+        [
+            ("a", "Bob: and skiing, do you like it in the cold winter months or not", None),
+            ("a", "Kate: I love skiing in the high mountains every single winter", None),
+            ("a", "Bob: skiing", None),
+            ("a", "Kate: skiing", None),
+        ]
+    )
+    rarer = bm25_scores(idx, ["ski"])
+    assert set(np.argsort(-rarer)[:2].tolist()) == {2, 3}
+    monkeypatch.setattr(I, "ANSWER_POOL", 2)
+    lifted = answer_scores(idx, rarer, rarer, 1.0)
+    assert np.allclose(lifted, rarer + np.array([0, 0, rarer[3], rarer[2]], dtype=np.float32))
+    monkeypatch.setattr(I, "ANSWER_POOL", 1000)
+    every = answer_scores(idx, rarer, rarer, 1.0)  # every pair: t1 and t2 take the larger of their two partners
+    lift = [rarer[1], max(rarer[0], rarer[2]), max(rarer[1], rarer[3]), rarer[2]]
+    assert np.allclose(every, rarer + np.array(lift, dtype=np.float32))
+
+
+def test_a_question_whose_answer_matched_outranks_a_turn_that_only_repeats_the_words(store):
+    # "ski winter": Bob asks "do you ski?" and Kate's answer says "winter"; in another session Bob only talks about
+    # ski season. BM25 ranks his ski-season turn (two "ski" in a short turn) above his question; the question and
+    # its answer lift each other, so the exchange comes first, together
+    add(
+        store,
+        "u",
+        "trip",
+        ("user", "Bob: do you ski?"),
+        ("user", "Kate: every winter, mostly at Alta with my two sisters and their dogs"),
+        at=T0,
+    )
+    add(
+        store,
+        "u",
+        "news",
+        ("user", "Bob: ski season opened, the ski lifts are new"),
+        ("user", "Bob: and I bought new ski boots and gloves for my cousin who visits in spring"),
+        at=T0 + DAY,
+    )
+    cfg = S.SearchConfig(neighbours=0, backfill=False, flat_df=None)
+
+    def order(c):
+        return [b.content.split("user: ")[1][:12] for b in S.search(store, "u", "ski winter", top_k=4, config=c)]
+
+    assert order(cfg.with_(answer_weight=0)) == ["Kate: every ", "Bob: ski sea", "Bob: do you ", "Bob: and I b"]
+    assert order(cfg) == ["Kate: every ", "Bob: do you ", "Bob: ski sea", "Bob: and I b"]
