@@ -60,32 +60,40 @@ class TurnIndex:
     min_recorded_at: int | None  # the oldest recorded-at of any message in the index
     postings: Postings | None = None  # set for a maintained index: scores come from it, not from data/indices
     _turn_pos: dict[str, int] | None = field(default=None, repr=False)
-    _voices: np.ndarray | None = field(default=None, repr=False)  # int32 per turn: who said it (-1: not read yet)
-    _voice_codes: dict[tuple[str, str | None], int] = field(default_factory=dict, repr=False)
-    _voice_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # searches share an index
+    # who said each turn and its length, read when answer_scores first pairs it (never passed in: positions are this
+    # index's own); searches share an index, so under a lock
+    _voices: np.ndarray | None = field(default=None, init=False, repr=False)  # int32 code per turn, -1: not read yet
+    _sizes: np.ndarray | None = field(default=None, init=False, repr=False)  # int32 characters per turn
+    _voice_codes: dict[tuple[str, str | None], int] = field(default_factory=dict, init=False, repr=False)
+    _voice_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.turns)
 
-    def voices(self, positions: np.ndarray) -> np.ndarray:
-        """Who said each turn at ``positions`` (``Turn.voice``), as codes that are equal for equal voices. A turn's
-        voice is read from its text once per index (the maintained index reads the turns it lacks in one query)."""
+    def voices(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Who said each turn at ``positions`` (``Turn.voice``), as codes equal for equal voices, and each turn's
+        length in characters. Read once per index: the maintained index reads role, label and length in one query,
+        without the text (``LazyTurns.voices_at``)."""
         import numpy as np
 
         with self._voice_lock:
-            if self._voices is None:
+            if self._voices is None or self._sizes is None:
                 self._voices = np.full(len(self.turns), -1, dtype=np.int32)
-            known = self._voices
-            missing = positions[known[positions] < 0]
+                self._sizes = np.zeros(len(self.turns), dtype=np.int32)
+            codes, sizes = self._voices, self._sizes
+            missing = np.unique(positions[codes[positions] < 0])
             if missing.size:
-                prefetch = getattr(self.turns, "prefetch", None)
-                if prefetch is not None:
-                    prefetch(missing, 0)
-                codes = self._voice_codes
-                for pos in missing.tolist():
-                    known[pos] = codes.setdefault(self.turns[pos].voice, len(codes))
-            found: np.ndarray = known[positions]
-            return found
+                read = getattr(self.turns, "voices_at", None)
+                if read is not None:
+                    found: list[tuple[tuple[str, str | None], int]] = read(missing)
+                else:
+                    turns = [self.turns[p] for p in missing.tolist()]
+                    found = [(t.voice, sum(len(m.content) for m in t.messages)) for t in turns]
+                known = self._voice_codes
+                for pos, (voice, size) in zip(missing.tolist(), found, strict=True):
+                    codes[pos] = known.setdefault(voice, len(known))
+                    sizes[pos] = size
+            return codes[positions], sizes[positions]
 
     @property
     def turn_pos(self) -> dict[str, int]:
@@ -234,28 +242,39 @@ def flat_and_rarer_scores(
 ANSWER_POOL = 1000  # answer_scores pairs at most this many turns, the best by the rarer words (it reads who said them)
 
 
-def answer_scores(index: TurnIndex, scores: np.ndarray, rarer: np.ndarray, weight: float) -> np.ndarray:
+def answer_scores(
+    index: TurnIndex, scores: np.ndarray, rarer: np.ndarray, weight: float, *, max_chars: int | None = None
+) -> np.ndarray:
     """``scores`` plus, for each turn the rarer query words matched (``rarer`` > 0), ``weight`` × the rarer-word
     score of an adjacent turn of its session said by another speaker that they matched too: a question and its answer
     lift each other ("Do you ski, Kate?" / "Emi: I love skiing"), where BM25 scores each alone. A run of one
-    speaker's messages does not (it is one voice, already ranked by its own words). Only the ``ANSWER_POOL`` turns
-    best by the rarer words are paired: who said a turn is read from its text."""
+    speaker's messages does not (it is one voice, already ranked by its own words), and a turn longer than
+    ``max_chars`` is not lifted (an essay is a document of its own, not a line of an exchange; it still lifts its
+    partner). Only the ``ANSWER_POOL`` turns best by the rarer words are paired."""
     import numpy as np
 
     matched = np.flatnonzero(rarer > 0)
+    if not weight or matched.size < 2:
+        return scores
     if matched.size > ANSWER_POOL:
         matched = np.sort(matched[np.argpartition(-rarer[matched], ANSWER_POOL - 1)[:ANSWER_POOL]])
     after = matched[1:][np.diff(matched) == 1]  # turn i + 1 where turns i and i + 1 both matched
     before = after - 1
     together = index.session_ix[before] == index.session_ix[after]
     before, after = before[together], after[together]
-    if not weight or before.size == 0:
+    if before.size == 0:
         return scores
-    two = index.voices(before) != index.voices(after)
-    before, after = before[two], after[two]
+    voice_b, size_b = index.voices(before)
+    voice_a, size_a = index.voices(after)
+    two = voice_b != voice_a
+    before, after, size_b, size_a = before[two], after[two], size_b[two], size_a[two]
+    gain_b, gain_a = rarer[after], rarer[before]
+    if max_chars is not None:
+        gain_b = np.where(size_b <= max_chars, gain_b, 0)
+        gain_a = np.where(size_a <= max_chars, gain_a, 0)
     lift = np.zeros(len(scores), dtype=scores.dtype)
-    lift[before] = rarer[after]  # (each turn is the first of at most one pair and the second of at most one)
-    lift[after] = np.maximum(lift[after], rarer[before])
+    lift[before] = gain_b  # (each turn is the first of at most one pair and the second of at most one)
+    lift[after] = np.maximum(lift[after], gain_a)
     return scores + np.float32(weight) * lift
 
 

@@ -37,7 +37,7 @@ from . import index_store, settings, term_groups
 from .errors import RefindError
 from .index import TurnIndex
 from .store import MESSAGE_COLUMNS, StoredMessage
-from .turns import Turn
+from .turns import LABEL_MAX, Turn, speaker_label
 
 if TYPE_CHECKING:
     import numpy as np
@@ -501,6 +501,32 @@ class LazyTurns(Sequence[Turn]):
             state.read_all(reader(self._conn))  # shared by every connection: it reads nothing more
             layout.whole = layout._turn_index([found[s] for s in state.seqs[rows].tolist()], None)
         return True
+
+    def voices_at(self, positions: np.ndarray) -> list[tuple[tuple[str, str | None], int]]:
+        """Who said each turn at these view positions (``Turn.voice``) and its length in characters, in order: from
+        the turns already held, else read in one query without the text (the role, the first 42 characters, which
+        hold any speaker label, and the length), so the turn cache keeps what rendering will need."""
+        seqs = self._state.seqs[self._layout.rows[positions]].tolist()
+        cache = self._state.turn_cache
+        found: dict[int, tuple[tuple[str, str | None], int]] = {}
+        want = []
+        for s in seqs:
+            turn = cache.get(s)
+            if turn is None:
+                want.append(s)
+            else:
+                found[s] = (turn.voice, len(turn.messages[0].content))
+        for i in range(0, len(want), 500):
+            chunk = want[i : i + 500]
+            for seq, role, head, size in self._conn.execute(
+                f"SELECT seq, role, substr(content, 1, {LABEL_MAX + 2}), length(content) FROM messages "
+                f"WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+                [self._user, *chunk],
+            ):
+                found[seq] = ((role, speaker_label(head)), size)
+        if len(found) != len(set(seqs)):
+            raise _changed()
+        return [found[s] for s in seqs]
 
     def ids(self) -> list[str]:
         """Every turn's id, in view order (without reading any text)."""

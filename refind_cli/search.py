@@ -214,7 +214,7 @@ class UserIndex:
             scores = scores if extra is None else scores + extra
         scores = scores * mask
         if cfg.answer_weight:  # a question and its answer, said one after the other, lift each other
-            scores = answer_scores(idx, scores, rarer * mask, cfg.answer_weight)
+            scores = answer_scores(idx, scores, rarer * mask, cfg.answer_weight, max_chars=cfg.answer_max_chars)
         order, fused = fuse(
             scores,
             idx.session_ix,

@@ -46,6 +46,7 @@ class SearchConfig:
     flat_df: float | None = 0.2  # query words in more than this share of turns count by presence (None: plain BM25)
     shared_ranks: bool = True  # turns of equal score share a rank, so their sessions order them (False: earlier first)
     answer_weight: float = 0.35  # adjacent turns of two speakers that both match lift each other this much (0: off)
+    answer_max_chars: int | None = 1000  # … except that a turn longer than this is not lifted (None: any length)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)

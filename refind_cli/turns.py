@@ -57,10 +57,13 @@ class Turn(NamedTuple):  # a NamedTuple, not a dataclass: 100k of them are built
         return first.role, speaker_label(first.content)
 
 
+LABEL_MAX = 40  # characters of a speaker label at most
+
+
 def speaker_label(content: str) -> str | None:
     """The leading speaker label of a message, 'Caroline' of 'Caroline: …' (up to 40 characters, no newline)."""
     head, sep, _ = content.partition(": ")
-    return head if sep and 0 < len(head) <= 40 and "\n" not in head else None
+    return head if sep and 0 < len(head) <= LABEL_MAX and "\n" not in head else None
 
 
 def session_order(messages: Sequence[StoredMessage]) -> dict[str, list[StoredMessage]]:

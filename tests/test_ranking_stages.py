@@ -297,7 +297,7 @@ def test_a_speakers_name_no_longer_puts_her_shortest_turns_first(store):
 def test_a_question_and_its_answer_lift_each_other_but_one_speakers_run_does_not():
     # "ski" is the rarer word. t0/t1: Bob asks, Kate answers — another speaker, adjacent, both match: each gains
     # weight × the other's score. t1/t2: Kate twice in a row — one voice, no lift. t2/t3: adjacent but in two
-    # sessions — no lift. t3/t4: t4 does not match — no lift. t5 (no "ski") gains nothing either
+    # sessions — no lift. t3/t4: t4 does not match — no lift either way, nor t6/t7 (t6 matches nothing, before a match)
     idx = _index(
         [
             ("a", "Bob: do you like skiing", None),
@@ -306,10 +306,12 @@ def test_a_question_and_its_answer_lift_each_other_but_one_speakers_run_does_not
             ("b", "Bob: skiing is fun", None),
             ("b", "Kate: ok", None),
             ("b", "Bob: the museum was closed", None),
+            ("b", "Kate: hello", None),
+            ("b", "Bob: skiing", None),
         ]
     )
     rarer = bm25_scores(idx, ["ski"])
-    assert (rarer > 0).tolist() == [True, True, True, True, False, False]
+    assert (rarer > 0).tolist() == [True, True, True, True, False, False, False, True]
     base = rarer + np.float32(0.5)  # another word's score, the same for every turn: the lift alone differs
     lifted = answer_scores(idx, base, rarer, 0.35)
     expected = base.copy()
@@ -318,7 +320,77 @@ def test_a_question_and_its_answer_lift_each_other_but_one_speakers_run_does_not
     assert np.allclose(lifted, expected)
     assert lifted.dtype == base.dtype
     assert np.array_equal(answer_scores(idx, base, rarer, 0.0), base)  # weight 0: off
-    assert idx.voices(np.array([0, 1, 2, 3])).tolist() == [0, 1, 1, 0]  # Bob, Kate, Kate, Bob: read once, kept
+
+
+def test_a_turn_longer_than_answer_max_chars_is_not_lifted_but_lifts_its_partner():
+    # an assistant's essay next to the user's question: the question gains from it, the essay gains nothing
+    essay = "assistant: " + "Skiing is a sport of many kinds, from alpine to cross-country. " * 20
+    idx = _index(
+        [
+            ("a", "user: how do I start skiing", None),
+            ("a", essay, None),
+            ("b", essay, None),  # and the essay first, a follow-up after it
+            ("b", "user: and skiing for kids?", None),
+        ]
+    )
+    rarer = bm25_scores(idx, ["ski"])
+    lifted = answer_scores(idx, rarer, rarer, 1.0, max_chars=1000)
+    assert len(essay) > 1000
+    assert np.allclose(lifted, [rarer[0] + rarer[1], rarer[1], rarer[2], rarer[3] + rarer[2]])
+    every = answer_scores(idx, rarer, rarer, 1.0)  # no limit: the essays are lifted too
+    assert np.allclose(every, [rarer[0] + rarer[1], rarer[1] + rarer[0], rarer[2] + rarer[3], rarer[3] + rarer[2]])
+
+
+def test_who_said_a_turn_is_read_once_per_index():
+    idx = _index([("a", "Bob: skiing", None), ("a", "Kate: skiing", None), ("a", "Bob: skiing", None)])
+    reads: list[int] = []
+
+    class Counting(list):
+        def __getitem__(self, pos):
+            reads.append(pos)
+            return list.__getitem__(self, pos)
+
+    idx.turns = Counting(idx.turns)
+    codes, sizes = idx.voices(np.array([0, 1, 2]))
+    assert codes.tolist() == [0, 1, 0] and sizes.tolist() == [11, 12, 11]  # Bob, Kate, Bob
+    assert sorted(reads) == [0, 1, 2]
+    assert idx.voices(np.array([2, 1]))[0].tolist() == [0, 1]
+    assert sorted(reads) == [0, 1, 2]  # kept: nothing read again
+
+
+def test_the_maintained_index_reads_who_said_a_turn_without_its_text(store):
+    # the maintained index's turns read their text lazily; voices_at reads role, label and length in one query and
+    # leaves the turn cache alone — and agrees with Turn.voice on every turn, a label of 40 characters included
+    long_label = "L" * 40
+    add(
+        store,
+        "u",
+        "s",
+        ("user", "Kate: hi"),
+        ("assistant", "no label here: just text"),
+        ("user", f"{long_label}: the longest label"),
+        ("user", "L" * 41 + ": too long to be a label"),
+        ("user", "line one\nName: not a label"),
+        at=T0,
+    )
+    idx = S.user_index(store, "u").index
+    lazy = idx.turns
+    assert hasattr(lazy, "voices_at")  # the maintained index, its turns read lazily
+    pos = np.arange(len(idx))
+    codes, sizes = idx.voices(pos)
+    assert len(lazy._state.turn_cache) == 0  # no text read
+    turns = [idx.turns[p] for p in pos.tolist()]
+    by_voice = {t.voice: c for t, c in zip(turns, codes.tolist(), strict=True)}
+    assert len(by_voice) == len(set(codes.tolist())) == 4
+    assert [t.voice for t in turns] == [
+        ("user", "Kate"),
+        ("assistant", "no label here"),
+        ("user", long_label),
+        ("user", None),
+        ("user", None),
+    ]
+    assert codes[3] == codes[4]  # the same voice: a user without a label
+    assert sizes.tolist() == [len(t.messages[0].content) for t in turns]
 
 
 def test_only_the_best_turns_by_the_rarer_words_are_paired(monkeypatch):
