@@ -11,7 +11,11 @@ install: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	# --no-deps: the lock already lists every dependency, pinned and hashed, so pip installs exactly it and resolves
+	# nothing against the registry (a new release of a dependency's dependency cannot break the install); pip check
+	# then proves the set consistent
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip check
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

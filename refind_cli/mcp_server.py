@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, StrictInt, StrictStr
 
 from . import __version__
 from .api import Evidence, Memory, parse_said_at
@@ -48,8 +48,8 @@ SessionArg = Annotated[
     str | None,
     Field(description="Conversation session id (default: this server's session, one per launch)."),
 ]
-AtArg = Annotated[
-    str | int | None,
+AtArg = Annotated[  # strict: JSON's true is not the timestamp 1
+    StrictStr | StrictInt | None,
     Field(description="When it was said: ISO 8601 (UTC unless it names a zone) or Unix ms; default now."),
 ]
 

@@ -93,6 +93,9 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
         assert "at: date 'someday' is not a date" in _error(
             await client.call_tool("remember", {"content": "x", "at": "someday"})
         )
+        # JSON's true is no timestamp: said as what was sent (pydantic's lax mode made it 1, "at: 1 is neither …")
+        bad_at = _error(await client.call_tool("remember", {"content": "x", "at": True}))
+        assert "at" in bad_at and "input_value=True" in bad_at and "1 is neither" not in bad_at, bad_at
         assert "assistant_reply: must be a non-empty string" in _error(
             await client.call_tool("remember_exchange", {"user_message": "hi", "assistant_reply": ""})
         )
