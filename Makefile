@@ -13,10 +13,10 @@ $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# --no-deps: the lock already lists every dependency, pinned and hashed, so pip installs exactly it and resolves
 	# nothing against the registry (a new release of a dependency's dependency cannot break the install); pip check
-	# then proves the set consistent
+	# then checks every installed requirement against what is installed, refind's own included (not extras' needs)
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
-	$(PY) -m pip check
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
 
 # The checker gate: lint, formatting and types. `make test` and CI run it before the tests.

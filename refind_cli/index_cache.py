@@ -505,7 +505,8 @@ class LazyTurns(Sequence[Turn]):
     def voices_at(self, positions: np.ndarray) -> list[tuple[tuple[str, str | None], int]]:
         """Who said each turn at these view positions (``Turn.voice``) and its length in characters, in order: from
         the turns already held, else read in one query without the text (the role, the first 42 characters, which
-        hold any speaker label, and the length), so the turn cache keeps what rendering will need."""
+        hold any speaker label, and the length), so the turn cache keeps what rendering will need. SQLite's substr
+        and length stop at a NUL character: a message holding one is read whole."""
         seqs = self._state.seqs[self._layout.rows[positions]].tolist()
         cache = self._state.turn_cache
         found: dict[int, tuple[tuple[str, str | None], int]] = {}
@@ -518,11 +519,14 @@ class LazyTurns(Sequence[Turn]):
                 found[s] = (turn.voice, len(turn.messages[0].content))
         for i in range(0, len(want), 500):
             chunk = want[i : i + 500]
-            for seq, role, head, size in self._conn.execute(
-                f"SELECT seq, role, substr(content, 1, {LABEL_MAX + 2}), length(content) FROM messages "
+            for seq, role, head, size, whole in self._conn.execute(
+                f"SELECT seq, role, substr(content, 1, {LABEL_MAX + 2}), length(content), "
+                "CASE WHEN instr(content, char(0)) THEN content END FROM messages "
                 f"WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
                 [self._user, *chunk],
             ):
+                if whole is not None:
+                    head, size = whole, len(whole)
                 found[seq] = ((role, speaker_label(head)), size)
         if len(found) != len(set(seqs)):
             raise _changed()

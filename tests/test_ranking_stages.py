@@ -371,6 +371,8 @@ def test_the_maintained_index_reads_who_said_a_turn_without_its_text(store):
         ("user", f"{long_label}: the longest label"),
         ("user", "L" * 41 + ": too long to be a label"),
         ("user", "line one\nName: not a label"),
+        ("user", "Ka\x00te: a NUL in the label"),  # SQLite's substr and length stop at a NUL
+        ("user", "Kate: a NUL\x00 inside the text"),
         at=T0,
     )
     idx = S.user_index(store, "u").index
@@ -381,13 +383,15 @@ def test_the_maintained_index_reads_who_said_a_turn_without_its_text(store):
     assert len(lazy._state.turn_cache) == 0  # no text read
     turns = [idx.turns[p] for p in pos.tolist()]
     by_voice = {t.voice: c for t, c in zip(turns, codes.tolist(), strict=True)}
-    assert len(by_voice) == len(set(codes.tolist())) == 4
+    assert len(by_voice) == len(set(codes.tolist())) == 5
     assert [t.voice for t in turns] == [
         ("user", "Kate"),
         ("assistant", "no label here"),
         ("user", long_label),
         ("user", None),
         ("user", None),
+        ("user", "Ka\x00te"),
+        ("user", "Kate"),
     ]
     assert codes[3] == codes[4]  # the same voice: a user without a label
     assert sizes.tolist() == [len(t.messages[0].content) for t in turns]
