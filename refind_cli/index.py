@@ -25,6 +25,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from .turns import Turn
@@ -94,6 +95,13 @@ class TurnIndex:
                     codes[pos] = known.setdefault(voice, len(known))
                     sizes[pos] = size
             return codes[positions], sizes[positions]
+
+    def speakers(self, positions: np.ndarray) -> list[tuple[str, str | None]]:
+        """``Turn.voice`` of each turn at ``positions`` (role, speaker label), read as :meth:`voices` reads them."""
+        codes, _ = self.voices(positions)
+        with self._voice_lock:
+            listed = list(self._voice_codes)  # a voice's code is its place in insertion order
+        return [listed[c] for c in codes.tolist()]
 
     @property
     def turn_pos(self) -> dict[str, int]:
@@ -214,10 +222,12 @@ def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) ->
 
 
 def flat_and_rarer_scores(
-    index: TurnIndex, tokens: Sequence[str], share: float | None
+    index: TurnIndex, tokens: Sequence[str], share: float | None, *, names_only: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`flat_scores`, and the scores of the rarer tokens alone (those in at most ``share`` of the turns; every
-    token when none is common, or when no rarer one is in any turn — as :func:`drop_common` keeps them)."""
+    """:func:`flat_scores`, and the scores of the other tokens alone (the *rarer* ones; every token when none counts
+    by presence, or when no other one is in any turn). ``names_only``: a token found in more than ``share`` of the
+    turns counts by presence only when it is a speaker's name (:func:`speaker_name`) — in a short history about one
+    topic ("the museums I visited") the topic's own words are in most turns too, and there BM25 tells the turns apart."""
     import numpy as np
 
     if share is None:
@@ -226,17 +236,40 @@ def flat_and_rarer_scores(
     n = max(len(index), 1)
     times = Counter(tokens)
     df = {t: doc_freq(index, t) for t in times}
-    common = [t for t in times if df[t] > share * n]
-    if not common or not any(0 < df[t] <= share * n for t in times):
+    each = {t: bm25_scores(index, [t]) for t in times if df[t] > share * n}
+    common = [t for t, one in each.items() if not names_only or speaker_name(index, t, np.flatnonzero(one > 0))]
+    if not common or not any(df[t] > 0 for t in times if t not in common):
         plain = bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
         return plain, plain
     rarer = bm25_scores(index, [t for t in tokens if t not in common])
     scores = rarer
     for token in common:
-        one = bm25_scores(index, [token])
+        one = each[token]
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
     return scores, rarer
+
+
+NAME_SAMPLE = 32  # speaker_name reads who said this many of the turns holding a token, spread over them
+
+
+def speaker_name(index: TurnIndex, token: str, holders: np.ndarray) -> bool:
+    """Whether ``token`` is a speaker's name: a word of the ``Name: `` label of at least half of a sample of the turns
+    that hold it (``holders``, ascending; :data:`NAME_SAMPLE` of them, evenly spread)."""
+    import numpy as np
+
+    if holders.size == 0:
+        return False
+    sample = np.unique(holders[np.linspace(0, holders.size - 1, min(NAME_SAMPLE, holders.size)).astype(np.int64)])
+    named = sum(1 for _, label in index.speakers(sample) if label is not None and token in _label_tokens(label))
+    return 2 * named >= sample.size
+
+
+@lru_cache(maxsize=4096)
+def _label_tokens(label: str) -> frozenset[str]:
+    from .tokenize import analyze
+
+    return frozenset(analyze(label))
 
 
 ANSWER_POOL = 1000  # answer_scores pairs at most this many turns, the best by the rarer words (it reads who said them)

@@ -13,7 +13,15 @@ from helpers import DAY, T0, add
 from refind_cli import search as S
 from refind_cli.blocks import render_blocks
 from refind_cli.errors import InvalidInput
-from refind_cli.index import answer_scores, bm25_scores, build_index, flat_scores, fuse
+from refind_cli.index import (
+    answer_scores,
+    bm25_scores,
+    build_index,
+    flat_and_rarer_scores,
+    flat_scores,
+    fuse,
+    speaker_name,
+)
 from refind_cli.query_dates import date_boost, named_days
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
@@ -447,3 +455,48 @@ def test_a_question_whose_answer_matched_outranks_a_turn_that_only_repeats_the_w
 
     assert order(cfg.with_(answer_weight=0)) == ["Kate: every ", "Bob: ski sea", "Bob: do you ", "Bob: and I b"]
     assert order(cfg) == ["Kate: every ", "Bob: do you ", "Bob: ski sea", "Bob: and I b"]
+
+
+def test_only_a_speakers_name_counts_by_presence_not_a_topic_word_in_most_turns():
+    # "kate" labels 4 of 6 turns; "museum" is in 4 of 6 turns too, but in no label (a short history about one
+    # topic). With names_only, the name counts by presence and the topic word keeps its BM25 scores
+    idx = _index(
+        [
+            ("a", "Kate: the museum was closed", None),
+            ("a", "Kate: I went to the science museum with my brother and we stayed all day", None),
+            ("a", "Bob: which museum", None),
+            ("b", "Kate: lol", None),
+            ("b", "Kate: the art museum downtown has a new wing for modern sculpture", None),
+            ("b", "Bob: nice", None),
+        ]
+    )
+    assert speaker_name(idx, "kate", np.array([0, 1, 3, 4]))
+    assert not speaker_name(idx, "museum", np.array([0, 1, 2, 4]))
+    assert not speaker_name(idx, "kate", np.array([], dtype=np.int64))
+    kate, museum, art = (bm25_scores(idx, [t]) for t in ("kate", "museum", "art"))
+    median = np.median(kate[kate > 0])
+    # names only: "kate" by presence, "museum" (a topic word) and "art" by BM25 — and "museum" counts as rarer
+    scores, rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True)
+    assert np.allclose(scores, (kate > 0) * median + museum + art)
+    assert np.allclose(rarer, museum + art)
+    # without it, both count by presence
+    scores, rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2)
+    assert np.allclose(scores, (kate > 0) * median + (museum > 0) * np.median(museum[museum > 0]) + art)
+    assert np.allclose(rarer, art)
+    # a topic word alone with the name: the topic word tells the turns apart, so the name still counts by presence
+    scores, _ = flat_and_rarer_scores(idx, ["kate", "museum"], 0.2, names_only=True)
+    assert np.allclose(scores, (kate > 0) * median + museum)
+
+
+def test_a_name_said_more_by_others_than_in_labels_is_not_a_speakers_name():
+    # Bob talks about Kate in most of the turns that hold "kate": a person talked about, not the speaker
+    idx = _index(
+        [
+            ("a", "Bob: Kate called", None),
+            ("a", "Bob: Kate is late again", None),
+            ("a", "Bob: tell Kate", None),
+            ("a", "Kate: hi", None),
+        ]
+    )
+    assert not speaker_name(idx, "kate", np.array([0, 1, 2, 3]))
+    assert speaker_name(idx, "bob", np.array([0, 1, 2]))
