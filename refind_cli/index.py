@@ -250,17 +250,24 @@ def flat_and_rarer_scores(
     return scores, rarer
 
 
-NAME_SAMPLE = 32  # speaker_name reads who said this many of the turns holding a token, spread over them
+NAME_SAMPLE = 32  # speaker_name reads who said this many of the turns holding a token, drawn among them
 
 
 def speaker_name(index: TurnIndex, token: str, holders: np.ndarray) -> bool:
     """Whether ``token`` is a speaker's name: a word of the ``Name: `` label of at least half of a sample of the turns
-    that hold it (``holders``, ascending; :data:`NAME_SAMPLE` of them, evenly spread)."""
+    that hold it (``holders``): all of them, or :data:`NAME_SAMPLE` drawn at random with a seed taken from the token
+    — the same sample for the same turns in every process, and not fooled, as an evenly spaced one would be, by a
+    pattern that repeats (her turn, then two of Bob's that name her)."""
+    import zlib
+
     import numpy as np
 
     if holders.size == 0:
         return False
-    sample = np.unique(holders[np.linspace(0, holders.size - 1, min(NAME_SAMPLE, holders.size)).astype(np.int64)])
+    sample = holders
+    if holders.size > NAME_SAMPLE:
+        rng = np.random.default_rng(zlib.crc32(token.encode()))
+        sample = np.sort(rng.choice(holders, NAME_SAMPLE, replace=False))
     named = sum(1 for _, label in index.speakers(sample) if label is not None and token in _label_tokens(label))
     return 2 * named >= sample.size
 

@@ -500,3 +500,56 @@ def test_a_name_said_more_by_others_than_in_labels_is_not_a_speakers_name():
     )
     assert not speaker_name(idx, "kate", np.array([0, 1, 2, 3]))
     assert speaker_name(idx, "bob", np.array([0, 1, 2]))
+
+
+def test_a_speakers_name_is_judged_on_a_sample_that_a_repeating_pattern_cannot_fool():
+    # 94 turns hold "kate": her own turn, then two of Bob's that name her, over and over, and hers last — 32 of them
+    # her labels. An evenly spaced sample of 32 (a step of exactly 3) would see only her turns; the seeded random one
+    # sees the mix
+    spec = []
+    for i in range(31):
+        spec += [("a", f"Kate: note {i}", None), ("a", "Bob: ask Kate", None), ("a", "Bob: Kate again", None)]
+    idx = _index([*spec, ("a", "Kate: last note", None)])
+    holders = np.arange(94)
+    assert not speaker_name(idx, "kate", holders)
+    assert speaker_name(idx, "bob", np.flatnonzero(bm25_scores(idx, ["bob"]) > 0))  # in every label of his (62 turns)
+
+
+def test_half_the_sample_named_is_enough():
+    idx = _index(
+        [("a", "Kate: hi", None), ("a", "Bob: Kate", None), ("a", "Kate: yo", None), ("a", "Bob: Kate?", None)]
+    )
+    assert speaker_name(idx, "kate", np.array([0, 1, 2, 3]))  # 2 of 4
+    assert not speaker_name(idx, "kate", np.array([0, 1, 3]))  # 1 of 3
+
+
+def test_names_only_ranks_alike_on_the_maintained_and_the_in_memory_index(store):
+    # "museum" is in most of the user's turns but in no label; "kate" labels half. Asked "kate museum dinosaur", the
+    # maintained index (its turns' speakers read by voices_at) and an index built in memory rank alike, with and
+    # without names only — and the two settings score differently
+    add(
+        store,
+        "u",
+        "s1",
+        ("user", "Kate: the museum"),
+        ("user", "Bob: which museum was it, the one near the river with the long queue"),
+        ("user", "Kate: the science museum, with the big dinosaur hall and the planetarium upstairs"),
+        ("user", "Bob: museum"),
+        at=T0,
+    )
+    add(store, "u", "s2", ("user", "Kate: a museum of modern art"), ("user", "Bob: nice"), at=T0 + DAY)
+    on = S.SearchConfig(neighbours=0, backfill=False, answer_weight=0)
+    off = on.with_(flat_names=False)
+    memory = S.UserIndex(store.user_messages("u"), on)
+    maintained = S.user_index(store, "u", config=on)
+    assert hasattr(maintained.index.turns, "voices_at")
+
+    def ids(index, cfg):
+        return [(b.id, round(b.score, 9)) for b in index.search("kate museum dinosaur", top_k=6, config=cfg)]
+
+    assert ids(maintained, on) == ids(memory, on)
+    assert ids(maintained, off) == ids(memory, off)
+    assert [i for i, _ in ids(maintained, on)] != [i for i, _ in ids(maintained, off)]  # "museum" by BM25, not presence
+    assert [b.id for b in S.search(store, "u", "kate museum dinosaur", top_k=6, config=on)] == [
+        i for i, _ in ids(memory, on)
+    ]
