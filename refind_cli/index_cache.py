@@ -517,17 +517,14 @@ class LazyTurns(Sequence[Turn]):
                 want.append(s)
             else:
                 found[s] = (turn.voice, len(turn.messages[0].content))
-        for i in range(0, len(want), 500):
-            chunk = want[i : i + 500]
-            for seq, role, head, size, whole in self._conn.execute(
-                f"SELECT seq, role, substr(content, 1, {LABEL_MAX + 2}), length(content), "
-                "CASE WHEN instr(content, char(0)) THEN content END FROM messages "
-                f"WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
-                [self._user, *chunk],
-            ):
-                if whole is not None:
-                    head, size = whole, len(whole)
-                found[seq] = ((role, speaker_label(head)), size)
+        columns = (
+            f"seq, role, substr(content, 1, {LABEL_MAX + 2}), length(content), "
+            "CASE WHEN instr(content, char(0)) THEN content END"
+        )
+        for seq, role, head, size, whole in self._rows(columns, want):
+            if whole is not None:
+                head, size = whole, len(whole)
+            found[seq] = ((role, speaker_label(head)), size)
         if len(found) != len(set(seqs)):
             raise _changed()
         return [found[s] for s in seqs]
@@ -544,6 +541,15 @@ class LazyTurns(Sequence[Turn]):
         ids = state.ids
         return [ids[r] for r in self._layout.rows.tolist()]
 
+    def _rows(self, columns: str, seqs: list[int]) -> Iterator[tuple[Any, ...]]:
+        """``columns`` of the user's messages with these seqs, 500 seqs a query (in no particular order)."""
+        for i in range(0, len(seqs), 500):
+            chunk = seqs[i : i + 500]
+            yield from self._conn.execute(
+                f"SELECT {columns} FROM messages WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+                [self._user, *chunk],
+            )
+
     def _fetch(self, rows: np.ndarray) -> dict[int, Turn]:
         """The turns of these state rows by seq, read from the database when the state's cache lacks them."""
         cache = self._state.turn_cache
@@ -555,14 +561,9 @@ class LazyTurns(Sequence[Turn]):
                 want.append(s)
             else:
                 found[s] = turn
-        for i in range(0, len(want), 500):
-            chunk = want[i : i + 500]
-            for row in self._conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
-                [self._user, *chunk],
-            ):
-                m = StoredMessage(*row)
-                found[m.seq] = Turn(m.id, m.session_id, (m,))
+        for row in self._rows(MESSAGE_COLUMNS, want):
+            m = StoredMessage(*row)
+            found[m.seq] = Turn(m.id, m.session_id, (m,))
         if len(found) != len(rows):
             raise _changed()
         text = sum(len(found[s].messages[0].content) for s in want)
