@@ -8,9 +8,10 @@
    "istanbul"; NFKC again where folding left a decomposed sequence (a few letters such as Greek "ΐ" or "ǰ"). Accents are
    kept ("café" is not "cafe"); ASCII text is only lowercased (the same thing for ASCII);
 2. each emoji sequence (with its skin tone, ZWJ sequence, flag or keycap: "👍🏽", "👩‍❤️‍👨", "🇯🇵", "1️⃣") is a token
-   where it stands, without its variation selectors ("❤️" is "❤"), as Lucene's StandardTokenizer and ICU keep
-   emoji; the rest is split on whitespace and punctuation (a token is a run of letters, combining marks — every one
-   Unicode has, of any script — and digits; ``_`` splits too; a zero-width joiner inside a word is dropped from it);
+   where it stands, as Lucene's StandardTokenizer and ICU keep emoji, but without its variation selectors ("❤️" is
+   "❤") and skin tone ("👍🏽" is "👍"), which only choose how it looks; the rest is split on whitespace and
+   punctuation (a token is a run of letters, combining marks — every one Unicode has, of any script — and digits;
+   ``_`` splits too; a zero-width joiner inside a word is dropped from it);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
    a lone CJK character a unigram — as Lucene's CJK analyzer does, so ``我去北京`` gives ``我去 去北 北京``; runs of a
    script written without spaces between words (Thai, Lao, Khmer, Myanmar, the Tai scripts, Javanese, Balinese)
@@ -38,7 +39,8 @@ from typing import Any
 # 3: NFKC again where case folding left a decomposed sequence.
 # 4: every combining mark inside words; bigrams of grapheme clusters for Thai, Lao, Khmer, Myanmar and the Tai scripts.
 # 5: emoji sequences are tokens (a keycap no longer leaves a stray U+20E3); Javanese and Balinese are spaceless.
-ANALYZER_VERSION = 5
+# 6: an emoji's skin tone is left out of its token, as its variation selectors are ("👍🏽" is "👍").
+ANALYZER_VERSION = 6
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -136,8 +138,9 @@ _MARKS = _MARKS_BMP + _MARKS_ASTRAL
 # © ® 〰 〽 that a variation selector U+FE0F asks to show as one — with its variation selectors, skin tone (a
 # Fitzpatrick modifier) and the tag characters of a subdivision flag (Scotland's); a keycap (a digit, "#" or "*", U+FE0F,
 # U+20E3: "1️⃣"); a flag (two regional indicators: "🇯🇵"); and any of these joined by zero-width joiners ("👩‍❤️‍👨").
-# Its token is the sequence without its variation selectors, which only choose a glyph, text or emoji: "❤" and "❤️"
-# are one token. No other step touches it (no stemming; case folding and NFKC leave emoji as they are).
+# Its token is the sequence without its variation selectors, which only choose a glyph, text or emoji, and without
+# its skin tones (_PRESENTATION): "❤" and "❤️" are one token, "👍" and "👍🏽" another, "🧑🏽‍💼" is "🧑‍💼". No other
+# step touches it (no stemming; case folding and NFKC leave emoji as they are).
 _EMOJI_ELEMENT = (
     "(?:[\U0001f1e6-\U0001f1ff]{2}|[#*0-9]\ufe0f?\u20e3"
     f"|(?:[{_EMOJI_BMP}{_EMOJI_ASTRAL}]|[\u00a9\u00ae\u3030\u303d]\ufe0f)"
@@ -150,7 +153,10 @@ _EMOJI_SEQUENCE = f"{_EMOJI_ELEMENT}(?:\u200d{_EMOJI_ELEMENT})*"
 # sequences themselves made a LongMemEval text that holds an emoji ~3.5x as slow to analyse, this ~1.2x.
 _EMOJI_HINT = f"[{_EMOJI_BMP}\u00a9\u00ae\u3030\u303d\u20e3\U0001f000-\U0001faff]"
 _KEYCAP_BASE = frozenset("#*0123456789")
-_SELECTORS = dict.fromkeys((0xFE0E, 0xFE0F))  # str.translate table: the variation selectors dropped
+# str.translate table: what an emoji's token leaves out, the variation selectors and the five skin tones (Fitzpatrick
+# modifiers, U+1F3FB–U+1F3FF). Both only choose how the emoji looks: a thumbs-up is one word in any colour, as a word
+# is one in any case, so "👍" finds "👍🏽" and a planner's query in the default yellow finds the user's own tone.
+_PRESENTATION = dict.fromkeys((0xFE0E, 0xFE0F, *range(0x1F3FB, 0x1F400)))
 # A word is a run of letters, marks and digits: ``\w`` (letters, digits, ``_``) plus the marks, once every ``_`` has
 # been replaced by a space (one character class: faster than the alternation ``(?:[^\W_]|[marks])+``, same words),
 # and the zero-width joiner, which only shapes a conjunct (Sinhala "ශ්‍රී") and is then dropped from the word.
@@ -576,7 +582,8 @@ def analyze(text: str) -> list[str]:
     at = 0
     for match in _emoji_matches(normalised):  # step 2's emoji, each a token where it stands
         _analyze_words(normalised[at : match.start()], out)
-        out.append(match.group().translate(_SELECTORS))
+        if token := match.group().translate(_PRESENTATION):  # a skin tone alone ("🏽") is no word
+            out.append(token)
         at = match.end()
     _analyze_words(normalised[at:], out)
     return out
@@ -679,7 +686,8 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     words, pieces, cluster = _reference_patterns()
     for i, part in enumerate(_emoji_sequences().split(folded)):  # a capturing split: odd parts are emoji
         if i % 2:
-            out.append(part.translate(_SELECTORS))
+            if token := part.translate(_PRESENTATION):
+                out.append(token)
             continue
         _reference_words(words.findall(part), pieces, cluster, stem, out)
     return out

@@ -17,7 +17,7 @@ from refind_cli.store import Store
 # script: (the sentence that holds the word, two other sentences of the same script, the word asked for). Before
 # analyzer 4 each case failed: a Thai sentence was one token, the others broke words at every mark not in a hand-kept
 # list — into pieces that the other sentences share ("ချင်" gave "ခ" and "င", both in "ကောင်း"). Before analyzer 5
-# a Javanese or Balinese sentence was one token, and emoji were dropped.
+# a Javanese or Balinese sentence was one token, and emoji were dropped; before analyzer 6 "👍" did not find "👍🏽".
 CORPUS = {
     "thai": (
         "ฉันชอบกินข้าวผัดกับไข่ดาว",  # I like eating fried rice with a fried egg
@@ -63,6 +63,11 @@ CORPUS = {
         "happy birthday grandma 🎂🎉",
         ["happy new year 🎆", "see you tomorrow 👋"],
         "when did I send 🎂",  # "send" is in none of them: the cake alone finds the sentence
+    ),
+    "skin-tone": (
+        "sounds good 👍🏽",
+        ["happy new year 🎆", "see you tomorrow 👋🏽"],
+        "👍",  # a planner's query in the default yellow finds the user's own tone
     ),
 }
 
@@ -157,3 +162,25 @@ def test_a_database_indexed_by_analyzer_4_is_indexed_again_and_then_finds_emoji_
         assert index_store.verify(store.conn) == []
         assert sessions(store, "🎂") == ["s0"]
         assert sessions(store, "ꦩꦔꦤ꧀") == ["s3"]
+
+
+def test_a_database_indexed_by_analyzer_5_is_indexed_again_and_then_finds_a_skin_tone(db_path, monkeypatch):
+    sentence, others, word = CORPUS["skin-tone"]
+    with monkeypatch.context() as old:  # the analyzer as it was: version 5, a skin tone part of its emoji's token
+        old.setattr(tokenize, "ANALYZER_VERSION", 5)
+        old.setattr(tokenize, "_PRESENTATION", dict.fromkeys((0xFE0E, 0xFE0F)))
+        clear_caches()
+        assert tokenize.analyze(sentence) == ["sound", "good", "👍🏽"]
+        with Store(db_path, retention_days=None) as store:
+            for i, text in enumerate([*others, sentence]):
+                add(store, "somchai", f"s{i}", ("user", text), at=T0)
+            assert sessions(store, word) == []  # what the old analyzer missed
+    clear_caches()
+    assert health.check(db_path)["notes"] == [
+        f"the search index was built by analyzer version 5 (this refind's is {tokenize.ANALYZER_VERSION}): every "
+        "message is indexed again on the next open; nothing to repair"
+    ]
+    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
+        assert index_store.verify(store.conn) == []
+        assert sessions(store, word) == ["s2"]
+        assert sessions(store, "👋🏿") == ["s1"]  # any tone finds any other

@@ -124,7 +124,10 @@ def test_a_zero_width_joiner_inside_a_word_is_dropped():
         # U+FE0F (a mark, Mn) after an emoji asks for its colour form: it is part of no word, and left out of the
         # emoji's token, so "❤️" and "❤" (U+FE0E: the text form) are one token
         ("🛍️and ❤️ running ❤ ❤︎", ["🛍", "❤", "run", "❤", "❤"]),
-        ("👍🏽 👍", ["👍🏽", "👍"]),  # a skin tone is part of its emoji
+        # a skin tone, as a variation selector, only chooses how the emoji looks: left out of its token (analyzer 6)
+        ("👍🏽 👍 👍🏿", ["👍", "👍", "👍"]),
+        ("🧑🏽‍💼 👩🏻‍❤️‍👨🏿", ["🧑‍💼", "👩‍❤‍👨"]),
+        ("a swatch 🏽 alone", ["swatch", "alon"]),  # a skin tone alone is no word
         ("🇯🇵 🇫🇷", ["🇯🇵", "🇫🇷"]),  # a flag: two regional indicators
         (
             "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
