@@ -32,15 +32,6 @@ from refind_cli.store import Store
 EARLIER = S.SearchConfig(neighbour_filter="all", fuzzy=False, backfill=False, defer_chars=None, kinds_weight=0)
 
 
-def misspell(query: str, rng: random.Random) -> str:
-    words = query.split()
-    i = max(range(len(words)), key=lambda j: len(words[j]))
-    w = words[i]
-    k = rng.randrange(1, len(w))
-    words[i] = w[:k] + w[k:][::-1] if len(w) > 3 else w + "x"
-    return " ".join(words)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=10_000)
@@ -55,7 +46,7 @@ def main() -> None:
         earlier = search_config(parse_variants(args.earlier.split(",")))
     rng = random.Random(0)
     queries = synth.queries(args.queries)
-    typos = [misspell(q, rng) for q in queries]
+    typos = [synth.misspell(q, rng) for q in queries]
     dated = [f"{q} on 12 March 2024" for q in queries]
     nouns = ("sports", "foods", "cities", "books", "activities", "animals", "games", "countries")
     category = [f"What {nouns[j % len(nouns)]} {q}?" for j, q in enumerate(queries)]

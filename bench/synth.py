@@ -58,6 +58,16 @@ def queries(n: int, *, seed: int = 0, vocab_size: int = 6000) -> list[str]:
     return [" ".join(rng.choices(vocab[20:2000], k=rng.randint(3, 6))) for _ in range(n)]
 
 
+def misspell(query: str, rng: random.Random) -> str:
+    """The query with its longest word misspelt (its tail reversed, or an "x" added): a word the vocabulary lacks."""
+    words = query.split()
+    i = max(range(len(words)), key=lambda j: len(words[j]))
+    w = words[i]
+    k = rng.randrange(1, len(w))
+    words[i] = w[:k] + w[k:][::-1] if len(w) > 3 else w + "x"
+    return " ".join(words)
+
+
 def fill(store, user_id: str, turns: int, *, seed: int = 0, batch: int = 500) -> None:
     _store_in_batches(store, requests(user_id, turns, seed=seed), batch)
 

@@ -1,0 +1,132 @@
+"""Warm search latency of this checkout against another one (an older commit), in the same run: what every ranking
+stage added since then costs together, where ``bench/ranking_latency.py`` measures one stage against the defaults.
+
+    git worktree add --detach ../before <commit>       # e.g. the commit before issue 10's first pass
+    .venv/bin/python bench/latency_since.py --baseline ../before [--turns 10000] [--queries 50] [--rounds 5]
+
+Each checkout runs in a worker process of its own (``python -P``, the checkout on PYTHONPATH) that stores the same
+synthetic user (``bench/synth.py`` of this checkout, seeded: sessions of 20 messages, "Name: …" user lines and
+assistant replies) and builds its index; then the two workers take turns, round by round (which one goes first
+alternates too), each asking every query once through ``refind_cli.search.search`` — the public entry point — at
+top_k 10 and 100, each query once untimed first (its turns' text read into the turn cache), then timed. The queries
+are ``bench/scale.py``'s (3–6 mid-frequency words) and, as in ``ranking_latency.py``, the same with one word
+misspelt, with a day named, and as a category question. Prints medians (ms) and the ratio this ÷ baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TOP_KS = (10, 100)
+
+
+def query_sets(n: int) -> dict[str, list[str]]:
+    import synth
+
+    rng = random.Random(0)
+    queries = synth.queries(n)
+    nouns = ("sports", "foods", "cities", "books", "activities", "animals", "games", "countries")
+    return {
+        "queries": queries,
+        "one word misspelt": [synth.misspell(q, rng) for q in queries],
+        "a day named": [f"{q} on 12 March 2024" for q in queries],
+        "a category named": [f"What {nouns[j % len(nouns)]} {q}?" for j, q in enumerate(queries)],
+    }
+
+
+def worker(turns: int, queries: int) -> None:
+    """Store the user, then answer each line on stdin ("round") with one round's timings (JSON) on stdout."""
+    import synth
+
+    from refind_cli import search as S
+    from refind_cli.store import Store
+
+    kinds = query_sets(queries)
+    with tempfile.TemporaryDirectory(prefix="refind-since-") as tmp:
+        store = Store(Path(tmp) / "db.sqlite", retention_days=None)
+        synth.fill(store, "u", turns)
+        S.search(store, "u", "warm up", top_k=10)
+        print(json.dumps({"ready": True}), flush=True)
+        for _ in sys.stdin:
+            out: dict[str, list[float]] = {}
+            for kind, qs in kinds.items():
+                for top_k in TOP_KS:
+                    times = out.setdefault(f"{kind}\t{top_k}", [])
+                    for q in qs:
+                        S.search(store, "u", q, top_k=top_k)  # untimed: its turns read
+                        t = time.perf_counter()
+                        S.search(store, "u", q, top_k=top_k)
+                        times.append(time.perf_counter() - t)
+            print(json.dumps(out), flush=True)
+        store.close()
+
+
+def _start(checkout: Path, turns: int, queries: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{HERE}"}
+    args = [sys.executable, "-P", __file__, "--worker", "--turns", str(turns), "--queries", str(queries)]
+    proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if not json.loads(proc.stdout.readline()).get("ready"):
+        raise SystemExit(f"{checkout}: the worker did not start")
+    return proc
+
+
+def _round(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("round\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"a worker stopped (exit {proc.wait()})")
+    return json.loads(line)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--baseline", type=Path, help="the other checkout (a directory holding refind_cli)")
+    ap.add_argument("--turns", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.turns, args.queries)
+        return
+    if args.baseline is None or not (args.baseline / "refind_cli").is_dir():
+        raise SystemExit("--baseline: a checkout of refind (a directory holding refind_cli) is needed")
+    here = HERE.parent
+    procs = {"baseline": _start(args.baseline.resolve(), args.turns, args.queries)}
+    procs["this"] = _start(here, args.turns, args.queries)
+    rows: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        order = ("baseline", "this") if r % 2 == 0 else ("this", "baseline")
+        for name in order:
+            for key, times in _round(procs[name]).items():
+                rows.setdefault((name, key), []).extend(times)
+    for proc in procs.values():
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+    print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds, medians (ms)\n")
+    print("| queries | top_k | baseline | this | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in query_sets(args.queries):
+        for top_k in TOP_KS:
+            a = statistics.median(rows[("baseline", f"{kind}\t{top_k}")]) * 1000
+            b = statistics.median(rows[("this", f"{kind}\t{top_k}")]) * 1000
+            print(f"| {kind} | {top_k} | {a:.2f} | {b:.2f} | {b / a:.2f}× |")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    main()
