@@ -11,6 +11,9 @@ alternates too), each asking every query once through ``refind_cli.search.search
 top_k 10 and 100, each query once untimed first (its turns' text read into the turn cache), then timed. The queries
 are ``bench/scale.py``'s (3–6 mid-frequency words) and, as in ``ranking_latency.py``, the same with one word
 misspelt, with a day named, and as a category question. Prints medians (ms) and the ratio this ÷ baseline.
+
+``--after-add``: the agent's pattern instead — each query asked once untimed, then one message added (a "Name: …"
+line of a new session), then the query timed: what a search pays for the Add before it, its text already read.
 """
 
 from __future__ import annotations
@@ -44,12 +47,22 @@ def query_sets(n: int) -> dict[str, list[str]]:
     }
 
 
-def worker(turns: int, queries: int) -> None:
+def worker(turns: int, queries: int, after_add: bool) -> None:
     """Store the user, then answer each line on stdin ("round") with one round's timings (JSON) on stdout."""
     import synth
 
     from refind_cli import search as S
+    from refind_cli.contract import AddRequest, Message
     from refind_cli.store import Store
+
+    added = 0
+
+    def add_one() -> None:
+        nonlocal added
+        added += 1
+        at = synth.T0 + 1_000 * synth.DAY + added * 60_000
+        message = Message("user", f"Gina: a new line, number {added}, about {synth.queries(1, seed=added)[0]}", at)
+        store.add_many([AddRequest(f"added{added}", "u", f"added{added}", (message,))])
 
     kinds = query_sets(queries)
     with tempfile.TemporaryDirectory(prefix="refind-since-") as tmp:
@@ -64,6 +77,8 @@ def worker(turns: int, queries: int) -> None:
                     times = out.setdefault(f"{kind}\t{top_k}", [])
                     for q in qs:
                         S.search(store, "u", q, top_k=top_k)  # untimed: its turns read
+                        if after_add:
+                            add_one()
                         t = time.perf_counter()
                         S.search(store, "u", q, top_k=top_k)
                         times.append(time.perf_counter() - t)
@@ -71,9 +86,10 @@ def worker(turns: int, queries: int) -> None:
         store.close()
 
 
-def _start(checkout: Path, turns: int, queries: int) -> subprocess.Popen[str]:
+def _start(checkout: Path, turns: int, queries: int, after_add: bool) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{HERE}"}
     args = [sys.executable, "-P", __file__, "--worker", "--turns", str(turns), "--queries", str(queries)]
+    args += ["--after-add"] if after_add else []
     proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     if not json.loads(proc.stdout.readline()).get("ready"):
@@ -97,16 +113,17 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--after-add", action="store_true", help="each timed search right after an Add")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.turns, args.queries)
+        worker(args.turns, args.queries, args.after_add)
         return
     if args.baseline is None or not (args.baseline / "refind_cli").is_dir():
         raise SystemExit("--baseline: a checkout of refind (a directory holding refind_cli) is needed")
     here = HERE.parent
-    procs = {"baseline": _start(args.baseline.resolve(), args.turns, args.queries)}
-    procs["this"] = _start(here, args.turns, args.queries)
+    procs = {"baseline": _start(args.baseline.resolve(), args.turns, args.queries, args.after_add)}
+    procs["this"] = _start(here, args.turns, args.queries, args.after_add)
     rows: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         order = ("baseline", "this") if r % 2 == 0 else ("this", "baseline")
@@ -117,7 +134,8 @@ def main() -> None:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait()
-    print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds, medians (ms)\n")
+    after = ", each search right after an Add" if args.after_add else ""
+    print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds{after}, medians (ms)\n")
     print("| queries | top_k | baseline | this | ratio |")
     print("|---|---:|---:|---:|---:|")
     for kind in query_sets(args.queries):

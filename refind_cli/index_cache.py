@@ -190,6 +190,13 @@ class UserState:
     turn_text: int = 0  # characters of text in turn_cache
     text_overflows: bool = False  # the user's text is more than TURN_TEXT (LazyTurns.preload does not try again)
     ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
+    # who said each row's message (a code into ``voice_list``; -1: not read yet) and its length in characters, read
+    # by ``LazyTurns.voices_at`` as the answer lift pairs turns, and carried to the next state as the turn cache is
+    # (an Add keeps every message): a first search after an Add, or on another connection, reads none again
+    voice_codes: np.ndarray | None = None  # int32 per row
+    voice_sizes: np.ndarray | None = None  # int32 per row
+    voice_list: list[tuple[str, str | None]] = field(default_factory=list)  # code → voice
+    voice_code_of: dict[tuple[str, str | None], int] = field(default_factory=dict)  # voice → code
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray | None:
@@ -242,7 +249,7 @@ MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different 
 TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
 TURN_TEXT = 1 << 20  # … or more than this many characters of text
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
-ROW_BYTES = 64  # what one row of the state costs in its arrays and its share of the layouts
+ROW_BYTES = 72  # what one row of the state costs in its arrays (its voice's 8 bytes too) and its share of the layouts
 SCORE_GROUP_HITS = 1 << 18  # a query's hits scored together at most (LivePostings.scores: memory stays bounded)
 
 
@@ -504,14 +511,26 @@ class LazyTurns(Sequence[Turn]):
 
     def voices_at(self, positions: np.ndarray) -> list[tuple[tuple[str, str | None], int]]:
         """Who said each turn at these view positions (``Turn.voice``) and its length in characters, in order: from
-        the turns already held, else read in one query without the text (the role, the first 42 characters, which
-        hold any speaker label, and the length), so the turn cache keeps what rendering will need. SQLite's substr
-        and length stop at a NUL character: a message holding one is read whole."""
-        seqs = self._state.seqs[self._layout.rows[positions]].tolist()
-        cache = self._state.turn_cache
+        the state's voices (read by an earlier search, of this state or the one before the last Add), else from the
+        turns already held, else read in one query without the text (the role, the first 42 characters, which hold
+        any speaker label, and the length), so the turn cache keeps what rendering will need. SQLite's substr and
+        length stop at a NUL character: a message holding one is read whole."""
+        import numpy as np
+
+        state = self._state
+        rows = self._layout.rows[positions]
+        with state.lock:
+            if state.voice_codes is None or state.voice_sizes is None:
+                state.voice_codes = np.full(len(state.seqs), -1, dtype=np.int32)
+                state.voice_sizes = np.zeros(len(state.seqs), dtype=np.int32)
+            codes, sizes, listed, code_of = state.voice_codes, state.voice_sizes, state.voice_list, state.voice_code_of
+            missing = np.unique(rows[codes[rows] < 0])
+            if not missing.size:
+                return [(listed[c], z) for c, z in zip(codes[rows].tolist(), sizes[rows].tolist(), strict=True)]
+        cache = state.turn_cache
         found: dict[int, tuple[tuple[str, str | None], int]] = {}
         want = []
-        for s in seqs:
+        for s in state.seqs[missing].tolist():
             turn = cache.get(s)
             if turn is None:
                 want.append(s)
@@ -525,9 +544,17 @@ class LazyTurns(Sequence[Turn]):
             if whole is not None:
                 head, size = whole, len(whole)
             found[seq] = ((role, speaker_label(head)), size)
-        if len(found) != len(set(seqs)):
+        if len(found) != missing.size:
             raise _changed()
-        return [found[s] for s in seqs]
+        with state.lock:
+            for row, seq in zip(missing.tolist(), state.seqs[missing].tolist(), strict=True):
+                voice, size = found[seq]
+                code = code_of.get(voice)
+                if code is None:
+                    code = code_of[voice] = len(listed)
+                    listed.append(voice)
+                codes[row], sizes[row] = code, size
+            return [(listed[c], z) for c, z in zip(codes[rows].tolist(), sizes[rows].tolist(), strict=True)]
 
     def ids(self) -> list[str]:
         """Every turn's id, in view order (without reading any text)."""
@@ -908,8 +935,13 @@ def _grow(
     )
     if old.ids is not None and not len(fresh):
         state.ids = old.ids
-    # every message old held is still here, unchanged: so is the text old read of them
+    # every message old held is still here, unchanged: so is the text old read of them, and who said each
     state.turn_cache, state.turn_text, state.text_overflows = dict(old.turn_cache), old.turn_text, old.text_overflows
+    with old.lock:
+        if old.voice_codes is not None and old.voice_sizes is not None:
+            state.voice_codes = np.concatenate([old.voice_codes, np.full(len(fresh), -1, dtype=np.int32)])
+            state.voice_sizes = np.concatenate([old.voice_sizes, np.zeros(len(fresh), dtype=np.int32)])
+            state.voice_list, state.voice_code_of = list(old.voice_list), dict(old.voice_code_of)
     new_rows = np.arange(n_old, len(seqs), dtype=np.int64)
     with old.lock:
         views = list(old.views.values())

@@ -405,6 +405,47 @@ def test_the_maintained_index_reads_who_said_a_turn_without_its_text(store):
     assert sizes.tolist() == [len(t.messages[0].content) for t in turns]
 
 
+def test_who_said_a_turn_is_read_once_and_kept_across_an_add_but_not_a_forget(store):
+    # voices_at keeps the speakers it read in the user's state, and an Add carries them to the next state (every
+    # message is still there, unchanged): a search after an Add reads only the new message's; a forget assembles a
+    # new state, which reads them again. Each time the maintained index pairs turns as the in-memory index does
+    from refind_cli import lifecycle
+
+    add(store, "u", "s1", ("user", "Bob: do you ski?"), ("user", "Kate: every winter, at Alta, I ski"), at=T0)
+    add(store, "u", "s2", ("user", "Bob: ski trip?"), ("user", "Kate: ski in March"), at=T0 + DAY)
+    cfg = S.SearchConfig(neighbours=0, backfill=False)
+    statements: list[str] = []
+
+    def voices_read() -> list[int]:  # the messages (seqs) whose role, label and length voices_at's queries read
+        return sorted(int(n) for q in statements if "substr(content" in q for n in q.split("IN (")[1][:-1].split(","))
+
+    def seqs() -> list[int]:
+        return [m.seq for m in store.user_messages("u")]
+
+    def ranked() -> list[tuple[str, float]]:
+        found = S.search(store, "u", "ski alta march", top_k=6, config=cfg)
+        memory = S.UserIndex(store.user_messages("u"), cfg).search("ski alta march", top_k=6, config=cfg)
+        assert [(b.id, round(b.score, 9)) for b in found] == [(b.id, round(b.score, 9)) for b in memory]
+        return [(b.id, round(b.score, 9)) for b in found]
+
+    store.conn.set_trace_callback(statements.append)
+    try:
+        first = ranked()
+        assert voices_read() == seqs()  # the four turns' speakers, each once
+        statements.clear()
+        # as a big user's: the turn cache (4,096 turns) holds few of the 1,000 turns the answer lift may pair
+        S.user_index(store, "u", config=cfg).index.turns._state.turn_cache.clear()
+        add(store, "u", "s3", ("user", "Bob: Alta again?"), at=T0 + 2 * DAY)
+        assert ranked() != first  # the new turn ranks
+        assert voices_read() == seqs()[-1:]  # the new message's only
+        statements.clear()
+        lifecycle.forget(store, "u", session_id="s1")
+        ranked()
+        assert voices_read() == seqs()  # read again: the three messages left, each once
+    finally:
+        store.conn.set_trace_callback(None)
+
+
 def test_only_the_best_turns_by_the_rarer_words_are_paired(monkeypatch):
     # with a pool of 2, only t2 and t3 (the two shortest, so best-scored, "ski" turns) may lift each other
     from refind_cli import index as I
