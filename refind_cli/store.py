@@ -338,9 +338,9 @@ class AddOutcome:
 class _Batch:
     """What one ``add_many`` transaction has written so far."""
 
-    # The seq of the next message: one above every seq the store held when the transaction began, and never one that
-    # an expired request's messages gave back (a message's seq is assigned here, not by SQLite's max(seq) + 1, so
-    # every message of the batch is above the index's watermark).
+    # The seq of the next message: one above every seq the store ever gave (index_store.last_seq), so never one that
+    # a forgotten or expired message had (a message's seq is assigned here, not by SQLite's max(seq) + 1, so every
+    # message of the batch is above the index's watermark).
     next_seq: int
     written: list[tuple[int, Prepared]] = field(default_factory=list)  # (first seq, request) of each added request
     added: dict[str, int] = field(default_factory=dict)  # requests added per user
@@ -599,11 +599,13 @@ class Store:
         requests = list(requests)
         with self.write():
             now = self.clock()
-            since = index_store.max_seq(self.conn)
+            since = index_store.last_seq(self.conn)  # never a seq a forgotten or expired message had
             batch = _Batch(next_seq=since + 1)
             together = self._add_together(requests, now, batch) if len(requests) > 1 else None
             outcomes = together if together is not None else self._add_each(requests, now, batch)
             self.bump_users(batch.added)  # users.version goes up by one per request added
+            if batch.written:
+                index_store.mark_assigned(self.conn, batch.next_seq - 1)
             # the maintained index changes in the same transaction, from the rows just written (not read back)
             if batch.written and index_store.indexing(self.conn, since):
                 index_store.write_segments(self.conn, _segments(batch, now, segments or {}))

@@ -289,3 +289,30 @@ def test_forgetting_a_short_message_keeps_the_traces_that_never_showed_it(db_pat
         trace.save(store, stored("unrelated", [message_id("u", "r2", 0)]))
         assert lifecycle.forget(store, "u", session_id="chat").searches == 1
         assert [s.id for s in trace.recent(store)] == ["unrelated"]
+
+
+def test_another_process_forgetting_the_newest_message_never_shows_it_under_the_next(db_path) -> None:
+    # a process holds the user's index, with the text it showed (the server); another process forgets the newest
+    # message (`refind forget`, the CLI); then an Add: its message must take a seq no message ever had, else the
+    # first process took it for the message it held under that seq and showed the forgotten text in its place
+    import subprocess
+    import sys
+
+    from helpers import DAY, T0, add
+
+    from refind_cli import search as S
+
+    with Store(db_path, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+        add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)
+        assert "4411" in " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))  # held: text and all
+        forget = (
+            "import sys; from refind_cli.store import Store; from refind_cli import lifecycle; "
+            "s = Store(sys.argv[1], retention_days=None); lifecycle.forget(s, 'u', session_id='s2'); s.close()"
+        )
+        subprocess.run([sys.executable, "-c", forget, str(db_path)], check=True, timeout=120)
+        add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)
+        shown = " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
+        assert "Zed: ski lessons on Sunday" in shown
+        assert "4411" not in shown
+        assert [m.seq for m in store.user_messages("u")] == [1, 3]  # 2 is never given again
