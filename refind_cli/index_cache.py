@@ -171,7 +171,7 @@ class UserState:
     """One user's maintained index in memory at one version: the segments and, per indexed message (one *row* each,
     ascending ``seq``), only what ranking needs — never the text. A turn's text is read when a search renders it
     (:class:`LazyTurns`) and kept in a small per-state cache. Never changed once built, except its memos (views,
-    the text cache, the message ids)."""
+    the text cache, the message ids, who said each message)."""
 
     version: int
     segments: dict[int, AnySegment]  # postings of a LazySegment are read when a search needs them
@@ -192,7 +192,8 @@ class UserState:
     ids: list[str] | None = None  # each row's message id, read on first need (turn_pos)
     # who said each row's message (a code into ``voice_list``; -1: not read yet) and its length in characters, read
     # by ``LazyTurns.voices_at`` as the answer lift pairs turns, and carried to the next state as the turn cache is
-    # (an Add keeps every message): a first search after an Add, or on another connection, reads none again
+    # (an Add keeps every message): a first search after an Add, or on another connection, reads only the new
+    # messages'. At most MAX_VOICES distinct voices are kept (labels are free text): past them a voice is read each time
     voice_codes: np.ndarray | None = None  # int32 per row
     voice_sizes: np.ndarray | None = None  # int32 per row
     voice_list: list[tuple[str, str | None]] = field(default_factory=list)  # code → voice
@@ -248,6 +249,7 @@ SORT_ALL_PAST = 64  # a layout sorts everything when more than 1 in this many tu
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
 TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
 TURN_TEXT = 1 << 20  # … or more than this many characters of text
+MAX_VOICES = 4096  # distinct (role, speaker label) pairs a state keeps codes for (UserState.voice_list)
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
 ROW_BYTES = 72  # what one row of the state costs in its arrays (its voice's 8 bytes too) and its share of the layouts
 SCORE_GROUP_HITS = 1 << 18  # a query's hits scored together at most (LivePostings.scores: memory stays bounded)
@@ -511,10 +513,10 @@ class LazyTurns(Sequence[Turn]):
 
     def voices_at(self, positions: np.ndarray) -> list[tuple[tuple[str, str | None], int]]:
         """Who said each turn at these view positions (``Turn.voice``) and its length in characters, in order: from
-        the state's voices (read by an earlier search, of this state or the one before the last Add), else from the
-        turns already held, else read in one query without the text (the role, the first 42 characters, which hold
-        any speaker label, and the length), so the turn cache keeps what rendering will need. SQLite's substr and
-        length stop at a NUL character: a message holding one is read whole."""
+        the state's voices (read by an earlier search of this state, or of a state before it: an Add carries them),
+        else from the turns already held, else read in one query without the text (the role, the first 42
+        characters, which hold any speaker label, and the length), so the turn cache keeps what rendering will need.
+        SQLite's substr and length stop at a NUL character: a message holding one is read whole."""
         import numpy as np
 
         state = self._state
@@ -530,7 +532,8 @@ class LazyTurns(Sequence[Turn]):
         cache = state.turn_cache
         found: dict[int, tuple[tuple[str, str | None], int]] = {}
         want = []
-        for s in state.seqs[missing].tolist():
+        missing_seqs = state.seqs[missing].tolist()
+        for s in missing_seqs:
             turn = cache.get(s)
             if turn is None:
                 want.append(s)
@@ -547,14 +550,19 @@ class LazyTurns(Sequence[Turn]):
         if len(found) != missing.size:
             raise _changed()
         with state.lock:
-            for row, seq in zip(missing.tolist(), state.seqs[missing].tolist(), strict=True):
+            for row, seq in zip(missing.tolist(), missing_seqs, strict=True):
                 voice, size = found[seq]
                 code = code_of.get(voice)
-                if code is None:
+                if code is None and len(listed) < MAX_VOICES:
                     code = code_of[voice] = len(listed)
                     listed.append(voice)
-                codes[row], sizes[row] = code, size
-            return [(listed[c], z) for c, z in zip(codes[rows].tolist(), sizes[rows].tolist(), strict=True)]
+                if code is not None:
+                    codes[row], sizes[row] = code, size
+            by_row = dict(zip(missing.tolist(), missing_seqs, strict=True))
+            return [
+                (listed[c], z) if c >= 0 else found[by_row[r]]
+                for r, c, z in zip(rows.tolist(), codes[rows].tolist(), sizes[rows].tolist(), strict=True)
+            ]
 
     def ids(self) -> list[str]:
         """Every turn's id, in view order (without reading any text)."""
@@ -937,13 +945,12 @@ def _grow(
         state.ids = old.ids
     # every message old held is still here, unchanged: so is the text old read of them, and who said each
     state.turn_cache, state.turn_text, state.text_overflows = dict(old.turn_cache), old.turn_text, old.text_overflows
+    new_rows = np.arange(n_old, len(seqs), dtype=np.int64)
     with old.lock:
         if old.voice_codes is not None and old.voice_sizes is not None:
             state.voice_codes = np.concatenate([old.voice_codes, np.full(len(fresh), -1, dtype=np.int32)])
             state.voice_sizes = np.concatenate([old.voice_sizes, np.zeros(len(fresh), dtype=np.int32)])
             state.voice_list, state.voice_code_of = list(old.voice_list), dict(old.voice_code_of)
-    new_rows = np.arange(n_old, len(seqs), dtype=np.int64)
-    with old.lock:
         views = list(old.views.values())
     for layout in views:
         vis = state.visible(layout.cutoff, layout.as_of)  # the new rows are the state's last ones

@@ -4,6 +4,7 @@ rank's weight in the fusion and the neighbour filter that ignores common words."
 
 from __future__ import annotations
 
+import time
 from datetime import date
 
 import numpy as np
@@ -444,6 +445,50 @@ def test_who_said_a_turn_is_read_once_and_kept_across_an_add_but_not_a_forget(st
         assert voices_read() == seqs()  # read again: the three messages left, each once
     finally:
         store.conn.set_trace_callback(None)
+
+
+def test_who_said_each_turn_follows_the_view_when_sessions_interleave(store):
+    # a session written to again later is laid out with its other turns, so a view's positions are not the state's
+    # rows: the voices kept by state row are read through the view, after an Add and in an as_of view too
+    add(store, "u", "s1", ("user", "Bob: one"), at=T0)
+    add(store, "u", "s2", ("user", "Kate: two two"), at=T0 + DAY)
+    add(store, "u", "s1", ("assistant", "three three three"), at=T0 + 2 * DAY)
+
+    def check(idx):
+        pos = np.arange(len(idx))
+        turns = [idx.turns[p] for p in pos.tolist()]
+        assert idx.speakers(pos) == [t.voice for t in turns]
+        assert idx.voices(pos)[1].tolist() == [len(t.messages[0].content) for t in turns]
+
+    idx = S.user_index(store, "u").index
+    assert idx.turns._layout.rows.tolist() == [0, 2, 1]  # s1's two turns, then s2's
+    check(idx)
+    before = max(m.recorded_at for m in store.user_messages("u"))
+    time.sleep(0.01)  # the next message is recorded after ``before``
+    add(store, "u", "s1", ("user", "Zed: four"), at=T0 + 3 * DAY)
+    idx = S.user_index(store, "u").index
+    assert idx.turns._layout.rows.tolist() == [0, 2, 3, 1]
+    check(idx)
+    earlier = S.user_index(store, "u", as_of=before).index  # a view without the new message
+    assert earlier.turns._layout.rows.tolist() == [0, 2, 1]
+    check(earlier)
+
+
+def test_past_the_voices_a_state_keeps_a_voice_is_read_again_and_still_right(store, monkeypatch):
+    # labels are free text: a state keeps codes for MAX_VOICES distinct voices, and reads any other each time
+    from refind_cli import index_cache
+
+    monkeypatch.setattr(index_cache, "MAX_VOICES", 2)
+    add(
+        store, "u", "s1", ("user", "Bob: one"), ("user", "Kate: two"), ("user", "Zed: three"), ("user", "Bob: 4"), at=T0
+    )
+    idx = S.user_index(store, "u").index
+    pos = np.arange(len(idx))
+    turns = [idx.turns[p] for p in pos.tolist()]
+    for _ in range(2):
+        assert idx.turns.voices_at(pos) == [(t.voice, len(t.messages[0].content)) for t in turns]
+    assert idx.turns._state.voice_list == [("user", "Bob"), ("user", "Kate")]
+    assert idx.turns._state.voice_codes.tolist() == [0, 1, -1, 0]
 
 
 def test_only_the_best_turns_by_the_rarer_words_are_paired(monkeypatch):
