@@ -280,8 +280,11 @@ class Memory:
         (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
         answer.
         """
+        import time
+
         from .retrieval import Planner, retrieve
 
+        asked_at = time.perf_counter()  # the deadline counts from here: loading litellm is part of the search
         request = _request("agent", query, user, top_k, date_from, date_to, options, as_of)
         if (
             isinstance(max_actions, bool)
@@ -313,6 +316,7 @@ class Memory:
             model_name=model_name,
             max_actions=max_actions,
             deadline_s=float(deadline),
+            asked_at=asked_at,
             on_event=on_event,
             record=record,
         )

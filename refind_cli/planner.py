@@ -203,6 +203,7 @@ def agent_search(
     hits_per_search: int = DEFAULT_HITS_PER_SEARCH,
     hit_chars: int = DEFAULT_HIT_CHARS,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    asked_at: float | None = None,
     as_of: int | None = None,
     config: SearchConfig | None = None,
     date_from: str | int | None = None,
@@ -229,6 +230,7 @@ def agent_search(
         budget=Budget(
             max_actions=max_actions, hits_per_search=hits_per_search, hit_chars=hit_chars, deadline_s=deadline_s
         ),
+        asked_at=asked_at,
         as_of=as_of,
         config=config,
         date_from=date_from,
@@ -249,6 +251,7 @@ def plan(
     model: Complete | None = None,
     model_name: str | None = None,
     budget: Budget | None = None,
+    asked_at: float | None = None,
     as_of: int | None = None,
     config: SearchConfig | None = None,
     date_from: str | int | None = None,
@@ -259,10 +262,12 @@ def plan(
     """Build the user's index and run the planner over it; store nothing. Bad arguments raise InvalidInput before
     any model call; a failure during the run (a ModelError, say) is returned in ``result.error`` with its trace, for
     the caller to record (:func:`record_search`) and raise. The evidence holds only messages still stored (and within
-    retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from this call."""
+    retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from ``asked_at`` (a
+    ``time.perf_counter()`` reading: when the search was asked) or else from this call, the trace's times too."""
     from . import search as retrieval
     from .withhold import forgotten_hits, present, unsaid
 
+    t0 = time.perf_counter() if asked_at is None else asked_at
     if top_k < 1:
         raise InvalidInput(f"top_k must be at least 1, got {top_k}")
     budget = budget or Budget()
@@ -272,7 +277,6 @@ def plan(
 
         model, model_name = from_env()
     started_at = (clock or store.clock)()
-    t0 = time.perf_counter()
     try:
         index = retrieval.user_index(store, user_id, as_of=as_of, config=config)
     except RefindError as exc:  # nothing was asked yet: the trace is the error alone
@@ -443,6 +447,7 @@ class PlannerRun:
         self.outer, self.as_of, self.on_event = bounds, as_of, on_event
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
+        self.ready_ms = (time.perf_counter() - self.t0) * 1000  # the model loaded and the index read, since asked
         # when the run must end (time.monotonic()), counted from t0
         self.deadline_at = time.monotonic() - (time.perf_counter() - self.t0) + budget.deadline_s
         self.present = present  # the evidence as still stored (None: as the index held it)
@@ -557,6 +562,8 @@ class PlannerRun:
         data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "llm_calls": self.stats.llm_calls}
         if cut is not None:
             data["message"] = cut
+        if self.ready_ms >= 100:  # what the deadline spent before the planner began (litellm's import: seconds)
+            data["ready_ms"] = round(self.ready_ms)
         self.emit("deadline", **data)
 
     def _opening(self, latest: str | None) -> str:

@@ -34,6 +34,9 @@ class Planner:
     model_name: str | None = None
     max_actions: int = settings.DEFAULT_MAX_ACTIONS
     deadline_s: float = settings.DEFAULT_AGENT_DEADLINE_S  # the whole search's limit (seconds)
+    # when the search was asked (time.perf_counter()): its deadline counts from then, so loading the model's library
+    # (litellm's import: seconds in a new process) or a server's queue counts too; None: when the planner starts
+    asked_at: float | None = None
     on_event: Callable[[Event], None] | None = None
     record: bool = True
 
@@ -73,6 +76,7 @@ def retrieve(
             model_name=p.model_name,
             max_actions=p.max_actions,
             deadline_s=p.deadline_s,
+            asked_at=p.asked_at,
             as_of=request.as_of,
             config=config,
             date_from=request.date_from,

@@ -15,7 +15,9 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
                 it was recognised as one)
 ``budget``      the action budget ran out before ``finish_search``
 ``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); the
-                planner stopped and the evidence is what it had by then
+                planner stopped and the evidence is what it had by then. The deadline counts from the question:
+                ``ready_ms`` (when 100 ms or more) says how much of it passed before the planner began (loading
+                the model — litellm's import takes seconds in a new process — and reading the index)
 ``finish``      the planner said it is done
 ``fallback``    why the evidence does not come from kept notes, and where it comes from instead
 ``withheld``    messages left out of a search's hits before the planner saw them (``at: search``) or of the evidence

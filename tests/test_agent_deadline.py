@@ -17,7 +17,14 @@ NOTE = '{"action": "take_note", "results": [1]}'
 FINISH = '{"action": "finish_search"}'
 DELAY = 60.0  # seconds the scripted model sleeps before a reply: far past every deadline below
 
-pytestmark = pytest.mark.usefixtures("no_model_env")
+pytestmark = pytest.mark.usefixtures("no_model_env", "litellm_loaded")
+
+
+@pytest.fixture(scope="module")
+def litellm_loaded():
+    """litellm imported before the tests' searches: the deadline counts its import (seconds in a new process), which
+    a test that times the model's calls must not pay inside its own deadline."""
+    import litellm  # noqa: F401
 
 
 @pytest.fixture
@@ -170,3 +177,84 @@ def test_eval_gives_its_planner_the_deadline(cli, llm_server, monkeypatch):
     assert time.monotonic() - began < DELAY / 2  # it waited on the model
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["questions"] == 1 and len(llm_server.requests) == 1  # cut off, not retried
+
+
+def test_loading_the_model_counts_against_the_deadline(cli, hikes, llm_server, monkeypatch, tmp_path):
+    # litellm's import takes seconds in a new process (4–5 s measured here): "the whole search" includes it. A model
+    # that took longer to load than the deadline leaves no time for a call: BM25 on the question, deadline passed
+    from refind_cli import model
+    from refind_cli.api import Memory
+
+    real = model.from_env
+
+    def slow_to_load(*args, **kwargs):
+        time.sleep(1.2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "from_env", slow_to_load)
+    llm_server.play(SEARCH, NOTE, FINISH)
+    r = agent_cli(cli, llm_server, "--deadline", "1", "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    assert found["deadline_passed"] is True and found["path"] == "direct_bm25" and found["data"]
+    assert llm_server.requests == []  # no call started past the deadline
+    stop = next(e for e in found["trace"] if e["kind"] == "deadline")
+    assert stop["t_ms"] >= 1000 and stop["data"]["ready_ms"] >= 1000  # timed from the question, and said so
+    shown = " ".join(cli("inspect", "search", found["search_id"]).output.split())
+    assert "it began 1." in shown and "after the question: loading the model, reading the index" in shown
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, deadline=1
+        )
+    assert answer.deadline_passed and answer.path == "direct_bm25" and len(answer.evidence) == 1
+    assert llm_server.requests == []
+
+
+def test_the_planner_counts_its_deadline_from_when_the_search_was_asked(store):
+    from refind_cli.model import Reply
+    from refind_cli.planner import agent_search
+
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    calls = []
+
+    def complete(messages):
+        calls.append(messages)
+        return Reply(content=FINISH)
+
+    asked = time.perf_counter() - 3.0  # asked 3 s ago (a server's queue, a slow start): a 2 s deadline is past
+    found = agent_search(
+        store, "alice", "hiking", top_k=5, model=complete, model_name="m", deadline_s=2, asked_at=asked
+    )
+    assert calls == [] and found.deadline_passed and found.path == "direct_bm25"
+    found = agent_search(
+        store, "alice", "hiking", top_k=5, model=complete, model_name="m", deadline_s=4, asked_at=asked
+    )
+    assert len(calls) == 1 and not found.deadline_passed  # 1 s left: the call was made
+
+
+def test_the_server_counts_a_wait_for_a_database_connection_against_the_deadline(db_path, llm_server, monkeypatch):
+    # the search's deadline counts from the request: a wait for a searcher thread or a pooled connection is part of it
+    from contextlib import contextmanager
+
+    from fastapi.testclient import TestClient
+
+    from refind_cli.server.dbpool import StorePool
+
+    real = StorePool.store
+
+    @contextmanager
+    def slow(self):
+        time.sleep(1.2)
+        with real(self) as store:
+            yield store
+
+    app = agent_app(db_path, llm_server, deadline_s=1.0)
+    llm_server.play(SEARCH, NOTE, FINISH)
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        monkeypatch.setattr(StorePool, "store", slow)
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    assert "Mount Rainier" in r.json()["data"][0]["content"]  # BM25 on the question
+    assert llm_server.requests == []  # no time was left for a model call

@@ -136,6 +136,10 @@ def event(ev: Event) -> RenderableType:
         t = Text(f"deadline of {secs} s passed: the planner stopped", style="bold yellow")
         if d.get("message"):
             t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
+        if isinstance(d.get("ready_ms"), int | float):
+            t.append(
+                f" (it began {d['ready_ms'] / 1000:.1f} s after the question: loading the model, reading the index)"
+            )
         return t
     if k == "withheld":
         where = "the planner's view of this search" if d.get("at") == "search" else "the evidence"

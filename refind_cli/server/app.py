@@ -23,6 +23,7 @@ import logging.config
 import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -192,14 +193,15 @@ class Runtime:
         request = await self.parse(parse_search, body)
         if request.normalized:
             log.info("search normalized: %s", "; ".join(_fields(request.normalized)))
-        return await asyncio.get_running_loop().run_in_executor(self.searchers, self._search, request)
+        asked_at = time.perf_counter()  # agent mode's deadline counts from here: a wait for a searcher thread too
+        return await asyncio.get_running_loop().run_in_executor(self.searchers, self._search, request, asked_at)
 
-    def _search(self, request: SearchRequest) -> bytes:
+    def _search(self, request: SearchRequest, asked_at: float) -> bytes:
         with self.pool.store() as store:
-            blocks = self._blocks(store, request)
+            blocks = self._blocks(store, request, asked_at)
         return encode_items(contract_items(blocks, request.top_k))
 
-    def _blocks(self, store: Store, req: SearchRequest) -> list[Block]:
+    def _blocks(self, store: Store, req: SearchRequest, asked_at: float) -> list[Block]:
         from dataclasses import replace
 
         from ..retrieval import Planner, retrieve
@@ -209,6 +211,7 @@ class Runtime:
             model_name=self.model_name,
             max_actions=self.cfg.max_actions,
             deadline_s=self.cfg.deadline_s,
+            asked_at=asked_at,
         )
         found = retrieve(store, replace(req, mode=self.cfg.mode), planner=planner)
         agent = found.agent

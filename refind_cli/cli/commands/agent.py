@@ -26,9 +26,12 @@ def run_agent(
     show_trace: bool,
     as_json: bool,
 ) -> None:
+    import time
+
     from ...model import from_env
     from ...retrieval import Planner, retrieve
 
+    asked_at = time.perf_counter()  # the deadline counts from here: litellm's import (seconds) is part of the search
     complete, model_name = from_env(model, api_base)  # fails fast (ModelError) before anything is searched
     on_event: Callable[[Event], None] | None = None
     if show_trace:
@@ -44,7 +47,12 @@ def run_agent(
     from ..options import open_existing  # a typo in --db must not create an empty database
 
     planner = Planner(
-        model=complete, model_name=model_name, max_actions=max_actions, deadline_s=deadline_s, on_event=on_event
+        model=complete,
+        model_name=model_name,
+        max_actions=max_actions,
+        deadline_s=deadline_s,
+        asked_at=asked_at,
+        on_event=on_event,
     )
     with open_existing(db, retention) as store:
         found = retrieve(store, request, planner=planner)
