@@ -822,11 +822,24 @@ def reader(conn: sqlite3.Connection) -> Reader:
     return partial(index_store.read_parts, conn)
 
 
+_FILES: dict[str, str] = {}  # a database's id and path → the key of the file last opened there (_db_key)
+_FILES_LOCK = threading.Lock()
+
+
 def _db_key(store: Store) -> str:
     if store.index_db_id is None:  # a constant of the file: read once per Store
-        # the file's id and where it is: a copy (cp, refind backup) keeps the id, and two copies open in one process
-        # would otherwise be served each other's indexes and text
-        store.index_db_id = f"{index_store.db_id(store.conn)}:{store.path.resolve()}"
+        # the file's id, where it is, and which file is there: a copy (cp, refind backup) keeps the id, so two copies
+        # open in one process, or a copy restored over the path by a rename, would otherwise be served each other's
+        # indexes and text (the same versions, seqs and segment ids name other messages in each)
+        base = f"{index_store.db_id(store.conn)}:{store.path.resolve()}"
+        dev, ino = store.identity or (0, 0)
+        key = f"{base}:{dev}:{ino}"
+        with _FILES_LOCK:
+            before = _FILES.get(base)
+            _FILES[base] = key
+        if before is not None and before != key:  # the file there was replaced: what was read of the old one goes
+            CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == before)
+        store.index_db_id = key
     return store.index_db_id
 
 
@@ -853,11 +866,15 @@ def _live_index(
         kept = True
         if state is None or state.version != version:
             generation = CACHE.generation  # a forget that evicts while this refresh reads must win
+            held = state is not None
             state = _refresh(store, user_id, state)
             if state is None:
                 return None
-            # (an unknown user must not push real users out of the cache)
+            # (an unknown user must not push real users out of the cache); a user emptied by another process (every
+            # message forgotten or expired) leaves no state holding their text behind
             kept = bool(len(state.seqs)) and CACHE.put(key, state, state.nbytes, generation=generation)
+            if held and not len(state.seqs):
+                CACHE.drop(lambda k: k == key)
         try:
             if not lazy:
                 state.read_all(reader(store.conn))

@@ -417,6 +417,7 @@ class Store:
             if not in_memory and not read_only:
                 _create_private(self.path)
             self._opened = None if in_memory else file_identity(self._file)
+            self.identity = self._opened  # which file this Store opened (device, inode), for caches keyed by file
             # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
             self.wal_path = wal_file(self._file)
             conn = sqlite3.connect(

@@ -316,3 +316,57 @@ def test_another_process_forgetting_the_newest_message_never_shows_it_under_the_
         assert "Zed: ski lessons on Sunday" in shown
         assert "4411" not in shown
         assert [m.seq for m in store.user_messages("u")] == [1, 3]  # 2 is never given again
+
+
+def test_a_user_emptied_by_another_process_leaves_no_text_in_this_ones_memory(db_path) -> None:
+    import subprocess
+    import sys
+
+    from helpers import T0, add
+
+    from refind_cli import index_cache
+    from refind_cli import search as S
+
+    def held() -> list[object]:  # this process's cached states of user u
+        return [k for k in index_cache.CACHE._items if isinstance(k, tuple) and k[2:3] == ("u",)]
+
+    with Store(db_path, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Kate: door code 4411"), at=T0)
+        assert S.search(store, "u", "door", top_k=3) and held()
+        forget = (
+            "import sys; from refind_cli.store import Store; from refind_cli import lifecycle; "
+            "s = Store(sys.argv[1], retention_days=None); lifecycle.forget(s, 'u'); s.close()"
+        )
+        subprocess.run([sys.executable, "-c", forget, str(db_path)], check=True, timeout=120)
+        assert S.search(store, "u", "door", top_k=3) == []
+        assert held() == []  # the state that held "4411" is gone, not left for the cache to push out some day
+
+
+def test_a_copy_restored_over_the_database_is_never_served_what_was_read_of_the_file_before(tmp_path) -> None:
+    # a copy (cp, refind backup) keeps the database's id; restored by a rename, its versions, seqs and segment ids
+    # repeat the replaced file's for other messages: a Store opened on it in the same process must not be served
+    # the states (and text) read of the file that was there
+    import os
+    import shutil
+
+    from helpers import DAY, T0, add
+
+    from refind_cli import index_cache
+    from refind_cli import search as S
+
+    db, backup = tmp_path / "memory.db", tmp_path / "backup.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+    shutil.copy(db, backup)
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)
+        assert "4411" in " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
+        replaced = store.index_db_id
+        os.replace(backup, db)  # restored while this Store is open: its writes are refused from here
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)  # version 2 and seq 2 again
+        shown = " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
+        assert "Zed: ski lessons on Sunday" in shown and "Bob: any ski plans?" in shown
+        assert "4411" not in shown
+    # and what was read of the replaced file is gone from memory once a Store opens the file now there
+    assert not [k for k in index_cache.CACHE._items if isinstance(k, tuple) and k[1:2] == (replaced,)]
