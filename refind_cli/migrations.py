@@ -147,10 +147,10 @@ EMPTY = "the file is empty, not a refind database; nothing was changed (refind a
 def refuse_foreign(conn: sqlite3.Connection) -> None:
     """RefindError when the file is a SQLite database of another program (tables, but no ``_migrations``): refind
     neither adds its tables to it nor turns it to WAL. An empty database (a new or zero-byte file) is not refused."""
-    if _has_migrations(conn):
-        return
+    # one read: another process's first open may create _migrations between two (its tables alone then refused
+    # a new refind database as another program's)
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    if tables:
+    if tables and "_migrations" not in tables:
         shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
         raise RefindError(
             f"not a refind database but another program's (tables {shown}); nothing was changed — give --db the "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
@@ -223,3 +224,60 @@ def test_colliding_message_ids_refuse_one_request_not_the_batch(store) -> None:
     assert index_store.verify(store.conn) == []
     versions = dict(store.conn.execute("SELECT user_id, version FROM users"))
     assert versions.get("bob") == 1 and versions.get("a\x1fb", 0) == 0
+
+
+class _Racing:
+    """A connection whose statements run as given, but between its first and second another process's first open
+    of the same new file creates ``_migrations`` (``after_first``) or its switch to WAL meets a lock (``locked``)."""
+
+    def __init__(self, conn, *, after_first=None, locked: int = 0) -> None:
+        self.conn, self.after_first, self.locked, self.calls = conn, after_first, locked, 0
+
+    def execute(self, sql, *args):
+        if sql.startswith("PRAGMA journal_mode") and self.locked:
+            self.locked -= 1
+            raise sqlite3.OperationalError("database is locked")
+        out = self.conn.execute(sql, *args)
+        self.calls += 1
+        if self.calls == 1 and self.after_first is not None:
+            self.after_first()
+        return out
+
+
+def test_a_new_file_another_process_is_migrating_is_not_taken_for_another_programs(db_path) -> None:
+    # checked in one read: two let another first open create _migrations between them, and its tables alone then
+    # refused a new refind database as another program's (1–5 of 150–320 racing opens)
+    first = sqlite3.connect(db_path, isolation_level=None)
+    mine = sqlite3.connect(db_path, isolation_level=None)
+    creating = "CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"
+    migrations.refuse_foreign(_Racing(mine, after_first=lambda: first.execute(creating)))
+    assert [r[0] for r in mine.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["_migrations"]
+    first.close()
+    mine.close()
+
+
+def test_the_switch_to_wal_waits_for_a_lock_as_long_as_the_busy_timeout(db_path) -> None:
+    # SQLite answers "database is locked" to journal_mode = WAL at once, without its busy handler, when processes
+    # open a new file together: it is tried again until the busy timeout
+    from refind_cli.store import _use_wal
+
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    _use_wal(_Racing(conn, locked=3), 5.0)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    began = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+        _use_wal(_Racing(conn, locked=10**6), 0.3)  # past the busy timeout: the error stands
+    assert time.monotonic() - began < 5
+    with pytest.raises(sqlite3.OperationalError, match="no such"):  # any other error at once
+        _use_wal(_Broken(conn), 5.0)
+    conn.close()
+
+
+class _Broken:
+    """A connection every statement of which fails otherwise than on a lock."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def execute(self, sql, *args):
+        raise sqlite3.OperationalError("no such thing")
