@@ -119,6 +119,20 @@ def clear_caches() -> None:
     S.clear()
 
 
+def indexed_again(db_path, version: int) -> Store:
+    """The database, indexed by analyzer ``version``, as this refind finds it: ``inspect --check`` notes the old
+    index (nothing to repair), and opening it indexes every message again."""
+    clear_caches()
+    report = health.check(db_path)
+    assert report["ok"] and report["notes"] == [
+        f"the search index was built by analyzer version {version} (this refind's is {tokenize.ANALYZER_VERSION}): "
+        "every message is indexed again on the next open; nothing to repair"
+    ]
+    store = Store(db_path, retention_days=None)
+    assert index_store.verify(store.conn) == []
+    return store
+
+
 def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_words(db_path, monkeypatch):
     sentence, others, word = CORPUS["thai"]
     with monkeypatch.context() as old:  # the analyzer as it was: version 3, a Thai run one word
@@ -129,14 +143,7 @@ def test_a_database_indexed_by_analyzer_3_is_indexed_again_and_then_finds_thai_w
             for i, text in enumerate([sentence, *others]):
                 add(store, "somchai", f"s{i}", ("user", text), at=T0)
             assert sessions(store, word) == []  # what the old analyzer missed
-    clear_caches()
-    report = health.check(db_path)
-    assert report["ok"] and report["notes"] == [
-        f"the search index was built by analyzer version 3 (this refind's is {tokenize.ANALYZER_VERSION}): every "
-        "message is indexed again on the next open; nothing to repair"
-    ]
-    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
-        assert index_store.verify(store.conn) == []
+    with indexed_again(db_path, 3) as store:
         assert sessions(store, word) == ["s0"]
 
 
@@ -153,13 +160,7 @@ def test_a_database_indexed_by_analyzer_4_is_indexed_again_and_then_finds_emoji_
             for i, text in enumerate(texts):
                 add(store, "somchai", f"s{i}", ("user", text), at=T0)
             assert sessions(store, "🎂") == sessions(store, "ꦩꦔꦤ꧀") == []  # what the old analyzer missed
-    clear_caches()
-    assert health.check(db_path)["notes"] == [
-        f"the search index was built by analyzer version 4 (this refind's is {tokenize.ANALYZER_VERSION}): every "
-        "message is indexed again on the next open; nothing to repair"
-    ]
-    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
-        assert index_store.verify(store.conn) == []
+    with indexed_again(db_path, 4) as store:
         assert sessions(store, "🎂") == ["s0"]
         assert sessions(store, "ꦩꦔꦤ꧀") == ["s3"]
 
@@ -175,12 +176,6 @@ def test_a_database_indexed_by_analyzer_5_is_indexed_again_and_then_finds_a_skin
             for i, text in enumerate([*others, sentence]):
                 add(store, "somchai", f"s{i}", ("user", text), at=T0)
             assert sessions(store, word) == []  # what the old analyzer missed
-    clear_caches()
-    assert health.check(db_path)["notes"] == [
-        f"the search index was built by analyzer version 5 (this refind's is {tokenize.ANALYZER_VERSION}): every "
-        "message is indexed again on the next open; nothing to repair"
-    ]
-    with Store(db_path, retention_days=None) as store:  # this version opens it: everything is indexed again
-        assert index_store.verify(store.conn) == []
+    with indexed_again(db_path, 5) as store:
         assert sessions(store, word) == ["s2"]
         assert sessions(store, "👋🏿") == ["s1"]  # any tone finds any other
