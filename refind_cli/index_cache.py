@@ -28,7 +28,7 @@ import math
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
@@ -127,9 +127,17 @@ def evict_many(user_ids: Iterable[str]) -> None:
     """:func:`evict` for many users in one pass over the cache (an expiry that reaches thousands of users would
     otherwise walk every cached index once per user)."""
     users = set(user_ids)
-    if not users:
+    if users:
+        drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] in users)
+
+
+def drop(match: Callable[[Any], bool]) -> None:
+    """Drop the cached indexes whose keys ``match``, with what holds their text and words: the query expansion's
+    groups of their words (term_groups), and a state's memos (:func:`_release`), so it goes when the last search
+    holding it ends."""
+    dropped = CACHE.drop(match)
+    if not dropped:
         return
-    dropped = CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 2 and k[2] in users)
     term_groups.GROUPS.discard(source for value in dropped for source in _term_sources(value))
     term_groups.GROUPS.keep_only(source for value in CACHE.values() for source in _term_sources(value))
     for value in dropped:
@@ -838,7 +846,7 @@ def _db_key(store: Store) -> str:
             before = _FILES.get(base)
             _FILES[base] = key
         if before is not None and before != key:  # the file there was replaced: what was read of the old one goes
-            CACHE.drop(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == before)
+            drop(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == before)
         store.index_db_id = key
     return store.index_db_id
 
@@ -874,7 +882,7 @@ def _live_index(
             # message forgotten or expired) leaves no state holding their text behind
             kept = bool(len(state.seqs)) and CACHE.put(key, state, state.nbytes, generation=generation)
             if held and not len(state.seqs):
-                CACHE.drop(lambda k: k == key)
+                drop_state(store, user_id)
         try:
             if not lazy:
                 state.read_all(reader(store.conn))
@@ -892,7 +900,7 @@ def _live_index(
 def drop_state(store: Store, user_id: str) -> None:
     """Forget this process's state of the user in this database (the next search reads the segments again)."""
     key = ("live", _db_key(store), user_id)
-    CACHE.drop(lambda k: k == key)
+    drop(lambda k: k == key)
 
 
 def _refresh(store: Store, user_id: str, old: UserState | None) -> UserState | None:

@@ -708,13 +708,14 @@ def max_seq(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()[0])
 
 
-def last_seq(conn: sqlite3.Connection) -> int:
+def last_seq(conn: sqlite3.Connection, stored: int | None = None) -> int:
     """The highest seq any message of this database was ever given (the next Add's messages go above it). A forgotten
     or expired message's seq is never given again: a process holding a user's index keeps what it read of each
     message by seq (its text, who said it) and takes messages that keep their seqs for the same messages, so a reused
     seq showed a message forgotten by another process in place of the new one. ``last_seq`` is kept from round 13 on;
-    the watermark and the stored seqs bound it in a database from before."""
-    return max(max_seq(conn), watermark(conn), int(_meta(conn, "last_seq") or 0))
+    the watermark and the stored seqs (``stored``: their highest, when the caller read it) bound it in a database
+    from before."""
+    return max(max_seq(conn) if stored is None else stored, watermark(conn), int(_meta(conn, "last_seq") or 0))
 
 
 def mark_assigned(conn: sqlite3.Connection, last: int) -> None:

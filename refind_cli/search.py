@@ -294,8 +294,9 @@ def user_index(
     if entry is not None:
         return entry if entry.config == config else UserIndex.of(entry.index, config)
     built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
+    if len(built) or version:  # older versions of this user go (their text too, when another process emptied them)
+        index_cache.drop(lambda k: k[:3] == key[:3] and k[3] < version)
     if len(built):  # an unknown user must not push real users out of the cache
-        index_cache.CACHE.drop(lambda k: k[:3] == key[:3] and k[3] < version)  # older versions of this user
         index_cache.CACHE.put(key, built, built.nbytes)
     return built
 

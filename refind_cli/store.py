@@ -617,15 +617,16 @@ class Store:
         requests = list(requests)
         with self.write():
             now = self.clock()
-            since = index_store.last_seq(self.conn)  # never a seq a forgotten or expired message had
-            batch = _Batch(next_seq=since + 1)
+            stored = index_store.max_seq(self.conn)
+            # one above every seq ever given: never one that a forgotten or expired message had
+            batch = _Batch(next_seq=index_store.last_seq(self.conn, stored) + 1)
             together = self._add_together(requests, now, batch) if len(requests) > 1 else None
             outcomes = together if together is not None else self._add_each(requests, now, batch)
             self.bump_users(batch.added)  # users.version goes up by one per request added
             if batch.written:
                 index_store.mark_assigned(self.conn, batch.next_seq - 1)
             # the maintained index changes in the same transaction, from the rows just written (not read back)
-            if batch.written and index_store.indexing(self.conn, since):
+            if batch.written and index_store.indexing(self.conn, stored):
                 index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
                 index_store.mark_indexed(self.conn, batch.next_seq - 1)
         return outcomes
