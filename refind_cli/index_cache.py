@@ -257,7 +257,9 @@ SORT_ALL_PAST = 64  # a layout sorts everything when more than 1 in this many tu
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
 TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
 TURN_TEXT = 1 << 20  # … or more than this many characters of text
-MAX_VOICES = 4096  # distinct (role, speaker label) pairs a state keeps codes for (UserState.voice_list)
+# distinct (role, speaker label) pairs a state keeps codes for (UserState.voice_list): their tuples, ~200 bytes each
+# and not counted in nbytes, stay under ~1 MB a state (a user's few speakers take a few hundred bytes)
+MAX_VOICES = 4096
 FETCH_WINDOW = 8  # a turn read on demand brings its ±8 neighbours in the view (blocks show neighbours)
 ROW_BYTES = 72  # what one row of the state costs in its arrays (its voice's 8 bytes too) and its share of the layouts
 SCORE_GROUP_HITS = 1 << 18  # a query's hits scored together at most (LivePostings.scores: memory stays bounded)

@@ -433,8 +433,7 @@ class Store:
                 raise NotFound(f"no database at {self.path} (give --db PATH or set REFIND_DB)")
             if not in_memory and not read_only:
                 _create_private(self.path)
-            self._opened = None if in_memory else file_identity(self._file)
-            self.identity = self._opened  # which file this Store opened (device, inode), for caches keyed by file
+            self.identity = None if in_memory else file_identity(self._file)  # which file it opened (device, inode)
             # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
             self.wal_path = wal_file(self._file)
             conn = sqlite3.connect(
@@ -497,7 +496,7 @@ class Store:
         """FileReplaced when the path no longer names the file this Store opened (deleted or replaced since); its
         write-ahead log is drained first (:meth:`_drain_wal`)."""
         try:
-            check_same_file(self._file, self._opened, holder=self.holder, remedy=self.remedy)
+            check_same_file(self._file, self.identity, holder=self.holder, remedy=self.remedy)
         except FileReplaced:
             self._drain_wal()
             raise

@@ -6,6 +6,7 @@ returned before that delay would have ended"."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -201,7 +202,7 @@ def test_loading_the_model_counts_against_the_deadline(cli, hikes, llm_server, m
     stop = next(e for e in found["trace"] if e["kind"] == "deadline")
     assert stop["t_ms"] >= 1000 and stop["data"]["ready_ms"] >= 1000  # timed from the question, and said so
     shown = " ".join(cli("inspect", "search", found["search_id"]).output.split())
-    assert "it began 1." in shown and "after the question: loading the model, reading the index" in shown
+    assert re.search(r"it began \d+\.\d s after the question: loading the model, reading the index", shown)
 
     with Memory(tmp_path / "m.db") as memory:
         memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
@@ -229,9 +230,9 @@ def test_the_planner_counts_its_deadline_from_when_the_search_was_asked(store):
     )
     assert calls == [] and found.deadline_passed and found.path == "direct_bm25"
     found = agent_search(
-        store, "alice", "hiking", top_k=5, model=complete, model_name="m", deadline_s=4, asked_at=asked
+        store, "alice", "hiking", top_k=5, model=complete, model_name="m", deadline_s=8, asked_at=asked
     )
-    assert len(calls) == 1 and not found.deadline_passed  # 1 s left: the call was made
+    assert len(calls) == 1 and not found.deadline_passed  # 5 s left: the call was made
 
 
 def test_the_server_counts_a_wait_for_a_database_connection_against_the_deadline(db_path, llm_server, monkeypatch):

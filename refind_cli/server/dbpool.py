@@ -112,8 +112,8 @@ class SerialStore(Store):
         check_same_file(Path(path), key)  # never create a new file where this process's one was
         super().__init__(path, **kwargs)
         self._key = key  # resolved once: every lend asks `retired`, and resolving costs syscalls
-        if self._opened is not None:  # (Store took the identity of the file it opened)
-            _FILES.setdefault(key, self._opened)
+        if self.identity is not None:  # (Store took the identity of the file it opened)
+            _FILES.setdefault(key, self.identity)
         try:  # deleted between the check and the open: this connection holds another file than the server's
             check_same_file(self.path, key)
         except StorageError:
