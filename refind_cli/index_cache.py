@@ -853,6 +853,23 @@ def _db_key(store: Store) -> str:
     return store.index_db_id
 
 
+_SEEN: dict[str, int | None] = {}  # a file's key → the write that what this process holds of it was read after
+
+
+def check_lineage(store: Store) -> None:
+    """Before a search serves what this process holds of the file: drop all of it unless the file's content still
+    descends from the write last seen here (index_store.descends) — a copy restored into the file (``cp backup.db``;
+    the same id, path and inode) repeats the versions, seqs and segment ids of what it replaced for other messages.
+    A write by any process that this one has not seen yet is found in the file's write log."""
+    key = _db_key(store)
+    now = index_store.last_write(store.conn)
+    with _FILES_LOCK:
+        seen = _SEEN.get(key, now)
+        _SEEN[key] = now
+    if seen != now and (seen is None or now is None or not index_store.descends(store.conn, seen)):
+        drop(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == key)
+
+
 def live_index(
     store: Store, user_id: str, *, as_of: int | None, k1: float, b: float, lazy: bool = False
 ) -> TurnIndex | None:
@@ -864,6 +881,7 @@ def live_index(
     planner keeps the index through its model calls; the server's warmer keeps it for the questions to come)."""
     key = ("live", _db_key(store), user_id)
     with store.reading():  # the version, the segments and (unless lazy) their parts: one snapshot
+        check_lineage(store)
         return _live_index(store, user_id, key, as_of=as_of, k1=k1, b=b, lazy=lazy)
 
 

@@ -718,6 +718,30 @@ def last_seq(conn: sqlite3.Connection, stored: int | None = None) -> int:
     return max(max_seq(conn) if stored is None else stored, watermark(conn), int(_meta(conn, "last_seq") or 0))
 
 
+# the latest writes a file remembers (migration m008): a process that last looked longer ago reads what it holds again
+WRITE_LOG = 10_000
+
+
+def mark_written(conn: sqlite3.Connection) -> None:
+    """Record a write (inside its transaction): a new random id in the write log, the oldest past WRITE_LOG gone."""
+    import secrets
+
+    n = conn.execute("INSERT INTO write_log (id) VALUES (?)", (secrets.randbits(63),)).lastrowid
+    if n is not None and n > WRITE_LOG and n % 100 == 0:  # pruned in steps: one DELETE per 100 writes
+        conn.execute("DELETE FROM write_log WHERE n <= ?", (n - WRITE_LOG,))
+
+
+def last_write(conn: sqlite3.Connection) -> int | None:
+    """The id of the file's latest write (None: a file from before m008 that no refind has written since)."""
+    row = conn.execute("SELECT id FROM write_log ORDER BY n DESC LIMIT 1").fetchone()
+    return None if row is None else int(row[0])
+
+
+def descends(conn: sqlite3.Connection, write: int) -> bool:
+    """Whether the file's content descends from ``write``: it is one of its remembered writes."""
+    return conn.execute("SELECT 1 FROM write_log WHERE id = ?", (write,)).fetchone() is not None
+
+
 def mark_assigned(conn: sqlite3.Connection, last: int) -> None:
     """Messages up to seq ``last`` were given seqs (inside the transaction that stored them)."""
     _set_meta(conn, "last_seq", str(last))

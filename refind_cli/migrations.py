@@ -331,3 +331,16 @@ def m007_settings(conn: sqlite3.Connection) -> None:
         )
         """
     )
+
+
+@migration
+def m008_write_log(conn: sqlite3.Connection) -> None:
+    # Which writes this file's content descends from: every write transaction (Store.write) adds a random id, the
+    # last WRITE_LOG of them kept (index_store.mark_written). A process that keeps users' indexes in memory checks
+    # that the write it last saw is still in the log before serving them: a copy restored into the file (cp backup)
+    # repeats the versions, seqs and segment ids of what it replaced for other messages, and lacks the writes made
+    # after it was taken. The first id is written here, so every file has one.
+    import secrets
+
+    conn.execute("CREATE TABLE write_log (n INTEGER PRIMARY KEY, id INTEGER NOT NULL UNIQUE)")
+    conn.execute("INSERT INTO write_log (id) VALUES (?)", (secrets.randbits(63),))

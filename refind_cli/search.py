@@ -282,6 +282,7 @@ def user_index(
         live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b, lazy=lazy)
         if live is not None:
             return UserIndex.of(live, config)
+    index_cache.check_lineage(store)
     version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
     # retention is part of the key: an index built under a shorter window lacks what a longer one shows
     key = ("scratch", index_cache._db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)

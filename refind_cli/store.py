@@ -564,6 +564,7 @@ class Store:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
+            index_store.mark_written(self.conn)  # what a process's cached indexes check they descend from
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")

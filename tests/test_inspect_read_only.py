@@ -155,7 +155,7 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     r = cli("inspect", "users", "--db", str(db_path))
     assert r.exit_code == 1, _said(r)
     assert _said(r) == (
-        f"error: cannot open database {db_path}: written by an older refind (schema version 6; this version's is 7); "
+        f"error: cannot open database {db_path}: written by an older refind (schema version 7; this version's is 8); "
         "this command changes nothing: a command that writes (refind add, search, serve or mcp) upgrades it"
     )
     assert _folder(db_path) == before

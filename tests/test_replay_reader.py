@@ -79,7 +79,8 @@ def contents(db: Path) -> dict[str, list[tuple[object, ...]]]:
         out = {
             t: conn.execute(f"SELECT * FROM {t}").fetchall()
             for t in tables
-            if t not in ("secrets", "index_meta", "_migrations")  # a random secret, a random db id, applied-at
+            # a random secret, a random db id, applied-at, random write ids (one per write transaction)
+            if t not in ("secrets", "index_meta", "_migrations", "write_log")
         }
         out["tombstones"] = [row[:-1] for row in out["tombstones"]]  # content hashes keyed by the random secret
         out["index_meta"] = conn.execute("SELECT * FROM index_meta WHERE key != 'db_id'").fetchall()

@@ -1,0 +1,94 @@
+"""What a process holds of a database in memory is served only while the file's content descends from what it read:
+a copy restored into the file (the same id, path and inode) is told apart by the file's write log (migration m008),
+and writes by other processes are not mistaken for one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import DAY, T0, add
+
+from refind_cli import index_cache, index_store
+from refind_cli import search as S
+from refind_cli.store import Store
+
+ADD = (
+    "import sys; sys.path.insert(0, sys.argv[2]); from helpers import T0, add; from refind_cli import index_store; "
+    "from refind_cli.store import Store; index_store.WRITE_LOG = int(sys.argv[4]); "
+    "s = Store(sys.argv[1], retention_days=None); "
+    "[add(s, 'v', f'other{i}', ('user', f'Vic: line {i}'), at=T0) for i in range(int(sys.argv[3]))]; s.close()"
+)
+
+
+def other_process_adds(db: Path, count: int, *, log: int = index_store.WRITE_LOG) -> None:
+    """Another process adds ``count`` messages of user v, each in its own write (its write log kept to ``log``)."""
+    tests = str(Path(__file__).parent)
+    subprocess.run([sys.executable, "-c", ADD, str(db), tests, str(count), str(log)], check=True, timeout=120)
+
+
+def live_state(store: Store, user: str) -> object:
+    return index_cache.CACHE.get(("live", index_cache._db_key(store), user))
+
+
+def shown(store: Store) -> str:
+    return " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
+
+
+def test_a_copy_restored_into_the_same_file_is_never_served_what_was_read_before(tmp_path) -> None:
+    db, backup = tmp_path / "memory.db", tmp_path / "backup.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+    shutil.copy(db, backup)
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)
+        assert "4411" in shown(store)
+        inode = store.identity
+    shutil.copyfile(backup, db)  # written into the same file: the same inode, the same id
+    with Store(db, retention_days=None) as store:
+        assert store.identity == inode
+        add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)  # version 2 and seq 2 again
+        assert "Zed: ski lessons on Sunday" in shown(store) and "Bob: any ski plans?" in shown(store)
+        assert "4411" not in shown(store)
+
+
+def test_a_copy_taken_after_what_a_process_read_is_its_descendant_and_keeps_the_cache(tmp_path) -> None:
+    # the process read the file at Bob's Add; the copy was taken after it: the file still descends from that read
+    db, backup = tmp_path / "memory.db", tmp_path / "backup.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+        assert "Bob" in shown(store)
+        held = live_state(store, "u")
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the copy holds every commit so far
+        shutil.copy(db, backup)
+        add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)  # not searched
+    shutil.copyfile(backup, db)
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)
+        assert "Zed" in shown(store) and "4411" not in shown(store)
+        assert held is not None and live_state(store, "u") is not held  # grown from it (a new state), not dropped
+        assert [m.seq for m in store.user_messages("u")] == [1, 2]
+
+
+def test_other_processes_writes_keep_what_this_one_holds(tmp_path) -> None:
+    db = tmp_path / "memory.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+        assert "Bob" in shown(store)
+        held = live_state(store, "u")
+        other_process_adds(db, 3)
+        assert "Bob" in shown(store)
+        assert live_state(store, "u") is held  # u's state: still the one read before the other writes
+
+
+def test_past_the_write_log_what_a_process_holds_is_read_again(tmp_path) -> None:
+    db = tmp_path / "memory.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+        assert "Bob" in shown(store)
+        held = live_state(store, "u")
+        other_process_adds(db, 120, log=10)  # the write this process last saw is no longer in the log
+        assert "Bob" in shown(store)
+        assert live_state(store, "u") is not held  # read again: it cannot tell that file from a restored copy
