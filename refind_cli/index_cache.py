@@ -206,6 +206,7 @@ class UserState:
     voice_sizes: np.ndarray | None = None  # int32 per row
     voice_list: list[tuple[str, str | None]] = field(default_factory=list)  # code → voice
     voice_code_of: dict[tuple[str, str | None], int] = field(default_factory=dict)  # voice → code
+    read_at: int | None = None  # the file's latest write when the state was last read or checked (descended)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray | None:
@@ -853,21 +854,12 @@ def _db_key(store: Store) -> str:
     return store.index_db_id
 
 
-_SEEN: dict[str, int | None] = {}  # a file's key → the write that what this process holds of it was read after
-
-
-def check_lineage(store: Store) -> None:
-    """Before a search serves what this process holds of the file: drop all of it unless the file's content still
-    descends from the write last seen here (index_store.descends) — a copy restored into the file (``cp backup.db``;
-    the same id, path and inode) repeats the versions, seqs and segment ids of what it replaced for other messages.
-    A write by any process that this one has not seen yet is found in the file's write log."""
-    key = _db_key(store)
-    now = index_store.last_write(store.conn)
-    with _FILES_LOCK:
-        seen = _SEEN.get(key, now)
-        _SEEN[key] = now
-    if seen != now and (seen is None or now is None or not index_store.descends(store.conn, seen)):
-        drop(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == key)
+def descended(store: Store, read_at: int | None, now: int | None) -> bool:
+    """Whether what was read of the file at write ``read_at`` still holds for its content at write ``now`` (both read
+    in their snapshots: index_store.last_write): the same write, or one the file's write log remembers. A copy
+    restored into the file (``cp backup.db``: the same id, path and inode) lacks the writes made after it was taken,
+    and repeats the versions, seqs and segment ids of what it replaced for other messages."""
+    return read_at == now or (read_at is not None and now is not None and index_store.descends(store.conn, read_at))
 
 
 def live_index(
@@ -881,7 +873,6 @@ def live_index(
     planner keeps the index through its model calls; the server's warmer keeps it for the questions to come)."""
     key = ("live", _db_key(store), user_id)
     with store.reading():  # the version, the segments and (unless lazy) their parts: one snapshot
-        check_lineage(store)
         return _live_index(store, user_id, key, as_of=as_of, k1=k1, b=b, lazy=lazy)
 
 
@@ -890,19 +881,26 @@ def _live_index(
 ) -> TurnIndex | None:
     for attempt in range(2):
         version = store.user_version(user_id)
+        now = index_store.last_write(store.conn)
         state: UserState | None = CACHE.get(key)
         kept = True
+        if state is not None and not descended(store, state.read_at, now):  # another file's content: never served
+            drop_state(store, user_id)
+            state = None
         if state is None or state.version != version:
             generation = CACHE.generation  # a forget that evicts while this refresh reads must win
             held = state is not None
             state = _refresh(store, user_id, state)
             if state is None:
                 return None
+            state.read_at = now
             # (an unknown user must not push real users out of the cache); a user emptied by another process (every
             # message forgotten or expired) leaves no state holding their text behind
             kept = bool(len(state.seqs)) and CACHE.put(key, state, state.nbytes, generation=generation)
             if held and not len(state.seqs):
                 drop_state(store, user_id)
+        else:
+            state.read_at = now  # the user unchanged since: what it holds is what a read now would give
         try:
             if not lazy:
                 state.read_all(reader(store.conn))

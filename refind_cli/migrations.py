@@ -336,8 +336,8 @@ def m007_settings(conn: sqlite3.Connection) -> None:
 @migration
 def m008_write_log(conn: sqlite3.Connection) -> None:
     # Which writes this file's content descends from: every write transaction (Store.write) adds a random id, the
-    # last WRITE_LOG of them kept (index_store.mark_written). A process that keeps users' indexes in memory checks
-    # that the write it last saw is still in the log before serving them: a copy restored into the file (cp backup)
+    # last WRITE_LOG of them kept (index_store.mark_written). An index a process keeps in memory remembers the latest
+    # write when it was read, and is served only while that write is in the log: a copy restored into the file (cp)
     # repeats the versions, seqs and segment ids of what it replaced for other messages, and lacks the writes made
     # after it was taken. The first id is written here, so every file has one.
     import secrets

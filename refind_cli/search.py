@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import expand, feedback, index_cache, kinds, query_dates
+from . import expand, feedback, index_cache, index_store, kinds, query_dates
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import (
@@ -92,12 +92,13 @@ class UserIndex:
             turns, tokenize=turn_tokenizer(self.config), k1=self.config.k1, b=self.config.b
         )
         self._message_session: dict[str, str] | None = None  # built on first use
+        self.read_at: int | None = None  # the file's latest write when a cached copy was read (index_cache.descended)
 
     @classmethod
     def of(cls, index: TurnIndex, config: SearchConfig) -> UserIndex:
         """Wrap an index built elsewhere (the maintained one)."""
         ui = cls.__new__(cls)
-        ui.config, ui.index, ui._message_session = config, index, None
+        ui.config, ui.index, ui._message_session, ui.read_at = config, index, None, None
         return ui
 
     @property
@@ -282,19 +283,29 @@ def user_index(
         live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b, lazy=lazy)
         if live is not None:
             return UserIndex.of(live, config)
-    index_cache.check_lineage(store)
-    version = store.user_version(user_id)  # read BEFORE the messages: a concurrent change can only make it stale
+    with store.reading():  # the version, the file's latest write and the messages: one snapshot
+        return _scratch_index(store, user_id, as_of, config)
+
+
+def _scratch_index(store: Store, user_id: str, as_of: int | None, config: SearchConfig) -> UserIndex:
+    version = store.user_version(user_id)
+    now = index_store.last_write(store.conn)
     # retention is part of the key: an index built under a shorter window lacks what a longer one shows
     key = ("scratch", index_cache._db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
     cutoff = store.retention_cutoff()
     entry: UserIndex | None = index_cache.CACHE.get(key)
+    if entry is not None and not index_cache.descended(store, entry.read_at, now):  # another file's content
+        index_cache.drop(lambda k: k == key)
+        entry = None
     if entry is not None:
         oldest = entry.index.min_recorded_at
         if cutoff is not None and oldest is not None and oldest < cutoff:
             entry = None  # something in it has expired since it was built
     if entry is not None:
+        entry.read_at = now
         return entry if entry.config == config else UserIndex.of(entry.index, config)
     built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
+    built.read_at = now
     if len(built) or version:  # older versions of this user go (their text too, when another process emptied them)
         index_cache.drop(lambda k: k[:3] == key[:3] and k[3] < version)
     if len(built):  # an unknown user must not push real users out of the cache
