@@ -206,7 +206,9 @@ class UserState:
     voice_sizes: np.ndarray | None = None  # int32 per row
     voice_list: list[tuple[str, str | None]] = field(default_factory=list)  # code → voice
     voice_code_of: dict[tuple[str, str | None], int] = field(default_factory=dict)  # voice → code
-    read_at: int | None = None  # the file's latest write when the state was last read or checked (descended)
+    # the file's latest write when the state was read (descended): never moved on, so a search whose snapshot began
+    # before a later write never meets a write it cannot see (it would drop a good state)
+    read_at: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def visible(self, cutoff: int | None, as_of: int | None) -> np.ndarray | None:
@@ -899,8 +901,6 @@ def _live_index(
             kept = bool(len(state.seqs)) and CACHE.put(key, state, state.nbytes, generation=generation)
             if held and not len(state.seqs):
                 drop_state(store, user_id)
-        else:
-            state.read_at = now  # the user unchanged since: what it holds is what a read now would give
         try:
             if not lazy:
                 state.read_all(reader(store.conn))

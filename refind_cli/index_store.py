@@ -718,8 +718,8 @@ def last_seq(conn: sqlite3.Connection, stored: int | None = None) -> int:
     return max(max_seq(conn) if stored is None else stored, watermark(conn), int(_meta(conn, "last_seq") or 0))
 
 
-# the latest writes a file remembers (migration m008): a process that last looked longer ago reads what it holds again
-WRITE_LOG = 10_000
+# the latest writes a file remembers (migration m008; ~3 MB): an index read longer ago is read again
+WRITE_LOG = 100_000
 
 
 def mark_written(conn: sqlite3.Connection) -> None:

@@ -302,7 +302,6 @@ def _scratch_index(store: Store, user_id: str, as_of: int | None, config: Search
         if cutoff is not None and oldest is not None and oldest < cutoff:
             entry = None  # something in it has expired since it was built
     if entry is not None:
-        entry.read_at = now
         return entry if entry.config == config else UserIndex.of(entry.index, config)
     built = UserIndex(store.user_messages(user_id, as_of=as_of), config)
     built.read_at = now
