@@ -4,6 +4,7 @@ and writes by other processes are not mistaken for one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -38,9 +39,11 @@ def shown(store: Store, config: S.SearchConfig | None = None) -> str:
     return " ".join(b.content for b in S.search(store, "u", "ski", top_k=5, config=config))
 
 
+@pytest.mark.parametrize("restore", ["copied into the file", "renamed over it"])
 @pytest.mark.parametrize("config", [S.SearchConfig(), S.SearchConfig(index_dates=False)], ids=["maintained", "scratch"])
-def test_a_copy_restored_into_the_same_file_is_never_served_what_was_read_before(tmp_path, config) -> None:
-    # the maintained index's state, and an index of another shape built from the rows: both cached by version
+def test_a_copy_restored_over_the_database_is_never_served_what_was_read_before(tmp_path, config, restore) -> None:
+    # the maintained index's state, and an index of another shape built from the rows: both cached by version. A
+    # copy written into the file keeps its inode (told apart by the write log); one renamed over it is a new file
     db, backup = tmp_path / "memory.db", tmp_path / "backup.db"
     with Store(db, retention_days=None) as store:
         add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
@@ -48,13 +51,18 @@ def test_a_copy_restored_into_the_same_file_is_never_served_what_was_read_before
     with Store(db, retention_days=None) as store:
         add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)
         assert "4411" in shown(store, config)
-        inode = store.identity
-    shutil.copyfile(backup, db)  # written into the same file: the same inode, the same id
+        inode, replaced = store.identity, store.index_db_id
+    if restore == "renamed over it":
+        os.replace(backup, db)
+    else:
+        shutil.copyfile(backup, db)
     with Store(db, retention_days=None) as store:
-        assert store.identity == inode
+        assert (store.identity == inode) == (restore == "copied into the file")
         add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)  # version 2 and seq 2 again
         assert "Zed: ski lessons on Sunday" in shown(store, config) and "Bob: any ski plans?" in shown(store, config)
         assert "4411" not in shown(store, config)
+        if restore == "renamed over it":  # what was read of the replaced file is gone from memory
+            assert not [k for k in index_cache.CACHE._items if isinstance(k, tuple) and k[1:2] == (replaced,)]
 
 
 def test_a_copy_taken_after_what_a_process_read_is_its_descendant_and_keeps_the_cache(tmp_path, monkeypatch) -> None:
@@ -81,23 +89,19 @@ def test_a_copy_taken_after_what_a_process_read_is_its_descendant_and_keeps_the_
         assert [m.seq for m in store.user_messages("u")] == [1, 2]
 
 
-def test_other_processes_writes_keep_what_this_one_holds(tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("writes", "log", "kept"),
+    [
+        (3, index_store.WRITE_LOG, True),  # other processes' writes: u's state is still the one read before them
+        (120, 10, False),  # past the write log: read again (the file cannot be told from a restored copy)
+    ],
+)
+def test_other_processes_writes_keep_what_this_one_holds_until_the_log_forgets(tmp_path, writes, log, kept) -> None:
     db = tmp_path / "memory.db"
     with Store(db, retention_days=None) as store:
         add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
         assert "Bob" in shown(store)
         held = live_state(store, "u")
-        other_process_adds(db, 3)
+        other_process_adds(db, writes, log=log)
         assert "Bob" in shown(store)
-        assert live_state(store, "u") is held  # u's state: still the one read before the other writes
-
-
-def test_past_the_write_log_what_a_process_holds_is_read_again(tmp_path) -> None:
-    db = tmp_path / "memory.db"
-    with Store(db, retention_days=None) as store:
-        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
-        assert "Bob" in shown(store)
-        held = live_state(store, "u")
-        other_process_adds(db, 120, log=10)  # the write this process last saw is no longer in the log
-        assert "Bob" in shown(store)
-        assert live_state(store, "u") is not held  # read again: it cannot tell that file from a restored copy
+        assert (live_state(store, "u") is held) == kept

@@ -355,36 +355,6 @@ def test_a_user_emptied_by_another_process_leaves_no_text_in_this_ones_memory(db
             gc.enable()
 
 
-def test_a_copy_restored_over_the_database_is_never_served_what_was_read_of_the_file_before(tmp_path) -> None:
-    # a copy (cp, refind backup) keeps the database's id; restored by a rename, its versions, seqs and segment ids
-    # repeat the replaced file's for other messages: a Store opened on it in the same process must not be served
-    # the states (and text) read of the file that was there
-    import os
-    import shutil
-
-    from helpers import DAY, T0, add
-
-    from refind_cli import index_cache
-    from refind_cli import search as S
-
-    db, backup = tmp_path / "memory.db", tmp_path / "backup.db"
-    with Store(db, retention_days=None) as store:
-        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
-    shutil.copy(db, backup)
-    with Store(db, retention_days=None) as store:
-        add(store, "u", "s2", ("user", "Kate: ski chalet, door code 4411"), at=T0 + DAY)
-        assert "4411" in " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
-        replaced = store.index_db_id
-        os.replace(backup, db)  # restored while this Store is open: its writes are refused from here
-    with Store(db, retention_days=None) as store:
-        add(store, "u", "s3", ("user", "Zed: ski lessons on Sunday"), at=T0 + 2 * DAY)  # version 2 and seq 2 again
-        shown = " ".join(b.content for b in S.search(store, "u", "ski", top_k=5))
-        assert "Zed: ski lessons on Sunday" in shown and "Bob: any ski plans?" in shown
-        assert "4411" not in shown
-    # and what was read of the replaced file is gone from memory once a Store opens the file now there
-    assert not [k for k in index_cache.CACHE._items if isinstance(k, tuple) and k[1:2] == (replaced,)]
-
-
 def test_after_the_newest_message_is_forgotten_and_the_index_rebuilt_adds_still_index_themselves(db_path) -> None:
     # an analyzer change re-indexes up to the newest message stored, below the highest seq ever given when the
     # newest was forgotten: an Add must still see the index as up to date (else every later search read the rows)
