@@ -590,13 +590,28 @@ class LazyTurns(Sequence[Turn]):
         return [ids[r] for r in self._layout.rows.tolist()]
 
     def _rows(self, columns: str, seqs: list[int]) -> Iterator[tuple[Any, ...]]:
-        """``columns`` of the user's messages with these seqs, 500 seqs a query (in no particular order)."""
-        for i in range(0, len(seqs), 500):
-            chunk = seqs[i : i + 500]
-            yield from self._conn.execute(
-                f"SELECT {columns} FROM messages WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
-                [self._user, *chunk],
-            )
+        """``columns`` of the user's messages with these seqs, 500 seqs a query (in no particular order), in one
+        snapshot. What is read goes into the state, which every search shares: outside a search's snapshot (the
+        planner keeps its index through its model calls; the server's warmer preloads), only while the file still
+        descends from the write the state was read at (else IndexChanged: the caller reads the index again)."""
+        if not seqs:
+            return
+        conn = self._conn
+        outside = not conn.in_transaction
+        if outside:
+            conn.execute("BEGIN")
+        try:
+            if outside and not descended(conn, self._state.read_at, index_store.last_write(conn)):
+                raise _changed()
+            for i in range(0, len(seqs), 500):
+                chunk = seqs[i : i + 500]
+                yield from conn.execute(
+                    f"SELECT {columns} FROM messages WHERE user_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+                    [self._user, *chunk],
+                )
+        finally:
+            if outside and conn.in_transaction:
+                conn.execute("COMMIT")
 
     def _fetch(self, rows: np.ndarray) -> dict[int, Turn]:
         """The turns of these state rows by seq, read from the database when the state's cache lacks them."""
@@ -856,12 +871,12 @@ def _db_key(store: Store) -> str:
     return store.index_db_id
 
 
-def descended(store: Store, read_at: int | None, now: int | None) -> bool:
+def descended(conn: sqlite3.Connection, read_at: int | None, now: int | None) -> bool:
     """Whether what was read of the file at write ``read_at`` still holds for its content at write ``now`` (both read
     in their snapshots: index_store.last_write): the same write, or one the file's write log remembers. A copy
     restored into the file (``cp backup.db``: the same id, path and inode) lacks the writes made after it was taken,
     and repeats the versions, seqs and segment ids of what it replaced for other messages."""
-    return read_at == now or (read_at is not None and now is not None and index_store.descends(store.conn, read_at))
+    return read_at == now or (read_at is not None and now is not None and index_store.descends(conn, read_at))
 
 
 def live_index(
@@ -886,7 +901,7 @@ def _live_index(
         now = index_store.last_write(store.conn)
         state: UserState | None = CACHE.get(key)
         kept = True
-        if state is not None and not descended(store, state.read_at, now):  # another file's content: never served
+        if state is not None and not descended(store.conn, state.read_at, now):  # another file's content: never served
             drop_state(store, user_id)
             state = None
         if state is None or state.version != version:

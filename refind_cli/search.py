@@ -294,7 +294,7 @@ def _scratch_index(store: Store, user_id: str, as_of: int | None, config: Search
     key = ("scratch", index_cache._db_key(store), user_id, version, as_of, config.index_key(), store.retention_days)
     cutoff = store.retention_cutoff()
     entry: UserIndex | None = index_cache.CACHE.get(key)
-    if entry is not None and not index_cache.descended(store, entry.read_at, now):  # another file's content
+    if entry is not None and not index_cache.descended(store.conn, entry.read_at, now):  # another file's content
         index_cache.drop(lambda k: k == key)
         entry = None
     if entry is not None:

@@ -105,3 +105,23 @@ def test_other_processes_writes_keep_what_this_one_holds_until_the_log_forgets(t
         other_process_adds(db, writes, log=log)
         assert "Bob" in shown(store)
         assert (live_state(store, "u") is held) == kept
+
+
+def test_text_read_outside_a_search_goes_into_the_state_only_while_the_file_descends_from_it(tmp_path) -> None:
+    # the planner keeps its index through its model calls and the server's warmer preloads: they read text outside
+    # a search's snapshot, into the state every search shares — only while the file descends from the state's write
+    from refind_cli.index_store import IndexChanged
+
+    db = tmp_path / "memory.db"
+    with Store(db, retention_days=None) as store:
+        add(store, "u", "s1", ("user", "Bob: any ski plans?"), at=T0)
+        index = S.user_index(store, "u").index  # held, as the planner and the warmer hold it
+        state = index.turns._state
+        state.read_at = 12345  # as if read of content the file no longer descends from (a copy restored into it)
+        with pytest.raises(IndexChanged):
+            index.turns.preload()
+        assert state.turn_cache == {}
+        state.read_at = index_store.last_write(store.conn)
+        assert index.turns.preload() and [t.messages[0].content for t in state.turn_cache.values()] == [
+            "Bob: any ski plans?"
+        ]
