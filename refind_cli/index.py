@@ -304,8 +304,8 @@ def answer_scores(
     before, after = before[together], after[together]
     if before.size == 0:
         return scores
-    voice_b, size_b = index.voices(before)
-    voice_a, size_a = index.voices(after)
+    codes, sizes = index.voices(np.concatenate([before, after]))  # one read of both sides of every pair
+    (voice_b, voice_a), (size_b, size_a) = np.split(codes, [before.size]), np.split(sizes, [before.size])
     two = voice_b != voice_a
     before, after, size_b, size_a = before[two], after[two], size_b[two], size_a[two]
     gain_b, gain_a = rarer[after], rarer[before]
