@@ -373,14 +373,14 @@ def fuse(
     if cand.size == 0:
         return cand, np.zeros(0)
     s = scores[cand].astype(np.float64)
-    # Stable sorts on one key where lexsort took two: ``cand`` ascends, so the stable order by score already breaks
-    # ties on the earlier turn; the same holds below for sessions and for the fused order (~30% faster).
-    by_score = np.argsort(-s, kind="stable")  # best first; ties → earlier turn
+    # Every order below is stable: ``cand`` ascends, so the stable order by score already breaks ties on the earlier
+    # turn; the same holds below for sessions and for the fused order (one-key sorts where lexsort took two).
+    by_score = descending(scores[cand])  # best first; ties → earlier turn
     turn_rank = np.empty(cand.size, dtype=np.float64)
-    turn_rank[by_score] = np.arange(1, cand.size + 1)
-    if shared_ranks:
-        ranked = -s[by_score]  # ascending
-        turn_rank[by_score] = np.searchsorted(ranked, ranked, side="left") + 1.0
+    if shared_ranks:  # a tie's turns share its first rank
+        turn_rank[by_score] = run_starts(s[by_score]) + 1.0
+    else:
+        turn_rank[by_score] = np.arange(1, cand.size + 1)
     fused = 1.0 / (rrf_k + turn_rank)
     if use_sessions:
         sess = session_ix[cand]
@@ -388,18 +388,66 @@ def fuse(
         if session_top is None:
             sums = np.bincount(sess, weights=s, minlength=n_sessions)
         else:  # the sum of each session's best ``session_top`` turn scores
-            by_session = by_score[np.argsort(sess[by_score], kind="stable")]
+            key = sess[by_score]
+            if n_sessions <= 1 << 16:
+                key = key.astype(np.uint16)  # a stable sort of 16-bit integers is a radix sort: linear
+            by_session = by_score[np.argsort(key, kind="stable")]
             ss, sv = sess[by_session], s[by_session]
-            first = np.searchsorted(ss, ss, side="left")
-            keep = (np.arange(ss.size) - first) < session_top
+            keep = (np.arange(ss.size) - run_starts(ss)) < session_top
             sums = np.bincount(ss[keep], weights=sv[keep], minlength=n_sessions)
         present = np.flatnonzero(sums > 0)
-        order = present[np.argsort(-sums[present], kind="stable")]
+        order = present[descending(sums[present])]
         session_rank = np.zeros(n_sessions, dtype=np.float64)
         session_rank[order] = np.arange(1, order.size + 1)
         fused = fused + session_weight / (rrf_k + session_rank[sess])
-    final = by_score[np.argsort(-fused[by_score], kind="stable")]  # ties → the better turn rank
+    final = by_score[descending(fused[by_score])]  # ties → the better turn rank
     return cand[final], fused[final]
+
+
+def descending(values: np.ndarray) -> np.ndarray:
+    """The positions of ``values`` from the largest value to the smallest, equal values in the order of their
+    positions: what ``np.argsort(-values, kind="stable")`` gives (no NaN in ``values``).
+
+    Many positive values take a faster way. A positive float's bits, read as an unsigned integer, order as its value
+    does, so one 64-bit key per value — its bits inverted, then its position — is unique, and NumPy's unstable sort
+    sorts those integers 1.7–2.5× as fast as its stable sort sorts floats (3,000 values: 42–58 against 97–109 µs;
+    under about 1,000 values the stable sort is as fast). A float32's 31 bits and a position fit in the key; a
+    float64 gives up as many of its lowest bits as the position needs (13 for 5,000 values), and the order is kept
+    only when it is also the values' own (no two values that differ only there fell out of order); else the stable
+    sort decides.
+    """
+    import numpy as np
+
+    n = values.size
+    if n < DESCENDING_KEYED or values.dtype not in (np.float32, np.float64) or not bool(values.min() > 0):
+        return np.argsort(-values, kind="stable")
+    wide = values.dtype == np.float64
+    bits = values.view(np.uint64) if wide else values.view(np.uint32).astype(np.uint64)
+    at_bits = (n - 1).bit_length()
+    dropped = max(0, at_bits + (63 if wide else 31) - 64)  # the sign bit is 0: 63 (31) bits hold the value
+    high = np.uint64((1 << (64 - at_bits)) - 1) - (bits >> np.uint64(dropped))
+    key = (high << np.uint64(at_bits)) | np.arange(n, dtype=np.uint64)
+    order = (np.sort(key) & np.uint64((1 << at_bits) - 1)).astype(np.intp)
+    if dropped:
+        ranked = values[order]
+        earlier, later = ranked[:-1], ranked[1:]
+        if not bool(((earlier > later) | ((earlier == later) & (order[:-1] < order[1:]))).all()):
+            return np.argsort(-values, kind="stable")
+    return order
+
+
+DESCENDING_KEYED = 1_000  # from this many values on, ``descending`` sorts keys (measured: see its docstring)
+
+
+def run_starts(ordered: np.ndarray) -> np.ndarray:
+    """For an array whose equal values sit together (sorted): the position where each element's run begins."""
+    import numpy as np
+
+    starts = np.zeros(ordered.size, dtype=np.intp)
+    if ordered.size > 1:
+        new = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        starts[new] = new
+    return np.maximum.accumulate(starts)
 
 
 def neighbours(index: TurnIndex, pos: int, n: int) -> range:

@@ -6,7 +6,16 @@ import math
 
 import numpy as np
 
-from refind_cli.index import bm25_scores, build_index, eligible, fuse, neighbours
+from refind_cli.index import (
+    DESCENDING_KEYED,
+    bm25_scores,
+    build_index,
+    descending,
+    eligible,
+    fuse,
+    neighbours,
+    run_starts,
+)
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
 from refind_cli.turns import Turn
@@ -96,3 +105,48 @@ def test_session_top_scores_a_session_by_its_best_turns():
     order, fused = fuse(scores, sessions, session_top=1)
     assert order[0] == 0 and np.isclose(fused[0], 1 / 61 + 1 / 61)
     assert np.isclose(fused[1], 1 / 62 + 1 / 62)  # t1: turn rank 2, session rank 2
+
+
+def _fuse_by_definition(scores, sessions, rrf_k, session_top, shared_ranks):
+    """fuse as its docstring defines it, one turn and one session at a time (slow; the test's reference)."""
+    cand = [i for i, x in enumerate(scores) if x > 0]
+    by_score = sorted(cand, key=lambda i: (-float(scores[i]), i))
+    rank = {}
+    for place, i in enumerate(by_score, 1):
+        tied_first = next(p for p, j in enumerate(by_score, 1) if scores[j] == scores[i])
+        rank[i] = tied_first if shared_ranks else place
+    best: dict[int, list[float]] = {}
+    for i in by_score:
+        best.setdefault(int(sessions[i]), []).append(float(scores[i]))
+    sums = {s: sum(v if session_top is None else v[:session_top]) for s, v in best.items()}
+    session_rank = {s: r for r, s in enumerate(sorted(sums, key=lambda s: (-sums[s], s)), 1)}
+    fused = {i: 1 / (rrf_k + rank[i]) + 1 / (rrf_k + session_rank[int(sessions[i])]) for i in cand}
+    return sorted(cand, key=lambda i: (-fused[i], by_score.index(i)))
+
+
+def test_fusion_of_many_tied_turns_follows_its_definition():
+    # past DESCENDING_KEYED candidates fuse sorts integer keys, not floats: the same order, ties included
+    rng = np.random.default_rng(7)
+    n = DESCENDING_KEYED + 300
+    sessions = np.sort(rng.integers(0, 60, n))
+    scores = np.where(rng.random(n) < 0.9, np.round(rng.random(n) * 4, 1), 0).astype(np.float32)
+    assert (scores > 0).sum() >= DESCENDING_KEYED
+    for session_top, shared in ((3, True), (None, False)):
+        order, _ = fuse(scores, sessions, session_top=session_top, shared_ranks=shared)
+        assert order.tolist() == _fuse_by_definition(scores, sessions, 60, session_top, shared)
+
+
+def test_descending_is_the_stable_order_from_the_largest():
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, DESCENDING_KEYED - 1, DESCENDING_KEYED, 4 * DESCENDING_KEYED):
+        tied = np.round(rng.random(n) * 20, 0) + 0.5  # few distinct values: most are tied
+        ulps = 1.0 + rng.integers(0, 4, n) * np.finfo(np.float64).eps  # differ only in bits a float64's key drops
+        for values in (tied.astype(np.float32), tied, ulps, tied.astype(np.float32) - 5):  # non-positive: argsort
+            got = descending(values)
+            assert got.tolist() == sorted(range(n), key=lambda i: (-values[i], i))
+
+
+def test_run_starts_by_hand():
+    assert run_starts(np.array([4, 4, 2, 2, 2, 1, 0, 0])).tolist() == [0, 0, 2, 2, 2, 5, 6, 6]
+    assert run_starts(np.array([], dtype=np.float32)).tolist() == []
+    assert run_starts(np.array([1.5])).tolist() == [0]
