@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -346,30 +347,75 @@ MAX_LONE_UNITS = 16  # lone characters expanded per search; the shared sets' que
 
 
 def lone_unit_scores(
-    index: TurnIndex, tokens: Sequence[str], *, most: int = MAX_UNIT_BIGRAMS, max_units: int = MAX_LONE_UNITS
+    index: TurnIndex,
+    tokens: Sequence[str],
+    *,
+    most: int = MAX_UNIT_BIGRAMS,
+    max_units: int = MAX_LONE_UNITS,
+    pair_units_df: float | None = None,
 ) -> np.ndarray | None:
     """What a lone CJK character (or grapheme cluster of a spaceless script) of a query adds: a turn that holds it
     inside a word — where the analyzer made bigrams of it, "猫" in "我的猫叫咪咪" (的猫 猫叫) — scores as the best of
     the bigrams it holds, as Solr's CJK setup that also indexes single characters would find it. None when the query
-    has no lone unit or the user's turns hold none of its bigrams. A query of two or more units is unchanged. Only the
-    first ``max_units`` lone units are expanded: each reads up to ``most`` bigrams' postings, and a query of 3,000
-    characters apart held a search thread for 14 s on a user of 50,000 Chinese messages."""
+    has no lone unit or the user's turns hold none of its bigrams. Only the first ``max_units`` lone units are
+    expanded: each reads up to ``most`` bigrams' postings, and a query of 3,000 characters apart held a search thread
+    for 14 s on a user of 50,000 Chinese messages.
+
+    With ``pair_units_df``, a question's bigram that no turn holds gives its units too — "猫的名字" asks of 猫 glued to
+    的 (猫的), which "我家的猫叫咪咪" never writes — but not a unit of a bigram some turn holds (名 of 名字), nor a
+    common one: a unit in more than this share of the turns (的, 是, 么: counted in the bigrams read for it) would
+    find any turn."""
     import numpy as np
 
     from .tokenize import units
 
     vocab = None
     total = None
-    lone = (t for t in dict.fromkeys(tokens) if not t.isascii() and len(units(t) or ()) == 1)
+    queried = dict.fromkeys(tokens)
+    lone: Iterator[str] = (t for t in queried if not t.isascii() and len(units(t) or ()) == 1)
+    if pair_units_df is not None and not all(t.isascii() for t in queried):
+        vocab = vocabulary(index)
+        paired = _pair_units(queried, vocab)
+        lone = itertools.chain(lone, (u for u in paired if u not in queried))
+    limit = max((pair_units_df or 0.0) * len(index), MIN_PAIR_UNIT_LIMIT)
     for token in itertools.islice(lone, max_units):  # stops reading the query at the last one expanded
         vocab = vocab if vocab is not None else vocabulary(index)
+        terms = _unit_terms(token, vocab, most)
+        asked = token in queried
+        dfs = [] if asked else [_df(vocab, term) for term in terms]
+        if dfs and max(dfs) > limit:  # a common unit of a bigram the user never wrote: one bigram says so
+            continue
         best = None
-        for term in _unit_terms(token, vocab, most):
+        for term in terms:
             part = bm25_scores(index, [term])
             best = part if best is None else np.maximum(best, part)
-        if best is not None:
-            total = best if total is None else total + best
+        if best is None or (sum(dfs) > limit and np.count_nonzero(best) > limit):  # … or the turns holding it do
+            continue
+        total = best if total is None else total + best
     return total
+
+
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+MIN_PAIR_UNIT_LIMIT = 2  # a unit of a bigram no turn holds is asked when in at most this many turns, however few
+
+
+def _pair_units(tokens: Iterable[str], vocab: Mapping[str, int]) -> list[str]:
+    """The characters of the query's bigrams of two Han characters that no visible turn holds, less those of bigrams
+    some turn holds. Only Han: a Chinese character is most often a word or a word's root (猫, 车, 药), where a kana,
+    a Hangul syllable or a Thai cluster alone is most often part of one."""
+    from .tokenize import units
+
+    held: set[str] = set()
+    absent: list[str] = []
+    for token in tokens:
+        pair = None if token.isascii() else units(token)
+        if pair is None or len(pair) != 2 or not all(_HAN.fullmatch(unit) for unit in pair):
+            continue
+        if _df(vocab, token):
+            held.update(pair)
+        else:
+            absent.extend(pair)
+    return [u for u in dict.fromkeys(absent) if u not in held]
 
 
 def backfill(

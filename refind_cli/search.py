@@ -175,7 +175,7 @@ class UserIndex:
             extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
         if cfg.lone_units:  # "猫" alone also finds 我的猫叫咪咪, indexed as bigrams (的猫 猫叫)
-            inside = expand.lone_unit_scores(idx, tokens)
+            inside = expand.lone_unit_scores(idx, tokens, pair_units_df=cfg.pair_units_df)
             scores = scores if inside is None else scores + inside
         if cfg.kinds_weight:  # "What sports …" also matches football and golf, weakly (kinds.py)
             more = kinds.kind_terms(

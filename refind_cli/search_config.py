@@ -52,6 +52,8 @@ class SearchConfig:
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)
+    pair_units_df: float | None = 0.1  # … and so do the units of a query bigram no turn holds, unless in more than
+    # this share of the turns (None: off)
     rm3_terms: int = 0  # pseudo-relevance feedback (feedback.py): add this many words of the best turns (0: off)
     rm3_docs: int = 10  # … read from this many best turns
     rm3_weight: float = 0.3  # … the best feedback word weighs this much (a query word weighs 1)

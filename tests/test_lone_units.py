@@ -96,3 +96,36 @@ def test_a_common_characters_most_frequent_bigrams_are_sorted_once_per_vocabular
     reads.clear()
     again = expand.lone_unit_scores(idx, ["猫"], most=2)
     assert reads == [] and again is not None and again.tolist() == first.tolist()
+
+
+PAIRS_OFF = S.SearchConfig(pair_units_df=None, backfill=False)
+PAIRS_ON = S.SearchConfig(backfill=False)
+
+
+def test_a_question_s_bigram_no_turn_holds_asks_its_characters(store):
+    # "猫的名字" (the cat's name): 猫的 and 的名 are in no turn — "我家猫叫咪咪" writes 家猫 猫叫 — so 猫 and 的 are asked
+    # alone; 的 is in no other bigram of these turns either, and 名 is held by 名字
+    add(store, "u", "s1", ("user", "我家猫叫咪咪", T0))
+    add(store, "u", "s2", ("user", "今天去超市买了书", T0 + 60_000), ("user", "明天要开会", T0 + 120_000))
+    assert S.search(store, "u", "猫的名字", top_k=5, config=PAIRS_OFF) == []
+    found = S.search(store, "u", "猫的名字", top_k=5, config=PAIRS_ON)
+    assert [b.content.rsplit(": ", 1)[1] for b in found] == ["我家猫叫咪咪"]
+
+
+def test_a_common_character_of_such_a_bigram_is_not_asked(store):
+    # 的 is in 我的 / 他的 / 你的: three turns of four, over the 10% share, so only 猫 is asked — the turns that
+    # share nothing but a common character stay out of the list; with every character asked they come in
+    add(store, "u", "s1", ("user", "我家猫叫咪咪", T0))
+    add(store, "u", "s2", ("user", "我的书很好看", T0 + 60_000), ("user", "他的车很新", T0 + 120_000))
+    add(store, "u", "s3", ("user", "你的手机呢", T0 + 180_000))
+    found = S.search(store, "u", "猫的", top_k=5, config=PAIRS_ON)
+    assert [b.content.rsplit(": ", 1)[1] for b in found] == ["我家猫叫咪咪"]
+    every = S.search(store, "u", "猫的", top_k=5, config=PAIRS_ON.with_(pair_units_df=1.0))
+    shown = "".join(b.content for b in every)
+    assert all(text in shown for text in ("我家猫叫咪咪", "我的书很好看", "他的车很新", "你的手机呢"))
+
+
+def test_the_characters_asked_are_those_of_absent_bigrams_less_those_of_held_ones():
+    vocab = {"名字": 3, "家猫": 1}
+    assert expand._pair_units(["猫的", "的名", "名字", "cat", "猫"], vocab) == ["猫", "的"]
+    assert expand._pair_units(["名字"], vocab) == []

@@ -69,6 +69,32 @@ CORPUS = {
         ["happy new year 🎆", "see you tomorrow 👋🏽"],
         "👍",  # a planner's query in the default yellow finds the user's own tone
     ),
+    # before analyzer 7 each of these found nothing: no fold, no stemmer, no accent-free token, no pair's units
+    "traditional-chinese": (
+        "這個月的電費帳單寄來了",  # this month's electricity bill came (Traditional)
+        ["今天天氣很好", "我們明天去爬山"],  # the weather is good today; we go hiking tomorrow
+        "电费",  # electricity fee (Simplified)
+    ),
+    "chinese-question": (
+        "我家的猫叫咪咪",  # our cat is called Mimi
+        ["今天去超市买了书", "明天要开会"],  # went to the supermarket for books today; a meeting tomorrow
+        "猫的名字",  # the cat's name: 猫的 and 的名 are in no sentence, so their characters are asked
+    ),
+    "vietnamese-unmarked": (
+        "Tuần sau mình đi Đà Nẵng công tác",  # next week I go to Da Nang for work
+        ["Hôm nay trời mưa to", "Mình thích ăn bún chả"],  # it rains hard today; I like bun cha
+        "da nang",  # typed without its marks
+    ),
+    "russian": (
+        "Я еду в Москву на поезде",  # I am going to Moscow by train
+        ["Сегодня идёт дождь", "Мы пойдём в кино"],  # it is raining today; we will go to the cinema
+        "Москва",  # Moscow, in the nominative
+    ),
+    "arabic": (
+        "اشتريت السيارة الجديدة أمس",  # I bought the new car yesterday
+        ["الجو حار اليوم", "سأذهب إلى المدرسة"],  # it is hot today; I will go to school
+        "سيارة",  # car, without the article
+    ),
 }
 
 

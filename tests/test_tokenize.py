@@ -33,7 +33,7 @@ def test_lone_cjk_character_is_a_unigram_and_punctuation_splits_runs():
 
 
 def test_kana_and_hangul_are_bigrammed():
-    assert analyze("東京に") == ["東京", "京に"]
+    assert analyze("東京に") == ["东京", "京に"]  # 東 is folded to its Simplified form (analyzer 7)
     assert analyze("서울에서") == ["서울", "울에", "에서"]
 
 
@@ -41,8 +41,13 @@ def test_mixed_latin_and_han_in_one_word():
     assert analyze("iPhone手机") == ["iphon", "手机"]
 
 
-def test_other_scripts_are_kept_intact_and_lowercased():
-    assert analyze("Привет, Мир! Ελληνικά नमस्ते") == ["привет", "мир", "ελληνικά", "नमस्ते"]
+def test_words_of_scripts_with_a_stemmer_are_stemmed_and_others_kept_intact_and_lowercased():
+    # Russian, Greek and Hindi Snowball stemmers (analyzer 7): "Москву" (to Moscow) is "Москва", accents go in Greek
+    assert analyze("Привет, Мир! Ελληνικά नमस्ते") == ["привет", "мир", "ελλην", "नमस्त"]
+    assert analyze("Москву") == analyze("Москва") == analyze("МОСКВЫ") == ["москв"]
+    assert analyze("κινητό") == analyze("κινητο") == analyze("ΚΙΝΗΤΟ")
+    # Georgian and Hebrew have no stemmer: kept whole (Hebrew without its vowel points)
+    assert analyze("გამარჯობა שָׁלוֹם") == ["გამარჯობა", "שלום"]
 
 
 def test_case_is_folded_as_search_engines_fold_it():
@@ -50,15 +55,37 @@ def test_case_is_folded_as_search_engines_fold_it():
     # word-final "ς" apart from "σ" (a "Σ" before "." lowers to "σ")
     assert analyze("İstanbul") == analyze("istanbul") == analyze("ISTANBUL") == ["istanbul"]
     assert analyze("Straße") == analyze("STRASSE") == analyze("strasse") == analyze("STRAẞE") == ["strass"]
-    assert analyze("ΟΔΟΣ.ΑΘΗΝΑ") == analyze("οδος αθηνα") == analyze("οδοσ Αθηνα") == ["οδοσ", "αθηνα"]
+    assert analyze("ΟΔΟΣ.ΑΘΗΝΑ") == analyze("οδος αθηνα") == analyze("οδοσ Αθηνα") == ["οδ", "αθην"]  # stemmed
     # folding "ΐ" leaves ι + two combining marks, which NFKC composes again: one token for both cases
-    assert analyze("ΠΡΩΤΕΪ́ΝΗ") == analyze("πρωτεΐνη") == ["πρωτεΐνη"]
+    assert analyze("ΠΡΩΤΕΪ́ΝΗ") == analyze("πρωτεΐνη") == ["πρωτεην"]
 
 
-def test_case_folding_keeps_accents_and_other_combining_dots():
-    assert analyze("café") != analyze("cafe")  # accents are not folded
-    # only the dot that folding leaves after "i" goes: not one on another letter, precomposed or not
-    assert analyze("İzmir ċ Ż Q\u0307") == ["izmir", "ċ", "ż", "q\u0307"]
+def test_a_latin_word_with_accents_also_gives_its_token_without_them():
+    # "cafe" finds "café" and "café" prefers it (two tokens match); a word without accents gives one token
+    assert analyze("café") == ["café", "cafe"] and analyze("cafe") == ["cafe"]
+    assert analyze("Đà Nẵng phở") == ["đà", "da", "nẵng", "nang", "phở", "pho"]  # đ carries its mark in its shape
+    assert analyze("łódź Ærø") == ["łódź", "lodz", "ærø", "aero"]
+    assert analyze("à") == ["à"]  # "a" is a stop-word: the word keeps its own token only
+    assert analyze("\u0304") == ["\u0304"]  # a mark alone: nothing is left without it, and no empty token is made
+    # case folding takes off only the dot it leaves after "i"; the others are accents, their words kept too
+    assert analyze("İzmir ċ Ż Q\u0307") == ["izmir", "ċ", "c", "ż", "z", "q\u0307", "q"]
+
+
+def test_characters_are_folded_where_a_reader_takes_both_spellings_for_one_word():
+    assert analyze("這個月的電費") == analyze("这个月的电费")  # Traditional Chinese is Simplified
+    assert analyze("臺北") == analyze("台北") == ["台北"]
+    assert analyze("٣٥٠ ५ ๑๒ ꧑") == ["350", "5", "12", "1"]  # every decimal digit is ASCII
+    assert analyze("أحمد") == analyze("احمد") and analyze("سُورَةَ") == analyze("سورة")  # alef forms, vowel marks
+    assert analyze("مـحـمـد") == analyze("محمد")  # tatweel
+    assert analyze("يك كتاب") == analyze("یک کتاب")  # Arabic-keyboard Persian
+    assert analyze("פָּרָשַׁת") == analyze("פרשת")  # Hebrew points
+    assert analyze("ज़रूरी पहुँच") == analyze("जरूरी पहुंच")  # nukta, chandrabindu
+    assert analyze("ёлку Ёлка") == analyze("елку елка")
+    assert analyze("мʼясо") == analyze("м'ясо")
+
+
+def test_the_plain_baseline_folds_and_stems_nothing_more_than_before():
+    assert plain_tokenize("電費 ٣٥٠ café Москву") == ["電費", "٣٥٠", "café", "москву"]
 
 
 def test_fold_is_the_analyzer_s_case_folding():
@@ -141,3 +168,30 @@ def test_a_long_word_is_analysed_but_kept_in_no_cache():
     for cache in (tokenize._ASCII_CACHE, tokenize._WORD_CACHE, tokenize._STEM_CACHE):
         assert max(map(len, cache), default=0) <= tokenize._WORD_CACHE_MAX_LEN
     assert tokenize._stemmer().maxCacheSize == 0
+
+
+def test_every_folded_character_is_folded_however_the_text_is_checked_first():
+    # fold_characters skips translate for texts its regex finds nothing to fold in: the regex must see every one
+    from refind_cli import folding
+
+    table = folding.table()
+    assert len(table) > 4_000
+    for cp, folded in table.items():
+        assert folding.fold_characters(f"ab{chr(cp)}") == "ab" + ("" if folded is None else str(folded))
+
+
+def test_the_han_table_is_built_one_character_at_a_time_and_followed_to_its_end():
+    from refind_cli import folding
+
+    converter = {
+        "薴": "苧",
+        "苧": "苎",
+        "車": "车",
+        "\uf900": "岂",
+        "乾": "干",
+        "後來": "后来",
+    }  # U+F900: NFKC folds it
+    pairs = folding.build_han(lambda text: converter.get(text, text))
+    assert pairs == {"薴": "苎", "苧": "苎", "車": "车", "乾": "干"}
+    shipped = folding.HAN_TABLE.read_text(encoding="utf-8").splitlines()
+    assert shipped[0].startswith("# Traditional → Simplified") and "車 车" in shipped and "臺 台" in shipped
