@@ -47,6 +47,7 @@ from .auto_ids import (
     split_grown,
 )
 from .contract import (
+    MAX_MESSAGES_PER_ADD,
     SURROGATE_ESCAPE,
     AddRequest,
     DuplicateKey,
@@ -330,13 +331,25 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
     group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
+    size = 0  # the group's lines' bytes: an Add line of its messages (refind export) is about as long
+    refused = 0  # the group's lines refused for going past one Add
     seen_auto = Repeats()  # auto ids already given in this file
+    named: dict[tuple[str, str], tuple[int, int, int]] = {}  # (user, request_id) → its lines' first, last, payload
 
-    def flush() -> Iterator[Parsed]:
-        nonlocal group, key
+    def flush() -> Iterator[Parsed | LineError]:
+        nonlocal group, key, size, refused
         if group and key is not None:
-            yield _group_request(key, group, seen_auto)
-        group, key = [], None
+            parsed = _group_request(key, group, seen_auto)
+            earlier = None
+            if key[2] is not None:  # the same request_id's lines again, apart from its first lines
+                payload = hash((key[1], tuple((m.role, m.content, m.timestamp) for m in parsed.request.messages)))
+                earlier = named.setdefault((key[0], key[2]), (parsed.first_line, parsed.last_line, payload))
+                earlier = None if earlier[2] == payload else earlier  # the same lines again: a duplicate
+            if earlier is None:
+                yield parsed
+            else:
+                yield LineError(parsed.first_line, _apart(key, earlier[:2], (parsed.first_line, parsed.last_line)))
+        group, key, size, refused = [], None, 0, 0
 
     for n, raw in lines:
         if isinstance(raw, Overlong):
@@ -358,8 +371,10 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except UnicodeDecodeError:
             yield LineError(n, "not valid UTF-8")
             continue
-        except json.JSONDecodeError as exc:
-            yield LineError(n, f"not valid JSON ({exc.msg} at column {exc.colno})")
+        except json.JSONDecodeError as exc:  # ("Unterminated string starting at": its message ends in "at")
+            yield LineError(
+                n, f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})"
+            )
             continue
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
             yield LineError(n, "not valid JSON here (nested too deeply)")
@@ -396,11 +411,44 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except InvalidInput as exc:
             yield LineError(n, exc.message)
             continue
-        if key is not None and (line_key != key or (line_key[2] is None and len(group) >= GROUP_SIZE)):
+        full = len(group) >= MAX_MESSAGES_PER_ADD or size + len(text) > MAX_LINE_BYTES
+        if key is not None and (line_key != key or (line_key[2] is None and (len(group) >= GROUP_SIZE or full))):
             yield from flush()
+        elif key is not None and full:  # one request_id's lines past what one Add may hold: an export could not
+            refused += 1  # be read back
+            yield LineError(n, _over_one_add(line_key[2] or "", len(group) + refused, size + len(text)))
+            continue
         key = line_key
         group.append((n, message, unknown, notes))
+        size += len(text)
     yield from flush()
+
+
+def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tuple[int, int]) -> str:
+    """Why message lines of a request_id met earlier in the file, with other messages, are not stored."""
+
+    def lines(span: tuple[int, int]) -> str:
+        return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}–{span[1]}"
+
+    return (
+        f"request_id {key[2]!r} of user {key[0]!r}: {lines(again)} {'is' if again[0] == again[1] else 'are'} not "
+        f"next to its {lines(first)}, and message "
+        "lines make one request only while consecutive, so these would be a second request with other messages "
+        "under the same id; put one request's lines together, or give these another request_id"
+    )
+
+
+def _over_one_add(request_id: str, messages: int, size: int) -> str:
+    """Why a message line is not added to the request its request_id groups it in."""
+    if messages > MAX_MESSAGES_PER_ADD:
+        over = (
+            f"message {messages:,} of request_id {request_id!r}, over the limit of {MAX_MESSAGES_PER_ADD:,} for one Add"
+        )
+    else:
+        over = f"request_id {request_id!r}'s lines come to {size:,} bytes here, over the limit of {MAX_LINE_BYTES:,} for one Add"
+    return (
+        f"{over} (refind export could not write it as a line refind add reads back); give the rest another request_id"
+    )
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)  # one per process (replays run on one thread)

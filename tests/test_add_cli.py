@@ -535,3 +535,85 @@ def test_ctrl_c_during_a_replay_prints_what_was_stored_and_exits_130(cli, db_pat
     data = json.loads(cli("add", "--file", path, "--json").output)
     assert (data["requests_added"], data["duplicates"], data["interrupted"]) == (6, 4, False)
     assert len(rows(db_path)) == 10
+
+
+def test_one_request_id_s_lines_past_one_add_are_refused_and_its_export_reads_back(
+    cli, db_path, tmp_path, monkeypatch
+) -> None:
+    # Message lines sharing a request_id make one request; past what one Add may hold (10,000 messages, or an Add
+    # line's 64 MiB) `refind export` wrote a line `refind add` refused: a backup that could not be restored
+    from refind_cli import contract, replay
+
+    monkeypatch.setattr(replay, "MAX_MESSAGES_PER_ADD", 5)
+    monkeypatch.setattr(contract, "MAX_MESSAGES_PER_ADD", 5)
+    line = {"request_id": "big", "user_id": "u", "session_id": "s", "role": "user"}
+    path = jsonl(tmp_path / "big.jsonl", *({**line, "content": f"m{i}"} for i in range(7)))
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["problems"] == [
+        f"{path}:{n}: message {n:,} of request_id 'big', over the limit of 5 for one Add (refind export could not "
+        "write it as a line refind add reads back); give the rest another request_id"
+        for n in (6, 7)
+    ]
+    assert [r[3] for r in rows(db_path)] == [f"m{i}" for i in range(5)]
+    exported = tmp_path / "export.jsonl"
+    assert cli("export", "--user", "u", "--output", str(exported)).exit_code == 0
+    copy = tmp_path / "copy.db"
+    restored = cli("add", "--file", str(exported), "--db", str(copy))
+    assert restored.exit_code == 0, restored.output
+    assert rows(copy) == rows(db_path)
+
+
+def test_lines_past_an_add_line_s_bytes_are_refused_or_start_another_group(cli, db_path, tmp_path, monkeypatch):
+    from refind_cli import replay
+
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 400)
+    named = {"request_id": "r", "user_id": "u", "session_id": "s", "role": "user"}
+    auto = {"user_id": "u", "session_id": "t", "role": "user"}
+    path = jsonl(
+        tmp_path / "bytes.jsonl",
+        *({**named, "content": "x" * 100 + str(i)} for i in range(3)),  # ~180 bytes a line: the third is past 400
+        *({**auto, "content": "y" * 100 + str(i)} for i in range(3)),  # no request_id: a new group, silently
+    )
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2, result.output
+    (problem,) = json.loads(result.output)["problems"]
+    assert problem.startswith(f"{path}:3: request_id 'r''s lines come to ") and "over the limit of 400" in problem
+    assert sorted(r[0] for r in rows(db_path, "SELECT message_count FROM requests")) == [1, 2, 2]
+
+
+def test_a_json_error_names_its_column_once(cli, tmp_path) -> None:
+    path = jsonl(tmp_path / "j.jsonl", '{"request_id": "r1", "user_id": "u", "content": "open')
+    result = cli("add", "--file", path)
+    assert result.exit_code == 2
+    assert f"{path}:1: not valid JSON (Unterminated string starting at column 49)" in result.output, result.output
+
+
+def test_a_request_id_s_lines_apart_are_refused_as_apart_and_the_same_lines_again_are_duplicates(
+    cli, db_path, tmp_path
+) -> None:
+    # two sessions' lines interleaved, each carrying its request_id: before, line 3 was "already stored with a
+    # different payload" — a change the user never made; the same lines again later (a log concatenated twice) stay
+    # duplicates
+    def line(rid, session, role, content):
+        return {"request_id": rid, "user_id": "a", "session_id": session, "role": role, "content": content}
+
+    first = [line("r1", "s1", "user", "hi"), line("r2", "s2", "user", "yo")]
+    path = jsonl(
+        tmp_path / "apart.jsonl",
+        *first,
+        line("r1", "s1", "assistant", "hello"),
+        line("r2", "s2", "assistant", "hey"),
+        *first,
+    )
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.output)
+    assert summary["problems"] == [
+        f"{path}:{n}: request_id '{rid}' of user 'a': line {n} is not next to its line {m}, and message lines make "
+        "one request only while consecutive, so these would be a second request with other messages under the same "
+        "id; put one request's lines together, or give these another request_id"
+        for n, m, rid in ((3, 1, "r1"), (4, 2, "r2"))
+    ]
+    assert (summary["requests_added"], summary["duplicates"], summary["conflicts"]) == (2, 2, 0)
+    assert [r[3] for r in rows(db_path)] == ["hi", "yo"]
