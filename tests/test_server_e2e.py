@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -451,3 +452,34 @@ def test_a_client_that_hangs_up_mid_body_is_logged_as_such_not_as_a_server_error
     log = "".join(server.lines)
     assert "POST /add 499" in log
     assert "internal error" not in log and "POST /add 500" not in log
+
+
+def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and_its_connection_closed(server):
+    # RFC 9112 §6.3: such a request may be a smuggling attempt (a proxy reading Content-Length, the server chunks):
+    # the server must close the connection after answering. Before, the bytes that followed ran as a second request
+    # — here an Add of user "smuggled", which was stored
+    import socket
+
+    host, port = server.url.rsplit("//", 1)[1].split(":")
+    inner = json.dumps(add_body("r-smuggled", user_id="smuggled"))
+    second = (
+        f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(inner)}\r\n\r\n{inner}"
+    )
+    first = (
+        f"POST /add HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall((first + second).encode())
+        answer = b""
+        while chunk := sock.recv(65536):  # until the server closes the connection
+            answer += chunk
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 422 "), answer
+    assert b"Content-Length and Transfer-Encoding" in answer
+    found = httpx.post(
+        server.url + "/search",
+        json={"user_id": "smuggled", "query": "hiking Rainier", "top_k": 5},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert found.status_code == 200 and found.json()["data"] == []

@@ -106,6 +106,12 @@ class BodyLimit:
             f"request body over the limit of {self.limit:,} bytes ({self.limit / MB:g} MiB; see --max-body-mb)"
         )
         declared = 0
+        names = {name for name, _ in scope.get("headers", ())}
+        if b"content-length" in names and b"transfer-encoding" in names:  # RFC 9112 §6.3: answer, then close
+            refused = error_response(InvalidInput("Content-Length and Transfer-Encoding: a request carries one of them"))
+            refused.headers["connection"] = "close"  # what follows on the connection is never read as a request
+            await refused(scope, receive, send)
+            return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
