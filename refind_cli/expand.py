@@ -376,7 +376,7 @@ def lone_unit_scores(
     if pair_units_df is not None and not all(t.isascii() for t in queried):
         vocab = vocabulary(index)
         paired = _pair_units(queried, vocab)
-        lone = itertools.chain(lone, (u for u in paired if u not in queried))
+        lone = itertools.chain(lone, itertools.islice((u for u in paired if u not in queried), MAX_PAIR_UNITS))
     limit = max((pair_units_df or 0.0) * len(index), MIN_PAIR_UNIT_LIMIT)
     for token in itertools.islice(lone, max_units):  # stops reading the query at the last one expanded
         vocab = vocab if vocab is not None else vocabulary(index)
@@ -396,6 +396,7 @@ def lone_unit_scores(
 
 
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+MAX_PAIR_UNITS = 4  # characters of bigrams no turn holds asked per search (after the lone ones)
 MIN_PAIR_UNIT_LIMIT = 2  # a unit of a bigram no turn holds is asked when in at most this many turns, however few
 
 

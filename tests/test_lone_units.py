@@ -129,3 +129,17 @@ def test_the_characters_asked_are_those_of_absent_bigrams_less_those_of_held_one
     vocab = {"名字": 3, "家猫": 1}
     assert expand._pair_units(["猫的", "的名", "名字", "cat", "猫"], vocab) == ["猫", "的"]
     assert expand._pair_units(["名字"], vocab) == []
+
+
+def test_only_the_first_characters_of_absent_bigrams_are_asked(store, monkeypatch):
+    # each character asked reads up to 64 bigrams' postings: MemDaily's questions hold a dozen absent bigrams, and
+    # asking all of their characters cost 1.1 ms a search for no recall (BENCHMARKS.md), so at most MAX_PAIR_UNITS
+    add(store, "u", "s1", ("user", "我家猫叫咪咪", T0))
+    add(store, "u", "s2", ("user", "他买了新车", T0 + 60_000))
+
+    def shown() -> str:
+        return "".join(b.content for b in S.search(store, "u", "猫的车是", top_k=5, config=PAIRS_ON))
+
+    assert "我家猫叫咪咪" in shown() and "他买了新车" in shown()  # 猫 的 车 是: 猫 and 车 find a turn each
+    monkeypatch.setattr(expand, "MAX_PAIR_UNITS", 1)
+    assert "我家猫叫咪咪" in shown() and "他买了新车" not in shown()

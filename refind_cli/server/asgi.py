@@ -108,7 +108,9 @@ class BodyLimit:
         declared = 0
         names = {name for name, _ in scope.get("headers", ())}
         if b"content-length" in names and b"transfer-encoding" in names:  # RFC 9112 §6.3: answer, then close
-            refused = error_response(InvalidInput("Content-Length and Transfer-Encoding: a request carries one of them"))
+            refused = error_response(
+                InvalidInput("Content-Length and Transfer-Encoding: a request carries one of them")
+            )
             refused.headers["connection"] = "close"  # what follows on the connection is never read as a request
             await refused(scope, receive, send)
             return
