@@ -380,8 +380,8 @@ def lone_unit_scores(
     limit = max((pair_units_df or 0.0) * len(index), MIN_PAIR_UNIT_LIMIT)
     for token in itertools.islice(lone, max_units):  # stops reading the query at the last one expanded
         vocab = vocab if vocab is not None else vocabulary(index)
-        terms = _unit_terms(token, vocab, most)
         asked = token in queried
+        terms = _unit_terms(token, vocab, most if asked else min(most, PAIR_UNIT_BIGRAMS))
         dfs = [] if asked else [_df(vocab, term) for term in terms]
         if dfs and max(dfs) > limit:  # a common unit of a bigram the user never wrote: one bigram says so
             continue
@@ -396,6 +396,7 @@ def lone_unit_scores(
 
 
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+PAIR_UNIT_BIGRAMS = 8  # bigrams read per character of a bigram no turn holds (the most frequent)
 MAX_PAIR_UNITS = 4  # characters of bigrams no turn holds asked per search (after the lone ones)
 MIN_PAIR_UNIT_LIMIT = 2  # a unit of a bigram no turn holds is asked when in at most this many turns, however few
 

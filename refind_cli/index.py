@@ -244,10 +244,20 @@ def flat_and_rarer_scores(
     rarer = bm25_scores(index, [t for t in tokens if t not in common])
     scores = rarer
     for token in common:
+        if _accent_twin(token, common):  # "José" gives josé and jose: one name, counted once
+            continue
         one = each[token]
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
     return scores, rarer
+
+
+def _accent_twin(token: str, tokens: Collection[str]) -> bool:
+    """Whether ``token`` is the accent-free token that the analyzer gave beside another of ``tokens`` ("jose" beside
+    "josé"): what was one word of the question."""
+    from .tokenize import unaccented
+
+    return token.isascii() and any(other != token and unaccented(other) == token for other in tokens)
 
 
 NAME_SAMPLE = 32  # speaker_name reads who said this many of the turns holding a token, drawn among them

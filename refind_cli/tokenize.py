@@ -477,7 +477,7 @@ def _latin_or_other(piece: str, out: list[str]) -> None:
     if _LATIN.fullmatch(piece):
         _latin(piece, _stem, out)
     elif (script := _STEMMED_SCRIPTS.fullmatch(piece)) is not None:
-        out.append(_script_stemmer(script.lastgroup or "").stemWord(piece))
+        out.append(_script_stem(script.lastgroup or "", piece))
     else:
         out.append(piece)
 
@@ -542,6 +542,13 @@ _STEMMED_SCRIPTS = re.compile(
     "|(?P<tamil>[\u0b80-\u0bff]+)"
     "|(?P<armenian>[\u0530-\u058f]+)"
 )
+
+
+def _script_stem(language: str, word: str) -> str:
+    """``word``'s stem by the ``language`` stemmer, or, where the stemmer leaves nothing, the word without its accents
+    (as the stemmer reads it): Snowball's Greek stemmer takes all of "όταν" (when) or "ίδια" (same) away, and an empty
+    token would be no word at all — the index drops it and a check of the index reads it as damage."""
+    return _script_stemmer(language).stemWord(word) or unaccented(word)
 
 
 @cache
@@ -799,7 +806,7 @@ def _reference_words(
             elif _LATIN.fullmatch(piece):
                 _latin(piece, stem, out)
             elif script := _STEMMED_SCRIPTS.fullmatch(piece):
-                out.append(_script_stemmer(script.lastgroup or "").stemWord(piece))
+                out.append(_script_stem(script.lastgroup or "", piece))
             else:
                 out.append(piece)
 

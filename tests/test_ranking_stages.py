@@ -639,3 +639,20 @@ def test_names_only_ranks_alike_on_the_maintained_and_the_in_memory_index(store)
     assert [b.id for b in S.search(store, "u", "kate museum dinosaur", top_k=6, config=on)] == [
         i for i, _ in ids(memory, on)
     ]
+
+
+def test_a_speaker_s_name_with_accents_counts_by_presence_once(store):
+    # "José" gives two tokens (josé, jose: analyzer 7); both in every turn of José's, both names: counted by presence
+    # twice, the name outweighed the topic, and "José" and "Jose" ranked differently (review of analyzer 7)
+    lines = []
+    for i in range(12):
+        who = ["José", "Zoë", "Bob"][i % 3]
+        topic = ["kayak trip", "coffee beans", "mountain bike", "a long day at the office today, nothing else"][i % 4]
+        lines.append(("user", f"{who}: {topic} {i}", T0 + i * 60_000))
+    add(store, "u", "s1", *lines)
+    config = S.SearchConfig(backfill=False, session_fusion=False)
+
+    def ranked(query: str) -> list[str]:
+        return [b.id for b in S.search(store, "u", query, top_k=6, config=config)]
+
+    assert ranked("What did José say about coffee?") == ranked("what did Jose say about coffee")

@@ -46,6 +46,8 @@ def test_words_of_scripts_with_a_stemmer_are_stemmed_and_others_kept_intact_and_
     assert analyze("Привет, Мир! Ελληνικά नमस्ते") == ["привет", "мир", "ελλην", "नमस्त"]
     assert analyze("Москву") == analyze("Москва") == analyze("МОСКВЫ") == ["москв"]
     assert analyze("κινητό") == analyze("κινητο") == analyze("ΚΙΝΗΤΟ")
+    # a word the Greek stemmer takes wholly away (when, same) stays itself: never an empty token (review of analyzer 7)
+    assert analyze("όταν ίδια") == tokenize.reference_analyze("όταν ίδια") == ["οταν", "ιδια"]
     # Georgian and Hebrew have no stemmer: kept whole (Hebrew without its vowel points)
     assert analyze("გამარჯობა שָׁלוֹם") == ["გამარჯობა", "שלום"]
 
