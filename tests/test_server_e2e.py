@@ -483,3 +483,64 @@ def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     assert found.status_code == 200 and found.json()["data"] == []
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by whoever adopted it, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_end_when_their_supervisor_is_killed_and_the_port_is_free_again(db_path):
+    # kill -9 of `refind serve --workers 2` left both workers serving, Adds accepted, the port held: a restart failed
+    # with "Address already in use". Now each asks the kernel for a SIGTERM when the supervisor dies.
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    command = [sys.executable, "-m", "refind_cli", "serve", "--port", str(port), "--db", str(db_path)]
+    proc = subprocess.Popen(
+        [*command, "--workers", "2", "--mode", "bm25", "--expire-interval", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        healthy = False
+        while not healthy and time.monotonic() < deadline:
+            try:
+                healthy = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert healthy, "the workers did not start"
+        workers = _children(proc.pid)  # the two workers (and perhaps multiprocessing's resource tracker)
+        assert len(workers) >= 2, workers
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while any(map(_running, workers)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_running, workers)), "workers outlived their supervisor"
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+    finally:
+        proc.kill()
+        for p in workers if "workers" in locals() else ():
+            if _running(p):
+                os.kill(p, signal.SIGKILL)

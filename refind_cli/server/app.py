@@ -374,6 +374,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         title="refind",
         version=__version__,
         lifespan=lifespan,
+        redirect_slashes=False,  # no 307 with an empty body: a JSON 404 or 405, as for any other path
         description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.",
     )
     app.state.runtime = rt
@@ -561,6 +562,7 @@ def app_from_env() -> FastAPI:
     """uvicorn's factory for worker processes: the settings the parent put in the environment."""
     import os
 
+    end_with_supervisor(int(os.environ.get(SUPERVISOR_ENV) or 0))
     data = json.loads(os.environ[SETTINGS_ENV])
     data["db"] = Path(data["db"])
     data["allow_hosts"] = tuple(data.get("allow_hosts") or ())
@@ -569,6 +571,30 @@ def app_from_env() -> FastAPI:
 
     configure(cfg)
     return create_app(cfg)
+
+
+SUPERVISOR_ENV = "REFIND__SERVE_SUPERVISOR"  # the pid of `refind serve --workers N`, for its workers
+
+
+def end_with_supervisor(supervisor: int) -> None:
+    """Have this worker sent SIGTERM — a graceful stop, in-flight requests finished — when the process that started
+    it ends, however it ends (Linux's PR_SET_PDEATHSIG). uvicorn's supervisor stops its workers on SIGTERM or Ctrl-C,
+    but one killed by SIGKILL (the OOM killer, `kill -9`) left them serving, on the port a restart then could not
+    bind (found by a fault probe). Elsewhere, or without the supervisor's pid, nothing is done."""
+    import os
+    import signal
+    import sys
+
+    if not supervisor or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
+        log.warning("cannot ask to end with the supervisor (prctl: errno %d)", ctypes.get_errno())
+        return
+    if os.getppid() != supervisor:  # it ended before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def raise_open_file_limit(want: int = 65536) -> int:
@@ -637,4 +663,5 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
         return
     create_app(cfg)  # fail here, once, if the settings or the database are wrong
     os.environ[SETTINGS_ENV] = settings_to_env(cfg)
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())  # uvicorn's supervisor is this process
     common("refind_cli.server:app_from_env", factory=True, workers=workers)

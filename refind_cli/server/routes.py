@@ -42,6 +42,9 @@ class ContractRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path") if scope["type"] == "http" and scope.get("method") == "POST" else None
+        if path and path.endswith("/") and (path[:-1] in ADD_PATHS or path[:-1] in SEARCH_PATHS):
+            path = path[:-1]  # "/v1/memories/add/" is the same route: a redirect (307) lost an Add to a client not
+            # following it, as httpx does by default (found by a server probe)
         if path not in ADD_PATHS and path not in SEARCH_PATHS:
             await self.app(scope, receive, send)
             return
