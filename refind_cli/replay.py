@@ -358,6 +358,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
             )
             continue
+        if n == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte order marks
+            yield LineError(n, UTF16)  # every line after would be reported as not JSON: one reason, nothing read
+            return
         if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
         text = raw.strip()
@@ -436,6 +439,12 @@ def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tupl
         "lines make one request only while consecutive, so these would be a second request with other messages "
         "under the same id; put one request's lines together, or give these another request_id"
     )
+
+
+UTF16 = (
+    "the file is UTF-16 (what Windows PowerShell's `>` writes), not UTF-8: nothing of it was read; convert it first "
+    "(`iconv -f UTF-16 -t UTF-8 FILE > NEW`, or in PowerShell `Get-Content FILE | Set-Content -Encoding utf8 NEW`)"
+)
 
 
 def _over_one_add(request_id: str, messages: int, size: int) -> str:

@@ -61,6 +61,8 @@ def parse_retention(value: str | float | None) -> float | None:
         if isinstance(value, bool):  # float(True) is 1: one day, where a flag was meant
             raise TypeError
         days = float(value)
+        if days != days:  # NaN: no number at all, neither below nor above a limit
+            raise ValueError
     except (TypeError, ValueError):
         raise RefindError(f"retention: {value!r} is not a number of days (or 'off')") from None
     if not days >= 1:

@@ -8,6 +8,7 @@ import sqlite3
 
 from conftest import FIXTURES
 
+from refind_cli import replay
 from refind_cli.store import Store
 
 
@@ -617,3 +618,15 @@ def test_a_request_id_s_lines_apart_are_refused_as_apart_and_the_same_lines_agai
     ]
     assert (summary["requests_added"], summary["duplicates"], summary["conflicts"]) == (2, 2, 0)
     assert [r[3] for r in rows(db_path)] == ["hi", "yo"]
+
+
+def test_a_utf16_file_is_refused_as_such_and_nothing_of_it_read(cli, db_path, tmp_path) -> None:
+    # PowerShell's `>` writes UTF-16: each line was reported "not valid UTF-8" or "not valid JSON", and a line past
+    # the last (its final newline's second byte) — nothing said what was wrong with the file (a data-safety review)
+    path = tmp_path / "ps.jsonl"
+    lines = [json.dumps(add_line(f"r{i}", content=f"m{i}")) for i in range(3)]
+    path.write_bytes("\r\n".join(lines).encode("utf-16"))
+    result = cli("add", "--file", str(path), "--json")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["problems"] == [f"{path}:1: {replay.UTF16}"]
+    assert rows(db_path) == []

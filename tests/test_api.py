@@ -164,6 +164,8 @@ def test_expire_and_retention_hide_what_is_old(tmp_path: Path) -> None:
         assert memory.expire().messages == 1
     with pytest.raises(RefindError, match="below the minimum of 1 day"):
         Memory(tmp_path / "x.db", retention_days=0.5)
+    with pytest.raises(RefindError, match=r"^retention: 'nan' is not a number of days \(or 'off'\)$"):
+        Memory(tmp_path / "nan.db", retention_days="nan")
     with pytest.raises(RefindError, match=r"^retention: True is not a number of days \(or 'off'\)$"):
         Memory(tmp_path / "x.db", retention_days=True)  # read as one day: a day's memory hidden, then expired
 
