@@ -95,6 +95,11 @@ CORPUS = {
         ["Καλημέρα σε όλους", "Πάμε για καφέ αύριο"],  # good morning everyone; let's go for coffee tomorrow
         "όταν",  # when: a word the Greek stemmer takes wholly away (an empty token, at first: review of analyzer 7)
     ),
+    "code": (
+        "The bug is in getUserProfile, it returns None",
+        ["Rename the config file", "Crash in the date parser"],
+        "user profile",  # the parts of a camelCase word
+    ),
     "arabic": (
         "اشتريت السيارة الجديدة أمس",  # I bought the new car yesterday
         ["الجو حار اليوم", "سأذهب إلى المدرسة"],  # it is hot today; I will go to school

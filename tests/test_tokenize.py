@@ -38,7 +38,7 @@ def test_kana_and_hangul_are_bigrammed():
 
 
 def test_mixed_latin_and_han_in_one_word():
-    assert analyze("iPhone手机") == ["iphon", "手机"]
+    assert analyze("iPhone手机") == ["iphon", "手机", "phone"]  # (and "iPhone"'s parts, after: step 6)
 
 
 def test_words_of_scripts_with_a_stemmer_are_stemmed_and_others_kept_intact_and_lowercased():
@@ -197,3 +197,21 @@ def test_the_han_table_is_built_one_character_at_a_time_and_followed_to_its_end(
     assert pairs == {"薴": "苎", "苧": "苎", "車": "车", "乾": "干"}
     shipped = folding.HAN_TABLE.read_text(encoding="utf-8").splitlines()
     assert shipped[0].startswith("# Traditional → Simplified") and "車 车" in shipped and "臺 台" in shipped
+
+
+def test_a_word_that_changes_case_inside_it_also_gives_its_parts():
+    # camelCase, PascalCase and an acronym before a word: "user profile" or "get_user_profile" finds getUserProfile
+    assert analyze("getUserProfile()") == ["getuserprofil", "get", "user", "profil"]
+    assert analyze("parseJSONResponse") == ["parsejsonrespons", "pars", "json", "respons"]
+    assert analyze("#ThrowbackThursday pics") == ["throwbackthursday", "pic", "throwback", "thursday"]
+    assert analyze("报错 ModuleNotFoundError") == ["报错", "modulenotfounderror", "modul", "found", "error"]
+    # not parts: an acronym's plural, a number before a letter, capitals only, a word's capital first letter
+    assert analyze("RPGs 5K USA OK Caroline") == ["rpgs", "5k", "usa", "ok", "carolin"]
+    assert analyze("get_user_profile") == ["get", "user", "profil"]
+
+
+def test_texts_with_such_words_take_the_per_text_path_of_a_batch():
+    texts = ["plain text", "getUserProfile here", "another one"]
+    assert tokenize.ascii_words(texts) is None  # the joined bytes path has no parts: it is not taken
+    assert tokenize.analyze_each(texts) == [t for text in texts for t in (*analyze(text), tokenize.DOC_END)]
+    assert tokenize.ascii_words(["plain text", "OK USA"]) is not None
