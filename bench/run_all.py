@@ -59,6 +59,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     ),
     "redaction_collisions": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS)], True),
     "long_query": ([], ["--turns", "5000", "--rounds", "1"], False),
+    "languages": ([], [], False),
     "probes": (
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
         ["--dataset", str(DATASETS / "realtalk_dev"), "--probe", "speakers,split"],
