@@ -21,6 +21,8 @@
    become overlapping bigrams of grapheme clusters (a letter and its marks), a lone cluster a unigram — the
    dictionary-free n-gram indexing of Thai, so the query ``ข้าวผัด`` matches inside ``ฉันชอบกินข้าวผัด`` and never
    half a cluster;
+   a Chinese numeral before what it counts (a date, a time, an age, money…) also gives its value in digits
+   (十二月二十五号 gives 12 and 25, as 12月25号 does);
 4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
    stemmed with the full Snowball English stemmer (PyStemmer); a word with accents also gives the token of the word
    without them ("café" gives "café" and "cafe": a question typed without accents finds it, one with them prefers it);
@@ -56,7 +58,7 @@ from .folding import table as character_folds
 # 6: an emoji's skin tone is left out of its token, as its variation selectors are ("👍🏽" is "👍").
 # 7: character folds (Traditional Chinese → Simplified, digits, Arabic/Persian/Hebrew/Devanagari/Cyrillic forms),
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
-#    token, the parts of a camelCase word.
+#    token, the parts of a camelCase word, a counting Chinese numeral's value.
 ANALYZER_VERSION = 7
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
@@ -564,6 +566,65 @@ def _script_stemmer(language: str) -> Any:  # a Stemmer.Stemmer
     return stemmer
 
 
+def _cjk(run: str, out: list[str]) -> None:
+    """Step 3 on a run of CJK characters: its bigrams, then the value of each Chinese numeral in it that counts
+    something (before a unit: 十二月 → "12", 两千块 → "2000"), as the digits of "12月" or "2000块" are a token."""
+    _bigrams(run, out)
+    if _NUMERAL_CHARS.isdisjoint(run):
+        return
+    for match in _counted_numerals().finditer(run):
+        if (value := chinese_number(match.group(1))) is not None:
+            out.append(str(value))
+
+
+_NUMERAL_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_NUMERAL_UNITS = {"十": 10, "百": 100, "千": 1_000, "万": 10_000, "亿": 100_000_000}
+_NUMERAL_CHARS = frozenset(_NUMERAL_DIGITS) | frozenset(_NUMERAL_UNITS)
+# what a numeral counts when it stands before one of these: a date or time, an age, money, a number of things
+_COUNTERS = "月日号点时分秒岁年块元个次天周楼层号人本张件"
+
+
+@lru_cache(maxsize=1)
+def _counted_numerals() -> re.Pattern[str]:
+    return re.compile(f"([{''.join(_NUMERAL_CHARS)}]+)(?=[{_COUNTERS}])")
+
+
+def chinese_number(numeral: str) -> int | None:
+    """The value of a Chinese numeral: 十二 12, 二十五 25, 一百零五 105, 两千 2000, 三万五千 35000, or read digit by digit
+    when it has no unit (三零五 305, 二〇二四 2024); None for what is no numeral (十十, 百 alone is 100)."""
+    if not any(c in _NUMERAL_UNITS for c in numeral):
+        return int("".join(str(_NUMERAL_DIGITS[c]) for c in numeral))
+    total, section, digit = 0, 0, None
+    for c in numeral:
+        if c in _NUMERAL_DIGITS:
+            if digit is not None and _NUMERAL_DIGITS[c] != 0:
+                return None  # two digits in a row inside a numeral with units: no numeral
+            digit = _NUMERAL_DIGITS[c] or None
+            continue
+        unit = _NUMERAL_UNITS[c]
+        if unit >= 10_000:
+            section = (section + (digit or 0)) * unit if (section or digit) else unit
+            total += section
+            section = 0
+        else:
+            section += (1 if digit is None else digit) * unit
+        digit = None
+    return total + section + (digit or 0)
+
+
 def _bigrams(run: Sequence[str], out: list[str]) -> None:
     """Overlapping bigrams of a run's units (characters, or grapheme clusters); a lone unit is a unigram."""
     if len(run) == 1:
@@ -633,7 +694,7 @@ def _word_tokens(word: str) -> tuple[str, ...]:
         if not piece:
             continue
         if i % 2:  # the capturing group: a CJK run
-            _bigrams(piece, out)
+            _cjk(piece, out)
         else:
             _latin_or_other(piece, out)
     return tuple(out)
@@ -664,7 +725,7 @@ def _uncommon_tokens(word: str) -> tuple[str, ...]:
         if not piece:
             continue
         if i % 2:
-            _bigrams(piece, out)
+            _cjk(piece, out)
         elif _spaceless_letter().search(piece):
             _spaceless(piece, out)
         else:
@@ -865,7 +926,7 @@ def _reference_words(
         for match in pieces.finditer(word.replace(_ZWJ, "")):
             cjk, spaceless, piece = match.groups()
             if cjk:
-                _bigrams(cjk, out)
+                _cjk(cjk, out)
             elif spaceless:
                 _bigrams(cluster.findall(spaceless), out)
             elif _LATIN.fullmatch(piece):

@@ -80,6 +80,11 @@ CORPUS = {
         ["今天去超市买了书", "明天要开会"],  # went to the supermarket for books today; a meeting tomorrow
         "猫的名字",  # the cat's name: 猫的 and 的名 are in no sentence, so their characters are asked
     ),
+    "chinese-numerals": (
+        "我女儿的生日是11月8号",  # my daughter's birthday is on 11月8号 (November 8th, in digits)
+        ["今天去超市买了书", "明天要开会"],
+        "十一月八号",  # November 8th in Chinese numerals
+    ),
     "vietnamese-unmarked": (
         "Tuần sau mình đi Đà Nẵng công tác",  # next week I go to Da Nang for work
         ["Hôm nay trời mưa to", "Mình thích ăn bún chả"],  # it rains hard today; I like bun cha

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +216,35 @@ def test_texts_with_such_words_take_the_per_text_path_of_a_batch():
     assert tokenize.ascii_words(texts) is None  # the joined bytes path has no parts: it is not taken
     assert tokenize.analyze_each(texts) == [t for text in texts for t in (*analyze(text), tokenize.DOC_END)]
     assert tokenize.ascii_words(["plain text", "OK USA"]) is not None
+
+
+def test_a_chinese_numeral_before_what_it_counts_also_gives_its_value():
+    # "十一月八号" (November 8th) finds "11月8号" and the other way round; a numeral that counts nothing (一起,
+    # together) gives no number
+    assert analyze("十一月八号") == ["十一", "一月", "月八", "八号", "11", "8"]
+    assert analyze("11月8号") == ["11", "月", "8", "号"]
+    assert analyze("两千块 一百零五岁 三零五号房") == [
+        *["两千", "千块", "2000"],
+        *["一百", "百零", "零五", "五岁", "105"],
+        *["三零", "零五", "五号", "号房", "305"],
+    ]
+    assert analyze("我们一起去") == ["我们", "们一", "一起", "起去"]
+
+
+@pytest.mark.parametrize(
+    ("numeral", "value"),
+    [
+        ("十", 10),
+        ("十二", 12),
+        ("二十五", 25),
+        ("一百零五", 105),
+        ("两千", 2000),
+        ("三万五千", 35000),
+        ("十万", 100000),
+        ("三零五", 305),
+        ("二〇二四", 2024),
+        ("二三十", None),
+    ],
+)
+def test_chinese_numerals_read_by_hand(numeral, value):
+    assert tokenize.chinese_number(numeral) == value
