@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -334,7 +335,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     size = 0  # the group's lines' bytes: an Add line of its messages (refind export) is about as long
     refused = 0  # the group's lines refused for going past one Add
     seen_auto = Repeats()  # auto ids already given in this file
-    named: dict[tuple[str, str], tuple[int, int, int]] = {}  # (user, request_id) → its lines' first, last, payload
+    # (user, request_id) → its lines' first, last, payload: the last APART_WINDOW request ids met (a file of a million
+    # message lines, each with its own request_id, would otherwise hold them all: ~200 MB)
+    named: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
 
     def flush() -> Iterator[Parsed | LineError]:
         nonlocal group, key, size, refused
@@ -343,8 +346,13 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             earlier = None
             if key[2] is not None:  # the same request_id's lines again, apart from its first lines
                 payload = hash((key[1], tuple((m.role, m.content, m.timestamp) for m in parsed.request.messages)))
-                earlier = named.setdefault((key[0], key[2]), (parsed.first_line, parsed.last_line, payload))
-                earlier = None if earlier[2] == payload else earlier  # the same lines again: a duplicate
+                earlier = named.get((key[0], key[2]))
+                if earlier is None:
+                    named[(key[0], key[2])] = (parsed.first_line, parsed.last_line, payload)
+                    if len(named) > APART_WINDOW:
+                        named.popitem(last=False)
+                elif earlier[2] == payload:  # the same lines again: a duplicate
+                    earlier = None
             if earlier is None:
                 yield parsed
             else:
@@ -440,6 +448,8 @@ def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tupl
         "under the same id; put one request's lines together, or give these another request_id"
     )
 
+
+APART_WINDOW = 4_096  # request ids a replay remembers to tell lines of one apart (further apart: a conflict, as before)
 
 UTF16 = (
     "the file is UTF-16 (what Windows PowerShell's `>` writes), not UTF-8: nothing of it was read; convert it first "

@@ -630,3 +630,19 @@ def test_a_utf16_file_is_refused_as_such_and_nothing_of_it_read(cli, db_path, tm
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["problems"] == [f"{path}:1: {replay.UTF16}"]
     assert rows(db_path) == []
+
+
+def test_lines_of_a_request_id_further_apart_than_the_window_are_a_conflict_as_before(
+    cli, db_path, tmp_path, monkeypatch
+) -> None:
+    # a replay remembers the last APART_WINDOW request ids, not every one of a file of a million lines
+    monkeypatch.setattr(replay, "APART_WINDOW", 1)
+
+    def line(rid, content):
+        return {"request_id": rid, "user_id": "a", "session_id": "s", "role": "user", "content": content}
+
+    path = jsonl(tmp_path / "far.jsonl", line("r1", "hi"), line("r2", "yo"), line("r1", "again"))
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 3, result.output
+    (problem,) = json.loads(result.output)["problems"]
+    assert "request_id 'r1' of user 'a' is already stored with a different payload" in problem
