@@ -366,8 +366,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
             )
             continue
-        if n == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte order marks
-            yield LineError(n, UTF16)  # every line after would be reported as not JSON: one reason, nothing read
+        if n == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16's or UTF-32's BOM
+            wide = "UTF-32" if raw.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else "UTF-16"
+            yield LineError(n, UTF16.replace("UTF-16", wide))  # every line after: not JSON; one reason, nothing read
             return
         if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
@@ -425,9 +426,11 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         full = len(group) >= MAX_MESSAGES_PER_ADD or size + len(text) > MAX_LINE_BYTES
         if key is not None and (line_key != key or (line_key[2] is None and (len(group) >= GROUP_SIZE or full))):
             yield from flush()
-        elif key is not None and full:  # one request_id's lines past what one Add may hold: an export could not
-            refused += 1  # be read back
-            yield LineError(n, _over_one_add(line_key[2] or "", len(group) + refused, size + len(text)))
+        elif key is not None and (full or refused):  # one request_id's lines past what one Add may hold (an export
+            # could not be read back), and every line after the first refused: no later line fills a hole
+            refused += 1
+            rid = line_key[2] or ""
+            yield LineError(n, _over_one_add(rid, len(group) + refused, size + len(text)) if full else _after(rid))
             continue
         key = line_key
         group.append((n, message, unknown, notes))
@@ -457,6 +460,13 @@ UTF16 = (
 )
 
 
+def _after(request_id: str) -> str:
+    return (
+        f"a line of request_id {request_id!r} before this one was refused for going past one Add, so this one is "
+        "too (the request keeps no hole); give the rest another request_id"
+    )
+
+
 def _over_one_add(request_id: str, messages: int, size: int) -> str:
     """Why a message line is not added to the request its request_id groups it in."""
     if messages > MAX_MESSAGES_PER_ADD:
@@ -464,7 +474,7 @@ def _over_one_add(request_id: str, messages: int, size: int) -> str:
             f"message {messages:,} of request_id {request_id!r}, over the limit of {MAX_MESSAGES_PER_ADD:,} for one Add"
         )
     else:
-        over = f"request_id {request_id!r}'s lines come to {size:,} bytes here, over the limit of {MAX_LINE_BYTES:,} for one Add"
+        over = f"request_id {request_id!r}: its lines come to {size:,} bytes here, over the limit of {MAX_LINE_BYTES:,} for one Add"
     return (
         f"{over} (refind export could not write it as a line refind add reads back); give the rest another request_id"
     )

@@ -737,11 +737,10 @@ def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
     if text.isascii():
         raw = text.encode("ascii")
-        out = list(filter(None, map(_ASCII_CACHE.__getitem__, raw.translate(_ASCII_TABLE).split())))
         if _has_camel(raw):
-            _camel_tokens(raw, _stem, out)
-        return out
-    out = []
+            raw += _camel_parts(raw)
+        return list(filter(None, map(_ASCII_CACHE.__getitem__, raw.translate(_ASCII_TABLE).split())))
+    out: list[str] = []
     normalised = _normalise(text)
     if _emoji_hint().search(normalised) is None:
         _analyze_words(normalised, out)
@@ -755,7 +754,7 @@ def analyze(text: str) -> list[str]:
         _analyze_words(normalised[at:], out)
     raw = text.encode("utf-8", "surrogatepass")
     if _has_camel(raw):
-        _camel_tokens(raw, _stem, out)
+        out.extend(filter(None, map(_ASCII_CACHE.__getitem__, _camel_parts(raw).split())))
     return out
 
 
@@ -784,27 +783,58 @@ def _has_camel(raw: bytes) -> bool:
     return b"aA" in classes or b"AAa" in classes
 
 
-def _camel_tokens(raw: bytes, stem: Callable[[str], str], out: list[str]) -> None:
-    """Step 6: the tokens of the parts of each word of a text (its UTF-8 bytes) that changes case inside it, in the
-    text's order (stop-words left out). The words are found from the case classes' hits, not by a scan of every word:
-    a reply of 2,000 characters of code held hundreds of words."""
+def _camel_parts(raw: bytes) -> bytes:
+    """Step 6: the parts of each ASCII word of a text (its UTF-8 bytes) that changes case inside it, lower-cased, each
+    after a space, in the text's order — words for the ASCII path to read after the text's own. The words are found
+    from the case classes' hits, not by a scan of every word (a reply of 2,000 characters of code held hundreds), at
+    most :data:`MAX_CAMEL_WORDS` of them (the first); a word joined to a letter of another alphabet ("ÉcoleNormale",
+    "MüllerStraße") is no ASCII word and gives none."""
     classes = raw.translate(_CASE_CLASSES)
-    spans = set()
+    spans: set[tuple[int, int]] = set()
     for needle in (b"aA", b"AAa"):
-        at = classes.find(needle)
-        while at >= 0:
+        at, found = classes.find(needle), 0
+        while at >= 0 and found < MAX_CAMEL_WORDS:
             end = classes.find(b" ", at)
             end = len(classes) if end < 0 else end
             spans.add((classes.rfind(b" ", 0, at) + 1, end))
+            found += 1
             at = classes.find(needle, end)
-    for start, end in sorted(spans):
-        parts = _CAMEL_PART.findall(raw[start:end].decode("ascii"))
-        if len(parts) < 2:  # "RPGs": one acronym, already the word's own token
+    out = []
+    for start, end in sorted(spans)[:MAX_CAMEL_WORDS]:
+        if _joined_to_a_letter(raw, start, end):
             continue
-        for part in parts:
-            part = part.lower()
-            if part not in STOPWORDS_EN:
-                out.append(stem(part))
+        parts = _CAMEL_PART.findall(raw[start:end].decode("ascii"))
+        if len(parts) >= 2:  # ("RPGs": one acronym, already the word's own token)
+            out.append(" ".join(parts).lower().encode("ascii"))
+    return b" " + b" ".join(out) if out else b""
+
+
+MAX_CAMEL_WORDS = 1_000  # a text's words whose parts are read: 1 MiB of "aB " words took 1.1 s, and an Add's write lock
+
+
+def _joined_to_a_letter(raw: bytes, start: int, end: int) -> bool:
+    """Whether the ASCII run ``raw[start:end]`` is part of a word with a letter of an alphabet beyond ASCII (Latin,
+    Greek, Cyrillic … below U+2E80) just before or after it; a CJK character, a space or punctuation ends a word."""
+    if (start == 0 or raw[start - 1] < 0x80) and (end == len(raw) or raw[end] < 0x80):
+        return False  # ASCII on both sides (a separator: the run ends there)
+    before = start
+    while before > 0 and 0x80 <= raw[before - 1] < 0xC0:  # back over continuation bytes to the character's lead byte
+        before -= 1
+    if before < start and before > 0:
+        before -= 1
+    after = end
+    if after < len(raw) and raw[after] >= 0x80:
+        after += 1
+        while after < len(raw) and 0x80 <= raw[after] < 0xC0:
+            after += 1
+    return any(
+        _alphabet_letter(c)
+        for c in raw[before:start].decode("utf-8", "replace") + raw[end:after].decode("utf-8", "replace")
+    )
+
+
+def _alphabet_letter(char: str) -> bool:
+    return char.isalpha() and ord(char) < 0x2E80
 
 
 def _emoji_matches(text: str) -> Iterator[re.Match[str]]:
@@ -855,9 +885,8 @@ def analyze_each(texts: Iterable[str]) -> list[str]:
     for text in texts:
         if text.isascii():
             raw = text.encode("ascii")
-            if not _has_camel(raw):
-                run.append(raw)
-                continue
+            run.append(raw + _camel_parts(raw) if _has_camel(raw) else raw)
+            continue
         if run:
             flush()
         out.extend(analyze(text))
@@ -875,8 +904,10 @@ def ascii_words(texts: Sequence[str]) -> list[bytes] | None:
     :data:`DOC_END` — so ``list(map(ascii_stems.__getitem__, ascii_words(texts)))`` is ``analyze_each(texts)`` —
     when every text is ASCII and holds no NUL; None otherwise. One join, one encode, one translate for them all."""
     joined = " \x00 ".join(texts)
-    if not joined.isascii() or joined.count("\x00") != len(texts) - 1 or _has_camel(joined.encode("ascii")):
+    if not joined.isascii() or joined.count("\x00") != len(texts) - 1:
         return None
+    if _has_camel(joined.encode("ascii")):  # step 6: a text's parts after its words, as analyze reads them
+        joined = " \x00 ".join(t + _camel_parts(t.encode("ascii")).decode("ascii") for t in texts)
     words = joined.encode("ascii").translate(_ASCII_SEPARATED).split()
     words.append(_ASCII_DOC_END)
     return words
@@ -911,9 +942,11 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
                 out.append(token)
             continue
         _reference_words(words.findall(part), pieces, cluster, stem, out)
-    for word in re.findall(r"[A-Za-z0-9]+", text):  # step 6, by regular expressions
-        parts = _CAMEL_PART.findall(word)
-        if re.search(r"[a-z][A-Z]|[A-Z][A-Z][a-z]", word) and len(parts) >= 2:
+    camel = [m for m in re.finditer(r"[A-Za-z0-9]+", text) if re.search(r"[a-z][A-Z]|[A-Z][A-Z][a-z]", m.group())]
+    for m in camel[:MAX_CAMEL_WORDS]:  # step 6, by regular expressions
+        near = text[m.start() - 1 : m.start()] + text[m.end() : m.end() + 1]
+        parts = _CAMEL_PART.findall(m.group())
+        if len(parts) >= 2 and not any(_alphabet_letter(c) for c in near):
             out.extend(stem(w) for w in map(str.lower, parts) if w not in STOPWORDS_EN)
     return out
 

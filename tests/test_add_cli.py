@@ -579,7 +579,7 @@ def test_lines_past_an_add_line_s_bytes_are_refused_or_start_another_group(cli, 
     result = cli("add", "--file", path, "--json")
     assert result.exit_code == 2, result.output
     (problem,) = json.loads(result.output)["problems"]
-    assert problem.startswith(f"{path}:3: request_id 'r''s lines come to ") and "over the limit of 400" in problem
+    assert problem.startswith(f"{path}:3: request_id 'r': its lines come to ") and "over the limit of 400" in problem
     assert sorted(r[0] for r in rows(db_path, "SELECT message_count FROM requests")) == [1, 2, 2]
 
 
@@ -646,3 +646,30 @@ def test_lines_of_a_request_id_further_apart_than_the_window_are_a_conflict_as_b
     assert result.exit_code == 3, result.output
     (problem,) = json.loads(result.output)["problems"]
     assert "request_id 'r1' of user 'a' is already stored with a different payload" in problem
+
+
+def test_after_a_line_refused_for_size_the_request_s_later_lines_are_refused_too(cli, db_path, tmp_path, monkeypatch):
+    # a big line refused, then a small one that fits: stored, it left a hole inside the request (review)
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 400)
+    named = {"request_id": "r", "user_id": "u", "session_id": "s", "role": "user"}
+    path = jsonl(
+        tmp_path / "hole.jsonl",
+        {**named, "content": "a"},
+        {**named, "content": "b" * 280},
+        {**named, "content": "c"},
+    )
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2, result.output
+    problems = json.loads(result.output)["problems"]
+    assert problems[0].startswith(f"{path}:2: request_id 'r': its lines come to ")
+    assert problems[1] == f"{path}:3: {replay._after('r')}"
+    assert [r[3] for r in rows(db_path)] == ["a"]
+
+
+def test_a_utf32_file_is_named_as_such(cli, tmp_path) -> None:
+    path = tmp_path / "wide.jsonl"
+    path.write_bytes(json.dumps(add_line("r1")).encode("utf-32"))
+    result = cli("add", "--file", str(path), "--json")
+    assert result.exit_code == 2
+    (problem,) = json.loads(result.output)["problems"]
+    assert "the file is UTF-32" in problem and "iconv -f UTF-32" in problem

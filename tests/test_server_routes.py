@@ -110,3 +110,11 @@ def test_a_contract_path_with_a_trailing_slash_is_the_same_route_and_nothing_red
         assert found.status_code == 200 and "kayak" in found.json()["data"][0]["content"]
     other = client.get("/v1/memories/add/", headers=AUTH, follow_redirects=False)
     assert other.status_code in (404, 405) and other.json()["error"]
+
+
+def test_health_with_a_trailing_slash_answers_without_a_token(client):
+    # it was a redirect to /health; with redirects off it would be a 404 (401 with a token): a probe broke (review)
+    for method in ("GET", "HEAD"):
+        answer = client.request(method, "/health/", follow_redirects=False)
+        assert answer.status_code == 200, (method, answer.status_code)
+    assert client.get("/health/").json() == {"status": "ok"}

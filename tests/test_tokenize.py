@@ -211,11 +211,12 @@ def test_a_word_that_changes_case_inside_it_also_gives_its_parts():
     assert analyze("get_user_profile") == ["get", "user", "profil"]
 
 
-def test_texts_with_such_words_take_the_per_text_path_of_a_batch():
+def test_texts_with_such_words_are_read_with_their_parts_in_a_batch_too():
     texts = ["plain text", "getUserProfile here", "another one"]
-    assert tokenize.ascii_words(texts) is None  # the joined bytes path has no parts: it is not taken
-    assert tokenize.analyze_each(texts) == [t for text in texts for t in (*analyze(text), tokenize.DOC_END)]
-    assert tokenize.ascii_words(["plain text", "OK USA"]) is not None
+    every = [t for text in texts for t in (*analyze(text), tokenize.DOC_END)]
+    assert [t for t in tokenize.analyze_each(texts) if t] == every  # (its batch leaves stop-words in as "")
+    words = tokenize.ascii_words(texts)
+    assert words is not None and [t for w in words if (t := tokenize.ascii_stems[w])] == every
 
 
 def test_a_chinese_numeral_before_what_it_counts_also_gives_its_value():
@@ -248,3 +249,24 @@ def test_a_chinese_numeral_before_what_it_counts_also_gives_its_value():
 )
 def test_chinese_numerals_read_by_hand(numeral, value):
     assert tokenize.chinese_number(numeral) == value
+
+
+def test_no_parts_for_a_word_joined_to_a_letter_of_another_alphabet():
+    # "ÉcoleNormale" is one word: its ASCII piece "coleNormale" gave "cole" and "normal" (review); a CJK character,
+    # though, ends a word ("报错ModuleNotFoundError")
+    assert analyze("ÉcoleNormale MüllerStraße") == ["écolenormal", "ecolenormal", "müllerstrass", "mullerstrass"]
+    assert analyze("报错ModuleNotFoundError")[-3:] == ["modul", "found", "error"]
+
+
+def test_only_the_first_words_of_a_text_give_parts(monkeypatch):
+    # 1 MiB of "aB " words took 1.1 s to analyse, inside an Add's write lock (review): at most MAX_CAMEL_WORDS
+    monkeypatch.setattr(tokenize, "MAX_CAMEL_WORDS", 2)
+    text = "getUser setUser delUser"
+    assert (
+        analyze(text)
+        == tokenize.reference_analyze(text)
+        == [*["getus", "setus", "delus"], *["get", "user", "set", "user"]]
+    )
+    mixed = "getUser JSONParse delUser"  # the first two by place, whichever case change found them
+    assert analyze(mixed) == tokenize.reference_analyze(mixed)
+    assert analyze(mixed)[3:] == ["get", "user", "json", "pars"]

@@ -429,6 +429,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         return Response(HEALTH_BODY, media_type="application/json")
 
     app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False, name="health_head")
+    # a probe configured with a trailing slash was redirected to /health before redirects were turned off: the same
+    app.add_api_route("/health/", health, methods=["GET", "HEAD"], include_in_schema=False, name="health_slash")
 
     async def add(request: Request) -> JSONResponse:  # documents the route: ContractRoutes answers it
         return JSONResponse(await rt.add(await request.body()))
