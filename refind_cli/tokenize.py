@@ -593,8 +593,9 @@ _NUMERAL_DIGITS = {
 }
 _NUMERAL_UNITS = {"十": 10, "百": 100, "千": 1_000, "万": 10_000, "亿": 100_000_000}
 _NUMERAL_CHARS = frozenset(_NUMERAL_DIGITS) | frozenset(_NUMERAL_UNITS)
+MAX_NUMERAL_CHARS = 24  # a longer run of numeral characters is read as no number
 # what a numeral counts when it stands before one of these: a date or time, an age, money, a number of things
-_COUNTERS = "月日号点时分秒岁年块元个次天周楼层号人本张件"
+_COUNTERS = "月日号点时分秒岁年块元个次天周楼层人本张件"
 
 
 @lru_cache(maxsize=1)
@@ -604,7 +605,11 @@ def _counted_numerals() -> re.Pattern[str]:
 
 def chinese_number(numeral: str) -> int | None:
     """The value of a Chinese numeral: 十二 12, 二十五 25, 一百零五 105, 两千 2000, 三万五千 35000, or read digit by digit
-    when it has no unit (三零五 305, 二〇二四 2024); None for what is no numeral (十十, 百 alone is 100)."""
+    when it has no unit (三零五 305, 二〇二四 2024); None where two digits stand together among units (二三十: twenty
+    or thirty) and for a run longer than any number a message counts (past Python's limit on an int's digits, a text
+    of 5,000 一 before 个 made its Add fail)."""
+    if len(numeral) > MAX_NUMERAL_CHARS:
+        return None
     if not any(c in _NUMERAL_UNITS for c in numeral):
         return int("".join(str(_NUMERAL_DIGITS[c]) for c in numeral))
     total, section, digit = 0, 0, None

@@ -245,6 +245,7 @@ def test_a_chinese_numeral_before_what_it_counts_also_gives_its_value():
         ("三零五", 305),
         ("二〇二四", 2024),
         ("二三十", None),
+        ("一" * 25, None),
     ],
 )
 def test_chinese_numerals_read_by_hand(numeral, value):
@@ -270,3 +271,8 @@ def test_only_the_first_words_of_a_text_give_parts(monkeypatch):
     mixed = "getUser JSONParse delUser"  # the first two by place, whichever case change found them
     assert analyze(mixed) == tokenize.reference_analyze(mixed)
     assert analyze(mixed)[3:] == ["get", "user", "json", "pars"]
+
+
+def test_a_text_of_thousands_of_numeral_characters_is_analysed():
+    # 5,000 一 before 个: a number of 5,000 digits is past Python's limit for int(): the Add failed
+    assert analyze("一" * 5000 + "个")[-1] == "一个"
