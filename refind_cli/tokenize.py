@@ -12,7 +12,8 @@
    and vowel marks, Hebrew points, the Devanagari nukta, Cyrillic ё;
 2. each emoji sequence (with its skin tone, ZWJ sequence, flag or keycap: "👍🏽", "👩‍❤️‍👨", "🇯🇵", "1️⃣") is a token
    where it stands, as Lucene's StandardTokenizer and ICU keep emoji, but without its variation selectors ("❤️" is
-   "❤") and skin tone ("👍🏽" is "👍"), which only choose how it looks; the rest is split on whitespace and
+   "❤") and skin tone ("👍🏽" is "👍"), which only choose how it looks — a zero-width-joiner sequence also gives its
+   first emoji's token ("🏃‍♂️" gives "🏃‍♂" and "🏃"); the rest is split on whitespace and
    punctuation (a token is a run of letters, combining marks — every one Unicode has, of any script — and digits;
    ``_`` splits too; a zero-width joiner inside a word is dropped from it);
 3. inside a token, runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping character bigrams,
@@ -58,7 +59,7 @@ from .folding import table as character_folds
 # 6: an emoji's skin tone is left out of its token, as its variation selectors are ("👍🏽" is "👍").
 # 7: character folds (Traditional Chinese → Simplified, digits, Arabic/Persian/Hebrew/Devanagari/Cyrillic forms),
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
-#    token, the parts of a camelCase word, a counting Chinese numeral's value.
+#    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
 ANALYZER_VERSION = 7
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
@@ -754,7 +755,7 @@ def analyze(text: str) -> list[str]:
         for match in _emoji_matches(normalised):  # step 2's emoji, each a token where it stands
             _analyze_words(normalised[at : match.start()], out)
             if token := match.group().translate(_PRESENTATION):  # a skin tone alone ("🏽") is no word
-                out.append(token)
+                _emoji(token, out)
             at = match.end()
         _analyze_words(normalised[at:], out)
     raw = text.encode("utf-8", "surrogatepass")
@@ -840,6 +841,15 @@ def _joined_to_a_letter(raw: bytes, start: int, end: int) -> bool:
 
 def _alphabet_letter(char: str) -> bool:
     return char.isalpha() and ord(char) < 0x2E80
+
+
+def _emoji(token: str, out: list[str]) -> None:
+    """An emoji's token, and for a zero-width-joiner sequence also its first emoji's ("🏃‍♂" gives "🏃‍♂" and "🏃",
+    "👩‍💻" gives "👩": a question asking for the runner finds the man running), as a word with accents gives the word
+    without them."""
+    out.append(token)
+    if _ZWJ in token and (first := token.split(_ZWJ, 1)[0]) and first != token:
+        out.append(first)
 
 
 def _emoji_matches(text: str) -> Iterator[re.Match[str]]:
@@ -944,7 +954,7 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     for i, part in enumerate(_emoji_sequences().split(folded)):  # a capturing split: odd parts are emoji
         if i % 2:
             if token := part.translate(_PRESENTATION):
-                out.append(token)
+                _emoji(token, out)
             continue
         _reference_words(words.findall(part), pieces, cluster, stem, out)
     camel = [m for m in re.finditer(r"[A-Za-z0-9]+", text) if re.search(r"[a-z][A-Z]|[A-Z][A-Z][a-z]", m.group())]
