@@ -368,7 +368,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             continue
         if n == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16's or UTF-32's BOM
             wide = "UTF-32" if raw.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else "UTF-16"
-            yield LineError(n, UTF16.replace("UTF-16", wide))  # every line after: not JSON; one reason, nothing read
+            yield LineError(n, not_utf8(wide))  # every line after: not JSON; one reason, nothing read
             return
         if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark: the file's, or one of files joined with cat
             raw = raw[3:]
@@ -454,10 +454,14 @@ def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tupl
 
 APART_WINDOW = 4_096  # request ids a replay remembers to tell lines of one apart (further apart: a conflict, as before)
 
-UTF16 = (
-    "the file is UTF-16 (what Windows PowerShell's `>` writes), not UTF-8: nothing of it was read; convert it first "
-    "(`iconv -f UTF-16 -t UTF-8 FILE > NEW`, or in PowerShell `Get-Content FILE | Set-Content -Encoding utf8 NEW`)"
-)
+
+def not_utf8(encoding: str) -> str:
+    """Why a file that opens with a UTF-16 or UTF-32 byte order mark (``encoding``) is not read."""
+    return (
+        f"the file is {encoding} (what Windows PowerShell's `>` writes), not UTF-8: nothing of it was read; convert it "
+        f"first (`iconv -f {encoding} -t UTF-8 FILE > NEW`, or in PowerShell `Get-Content FILE | Set-Content "
+        "-Encoding utf8 NEW`)"
+    )
 
 
 def _after(request_id: str) -> str:

@@ -743,8 +743,7 @@ def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
     if text.isascii():
         raw = text.encode("ascii")
-        if _has_camel(raw):
-            raw += _camel_parts(raw)
+        raw += _camel_parts(raw)
         return list(filter(None, map(_ASCII_CACHE.__getitem__, raw.translate(_ASCII_TABLE).split())))
     out: list[str] = []
     normalised = _normalise(text)
@@ -758,9 +757,8 @@ def analyze(text: str) -> list[str]:
                 _emoji(token, out)
             at = match.end()
         _analyze_words(normalised[at:], out)
-    raw = text.encode("utf-8", "surrogatepass")
-    if _has_camel(raw):
-        out.extend(filter(None, map(_ASCII_CACHE.__getitem__, _camel_parts(raw).split())))
+    if parts := _camel_parts(text.encode("utf-8", "surrogatepass")):
+        out.extend(filter(None, map(_ASCII_CACHE.__getitem__, parts.split())))
     return out
 
 
@@ -779,10 +777,14 @@ _CAMEL_PART = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+
 
 
 def _has_camel(raw: bytes) -> bool:
-    """Whether some ASCII word of the text (its UTF-8 bytes) changes case inside it as step 6 reads it. Most texts
-    have capitals only where words start, which two counts tell (a needle whose bytes the text's letters are not is
-    skipped through in strides); only the others are searched for "aA" or "AAa" (a byte at a time)."""
-    classes = raw.translate(_CASE_CLASSES)
+    """Whether some ASCII word of the text (its UTF-8 bytes) changes case inside it as step 6 reads it."""
+    return _camel_classes(raw.translate(_CASE_CLASSES))
+
+
+def _camel_classes(classes: bytes) -> bool:
+    """:func:`_has_camel` of a text's case classes. Most texts have capitals only where words start, which two counts
+    tell (a needle whose bytes the text's letters are not is skipped through in strides); only the others are searched
+    for "aA" or "AAa" (a byte at a time)."""
     capitals = classes.count(b"A")
     if capitals == classes.count(b" A") + classes.count(b"0A") + classes.startswith(b"A"):
         return False
@@ -794,8 +796,10 @@ def _camel_parts(raw: bytes) -> bytes:
     after a space, in the text's order — words for the ASCII path to read after the text's own. The words are found
     from the case classes' hits, not by a scan of every word (a reply of 2,000 characters of code held hundreds), at
     most :data:`MAX_CAMEL_WORDS` of them (the first); a word joined to a letter of another alphabet ("ÉcoleNormale",
-    "MüllerStraße") is no ASCII word and gives none."""
+    "MüllerStraße") is no ASCII word and gives none. Empty (at the cost of one translate) for a text without one."""
     classes = raw.translate(_CASE_CLASSES)
+    if not _camel_classes(classes):
+        return b""
     spans: set[tuple[int, int]] = set()
     for needle in (b"aA", b"AAa"):
         at, found = classes.find(needle), 0
@@ -823,20 +827,12 @@ def _joined_to_a_letter(raw: bytes, start: int, end: int) -> bool:
     Greek, Cyrillic … below U+2E80) just before or after it; a CJK character, a space or punctuation ends a word."""
     if (start == 0 or raw[start - 1] < 0x80) and (end == len(raw) or raw[end] < 0x80):
         return False  # ASCII on both sides (a separator: the run ends there)
-    before = start
-    while before > 0 and 0x80 <= raw[before - 1] < 0xC0:  # back over continuation bytes to the character's lead byte
-        before -= 1
-    if before < start and before > 0:
-        before -= 1
-    after = end
-    if after < len(raw) and raw[after] >= 0x80:
-        after += 1
-        while after < len(raw) and 0x80 <= raw[after] < 0xC0:
-            after += 1
-    return any(
-        _alphabet_letter(c)
-        for c in raw[before:start].decode("utf-8", "replace") + raw[end:after].decode("utf-8", "replace")
+    # a character is at most 4 bytes: the last one before the run and the first after, whole ("ignore" drops the
+    # pieces of the characters beyond them)
+    near = (
+        raw[max(0, start - 4) : start].decode("utf-8", "ignore")[-1:] + raw[end : end + 4].decode("utf-8", "ignore")[:1]
     )
+    return any(_alphabet_letter(c) for c in near)
 
 
 def _alphabet_letter(char: str) -> bool:
@@ -900,7 +896,7 @@ def analyze_each(texts: Iterable[str]) -> list[str]:
     for text in texts:
         if text.isascii():
             raw = text.encode("ascii")
-            run.append(raw + _camel_parts(raw) if _has_camel(raw) else raw)
+            run.append(raw + _camel_parts(raw))
             continue
         if run:
             flush()

@@ -543,7 +543,7 @@ def test_one_request_id_s_lines_past_one_add_are_refused_and_its_export_reads_ba
 ) -> None:
     # Message lines sharing a request_id make one request; past what one Add may hold (10,000 messages, or an Add
     # line's 64 MiB) `refind export` wrote a line `refind add` refused: a backup that could not be restored
-    from refind_cli import contract, replay
+    from refind_cli import contract
 
     monkeypatch.setattr(replay, "MAX_MESSAGES_PER_ADD", 5)
     monkeypatch.setattr(contract, "MAX_MESSAGES_PER_ADD", 5)
@@ -566,8 +566,6 @@ def test_one_request_id_s_lines_past_one_add_are_refused_and_its_export_reads_ba
 
 
 def test_lines_past_an_add_line_s_bytes_are_refused_or_start_another_group(cli, db_path, tmp_path, monkeypatch):
-    from refind_cli import replay
-
     monkeypatch.setattr(replay, "MAX_LINE_BYTES", 400)
     named = {"request_id": "r", "user_id": "u", "session_id": "s", "role": "user"}
     auto = {"user_id": "u", "session_id": "t", "role": "user"}
@@ -628,7 +626,7 @@ def test_a_utf16_file_is_refused_as_such_and_nothing_of_it_read(cli, db_path, tm
     path.write_bytes("\r\n".join(lines).encode("utf-16"))
     result = cli("add", "--file", str(path), "--json")
     assert result.exit_code == 2, result.output
-    assert json.loads(result.output)["problems"] == [f"{path}:1: {replay.UTF16}"]
+    assert json.loads(result.output)["problems"] == [f"{path}:1: {replay.not_utf8('UTF-16')}"]
     assert rows(db_path) == []
 
 
