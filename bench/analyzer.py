@@ -112,13 +112,17 @@ def best(fn: Callable[[str], list[str]], texts: list[str], passes: int = 3) -> f
 
 
 def load_baseline(checkout: Path) -> Any:
-    """Another checkout's tokenize module (it imports nothing of the package)."""
-    spec = importlib.util.spec_from_file_location("baseline_tokenize", checkout / "refind_cli" / "tokenize.py")
-    if spec is None or spec.loader is None:
+    """Another checkout's tokenize module, imported as ``baseline_refind_cli.tokenize``: its package under another name,
+    so that its own imports (``.folding`` since analyzer 7) are that checkout's."""
+    package = checkout / "refind_cli"
+    spec = importlib.util.spec_from_file_location(
+        "baseline_refind_cli", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    if spec is None or spec.loader is None or not (package / "tokenize.py").is_file():
         raise SystemExit(f"no refind_cli/tokenize.py in {checkout}")
-    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_refind_cli"] = module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("baseline_refind_cli.tokenize")
 
 
 def compare(sets: dict[str, list[str]], baseline: Any) -> None:

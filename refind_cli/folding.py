@@ -1,4 +1,4 @@
-"""What one character is folded to before words are read (analyzer 7): spellings of one word that a reader takes
+"""What one character is folded to before words are read (analyzers 7 and 8): spellings of one word that a reader takes
 for the same word, so that a message and a question written the other way find each other.
 
 * **Traditional Chinese characters to Simplified**, one character for one (電費 → 电费, 護照 → 护照, 臺北 → 台北),
@@ -18,6 +18,10 @@ for the same word, so that a message and a question written the other way find e
   anusvara (पहुँच is पहुंच).
 * **Cyrillic** ё is е (ёлка is елка), as Russian search does; the modifier apostrophe ʼ (Ukrainian мʼясо) is the ASCII
   one, so both spellings split alike.
+* **Malayalam**'s atomic chillu letters (ൽ, ൻ, ർ …) are the consonant and virama that the older spelling writes
+  before a zero-width joiner (ല്‍), which the analyzer drops inside a word (analyzer 8): കൊച്ചിയിൽ is കൊച്ചിയില്‍.
+* The Arabic thousands and decimal separators (٬ ٫) are the ASCII comma and point, so ١٬٤٥٠ is read as 1,450
+  (analyzer 8).
 
 Accents of Latin letters are not folded here: the analyzer gives a Latin word with accents its own token and the
 token of the word without them (``tokenize._latin``), so that a question with the accents prefers it.
@@ -61,6 +65,20 @@ _ARABIC_LETTERS = {
 _HEBREW_MARKS = [*range(0x0591, 0x05BE), 0x05BF, 0x05C1, 0x05C2, 0x05C4, 0x05C5, 0x05C7]  # not maqaf or sof pasuq
 _DEVANAGARI = {"\u093c": None, "\u0901": "\u0902"}  # nukta dropped; chandrabindu → anusvara
 _CYRILLIC = {"\u0451": "\u0435", "\u02bc": "'"}  # ё → е (after case folding: Ё is ё); ʼ → '
+_ARABIC_SEPARATORS = {"\u066c": ",", "\u066b": "."}  # ٬ thousands separator, ٫ decimal separator (١٬٤٥٠ is 1,450)
+# Malayalam's atomic chillu letters (Unicode 5.1 on) as the consonant and virama that the older spelling writes before
+# a zero-width joiner, which a word loses (step 2): ൽ and ല്‍ are one letter
+_MALAYALAM = {
+    "\u0d54": "\u0d2e\u0d4d",  # ൔ മ്
+    "\u0d55": "\u0d2f\u0d4d",  # ൕ യ്
+    "\u0d56": "\u0d34\u0d4d",  # ൖ ഴ്
+    "\u0d7a": "\u0d23\u0d4d",  # ൺ ണ്
+    "\u0d7b": "\u0d28\u0d4d",  # ൻ ന്
+    "\u0d7c": "\u0d30\u0d4d",  # ർ ര്
+    "\u0d7d": "\u0d32\u0d4d",  # ൽ ല്
+    "\u0d7e": "\u0d33\u0d4d",  # ൾ ള്
+    "\u0d7f": "\u0d15\u0d4d",  # ൿ ക്
+}
 
 
 @lru_cache(maxsize=1)
@@ -75,7 +93,7 @@ def table() -> dict[int, int | str | None]:
         if unicodedata.category(chr(cp)) == "Nd":
             folds[cp] = str(unicodedata.decimal(chr(cp)))
     folds.update(dict.fromkeys(_ARABIC_MARKS + _HEBREW_MARKS))
-    for mapping in (_ARABIC_LETTERS, _DEVANAGARI, _CYRILLIC):
+    for mapping in (_ARABIC_LETTERS, _ARABIC_SEPARATORS, _DEVANAGARI, _CYRILLIC, _MALAYALAM):
         folds.update({ord(k): v for k, v in mapping.items()})
     return folds
 

@@ -23,7 +23,8 @@ derived from the noun files of WordNet 3.0 by :func:`build` (``python -m refind_
 holding data.noun, index.noun and noun.exc, e.g. Debian's wordnet-base /usr/share/wordnet). It holds each synset's
 lemmas analyzed too, by the analyzer of its build: a process reads a word's kinds as tokens instead of stemming
 thousands of lemmas (~50 ms for "events" the first time). After an analyzer change (``tokenize.ANALYZER_VERSION``)
-the lemmas are analyzed when asked, as before, until the table is built again. WordNet 3.0 Copyright 2006 by
+the lemmas are analyzed when asked, as before, until the table is built again — or, when the change shows in no
+lemma's tokens, stamped with the new version (``python -m refind_cli.kinds --restamp``, which checks every synset). WordNet 3.0 Copyright 2006 by
 Princeton University; its license is in ``data/WORDNET-LICENSE``.
 """
 
@@ -348,12 +349,49 @@ def _lemma(raw: str) -> str:
     return re.sub(r"\([a-z]+\)$", "", raw).replace("_", " ").lower()
 
 
-def main(argv: Sequence[str]) -> None:
-    """``python -m refind_cli.kinds WORDNET_DIR [OUT_DIR]``: write the table (default: the shipped one)."""
+def stale_synsets(t: Table) -> int:
+    """How many synsets' tokens in ``t`` differ from what this analyzer makes of their lemmas (0: the table's tokens
+    are this analyzer's, whatever version it was stamped with)."""
+    import numpy as np
+
+    lemma_ptr, token_ptr = np.asarray(t.lemma_ptr).tolist(), np.asarray(t.token_ptr).tolist()
+    stale = 0
+    for i in range(len(lemma_ptr) - 1):
+        lemmas = t.lemma_text[lemma_ptr[i] : lemma_ptr[i + 1]].decode()
+        tokens = "\t".join(_tokens(lemmas.split("\t"))) if lemmas else ""
+        stale += tokens.encode() != t.token_text[token_ptr[i] : token_ptr[i + 1]]
+    return stale
+
+
+def restamp(path: Path) -> int:
+    """Stamp the table at ``path`` with this analyzer's version when its tokens are this analyzer's (an analyzer change
+    that no lemma shows: a new step for numbers or another script), so it is used without WordNet at hand; returns
+    how many synsets differ (then nothing is written, and the table must be built again)."""
+    import numpy as np
+
+    stale = stale_synsets(read(path))
+    if not stale:
+        np.save(path / "analyzer.npy", np.array([tokenize.ANALYZER_VERSION], dtype=np.int32), allow_pickle=False)
+    return stale
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m refind_cli.kinds WORDNET_DIR [OUT_DIR]``: write the table (default: the shipped one);
+    ``python -m refind_cli.kinds --restamp [DIR]``: see :func:`restamp`."""
+    if argv and argv[0] == "--restamp":
+        at = Path(argv[1]) if len(argv) > 1 else TABLE
+        stale = restamp(at)
+        print(
+            f"{at}: {stale:,} synsets' tokens differ: build it again"
+            if stale
+            else f"{at}: analyzer {tokenize.ANALYZER_VERSION}"
+        )
+        return 1 if stale else 0
     out = Path(argv[1]) if len(argv) > 1 else TABLE
     write(build(Path(argv[0])), out)
     print(f"{out}: {sum(f.stat().st_size for f in out.iterdir()):,} bytes")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -33,7 +33,9 @@
    (Hebrew, Tibetan, Sinhala, Georgian, …) are kept intact;
 6. an ASCII word that changes case inside it — camelCase, PascalCase, an acronym before a word — also gives the
    tokens of its parts, after the text's other tokens ("getUserProfile" gives getuserprofil, get, user, profil;
-   "RPGs", "5K" and "USA" give no parts).
+   "RPGs", "5K" and "USA" give no parts);
+7. a number written in groups of three digits with commas or points ("$1,450", "1.450,00 €", "2,500,000") also gives
+   the token of its digits, after those ("1450"), so a question typing the number without its separators finds it.
 
 ``plain_tokenize(text)`` is the English-only word splitter that the evaluation compares against: the same steps
 without 3 (a run of Han characters stays one token), without emoji (dropped, as every analyzer before 5 did), without
@@ -60,7 +62,9 @@ from .folding import table as character_folds
 # 7: character folds (Traditional Chinese → Simplified, digits, Arabic/Persian/Hebrew/Devanagari/Cyrillic forms),
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
 #    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
-ANALYZER_VERSION = 7
+# 8: a number written in groups ("1,450", "1.450.000") also gives its digits ("1450"); Malayalam's atomic chillu
+#    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII.
+ANALYZER_VERSION = 8
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -743,7 +747,7 @@ def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
     if text.isascii():
         raw = text.encode("ascii")
-        raw += _camel_parts(raw)
+        raw += _camel_parts(raw) + _grouped_numbers(raw)
         return list(filter(None, map(_ASCII_CACHE.__getitem__, raw.translate(_ASCII_TABLE).split())))
     out: list[str] = []
     normalised = _normalise(text)
@@ -759,6 +763,8 @@ def analyze(text: str) -> list[str]:
         _analyze_words(normalised[at:], out)
     if parts := _camel_parts(text.encode("utf-8", "surrogatepass")):
         out.extend(filter(None, map(_ASCII_CACHE.__getitem__, parts.split())))
+    if _GROUPED_HINT.search(normalised):  # (a pattern that starts with a character scans fast; step 7's does not)
+        out.extend(grouped_numbers(normalised))
     return out
 
 
@@ -820,6 +826,29 @@ def _camel_parts(raw: bytes) -> bytes:
 
 
 MAX_CAMEL_WORDS = 1_000  # a text's words whose parts are read: 1 MiB of "aB " words took 1.1 s, and an Add's write lock
+
+
+# Step 7: a number in groups of three digits, all its separators commas or all points, neither a digit nor a
+# digit and a separator before it, nor another separated digit after it ("1,450.00" is 1,450 and its cents; "1,45" or
+# "3.30pm" no grouped number).
+_GROUPED = r"(?<![0-9])(?<![0-9][,.])[0-9]{1,3}(?:(?:,[0-9]{3})+(?![0-9]|,[0-9])|(?:\.[0-9]{3})+(?![0-9]|\.[0-9]))"
+_GROUPED_TEXT = re.compile(_GROUPED, re.ASCII)
+_GROUPED_HINT = re.compile("[0-9][,.][0-9]{3}")
+_GROUPED_BYTES = re.compile(_GROUPED.encode("ascii"))
+_NUMBER_CLASSES = bytes(48 if 48 <= c <= 57 else 44 if c in (44, 46) else 32 for c in range(256))  # digit, separator
+
+
+def _grouped_numbers(raw: bytes) -> bytes:
+    """Step 7 on an ASCII text's bytes: each grouped number's digits, each after a space (words for the ASCII path to
+    read after the text's own); empty for a text without one, which one translate and a substring search tell."""
+    if b"0,0" not in raw.translate(_NUMBER_CLASSES):
+        return b""
+    return b"".join(b" " + m.replace(b",", b"").replace(b".", b"") for m in _GROUPED_BYTES.findall(raw))
+
+
+def grouped_numbers(text: str) -> list[str]:
+    """Step 7 on a normalised text: the digits of each number written in groups, in order."""
+    return [m.replace(",", "").replace(".", "") for m in _GROUPED_TEXT.findall(text)]
 
 
 def _joined_to_a_letter(raw: bytes, start: int, end: int) -> bool:
@@ -896,7 +925,7 @@ def analyze_each(texts: Iterable[str]) -> list[str]:
     for text in texts:
         if text.isascii():
             raw = text.encode("ascii")
-            run.append(raw + _camel_parts(raw))
+            run.append(raw + _camel_parts(raw) + _grouped_numbers(raw))
             continue
         if run:
             flush()
@@ -917,9 +946,11 @@ def ascii_words(texts: Sequence[str]) -> list[bytes] | None:
     joined = " \x00 ".join(texts)
     if not joined.isascii() or joined.count("\x00") != len(texts) - 1:
         return None
-    if _has_camel(joined.encode("ascii")):  # step 6: a text's parts after its words, as analyze reads them
-        joined = " \x00 ".join(t + _camel_parts(t.encode("ascii")).decode("ascii") for t in texts)
-    words = joined.encode("ascii").translate(_ASCII_SEPARATED).split()
+    raw = joined.encode("ascii")
+    if _has_camel(raw) or b"0,0" in raw.translate(_NUMBER_CLASSES):  # steps 6 and 7 after a text's words, as analyze
+        parts = (t.encode("ascii") for t in texts)
+        raw = b" \x00 ".join(r + _camel_parts(r) + _grouped_numbers(r) for r in parts)
+    words = raw.translate(_ASCII_SEPARATED).split()
     words.append(_ASCII_DOC_END)
     return words
 
@@ -959,6 +990,7 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
         parts = _CAMEL_PART.findall(m.group())
         if len(parts) >= 2 and not any(_alphabet_letter(c) for c in near):
             out.extend(stem(w) for w in map(str.lower, parts) if w not in STOPWORDS_EN)
+    out.extend(grouped_numbers(folded))  # step 7
     return out
 
 

@@ -116,6 +116,31 @@ def test_a_table_made_by_another_analyzer_is_analyzed_again(tmp_path: Path, monk
     assert table.kind_tokens("sport", senses=1, depth=None, most=100) == list(dict.fromkeys(analyzed))
 
 
+def test_a_table_is_restamped_only_when_its_tokens_are_this_analyzers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as older:  # an older analyzer whose tokens are this one's
+        older.setattr(tokenize, "ANALYZER_VERSION", tokenize.ANALYZER_VERSION - 1)
+        kinds.write(kinds.build(TOY), tmp_path / "same")
+        kinds.write(kinds.build(TOY), tmp_path / "other")
+    with monkeypatch.context() as other:  # and one whose tokens differ for one synset
+        tokens = kinds._tokens
+        other.setattr(kinds, "_tokens", lambda lemmas: ["golfing"] if "golf" in lemmas else tokens(lemmas))
+        (tmp_path / "other" / "token_text.npy").unlink()
+        (tmp_path / "other" / "token_ptr.npy").unlink()
+        arrays = kinds.build(TOY)
+        kinds.write({k: arrays[k] for k in ("token_text", "token_ptr")}, tmp_path / "other")
+    assert kinds.restamp(tmp_path / "same") == 0
+    assert int(kinds.read(tmp_path / "same").analyzer[0]) == tokenize.ANALYZER_VERSION
+    assert kinds.restamp(tmp_path / "other") == 1
+    assert int(kinds.read(tmp_path / "other").analyzer[0]) == tokenize.ANALYZER_VERSION - 1
+
+
+def test_the_shipped_tables_tokens_are_this_analyzers() -> None:
+    # its stamp is no claim: every synset's lemmas analyzed now give the tokens it holds (2 s)
+    assert kinds.stale_synsets(kinds.table()) == 0
+
+
 def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
     # made by this analyzer (else every process stems the lemmas again): rebuild with python -m refind_cli.kinds DIR
     assert int(kinds.table().analyzer[0]) == tokenize.ANALYZER_VERSION

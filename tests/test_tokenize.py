@@ -85,6 +85,9 @@ def test_characters_are_folded_where_a_reader_takes_both_spellings_for_one_word(
     assert analyze("ज़रूरी पहुँच") == analyze("जरूरी पहुंच")  # nukta, chandrabindu
     assert analyze("ёлку Ёлка") == analyze("елку елка")
     assert analyze("мʼясо") == analyze("м'ясо")
+    # analyzer 8: Malayalam's atomic chillu and the older spelling (a virama and a zero-width joiner); ٬ and ٫
+    assert analyze("കൊച്ചിയിൽ അവൻ") == analyze("കൊച്ചിയില്\u200d അവന്\u200d") == ["കൊച്ചിയില്", "അവന്"]
+    assert analyze("١٬٤٥٠ ٣٫٥") == analyze("1,450 3.5") == ["1", "450", "3", "5", "1450"]
 
 
 def test_the_plain_baseline_folds_and_stems_nothing_more_than_before():
@@ -217,6 +220,33 @@ def test_texts_with_such_words_are_read_with_their_parts_in_a_batch_too():
     assert [t for t in tokenize.analyze_each(texts) if t] == every  # (its batch leaves stop-words in as "")
     words = tokenize.ascii_words(texts)
     assert words is not None and [t for w in words if (t := tokenize.ascii_stems[w])] == every
+
+
+def test_a_number_written_in_groups_also_gives_its_digits():
+    # step 7 (analyzer 8): "1450" finds "$1,450" (and 四千五百块 finds 4,500块); the digits follow the text's own tokens
+    assert analyze("The rent is $1,450 a month") == ["rent", "1", "450", "month", "1450"]
+    assert analyze("1.450,00 and 2,500,000") == ["1", "450", "00", "2", "500", "000", "1450", "2500000"]
+    assert "4500" in analyze("房租4,500块") and "4500" in analyze("房租四千五百块")
+    # not a number in groups: a time, a decimal, groups of other sizes, mixed separators, a group too many
+    for text in ("3.30pm", "1,45", "12.5", "1,4500", "1,450,0", "1.45.000", "v1.2.3"):
+        assert not set(analyze(text)) - set(analyze(text.replace(",", " ").replace(".", " "))), text
+
+
+def test_texts_with_numbers_in_groups_are_read_with_their_digits_in_a_batch_too():
+    texts = ["plain text", "paid $1,450 for getUserProfile", "another 2,000", "12.500 Euro"]
+    every = [t for text in texts for t in (*analyze(text), tokenize.DOC_END)]
+    assert [t for t in tokenize.analyze_each(texts) if t] == every
+    words = tokenize.ascii_words(texts)
+    assert words is not None and [t for w in words if (t := tokenize.ascii_stems[w])] == every
+    plain = tokenize.ascii_words(["paid 2,000"])  # (a batch with a camelCase word reads every text's steps 6 and 7)
+    assert plain is not None and [tokenize.ascii_stems[w] for w in plain] == [
+        "paid",
+        "2",
+        "000",
+        "2000",
+        tokenize.DOC_END,
+    ]
+    assert tokenize.ascii_words(["no numbers", "1,45"]) == [b"no", b"numbers", b"\xff", b"1", b"45", b"\xff"]
 
 
 def test_a_chinese_numeral_before_what_it_counts_also_gives_its_value():
