@@ -175,12 +175,17 @@ def present(index: TurnIndex, tokens: Mapping[str, int]) -> AbstractSet[str]:
 
 def max_edits(word: str) -> int:
     """Lucene's ``AUTO`` fuzziness, one step stricter for the shortest words: 0 up to 3 characters, 1 for 4–5, 2
-    from 6. Words that are not wholly letters (numbers, CJK bigrams) are never expanded."""
+    from 6. Only words wholly of letters of an alphabet — Latin, Greek, Cyrillic, Armenian, Georgian, where a letter
+    is a sound and an edit a small change ("Львів" finds "Львова") — are expanded: never numbers, CJK bigrams, abjads
+    (Hebrew or Arabic words are short and mostly consonants) or the scripts whose vowels are marks."""
     if len(word) <= 3 or not word.isalpha():
         return 0
-    if not word.isascii() and not all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in word):
-        return 0  # (ASCII words, most of a vocabulary, skip the per-character scan: it is most of _buckets' time)
+    if not word.isascii() and not _ALPHABETS.fullmatch(word):
+        return 0  # (ASCII words, most of a vocabulary, skip the match: it is most of _buckets' time)
     return 1 if len(word) <= 5 else 2
+
+
+_ALPHABETS = re.compile("[A-Za-z\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u10a0-\u10ff]+")
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import expand, feedback, index_cache, index_store, kinds, query_dates
+from . import expand, feedback, index_cache, index_store, kinds, query_dates, variants
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import (
@@ -173,6 +173,9 @@ class UserIndex:
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
             extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
+            scores = scores if extra is None else scores + extra
+        if cfg.variants:  # compounds, clitic prefixes, loanword vowels the user wrote another way (variants.py)
+            extra = variants.variant_scores(idx, text, tokens, variants.present_in(expand.vocabulary(idx)))
             scores = scores if extra is None else scores + extra
         if cfg.lone_units:  # "猫" alone also finds 我的猫叫咪咪, indexed as bigrams (的猫 猫叫)
             inside = expand.lone_unit_scores(idx, tokens, pair_units_df=cfg.pair_units_df)

@@ -1,0 +1,183 @@
+"""Spellings of a question's words that the user wrote another way: compounds, clitic prefixes and loanword vowels.
+
+Search engines handle these with a language's dictionary (Lucene's compound-word filters, Hebrew and Arabic
+morphological analyzers); refind asks the user's own vocabulary instead, at query time, so the index is unchanged and
+a language nobody configured is served alike. Each is a small function of the question and the vocabulary, tested on
+a toy corpus ranked by hand:
+
+* :func:`joined` — two adjacent words of the question that the user wrote as one ("Zahnarzt Termin" finds
+  "Zahnarzttermin", "Strom Rechnung" finds "Stromrechnung", "kitchen ware" finds "kitchenware"): the joined word's
+  token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script written with spaces;
+* :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
+  ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
+  finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
+  words of at least 3 letters;
+* :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as one letter before a word (בגן
+  "in the kindergarten", לאילת "to Eilat", החשבון "the bill"), and Arabic writes و ف ب ك ل and ال so (بالبريد "by the
+  mail"): a Hebrew or Arabic word also matches the user's words that are it with such a prefix, without one, or
+  with another (הגן "the garden" finds בגן "in the garden"), at weight 1/2 (a prefix is a guess: מספר "number" is also מ + ספר "from a book");
+* :func:`loan_vowels` — Hindi writes the English "o" of a loanword as ॉ or as ा (डॉक्टर and डाक्टर, doctor): a
+  Devanagari word the user never wrote matches the other spelling, weighted as a one-edit fuzzy match.
+
+:func:`variant_terms` gathers the single words, each the user wrote (a visible turn holds it) once, and never a term
+the question already asks; :func:`variant_scores` turns them and the splits into BM25 scores as the fuzzy expansions
+do (expand.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from .index import TurnIndex, bm25_scores
+from .tokenize import analyze, normalise, units
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Present = Callable[[Iterable[str]], "set[str]"]  # which of these tokens some visible turn of the user holds
+
+MIN_PART = 3  # letters of each word a join or a split is made of
+MAX_WORDS = 64  # words of a question read for joins and splits (a pasted page is no question)
+MAX_SPLIT_CHARS = 40  # a longer word is not split (a URL's letters, a blob)
+SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
+CLITIC_WEIGHT = 0.5
+
+_WORD = re.compile(r"[^\W\d_]+")
+# the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
+# words are bigrams; not the Indic scripts, whose words' vowels are marks)
+_SCRIPTS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
+_ANY_SPACED = re.compile(f"[A-Za-z\uff21-\uff3a\uff41-\uff5a{_SCRIPTS}]")  # (before NFKC and case folding)
+_SPACED = re.compile(f"[a-z{_SCRIPTS}]+")
+_JOINER = re.compile("[ \t\u00a0\u200c\u2010\u2011-]+")  # what may stand between two words written as one elsewhere
+_HEBREW = re.compile("[\u05d0-\u05ea]+")
+_ARABIC = re.compile("[\u0620-\u064a\u066e-\u06d3]+")
+# Hebrew's one-letter prefixes (ו ה ב כ ל מ ש) and their common pairs (וה "and the", שב "that in", כש "when" …)
+HEBREW_PREFIXES = tuple("ו ה ב כ ל מ ש וה וב וכ ול ומ וש שה שב של שמ כש מה".split())  # noqa: SIM905 (a list of right-to-left strings reads worse)
+# Arabic's proclitics and the article (after analyzer 7's folds: no hamza forms), alone and together
+ARABIC_PREFIXES = tuple("و ف ب ك ل ال وال فال بال كال لل وبال ولل".split())  # noqa: SIM905 (a list of right-to-left strings reads worse)
+_LOAN_VOWELS = {"\u093e": "\u0949", "\u0949": "\u093e", "\u0906": "\u0911", "\u0911": "\u0906"}  # ा ॉ, आ ऑ
+_LOAN_VOWEL = re.compile("[\u093e\u0949\u0906\u0911]")
+
+
+@lru_cache(maxsize=8192)  # (a question's words are mostly words of earlier questions: names, common words)
+def _spaced_token(word: str) -> str | None:
+    """The one token of a word of a script written with spaces (not CJK or Thai, whose words are bigrams), or None
+    (a stop-word, or a word that gives more or other tokens)."""
+    tokens = analyze(word)
+    if len(tokens) != 1 or units(tokens[0]) is not None:
+        return None
+    return tokens[0]
+
+
+def words(text: str) -> list[re.Match[str]]:
+    """The words of ``text`` (normalised as the analyzer reads it) that :func:`joined` and :func:`split` read: the
+    first :data:`MAX_WORDS`, of the scripts of :data:`_SPACED` (a Chinese question has none)."""
+    if not _ANY_SPACED.search(text):
+        return []
+    return [w for w in _WORD.finditer(normalise(text)) if _SPACED.fullmatch(w.group())][:MAX_WORDS]
+
+
+def joined(found: Sequence[re.Match[str]]) -> list[str]:
+    """The tokens of each two adjacent ``words`` written as one (each word's own token is a query word)."""
+    out: list[str] = []
+    tokens = [_spaced_token(w.group()) if len(w.group()) >= MIN_PART else None for w in found]
+    for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
+        if not (tokens[i] and tokens[i + 1] and _JOINER.fullmatch(a.string[a.end() : b.start()])):
+            continue
+        if token := _spaced_token(a.group() + b.group()):
+            out.append(token)
+    return out
+
+
+def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[str, str]]]:
+    """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
+    most even first (the shorter part longest)."""
+    out: list[list[tuple[str, str]]] = []
+    for match in found:
+        word = match.group()
+        if not MIN_PART * 2 <= len(word) <= MAX_SPLIT_CHARS or (own := _spaced_token(word)) is None or present([own]):
+            continue
+        cuts: list[tuple[int, int, str, str]] = []
+        for at in range(MIN_PART, len(word) - MIN_PART + 1):
+            left, right = _spaced_token(word[:at]), _spaced_token(word[at:])
+            if left and right:
+                cuts.append((min(at, len(word) - at), -at, left, right))
+        held = present({t for cut in cuts for t in cut[2:]})
+        if held_cuts := sorted((cut for cut in cuts if cut[2] in held and cut[3] in held), reverse=True):
+            out.append([(left, right) for _, _, left, right in held_cuts])
+    return out
+
+
+def clitics(tokens: Sequence[str]) -> list[str]:
+    """Each Hebrew or Arabic query token without a prefix of its language that it starts with (the rest two letters or
+    more), then it and those with each prefix before them (הגן "the garden": גן, then בגן "in the garden" …)."""
+    out: list[str] = []
+    for token in dict.fromkeys(tokens):
+        if not "\u05d0" <= token[0] <= "\u06d3":  # (neither Hebrew nor Arabic: most tokens, told at once)
+            continue
+        if _HEBREW.fullmatch(token):
+            prefixes: Sequence[str] = HEBREW_PREFIXES
+        elif _ARABIC.fullmatch(token):
+            prefixes = ARABIC_PREFIXES
+        else:
+            continue
+        bare = [token[len(p) :] for p in prefixes if token.startswith(p) and len(token) - len(p) >= 2]
+        out.extend(bare)
+        out.extend(p + word for word in (token, *bare) for p in prefixes)
+    return out
+
+
+def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
+    """Each Devanagari query token that no turn holds with one of its ा / ॉ (आ / ऑ) written as the other."""
+    out: list[str] = []
+    for token in dict.fromkeys(tokens):
+        if not "\u0900" <= token[0] <= "\u097f" or not _LOAN_VOWEL.search(token):
+            continue
+        at = [i for i, c in enumerate(token) if c in _LOAN_VOWELS]
+        if not present([token]):
+            out.extend(token[:i] + _LOAN_VOWELS[token[i]] + token[i + 1 :] for i in at)
+    return out
+
+
+def variant_terms(found: Sequence[re.Match[str]], tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
+    """The terms that joins, clitics and loanword vowels add to a search of a question (its :func:`words`, its
+    ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
+    none the question already asks."""
+    asked = set(tokens)
+    weighted: dict[str, float] = {}
+    candidates: list[tuple[Iterable[str], float]] = [(joined(found), 1.0), (clitics(tokens), CLITIC_WEIGHT)]
+    for token in loan_vowels(tokens, present):
+        candidates.append(([token], 1.0 - 1.0 / len(token)))
+    for terms, weight in candidates:
+        for term in terms:
+            if term and term not in asked:
+                weighted.setdefault(term, weight)
+    held = present(weighted)
+    return [(term, weight) for term, weight in weighted.items() if term in held]
+
+
+def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str], present: Present) -> np.ndarray | None:
+    """The BM25 scores the variants of a search of ``text`` (analysed as ``tokens``) add, None when none: each of
+    :func:`variant_terms` its own scores times its weight; a split word, the first of its cuts whose two parts some
+    turn holds together, the parts' scores times :data:`SPLIT_WEIGHT` in those turns only (a word is both its parts:
+    "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
+    import numpy as np
+
+    found = words(text)
+    parts = [bm25_scores(index, [term]) * weight for term, weight in variant_terms(found, tokens, present)]
+    for cuts in split(found, present):
+        for left, right in cuts:
+            left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
+            both = (left_scores > 0) & (right_scores > 0)
+            if both.any():
+                parts.append(np.where(both, (left_scores + right_scores) * SPLIT_WEIGHT, 0).astype(np.float32))
+                break
+    return sum(parts[1:], parts[0]) if parts else None
+
+
+def present_in(vocabulary: Mapping[str, int]) -> Present:
+    """:data:`Present` over a user's vocabulary (``expand.vocabulary``): membership is a visible turn holding it."""
+    return lambda tokens: {t for t in tokens if t in vocabulary}

@@ -1,0 +1,113 @@
+"""Spellings of a question's words that the user wrote another way (variants.py), on toy corpora ranked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import T0, add
+
+from refind_cli import search as S
+from refind_cli import variants
+from refind_cli.expand import max_edits, vocabulary
+from refind_cli.index import bm25_scores, build_index
+from refind_cli.store import StoredMessage
+from refind_cli.tokenize import analyze
+from refind_cli.turns import Turn
+
+
+def _index(texts):
+    turns = []
+    for i, text in enumerate(texts):
+        m = StoredMessage(i + 1, f"m{i}", "u", "s", "r", i, "user", text, None, 1_000)
+        turns.append(Turn(m.id, "s", (m,)))
+    return build_index(turns, tokenize=lambda turn: analyze(turn.messages[0].content))
+
+
+def _terms(texts, question):
+    idx = _index(texts)
+    present = variants.present_in(vocabulary(idx))
+    return variants.variant_terms(variants.words(question), analyze(question), present)
+
+
+def _cuts(texts, question):
+    return variants.split(variants.words(question), variants.present_in(vocabulary(_index(texts))))
+
+
+def test_two_words_of_the_question_match_the_compound_the_user_wrote():
+    texts = ["Mein Zahnarzttermin ist am Dienstag", "Die Stromrechnung ist hoch", "Der Termin beim Arzt"]
+    assert _terms(texts, "Wann ist der Zahnarzt Termin?") == [("zahnarzttermin", 1.0)]
+    assert _terms(texts, "Strom-Rechnung") == [("stromrechnung", 1.0)]
+    # not across punctuation, not with a stop-word or a word under 3 letters, not a compound nobody wrote
+    assert _terms(texts, "Zahnarzt. Termin") == []
+    assert _terms(["an apple", "theapple"], "the apple") == []
+    assert _terms(texts, "Strom Termin") == []
+
+
+def test_a_compound_the_user_never_wrote_is_cut_into_two_words_they_did_most_evenly_first():
+    texts = ["Termin beim Zahnarzt", "ein neuer Termin", "Geburtstag und Feier", "ihr Geburt", "the car", "a toon"]
+    assert _cuts(texts, "Zahnarzttermin?") == [[("zahnarzt", "termin")]]
+    # the German linking s goes with the stemmer ("geburtstags" is "geburtstag"); "geburt|stagsfeier" holds no word
+    assert _cuts(texts, "Geburtstagsfeier") == [[("geburtstag", "feier")]]
+    both = ["neuer Termin", "Zahn", "Arzttermin", "Zahnarzt"]  # two cuts: the more even first
+    assert _cuts(both, "Zahnarzttermin") == [[("zahnarzt", "termin"), ("zahn", "arzttermin")]]
+    # a word the user wrote is never split, nor one whose parts they did not both write
+    assert _cuts(["zahnarzttermin", "zahnarzt", "termin"], "zahnarzttermin") == []
+    assert _cuts(texts, "Zahnarztpraxis") == []
+    assert _cuts(texts, "cartoon") == [[("car", "toon")]]  # a cut; it scores only where both are said (below)
+
+
+def test_a_split_word_scores_only_the_turns_holding_both_parts_at_half_weight_each():
+    idx = _index(["Termin beim Zahnarzt", "ein Termin", "Zahnarzt", "the car and the toon", "my car"])
+    present = variants.present_in(vocabulary(idx))
+    got = variants.variant_scores(idx, "Zahnarzttermin", analyze("Zahnarzttermin"), present)
+    want = 0.5 * bm25_scores(idx, ["zahnarzt", "termin"])
+    assert got is not None and np.allclose(got, np.where(np.arange(5) == 0, want, 0)) and got[0] > 0
+    assert np.flatnonzero(variants.variant_scores(idx, "cartoon", ["cartoon"], present)).tolist() == [3]
+    idx = _index(["my car", "a toon"])  # never said together: no cut scores
+    assert variants.variant_scores(idx, "cartoon", ["cartoon"], variants.present_in(vocabulary(idx))) is None
+
+
+def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one():
+    texts = ["בשבוע הבא אני טס לאילת", "הבת שלי בגן", "نسيت كلمة السر الخاصة بالبريد", "גן חיות"]
+    assert _terms(texts, "אילת") == [("לאילת", 0.5)]  # to Eilat
+    assert _terms(texts, "הבת") == []  # the question's own word: nothing to add
+    assert _terms(texts, "הגן") == [("גן", 0.5), ("בגן", 0.5)]  # "the garden": the bare word, and in the garden
+    # Arabic: the stemmer takes a bare noun's ب for a prefix (بريد → ريد), and keeps بالبريد's
+    assert analyze("بريد") == ["ريد"] and analyze("بالبريد") == ["بريد"]
+    assert _terms(texts, "بريد") == [("بريد", 0.5)]
+
+
+def test_a_hindi_loanword_matches_its_other_vowel_spelling_only_when_the_user_never_wrote_it():
+    assert _terms(["डॉक्टर ने कहा"], "डाक्टर") == [("डॉक्टर", 1 - 1 / 6)]
+    assert _terms(["डॉक्टर ने कहा", "डाक्टर आया"], "डाक्टर") == []  # (बाल "hair" never finds बॉल "ball")
+
+
+def test_fuzzy_matching_reads_the_alphabets_but_not_abjads_or_abugidas():
+    assert [max_edits(w) for w in ("львів", "κινητο", "բարեւ", "გამარჯობა")] == [1, 2, 1, 2]
+    assert [max_edits(w) for w in ("לאילת", "بالبريد", "डाक्टर", "北京北京")] == [0, 0, 0, 0]
+
+
+def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
+    idx = _index(["Mein Zahnarzttermin ist am Dienstag", "Termin beim Zahnarzt", "Dienstag"])
+    vocab = variants.present_in(vocabulary(idx))
+    joined = variants.variant_scores(idx, "Zahnarzt Termin", analyze("Zahnarzt Termin"), vocab)
+    assert joined is not None and np.allclose(joined, bm25_scores(idx, ["zahnarzttermin"]))
+    assert variants.variant_scores(idx, "Dienstag", analyze("Dienstag"), vocab) is None
+
+
+@pytest.mark.parametrize(
+    ("messages", "question"),
+    [
+        (["Mein Zahnarzttermin ist am Dienstag um 10 Uhr", "Die Stromrechnung ist hoch"], "Zahnarzt Termin"),
+        (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
+        (["הבת שלי התחילה ללמוד בגן חדש", "קניתי מחשב נייד"], "גן"),
+        (["امروز رفتم کتاب\u200cخانه\u200cی مرکزی", "ماشینم را بردم تعمیرگاه"], "کتابخانه"),
+    ],
+)
+def test_search_finds_what_only_a_variant_matches_and_the_stage_can_be_turned_off(store, messages, question):
+    for i, text in enumerate(messages):
+        add(store, "u", f"s{i}", ("user", text), at=T0 + i * 60_000)
+    hits = S.search(store, "u", question, top_k=1)
+    assert hits and hits[0].session_id == "s0"
+    off = S.SearchConfig(variants=False, backfill=False)
+    assert S.search(store, "u", question, top_k=1, config=off) == []
