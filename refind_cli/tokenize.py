@@ -34,8 +34,9 @@
 6. an ASCII word that changes case inside it — camelCase, PascalCase, an acronym before a word — also gives the
    tokens of its parts, after the text's other tokens ("getUserProfile" gives getuserprofil, get, user, profil;
    "RPGs", "5K" and "USA" give no parts);
-7. a number written in groups of three digits with commas or points ("$1,450", "1.450,00 €", "2,500,000") also gives
-   the token of its digits, after those ("1450"), so a question typing the number without its separators finds it.
+7. a number written in groups of three digits with commas, points or spaces ("$1,450", "1.450,00 €", "2,500,000",
+   "10 000"), or in India's groups (12,50,000), also gives the token of its digits, after those ("1450"), so a question
+   typing the number without its separators finds it.
 
 ``plain_tokenize(text)`` is the English-only word splitter that the evaluation compares against: the same steps
 without 3 (a run of Han characters stays one token), without emoji (dropped, as every analyzer before 5 did), without
@@ -62,7 +63,7 @@ from .folding import table as character_folds
 # 7: character folds (Traditional Chinese → Simplified, digits, Arabic/Persian/Hebrew/Devanagari/Cyrillic forms),
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
 #    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
-# 8: a number written in groups ("1,450", "1.450.000") also gives its digits ("1450"); Malayalam's atomic chillu
+# 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450"); Malayalam's atomic chillu
 #    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII.
 ANALYZER_VERSION = 8
 
@@ -828,14 +829,21 @@ def _camel_parts(raw: bytes) -> bytes:
 MAX_CAMEL_WORDS = 1_000  # a text's words whose parts are read: 1 MiB of "aB " words took 1.1 s, and an Add's write lock
 
 
-# Step 7: a number in groups of three digits, all its separators commas or all points, neither a digit nor a
-# digit and a separator before it, nor another separated digit after it ("1,450.00" is 1,450 and its cents; "1,45" or
-# "3.30pm" no grouped number).
-_GROUPED = r"(?<![0-9])(?<![0-9][,.])[0-9]{1,3}(?:(?:,[0-9]{3})+(?![0-9]|,[0-9])|(?:\.[0-9]{3})+(?![0-9]|\.[0-9]))"
+# Step 7: a number in groups of three digits, all its separators commas, all points or all spaces (NFKC reads a
+# no-break space as one), or in India's groups of two before the last three (12,50,000); neither a digit nor a digit
+# and a separator before it, nor another separated digit after it ("1,450.00" is 1,450 and its cents; "1,45",
+# "3.30pm" or "2023 100" no grouped number).
+_GROUPED = (
+    r"(?<![0-9])(?<![0-9][,. ])[0-9]{1,3}(?:(?:,[0-9]{3})+(?![0-9]|,[0-9])|(?:\.[0-9]{3})+(?![0-9]|\.[0-9])"
+    r"|(?: [0-9]{3})+(?![0-9]| [0-9])|(?:,[0-9]{2})+,[0-9]{3}(?![0-9]|,[0-9]))"
+)
 _GROUPED_TEXT = re.compile(_GROUPED, re.ASCII)
-_GROUPED_HINT = re.compile("[0-9][,.][0-9]{3}")
+_GROUPED_HINT = re.compile("[0-9][,. ][0-9]{2}")
 _GROUPED_BYTES = re.compile(_GROUPED.encode("ascii"))
-_NUMBER_CLASSES = bytes(48 if 48 <= c <= 57 else 44 if c in (44, 46) else 32 for c in range(256))  # digit, separator
+_SEPARATORS = str.maketrans("", "", ",. ")
+_NUMBER_CLASSES = bytes(
+    48 if 48 <= c <= 57 else 44 if c in (32, 44, 46) else 120 for c in range(256)
+)  # digit, separator
 
 
 def _grouped_numbers(raw: bytes) -> bytes:
@@ -843,12 +851,12 @@ def _grouped_numbers(raw: bytes) -> bytes:
     read after the text's own); empty for a text without one, which one translate and a substring search tell."""
     if b"0,0" not in raw.translate(_NUMBER_CLASSES):
         return b""
-    return b"".join(b" " + m.replace(b",", b"").replace(b".", b"") for m in _GROUPED_BYTES.findall(raw))
+    return b"".join(b" " + m.translate(None, b",. ") for m in _GROUPED_BYTES.findall(raw))
 
 
 def grouped_numbers(text: str) -> list[str]:
     """Step 7 on a normalised text: the digits of each number written in groups, in order."""
-    return [m.replace(",", "").replace(".", "") for m in _GROUPED_TEXT.findall(text)]
+    return [m.translate(_SEPARATORS) for m in _GROUPED_TEXT.findall(text)]
 
 
 def _joined_to_a_letter(raw: bytes, start: int, end: int) -> bool:

@@ -5,15 +5,16 @@ morphological analyzers); refind asks the user's own vocabulary instead, at quer
 a language nobody configured is served alike. Each is a small function of the question and the vocabulary, tested on
 a toy corpus ranked by hand:
 
-* :func:`joined` — two adjacent words of the question that the user wrote as one ("Zahnarzt Termin" finds
-  "Zahnarzttermin", "Strom Rechnung" finds "Stromrechnung", "kitchen ware" finds "kitchenware"): the joined word's
-  token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script written with spaces;
+* :func:`joined` — two adjacent words of the question that the user wrote as one, directly or with a linking s
+  ("Zahnarzt Termin" finds "Zahnarzttermin", "verjaardag feest" finds "verjaardagsfeest", "kitchen ware" finds
+  "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
+  written with spaces;
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
   words of at least 3 letters;
-* :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as one letter before a word (בגן
-  "in the kindergarten", לאילת "to Eilat", החשבון "the bill"), and Arabic writes و ف ب ك ل and ال so (بالبريد "by the
+* :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as letters before a word, stacked
+  (בגן "in the kindergarten", לאילת "to Eilat", החשבון "the bill", ומהחנות "and from the shop"), and Arabic writes و ف ب ك ل and ال so (بالبريد "by the
   mail"): a Hebrew or Arabic word also matches the user's words that are it with such a prefix, without one, or
   with another (הגן "the garden" finds בגן "in the garden"), at weight 1/2 (a prefix is a guess: מספר "number" is also מ + ספר "from a book");
 * :func:`loan_vowels` — Hindi writes the English "o" of a loanword as ॉ or as ा (डॉक्टर and डाक्टर, doctor): a
@@ -26,19 +27,21 @@ do (expand.py).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .index import TurnIndex, bm25_scores
-from .tokenize import analyze, normalise, units
+from .tokenize import analyze, normalise, unaccented, units
 
 if TYPE_CHECKING:
     import numpy as np
 
 Present = Callable[[Iterable[str]], "set[str]"]  # which of these tokens some visible turn of the user holds
 
+LINKS = ("", "s")  # what may join two words into one: nothing, or the linking s of German, Dutch, Swedish …
 MIN_PART = 3  # letters of each word a join or a split is made of
 MAX_WORDS = 64  # words of a question read for joins and splits (a pasted page is no question)
 MAX_SPLIT_CHARS = 40  # a longer word is not split (a URL's letters, a blob)
@@ -54,8 +57,13 @@ _SPACED = re.compile(f"[a-z{_SCRIPTS}]+")
 _JOINER = re.compile("[ \t\u00a0\u200c\u2010\u2011-]+")  # what may stand between two words written as one elsewhere
 _HEBREW = re.compile("[\u05d0-\u05ea]+")
 _ARABIC = re.compile("[\u0620-\u064a\u066e-\u06d3]+")
-# Hebrew's one-letter prefixes (ו ה ב כ ל מ ש) and their common pairs (וה "and the", שב "that in", כש "when" …)
-HEBREW_PREFIXES = tuple("ו ה ב כ ל מ ש וה וב וכ ול ומ וש שה שב של שמ כש מה".split())  # noqa: SIM905 (a list of right-to-left strings reads worse)
+# Hebrew's prefixes, in the order they stack: and (ו), that / when (ש כש), in / to / from / as (ב ל מ כ), the (ה) —
+# "ומהחנות" is ו + מ + ה + חנות, "and from the shop"; any of each slot, in order, at least one
+HEBREW_PREFIXES = tuple(
+    "".join(slots)
+    for slots in itertools.product(("", "ו"), ("", "ש", "כש"), ("", "ב", "ל", "מ", "כ"), ("", "ה"))
+    if any(slots)
+)
 # Arabic's proclitics and the article (after analyzer 7's folds: no hamza forms), alone and together
 ARABIC_PREFIXES = tuple("و ف ب ك ل ال وال فال بال كال لل وبال ولل".split())  # noqa: SIM905 (a list of right-to-left strings reads worse)
 _LOAN_VOWELS = {"\u093e": "\u0949", "\u0949": "\u093e", "\u0906": "\u0911", "\u0911": "\u0906"}  # ा ॉ, आ ऑ
@@ -67,9 +75,11 @@ def _spaced_token(word: str) -> str | None:
     """The one token of a word of a script written with spaces (not CJK or Thai, whose words are bigrams), or None
     (a stop-word, or a word that gives more or other tokens)."""
     tokens = analyze(word)
-    if len(tokens) != 1 or units(tokens[0]) is not None:
+    if not tokens or units(tokens[0]) is not None:
         return None
-    return tokens[0]
+    if len(tokens) == 1 or (len(tokens) == 2 and tokens[1:] == analyze(unaccented(word))):  # (and its accent-free twin)
+        return tokens[0]
+    return None
 
 
 def words(text: str) -> list[re.Match[str]]:
@@ -87,8 +97,9 @@ def joined(found: Sequence[re.Match[str]]) -> list[str]:
     for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
         if not (tokens[i] and tokens[i + 1] and _JOINER.fullmatch(a.string[a.end() : b.start()])):
             continue
-        if token := _spaced_token(a.group() + b.group()):
-            out.append(token)
+        for link in LINKS:
+            if token := _spaced_token(a.group() + link + b.group()):
+                out.append(token)
     return out
 
 

@@ -227,8 +227,22 @@ def test_a_number_written_in_groups_also_gives_its_digits():
     assert analyze("The rent is $1,450 a month") == ["rent", "1", "450", "month", "1450"]
     assert analyze("1.450,00 and 2,500,000") == ["1", "450", "00", "2", "500", "000", "1450", "2500000"]
     assert "4500" in analyze("房租4,500块") and "4500" in analyze("房租四千五百块")
-    # not a number in groups: a time, a decimal, groups of other sizes, mixed separators, a group too many
-    for text in ("3.30pm", "1,45", "12.5", "1,4500", "1,450,0", "1.45.000", "v1.2.3"):
+    tokens = ["10", "000", "feet", "3", "999", "kr", "12", "50", "000", "10000", "3999", "1250000"]
+    assert analyze("10 000 feet, 3\u00a0999 kr, ₹12,50,000") == tokens  # spaces (a no-break one too), India's groups
+    # not a number in groups: a time, a decimal, groups of other sizes, mixed separators, a group too many, a year
+    # beside a number, a date, a phone number
+    for text in (
+        "3.30pm",
+        "1,45",
+        "12.5",
+        "1,4500",
+        "1,450,0",
+        "1.45.000",
+        "v1.2.3",
+        "2023 100",
+        "May 8 2023",
+        "555 123 4567",
+    ):
         assert not set(analyze(text)) - set(analyze(text.replace(",", " ").replace(".", " "))), text
 
 

@@ -37,6 +37,9 @@ def test_two_words_of_the_question_match_the_compound_the_user_wrote():
     texts = ["Mein Zahnarzttermin ist am Dienstag", "Die Stromrechnung ist hoch", "Der Termin beim Arzt"]
     assert _terms(texts, "Wann ist der Zahnarzt Termin?") == [("zahnarzttermin", 1.0)]
     assert _terms(texts, "Strom-Rechnung") == [("stromrechnung", 1.0)]
+    # with a linking s, and a word with accents (its token and its accent-free twin: the first is asked)
+    assert _terms(["Verjaardagsfeest op zaterdag"], "verjaardag feest") == [("verjaardagsfeest", 1.0)]
+    assert _terms(["Födelsedagskalas på lördag"], "födelsedag kalas") == [("födelsedagskala", 1.0)]
     # not across punctuation, not with a stop-word or a word under 3 letters, not a compound nobody wrote
     assert _terms(texts, "Zahnarzt. Termin") == []
     assert _terms(["an apple", "theapple"], "the apple") == []
@@ -70,6 +73,9 @@ def test_a_split_word_scores_only_the_turns_holding_both_parts_at_half_weight_ea
 def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one():
     texts = ["בשבוע הבא אני טס לאילת", "הבת שלי בגן", "نسيت كلمة السر الخاصة بالبريد", "גן חיות"]
     assert _terms(texts, "אילת") == [("לאילת", 0.5)]  # to Eilat
+    assert _terms(["קניתי לחם ומהחנות החדשה"], "חנות") == [("ומהחנות", 0.5)]  # and + from + the: stacked, in order
+    assert _terms(["הוחנות"], "חנות") == []  # (not in that order: "the" before "and")
+    assert _terms(["כשבחנות היה תור"], "חנות") == [("כשבחנות", 0.5)]  # when + in
     assert _terms(texts, "הבת") == []  # the question's own word: nothing to add
     assert _terms(texts, "הגן") == [("גן", 0.5), ("בגן", 0.5)]  # "the garden": the bare word, and in the garden
     # Arabic: the stemmer takes a bare noun's ب for a prefix (بريد → ريد), and keeps بالبريد's
