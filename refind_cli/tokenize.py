@@ -25,7 +25,8 @@
    a Chinese numeral before what it counts (a date, a time, an age, money…) also gives its value in digits
    (十二月二十五号 gives 12 and 25, as 12月25号 does);
 4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
-   stemmed with the full Snowball English stemmer (PyStemmer); a word with accents also gives the token of the word
+   stemmed with the full Snowball English stemmer (PyStemmer) — a word with a letter only Turkish writes (ı ğ ş) with
+   the Turkish one; a word with accents also gives the token of the word
    without them ("café" gives "café" and "cafe": a question typed without accents finds it, one with them prefers it);
 5. a word wholly of Cyrillic, Greek, Arabic, Devanagari, Tamil or Armenian letters is stemmed with the Snowball
    stemmer of that script's main language (Russian, Greek, Arabic, Hindi, Tamil, Armenian: "Москву" finds "Москва",
@@ -64,7 +65,8 @@ from .folding import table as character_folds
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
 #    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
 # 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450"); Malayalam's atomic chillu
-#    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII.
+#    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII; a Latin word
+#    with ı, ğ or ş is stemmed by the Turkish stemmer.
 ANALYZER_VERSION = 8
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
@@ -498,13 +500,21 @@ def _latin(word: str, stem: Callable[[str], str], out: list[str]) -> None:
     """Step 4 on a Latin-script word: its stem unless a stop-word, and for a word with accents the stem of the word
     without them too ("phở" gives "phở" and "pho"), so a query typed without accents finds it, and one typed with
     them prefers it."""
-    own = None if word in STOPWORDS_EN else stem(word)
+    if word in STOPWORDS_EN:
+        own = None
+    else:
+        own = _script_stem("turkish", word) if _TURKISH_LETTERS.search(word) else stem(word)
     if own is not None:
         out.append(own)
     if not word.isascii():
         bare = unaccented(word)
         if bare and bare != word and bare not in STOPWORDS_EN and (bare_stem := stem(bare)) != own:
             out.append(bare_stem)
+
+
+# Letters that only Turkish (and Azerbaijani) writes among the Latin alphabets: a word holding one is Turkish to the
+# stemmer ("kirasını" is "kira", "biletlerini" is "bilet"); its accent-free twin is stemmed as English words are
+_TURKISH_LETTERS = re.compile("[ığş]")
 
 
 # Latin letters that carry their mark in their shape (no decomposition takes it off), as ASCII folding reads them

@@ -53,6 +53,13 @@ def test_words_of_scripts_with_a_stemmer_are_stemmed_and_others_kept_intact_and_
     assert analyze("გამარჯობა שָׁלוֹם") == ["გამარჯობა", "שלום"]
 
 
+def test_a_latin_word_with_a_letter_only_turkish_writes_is_stemmed_as_turkish():
+    # ı ğ ş (analyzer 8): "kira" finds "kirasını" (its rent); the accent-free twin is the English stem, as before
+    assert analyze("Ev kirasını ödüyorum") == ["ev", "kira", "kirasini", "ödüyorum", "oduyorum"]
+    assert analyze("arkadaşımla") == ["arkadaş", "arkadasimla"] and analyze("kira") == ["kira"]
+    assert analyze("çocuk über") == ["çocuk", "cocuk", "über", "uber"]  # ç ö ü are other languages' letters too
+
+
 def test_case_is_folded_as_search_engines_fold_it():
     # lower() made "İ" an "i" with a combining dot above ("i̇stanbul"), kept "ß" while "SS" became "ss", and kept a
     # word-final "ς" apart from "σ" (a "Σ" before "." lowers to "σ")
