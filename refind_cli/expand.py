@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -163,14 +163,33 @@ def vocabulary(index: TurnIndex) -> Mapping[str, int]:
     return _DocFreq(index)
 
 
-def present(index: TurnIndex, tokens: Mapping[str, int]) -> AbstractSet[str]:
+def present(index: TurnIndex, tokens: Mapping[str, int], key: Hashable | None = None) -> AbstractSet[str]:
     """Which of ``tokens`` (its keys) the user's turns may hold — in some segment's term dictionary, or in the score
     matrix's vocabulary — for many candidate words at once: one intersection of dictionary keys, which walks the
-    smaller side."""
+    smaller side. ``key``, when given, names ``tokens`` (the same key, the same tokens: a category word's kinds):
+    what each immutable piece of the index holds of them is kept while the piece lives (term_groups), so a word
+    asked again costs a lookup per segment, not an intersection with its thousands of kinds."""
     postings = index.postings
-    if postings is not None:
-        return postings.present(tokens)
-    return tokens.keys() & index.vocab.keys()
+    dicts = _term_dicts(index) if key is not None else None
+    if dicts is None:
+        return postings.present(tokens) if postings is not None else tokens.keys() & index.vocab.keys()
+    held = [GROUPS.get(("present", key), piece, functools.partial(_held, tokens, piece)) for piece in dicts]
+    return held[0] if len(held) == 1 else frozenset().union(*held)
+
+
+def _term_dicts(index: TurnIndex) -> list[Any] | None:
+    """The immutable pieces whose term dictionaries (``vocab``) make up the index's: its segments, or the index built
+    from scratch itself; None for postings that show no segments."""
+    if index.postings is None:
+        return [index]
+    segments = getattr(index.postings, "segments", None)
+    return None if segments is None else list(segments.values())
+
+
+def _held(tokens: Mapping[str, int], piece: Any) -> tuple[frozenset[str], int]:
+    """Which of ``tokens`` the piece's term dictionary holds, and about their size in bytes."""
+    found = frozenset(tokens.keys() & piece.vocab.keys())
+    return found, GROUP_BYTES + 32 * len(found)
 
 
 def max_edits(word: str) -> int:
