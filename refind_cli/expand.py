@@ -26,8 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .index import TurnIndex, bm25_scores
@@ -163,18 +162,19 @@ def vocabulary(index: TurnIndex) -> Mapping[str, int]:
     return _DocFreq(index)
 
 
-def present(index: TurnIndex, tokens: Mapping[str, int], key: Hashable | None = None) -> AbstractSet[str]:
+def present(index: TurnIndex, tokens: Mapping[str, int], key: Hashable | None = None) -> Collection[str]:
     """Which of ``tokens`` (its keys) the user's turns may hold — in some segment's term dictionary, or in the score
     matrix's vocabulary — for many candidate words at once: one intersection of dictionary keys, which walks the
     smaller side. ``key``, when given, names ``tokens`` (the same key, the same tokens: a category word's kinds):
-    what each immutable piece of the index holds of them is kept while the piece lives (term_groups), so a word
-    asked again costs a lookup per segment, not an intersection with its thousands of kinds."""
+    what each immutable piece of the index holds of them is kept while the piece lives (term_groups), in the order of
+    their values in ``tokens`` (a kind's place) — so a word asked again costs a lookup per segment, not an
+    intersection with its thousands of kinds, and sorting what is found by those values merges a run per segment."""
     postings = index.postings
-    dicts = _term_dicts(index) if key is not None else None
-    if dicts is None:
+    pieces = _term_dicts(index) if key is not None else None
+    if pieces is None:
         return postings.present(tokens) if postings is not None else tokens.keys() & index.vocab.keys()
-    held = [GROUPS.get(("present", key), piece, functools.partial(_held, tokens, piece)) for piece in dicts]
-    return held[0] if len(held) == 1 else frozenset().union(*held)
+    held = [GROUPS.get(("present", key), piece, functools.partial(_held, tokens, piece)) for piece in pieces]
+    return held[0] if len(held) == 1 else dict.fromkeys(itertools.chain.from_iterable(held)).keys()
 
 
 def _term_dicts(index: TurnIndex) -> list[Any] | None:
@@ -186,10 +186,11 @@ def _term_dicts(index: TurnIndex) -> list[Any] | None:
     return None if segments is None else list(segments.values())
 
 
-def _held(tokens: Mapping[str, int], piece: Any) -> tuple[frozenset[str], int]:
-    """Which of ``tokens`` the piece's term dictionary holds, and about their size in bytes."""
-    found = frozenset(tokens.keys() & piece.vocab.keys())
-    return found, GROUP_BYTES + 32 * len(found)
+def _held(tokens: Mapping[str, int], piece: Any) -> tuple[tuple[str, ...], int]:
+    """Which of ``tokens`` the piece's term dictionary holds, in the order of their values, and about their size in
+    bytes."""
+    found = tuple(sorted(tokens.keys() & piece.vocab.keys(), key=tokens.__getitem__))
+    return found, GROUP_BYTES + 8 * len(found)
 
 
 def max_edits(word: str) -> int:

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -235,7 +234,7 @@ def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
 
 def kind_terms(
     vocab: Mapping[str, int],
-    present: Callable[[Mapping[str, int], Hashable], AbstractSet[str]],
+    present: Callable[[Mapping[str, int], Hashable], Collection[str]],
     turns: int,
     text: str,
     query_tokens: Sequence[str],
