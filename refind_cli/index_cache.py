@@ -644,6 +644,13 @@ def _changed() -> RefindError:
     return index_store.IndexChanged("the user's messages were forgotten or expired during this search: search again")
 
 
+def _avgdl(lengths: np.ndarray) -> np.float64:
+    """bm25s's average turn length: ``np.array([len(doc) ...]).mean()``, an exact float64 sum of ints divided by N."""
+    import numpy as np
+
+    return np.float64(int(lengths.sum())) / np.float64(max(len(lengths), 1))
+
+
 def _idf(n: int, df: int) -> np.float32:
     """bm25s's idf (method "lucene") for a term in ``df`` of ``n`` turns, as its float32 idf array holds it."""
     import numpy as np
@@ -664,6 +671,7 @@ class LivePostings:
     read: Reader | None = None  # reads the parts of lazy segments through one connection (bound by Layout.index)
     shown: dict[int, bool] = field(default_factory=dict)  # segment id → every document of it visible (memo)
     origin: LivePostings | None = None  # the view's own postings, when these are them bound to a connection
+    avgdl: np.float64 | None = None  # the visible turns' mean length, as bm25s computes it (of: once per view)
 
     @property
     def cache_identity(self) -> LivePostings:
@@ -679,7 +687,8 @@ class LivePostings:
 
         pos = np.full(len(state.seqs), -1, dtype=np.int64)
         pos[rows] = np.arange(len(rows))
-        return cls(state.segments, state.seg_rows, pos, state.lengths[rows], k1, b)
+        lengths = state.lengths[rows]
+        return cls(state.segments, state.seg_rows, pos, lengths, k1, b, avgdl=_avgdl(lengths))
 
     def _hits(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
         import numpy as np
@@ -742,8 +751,7 @@ class LivePostings:
         scores = np.zeros(n, dtype=np.float32)
         if not n:
             return scores
-        # bm25s: avg_doc_len = np.array([len(doc) ...]).mean() — an exact float64 sum of ints, divided by N
-        avgdl = np.float64(int(self.lengths.sum())) / np.float64(n)
+        avgdl = self.avgdl if self.avgdl is not None else _avgdl(self.lengths)
         for seg in self.segments.values():  # every part the query needs, one read per segment
             if isinstance(seg, index_store.LazySegment):
                 seg.need(seg.part_numbers(tokens), self.read)
@@ -757,10 +765,14 @@ class LivePostings:
             # group's hits in query order adds each turn's terms in the same order, so the float32 sums are bit for
             # bit the same. A group holds at most about SCORE_GROUP_HITS hits: a long query repeating common words
             # would otherwise hold all of its hits at once (3 GB for "kayak blue" × 3,000 on 20,000 turns).
-            pos = np.concatenate(pos_parts)
-            tf64 = np.concatenate(tf_parts).astype(np.float64)
-            idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
-            np.add.at(scores, pos, (idf * self._saturation(tf64, pos, avgdl)).astype(np.float32))
+            if len(pos_parts) == 1:  # one token: its turns are distinct, so a fancy add adds what np.add.at would
+                pos, tf64 = pos_parts[0], tf_parts[0].astype(np.float64)
+                scores[pos] += (idfs[0] * self._saturation(tf64, pos, avgdl)).astype(np.float32)
+            else:
+                pos = np.concatenate(pos_parts)
+                tf64 = np.concatenate(tf_parts).astype(np.float64)
+                idf = np.repeat(np.asarray(idfs, dtype=np.float32), [p.size for p in pos_parts])
+                np.add.at(scores, pos, (idf * self._saturation(tf64, pos, avgdl)).astype(np.float32))
             pos_parts.clear()
             tf_parts.clear()
             idfs.clear()

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -236,7 +235,7 @@ def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
 
 def kind_terms(
     vocab: Mapping[str, int],
-    present: Callable[[Mapping[str, int]], AbstractSet[str]],
+    present: Callable[[Mapping[str, int], Hashable], Collection[str]],
     turns: int,
     text: str,
     query_tokens: Sequence[str],
@@ -247,16 +246,17 @@ def kind_terms(
     most: int = MAX_KINDS,
 ) -> list[str]:
     """The tokens that the kinds of ``text``'s category words add to the query (sorted): for each word, its
-    nearest ``most`` kinds that the user wrote — ``present(kinds)`` tells which the user's turns may hold (one set
-    intersection however many kinds), ``vocab`` how many of the ``turns`` hold each — each in at most ``max_df`` of
-    the turns (or :data:`MIN_DF_LIMIT`, for a user with few turns) and not a query word already."""
+    nearest ``most`` kinds that the user wrote — ``present(kinds, key)`` tells which the user's turns may hold (one set
+    intersection however many kinds; ``key`` names the kinds, so that it may keep what it found), ``vocab`` how many
+    of the ``turns`` hold each — each in at most ``max_df`` of the turns (or :data:`MIN_DF_LIMIT`, for a user with few
+    turns) and not a query word already."""
     asked = set(query_tokens)
     limit = max(max_df * turns, MIN_DF_LIMIT)
     out: set[str] = set()
     for word in category_words(text):
         places = kind_tokens(word, senses, depth)
         kept = 0
-        for token in sorted(present(places) if places else (), key=places.__getitem__):
+        for token in sorted(present(places, ("kinds", word, senses, depth)) if places else (), key=places.__getitem__):
             if kept == most:
                 break
             n = vocab.get(token)

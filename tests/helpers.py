@@ -112,7 +112,7 @@ def agent_app(db_path, llm, **settings):
 
 def cached_words() -> set[str]:
     """Every word the query expansion's per-segment cache holds (term_groups.GROUPS: dicts' keys and values, lists,
-    tuples), for tests that a forgotten user's words are gone from memory."""
+    tuples, sets), for tests that a forgotten user's words are gone from memory."""
     from refind_cli import term_groups
 
     def words_in(value: object) -> set[str]:
@@ -120,7 +120,7 @@ def cached_words() -> set[str]:
             return {value}
         if isinstance(value, dict):
             return set().union(*(words_in(k) | words_in(v) for k, v in value.items())) if value else set()
-        if isinstance(value, list | tuple):
+        if isinstance(value, list | tuple | set | frozenset):
             return set().union(*(words_in(v) for v in value)) if value else set()
         return set()
 

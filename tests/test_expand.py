@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 from helpers import T0, add
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refind_cli import search as S
 from refind_cli.expand import (
     MAX_FUZZY_WORDS,
     backfill,
+    char_masks,
     edit_distance,
     fuzzy_scores,
     fuzzy_terms,
     max_edits,
+    near_distance,
     vocabulary,
 )
 from refind_cli.feedback import rm3_scores, rm3_terms
@@ -51,6 +55,30 @@ def test_edit_distance_and_lucene_style_fuzziness():
     assert edit_distance("kitten", "sitting", 3) == 3
     assert edit_distance("kitten", "sitting", 1) == 2  # stops early: more than the limit
     assert [max_edits(w) for w in ("kat", "kate", "nikola", "2023", "北京")] == [0, 1, 2, 0, 0]
+
+
+# few letters, so that words share many (repeats, swaps, one letter for another), and a few past Latin-1
+_LETTERS = "abcdeéxyzß"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=_LETTERS, max_size=12), st.text(alphabet=_LETTERS, max_size=12), st.integers(0, 4))
+def test_the_bit_parallel_distance_is_the_definitions_up_to_the_limit(a, b, limit):
+    # what fuzzy expansion reads of a distance: the same number when within the limit, limit + 1 (or more) when not
+    want = min(edit_distance(a, b, limit), limit + 1)
+    assert near_distance(char_masks(a), len(a), b, limit) == want
+    assert near_distance(char_masks(b), len(b), a, limit) == want  # (symmetric, as the definition is)
+
+
+def test_the_bit_parallel_distance_by_hand():
+    masks = char_masks("kitten")
+    assert masks == {"k": 0b1, "i": 0b10, "t": 0b1100, "e": 0b10000, "n": 0b100000}
+    assert near_distance(masks, 6, "sitting", 3) == 3  # k→s, e→i, + g
+    assert near_distance(masks, 6, "sitting", 2) == 3  # more than the limit: limit + 1
+    assert near_distance(masks, 6, "kitten", 0) == 0
+    assert near_distance(masks, 6, "kitte", 2) == 1 and near_distance(masks, 6, "kittens", 2) == 1
+    assert near_distance(char_masks("nikola"), 6, "nicola", 2) == 1
+    assert near_distance(char_masks(""), 0, "ab", 2) == 2 and near_distance(char_masks("ab"), 2, "", 2) == 2
 
 
 def test_a_misspelt_name_matches_the_transcripts_spelling_only_when_the_vocabulary_lacks_it():

@@ -19,10 +19,13 @@ from refind_cli.lifecycle import forget
 def test_forget_leaves_no_term_of_the_user_in_the_expansion_caches(store):
     term_groups.GROUPS.clear()
     add(store, "alice", "s", ("user", "My neighbour Zanzibarius keeps a cat named 咪咪 我的猫叫咪咪", T0))
+    add(store, "alice", "t", ("user", "Alice: we went skiing", T0 + 60_000))
     assert S.search(store, "alice", "Zanzibarios", top_k=3)  # fuzzy: the word is missing, its neighbour is found
     assert S.search(store, "alice", "猫", top_k=3)  # a lone character: the bigrams holding it
+    assert S.search(store, "alice", "What sports does she like?", top_k=3)  # the kinds of sport she wrote
     held = cached_words()
-    assert "zanzibarius" in held and "猫叫" in held  # the caches did hold the user's terms
+    assert "zanzibarius" in held and "猫叫" in held  # the caches did hold the user's terms …
+    assert "ski" in held  # … a kind of sport she wrote too (3 letters: never a fuzzy candidate)
 
     gc.disable()  # gone at the forget itself, not when the garbage collector would have collected the index
     try:
@@ -30,7 +33,7 @@ def test_forget_leaves_no_term_of_the_user_in_the_expansion_caches(store):
         held = cached_words()
     finally:
         gc.enable()
-    assert "zanzibarius" not in held and "猫叫" not in held and "咪" not in held
+    assert "zanzibarius" not in held and "猫叫" not in held and "咪" not in held and "ski" not in held
 
 
 def test_a_forget_in_another_process_lets_the_old_terms_go_at_the_next_search(store, db_path):

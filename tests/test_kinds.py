@@ -3,7 +3,7 @@ kept, and a toy corpus ranked by hand with and without the stage."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
@@ -158,9 +158,11 @@ def test_the_shipped_table_knows_the_kinds_of_everyday_categories() -> None:
     assert len(kinds.kind_tokens("entities", 1, None)) == kinds.MAX_CANDIDATES
 
 
-def _user(counts: dict[str, int]) -> tuple[dict[str, int], Callable[[Mapping[str, int]], AbstractSet[str]]]:
+def _user(
+    counts: dict[str, int],
+) -> tuple[dict[str, int], Callable[[Mapping[str, int], Hashable], AbstractSet[str]]]:
     """A user's vocabulary (token → turns holding it) and its ``present``."""
-    return counts, lambda candidates: candidates.keys() & counts.keys()
+    return counts, lambda candidates, _: candidates.keys() & counts.keys()
 
 
 def test_kept_kinds_are_written_by_the_user_rare_there_and_not_asked_already() -> None:
@@ -231,3 +233,54 @@ def test_kinds_senses_is_refused_beyond_what_the_table_keeps() -> None:
         S.SearchConfig(kinds_senses=4)
     with pytest.raises(InvalidInput, match="kinds_senses must be 1 to 3"):
         S.SearchConfig(kinds_senses=0)
+
+
+def test_kinds_kept_per_segment_are_those_the_whole_vocabulary_gives_after_each_add(db_path) -> None:
+    """``expand.present`` keeps what each segment holds of a category word's kinds (by the word, its senses and
+    depth): after each Add (a new segment, some merged), in a view that hides the last Adds, and for an index built
+    from scratch, every category word's kinds are those that an intersection with the whole visible vocabulary — the
+    definition, nothing kept — gives, and so is the search."""
+    from functools import partial
+
+    from helpers import DAY, Clock, add
+
+    from refind_cli import expand, term_groups
+    from refind_cli.store import Store
+
+    clock = Clock()
+    store = Store(db_path, retention_days=None, clock=clock)
+    term_groups.GROUPS.clear()
+    texts = [
+        "Kevin: I play football on Sundays",
+        "Kevin: a fantastic day for golf",
+        "Kevin: we flew to Miami, then Boston",
+        "Kevin: tennis with my sister",
+        "Kevin: I cooked lasagna and macaroni",
+        "Kevin: a walk by the river",
+        "Kevin: basketball in Chicago",
+        "Kevin: spaghetti again, ravioli next time",  # ravioli: a kind of pasta in its second sense only
+    ]
+    questions = ["What sports does Kevin like?", "Which cities did Kevin visit?", "What kind of pasta did he cook?"]
+    found: set[str] = set()
+    for i, text in enumerate(texts):
+        add(store, "kevin", f"s{i}", ("user", text, clock.now))
+        clock.now += DAY
+        views = [S.user_index(store, "kevin").index, S.user_index(store, "kevin", as_of=clock.now - 3 * DAY).index]
+        views.append(S.UserIndex(store.user_messages("kevin")).index)  # from scratch: the index is the one piece
+        for view in views:
+            vocab = expand.vocabulary(view)
+            whole = _user(dict.fromkeys(vocab, 1))[1]  # the visible words, nothing kept
+            for question in questions:
+                for senses in (1, 3):
+                    tokens = analyze(question)
+                    kept = kinds.kind_terms(
+                        vocab, partial(expand.present, view), len(view), question, tokens, senses=senses
+                    )
+                    assert kept == kinds.kind_terms(vocab, whole, len(view), question, tokens, senses=senses)
+                    found.update(kept)
+    assert set(analyze("football golf tennis basketball Miami Boston Chicago lasagna macaroni ravioli")) <= found
+    for question in questions:
+        warm = S.search(store, "kevin", question, top_k=8)
+        cold = S.UserIndex(store.user_messages("kevin")).search(question, top_k=8)  # bm25s, from scratch
+        assert [(b.content, b.score) for b in warm] == [(b.content, b.score) for b in cold]
+    store.close()
