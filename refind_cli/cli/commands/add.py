@@ -251,7 +251,9 @@ def _replay(
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
-        if summary.invalid_lines and not strict:  # the whole file again would store a fixed line's group twice
+        # the whole file again would store a fixed line's group twice: said where a refused line may be a message
+        # line without request_id (a line with one, or an Add request, is never grouped by its content)
+        if summary.regrouping and not strict:
             err.print(
                 "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
                 "grouped into requests by their content, so replaying the whole file would store the valid lines "
