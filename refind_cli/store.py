@@ -216,6 +216,14 @@ _SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13,
 _SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
 
 
+def _read_only(text: str) -> str:
+    """The one message of a database that cannot be written, whether opening or writing met it (README's table)."""
+    return (
+        f"cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files beside it) or the "
+        "file system is read-only"
+    )
+
+
 def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
     """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
     follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction.
@@ -238,20 +246,14 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
             "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
         )
     if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
-        return ReadOnlyDatabase(
-            f"{where}: cannot be written ({text}); the file, its folder (for the -wal and -shm files) or the "
-            "file system is read-only"
-        )
+        return ReadOnlyDatabase(f"{where}: {_read_only(text)}")
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in lowered or "not a database" in lowered:
         return CorruptDatabase(
             f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
             "(`refind inspect --check` reports what is wrong)"
         )
     if code == _SQLITE_CANTOPEN and path and not _writable(Path(path)):
-        return ReadOnlyDatabase(
-            f"{where}: cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files "
-            "beside it) or the file system is read-only"
-        )
+        return ReadOnlyDatabase(f"{where}: {_read_only(text)}")
     if code == _SQLITE_CANTOPEN:
         return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
     if code == _SQLITE_IOERR:
