@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .contract import AddRequest, Message
-from .errors import RefindError
+from .errors import InvalidInput, RefindError
 
 FORMATS = ("locomo", "longmemeval", "memdaily", "realtalk")
 SESSION_CHUNK = 20
@@ -116,7 +116,7 @@ def load(
     """Samples of the set at PATH, one at a time. ``skipped`` (if given) counts what was left out and why."""
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
-        raise RefindError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raise InvalidInput(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     skipped = skipped if skipped is not None else Skipped()
     p = Path(path)
     samples: Iterator[Sample]

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import datasets
 from .contract import SEARCH_MODES, SearchRequest
 from .datasets import Question, Sample, Skipped
-from .errors import RefindError
+from .errors import InvalidInput, RefindError
 from .retrieval import Planner, retrieve
 from .settings import EVAL_BUDGETS as BUDGETS
 from .settings import EVAL_TOP_K as DEFAULT_TOP_K
@@ -153,7 +153,7 @@ def _tokenizer(name: str) -> Callable[[str], list[str]]:
     from . import tokenize
 
     if name not in TOKENIZERS:
-        raise RefindError(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZERS)}")
+        raise InvalidInput(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZERS)}")
     return tokenize.analyze if name == "analyze" else tokenize.plain_tokenize
 
 
@@ -221,7 +221,7 @@ def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "an
         changes["tokenizer"] = tokenizer
     for key, raw in variants:
         if key not in names:
-            raise RefindError(f"--variant {key}: SearchConfig has no such field; known: {', '.join(sorted(names))}")
+            raise InvalidInput(f"--variant {key}: SearchConfig has no such field; known: {', '.join(sorted(names))}")
         changes[key] = parse_value(raw, getattr(config, key), _field_type(SearchConfig, key), key)
     return dataclasses.replace(config, **changes) if changes else config
 
@@ -257,12 +257,12 @@ def parse_value(raw: str, default: Any, hint: Any, key: str) -> Any:
         if kind is float:
             number = float(text)
             if not math.isfinite(number):  # nan compares false with everything: a weight or cut-off that never bites
-                raise RefindError(f"--variant {key}={raw}: must be a finite number, got {text!r}")
+                raise InvalidInput(f"--variant {key}={raw}: must be a finite number, got {text!r}")
             return number
         if kind in (tuple, list):
             return tuple(p.strip() for p in text.split(",") if p.strip())
     except ValueError:
-        raise RefindError(f"--variant {key}={raw}: expected a {getattr(kind, '__name__', kind)}") from None
+        raise InvalidInput(f"--variant {key}={raw}: expected a {getattr(kind, '__name__', kind)}") from None
     return text
 
 
@@ -271,7 +271,7 @@ def parse_variants(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise RefindError(f"--variant {item!r}: expected KEY=VALUE")
+            raise InvalidInput(f"--variant {item!r}: expected KEY=VALUE")
         out.append((key.strip(), value))
     return tuple(out)
 
@@ -307,7 +307,7 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
 
 def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
     if settings.mode not in SEARCH_MODES:
-        raise RefindError(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
+        raise InvalidInput(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
     config = search_config(settings.variants, settings.tokenizer)
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
     systems = {"refind": main}

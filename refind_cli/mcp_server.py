@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -24,6 +24,7 @@ from pydantic import Field, StrictInt, StrictStr
 
 from . import __version__
 from .api import Evidence, Memory, parse_said_at
+from .contract import ROLES
 from .errors import RefindError
 from .mcp_start import McpSettings
 from .store import system_clock
@@ -43,7 +44,9 @@ INSTRUCTIONS = (
     "memory. " + EVIDENCE
 )
 
-Role = Literal["user", "assistant", "system"]
+# Checked by the contract, as the CLI's --role is (a Literal would have pydantic refuse a bad one in its own words);
+# the schema still lists the roles for the client.
+Role = Annotated[Any, Field(description="Who said it.", json_schema_extra={"type": "string", "enum": list(ROLES)})]
 SessionArg = Annotated[
     str | None,
     Field(description="Conversation session id (default: this server's session, one per launch)."),
@@ -74,7 +77,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
 
     def remember(
         content: Annotated[str, Field(description="The message text, verbatim.")],
-        role: Annotated[Role, Field(description="Who said it.")] = "user",
+        role: Role = "user",
         session: SessionArg = None,
         at: AtArg = None,
     ) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import settings
-from .errors import DeadlineReached, ModelError
+from .errors import DeadlineReached, InvalidInput, ModelError
 from .redact import redact
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
@@ -101,7 +101,8 @@ def litellm_complete(
     backoff_s: float = DEFAULT_BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Complete:
-    """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing."""
+    """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing, and
+    (InvalidInput) on an api base that is not an http(s) URL."""
     if not model or not model.strip():
         raise ModelError(f"no model configured: {FIXES}")
     if api_base:
@@ -282,14 +283,15 @@ def _check_model(litellm: Any, model: str, api_base: str | None) -> str | None:
 
 def _check_api_base(api_base: str) -> None:
     """An api base must be an http(s) URL: litellm retried anything else as a connection error and reported an
-    'HTTP 500' after seconds of backoff (a base without its scheme, ``localhost:11434/v1``, is the usual slip)."""
+    'HTTP 500' after seconds of backoff (a base without its scheme, ``localhost:11434/v1``, is the usual slip). A
+    value of the wrong shape is the flag's fault, not the model's: InvalidInput (exit code 2), no model was asked."""
     try:
         parts = urlsplit(api_base.strip())
         usable = parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:  # an unclosed IPv6 bracket
         usable = False
     if not usable:
-        raise ModelError(
+        raise InvalidInput(
             f"api base {redact(repr(api_base))} is not an http:// or https:// URL: give --api-base / REFIND_API_BASE the "
             "server's URL, such as http://127.0.0.1:11434/v1, or search without a model with --mode bm25"
         )

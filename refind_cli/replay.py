@@ -83,8 +83,23 @@ class Parsed:
 
 @dataclass(frozen=True)
 class LineError:
+    """Lines of the file refused: ``line`` (to ``last``, when it refuses several: a request_id's lines apart from
+    its first ones), and why. ``regroups``: the line may be a message line without request_id — once fixed, it joins
+    a group whose id is derived from its content, so the whole file replayed again would store that group anew."""
+
     line: int
     message: str
+    last: int | None = None
+    regroups: bool = False
+
+    @property
+    def where(self) -> str:
+        return _span(self.line, self.last or self.line)
+
+    @property
+    def count(self) -> int:
+        """How many of the file's lines it refuses."""
+        return (self.last or self.line) - self.line + 1
 
 
 @dataclass
@@ -96,7 +111,8 @@ class ReplaySummary:
     conflicts: int = 0
     forgotten: int = 0  # requests refused because forget removed them (a tombstone names them)
     grown: int = 0  # groups of message lines grown since an earlier replay: only their new messages were stored
-    invalid_lines: int = 0
+    invalid_lines: int = 0  # the file's lines refused, as their problems name them (a span counts each line)
+    regrouping: int = 0  # refused lines that may be message lines without request_id (LineError.regroups)
     normalized: int = 0  # values read leniently (timestamps in seconds, strings of digits), each also a warning
     lines: int = 0
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: reason", every refused line or request
@@ -356,14 +372,17 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             if earlier is None:
                 yield parsed
             else:
-                yield LineError(parsed.first_line, _apart(key, earlier[:2], (parsed.first_line, parsed.last_line)))
+                span = (parsed.first_line, parsed.last_line)
+                yield LineError(span[0], _apart(key, earlier[:2], span), last=span[1])
         group, key, size, refused = [], None, 0, 0
 
     for n, raw in lines:
         if isinstance(raw, Overlong):
             yield from flush()
             yield LineError(
-                n, f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages"
+                n,
+                f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages",
+                regroups=True,  # (not read: it may be a message line without request_id)
             )
             continue
         if n == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16's or UTF-32's BOM
@@ -377,51 +396,56 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             continue
         try:
             obj = _loads(text.decode("utf-8"))
+        # a line that cannot be read may be a message line without request_id (regroups): said so, as unknown
         except DuplicateKey as exc:
-            yield LineError(n, str(exc))
+            yield LineError(n, str(exc), regroups=True)
             continue
         except UnicodeDecodeError:
-            yield LineError(n, "not valid UTF-8")
+            yield LineError(n, "not valid UTF-8", regroups=True)
             continue
         except json.JSONDecodeError as exc:  # ("Unterminated string starting at": its message ends in "at")
             yield LineError(
-                n, f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})"
+                n,
+                f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})",
+                regroups=True,
             )
             continue
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
-            yield LineError(n, "not valid JSON here (nested too deeply)")
+            yield LineError(n, "not valid JSON here (nested too deeply)", regroups=True)
             continue
         except ValueError as exc:  # an integer past Python's digit limit
-            yield LineError(n, f"not usable JSON ({exc})")
+            yield LineError(n, f"not usable JSON ({exc})", regroups=True)
             continue
         if SURROGATE_ESCAPE.search(text):
             try:
                 refuse_lone_surrogates(obj, "request")
             except InvalidInput as exc:
-                yield LineError(n, exc.message)
+                yield LineError(n, exc.message, regroups=_regroups(obj))
                 continue
             except RecursionError:
-                yield LineError(n, "not valid JSON here (nested too deeply)")
+                yield LineError(n, "not valid JSON here (nested too deeply)", regroups=True)
                 continue
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
             try:
                 request = parse_add(obj, strict=strict)
             except InvalidInput as exc:
-                yield LineError(n, exc.message)
+                yield LineError(n, exc.message)  # an Add request: its own request, never grouped
                 continue
             yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
             yield LineError(
-                n, "neither an Add request (an object with messages) nor a message (an object with role and content)"
+                n,
+                "neither an Add request (an object with messages) nor a message (an object with role and content)",
+                regroups=_regroups(obj),
             )
             continue
         try:
             line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
         except InvalidInput as exc:
-            yield LineError(n, exc.message)
+            yield LineError(n, exc.message, regroups=_regroups(obj))
             continue
         full = len(group) >= MAX_MESSAGES_PER_ADD or size + len(text) > MAX_LINE_BYTES
         if key is not None and (line_key != key or (line_key[2] is None and (len(group) >= GROUP_SIZE or full))):
@@ -436,6 +460,16 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         group.append((n, message, unknown, notes))
         size += len(text)
     yield from flush()
+
+
+def _regroups(obj: Any) -> bool:
+    """A refused line that may be a message line without request_id: not an Add request, no request_id given."""
+    if not isinstance(obj, dict):
+        return True
+    if "messages" in obj:
+        return False
+    rid = obj.get("request_id")
+    return not (isinstance(rid, str) and rid.strip())
 
 
 def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tuple[int, int]) -> str:
@@ -601,13 +635,20 @@ def _replay(
             if spool is not None:
                 spool.seek(0)
             lines, _, _ = open_lines(path, source=spool)
-            bad = _strict_check(store, parse_lines(lines, strict=True))
+            read = [0]
+            bad = _strict_check(store, parse_lines(_counted(lines, read), strict=True))
             if bad:
-                for where, message, _ in bad:
+                summary.lines = read[0]
+                for item in bad:
+                    if isinstance(item, LineError):
+                        _refused(summary, item, name, on_problem)
+                        continue
+                    where, message, kind = item
                     _problem(summary, f"{name}:{where}: {message}", on_problem)
-                summary.invalid_lines = sum(1 for *_, kind in bad if kind == "invalid")
-                summary.forgotten = sum(1 for *_, kind in bad if kind == "forgotten")
-                summary.conflicts = len(bad) - summary.invalid_lines - summary.forgotten
+                    if kind == "forgotten":
+                        summary.forgotten += 1
+                    else:
+                        summary.conflicts += 1
                 summary.problems.append(
                     f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
                 )
@@ -679,11 +720,6 @@ def _chunks(
     requests = 0
     count = [0]
 
-    def numbered() -> Iterator[tuple[int, bytes]]:
-        for n, line in lines:
-            count[0] = n
-            yield n, line
-
     def cut() -> Chunk:
         segments = None
         if hint is not None and hint.value:
@@ -693,7 +729,7 @@ def _chunks(
         return Chunk(items, count[0], done(), segments)
 
     try:
-        for item in parse_lines(numbered(), strict=strict):
+        for item in parse_lines(_counted(lines, count), strict=strict):
             if isinstance(item, LineError):
                 items.append(item)
                 continue
@@ -711,6 +747,13 @@ def _chunks(
             yield cut()
         raise
     yield cut()
+
+
+def _counted(lines: Iterator[tuple[int, bytes]], read: list[int]) -> Iterator[tuple[int, bytes]]:
+    """``lines``, keeping the number of the last one read in ``read[0]`` (the summary's lines read)."""
+    for n, line in lines:
+        read[0] = n
+        yield n, line
 
 
 class _Hint:
@@ -846,8 +889,7 @@ def _replay_stream(
             batch: list[Ready] = []
             for item in chunk.items:
                 if isinstance(item, LineError):
-                    summary.invalid_lines += 1
-                    _problem(summary, f"{name}:{item.line}: {item.message}", on_problem)
+                    _refused(summary, item, name, on_problem)
                     continue
                 if item.warnings:
                     summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
@@ -899,14 +941,15 @@ def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) 
     return summary
 
 
-def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tuple[str, str, str]]:
+def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[LineError | tuple[str, str, str]]:
     """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
     payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
-    payload. Returns (line or line range, reason, kind: invalid | conflict | forgotten) in file order. The file's ids are kept in a temporary
+    payload. Returns the invalid lines' LineErrors and, for requests, (line or line range, reason, kind: conflict |
+    forgotten), in file order. The file's ids are kept in a temporary
     SQLite database, so a file of any size is checked in little memory."""
     import sqlite3
 
-    bad: list[tuple[str, str, str]] = []
+    bad: list[LineError | tuple[str, str, str]] = []
     fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
     repeats = Repeats()
     seen = sqlite3.connect("")  # a private temporary database on disk
@@ -917,7 +960,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[tup
         )
         for item in items:
             if isinstance(item, LineError):
-                bad.append((str(item.line), item.message, "invalid"))
+                bad.append(item)
                 continue
             ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
             parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
@@ -959,6 +1002,13 @@ def _where(item: Parsed | Ready) -> str:
 
 def _span(first: int, last: int) -> str:
     return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _refused(summary: ReplaySummary, item: LineError, name: str, on_problem: Callable[[str], None] | None) -> None:
+    """Count and report refused lines: each line of the span its problem names."""
+    summary.invalid_lines += item.count
+    summary.regrouping += item.count if item.regroups else 0
+    _problem(summary, f"{name}:{item.where}: {item.message}", on_problem)
 
 
 def _problem(summary: ReplaySummary, text: str, on_problem: Callable[[str], None] | None) -> None:

@@ -9,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from .errors import InvalidInput, RefindError
+from .errors import InvalidInput
 
 DEFAULT_DB = "refind.db"
 DEFAULT_RETENTION_DAYS = 30.0
@@ -52,7 +52,8 @@ MAX_RETENTION_DAYS = 1_000_000  # ~2,700 years
 
 
 def parse_retention(value: str | float | None) -> float | None:
-    """Retention in days (default 30). ``off`` turns it off explicitly; values below 1 are refused."""
+    """Retention in days (default 30). ``off`` turns it off explicitly; values below 1 are refused (InvalidInput: a
+    flag's or variable's value, as every setting parsed here)."""
     if value is None or value == "":
         return DEFAULT_RETENTION_DAYS
     if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
@@ -64,11 +65,11 @@ def parse_retention(value: str | float | None) -> float | None:
         if days != days:  # NaN: no number at all, neither below nor above a limit
             raise ValueError
     except (TypeError, ValueError):
-        raise RefindError(f"retention: {value!r} is not a number of days (or 'off')") from None
+        raise InvalidInput(f"retention: {value!r} is not a number of days (or 'off')") from None
     if not days >= 1:
-        raise RefindError(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
+        raise InvalidInput(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
     if not days <= MAX_RETENTION_DAYS:  # also inf: the cutoff must stay a SQLite integer
-        raise RefindError(
+        raise InvalidInput(
             f"retention: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days "
             "(use 'off' to keep everything)"
         )
@@ -96,12 +97,9 @@ def parse_agent_deadline(value: str | float | None) -> float:
     where a planner runs (as --max-actions is)."""
     if isinstance(value, str) and not value.strip():
         value = None
-    try:
-        return positive_number(
-            f"--deadline / {ENV_AGENT_DEADLINE}", value, DEFAULT_AGENT_DEADLINE_S, maximum=MAX_AGENT_DEADLINE_S
-        )
-    except RefindError as exc:  # a bad flag, as --max-actions' is
-        raise InvalidInput(exc.message) from None
+    return positive_number(
+        f"--deadline / {ENV_AGENT_DEADLINE}", value, DEFAULT_AGENT_DEADLINE_S, maximum=MAX_AGENT_DEADLINE_S
+    )
 
 
 def mcp_cache_dir() -> Path | None:
@@ -133,19 +131,19 @@ def positive_number(
     maximum: float | None = None,
 ) -> float:
     """A positive (or, with ``allow_zero``, non-negative) number from a flag or variable, at most ``maximum`` when
-    given; ``default`` when unset."""
+    given; ``default`` when unset. A bad value is InvalidInput (exit code 2), naming the setting."""
     if value is None or value == "":
         return default
     try:
         number = int(value) if integer else float(value)
     except (TypeError, ValueError):
-        raise RefindError(f"{name}: {value!r} is not a{'n integer' if integer else ' number'}") from None
+        raise InvalidInput(f"{name}: {value!r} is not a{'n integer' if integer else ' number'}") from None
     if not number < math.inf:  # nan and inf: PRAGMA busy_timeout and a model call's timeout need a number
-        raise RefindError(f"{name}: must be a finite number, got {value!r}")
+        raise InvalidInput(f"{name}: must be a finite number, got {value!r}")
     if number < 0 or (number == 0 and not allow_zero):
-        raise RefindError(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
+        raise InvalidInput(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
     if maximum is not None and number > maximum:
-        raise RefindError(f"{name}: must be at most {maximum:,g}, got {value!r}")
+        raise InvalidInput(f"{name}: must be at most {maximum:,g}, got {value!r}")
     return number
 
 
@@ -167,11 +165,11 @@ def index_cache_bytes_from_env() -> int:
     try:
         size = float(raw)
     except ValueError:
-        raise RefindError(f"{ENV_INDEX_CACHE_MB}: {raw!r} is not a number of megabytes") from None
+        raise InvalidInput(f"{ENV_INDEX_CACHE_MB}: {raw!r} is not a number of megabytes") from None
     if not math.isfinite(size):
-        raise RefindError(f"{ENV_INDEX_CACHE_MB}: must be a finite number of megabytes (0 or more), got {raw!r}")
+        raise InvalidInput(f"{ENV_INDEX_CACHE_MB}: must be a finite number of megabytes (0 or more), got {raw!r}")
     if size < 0:
-        raise RefindError(f"{ENV_INDEX_CACHE_MB}: must be 0 or more, got {raw!r}")
+        raise InvalidInput(f"{ENV_INDEX_CACHE_MB}: must be 0 or more, got {raw!r}")
     return int(size * 1_000_000)
 
 

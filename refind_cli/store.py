@@ -128,18 +128,19 @@ def _read_only_fs(path: Path) -> bool:
     return sys.platform != "win32" and bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
-def _create_private(path: Path) -> None:
+def _create_private(path: Path) -> bool:
     """Create a new database file readable by its owner only (0600): SQLite gives the WAL and shm files it makes
-    beside it the same mode. An existing file keeps its mode."""
+    beside it the same mode. An existing file keeps its mode. True when this call created the file."""
     import os
 
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
-        return
+        return False
     except OSError as exc:
         raise sqlite3.DatabaseError(str(exc)) from exc
     os.close(fd)
+    return True
 
 
 class Prepared(NamedTuple):
@@ -215,6 +216,14 @@ _SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13,
 _SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
 
 
+def _read_only(text: str) -> str:
+    """The one message of a database that cannot be written, whether opening or writing met it (README's table)."""
+    return (
+        f"cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files beside it) or the "
+        "file system is read-only"
+    )
+
+
 def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
     """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
     follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction.
@@ -237,20 +246,14 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
             "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
         )
     if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
-        return ReadOnlyDatabase(
-            f"{where}: cannot be written ({text}); the file, its folder (for the -wal and -shm files) or the "
-            "file system is read-only"
-        )
+        return ReadOnlyDatabase(f"{where}: {_read_only(text)}")
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in lowered or "not a database" in lowered:
         return CorruptDatabase(
             f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
             "(`refind inspect --check` reports what is wrong)"
         )
     if code == _SQLITE_CANTOPEN and path and not _writable(Path(path)):
-        return ReadOnlyDatabase(
-            f"{where}: cannot be written ({text}); the file, its folder (SQLite creates the -wal and -shm files "
-            "beside it) or the file system is read-only"
-        )
+        return ReadOnlyDatabase(f"{where}: {_read_only(text)}")
     if code == _SQLITE_CANTOPEN:
         return StorageError(f"{where}: cannot be opened ({text}); check the path and its folder's permissions")
     if code == _SQLITE_IOERR:
@@ -421,6 +424,7 @@ class Store:
         self.clock = clock
         self.retention_days = retention_days
         self.write_until: float | None = None  # inside busy_timeout(): when a write must stop waiting (monotonic)
+        self.created = False  # this Store created the file (none was at the path): remove_if_unused may remove it
         if self.path.parent and not self.path.parent.exists():
             raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
         # every write checks that the path still names this file (check_file): no holder — a replay, the server, a
@@ -432,7 +436,7 @@ class Store:
             if read_only and not self.path.is_file():
                 raise NotFound(f"no database at {self.path} (give --db PATH or set REFIND_DB)")
             if not in_memory and not read_only:
-                _create_private(self.path)
+                self.created = _create_private(self.path)
             self.identity = None if in_memory else file_identity(self._file)  # which file it opened (device, inode)
             # its -wal file, resolved once (a lend checks it): a symlink swapped later is refused by check_file
             self.wal_path = wal_file(self._file)
@@ -544,6 +548,50 @@ class Store:
         with contextlib.suppress(FileReplaced):  # (drains a moved file's log: see _drain_wal)
             self.check_file()
         self.conn.close()
+
+    def remove_if_unused(self) -> bool:
+        """Close, and remove the database file when this Store created it and it holds nothing but what opening it
+        wrote (the schema, its migrate events, the index's and the tombstones' keys): a command that stored nothing
+        (a replay whose every line was refused) leaves no trace. True when the file was removed.
+
+        Never a file that was there before the open (``created``), nor one that anyone else may use: the path must
+        still name the file this Store opened; leaving WAL mode (which also removes the -wal and -shm files) needs
+        the only connection to the file, so any other connection that has read it refuses the change at once (busy
+        timeout 0); the exclusive lock then taken keeps every other connection out while the file is checked again
+        and unlinked. A process that opened the path meanwhile but has not read it yet gets the unlinked file: a
+        refind Store refuses to write there (``check_file``: the path no longer names it). Anything unexpected
+        keeps the file; the connection is closed either way (``close`` after it does nothing more)."""
+        import os
+
+        removed = False
+        conn = self.conn
+        try:
+            if self.created and file_identity(self._file) == self.identity and self._unused():
+                conn.execute("PRAGMA busy_timeout = 0")
+                if str(conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0]).lower() == "delete":
+                    conn.execute("BEGIN EXCLUSIVE")
+                    try:
+                        if file_identity(self._file) == self.identity and self._unused():
+                            os.unlink(self._file)
+                            removed = True
+                    finally:
+                        conn.execute("ROLLBACK")
+        except (sqlite3.Error, OSError):  # locked, another connection, a folder that cannot be written: kept
+            pass
+        if removed:
+            self.identity = None  # nothing to check or drain: the file is gone, by this Store's own hand
+            conn.close()
+        else:
+            self.close()
+        return removed
+
+    def _unused(self) -> bool:
+        """Nothing is stored but what opening a new file wrote: no user's data, search, tombstone or setting, and no
+        event but migrations."""
+        for table in ("requests", "messages", "users", "tombstones", "searches", "settings", "index_segments"):
+            if self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
+                return False
+        return not self.conn.execute("SELECT EXISTS (SELECT 1 FROM events WHERE kind != 'migrate')").fetchone()[0]
 
     def __enter__(self) -> Store:
         return self

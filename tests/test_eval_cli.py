@@ -77,13 +77,13 @@ def test_eval_role_faithful(cli):
 
 def test_eval_errors_are_one_line(cli):
     bad = cli("eval", str(EVAL / "locomo_small.json"), "--variant", "nope=1")
-    assert bad.exit_code == 1 and "no such field" in bad.output
+    assert bad.exit_code == 2 and "no such field" in bad.output  # invalid input
     wrong = cli("eval", str(EVAL / "locomo_small.json"), "--format", "memdaily")
     assert wrong.exit_code == 1 and "check --format" in wrong.output
     missing = cli("eval", str(EVAL / "nope.json"))
     assert missing.exit_code == 1 and "no such file" in missing.output
     mode = cli("eval", str(EVAL / "locomo_small.json"), "--mode", "fast")
-    assert mode.exit_code == 1 and "unknown mode" in mode.output
+    assert mode.exit_code == 2 and "unknown mode" in mode.output
 
 
 def test_eval_realtalk_folder_by_format(cli):

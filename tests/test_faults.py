@@ -196,6 +196,76 @@ def test_server_on_a_read_only_file_system_refuses_to_start_with_one_line(small_
         small_disk.remount("rw")
 
 
+READ_ONLY = "the file, its folder (SQLite creates the -wal and -shm files beside it) or the file system is read-only"
+
+
+def leave_wal(db: Path) -> None:
+    """A -wal file beside the database, as a writer that died leaves it (its process exits without closing)."""
+    code = "import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT 1 FROM requests'); os._exit(0)"
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True)
+    assert Path(f"{db}-wal").exists()
+
+
+def test_a_write_refused_on_a_read_only_file_system_says_the_message_opening_says(cli, make_client, small_disk):
+    """Opening and writing meet a read-only file system with one message (README's table), in the CLI and the
+    server: with a -wal file beside it the file opens (to read), and the write is refused."""
+    db = small_disk.path / "refind.db"
+    with Store(db, retention_days=None) as store:
+        store.add(parse_add(request(1, size=200)))
+    leave_wal(db)
+    small_disk.remount("ro")
+    try:
+        result = cli("add", "Caroline: second", "--user", "alice", "--session", "s1", "--db", str(db))
+        assert result.exit_code == 9
+        written = f"database {db}: cannot be written (attempt to write a readonly database); {READ_ONLY}"
+        assert error_line(result.output) == f"error: {written}"
+        client = make_client(db=db)
+        refused = client.post("/v1/memories/add", json=request(2, size=200))
+        assert refused.status_code == 503
+        assert refused.json() == {"error": {"type": "read_only", "message": written}}
+    finally:
+        small_disk.remount("rw")
+
+
+def test_server_reading_a_read_only_file_system_logs_its_sweep_fault_by_kind(small_disk):
+    """With a -wal file beside it (a writer that died), a database on a read-only file system can be read: the
+    server starts and searches, and its retention sweep, which cannot write, is logged as the fault it is
+    (`read_only`), as a request's storage fault is, not as an OperationalError at a line of code."""
+    db = small_disk.path / "refind.db"
+    with Store(db, retention_days=None) as store:
+        store.add(parse_add(request(1, size=200)))
+    leave_wal(db)
+    small_disk.remount("ro")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "serve", "--port", "0", "--db", str(db), "--mode", "bm25"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    import threading
+
+    stop = threading.Timer(60, server.kill)  # a server that never logs the sweep ends the read below
+    stop.start()
+    try:
+        assert server.stderr is not None
+        lines: list[str] = []
+        for line in server.stderr:  # the sweep runs once at startup
+            lines.append(line)
+            if "retention sweep failed" in line or len(lines) > 50:
+                break
+        said = "".join(lines)
+        assert "Application startup complete" in said, said
+        assert "retention sweep failed: storage fault: read_only\n" in said, said
+        assert "OperationalError" not in said
+    finally:
+        stop.cancel()
+        server.terminate()
+        server.wait(30)
+        small_disk.remount("rw")
+
+
 # ---- locked by another process ---------------------------------------------------------------------------------
 
 

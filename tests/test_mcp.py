@@ -108,6 +108,29 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
     assert [len(r["messages"]) for r in stored] == [1, 2]  # the refused calls stored nothing
 
 
+def test_a_bad_role_is_refused_in_the_clis_words(tmp_path: Path) -> None:
+    # the role was a Literal: pydantic refused it first, in its own words ("Input should be 'user', 'assistant' or
+    # 'system' … errors.pydantic.dev/…"); the contract checks it now, as it checks the CLI's --role and a replay's
+    db = tmp_path / "m.db"
+
+    async def script(client: Any) -> None:
+        remember = {t.name: t for t in (await client.list_tools()).tools}["remember"]
+        role = remember.input_schema["properties"]["role"]
+        assert (role["type"], role["enum"], role["default"]) == ("string", ["user", "assistant", "system"], "user")
+        for bad, said in (("robot", "'robot'"), ("User", "'User'")):
+            text = _error(await client.call_tool("remember", {"content": "x", "role": bad}))
+            assert text.endswith(f": role: must be one of user, assistant, system; got {said}"), text
+            assert "pydantic" not in text and "Input should be" not in text
+        not_text = _error(await client.call_tool("remember", {"content": "x", "role": 5}))
+        assert "role: " in not_text and "pydantic" not in not_text, not_text
+        assert _data(await client.call_tool("remember", {"content": "I adopted a cat", "role": "assistant"}))["stored"]
+
+    _drive(_params(db), script)
+    with Memory(db, retention_days=None) as memory:
+        stored = memory.export(user="alice")
+    assert [[m["role"] for m in r["messages"]] for r in stored] == [["assistant"]]  # the refused calls stored nothing
+
+
 def test_the_sdks_client_drives_a_launch_that_answers_from_its_record(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
 

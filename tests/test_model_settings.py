@@ -35,7 +35,7 @@ def test_a_model_setting_past_its_limit_is_one_line(cli, store, llm_server, monk
     monkeypatch.setenv(variable, value)
     llm_server.default = '{"action": "finish_search"}'  # a provider that answers: only the setting can be refused
     r = agent(cli, llm_server.url)
-    assert r.exit_code == 1 and r.output == f"error: {message}\n"
+    assert r.exit_code == 2 and r.output == f"error: {message}\n"  # invalid input
     assert llm_server.requests == []
 
 
@@ -43,7 +43,7 @@ def test_a_model_setting_past_its_limit_is_one_line(cli, store, llm_server, monk
 def test_an_api_base_that_is_not_an_http_url_is_refused_before_any_call(cli, store, base):
     add(store, "alice", "hike", ("user", "I went hiking at Mount Rainier", T0))
     r = agent(cli, base)
-    assert r.exit_code == 5, r.output
+    assert r.exit_code == 2, r.output  # the flag's value: invalid input, not a model failure (5)
     flat = " ".join(r.output.split())
     assert f"api base {base!r} is not an http:// or https:// URL" in flat and "--mode bm25" in flat
 

@@ -12,7 +12,7 @@ import pytest
 def test_a_busy_timeout_that_is_not_a_finite_number_is_one_line(cli, monkeypatch, value) -> None:
     monkeypatch.setenv("REFIND_BUSY_TIMEOUT", value)
     result = cli("add", "hello", "--user", "u", "--session", "s")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # invalid input
     assert f"error: REFIND_BUSY_TIMEOUT: must be a finite number, got '{value}'" in result.output
 
 
@@ -58,5 +58,5 @@ def test_an_eval_variant_that_is_not_a_finite_number_is_refused(cli, value) -> N
     from conftest import FIXTURES
 
     result = cli("eval", str(FIXTURES / "eval" / "locomo_small.json"), "-V", f"k1={value}")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"--variant k1={value}: must be a finite number, got '{value}'" in " ".join(result.output.split())

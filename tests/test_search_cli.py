@@ -115,7 +115,7 @@ def test_ids_that_look_like_rich_markup_are_shown_literally(cli):
 def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
     for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25"], ["expire", "--dry-run"]):
         r = filled(*args, "--retention-days", days)
-        assert r.exit_code == 1, (args, r.output)
+        assert r.exit_code == 2, (args, r.output)  # invalid input
         assert "retention:" in r.output and "day" in r.output
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -281,3 +282,25 @@ class _Broken:
 
     def execute(self, sql, *args):
         raise sqlite3.OperationalError("no such thing")
+
+
+def test_a_read_only_database_has_one_message_at_open_and_at_write(tmp_path: Path) -> None:
+    """SQLite's read-only refusal of a write (SQLITE_READONLY, for real: a read-only connection) is said as opening
+    a file that cannot be written is (README's fault table): one message, not two versions."""
+    from refind_cli.errors import ReadOnlyDatabase
+    from refind_cli.store import storage_error
+
+    db = tmp_path / "refind.db"
+    Store(db, retention_days=None).close()
+    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as refused:
+            conn.execute("INSERT INTO write_log (id) VALUES (1)")
+    finally:
+        conn.close()
+    error = storage_error(refused.value, db)
+    assert isinstance(error, ReadOnlyDatabase)
+    assert error.message == (
+        f"database {db}: cannot be written (attempt to write a readonly database); the file, its folder (SQLite "
+        "creates the -wal and -shm files beside it) or the file system is read-only"
+    )

@@ -42,7 +42,7 @@ from ..contract import SEARCH_MODES, SearchRequest, parse_add, parse_search
 from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, load_json, where
+from .asgi import MB, BodyLimit, RequestLog, error_response, failure, load_json
 from .dbpool import GroupWriter, SerialStore, StorePool, open_anew
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
@@ -257,7 +257,7 @@ class Runtime:
             try:
                 self.sweep()
             except Exception as exc:  # keep serving; say what kind of failure without any data
-                log.warning("retention sweep failed: %s at %s", type(exc).__name__, where(exc))
+                log.warning("retention sweep failed: %s", failure(exc, self.cfg.db))
 
 
 def _fields(notes: tuple[str, ...]) -> list[str]:

@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..contract import SURROGATE_ESCAPE, DuplicateKey, refuse_lone_surrogates, unique_keys
-from ..errors import InvalidInput, RefindError
+from ..errors import InvalidInput, RefindError, StorageError
 
 access_log = logging.getLogger("refind.access")
 log = logging.getLogger("refind.server")
@@ -203,6 +203,20 @@ def printable(text: object) -> str:
     """Text safe for a log line: control characters (newlines, ANSI escapes) and backslashes as ``\\xNN``, so a
     request path can neither forge a line nor drive the reader's terminal."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def failure(exc: BaseException, db: str | Path | None) -> str:
+    """What a log line says of a failure outside a request (the retention sweep, warming an index), nothing of the
+    data: a fault of the database file by its kind (``read_only``, ``no_space``, ``locked``, …: the store's one
+    mapping, as a request's storage fault is logged), anything else by its type and ``file:line``."""
+    import sqlite3
+
+    from ..store import storage_error
+
+    error = storage_error(exc, db) if isinstance(exc, sqlite3.Error) else exc
+    if isinstance(error, StorageError):
+        return f"storage fault: {error.kind}"
+    return f"{type(exc).__name__} at {where(exc)}"
 
 
 def where(exc: BaseException) -> str:

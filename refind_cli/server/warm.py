@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from ..store import Store
-from .asgi import where
+from .asgi import failure
 
 log = logging.getLogger("refind.server")
 
@@ -134,4 +134,4 @@ class Warmer:
                     self._warm(store, user_id)
                 self.warmed += 1
             except Exception as exc:  # only an optimisation: the user's first search does the work instead
-                log.warning("warming an index failed: %s at %s", type(exc).__name__, where(exc))
+                log.warning("warming an index failed: %s", failure(exc, None))

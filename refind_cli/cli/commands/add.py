@@ -12,6 +12,7 @@ from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store, retention_source
 
 if TYPE_CHECKING:
+    from ...contract import AddRequest
     from ...store import Store
 
 ADD_HELP = """\
@@ -73,39 +74,21 @@ def add(
     if (text is None) == (file is None):
         raise InvalidInput("give either the message TEXT or --file PATH, not both and not neither")
     source = retention_source(ctx)
+    if file is not None:
+        if user or session or request_id is not None or timestamp is not None or at is not None:
+            raise InvalidInput(
+                "--user, --session, --request-id, --timestamp and --at are for one message, "
+                "not --file (each line carries its own)"
+            )
+        with open_store(db, retention) as store:
+            try:
+                _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention, source=source)
+            finally:  # a replay that stored nothing (every line refused, an unreadable file) into a new file: no file
+                store.remove_if_unused()
+        return
+    request = _one_request(text or "", user, session, role, timestamp, at, request_id)  # checked before any file
     with open_store(db, retention) as store:
-        if file is not None:
-            if user or session or request_id is not None or timestamp is not None or at is not None:
-                raise InvalidInput(
-                    "--user, --session, --request-id, --timestamp and --at are for one message, "
-                    "not --file (each line carries its own)"
-                )
-            _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention, source=source)
-            return
-        if not user or not session:
-            raise InvalidInput("one message needs --user and --session")
-        if timestamp is not None and at is not None:
-            raise InvalidInput("give --timestamp or --at, not both")
-        notes: list[str] = []
-        ts = _parse_at(at) if at is not None else parse_timestamp(timestamp, "--timestamp", notes)
-        for note in notes:  # read as seconds: said, and the id below is derived from the milliseconds
-            render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
-        from ...auto_ids import auto_request_id
-
-        message = Message(role=role, content=text or "", timestamp=ts)
-        rid = (
-            request_id
-            if request_id is not None
-            else "cli-"
-            + auto_request_id(user, session, [(message.role, message.content, message.timestamp)])[len("auto-") :]
-        )
-        body = {
-            "request_id": rid,
-            "user_id": user,
-            "session_id": session,
-            "messages": [{"role": role, "content": text, "timestamp": ts}],
-        }
-        outcome = store.add(parse_add(body))
+        outcome = store.add(request)
         kept = _remember(store, retention, source, as_json=as_json)
     result = {
         "success": True,
@@ -122,6 +105,43 @@ def add(
         ids = (render.plain_id(i) for i in (outcome.request_id, outcome.user_id, outcome.session_id))
         line = "{}: request {} · user {} · session {}".format(word, *ids)  # one line whatever an id holds
         render.console().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _one_request(
+    text: str,
+    user: str | None,
+    session: str | None,
+    role: str,
+    timestamp: int | None,
+    at: str | None,
+    request_id: str | None,
+) -> AddRequest:
+    """The Add request of one message from the shell, checked whole (a refused one opens no database, so creates
+    none); a timestamp read as seconds is said on stderr, and the id below is derived from the milliseconds."""
+    if not user or not session:
+        raise InvalidInput("one message needs --user and --session")
+    if timestamp is not None and at is not None:
+        raise InvalidInput("give --timestamp or --at, not both")
+    notes: list[str] = []
+    ts = _parse_at(at) if at is not None else parse_timestamp(timestamp, "--timestamp", notes)
+    for note in notes:
+        render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
+    from ...auto_ids import auto_request_id
+
+    message = Message(role=role, content=text, timestamp=ts)
+    rid = (
+        request_id
+        if request_id is not None
+        else "cli-"
+        + auto_request_id(user, session, [(message.role, message.content, message.timestamp)])[len("auto-") :]
+    )
+    body = {
+        "request_id": rid,
+        "user_id": user,
+        "session_id": session,
+        "messages": [{"role": role, "content": text, "timestamp": ts}],
+    }
+    return parse_add(body)
 
 
 def _parse_at(value: str) -> int:
@@ -231,7 +251,9 @@ def _replay(
         if len(summary.warnings) > 20:
             err.print(f"warning: … and {len(summary.warnings) - 20} more warnings (--json lists all)", markup=False)
         render.console().print(render.replay_summary(data))
-        if summary.invalid_lines and not strict:  # the whole file again would store a fixed line's group twice
+        # the whole file again would store a fixed line's group twice: said where a refused line may be a message
+        # line without request_id (a line with one, or an Add request, is never grouped by its content)
+        if summary.regrouping and not strict:
             err.print(
                 "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
                 "grouped into requests by their content, so replaying the whole file would store the valid lines "

@@ -1,0 +1,109 @@
+"""A refused `refind add` leaves no trace: where no database was, none is created — not for one message refused
+before any file is opened, nor for a replay that stored nothing — while a database that was there before, or that
+another connection uses, is never removed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from helpers import T0, add
+
+
+def _files(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name))
+
+
+BAD_LINES = (
+    '{"user_id": "u", "session_id": "s", "role": "user", "content": "ok"}\n'
+    '{"user_id": "u", "session_id": "s", "role": "robot", "content": "x"}\n'
+    "not json\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("", "--user", "u", "--session", "s"), "messages[0].content: must be a non-empty string"),
+        (("hi", "--user", "u", "--session", "s", "--role", "robot"), "role: must be one of user, assistant, system"),
+        (("hi", "--user", "u", "--session", "s", "--at", "yesterday"), "--at: 'yesterday' is not an ISO 8601 time"),
+        (("hi", "--user", "u"), "one message needs --user and --session"),
+    ],
+)
+def test_a_refused_message_creates_no_database(cli, db_path, args, message) -> None:
+    r = cli("add", *args)
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert _files(db_path) == []
+
+
+def test_a_strict_replay_refused_whole_creates_no_database(cli, db_path, tmp_path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(BAD_LINES)
+    r = cli("add", "--file", str(path), "--strict")
+    assert r.exit_code == 2 and "role: must be one of" in r.output, r.output
+    assert _files(db_path) == []  # no database, no -wal, no -shm
+
+
+def test_a_replay_that_stored_nothing_creates_no_database(cli, db_path, tmp_path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(BAD_LINES.split("\n", 1)[1])  # every line invalid
+    r = cli("add", "--file", str(path))
+    assert r.exit_code == 2, r.output
+    assert _files(db_path) == []
+    missing = cli("add", "--file", str(tmp_path / "missing.jsonl"))
+    assert missing.exit_code == 1 and "no such file" in missing.output
+    assert _files(db_path) == []
+
+
+def test_a_replay_that_stored_something_keeps_the_new_database(cli, db_path, tmp_path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(BAD_LINES)
+    r = cli("add", "--file", str(path))
+    assert r.exit_code == 2, r.output
+    assert db_path.exists()
+    assert sqlite3.connect(db_path).execute("SELECT count(*) FROM messages").fetchone() == (1,)
+
+
+def test_a_refused_replay_never_removes_a_database_that_was_there(cli, db_path, tmp_path) -> None:
+    from refind_cli.store import Store
+
+    Store(db_path).close()  # a database with nothing in it, made by an earlier command: not this replay's to remove
+    path = tmp_path / "bad.jsonl"
+    path.write_text(BAD_LINES)
+    r = cli("add", "--file", str(path), "--strict")
+    assert r.exit_code == 2, r.output
+    assert db_path.exists()
+    with Store(db_path) as store:
+        add(store, "alice", "s", ("user", "I went hiking", T0))
+    assert cli("add", "--file", str(path), "--strict").exit_code == 2
+    with Store(db_path) as store:
+        assert len(store.user_messages("alice")) == 1
+
+
+def test_a_new_database_another_connection_has_read_is_kept(tmp_path) -> None:
+    from refind_cli.store import Store
+
+    db = tmp_path / "new.db"
+    store = Store(db)
+    assert store.created
+    other = sqlite3.connect(db)  # another process's connection, opened meanwhile
+    other.execute("SELECT count(*) FROM requests").fetchone()
+    assert store.remove_if_unused() is False
+    assert db.exists()
+    assert other.execute("SELECT count(*) FROM requests").fetchone() == (0,)  # still a sound database
+    other.close()
+    assert Store(db).created is False  # (and so never removed by the next one)
+
+
+def test_a_new_database_replaced_meanwhile_is_kept(tmp_path) -> None:
+    from refind_cli.store import Store
+
+    db = tmp_path / "new.db"
+    store = Store(db)
+    db.unlink()
+    with Store(db) as theirs:  # another process made a database at the path since
+        add(theirs, "alice", "s", ("user", "I went hiking", T0))
+    assert store.remove_if_unused() is False
+    with Store(db) as again:
+        assert len(again.user_messages("alice")) == 1
