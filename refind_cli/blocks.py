@@ -115,29 +115,28 @@ def render_blocks(
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor)
-        lines: list[str] = []
         ids: list[str] = []
-        starts: list[int] = []
+        starts: list[int] = []  # each message's first line in the block
         anchor_lines = (0, 0)
         turns = sorted(chosen)
         shown_messages = [m for j in turns for m in chosen[j]]
         texts = block_lines(shown_messages, sum(len(chosen[j]) for j in turns if j < pos), cfg)
-        k = 0
+        k = count = 0  # (lines counted, not split and joined again: a message's text is most of a block)
         for j in turns:
-            first_line = len(lines)
+            first_line = count
             for m in chosen[j]:
-                starts.append(len(lines))
-                lines.extend(texts[k].split("\n"))
+                starts.append(count)
+                count += texts[k].count("\n") + 1
                 ids.append(m.id)
                 k += 1
             if j == pos:
-                anchor_lines = (first_line, len(lines))
+                anchor_lines = (first_line, count)
         if not bare or remember:
             shown.update(ids)  # a lead turn is shown again later, in its block; an interleaved one is not
         score = min(score, _below(last_score))
         last_score = score
-        content = "\n".join(lines)
-        used += len(content) + 2 if lines else 1  # = the sum of len(line) + 1 over the lines, + 1
+        content = "\n".join(texts)
+        used += len(content) + 2 if texts else 1  # = the sum of len(line) + 1 over the lines, + 1
         blocks.append(
             Block(
                 id=anchor.id,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -107,9 +107,11 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
     """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
     most even first (the shorter part longest)."""
     out: list[list[tuple[str, str]]] = []
-    for match in found:
-        word = match.group()
-        if not MIN_PART * 2 <= len(word) <= MAX_SPLIT_CHARS or (own := _spaced_token(word)) is None or present([own]):
+    lengths = range(MIN_PART * 2, MAX_SPLIT_CHARS + 1)
+    owns = {word: own for m in found if len(word := m.group()) in lengths and (own := _spaced_token(word))}
+    held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
+    for word, own in owns.items():
+        if own in held_owns:
             continue
         cuts: list[tuple[int, int, str, str]] = []
         for at in range(MIN_PART, len(word) - MIN_PART + 1):
@@ -189,6 +191,15 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str], present: 
     return sum(parts[1:], parts[0]) if parts else None
 
 
-def present_in(vocabulary: Mapping[str, int]) -> Present:
-    """:data:`Present` over a user's vocabulary (``expand.vocabulary``): membership is a visible turn holding it."""
-    return lambda tokens: {t for t in tokens if t in vocabulary}
+def present_in(index: TurnIndex) -> Present:
+    """:data:`Present` over a user's index: a word some visible turn holds. Its term dictionaries are asked first, for
+    all the words at once (an intersection of keys: most variants are words nobody wrote), then the count of visible
+    turns for those they hold."""
+    from . import expand
+
+    vocabulary = expand.vocabulary(index)
+
+    def present(tokens: Iterable[str]) -> set[str]:
+        return {t for t in expand.present(index, dict.fromkeys(tokens, 0)) if t in vocabulary}
+
+    return present
