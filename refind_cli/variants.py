@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .index import TurnIndex, bm25_scores
-from .tokenize import analyze, normalise, unaccented, units
+from .tokenize import analyze, ascii_stems, normalise, unaccented, units
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,6 +74,8 @@ _LOAN_VOWEL = re.compile("[\u093e\u0949\u0906\u0911]")
 def _spaced_token(word: str) -> str | None:
     """The one token of a word of a script written with spaces (not CJK or Thai, whose words are bigrams), or None
     (a stop-word, or a word that gives more or other tokens)."""
+    if word.isascii() and word.isalpha() and word.islower():  # (most: its stem, as analyze's ASCII path reads it)
+        return ascii_stems[word.encode("ascii")] or None
     tokens = analyze(word)
     if not tokens or units(tokens[0]) is not None:
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from helpers import T0, add
@@ -86,6 +88,21 @@ def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one(
 def test_a_hindi_loanword_matches_its_other_vowel_spelling_only_when_the_user_never_wrote_it():
     assert _terms(["डॉक्टर ने कहा"], "डाक्टर") == [("डॉक्टर", 1 - 1 / 6)]
     assert _terms(["डॉक्टर ने कहा", "डाक्टर आया"], "डाक्टर") == []  # (बाल "hair" never finds बॉल "ball")
+
+
+def test_a_words_token_read_from_the_stem_cache_is_what_the_analyzer_gives():
+    rng = random.Random(5)
+    words = [
+        "the",
+        "zahnarzttermin",
+        "running",
+        "and",
+        "a" * 70,
+        *("".join(rng.choices("abeinorstz", k=rng.randrange(1, 12))) for _ in range(3000)),
+    ]
+    for word in words:
+        tokens = analyze(word)
+        assert variants._spaced_token(word) == (tokens[0] if tokens else None), word
 
 
 def test_fuzzy_matching_reads_the_alphabets_but_not_abjads_or_abugidas():
