@@ -88,7 +88,7 @@ def test_one_message_faults(cli) -> None:
     assert "one message needs --user and --session" in cli("add", "x", "--user", "u").output
     bad_role = cli("add", "x", "-u", "u", "-s", "s", "--role", "robot")
     assert bad_role.exit_code == 2
-    assert "messages[0].role: must be one of user, assistant, system; got 'robot'" in bad_role.output
+    assert "error: --role: must be one of user, assistant, system; got 'robot'" in bad_role.output
     assert "is not an ISO 8601 time" in cli("add", "x", "-u", "u", "-s", "s", "--at", "yesterday").output
     too_early = cli("add", "x", "-u", "u", "-s", "s", "--at", "1969-12-31")
     assert too_early.exit_code == 2
@@ -111,7 +111,7 @@ def test_an_empty_at_or_request_id_is_refused_not_read_as_absent(cli) -> None:
     assert "error: --at: '' is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08" in empty_at.output
     empty_id = cli("add", "x", "-u", "u", "-s", "s", "--request-id", "")
     assert empty_id.exit_code == 2
-    assert "error: request_id: must be a non-empty string" in empty_id.output
+    assert "error: --request-id: must be a non-empty string" in empty_id.output
     assert cli("export", "--user", "u").exit_code == 4  # nothing was stored
 
 

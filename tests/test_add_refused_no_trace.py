@@ -25,8 +25,10 @@ BAD_LINES = (
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("", "--user", "u", "--session", "s"), "messages[0].content: must be a non-empty string"),
-        (("hi", "--user", "u", "--session", "s", "--role", "robot"), "role: must be one of user, assistant, system"),
+        # named by the argument or flag that gave it, not by the request's field ("messages[0].role")
+        (("", "--user", "u", "--session", "s"), "error: TEXT: must be a non-empty string"),
+        (("hi", "--user", "u", "--session", "s", "--role", "robot"), "error: --role: must be one of user, assistant"),
+        (("hi", "--user", "u", "--session", "s", "--request-id", ""), "error: --request-id: must be a non-empty"),
         (("hi", "--user", "u", "--session", "s", "--at", "yesterday"), "--at: 'yesterday' is not an ISO 8601 time"),
         (("hi", "--user", "u"), "one message needs --user and --session"),
     ],

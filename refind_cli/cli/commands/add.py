@@ -141,7 +141,24 @@ def _one_request(
         "session_id": session,
         "messages": [{"role": role, "content": text, "timestamp": ts}],
     }
-    return parse_add(body)
+    try:
+        return parse_add(body)
+    except InvalidInput as exc:  # named as the user gave it: "--role: …", not the request's "messages[0].role: …"
+        said = str(exc)
+        for field, flag in _FLAGS.items():
+            if said.startswith(f"{field}:"):
+                raise InvalidInput(flag + said[len(field) :]) from None
+        raise
+
+
+# a one-message Add request's fields, by the flag or argument that gave each
+_FLAGS = {
+    "messages[0].role": "--role",
+    "messages[0].content": "TEXT",
+    "user_id": "--user",
+    "session_id": "--session",
+    "request_id": "--request-id",
+}
 
 
 def _parse_at(value: str) -> int:
