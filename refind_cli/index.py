@@ -315,7 +315,8 @@ def answer_scores(
     if before.size == 0:
         return scores
     codes, sizes = index.voices(np.concatenate([before, after]))  # one read of both sides of every pair
-    (voice_b, voice_a), (size_b, size_a) = np.split(codes, [before.size]), np.split(sizes, [before.size])
+    n = before.size
+    voice_b, voice_a, size_b, size_a = codes[:n], codes[n:], sizes[:n], sizes[n:]
     two = voice_b != voice_a
     before, after, size_b, size_a = before[two], after[two], size_b[two], size_a[two]
     gain_b, gain_a = rarer[after], rarer[before]

@@ -91,6 +91,7 @@ class LineError:
     message: str
     last: int | None = None
     regroups: bool = False
+    lines: int | None = None  # how many lines of the span it refuses, when not all (blank or bad lines between)
 
     @property
     def where(self) -> str:
@@ -99,7 +100,7 @@ class LineError:
     @property
     def count(self) -> int:
         """How many of the file's lines it refuses."""
-        return (self.last or self.line) - self.line + 1
+        return self.lines if self.lines is not None else (self.last or self.line) - self.line + 1
 
 
 @dataclass
@@ -373,7 +374,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 yield parsed
             else:
                 span = (parsed.first_line, parsed.last_line)
-                yield LineError(span[0], _apart(key, earlier[:2], span), last=span[1])
+                yield LineError(span[0], _apart(key, earlier[:2], span), last=span[1], lines=len(group))
         group, key, size, refused = [], None, 0, 0
 
     for n, raw in lines:
@@ -649,9 +650,10 @@ def _replay(
                         summary.forgotten += 1
                     else:
                         summary.conflicts += 1
-                summary.problems.append(
-                    f"{name}: --strict: nothing stored because {len(bad)} line(s) are invalid or would be refused"
-                )
+                refused = summary.conflicts + summary.forgotten
+                why = [f"{summary.invalid_lines:,} line(s) are invalid"] if summary.invalid_lines else []
+                why += [f"{refused:,} request(s) would be refused"] if refused else []
+                summary.problems.append(f"{name}: --strict: nothing stored because {' and '.join(why)}")
                 return summary
         if spool is not None:
             spool.seek(0)

@@ -214,6 +214,7 @@ def _message_rows(req: Prepared, first: int, now: int) -> list[tuple[object, ...
 # SQLite's primary result codes (the low byte of an extended code) that name a fault of the file, not of the request.
 _SQLITE_FULL, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_PERM = 13, 5, 6, 8, 3
 _SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_CANTOPEN, _SQLITE_IOERR = 11, 26, 14, 10
+_SQLITE_READONLY_DBMOVED = 1032  # an extended code: the file was unlinked or renamed while the connection had it
 
 
 def _read_only(text: str) -> str:
@@ -244,6 +245,11 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
         return DatabaseLocked(
             f"{where}: locked by another process past the busy timeout ({text}); nothing was written — retry once "
             "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
+        )
+    if (getattr(exc, "sqlite_errorcode", None) or 0) == _SQLITE_READONLY_DBMOVED:  # not read-only: gone under it
+        return FileReplaced(
+            f"{where}: the file was deleted or replaced while this process had it open ({text}); nothing was written — "
+            "run the command again"
         )
     if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
         return ReadOnlyDatabase(f"{where}: {_read_only(text)}")

@@ -44,7 +44,8 @@ Present = Callable[[Iterable[str]], "set[str]"]  # which of these tokens some vi
 LINKS = ("", "s")  # what may join two words into one: nothing, or the linking s of German, Dutch, Swedish …
 MIN_PART = 3  # letters of each word a join or a split is made of
 MAX_WORDS = 64  # words of a question read for joins and splits (a pasted page is no question)
-MAX_SPLIT_CHARS = 40  # a longer word is not split (a URL's letters, a blob)
+MAX_WORD_CHARS = 40  # a longer word is not joined, split or given prefixes (a URL's letters, a blob): each costs
+# the analyzer a pass over it, and remembered, memory
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
@@ -89,7 +90,10 @@ def words(text: str) -> list[re.Match[str]]:
     first :data:`MAX_WORDS`, of the scripts of :data:`_SPACED` (a Chinese question has none)."""
     if not _ANY_SPACED.search(text):
         return []
-    return [w for w in _WORD.finditer(normalise(text)) if _SPACED.fullmatch(w.group())][:MAX_WORDS]
+    found = (
+        w for w in _WORD.finditer(normalise(text)) if len(w.group()) <= MAX_WORD_CHARS and _SPACED.fullmatch(w.group())
+    )
+    return list(itertools.islice(found, MAX_WORDS))
 
 
 def joined(found: Sequence[re.Match[str]]) -> list[str]:
@@ -109,7 +113,7 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
     """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
     most even first (the shorter part longest)."""
     out: list[list[tuple[str, str]]] = []
-    lengths = range(MIN_PART * 2, MAX_SPLIT_CHARS + 1)
+    lengths = range(MIN_PART * 2, MAX_WORD_CHARS + 1)
     owns = {word: own for m in found if len(word := m.group()) in lengths and (own := _spaced_token(word))}
     held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
     for word, own in owns.items():
@@ -126,13 +130,19 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
     return out
 
 
+def _tokens_of(tokens: Sequence[str], low: str, high: str) -> list[str]:
+    """The question's distinct tokens that start with a character from ``low`` to ``high``, each at most
+    :data:`MAX_WORD_CHARS` long, the first :data:`MAX_WORDS` of them: a variant is a copy of its token, and a question
+    of 100,000 characters (a token as long, or 11,000 distinct ones) asked for gigabytes of them."""
+    found = (t for t in dict.fromkeys(tokens) if low <= t[0] <= high and len(t) <= MAX_WORD_CHARS)
+    return list(itertools.islice(found, MAX_WORDS))
+
+
 def clitics(tokens: Sequence[str]) -> list[str]:
     """Each Hebrew or Arabic query token without a prefix of its language that it starts with (the rest two letters or
     more), then it and those with each prefix before them (הגן "the garden": גן, then בגן "in the garden" …)."""
     out: list[str] = []
-    for token in dict.fromkeys(tokens):
-        if not "\u05d0" <= token[0] <= "\u06d3":  # (neither Hebrew nor Arabic: most tokens, told at once)
-            continue
+    for token in _tokens_of(tokens, "\u05d0", "\u06d3"):  # (Hebrew to Arabic: most tokens are neither, told at once)
         if _HEBREW.fullmatch(token):
             prefixes: Sequence[str] = HEBREW_PREFIXES
         elif _ARABIC.fullmatch(token):
@@ -148,8 +158,8 @@ def clitics(tokens: Sequence[str]) -> list[str]:
 def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
     """Each Devanagari query token that no turn holds with one of its ा / ॉ (आ / ऑ) written as the other."""
     out: list[str] = []
-    for token in dict.fromkeys(tokens):
-        if not "\u0900" <= token[0] <= "\u097f" or not _LOAN_VOWEL.search(token):
+    for token in _tokens_of(tokens, "\u0900", "\u097f"):  # (Devanagari)
+        if not _LOAN_VOWEL.search(token):
             continue
         at = [i for i, c in enumerate(token) if c in _LOAN_VOWELS]
         if not present([token]):

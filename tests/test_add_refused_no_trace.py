@@ -39,6 +39,14 @@ def test_a_refused_message_creates_no_database(cli, db_path, args, message) -> N
     assert _files(db_path) == []
 
 
+def test_an_empty_file_replayed_without_fault_keeps_the_database_it_asked_for(cli, db_path, tmp_path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert cli("add", "--file", str(empty)).exit_code == 0
+    assert db_path.exists()
+    assert cli("search", "hi", "--user", "u", "--mode", "bm25", "--json").exit_code == 0  # (was "no database")
+
+
 def test_a_strict_replay_refused_whole_creates_no_database(cli, db_path, tmp_path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(BAD_LINES)

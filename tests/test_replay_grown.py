@@ -170,7 +170,7 @@ def test_strict_refuses_a_grown_log_whose_known_part_was_forgotten(cli, db_path,
     result = cli("add", "--file", str(log), "--strict", "--json")
     assert result.exit_code == 6, result.output
     assert json.loads(result.output)["problems"][-1] == (
-        f"{log}: --strict: nothing stored because 1 line(s) are invalid or would be refused"
+        f"{log}: --strict: nothing stored because 1 request(s) would be refused"
     )
     assert _contents(db_path) == []
 

@@ -61,6 +61,25 @@ def test_lines_apart_from_their_request_count_as_the_lines_the_problem_names(cli
     ]
 
 
+def test_a_span_of_lines_apart_counts_its_own_lines_not_the_blank_or_bad_ones_between(cli, tmp_path) -> None:
+    # lines 3 and 6 are r1's apart from its line 1; 4 is blank, 5 refused on its own: 3 lines refused, not 5
+    path = write(
+        tmp_path / "between.jsonl",
+        msg("a", "r1"),
+        msg("x", "r2", session="s2"),
+        msg("b", "r1"),
+        "",
+        "not json",
+        msg("c", "r1"),
+    )
+    result = cli("add", "--file", path, "--json")
+    summary = json.loads(result.output)
+    assert result.exit_code == 2 and summary["invalid_lines"] == 3, result.output
+    strict = json.loads(cli("add", "--file", path, "--strict", "--json").output)
+    assert strict["invalid_lines"] == 3
+    assert strict["problems"][-1] == f"{path}: --strict: nothing stored because 3 line(s) are invalid"
+
+
 HINT = "hint: once fixed, replay a file of the invalid lines only"
 
 

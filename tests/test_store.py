@@ -284,6 +284,31 @@ class _Broken:
         raise sqlite3.OperationalError("no such thing")
 
 
+def test_a_file_deleted_under_an_open_connection_is_said_so_not_called_read_only(tmp_path: Path) -> None:
+    # SQLITE_READONLY_DBMOVED (1032), for real: what a writer that lost the race with `refind add`'s removal of the
+    # empty file it created meets — the file is gone, not read-only
+    from refind_cli.errors import FileReplaced
+    from refind_cli.store import storage_error
+
+    db = tmp_path / "refind.db"
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("CREATE TABLE t (a)")
+        conn.commit()
+        db.unlink()
+        with pytest.raises(sqlite3.OperationalError) as refused:
+            conn.execute("INSERT INTO t VALUES (1)")
+            conn.commit()
+    finally:
+        conn.close()
+    error = storage_error(refused.value, db)
+    assert isinstance(error, FileReplaced) and error.exit_code == 7
+    assert (
+        "was deleted or replaced while this process had it open" in error.message
+        and "run the command again" in error.message
+    )
+
+
 def test_a_read_only_database_has_one_message_at_open_and_at_write(tmp_path: Path) -> None:
     """SQLite's read-only refusal of a write (SQLITE_READONLY, for real: a read-only connection) is said as opening
     a file that cannot be written is (README's fault table): one message, not two versions."""

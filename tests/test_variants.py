@@ -105,6 +105,18 @@ def test_a_words_token_read_from_the_stem_cache_is_what_the_analyzer_gives():
         assert variants._spaced_token(word) == (tokens[0] if tokens else None), word
 
 
+def test_a_huge_question_asks_for_a_bounded_number_of_variants():
+    # review: a 100,000-character Devanagari token asked for 50,000 copies of itself (11.5 GB), 11,111 distinct
+    # Hebrew tokens for 59 prefixed copies each; and words of any length were remembered by the token cache
+    nobody = variants.present_in(_index(["nothing here"]))
+    assert variants.loan_vowels(analyze("का" * 10_000), nobody) == []
+    hebrew = [f"וכשב{a}{b}{c}" for a in "אבגדה" for b in "אבגדה" for c in "אבגדה"]  # 125 distinct tokens
+    assert variants.clitics(hebrew) == variants.clitics(hebrew[: variants.MAX_WORDS]) != []  # the first 64 only
+    assert variants.clitics(["ב" * (variants.MAX_WORD_CHARS + 1)]) == []
+    assert [m.group() for m in variants.words(" ".join(["word"] * 500))] == ["word"] * variants.MAX_WORDS
+    assert [m.group() for m in variants.words("x" * 41 + " short words")] == ["short", "words"]
+
+
 def test_fuzzy_matching_reads_the_alphabets_but_not_abjads_or_abugidas():
     assert [max_edits(w) for w in ("львів", "κινητο", "բարեւ", "გამარჯობა")] == [1, 2, 1, 2]
     assert [max_edits(w) for w in ("לאילת", "بالبريد", "डाक्टर", "北京北京")] == [0, 0, 0, 0]

@@ -83,8 +83,9 @@ def add(
         with open_store(db, retention) as store:
             try:
                 _replay(store, file, strict=strict, as_json=as_json, quiet=quiet, retention=retention, source=source)
-            finally:  # a replay that stored nothing (every line refused, an unreadable file) into a new file: no file
-                store.remove_if_unused()
+            except BaseException:  # refused or stopped, having stored nothing into a file it created: no file
+                store.remove_if_unused()  # (an empty file replayed without fault keeps the database it asked for)
+                raise
         return
     request = _one_request(text or "", user, session, role, timestamp, at, request_id)  # checked before any file
     with open_store(db, retention) as store:
