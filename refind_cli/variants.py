@@ -14,9 +14,10 @@ a toy corpus ranked by hand:
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
   words of at least 3 letters;
 * :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as letters before a word, stacked
-  (בגן "in the kindergarten", לאילת "to Eilat", החשבון "the bill", ומהחנות "and from the shop"), and Arabic writes و ف ب ك ل and ال so (بالبريد "by the
-  mail"): a Hebrew or Arabic word also matches the user's words that are it with such a prefix, without one, or
-  with another (הגן "the garden" finds בגן "in the garden"), at weight 1/2 (a prefix is a guess: מספר "number" is also מ + ספר "from a book");
+  (בגן "in the kindergarten", לאילת "to Eilat", החשבון "the bill", ומהחנות "and from the shop"), and Arabic writes
+  و ف ب ك ل and ال so (بالبريد "by the mail"): a Hebrew or Arabic word also matches the user's words that are it
+  with such a prefix, without one, or with another (הגן "the garden" finds בגן "in the garden"), at weight 1/2 (a
+  prefix is a guess: מספר "number" is also מ + ספר "from a book");
 * :func:`loan_vowels` — Hindi writes the English "o" of a loanword as ॉ or as ा (डॉक्टर and डाक्टर, doctor): a
   Devanagari word the user never wrote matches the other spelling, weighted as a one-edit fuzzy match.
 
@@ -43,7 +44,8 @@ Present = Callable[[Iterable[str]], "set[str]"]  # which of these tokens some vi
 
 LINKS = ("", "s")  # what may join two words into one: nothing, or the linking s of German, Dutch, Swedish …
 MIN_PART = 3  # letters of each word a join or a split is made of
-MAX_WORDS = 64  # words of a question read for joins and splits (a pasted page is no question)
+MAX_WORDS = 64  # words of a question read for joins and splits, and tokens per script for the others (a pasted
+# page is no question)
 MAX_WORD_CHARS = 40  # a longer word is not joined, split or given prefixes (a URL's letters, a blob): each costs
 # the analyzer a pass over it, and remembered, memory
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
