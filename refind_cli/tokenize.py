@@ -32,10 +32,9 @@
    stemmer of that script's main language (Russian, Greek, Arabic, Hindi, Tamil, Armenian: "Москву" finds "Москва",
    "κινητό" finds "κινητο", "السيارة" finds "سيارة"), without stop-words; numbers and words of any other script
    (Hebrew, Tibetan, Sinhala, Georgian, …) are kept intact;
-6. an ASCII word that changes case inside it — camelCase, PascalCase, an acronym before a word — or whose letters
-   meet digits also gives the tokens of its parts, after the text's other tokens ("getUserProfile" gives
-   getuserprofil, get, user, profil; "3pm" gives 3pm, 3, pm; "covid19" covid19, covid, 19; "RPGs" and "USA" give no
-   parts, nor an ordinal such as "2nd" or a word of more than three runs of letters and digits, a hash's "a3f9c2e1");
+6. an ASCII word that changes case inside it — camelCase, PascalCase, an acronym before a word — also gives the
+   tokens of its parts, after the text's other tokens ("getUserProfile" gives getuserprofil, get, user, profil;
+   "RPGs", "5K" and "USA" give no parts);
 7. a number written in groups of three digits with commas, points or spaces ("$1,450", "1.450,00 €", "2,500,000",
    "10 000"), or in India's groups (12,50,000), also gives the token of its digits, after those ("1450"), so a question
    typing the number without its separators finds it.
@@ -67,7 +66,7 @@ from .folding import table as character_folds
 #    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
 # 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450"); Malayalam's atomic chillu
 #    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII; a Latin word
-#    with ı, ğ or ş is stemmed by the Turkish stemmer; an ASCII word whose letters meet digits gives its parts.
+#    with ı, ğ or ş is stemmed by the Turkish stemmer.
 ANALYZER_VERSION = 8
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
@@ -799,19 +798,10 @@ def _has_camel(raw: bytes) -> bool:
     return _camel_classes(raw.translate(_CASE_CLASSES))
 
 
-_MIXED = (b"a0", b"0a", b"A0", b"0A")  # a letter beside a digit inside a word ("3pm", "covid19", "5K")
-_LETTERS_AS_ONE = bytes(97 if c == 65 else c for c in range(256))  # case classes with "A" read as "a"
-
-
 def _camel_classes(classes: bytes) -> bool:
-    """:func:`_has_camel` of a text's case classes. A letter beside a digit is a byte search, then four substring
-    searches in a text with a digit; then most texts
-    have capitals only where words start, which two counts tell (a needle whose bytes the text's letters are not is
-    skipped through in strides); only the others are searched for "aA" or "AAa" (a byte at a time)."""
-    if classes.find(b"0") >= 0:  # (a text without a digit, told by one byte search; `find` is cheaper than `in`)
-        letters = classes.translate(_LETTERS_AS_ONE)
-        if letters.find(b"0a") >= 0 or letters.find(b"a0") >= 0:
-            return True
+    """:func:`_has_camel` of a text's case classes. Most texts have capitals only where words start, which two counts
+    tell (a needle whose bytes the text's letters are not is skipped through in strides); only the others are searched
+    for "aA" or "AAa" (a byte at a time)."""
     capitals = classes.count(b"A")
     if capitals == classes.count(b" A") + classes.count(b"0A") + classes.startswith(b"A"):
         return False
@@ -828,7 +818,7 @@ def _camel_parts(raw: bytes) -> bytes:
     if not _camel_classes(classes):
         return b""
     spans: set[tuple[int, int]] = set()
-    for needle in (b"aA", b"AAa", *_MIXED):
+    for needle in (b"aA", b"AAa"):
         at, found = classes.find(needle), 0
         while at >= 0 and found < MAX_CAMEL_WORDS:
             end = classes.find(b" ", at)
@@ -840,25 +830,10 @@ def _camel_parts(raw: bytes) -> bytes:
     for start, end in sorted(spans)[:MAX_CAMEL_WORDS]:
         if _joined_to_a_letter(raw, start, end):
             continue
-        if parts := _parts_of(raw[start:end].decode("ascii")):
+        parts = _CAMEL_PART.findall(raw[start:end].decode("ascii"))
+        if len(parts) >= 2:  # ("RPGs": one acronym, already the word's own token)
             out.append(" ".join(parts).lower().encode("ascii"))
     return b" " + b" ".join(out) if out else b""
-
-
-_CASE_CHANGE = re.compile("[a-z][A-Z]|[A-Z][A-Z][a-z]")
-_ORDINAL = re.compile("[0-9]+(?:st|nd|rd|th)", re.IGNORECASE)
-
-
-def _parts_of(word: str) -> list[str]:
-    """Step 6's parts of an ASCII word that changes case or has a letter beside a digit, or none: "RPGs" is one
-    acronym (already the word's own token); a word whose letters only meet digits gives at most three parts ("3pm",
-    "covid19", "h2o", not a hash's "a3f9c2e1") and an ordinal none ("2nd" is no "nd")."""
-    parts: list[str] = _CAMEL_PART.findall(word)
-    if len(parts) < 2:
-        return []
-    if not _CASE_CHANGE.search(word) and (len(parts) > 3 or _ORDINAL.fullmatch(word)):
-        return []
-    return parts
 
 
 MAX_CAMEL_WORDS = 1_000  # a text's words whose parts are read: 1 MiB of "aB " words took 1.1 s, and an Add's write lock
@@ -1027,12 +1002,11 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
                 _emoji(token, out)
             continue
         _reference_words(words.findall(part), pieces, cluster, stem, out)
-    mixed = "[a-z][A-Z]|[A-Z][A-Z][a-z]|[A-Za-z][0-9]|[0-9][A-Za-z]"
-    camel = [m for m in re.finditer(r"[A-Za-z0-9]+", text) if re.search(mixed, m.group())]
+    camel = [m for m in re.finditer(r"[A-Za-z0-9]+", text) if re.search(r"[a-z][A-Z]|[A-Z][A-Z][a-z]", m.group())]
     for m in camel[:MAX_CAMEL_WORDS]:  # step 6, by regular expressions
         near = text[m.start() - 1 : m.start()] + text[m.end() : m.end() + 1]
-        parts = _parts_of(m.group())
-        if parts and not any(_alphabet_letter(c) for c in near):
+        parts = _CAMEL_PART.findall(m.group())
+        if len(parts) >= 2 and not any(_alphabet_letter(c) for c in near):
             out.extend(stem(w) for w in map(str.lower, parts) if w not in STOPWORDS_EN)
     out.extend(grouped_numbers(folded))  # step 7
     return out
