@@ -24,8 +24,8 @@ holding data.noun, index.noun and noun.exc, e.g. Debian's wordnet-base /usr/shar
 lemmas analyzed too, by the analyzer of its build: a process reads a word's kinds as tokens instead of stemming
 thousands of lemmas (~50 ms for "events" the first time). After an analyzer change (``tokenize.ANALYZER_VERSION``)
 the lemmas are analyzed when asked, as before, until the table is built again — or, when the change shows in no
-lemma's tokens, stamped with the new version (``python -m refind_cli.kinds --restamp``, which checks every synset). WordNet 3.0 Copyright 2006 by
-Princeton University; its license is in ``data/WORDNET-LICENSE``.
+lemma's tokens, stamped with the new version (``python -m refind_cli.kinds --restamp``, which checks every synset).
+WordNet 3.0 Copyright 2006 by Princeton University; its license is in ``data/WORDNET-LICENSE``.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ class UserIndex:
             extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
         if cfg.variants:  # compounds, clitic prefixes, loanword vowels the user wrote another way (variants.py)
-            extra = variants.variant_scores(idx, text, tokens, variants.present_in(idx))
+            extra = variants.variant_scores(idx, text, tokens)
             scores = scores if extra is None else scores + extra
         if cfg.lone_units:  # "猫" alone also finds 我的猫叫咪咪, indexed as bigrams (的猫 猫叫)
             inside = expand.lone_unit_scores(idx, tokens, pair_units_df=cfg.pair_units_df)

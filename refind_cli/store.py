@@ -233,7 +233,8 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
     plain RefindError with status 500, which the server treats as an internal error."""
     if isinstance(exc, RefindError):
         return exc
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    extended = getattr(exc, "sqlite_errorcode", None) or 0
+    code = extended & 0xFF
     text = str(exc)
     lowered = text.lower()
     where = f"database {path}" if path else "the database"
@@ -246,7 +247,7 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
             f"{where}: locked by another process past the busy timeout ({text}); nothing was written — retry once "
             "the other writer is done (REFIND_BUSY_TIMEOUT waits longer)"
         )
-    if (getattr(exc, "sqlite_errorcode", None) or 0) == _SQLITE_READONLY_DBMOVED:  # not read-only: gone under it
+    if extended == _SQLITE_READONLY_DBMOVED:  # not read-only: gone under it
         return FileReplaced(
             f"{where}: the file was deleted or replaced while this process had it open ({text}); nothing was written — "
             "run the command again"

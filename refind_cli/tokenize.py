@@ -26,8 +26,8 @@
    (十二月二十五号 gives 12 and 25, as 12月25号 does);
 4. Latin-script words (ASCII and accented Latin letters, possibly with digits) lose English stop-words and are
    stemmed with the full Snowball English stemmer (PyStemmer) — a word with a letter only Turkish writes (ı ğ ş) with
-   the Turkish one; a word with accents also gives the token of the word
-   without them ("café" gives "café" and "cafe": a question typed without accents finds it, one with them prefers it);
+   the Turkish one; a word with accents also gives the token of the word without them ("café" gives "café" and
+   "cafe": a question typed without accents finds it, one with them prefers it);
 5. a word wholly of Cyrillic, Greek, Arabic, Devanagari, Tamil or Armenian letters is stemmed with the Snowball
    stemmer of that script's main language (Russian, Greek, Arabic, Hindi, Tamil, Armenian: "Москву" finds "Москва",
    "κινητό" finds "κινητο", "السيارة" finds "سيارة"), without stop-words; numbers and words of any other script
@@ -64,9 +64,9 @@ from .folding import table as character_folds
 # 7: character folds (Traditional Chinese → Simplified, digits, Arabic/Persian/Hebrew/Devanagari/Cyrillic forms),
 #    Snowball stemmers for Cyrillic, Greek, Arabic, Devanagari, Tamil and Armenian words, a Latin word's accent-free
 #    token, the parts of a camelCase word, a counting Chinese numeral's value, a ZWJ sequence's first emoji.
-# 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450"); Malayalam's atomic chillu
-#    letters fold to the older spelling's; the Arabic thousands and decimal separators fold to ASCII; a Latin word
-#    with ı, ğ or ş is stemmed by the Turkish stemmer.
+# 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450");
+#    Malayalam's atomic chillu letters fold to the older spelling's; the Arabic thousands and decimal separators fold
+#    to ASCII; a Latin word with ı, ğ or ş is stemmed by the Turkish stemmer.
 ANALYZER_VERSION = 8
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),

@@ -186,13 +186,14 @@ def variant_terms(found: Sequence[re.Match[str]], tokens: Sequence[str], present
     return [(term, weight) for term, weight in weighted.items() if term in held]
 
 
-def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str], present: Present) -> np.ndarray | None:
+def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.ndarray | None:
     """The BM25 scores the variants of a search of ``text`` (analysed as ``tokens``) add, None when none: each of
     :func:`variant_terms` its own scores times its weight; a split word, the first of its cuts whose two parts some
     turn holds together, the parts' scores times :data:`SPLIT_WEIGHT` in those turns only (a word is both its parts:
     "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
     import numpy as np
 
+    present = present_in(index)
     found = words(text)
     parts = [bm25_scores(index, [term]) * weight for term, weight in variant_terms(found, tokens, present)]
     for cuts in split(found, present):

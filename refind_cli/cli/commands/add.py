@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ...contract import Message, check_said_at, parse_add, parse_date, parse_timestamp
+from ...contract import check_said_at, parse_add, parse_date, parse_timestamp
 from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store, retention_source
@@ -129,12 +129,10 @@ def _one_request(
         render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     from ...auto_ids import auto_request_id
 
-    message = Message(role=role, content=text, timestamp=ts)
     rid = (
         request_id
         if request_id is not None
-        else "cli-"
-        + auto_request_id(user, session, [(message.role, message.content, message.timestamp)])[len("auto-") :]
+        else "cli-" + auto_request_id(user, session, [(role, text, ts)])[len("auto-") :]
     )
     body = {
         "request_id": rid,
