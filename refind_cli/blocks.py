@@ -115,22 +115,21 @@ def render_blocks(
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor)
-        ids: list[str] = []
+        messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
+        lead = 0  # how many come before the anchor's first
+        for j in sorted(chosen):
+            if j < pos:
+                lead += len(chosen[j])
+            messages += chosen[j]
+        texts = block_lines(messages, lead, cfg)
+        ids = [m.id for m in messages]
         starts: list[int] = []  # each message's first line in the block
-        anchor_lines = (0, 0)
-        turns = sorted(chosen)
-        shown_messages = [m for j in turns for m in chosen[j]]
-        texts = block_lines(shown_messages, sum(len(chosen[j]) for j in turns if j < pos), cfg)
-        k = count = 0  # (lines counted, not split and joined again: a message's text is most of a block)
-        for j in turns:
-            first_line = count
-            for m in chosen[j]:
-                starts.append(count)
-                count += texts[k].count("\n") + 1
-                ids.append(m.id)
-                k += 1
-            if j == pos:
-                anchor_lines = (first_line, count)
+        count = 0  # (lines counted, not split and joined again: a message's text is most of a block)
+        for text in texts:
+            starts.append(count)
+            count += text.count("\n") + 1
+        after = lead + len(anchor.messages)
+        anchor_lines = (starts[lead], starts[after] if after < len(starts) else count)
         if not bare or remember:
             shown.update(ids)  # a lead turn is shown again later, in its block; an interleaved one is not
         score = min(score, _below(last_score))
@@ -146,7 +145,7 @@ def render_blocks(
                 session_id=anchor.session_id,
                 said_at=anchor.said_at,
                 message_ids=tuple(ids),
-                anchor_ids=anchor.message_ids,
+                anchor_ids=tuple(ids[lead:after]),
                 anchor_lines=anchor_lines,
                 message_lines=tuple(starts),
             )
@@ -246,6 +245,8 @@ def compose(
     n = cfg.neighbours if n is None else n
     anchor = idx.turns[pos] if anchor is None else anchor
     chosen = {pos: list(anchor.messages)}
+    if n == 0:
+        return chosen
     size = sum(len(m.content) for m in anchor.messages)
     role = anchor.messages[0].role
     window = neighbours(idx, pos, n)
@@ -306,6 +307,8 @@ def block_lines(messages: Sequence[StoredMessage], anchor: int, cfg: SearchConfi
     of lines around the anchor, which is what the planner's view of a hit keeps (``planner.fit``), reads whole. A
     line without a said-at keeps its role (with no stamp, it would read as more of the message before). The text
     itself is never touched."""
+    if len(messages) == 1:  # (most blocks: an anchor of one message, no neighbour sharing a query word)
+        return [render_line(messages[0].said_at, messages[0].role, messages[0].content)]
     stamps = [format_time(m.said_at) for m in messages]
     days = [stamp.rpartition(" ")[0] for stamp in stamps]
     out: list[str] = []

@@ -77,13 +77,16 @@ class TurnIndex:
         without the text (``LazyTurns.voices_at``)."""
         import numpy as np
 
+        from .index_store import distinct  # (np.unique's masked-array check costs a search ~5 µs)
+
         with self._voice_lock:
             if self._voices is None or self._sizes is None:
                 self._voices = np.full(len(self.turns), -1, dtype=np.int32)
                 self._sizes = np.zeros(len(self.turns), dtype=np.int32)
             codes, sizes = self._voices, self._sizes
-            missing = np.unique(positions[codes[positions] < 0])
+            missing = positions[codes[positions] < 0]
             if missing.size:
+                missing = distinct(missing)
                 read = getattr(self.turns, "voices_at", None)
                 if read is not None:
                     found: list[tuple[tuple[str, str | None], int]] = read(missing)
@@ -303,12 +306,12 @@ def answer_scores(
     partner). Only the ``ANSWER_POOL`` turns best by the rarer words are paired."""
     import numpy as np
 
-    matched = np.flatnonzero(rarer > 0)
+    matched = (rarer > 0).nonzero()[0]
     if not weight or matched.size < 2:
         return scores
     if matched.size > ANSWER_POOL:
         matched = np.sort(matched[np.argpartition(-rarer[matched], ANSWER_POOL - 1)[:ANSWER_POOL]])
-    after = matched[1:][np.diff(matched) == 1]  # turn i + 1 where turns i and i + 1 both matched
+    after = matched[1:][matched[1:] - matched[:-1] == 1]  # turn i + 1 where turns i and i + 1 both matched
     before = after - 1
     together = index.session_ix[before] == index.session_ix[after]
     before, after = before[together], after[together]
@@ -323,10 +326,15 @@ def answer_scores(
     if max_chars is not None:
         gain_b = np.where(size_b <= max_chars, gain_b, 0)
         gain_a = np.where(size_a <= max_chars, gain_a, 0)
+    # only the paired turns change: the lift of each (each turn is the first of at most one pair and the second of
+    # at most one), then what ``scores + weight × lift`` gives them, elementwise as it would over every turn
+    paired = np.concatenate([before, after])
     lift = np.zeros(len(scores), dtype=scores.dtype)
-    lift[before] = gain_b  # (each turn is the first of at most one pair and the second of at most one)
+    lift[before] = gain_b
     lift[after] = np.maximum(lift[after], gain_a)
-    return scores + np.float32(weight) * lift
+    out = scores.copy()
+    out[paired] = scores[paired] + np.float32(weight) * lift[paired]
+    return out
 
 
 def eligible(
@@ -380,16 +388,20 @@ def fuse(
     """
     import numpy as np
 
-    cand = np.flatnonzero(scores > 0)
+    # (array methods, not the np.* functions that wrap them: a search calls ~30 of these on arrays of a few hundred
+    # turns, where each wrapper's microsecond is a fair share of the work)
+    cand = (scores > 0).nonzero()[0]
     if cand.size == 0:
         return cand, np.zeros(0)
-    s = scores[cand].astype(np.float64)
+    positive = scores[cand]
+    s = positive.astype(np.float64)
     # Every order below is stable: ``cand`` ascends, so the stable order by score already breaks ties on the earlier
     # turn; the same holds below for sessions and for the fused order (one-key sorts where lexsort took two).
-    by_score = descending(scores[cand])  # best first; ties → earlier turn
+    by_score = descending(positive)  # best first; ties → earlier turn
     turn_rank = np.empty(cand.size, dtype=np.float64)
-    if shared_ranks:  # a tie's turns share its first rank
-        turn_rank[by_score] = run_starts(s[by_score]) + 1.0
+    if shared_ranks:  # a tie's turns share its first rank: where its run starts in the ascending negated scores
+        below = -s[by_score]
+        turn_rank[by_score] = below.searchsorted(below) + 1.0
     else:
         turn_rank[by_score] = np.arange(1, cand.size + 1)
     fused = 1.0 / (rrf_k + turn_rank)
@@ -402,11 +414,11 @@ def fuse(
             key = sess[by_score]
             if n_sessions <= 1 << 16:
                 key = key.astype(np.uint16)  # a stable sort of 16-bit integers is a radix sort: linear
-            by_session = by_score[np.argsort(key, kind="stable")]
+            by_session = by_score[key.argsort(kind="stable")]
             ss, sv = sess[by_session], s[by_session]
-            keep = (np.arange(ss.size) - run_starts(ss)) < session_top
+            keep = (np.arange(ss.size) - ss.searchsorted(ss)) < session_top  # each turn's place in its session
             sums = np.bincount(ss[keep], weights=sv[keep], minlength=n_sessions)
-        present = np.flatnonzero(sums > 0)
+        present = (sums > 0).nonzero()[0]
         order = present[descending(sums[present])]
         session_rank = np.zeros(n_sessions, dtype=np.float64)
         session_rank[order] = np.arange(1, order.size + 1)
@@ -431,7 +443,7 @@ def descending(values: np.ndarray) -> np.ndarray:
 
     n = values.size
     if n < DESCENDING_KEYED or values.dtype not in (np.float32, np.float64) or not bool(values.min() > 0):
-        return np.argsort(-values, kind="stable")
+        return (-values).argsort(kind="stable")
     wide = values.dtype == np.float64
     bits = values.view(np.uint64) if wide else values.view(np.uint32).astype(np.uint64)
     at_bits = (n - 1).bit_length()
@@ -443,22 +455,11 @@ def descending(values: np.ndarray) -> np.ndarray:
         ranked = values[order]
         earlier, later = ranked[:-1], ranked[1:]
         if not bool(((earlier > later) | ((earlier == later) & (order[:-1] < order[1:]))).all()):
-            return np.argsort(-values, kind="stable")
+            return (-values).argsort(kind="stable")
     return order
 
 
 DESCENDING_KEYED = 1_000  # from this many values on, ``descending`` sorts keys (measured: see its docstring)
-
-
-def run_starts(ordered: np.ndarray) -> np.ndarray:
-    """For an array whose equal values sit together (sorted): the position where each element's run begins."""
-    import numpy as np
-
-    starts = np.zeros(ordered.size, dtype=np.intp)
-    if ordered.size > 1:
-        new = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-        starts[new] = new
-    return np.maximum.accumulate(starts)
 
 
 def neighbours(index: TurnIndex, pos: int, n: int) -> range:

@@ -504,8 +504,9 @@ class LazyTurns(Sequence[Turn]):
         n = len(self)
         if not n or not len(positions):
             return
-        near = np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)
-        self._fetch(self._layout.rows[index_store.distinct(np.clip(near, 0, n - 1))])
+        near = (np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)).ravel()
+        np.maximum(np.minimum(near, n - 1, out=near), 0, out=near)  # (the ufuncs: clip's checks cost more here)
+        self._fetch(self._layout.rows[index_store.distinct(near)])
 
     def preload(self) -> bool:
         """Read every turn's text into the state's turn cache when all of it fits the cache's bounds (the server's

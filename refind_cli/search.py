@@ -268,7 +268,8 @@ def spread_sessions(
 # ---- getting a user's index --------------------------------------------------------------------------------
 
 
-MAINTAINED = SearchConfig().with_(k1=1.2, b=0.75).index_key()[:3]  # the index shape maintained on write
+DEFAULTS = SearchConfig()  # (frozen: one object serves every search that names no configuration)
+MAINTAINED = DEFAULTS.with_(k1=1.2, b=0.75).index_key()[:3]  # the index shape maintained on write
 
 
 def user_index(
@@ -281,7 +282,7 @@ def user_index(
 ) -> UserIndex:
     """The user's index: the maintained one when it has this shape (see the module docstring), else one built from
     the user's rows and cached while the user is unchanged. ``lazy``: see ``index_cache.live_index``."""
-    config = config or SearchConfig()
+    config = config or DEFAULTS
     if config.index_key()[:3] == MAINTAINED:
         live = index_cache.live_index(store, user_id, as_of=as_of, k1=config.k1, b=config.b, lazy=lazy)
         if live is not None:
