@@ -41,6 +41,8 @@ class Postings(Protocol):
 
     def df(self, token: str) -> int: ...
 
+    def holders(self, token: str) -> np.ndarray: ...
+
     def present(self, tokens: Mapping[str, int]) -> set[str]: ...
 
 
@@ -67,6 +69,7 @@ class TurnIndex:
     _sizes: np.ndarray | None = field(default=None, init=False, repr=False)  # int32 characters per turn
     _voice_codes: dict[tuple[str, str | None], int] = field(default_factory=dict, init=False, repr=False)
     _voice_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _names: dict[str, bool] = field(default_factory=dict, init=False, repr=False)  # is_name's answers
 
     def __len__(self) -> int:
         return len(self.turns)
@@ -98,6 +101,15 @@ class TurnIndex:
                     codes[pos] = known.setdefault(voice, len(known))
                     sizes[pos] = size
             return codes[positions], sizes[positions]
+
+    def is_name(self, token: str) -> bool:
+        """Whether ``token`` is a speaker's name in this index (:func:`speaker_name` of the turns holding it, found
+        from its postings: a month or year word in most turns is no name, and is not scored to learn that), once per
+        index and token."""
+        known = self._names.get(token)
+        if known is None:
+            known = self._names[token] = speaker_name(self, token, holders(self, token))
+        return known
 
     def speakers(self, positions: np.ndarray) -> list[tuple[str, str | None]]:
         """``Turn.voice`` of each turn at ``positions`` (role, speaker label), read as :meth:`voices` reads them."""
@@ -206,6 +218,21 @@ def doc_freq(index: TurnIndex, token: str) -> int:
     return 0 if row is None else int(index.indptr[row + 1] - index.indptr[row])
 
 
+def holders(index: TurnIndex, token: str) -> np.ndarray:
+    """The positions of the turns holding ``token``, ascending: where :func:`bm25_scores` of it is positive (every
+    term a turn holds adds a positive score), without scoring."""
+    import numpy as np
+
+    if not token:
+        return np.zeros(0, dtype=np.intp)
+    if index.postings is not None:
+        return index.postings.holders(token)
+    row = index.vocab.get(token)
+    if row is None:
+        return np.zeros(0, dtype=np.intp)
+    return np.sort(index.indices[index.indptr[row] : index.indptr[row + 1]]).astype(np.intp)
+
+
 def drop_common(index: TurnIndex, tokens: Sequence[str], share: float) -> list[str]:
     """The query tokens without those found in more than ``share`` of the turns — unless that leaves none."""
     n = max(len(index), 1)
@@ -239,8 +266,8 @@ def flat_and_rarer_scores(
     n = max(len(index), 1)
     times = Counter(tokens)
     df = {t: doc_freq(index, t) for t in times}
-    each = {t: bm25_scores(index, [t]) for t in times if df[t] > share * n}
-    common = [t for t, one in each.items() if not names_only or speaker_name(index, t, np.flatnonzero(one > 0))]
+    frequent = [t for t in times if df[t] > share * n]
+    common = [t for t in frequent if not names_only or index.is_name(t)]
     if not common or not any(df[t] > 0 for t in times if t not in common):
         plain = bm25_scores(index, tokens)  # no other word to tell the turns apart: BM25's own order, as drop_common
         return plain, plain
@@ -249,7 +276,7 @@ def flat_and_rarer_scores(
     for token in common:
         if _accent_twin(token, common):  # "José" gives josé and jose: one name, counted once
             continue
-        one = each[token]
+        one = bm25_scores(index, [token])
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
     return scores, rarer

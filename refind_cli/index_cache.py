@@ -540,7 +540,7 @@ class LazyTurns(Sequence[Turn]):
                 state.voice_codes = np.full(len(state.seqs), -1, dtype=np.int32)
                 state.voice_sizes = np.zeros(len(state.seqs), dtype=np.int32)
             codes, sizes, listed, code_of = state.voice_codes, state.voice_sizes, state.voice_list, state.voice_code_of
-            missing = np.unique(rows[codes[rows] < 0])
+            missing = index_store.distinct(rows[codes[rows] < 0])
             if not missing.size:
                 return [(listed[c], z) for c, z in zip(codes[rows].tolist(), sizes[rows].tolist(), strict=True)]
         cache = state.turn_cache
@@ -721,6 +721,13 @@ class LivePostings:
         if every is None:
             every = self.shown[seg_id] = bool((self.pos[self.seg_rows[seg_id]] >= 0).all())
         return every
+
+    def holders(self, token: str) -> np.ndarray:
+        """The view positions of the visible turns holding the token, ascending."""
+        import numpy as np
+
+        hits = self._hits(token) if token else None
+        return np.zeros(0, dtype=np.intp) if hits is None else np.sort(hits[0]).astype(np.intp)
 
     def df(self, token: str) -> int:
         """The token's document frequency among the visible turns: from a segment's head when every document of it

@@ -90,16 +90,17 @@ def date_boost(
 ) -> np.ndarray:
     """``scores`` with each positive score of a turn said within ``window_days`` of one of ``days`` multiplied by
     ``1 + boost`` (a new array; ``scores`` itself when there is nothing to boost)."""
-    import numpy as np
-
-    from .index import eligible
-
     if not days or boost <= 0 or not len(index):
         return scores
-    near = np.zeros(len(index), dtype=bool)
-    for d in days:  # said within the window (an unknown said-at never is)
-        near |= eligible(index, date_from=(d - window_days) * DAY_MS, date_to=(d + 1 + window_days) * DAY_MS - 1)
-    near &= scores > 0
-    if not near.any():
+    matching = (scores > 0).nonzero()[0]  # (only these can change: the said-at of the rest is never read)
+    said = index.said_at[matching]
+    near = None
+    for d in days:  # said within the window (NaN, an unknown said-at, never is: it compares false)
+        within = (said >= (d - window_days) * DAY_MS) & (said <= (d + 1 + window_days) * DAY_MS - 1)
+        near = within if near is None else near | within
+    if near is None or not near.any():
         return scores
-    return np.where(near, scores * (1.0 + boost), scores)
+    boosted = matching[near]
+    out = scores.copy()
+    out[boosted] = scores[boosted] * (1.0 + boost)
+    return out

@@ -14,6 +14,7 @@ from refind_cli.index import (
     descending,
     eligible,
     fuse,
+    holders,
     neighbours,
 )
 from refind_cli.store import StoredMessage
@@ -32,6 +33,14 @@ def _turns(spec):
 
 def _index(spec):
     return build_index(_turns(spec), tokenize=lambda t: analyze(t.messages[0].content))
+
+
+def test_holders_are_the_turns_a_token_scores_in_ascending():
+    docs = ["apple banana", "cherry", "apple apple cherry", "date", "banana apple"]
+    idx = _index([("s" if i < 3 else "t", d, None) for i, d in enumerate(docs)])
+    for token in [*idx.vocab, "zzz", ""]:
+        assert holders(idx, token).tolist() == np.flatnonzero(bm25_scores(idx, [token]) > 0).tolist()
+    assert holders(idx, "appl").tolist() == [0, 2, 4]
 
 
 def test_bm25_scores_match_the_lucene_formula():

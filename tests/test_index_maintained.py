@@ -19,7 +19,7 @@ from refind_cli import index_cache, index_store, lifecycle
 from refind_cli import search as S
 from refind_cli.contract import parse_add
 from refind_cli.errors import NotFound
-from refind_cli.index import bm25_scores
+from refind_cli.index import bm25_scores, holders
 from refind_cli.store import DAY_MS, Store
 from refind_cli.turns import build_turns
 
@@ -134,6 +134,8 @@ class Maintained(RuleBasedStateMachine):
         assert live.turn_pos == {tid: i for i, tid in enumerate(ids)}  # listed without reading any text
         for token in {*tokens, "zzz"}:  # from the heads when every document of a segment is visible
             assert live.postings.df(token) == sum(token in doc for doc in corpus)
+            # the turns holding it, read from the postings without scoring: where its BM25 score is positive
+            assert holders(live, token).tolist() == [i for i, doc in enumerate(corpus) if token in doc]
         got = bm25_scores(live, tokens)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
         top = 5
