@@ -9,7 +9,7 @@ the block's other lines without the day and role they share with the lines next 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import lru_cache
@@ -164,10 +164,7 @@ def render_blocks(
             turn = idx.turns[pos]
             if all(m.id in shown for m in turn.messages):
                 continue
-            if (
-                cfg.interleave_max_chars is not None
-                and sum(len(m.content) for m in turn.messages) > cfg.interleave_max_chars
-            ):
+            if cfg.interleave_max_chars is not None and _chars(turn) > cfg.interleave_max_chars:
                 continue
             interleaved.update(m.id for m in turn.messages)
             add(pos, score, bare=True, remember=True, anchor=turn)
@@ -176,17 +173,24 @@ def render_blocks(
     if cfg.lead_chars and scores is not None and fused.size:
         for pos in _lead(idx, scores, cfg.lead_chars, top_k):
             add(pos, float(fused[0]), bare=True)
-    for pos, score in zip(order.tolist(), fused.tolist()):
+
+    def shown_in_full(anchor: Turn) -> bool:
+        """Whether a better block already showed every message of ``anchor`` (a turn shown alone by the interleave is
+        shown again, in context)."""
+        if cfg.overlap != "trim":
+            return False
+        if len(anchor.messages) == 1:  # (most turns: no generator to make)
+            only = anchor.messages[0].id
+            return only in shown and only not in interleaved
+        return all(m.id in shown and m.id not in interleaved for m in anchor.messages)
+
+    for pos, score in _ranked(order, fused, 4 * top_k + 16):
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in anchor.messages):
-            continue  # already shown in full by a better block (a turn shown alone is shown again, in context)
-        if (
-            cfg.defer_chars is not None
-            and len(blocks) >= cfg.lead_blocks
-            and sum(len(m.content) for m in anchor.messages) > cfg.defer_chars
-        ):
+        if shown_in_full(anchor):
+            continue
+        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and _chars(anchor) > cfg.defer_chars:
             deferred.append((pos, score))
             continue
         add(pos, score, anchor=anchor)
@@ -195,11 +199,24 @@ def render_blocks(
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]
-        if cfg.overlap == "trim" and all(m.id in shown and m.id not in interleaved for m in anchor.messages):
+        if shown_in_full(anchor):
             continue
         add(pos, score, anchor=anchor)
         interleave(score)
     return blocks
+
+
+def _ranked(order: np.ndarray, fused: np.ndarray, first: int) -> Iterator[tuple[int, float]]:
+    """The ranked anchors with their scores as Python numbers: the first ``first`` at once, the rest only if asked
+    for (a top_k 10 search reads a few dozen of what may be thousands)."""
+    yield from zip(order[:first].tolist(), fused[:first].tolist())
+    yield from zip(order[first:].tolist(), fused[first:].tolist())
+
+
+def _chars(turn: Turn) -> int:
+    """The length of a turn's text."""
+    messages = turn.messages
+    return len(messages[0].content) if len(messages) == 1 else sum(len(m.content) for m in messages)
 
 
 def _plain_order(scores: np.ndarray, top_k: int) -> list[int]:
@@ -247,7 +264,7 @@ def compose(
     chosen = {pos: list(anchor.messages)}
     if n == 0:
         return chosen
-    size = sum(len(m.content) for m in anchor.messages)
+    size = _chars(anchor)
     role = anchor.messages[0].role
     window = neighbours(idx, pos, n)
     before = n if cfg.neighbours_before is None else cfg.neighbours_before

@@ -421,27 +421,26 @@ def fuse(
     if cand.size == 0:
         return cand, np.zeros(0)
     positive = scores[cand]
-    s = positive.astype(np.float64)
     # Every order below is stable: ``cand`` ascends, so the stable order by score already breaks ties on the earlier
-    # turn; the same holds below for sessions and for the fused order (one-key sorts where lexsort took two).
-    by_score = descending(positive)  # best first; ties → earlier turn
-    turn_rank = np.empty(cand.size, dtype=np.float64)
+    # turn; the same holds below for sessions and for the fused order (one-key sorts where lexsort took two). Each
+    # array from here on is in that order, best first (no scatter to turn order and gather back).
+    by_score = descending(positive)
+    ranked = cand[by_score]
+    s = positive[by_score].astype(np.float64)
     if shared_ranks:  # a tie's turns share its first rank: where its run starts in the ascending negated scores
-        below = -s[by_score]
-        turn_rank[by_score] = below.searchsorted(below) + 1.0
+        below = -s
+        rank = below.searchsorted(below) + 1.0
     else:
-        turn_rank[by_score] = np.arange(1, cand.size + 1)
-    fused = 1.0 / (rrf_k + turn_rank)
+        rank = np.arange(1.0, cand.size + 1)
+    fused = 1.0 / (rrf_k + rank)
     if use_sessions:
-        sess = session_ix[cand]
+        sess = session_ix[ranked]
         n_sessions = int(session_ix.max()) + 1 if session_ix.size else 0
-        if session_top is None:
-            sums = np.bincount(sess, weights=s, minlength=n_sessions)
+        if session_top is None:  # (summed in turn order: the order of a float sum is part of its value)
+            sums = np.bincount(session_ix[cand], weights=positive.astype(np.float64), minlength=n_sessions)
         else:  # the sum of each session's best ``session_top`` turn scores
-            key = sess[by_score]
-            if n_sessions <= 1 << 16:
-                key = key.astype(np.uint16)  # a stable sort of 16-bit integers is a radix sort: linear
-            by_session = by_score[key.argsort(kind="stable")]
+            key = sess.astype(np.uint16) if n_sessions <= 1 << 16 else sess  # (a stable sort of 16-bit integers is
+            by_session = key.argsort(kind="stable")  # a radix sort: linear)
             ss, sv = sess[by_session], s[by_session]
             keep = (np.arange(ss.size) - ss.searchsorted(ss)) < session_top  # each turn's place in its session
             sums = np.bincount(ss[keep], weights=sv[keep], minlength=n_sessions)
@@ -450,8 +449,8 @@ def fuse(
         session_rank = np.zeros(n_sessions, dtype=np.float64)
         session_rank[order] = np.arange(1, order.size + 1)
         fused = fused + session_weight / (rrf_k + session_rank[sess])
-    final = by_score[descending(fused[by_score])]  # ties → the better turn rank
-    return cand[final], fused[final]
+    final = descending(fused)  # ties → the better turn rank
+    return ranked[final], fused[final]
 
 
 def descending(values: np.ndarray) -> np.ndarray:
