@@ -328,6 +328,30 @@ def file_identity(path: str | Path) -> FileIdentity | None:
     return st.st_dev, st.st_ino
 
 
+def _unlink_if_same(path: Path, identity: FileIdentity | None) -> bool:
+    """Unlink the file at ``path`` if it is the one ``identity`` names. It is first moved aside to a private name in
+    its folder (a rename is atomic) and checked there: a file renamed onto the path between an earlier check and this
+    call is what moves aside, is found not to be it, and is put back — without replacing a file made at the path
+    since (a hard link, where the file system has them). True when the file was unlinked."""
+    import os
+    import secrets
+
+    aside = path.with_name(f".{path.name}.{secrets.token_hex(8)}.removing")
+    os.rename(path, aside)
+    if file_identity(aside) == identity:
+        os.unlink(aside)
+        return True
+    try:
+        os.link(aside, path)
+    except FileExistsError:  # a third file at the path by now: both kept, this one under the private name
+        return False
+    except OSError:  # no hard links here
+        os.rename(aside, path)
+        return False
+    os.unlink(aside)
+    return False
+
+
 def check_same_file(path: str | Path, opened: FileIdentity | None, *, holder: str, remedy: str) -> None:
     """Raise FileReplaced (a StorageError) when ``path`` no longer names the file ``opened`` (``file_identity`` when it was opened;
     None: not known, nothing to check). ``holder`` had it open; ``remedy`` makes what is there now usable."""
@@ -567,9 +591,9 @@ class Store:
         timeout 0); the exclusive lock then taken keeps every other connection out while the file is checked again
         and unlinked. A process that opened the path meanwhile but has not read it yet gets the unlinked file: a
         refind Store refuses to write there (``check_file``: the path no longer names it). Anything unexpected
-        keeps the file; the connection is closed either way (``close`` after it does nothing more)."""
-        import os
-
+        keeps the file; the connection is closed either way (``close`` after it does nothing more). The file is
+        unlinked under a private name it was first moved to (:func:`_unlink_if_same`), so a database renamed onto
+        the path after the last check is never the one removed."""
         removed = False
         conn = self.conn
         try:
@@ -579,8 +603,7 @@ class Store:
                     conn.execute("BEGIN EXCLUSIVE")
                     try:
                         if file_identity(self._file) == self.identity and self._unused():
-                            os.unlink(self._file)
-                            removed = True
+                            removed = _unlink_if_same(Path(self._file), self.identity)
                     finally:
                         conn.execute("ROLLBACK")
         except (sqlite3.Error, OSError):  # locked, another connection, a folder that cannot be written: kept

@@ -117,3 +117,51 @@ def test_a_new_database_replaced_meanwhile_is_kept(tmp_path) -> None:
     assert store.remove_if_unused() is False
     with Store(db) as again:
         assert len(again.user_messages("alice")) == 1
+
+
+def test_a_database_renamed_onto_the_path_during_the_removal_is_kept(tmp_path, monkeypatch) -> None:
+    """The last check passes, then another process renames its database onto the path (``mv theirs.db new.db``):
+    what is removed is checked where it was moved aside, so theirs is put back, not unlinked."""
+    from refind_cli.store import Store
+
+    db = tmp_path / "new.db"
+    theirs = tmp_path / "theirs.db"
+    with Store(theirs) as other:
+        add(other, "alice", "s", ("user", "I went hiking", T0))
+    store = Store(db)
+    checks = []
+    unused = Store._unused
+
+    def checked_then_replaced(self: Store) -> bool:
+        result = unused(self)
+        checks.append(result)
+        if len(checks) == 2:  # the check under the exclusive lock, just before the unlink
+            theirs.replace(db)
+        return result
+
+    monkeypatch.setattr(Store, "_unused", checked_then_replaced)
+    assert store.remove_if_unused() is False
+    assert checks == [True, True]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db"]  # theirs, at the path; nothing left aside
+    monkeypatch.setattr(Store, "_unused", unused)
+    with Store(db) as again:
+        assert len(again.user_messages("alice")) == 1
+
+
+def test_without_hard_links_a_file_moved_aside_in_error_is_renamed_back(tmp_path, monkeypatch) -> None:
+    import os
+
+    from refind_cli.store import _unlink_if_same, file_identity
+
+    path, other = tmp_path / "new.db", tmp_path / "other"
+    path.write_text("theirs")
+    other.write_text("mine")
+    mine = file_identity(other)
+
+    def no_links(src: object, dst: object) -> None:
+        raise PermissionError("hard links are not supported here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert _unlink_if_same(path, mine) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "other"]
+    assert path.read_text() == "theirs"
