@@ -367,7 +367,10 @@ class Layout:
         n_before = len(self.session_codes)
         view_of_code = np.full(len(state.session_names), -1, dtype=np.int64)
         view_of_code[: len(self.view_of_code)] = self.view_of_code
-        tail, latest = self.tail.tolist(), self.latest.tolist()
+        # each session's last said-at so far (room for as many new sessions as rows; an Add brings a few rows, where
+        # a session list, turned into Python floats, is as long as the history)
+        room = np.full(len(fresh), -math.inf)
+        tail, latest = np.concatenate([self.tail, room]), np.concatenate([self.latest, room])
         new_codes: list[int] = []
         at: list[int] = []
         sess: list[int] = []
@@ -377,20 +380,20 @@ class Layout:
             if v < 0:  # a session first seen now: the last to arrive, so the last session
                 v = view_of_code[code] = n_before + len(new_codes)
                 new_codes.append(code)
-                tail.append(-math.inf)
-                latest.append(-math.inf)
             said = float(state.said[row])
-            key = latest[v] if math.isnan(said) else said
+            key = float(latest[v]) if math.isnan(said) else said
             if key < tail[v]:
                 return None
             tail[v] = latest[v] = key
             at.append(int(self.session_end[v]) if v < n_before else len(self.rows))
             sess.append(v)
+        sessions = n_before + len(new_codes)
+        tail, latest = tail[:sessions], latest[:sessions]
         where = np.asarray(at, dtype=np.int64)
         vs = np.asarray(sess, dtype=np.int64)
         o = np.lexsort((np.arange(where.size), vs, where))  # new sessions in arrival order, each contiguous
         where, vs, added = where[o], vs[o], fresh[o]
-        rows = np.insert(self.rows, where, added)
+        rows = _insert(self.rows, where, added)
         counts = np.zeros(n_before + len(new_codes), dtype=np.int64)
         counts[:n_before] = self.session_end - self.session_start
         counts += np.bincount(vs, minlength=counts.size)
@@ -402,16 +405,16 @@ class Layout:
             cutoff=self.cutoff,
             as_of=self.as_of,
             rows=rows,
-            session_ix=np.insert(self.session_ix, where, vs).astype(np.int32),
+            session_ix=_insert(self.session_ix, where, vs.astype(np.int32)),
             session_codes=np.append(self.session_codes, np.asarray(new_codes, dtype=np.int64)),
             session_ids=[*self.session_ids, *(state.session_names[c] for c in new_codes)],
             session_start=session_end - counts,
             session_end=session_end,
-            said=np.insert(self.said, where, state.said[added]),
+            said=_insert(self.said, where, state.said[added]),
             min_recorded_at=min(recorded) if recorded else None,
             view_of_code=view_of_code,
-            tail=np.asarray(tail, dtype=np.float64),
-            latest=np.asarray(latest, dtype=np.float64),
+            tail=tail,
+            latest=latest,
             postings=LivePostings.of(state, rows, self.postings.k1, self.postings.b),
         )
 
@@ -446,6 +449,16 @@ class Layout:
             min_recorded_at=self.min_recorded_at,
             postings=self.postings.bound(read),
         )
+
+
+def _insert(values: np.ndarray, where: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``np.insert(values, where, new)`` (``where`` ascending), by concatenation when every new value goes at the end
+    (an Add to the latest session, or a new one: the common case, and a fraction of np.insert's cost)."""
+    import numpy as np
+
+    if bool((where == len(values)).all()):
+        return np.concatenate([values, new.astype(values.dtype, copy=False)])
+    return np.insert(values, where, new)
 
 
 class LazyTurns(Sequence[Turn]):

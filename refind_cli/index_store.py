@@ -260,7 +260,11 @@ class LazySegment(_Head):
 
     @property
     def nbytes(self) -> int:  # as if every part were read: a state's size does not grow as its parts are read
-        return self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
+        size = self.__dict__.get("_nbytes")  # (once: every Add's new state sums its segments', vocabularies and all)
+        if size is None:
+            size = self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
+            object.__setattr__(self, "_nbytes", size)
+        return int(size)
 
     def _term_part(self) -> np.ndarray:
         tp = self.__dict__.get("_tp")
