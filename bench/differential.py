@@ -62,7 +62,8 @@ def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[i
                 for q in sample.questions:
                     for top_k in (5, 100):
                         blocks = S.search(store, q.user_id, q.text, top_k=top_k, options=q.options)
-                        answer = [dataclasses.asdict(b) for b in blocks]  # score, ids, dates, lines too
+                        # score, ids, dates, lines too (a Block is a NamedTuple since round 16, a dataclass before)
+                        answer = [b._asdict() if hasattr(b, "_asdict") else dataclasses.asdict(b) for b in blocks]
                         encoded = json.dumps(answer, ensure_ascii=False).encode()
                         h.update(encoded)
                         each.append(hashlib.sha256(encoded).hexdigest()[:12])

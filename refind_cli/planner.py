@@ -783,7 +783,7 @@ class PlannerRun:
 def _ranked(blocks: list[Block]) -> list[Block]:
     """The blocks scored ``1 − i/n`` by their final rank."""
     n = len(blocks)
-    return [replace(b, score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
+    return [b._replace(score=round(1 - i / n, 6)) for i, b in enumerate(blocks)]
 
 
 def _unicode(reply: Reply) -> Reply:

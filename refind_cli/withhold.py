@@ -196,6 +196,6 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
         ids.append(mid)
         if mid in anchor:
             end = len(lines)
-    return replace(
-        block, content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end), message_lines=tuple(starts)
+    return block._replace(
+        content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end), message_lines=tuple(starts)
     )
