@@ -217,9 +217,10 @@ class UserIndex:
             )
             extra = feedback.rm3_scores(idx, terms)
             scores = scores if extra is None else scores + extra
-        scores = scores * mask
+        if not mask.all():  # (most searches bound no date and skip nothing: no product to make)
+            scores, rarer = scores * mask, rarer * mask
         if cfg.answer_weight:  # a question and its answer, said one after the other, lift each other
-            scores = answer_scores(idx, scores, rarer * mask, cfg.answer_weight, max_chars=cfg.answer_max_chars)
+            scores = answer_scores(idx, scores, rarer, cfg.answer_weight, max_chars=cfg.answer_max_chars)
         order, fused = fuse(
             scores,
             idx.session_ix,
