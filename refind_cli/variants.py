@@ -1,4 +1,5 @@
-"""Spellings of a question's words that the user wrote another way: compounds, clitic prefixes and loanword vowels.
+"""Spellings of a question's words that the user wrote another way: compounds, glued numbers, clitic prefixes and
+loanword vowels.
 
 Search engines handle these with a language's dictionary (Lucene's compound-word filters, Hebrew and Arabic
 morphological analyzers); refind asks the user's own vocabulary instead, at query time, so the index is unchanged and
@@ -9,6 +10,9 @@ a toy corpus ranked by hand:
   ("Zahnarzt Termin" finds "Zahnarzttermin", "verjaardag feest" finds "verjaardagsfeest", "kitchen ware" finds
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
   written with spaces;
+* :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
+  "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
+  turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
@@ -52,6 +56,10 @@ SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
 _WORD = re.compile(r"[^\W\d_]+")
+_RUN = re.compile(r"[^\W_]+")  # a word as the analyzer reads it: letters and digits
+_DIGIT = re.compile("[0-9]")
+_NUMBER = re.compile("[0-9]+")
+_NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
 # the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
 # words are bigrams; not the Indic scripts, whose words' vowels are marks)
 _SCRIPTS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
@@ -98,16 +106,35 @@ def words(text: str) -> list[re.Match[str]]:
     return list(itertools.islice(found, MAX_WORDS))
 
 
-def joined(found: Sequence[re.Match[str]]) -> list[str]:
-    """The tokens of each two adjacent ``words`` written as one (each word's own token is a query word)."""
-    out: list[str] = []
+def joined(found: Sequence[re.Match[str]]) -> list[tuple[str, float]]:
+    """The tokens of each two adjacent ``words`` written as one (each word's own token is a query word), with their
+    weights."""
+    out: list[tuple[str, float]] = []
     tokens = [_spaced_token(w.group()) if len(w.group()) >= MIN_PART else None for w in found]
     for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
         if not (tokens[i] and tokens[i + 1] and _JOINER.fullmatch(a.string[a.end() : b.start()])):
             continue
         for link in LINKS:
             if token := _spaced_token(a.group() + link + b.group()):
-                out.append(token)
+                out.append((token, 1.0))
+    return out
+
+
+def glued(text: str) -> list[tuple[str, float]]:
+    """The token of each number and word next to it in ``text`` (normalised) written as one, "3 pm" as "3pm", "iphone
+    15" as "iphone15", at weight 1: :func:`words` reads letters only, and a word of the analyzer is letters and digits
+    together."""
+    if not _DIGIT.search(text):
+        return []
+    out: list[tuple[str, float]] = []
+    runs = list(itertools.islice(_RUN.finditer(text), MAX_WORDS * 2))
+    for a, b in zip(runs, runs[1:], strict=False):
+        x, y = a.group(), b.group()
+        number_and_word = (_NUMBER.fullmatch(x) and y.isalpha()) or (x.isalpha() and _NUMBER.fullmatch(y))
+        if not number_and_word or len(x) + len(y) > MAX_WORD_CHARS or not text[a.end() : b.start()].isspace():
+            continue
+        if token := _spaced_token(x + y):
+            out.append((token, 1.0))
     return out
 
 
@@ -130,6 +157,22 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
         if held_cuts := sorted((cut for cut in cuts if cut[2] in held and cut[3] in held), reverse=True):
             out.append([(left, right) for _, _, left, right in held_cuts])
     return out
+
+
+def number_cuts(tokens: Sequence[str], present: Present) -> list[list[tuple[str, str]]]:
+    """For each query token of a number glued to a word ("3pm", "iphone15") that no turn holds, its number and its
+    word as tokens (the number first), when some turns hold both: "3pm" finds "3 pm"."""
+    found: dict[str, tuple[str, str]] = {}
+    for token in _tokens_of(tokens, "0", "\U0010ffff"):
+        if _DIGIT.search(token) and (glue := _NUMBER_WORD.fullmatch(token)) is not None:
+            number, word = (glue[1], glue[2]) if glue[1] else (glue[4], glue[3])
+            if own := _spaced_token(word):
+                found[token] = (number, own)
+    if not found:
+        return []
+    held_tokens = present(found)
+    held = present({part for cut in found.values() for part in cut})
+    return [[cut] for token, cut in found.items() if token not in held_tokens and cut[0] in held and cut[1] in held]
 
 
 def _tokens_of(tokens: Sequence[str], low: str, high: str) -> list[str]:
@@ -169,19 +212,25 @@ def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
     return out
 
 
-def variant_terms(found: Sequence[re.Match[str]], tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
-    """The terms that joins, clitics and loanword vowels add to a search of a question (its :func:`words`, its
-    ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
+def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
+    """The terms that joins, glued numbers, clitics and loanword vowels add to a search of a question (its ``text``,
+    its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
     none the question already asks."""
+    return _variant_terms(words(text), text, tokens, present)
+
+
+def _variant_terms(
+    found: Sequence[re.Match[str]], text: str, tokens: Sequence[str], present: Present
+) -> list[tuple[str, float]]:
     asked = set(tokens)
     weighted: dict[str, float] = {}
-    candidates: list[tuple[Iterable[str], float]] = [(joined(found), 1.0), (clitics(tokens), CLITIC_WEIGHT)]
-    for token in loan_vowels(tokens, present):
-        candidates.append(([token], 1.0 - 1.0 / len(token)))
-    for terms, weight in candidates:
-        for term in terms:
-            if term and term not in asked:
-                weighted.setdefault(term, weight)
+    normalised = found[0].string if found else normalise(text)
+    candidates: list[tuple[str, float]] = [*joined(found), *glued(normalised)]
+    candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
+    candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
+    for term, weight in candidates:
+        if term and term not in asked:
+            weighted.setdefault(term, weight)
     held = present(weighted)
     return [(term, weight) for term, weight in weighted.items() if term in held]
 
@@ -195,8 +244,8 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
 
     present = present_in(index)
     found = words(text)
-    parts = [bm25_scores(index, [term]) * weight for term, weight in variant_terms(found, tokens, present)]
-    for cuts in split(found, present):
+    parts = [bm25_scores(index, [term]) * weight for term, weight in _variant_terms(found, text, tokens, present)]
+    for cuts in [*split(found, present), *number_cuts(tokens, present)]:
         for left, right in cuts:
             left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
             both = (left_scores > 0) & (right_scores > 0)

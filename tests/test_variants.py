@@ -28,7 +28,7 @@ def _index(texts):
 def _terms(texts, question):
     idx = _index(texts)
     present = variants.present_in(idx)
-    return variants.variant_terms(variants.words(question), analyze(question), present)
+    return variants.variant_terms(question, analyze(question), present)
 
 
 def _cuts(texts, question):
@@ -69,6 +69,20 @@ def test_a_split_word_scores_only_the_turns_holding_both_parts_at_half_weight_ea
     assert np.flatnonzero(variants.variant_scores(idx, "cartoon", ["cartoon"])).tolist() == [3]
     idx = _index(["my car", "a toon"])  # never said together: no cut scores
     assert variants.variant_scores(idx, "cartoon", ["cartoon"]) is None
+
+
+def test_a_number_and_a_word_written_apart_match_them_glued_and_glued_ones_match_them_apart():
+    texts = ["Dentist appointment at 3pm", "I bought an iphone15", "the 3 kids at 5 pm"]
+    assert _terms(texts, "at 3 pm?") == [("3pm", 1.0)]
+    assert _terms(texts, "iphone 15 case") == [("iphone15", 1.0)]
+    assert _terms(texts, "at 3, pm") == []  # (not across punctuation)
+    assert _terms(["at 3pm"], "at 3pm") == []  # the question's own word: nothing to add
+    # the other way: a glued token nobody wrote, cut into its number and its word when a turn holds both
+    present = variants.present_in(_index(["meet at 3 pm", "3 cats", "pm me"]))
+    assert variants.number_cuts(analyze("3pm meeting"), present) == [[("3", "pm")]]
+    assert variants.number_cuts(analyze("iphone15"), variants.present_in(_index(["iphone 15"]))) == [[("15", "iphon")]]
+    assert variants.number_cuts(analyze("3pm"), variants.present_in(_index(["at 3pm", "3 pm"]))) == []  # (written)
+    assert variants.number_cuts(analyze("4pm"), present) == []  # (no turn holds 4)
 
 
 def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one():
@@ -133,6 +147,8 @@ def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
     [
         (["Mein Zahnarzttermin ist am Dienstag um 10 Uhr", "Die Stromrechnung ist hoch"], "Zahnarzt Termin"),
         (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
+        (["Dentist appointment at 3pm on Friday", "The kids are 4 and 5"], "at 3 pm"),
+        (["Dentist appointment at 3 pm on Friday", "The kids are 3 and 5"], "3pm"),
         (["הבת שלי התחילה ללמוד בגן חדש", "קניתי מחשב נייד"], "גן"),
         (["امروز رفتم کتاب\u200cخانه\u200cی مرکزی", "ماشینم را بردم تعمیرگاه"], "کتابخانه"),
     ],
