@@ -9,7 +9,8 @@ a toy corpus ranked by hand:
 * :func:`joined` — two adjacent words of the question that the user wrote as one, directly or with a linking s
   ("Zahnarzt Termin" finds "Zahnarzttermin", "verjaardag feest" finds "verjaardagsfeest", "kitchen ware" finds
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
-  written with spaces;
+  written with spaces; or such a word and an English particle beside it ("log in" finds "login", "on going"
+  "ongoing"), at weight 1/2;
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
@@ -52,6 +53,12 @@ MAX_WORDS = 64  # words of a question read for joins and splits, and tokens per 
 # page is no question)
 MAX_WORD_CHARS = 40  # a longer word is not joined, split or given prefixes (a URL's letters, a blob): each costs
 # the analyzer a pass over it, and remembered, memory
+# English particles, stop-words that a phrasal verb or a compound writes beside a word ("log in" and "login", "set
+# up" and "setup", "on going" and "ongoing"): joined to the word next to them at half weight (another stop-word is
+# never joined); "in" only after one ("in San Francisco" is no "insane")
+PARTICLES = frozenset(("in", "on", "up", "out", "off", "down", "over"))
+PARTICLES_BEFORE = PARTICLES - {"in"}
+PARTICLE_WEIGHT = 0.5
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
@@ -112,11 +119,15 @@ def joined(found: Sequence[re.Match[str]]) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     tokens = [_spaced_token(w.group()) if len(w.group()) >= MIN_PART else None for w in found]
     for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
-        if not (tokens[i] and tokens[i + 1] and _JOINER.fullmatch(a.string[a.end() : b.start()])):
+        if not _JOINER.fullmatch(a.string[a.end() : b.start()]):
             continue
-        for link in LINKS:
-            if token := _spaced_token(a.group() + link + b.group()):
-                out.append((token, 1.0))
+        if tokens[i] and tokens[i + 1]:
+            for link in LINKS:
+                if token := _spaced_token(a.group() + link + b.group()):
+                    out.append((token, 1.0))
+        particle = (tokens[i] and b.group() in PARTICLES) or (tokens[i + 1] and a.group() in PARTICLES_BEFORE)
+        if particle and (token := _spaced_token(a.group() + b.group())):  # (a particle has no token: a stop-word)
+            out.append((token, PARTICLE_WEIGHT))
     return out
 
 

@@ -46,6 +46,10 @@ def test_two_words_of_the_question_match_the_compound_the_user_wrote():
     assert _terms(texts, "Zahnarzt. Termin") == []
     assert _terms(["an apple", "theapple"], "the apple") == []
     assert _terms(texts, "Strom Termin") == []
+    # an English particle beside a word, at half weight ("in" only after it: "in San Francisco" is no "insane")
+    assert _terms(["My login for the portal"], "log in details") == [("login", 0.5)]
+    assert _terms(["an ongoing project"], "on going") == [("ongo", 0.5)]
+    assert _terms(["that was insane"], "in sane") == []
 
 
 def test_a_compound_the_user_never_wrote_is_cut_into_two_words_they_did_most_evenly_first():
@@ -147,6 +151,7 @@ def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
     [
         (["Mein Zahnarzttermin ist am Dienstag um 10 Uhr", "Die Stromrechnung ist hoch"], "Zahnarzt Termin"),
         (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
+        (["My login for the insurance portal", "The tickets for the trip"], "log in"),
         (["Dentist appointment at 3pm on Friday", "The kids are 4 and 5"], "at 3 pm"),
         (["Dentist appointment at 3 pm on Friday", "The kids are 3 and 5"], "3pm"),
         (["הבת שלי התחילה ללמוד בגן חדש", "קניתי מחשב נייד"], "גן"),
