@@ -1,5 +1,5 @@
-"""Spellings of a question's words that the user wrote another way: compounds, glued numbers, clitic prefixes and
-loanword vowels.
+"""Spellings of a question's words that the user wrote another way: compounds, glued numbers, dates' leading zeros,
+clitic prefixes and loanword vowels.
 
 Search engines handle these with a language's dictionary (Lucene's compound-word filters, Hebrew and Arabic
 morphological analyzers); refind asks the user's own vocabulary instead, at query time, so the index is unchanged and
@@ -14,6 +14,8 @@ a toy corpus ranked by hand:
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
+* :func:`padded` — a date's day or month written without its leading zero ("1.3.2024", "3/1/2024") also asks it
+  with one ("01.03.2024"), at weight 1;
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
@@ -66,6 +68,12 @@ _WORD = re.compile(r"[^\W\d_]+")
 _RUN = re.compile(r"[^\W_]+")  # a word as the analyzer reads it: letters and digits
 _DIGIT = re.compile("[0-9]")
 _NUMBER = re.compile("[0-9]+")
+# a date in figures: day and month (either first) and a year, or a year, month and day, one separator between them
+_DATE = re.compile(
+    r"(?<![0-9])(?<![0-9][./-])(?:(?P<a>[0-9]{1,2})(?P<s>[./-])(?P<b>[0-9]{1,2})(?P=s)(?:[0-9]{4}|[0-9]{2})"
+    r"|[0-9]{4}(?P<t>[./-])(?P<c>[0-9]{1,2})(?P=t)(?P<d>[0-9]{1,2}))(?![0-9])(?![./-][0-9])"
+)
+_DATE_HINT = re.compile("[0-9][./-][0-9]")
 _NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
 # the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
 # words are bigrams; not the Indic scripts, whose words' vowels are marks)
@@ -170,6 +178,20 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
     return out
 
 
+def padded(text: str) -> list[tuple[str, float]]:
+    """The day and month of each date of ``text`` (normalised) in figures, "1.3.2024", "3/1/2024" or "2024-3-1", with
+    the leading zero they lack ("01.03.2024"), at weight 1: the analyzer reads a date's numbers as tokens, and 1 is no
+    01. (Not the other way: "1" is in most chats, and "before 10.01.2024" would prefer every turn with a 1 in it.)"""
+    if not _DATE_HINT.search(text):
+        return []
+    out: list[tuple[str, float]] = []
+    for date in itertools.islice(_DATE.finditer(text), MAX_WORDS):
+        for part in (date["a"], date["b"]) if date["a"] else (date["c"], date["d"]):
+            if len(part) == 1:
+                out.append(("0" + part, 1.0))
+    return out
+
+
 def number_cuts(tokens: Sequence[str], present: Present) -> list[list[tuple[str, str]]]:
     """For each query token of a number glued to a word ("3pm", "iphone15") that no turn holds, its number and its
     word as tokens (the number first), when some turns hold both: "3pm" finds "3 pm"."""
@@ -224,7 +246,7 @@ def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
 
 
 def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
-    """The terms that joins, glued numbers, clitics and loanword vowels add to a search of a question (its ``text``,
+    """The terms that joins, glued numbers, dates, clitics and loanword vowels add to a search of a question (its ``text``,
     its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
     none the question already asks."""
     return _variant_terms(words(text), text, tokens, present)
@@ -236,7 +258,7 @@ def _variant_terms(
     asked = set(tokens)
     weighted: dict[str, float] = {}
     normalised = found[0].string if found else normalise(text)
-    candidates: list[tuple[str, float]] = [*joined(found), *glued(normalised)]
+    candidates: list[tuple[str, float]] = [*joined(found), *glued(normalised), *padded(normalised)]
     candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
     candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
     for term, weight in candidates:

@@ -89,6 +89,20 @@ def test_a_number_and_a_word_written_apart_match_them_glued_and_glued_ones_match
     assert variants.number_cuts(analyze("4pm"), present) == []  # (no turn holds 4)
 
 
+def test_a_dates_day_and_month_without_their_leading_zero_match_them_with_it():
+    texts = ["Kaution bis zum 01.03.2024 überweisen", "Urlaub vom 15.07.2024", "Flug am 2024-03-01"]
+    assert _terms(texts, "1.3.2024") == [("01", 1.0), ("03", 1.0)]
+    assert _terms(texts, "on 3/1/2024?") == [("03", 1.0), ("01", 1.0)]  # (either order: both are asked)
+    assert _terms(texts, "2024-3-1") == [("03", 1.0), ("01", 1.0)]
+    assert _terms(texts, "1.3.24") == [("01", 1.0), ("03", 1.0)]
+    assert _terms(["version 01.03.05"], "1.3.5") == []  # no year: no date
+    assert _terms(texts, "build 2.1.3.2024") == _terms(texts, "build 1.3.2024.7") == []  # nor part of a longer run
+    assert _terms(["bis zum 1.3.2024", "seit 2001"], "01.03.2024") == []  # not the other way: most chats hold a 1
+    idx = _index(texts)
+    scores = variants.variant_scores(idx, "1.3.2024", analyze("1.3.2024"))
+    assert scores is not None and np.flatnonzero(scores).tolist() == [0, 2]
+
+
 def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one():
     texts = ["בשבוע הבא אני טס לאילת", "הבת שלי בגן", "نسيت كلمة السر الخاصة بالبريد", "גן חיות"]
     assert _terms(texts, "אילת") == [("לאילת", 0.5)]  # to Eilat
