@@ -10,7 +10,8 @@ a toy corpus ranked by hand:
   ("Zahnarzt Termin" finds "Zahnarzttermin", "verjaardag feest" finds "verjaardagsfeest", "kitchen ware" finds
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
   written with spaces; or such a word and an English particle beside it ("log in" finds "login", "on going"
-  "ongoing"), at weight 1/2;
+  "ongoing"), at weight 1/2; and, when the user never wrote one of the two, two such words in the other order or with
+  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1;
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
@@ -37,12 +38,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .index import TurnIndex, bm25_scores
-from .tokenize import analyze, ascii_stems, normalise, unaccented, units
+from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, unaccented, units
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,13 +62,17 @@ MAX_WORD_CHARS = 40  # a longer word is not joined, split or given prefixes (a U
 PARTICLES = frozenset(("in", "on", "up", "out", "off", "down", "over"))
 PARTICLES_BEFORE = PARTICLES - {"in"}
 PARTICLE_WEIGHT = 0.5
+APART = 2  # two words joined though not adjacent: at most this many words apart (one between; the code reads no
+# more), nothing but spaces or hyphens between them, without a linking s
+APART_WEIGHT = 1.0
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
 _WORD = re.compile(r"[^\W\d_]+")
-_RUN = re.compile(r"[^\W_]+")  # a word as the analyzer reads it: letters and digits
 _DIGIT = re.compile("[0-9]")
-_NUMBER = re.compile("[0-9]+")
+# a number or a word (letters) at the end of a text or at its start, a whole word of it
+_LAST_RUN = re.compile(r"(?<![^\W_])(?:[0-9]+|[^\W\d_]+)$")
+_FIRST_RUN = re.compile(r"(?:[0-9]+|[^\W\d_]+)(?![^\W_])")
 # a date in figures: day and month (either first) and a year, or a year, month and day, one separator between them
 _DATE = re.compile(
     r"(?<![0-9])(?<![0-9][./-])(?:(?P<a>[0-9]{1,2})(?P<s>[./-])(?P<b>[0-9]{1,2})(?P=s)(?:[0-9]{4}|[0-9]{2})"
@@ -121,49 +126,89 @@ def words(text: str) -> list[re.Match[str]]:
     return list(itertools.islice(found, MAX_WORDS))
 
 
-def joined(found: Sequence[re.Match[str]]) -> list[tuple[str, float]]:
-    """The tokens of each two adjacent ``words`` written as one (each word's own token is a query word), with their
-    weights."""
+def joined(found: Sequence[re.Match[str]], held: Collection[str]) -> list[tuple[str, float]]:
+    """The tokens of two ``words`` written as one (each word's own token is a query word), with their weights: two
+    adjacent words, in their order; a word and a particle beside it; and two words at most :data:`APART` words apart,
+    nothing but spaces or hyphens between them, in either order, when the user never wrote one of them (a compound's
+    parts, asked apart; ``held``: the words' tokens the user wrote)."""
     out: list[tuple[str, float]] = []
-    tokens = [_spaced_token(w.group()) if len(w.group()) >= MIN_PART else None for w in found]
-    for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
-        if not _JOINER.fullmatch(a.string[a.end() : b.start()]):
-            continue
-        if tokens[i] and tokens[i + 1]:
-            for link in LINKS:
-                if token := _spaced_token(a.group() + link + b.group()):
-                    out.append((token, 1.0))
-        particle = (tokens[i] and b.group() in PARTICLES) or (tokens[i + 1] and a.group() in PARTICLES_BEFORE)
-        if particle and (token := _spaced_token(a.group() + b.group())):  # (a particle has no token: a stop-word)
+    words = [w.group() for w in found]
+    tokens = [_spaced_token(w) if len(w) >= MIN_PART else None for w in words]
+    joints: list[bool] = []  # whether words i and i + 1 are written as two words of one (read when first needed)
+
+    def joint(i: int) -> bool:
+        if not joints:
+            joints.extend(_JOINER.fullmatch(a.string[a.end() : b.start()]) is not None for a, b in _pairs(found))
+        return joints[i]
+
+    unheld: list[int] = []
+    for i, (a, b) in enumerate(itertools.pairwise(tokens)):
+        if a and b:
+            if joint(i):
+                for link in LINKS:
+                    if token := _spaced_token(words[i] + link + words[i + 1]):
+                        out.append((token, 1.0))
+        elif (
+            ((a and words[i + 1] in PARTICLES) or (b and words[i] in PARTICLES_BEFORE))
+            and joint(i)
+            and (token := _spaced_token(words[i] + words[i + 1]))  # (a particle has no token: a stop-word)
+        ):
             out.append((token, PARTICLE_WEIGHT))
+        if a and a not in held:
+            unheld.append(i)
+    if tokens and tokens[-1] and tokens[-1] not in held:
+        unheld.append(len(tokens) - 1)
+    pairs: dict[tuple[int, int], None] = {}
+    for i in unheld:
+        for j in range(max(0, i - APART), min(len(words), i + APART + 1)):
+            low, high = (i, j) if i < j else (j, i)
+            if low != high and tokens[j] and joint(low) and (high == low + 1 or joint(low + 1)):
+                pairs[high, low] = None  # (in their order, two adjacent words are joined above)
+                if high > low + 1:
+                    pairs[low, high] = None
+    for i, j in pairs:
+        if token := _spaced_token(words[i] + words[j]):
+            out.append((token, APART_WEIGHT))
     return out
+
+
+def _pairs(found: Sequence[re.Match[str]]) -> Iterable[tuple[re.Match[str], re.Match[str]]]:
+    return zip(found, found[1:], strict=False)
+
+
+def own_tokens(found: Sequence[re.Match[str]]) -> set[str]:
+    """The tokens of ``words`` that joins and splits read (words of :data:`MIN_PART` letters or more)."""
+    return {token for w in found if len(w.group()) >= MIN_PART and (token := _spaced_token(w.group()))}
 
 
 def glued(text: str) -> list[tuple[str, float]]:
     """The token of each number and word next to it in ``text`` (normalised) written as one, "3 pm" as "3pm", "iphone
     15" as "iphone15", at weight 1: :func:`words` reads letters only, and a word of the analyzer is letters and digits
     together."""
-    if not _DIGIT.search(text):
-        return []
     out: list[tuple[str, float]] = []
-    runs = list(itertools.islice(_RUN.finditer(text), MAX_WORDS * 2))
-    for a, b in zip(runs, runs[1:], strict=False):
-        x, y = a.group(), b.group()
-        number_and_word = (_NUMBER.fullmatch(x) and y.isalpha()) or (x.isalpha() and _NUMBER.fullmatch(y))
-        if not number_and_word or len(x) + len(y) > MAX_WORD_CHARS or not text[a.end() : b.start()].isspace():
+    for x, y in itertools.islice(itertools.pairwise(text.split()), MAX_WORDS * 2):
+        if x[-1].isdigit() == y[0].isdigit() or not (x[-1].isalnum() and y[0].isalnum()):
+            continue  # (most pairs, told by two characters)
+        left, right = _LAST_RUN.search(x), _FIRST_RUN.match(y)
+        if left is None or right is None or len(word := left[0] + right[0]) > MAX_WORD_CHARS:
             continue
-        if token := _spaced_token(x + y):
+        if (right[0] if left[0][0].isdigit() else left[0]) in STOPWORDS_EN:
+            continue  # ("on 12", "at 3": no word)
+        if token := _spaced_token(word):
             out.append((token, 1.0))
     return out
 
 
-def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[str, str]]]:
+def split(
+    found: Sequence[re.Match[str]], present: Present, held_owns: Collection[str] | None = None
+) -> list[list[tuple[str, str]]]:
     """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
-    most even first (the shorter part longest)."""
+    most even first (the shorter part longest). ``held_owns``: the words' tokens the user wrote, when known."""
     out: list[list[tuple[str, str]]] = []
     lengths = range(MIN_PART * 2, MAX_WORD_CHARS + 1)
     owns = {word: own for m in found if len(word := m.group()) in lengths and (own := _spaced_token(word))}
-    held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
+    if held_owns is None:
+        held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
     for word, own in owns.items():
         if own in held_owns:
             continue
@@ -196,8 +241,9 @@ def number_cuts(tokens: Sequence[str], present: Present) -> list[list[tuple[str,
     """For each query token of a number glued to a word ("3pm", "iphone15") that no turn holds, its number and its
     word as tokens (the number first), when some turns hold both: "3pm" finds "3 pm"."""
     found: dict[str, tuple[str, str]] = {}
-    for token in _tokens_of(tokens, "0", "\U0010ffff"):
-        if _DIGIT.search(token) and (glue := _NUMBER_WORD.fullmatch(token)) is not None:
+    glued_tokens = (t for t in dict.fromkeys(tokens) if not (t.isalpha() or t.isdigit()) and len(t) <= MAX_WORD_CHARS)
+    for token in itertools.islice(glued_tokens, MAX_WORDS):
+        if (glue := _NUMBER_WORD.fullmatch(token)) is not None:
             number, word = (glue[1], glue[2]) if glue[1] else (glue[4], glue[3])
             if own := _spaced_token(word):
                 found[token] = (number, own)
@@ -246,26 +292,29 @@ def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
 
 
 def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
-    """The terms that joins, glued numbers, dates, clitics and loanword vowels add to a search of a question (its ``text``,
-    its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
-    none the question already asks."""
-    return _variant_terms(words(text), text, tokens, present)
+    """The terms that joins, glued numbers, dates, clitics and loanword vowels add to a search of a question (its
+    ``text``, its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's
+    weight), none the question already asks."""
+    found = words(text)
+    normalised = found[0].string if found else normalise(text)
+    return _variant_terms(found, present(own_tokens(found)), normalised, tokens, present)
 
 
 def _variant_terms(
-    found: Sequence[re.Match[str]], text: str, tokens: Sequence[str], present: Present
+    found: Sequence[re.Match[str]], held: Collection[str], normalised: str, tokens: Sequence[str], present: Present
 ) -> list[tuple[str, float]]:
     asked = set(tokens)
     weighted: dict[str, float] = {}
-    normalised = found[0].string if found else normalise(text)
-    candidates: list[tuple[str, float]] = [*joined(found), *glued(normalised), *padded(normalised)]
+    candidates = joined(found, held)
+    if _DIGIT.search(normalised):
+        candidates.extend((*glued(normalised), *padded(normalised)))
     candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
     candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
     for term, weight in candidates:
         if term and term not in asked:
             weighted.setdefault(term, weight)
-    held = present(weighted)
-    return [(term, weight) for term, weight in weighted.items() if term in held]
+    held_terms = present(weighted)
+    return [(term, weight) for term, weight in weighted.items() if term in held_terms]
 
 
 def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.ndarray | None:
@@ -275,11 +324,20 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
     "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
     import numpy as np
 
+    from . import expand
+
     present = present_in(index)
     found = words(text)
-    parts = [bm25_scores(index, [term]) * weight for term, weight in _variant_terms(found, text, tokens, present)]
-    for cuts in [*split(found, present), *number_cuts(tokens, present)]:
-        for left, right in cuts:
+    normalised = found[0].string if found else normalise(text)
+    # the question's words the user wrote, as the term dictionaries tell (a word only forgotten turns hold is taken
+    # for one: it is neither joined apart nor split, which a visible turn's count per word would cost to tell)
+    held = expand.present(index, dict.fromkeys(own_tokens(found), 0))
+    parts = [bm25_scores(index, [t]) * w for t, w in _variant_terms(found, held, normalised, tokens, present)]
+    cuts = split(found, present, held)
+    if _DIGIT.search(normalised):
+        cuts.extend(number_cuts(tokens, present))
+    for word_cuts in cuts:
+        for left, right in word_cuts:
             left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
             both = (left_scores > 0) & (right_scores > 0)
             if both.any():

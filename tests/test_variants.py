@@ -52,6 +52,17 @@ def test_two_words_of_the_question_match_the_compound_the_user_wrote():
     assert _terms(["that was insane"], "in sane") == []
 
 
+def test_two_words_of_the_question_apart_or_in_the_other_order_match_the_compound_when_one_is_not_the_users():
+    texts = ["Ich habe meinen Zahnarzttermin verschoben", "Die Stromrechnung ist hoch"]
+    assert _terms(texts, "Termin beim Zahnarzt?") == [("zahnarzttermin", 1.0)]  # one word between, the other order
+    assert _terms(texts, "Rechnung Strom") == [("stromrechnung", 1.0)]  # adjacent, the other order
+    assert _terms(texts, "Strom und Rechnung") == [("stromrechnung", 1.0)]  # one word between, in their order
+    assert _terms(texts, "Termin mit dem Zahnarzt") == []  # two words between: too far
+    assert _terms(texts, "Termin. Beim Zahnarzt") == []  # (not across punctuation)
+    # both words the user's own: their turns match already, and no pair is tried
+    assert _terms([*texts, "ein Termin", "beim Zahnarzt"], "Termin beim Zahnarzt") == []
+
+
 def test_a_compound_the_user_never_wrote_is_cut_into_two_words_they_did_most_evenly_first():
     texts = ["Termin beim Zahnarzt", "ein neuer Termin", "Geburtstag und Feier", "ihr Geburt", "the car", "a toon"]
     assert _cuts(texts, "Zahnarzttermin?") == [[("zahnarzt", "termin")]]
@@ -165,6 +176,7 @@ def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
     [
         (["Mein Zahnarzttermin ist am Dienstag um 10 Uhr", "Die Stromrechnung ist hoch"], "Zahnarzt Termin"),
         (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
+        (["Ich habe meinen Zahnarzttermin verschoben", "Die Stromrechnung ist hoch"], "Termin beim Zahnarzt"),
         (["My login for the insurance portal", "The tickets for the trip"], "log in"),
         (["Dentist appointment at 3pm on Friday", "The kids are 4 and 5"], "at 3 pm"),
         (["Dentist appointment at 3 pm on Friday", "The kids are 3 and 5"], "3pm"),
