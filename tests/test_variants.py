@@ -50,6 +50,7 @@ def test_two_words_of_the_question_match_the_compound_the_user_wrote():
     assert _terms(["My login for the portal"], "log in details") == [("login", 0.5)]
     assert _terms(["an ongoing project"], "on going") == [("ongo", 0.5)]
     assert _terms(["that was insane"], "in sane") == []
+    assert _terms(["My login for the portal"], "log. In") == []  # (not across punctuation)
 
 
 def test_two_words_of_the_question_apart_or_in_the_other_order_match_the_compound_when_one_is_not_the_users():
