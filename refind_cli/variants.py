@@ -1,4 +1,5 @@
-"""Spellings of a question's words that the user wrote another way: compounds, clitic prefixes and loanword vowels.
+"""Spellings of a question's words that the user wrote another way: compounds, glued numbers, dates' leading zeros,
+clitic prefixes and loanword vowels.
 
 Search engines handle these with a language's dictionary (Lucene's compound-word filters, Hebrew and Arabic
 morphological analyzers); refind asks the user's own vocabulary instead, at query time, so the index is unchanged and
@@ -8,7 +9,14 @@ a toy corpus ranked by hand:
 * :func:`joined` — two adjacent words of the question that the user wrote as one, directly or with a linking s
   ("Zahnarzt Termin" finds "Zahnarzttermin", "verjaardag feest" finds "verjaardagsfeest", "kitchen ware" finds
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
-  written with spaces;
+  written with spaces; or such a word and an English particle beside it ("log in" finds "login", "on going"
+  "ongoing"), at weight 1/2; and, when the user never wrote one of the two, two such words in the other order or with
+  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1;
+* :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
+  "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
+  turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
+* :func:`padded` — a date's day or month written without its leading zero ("1.3.2024", "3/1/2024") also asks it
+  with one ("01.03.2024"), at weight 1;
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
@@ -30,12 +38,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .index import TurnIndex, bm25_scores
-from .tokenize import analyze, ascii_stems, normalise, unaccented, units
+from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, unaccented, units
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,10 +56,30 @@ MAX_WORDS = 64  # words of a question read for joins and splits, and tokens per 
 # page is no question)
 MAX_WORD_CHARS = 40  # a longer word is not joined, split or given prefixes (a URL's letters, a blob): each costs
 # the analyzer a pass over it, and remembered, memory
+# English particles, stop-words that a phrasal verb or a compound writes beside a word ("log in" and "login", "set
+# up" and "setup", "on going" and "ongoing"): joined to the word next to them at half weight (another stop-word is
+# never joined); "in" only after one ("in San Francisco" is no "insane")
+PARTICLES = frozenset(("in", "on", "up", "out", "off", "down", "over"))
+PARTICLES_BEFORE = PARTICLES - {"in"}
+PARTICLE_WEIGHT = 0.5
+APART = 2  # two words joined though not adjacent: at most this many words apart (one between; the code reads no
+# more), nothing but spaces or hyphens between them, without a linking s
+APART_WEIGHT = 1.0
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
 _WORD = re.compile(r"[^\W\d_]+")
+_DIGIT = re.compile("[0-9]")
+# a number or a word (letters) at the end of a text or at its start, a whole word of it
+_LAST_RUN = re.compile(r"(?<![^\W_])(?:[0-9]+|[^\W\d_]+)$")
+_FIRST_RUN = re.compile(r"(?:[0-9]+|[^\W\d_]+)(?![^\W_])")
+# a date in figures: day and month (either first) and a year, or a year, month and day, one separator between them
+_DATE = re.compile(
+    r"(?<![0-9])(?<![0-9][./-])(?:(?P<a>[0-9]{1,2})(?P<s>[./-])(?P<b>[0-9]{1,2})(?P=s)(?:[0-9]{4}|[0-9]{2})"
+    r"|[0-9]{4}(?P<t>[./-])(?P<c>[0-9]{1,2})(?P=t)(?P<d>[0-9]{1,2}))(?![0-9])(?![./-][0-9])"
+)
+_DATE_HINT = re.compile("[0-9][./-][0-9]")
+_NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
 # the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
 # words are bigrams; not the Indic scripts, whose words' vowels are marks)
 _SCRIPTS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
@@ -98,26 +126,89 @@ def words(text: str) -> list[re.Match[str]]:
     return list(itertools.islice(found, MAX_WORDS))
 
 
-def joined(found: Sequence[re.Match[str]]) -> list[str]:
-    """The tokens of each two adjacent ``words`` written as one (each word's own token is a query word)."""
-    out: list[str] = []
-    tokens = [_spaced_token(w.group()) if len(w.group()) >= MIN_PART else None for w in found]
-    for i, (a, b) in enumerate(zip(found, found[1:], strict=False)):
-        if not (tokens[i] and tokens[i + 1] and _JOINER.fullmatch(a.string[a.end() : b.start()])):
-            continue
-        for link in LINKS:
-            if token := _spaced_token(a.group() + link + b.group()):
-                out.append(token)
+def joined(found: Sequence[re.Match[str]], held: Collection[str]) -> list[tuple[str, float]]:
+    """The tokens of two ``words`` written as one (each word's own token is a query word), with their weights: two
+    adjacent words, in their order; a word and a particle beside it; and two words at most :data:`APART` words apart,
+    nothing but spaces or hyphens between them, in either order, when the user never wrote one of them (a compound's
+    parts, asked apart; ``held``: the words' tokens the user wrote)."""
+    out: list[tuple[str, float]] = []
+    words = [w.group() for w in found]
+    tokens = [_spaced_token(w) if len(w) >= MIN_PART else None for w in words]
+    joints: list[bool] = []  # whether words i and i + 1 are written as two words of one (read when first needed)
+
+    def joint(i: int) -> bool:
+        if not joints:
+            joints.extend(_JOINER.fullmatch(a.string[a.end() : b.start()]) is not None for a, b in _pairs(found))
+        return joints[i]
+
+    unheld: list[int] = []
+    for i, (a, b) in enumerate(itertools.pairwise(tokens)):
+        if a and b:
+            if joint(i):
+                for link in LINKS:
+                    if token := _spaced_token(words[i] + link + words[i + 1]):
+                        out.append((token, 1.0))
+        elif (
+            ((a and words[i + 1] in PARTICLES) or (b and words[i] in PARTICLES_BEFORE))
+            and joint(i)
+            and (token := _spaced_token(words[i] + words[i + 1]))  # (a particle has no token: a stop-word)
+        ):
+            out.append((token, PARTICLE_WEIGHT))
+        if a and a not in held:
+            unheld.append(i)
+    if tokens and tokens[-1] and tokens[-1] not in held:
+        unheld.append(len(tokens) - 1)
+    pairs: dict[tuple[int, int], None] = {}
+    for i in unheld:
+        for j in range(max(0, i - APART), min(len(words), i + APART + 1)):
+            low, high = (i, j) if i < j else (j, i)
+            if low != high and tokens[j] and joint(low) and (high == low + 1 or joint(low + 1)):
+                pairs[high, low] = None  # (in their order, two adjacent words are joined above)
+                if high > low + 1:
+                    pairs[low, high] = None
+    for i, j in pairs:
+        if token := _spaced_token(words[i] + words[j]):
+            out.append((token, APART_WEIGHT))
     return out
 
 
-def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[str, str]]]:
+def _pairs(found: Sequence[re.Match[str]]) -> Iterable[tuple[re.Match[str], re.Match[str]]]:
+    return zip(found, found[1:], strict=False)
+
+
+def own_tokens(found: Sequence[re.Match[str]]) -> set[str]:
+    """The tokens of ``words`` that joins and splits read (words of :data:`MIN_PART` letters or more)."""
+    return {token for w in found if len(w.group()) >= MIN_PART and (token := _spaced_token(w.group()))}
+
+
+def glued(text: str) -> list[tuple[str, float]]:
+    """The token of each number and word next to it in ``text`` (normalised) written as one, "3 pm" as "3pm", "iphone
+    15" as "iphone15", at weight 1: :func:`words` reads letters only, and a word of the analyzer is letters and digits
+    together."""
+    out: list[tuple[str, float]] = []
+    for x, y in itertools.islice(itertools.pairwise(text.split()), MAX_WORDS * 2):
+        if x[-1].isdigit() == y[0].isdigit() or not (x[-1].isalnum() and y[0].isalnum()):
+            continue  # (most pairs, told by two characters)
+        left, right = _LAST_RUN.search(x), _FIRST_RUN.match(y)
+        if left is None or right is None or len(word := left[0] + right[0]) > MAX_WORD_CHARS:
+            continue
+        if (right[0] if left[0][0].isdigit() else left[0]) in STOPWORDS_EN:
+            continue  # ("on 12", "at 3": no word)
+        if token := _spaced_token(word):
+            out.append((token, 1.0))
+    return out
+
+
+def split(
+    found: Sequence[re.Match[str]], present: Present, held_owns: Collection[str] | None = None
+) -> list[list[tuple[str, str]]]:
     """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
-    most even first (the shorter part longest)."""
+    most even first (the shorter part longest). ``held_owns``: the words' tokens the user wrote, when known."""
     out: list[list[tuple[str, str]]] = []
     lengths = range(MIN_PART * 2, MAX_WORD_CHARS + 1)
     owns = {word: own for m in found if len(word := m.group()) in lengths and (own := _spaced_token(word))}
-    held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
+    if held_owns is None:
+        held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
     for word, own in owns.items():
         if own in held_owns:
             continue
@@ -130,6 +221,37 @@ def split(found: Sequence[re.Match[str]], present: Present) -> list[list[tuple[s
         if held_cuts := sorted((cut for cut in cuts if cut[2] in held and cut[3] in held), reverse=True):
             out.append([(left, right) for _, _, left, right in held_cuts])
     return out
+
+
+def padded(text: str) -> list[tuple[str, float]]:
+    """The day and month of each date of ``text`` (normalised) in figures, "1.3.2024", "3/1/2024" or "2024-3-1", with
+    the leading zero they lack ("01.03.2024"), at weight 1: the analyzer reads a date's numbers as tokens, and 1 is no
+    01. (Not the other way: "1" is in most chats, and "before 10.01.2024" would prefer every turn with a 1 in it.)"""
+    if not _DATE_HINT.search(text):
+        return []
+    out: list[tuple[str, float]] = []
+    for date in itertools.islice(_DATE.finditer(text), MAX_WORDS):
+        for part in (date["a"], date["b"]) if date["a"] else (date["c"], date["d"]):
+            if len(part) == 1:
+                out.append(("0" + part, 1.0))
+    return out
+
+
+def number_cuts(tokens: Sequence[str], present: Present) -> list[list[tuple[str, str]]]:
+    """For each query token of a number glued to a word ("3pm", "iphone15") that no turn holds, its number and its
+    word as tokens (the number first), when some turns hold both: "3pm" finds "3 pm"."""
+    found: dict[str, tuple[str, str]] = {}
+    glued_tokens = (t for t in dict.fromkeys(tokens) if not (t.isalpha() or t.isdigit()) and len(t) <= MAX_WORD_CHARS)
+    for token in itertools.islice(glued_tokens, MAX_WORDS):
+        if (glue := _NUMBER_WORD.fullmatch(token)) is not None:
+            number, word = (glue[1], glue[2]) if glue[1] else (glue[4], glue[3])
+            if own := _spaced_token(word):
+                found[token] = (number, own)
+    if not found:
+        return []
+    held_tokens = present(found)
+    held = present({part for cut in found.values() for part in cut})
+    return [[cut] for token, cut in found.items() if token not in held_tokens and cut[0] in held and cut[1] in held]
 
 
 def _tokens_of(tokens: Sequence[str], low: str, high: str) -> list[str]:
@@ -169,21 +291,30 @@ def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
     return out
 
 
-def variant_terms(found: Sequence[re.Match[str]], tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
-    """The terms that joins, clitics and loanword vowels add to a search of a question (its :func:`words`, its
-    ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's weight),
-    none the question already asks."""
+def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
+    """The terms that joins, glued numbers, dates, clitics and loanword vowels add to a search of a question (its
+    ``text``, its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's
+    weight), none the question already asks."""
+    found = words(text)
+    normalised = found[0].string if found else normalise(text)
+    return _variant_terms(found, present(own_tokens(found)), normalised, tokens, present)
+
+
+def _variant_terms(
+    found: Sequence[re.Match[str]], held: Collection[str], normalised: str, tokens: Sequence[str], present: Present
+) -> list[tuple[str, float]]:
     asked = set(tokens)
     weighted: dict[str, float] = {}
-    candidates: list[tuple[Iterable[str], float]] = [(joined(found), 1.0), (clitics(tokens), CLITIC_WEIGHT)]
-    for token in loan_vowels(tokens, present):
-        candidates.append(([token], 1.0 - 1.0 / len(token)))
-    for terms, weight in candidates:
-        for term in terms:
-            if term and term not in asked:
-                weighted.setdefault(term, weight)
-    held = present(weighted)
-    return [(term, weight) for term, weight in weighted.items() if term in held]
+    candidates = joined(found, held)
+    if _DIGIT.search(normalised):
+        candidates.extend((*glued(normalised), *padded(normalised)))
+    candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
+    candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
+    for term, weight in candidates:
+        if term and term not in asked:
+            weighted.setdefault(term, weight)
+    held_terms = present(weighted)
+    return [(term, weight) for term, weight in weighted.items() if term in held_terms]
 
 
 def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.ndarray | None:
@@ -193,11 +324,20 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
     "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
     import numpy as np
 
+    from . import expand
+
     present = present_in(index)
     found = words(text)
-    parts = [bm25_scores(index, [term]) * weight for term, weight in variant_terms(found, tokens, present)]
-    for cuts in split(found, present):
-        for left, right in cuts:
+    normalised = found[0].string if found else normalise(text)
+    # the question's words the user wrote, as the term dictionaries tell (a word only forgotten turns hold is taken
+    # for one: it is neither joined apart nor split, which a visible turn's count per word would cost to tell)
+    held = expand.present(index, dict.fromkeys(own_tokens(found), 0))
+    parts = [bm25_scores(index, [t]) * w for t, w in _variant_terms(found, held, normalised, tokens, present)]
+    cuts = split(found, present, held)
+    if _DIGIT.search(normalised):
+        cuts.extend(number_cuts(tokens, present))
+    for word_cuts in cuts:
+        for left, right in word_cuts:
             left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
             both = (left_scores > 0) & (right_scores > 0)
             if both.any():

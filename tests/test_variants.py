@@ -28,7 +28,7 @@ def _index(texts):
 def _terms(texts, question):
     idx = _index(texts)
     present = variants.present_in(idx)
-    return variants.variant_terms(variants.words(question), analyze(question), present)
+    return variants.variant_terms(question, analyze(question), present)
 
 
 def _cuts(texts, question):
@@ -46,6 +46,22 @@ def test_two_words_of_the_question_match_the_compound_the_user_wrote():
     assert _terms(texts, "Zahnarzt. Termin") == []
     assert _terms(["an apple", "theapple"], "the apple") == []
     assert _terms(texts, "Strom Termin") == []
+    # an English particle beside a word, at half weight ("in" only after it: "in San Francisco" is no "insane")
+    assert _terms(["My login for the portal"], "log in details") == [("login", 0.5)]
+    assert _terms(["an ongoing project"], "on going") == [("ongo", 0.5)]
+    assert _terms(["that was insane"], "in sane") == []
+    assert _terms(["My login for the portal"], "log. In") == []  # (not across punctuation)
+
+
+def test_two_words_of_the_question_apart_or_in_the_other_order_match_the_compound_when_one_is_not_the_users():
+    texts = ["Ich habe meinen Zahnarzttermin verschoben", "Die Stromrechnung ist hoch"]
+    assert _terms(texts, "Termin beim Zahnarzt?") == [("zahnarzttermin", 1.0)]  # one word between, the other order
+    assert _terms(texts, "Rechnung Strom") == [("stromrechnung", 1.0)]  # adjacent, the other order
+    assert _terms(texts, "Strom und Rechnung") == [("stromrechnung", 1.0)]  # one word between, in their order
+    assert _terms(texts, "Termin mit dem Zahnarzt") == []  # two words between: too far
+    assert _terms(texts, "Termin. Beim Zahnarzt") == []  # (not across punctuation)
+    # both words the user's own: their turns match already, and no pair is tried
+    assert _terms([*texts, "ein Termin", "beim Zahnarzt"], "Termin beim Zahnarzt") == []
 
 
 def test_a_compound_the_user_never_wrote_is_cut_into_two_words_they_did_most_evenly_first():
@@ -69,6 +85,34 @@ def test_a_split_word_scores_only_the_turns_holding_both_parts_at_half_weight_ea
     assert np.flatnonzero(variants.variant_scores(idx, "cartoon", ["cartoon"])).tolist() == [3]
     idx = _index(["my car", "a toon"])  # never said together: no cut scores
     assert variants.variant_scores(idx, "cartoon", ["cartoon"]) is None
+
+
+def test_a_number_and_a_word_written_apart_match_them_glued_and_glued_ones_match_them_apart():
+    texts = ["Dentist appointment at 3pm", "I bought an iphone15", "the 3 kids at 5 pm"]
+    assert _terms(texts, "at 3 pm?") == [("3pm", 1.0)]
+    assert _terms(texts, "iphone 15 case") == [("iphone15", 1.0)]
+    assert _terms(texts, "at 3, pm") == []  # (not across punctuation)
+    assert _terms(["at 3pm"], "at 3pm") == []  # the question's own word: nothing to add
+    # the other way: a glued token nobody wrote, cut into its number and its word when a turn holds both
+    present = variants.present_in(_index(["meet at 3 pm", "3 cats", "pm me"]))
+    assert variants.number_cuts(analyze("3pm meeting"), present) == [[("3", "pm")]]
+    assert variants.number_cuts(analyze("iphone15"), variants.present_in(_index(["iphone 15"]))) == [[("15", "iphon")]]
+    assert variants.number_cuts(analyze("3pm"), variants.present_in(_index(["at 3pm", "3 pm"]))) == []  # (written)
+    assert variants.number_cuts(analyze("4pm"), present) == []  # (no turn holds 4)
+
+
+def test_a_dates_day_and_month_without_their_leading_zero_match_them_with_it():
+    texts = ["Kaution bis zum 01.03.2024 überweisen", "Urlaub vom 15.07.2024", "Flug am 2024-03-01"]
+    assert _terms(texts, "1.3.2024") == [("01", 1.0), ("03", 1.0)]
+    assert _terms(texts, "on 3/1/2024?") == [("03", 1.0), ("01", 1.0)]  # (either order: both are asked)
+    assert _terms(texts, "2024-3-1") == [("03", 1.0), ("01", 1.0)]
+    assert _terms(texts, "1.3.24") == [("01", 1.0), ("03", 1.0)]
+    assert _terms(["version 01.03.05"], "1.3.5") == []  # no year: no date
+    assert _terms(texts, "build 2.1.3.2024") == _terms(texts, "build 1.3.2024.7") == []  # nor part of a longer run
+    assert _terms(["bis zum 1.3.2024", "seit 2001"], "01.03.2024") == []  # not the other way: most chats hold a 1
+    idx = _index(texts)
+    scores = variants.variant_scores(idx, "1.3.2024", analyze("1.3.2024"))
+    assert scores is not None and np.flatnonzero(scores).tolist() == [0, 2]
 
 
 def test_a_hebrew_or_arabic_word_matches_it_with_a_clitic_prefix_or_without_one():
@@ -133,6 +177,10 @@ def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
     [
         (["Mein Zahnarzttermin ist am Dienstag um 10 Uhr", "Die Stromrechnung ist hoch"], "Zahnarzt Termin"),
         (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
+        (["Ich habe meinen Zahnarzttermin verschoben", "Die Stromrechnung ist hoch"], "Termin beim Zahnarzt"),
+        (["My login for the insurance portal", "The tickets for the trip"], "log in"),
+        (["Dentist appointment at 3pm on Friday", "The kids are 4 and 5"], "at 3 pm"),
+        (["Dentist appointment at 3 pm on Friday", "The kids are 3 and 5"], "3pm"),
         (["הבת שלי התחילה ללמוד בגן חדש", "קניתי מחשב נייד"], "גן"),
         (["امروز رفتم کتاب\u200cخانه\u200cی مرکزی", "ماشینم را بردم تعمیرگاه"], "کتابخانه"),
     ],
