@@ -99,6 +99,12 @@ class SearchConfig:
         _check("roles", self.roles, ROLES)
         _check("overlap", self.overlap, OVERLAP_POLICIES)
         _check("skip", self.skip, SKIP_MODES)
+        # BM25's own ranges: inside them every term a turn holds adds a positive score (``index.holders`` reads the
+        # turns a word scores in from its postings on that ground); outside, a short or long turn's score is negative
+        if not self.k1 >= 0:  # (NaN too)
+            raise InvalidInput(f"k1 must be 0 or more, got {self.k1}")
+        if not 0 <= self.b <= 1:
+            raise InvalidInput(f"b must be from 0 to 1, got {self.b}")
         if self.neighbours < 0:
             raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
         if not 1 <= self.kinds_senses <= MAX_SENSES:

@@ -153,3 +153,30 @@ def test_descending_is_the_stable_order_from_the_largest():
         for values in (tied.astype(np.float32), tied, ulps, tied.astype(np.float32) - 5):  # non-positive: argsort
             got = descending(values)
             assert got.tolist() == sorted(range(n), key=lambda i: (-values[i], i))
+
+
+@pytest.mark.parametrize("k1", [0.0, 1.2, 3.0])
+@pytest.mark.parametrize("b", [0.0, 0.75, 1.0])
+def test_holders_are_where_bm25_is_positive_at_every_accepted_k1_and_b(k1, b):
+    # one short turn among long ones and one long among short ones: where a k1 below 0 or a b outside 0..1 would
+    # make a holder's score negative
+    from refind_cli.search_config import SearchConfig
+
+    cfg = SearchConfig(k1=k1, b=b)
+    docs = ["apple", *(["apple " + "x " * 40] * 6), "apple " * 3 + "y " * 400, "apple " + "z " * 1500, "cherry"]
+    idx = build_index(
+        _turns([("s", d, None) for d in docs]), tokenize=lambda t: analyze(t.messages[0].content), k1=cfg.k1, b=cfg.b
+    )
+    for token in idx.vocab:
+        assert holders(idx, token).tolist() == np.flatnonzero(bm25_scores(idx, [token]) > 0).tolist()
+
+
+@pytest.mark.parametrize(("k1", "b"), [(-0.5, 0.75), (1.2, 3.0), (1.2, -0.1), (math.nan, 0.75), (1.2, math.nan)])
+def test_bm25_parameters_outside_their_ranges_are_refused(k1, b):
+    """A negative k1, or a b outside 0..1, gives a turn holding a word a negative score, so the turns holding a word
+    (``holders``, what the speaker-name check reads) would not be those it scores in: refused, not ranked."""
+    from refind_cli.errors import InvalidInput
+    from refind_cli.search_config import SearchConfig
+
+    with pytest.raises(InvalidInput, match=r"^(k1 must be 0 or more|b must be from 0 to 1)"):
+        SearchConfig(k1=k1, b=b)
