@@ -335,6 +335,7 @@ def _unlink_if_same(path: Path, identity: FileIdentity | None) -> bool:
     since (a hard link, where the file system has them). True when the file was unlinked."""
     import os
     import secrets
+    import warnings
 
     aside = path.with_name(f".{path.name}.{secrets.token_hex(8)}.removing")
     os.rename(path, aside)
@@ -342,10 +343,16 @@ def _unlink_if_same(path: Path, identity: FileIdentity | None) -> bool:
         os.unlink(aside)
         return True
     try:
-        os.link(aside, path)
-    except FileExistsError:  # a third file at the path by now: both kept, this one under the private name
+        os.link(aside, path, follow_symlinks=False)  # (a symlink put back as itself, not as its target's name)
+    except FileExistsError:  # a third file at the path by now: both kept, this one under the private name, said
+        warnings.warn(
+            f"{path} was replaced while refind removed the empty database it had created there, and another file "
+            f"was made at the path since: the file that had replaced it is kept as {aside}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return False
-    except OSError:  # no hard links here
+    except (OSError, NotImplementedError):  # no hard links here (or none made without following a symlink)
         os.rename(aside, path)
         return False
     os.unlink(aside)

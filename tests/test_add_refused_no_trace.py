@@ -158,10 +158,33 @@ def test_without_hard_links_a_file_moved_aside_in_error_is_renamed_back(tmp_path
     other.write_text("mine")
     mine = file_identity(other)
 
-    def no_links(src: object, dst: object) -> None:
+    def no_links(src: object, dst: object, **kwargs: object) -> None:
         raise PermissionError("hard links are not supported here")
 
     monkeypatch.setattr(os, "link", no_links)
     assert _unlink_if_same(path, mine) is False
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "other"]
     assert path.read_text() == "theirs"
+
+
+def test_a_file_that_cannot_be_put_back_is_kept_aside_and_said(tmp_path, monkeypatch) -> None:
+    """A third file made at the path while another's database was aside: neither is removed, and the warning names
+    where the other one is."""
+    import os
+
+    from refind_cli.store import _unlink_if_same, file_identity
+
+    path, other = tmp_path / "new.db", tmp_path / "other"
+    path.write_text("theirs")
+    other.write_text("mine")
+
+    def path_taken(src: object, dst: object, **kwargs: object) -> None:
+        Path(str(dst)).write_text("a third")
+        raise FileExistsError(dst)
+
+    monkeypatch.setattr(os, "link", path_taken)
+    with pytest.warns(RuntimeWarning, match="is kept as") as caught:
+        assert _unlink_if_same(path, file_identity(other)) is False
+    aside = [p for p in tmp_path.iterdir() if p.name.endswith(".removing")]
+    assert len(aside) == 1 and aside[0].read_text() == "theirs" and str(aside[0]) in str(caught[0].message)
+    assert path.read_text() == "a third" and other.read_text() == "mine"
