@@ -11,7 +11,8 @@ a toy corpus ranked by hand:
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
   written with spaces; or such a word and an English particle beside it ("log in" finds "login", "on going"
   "ongoing"), at weight 1/2; and, when the user never wrote one of the two, two such words in the other order or with
-  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1;
+  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1; a word the user never wrote that
+  types an umlaut as ae, oe or ue is joined with it too ("Steuer Erklaerung" finds "Steuererklärung");
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
@@ -20,7 +21,7 @@ a toy corpus ranked by hand:
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
-  words of at least 3 letters;
+  words of at least 3 letters (in Devanagari, between whole clusters: "नोटबुक" finds "नोट बुक");
 * :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as letters before a word, stacked
   (בגן "in the kindergarten", לאילת "to Eilat", החשבון "the bill", ומהחנות "and from the shop"), and Arabic writes
   و ف ب ك ل and ال so (بالبريد "by the mail"): a Hebrew or Arabic word also matches the user's words that are it
@@ -66,14 +67,19 @@ PARTICLE_WEIGHT = 0.5
 APART = 2  # two words joined though not adjacent: at most this many words apart (one between; the code reads no
 # more), nothing but spaces or hyphens between them, without a linking s
 APART_WEIGHT = 1.0
+# German's umlauts typed as two letters, as a keyboard without them writes them: a join of two words also asks its
+# spellings with them ("Steuer Erklaerung" finds "Steuererklärung"; a single word's is fuzzy matching's, one edit from
+# its accent-free twin), for at most this many such pairs of letters in the join
+UMLAUTS = {"ae": "ä", "oe": "ö", "ue": "ü"}
+MAX_TYPED_UMLAUTS = 3
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
-_WORD = re.compile(r"[^\W\d_]+")
-# a word of an ASCII text (lower-case, as normalise leaves it) of at most MAX_WORD_CHARS letters, as _WORD and _SPACED
-# read it there (a longer run of letters gives no word)
+# a word of an ASCII text (lower-case, as normalise leaves it) of at most MAX_WORD_CHARS letters, as _WORD_WITH_MARKS
+# and _SPACED read it there (a longer run of letters gives no word)
 _ASCII_WORD = re.compile(f"(?<![a-zA-Z])[a-z]{{1,{MAX_WORD_CHARS}}}(?![a-zA-Z])")
 _DIGIT = re.compile("[0-9]")
+_TYPED_UMLAUT = re.compile("[aou]e")
 # a number or a word (letters) at the end of a text or at its start, a whole word of it
 _LAST_RUN = re.compile(r"(?<![^\W_])(?:[0-9]+|[^\W\d_]+)$")
 _FIRST_RUN = re.compile(r"(?:[0-9]+|[^\W\d_]+)(?![^\W_])")
@@ -84,11 +90,18 @@ _DATE = re.compile(
 )
 _DATE_HINT = re.compile("[0-9][./-][0-9]")
 _NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
-# the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
-# words are bigrams; not the Indic scripts, whose words' vowels are marks)
-_SCRIPTS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
+# the scripts whose words are joined and split: alphabets, abjads and Devanagari, written with spaces (not CJK or
+# Thai, whose words are bigrams); a Devanagari word is read with its vowel signs, virama and nukta, which are marks
+_SCRIPTS = (
+    "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
+    "\u0900-\u0963\u0971-\u097f"
+)
 _ANY_SPACED = re.compile(f"[A-Za-z\uff21-\uff3a\uff41-\uff5a{_SCRIPTS}]")  # (before NFKC and case folding)
 _SPACED = re.compile(f"[a-z{_SCRIPTS}]+")
+_MARKS = "\u0900-\u0903\u093a-\u093c\u093e-\u094f\u0951-\u0957\u0962\u0963"  # Devanagari's marks
+_WORD_WITH_MARKS = re.compile(f"(?:[^\\W\\d_]|[{_MARKS}])+")  # (a word of the non-ASCII questions)
+_MARK = re.compile(f"[{_MARKS}]")
+_VIRAMA = "\u094d"  # (a consonant after it is of the same cluster: क्ट)
 _JOINER = re.compile("[ \t\u00a0\u200c\u2010\u2011-]+")  # what may stand between two words written as one elsewhere
 _HEBREW = re.compile("[\u05d0-\u05ea]+")
 _ARABIC = re.compile("[\u0620-\u064a\u066e-\u06d3]+")
@@ -127,7 +140,11 @@ def words(text: str) -> list[re.Match[str]]:
     normalised = normalise(text)
     if normalised.isascii():  # (most questions: one pattern finds them, no word read twice)
         return list(itertools.islice(_ASCII_WORD.finditer(normalised), MAX_WORDS))
-    found = (w for w in _WORD.finditer(normalised) if len(w.group()) <= MAX_WORD_CHARS and _SPACED.fullmatch(w.group()))
+    found = (
+        w
+        for w in _WORD_WITH_MARKS.finditer(normalised)
+        if len(w.group()) <= MAX_WORD_CHARS and _SPACED.fullmatch(w.group())
+    )
     return list(itertools.islice(found, MAX_WORDS))
 
 
@@ -172,6 +189,13 @@ def joined(
             unheld.append(i)
     if tokens and tokens[-1] and tokens[-1] not in held:
         unheld.append(len(tokens) - 1)
+    # a word the user never wrote with an "ae", "oe" or "ue": its joins also with umlauts (typed_umlauts), in order
+    typed = [i for i in unheld if "ae" in words[i] or "oe" in words[i] or "ue" in words[i]] if unheld else []
+    for low in sorted({low for i in typed for low in (i - 1, i) if 0 <= low < len(words) - 1}) if typed else ():
+        if tokens[low] and tokens[low + 1] and joint(low):
+            for link in LINKS:
+                word = words[low] + link + words[low + 1]
+                out.extend(_umlaut_tokens(word, _spaced_token(word), 1.0))
     pairs: dict[tuple[int, int], None] = {}
     for i in unheld:
         for j in range(max(0, i - APART), min(len(words), i + APART + 1)):
@@ -181,8 +205,35 @@ def joined(
                 if high > low + 1:
                     pairs[low, high] = None
     for i, j in pairs:
-        if token := _spaced_token(words[i] + words[j]):
+        word = words[i] + words[j]
+        if token := _spaced_token(word):
             out.append((token, APART_WEIGHT))
+        if typed and (i in typed or j in typed):
+            out.extend(_umlaut_tokens(word, token, APART_WEIGHT))
+    return out
+
+
+def _umlaut_tokens(word: str, token: str | None, weight: float) -> list[tuple[str, float]]:
+    """The tokens of a join's spellings with typed umlauts (:func:`typed_umlauts`) but its own ``token``."""
+    return [(own, weight) for other in typed_umlauts(word) if (own := _spaced_token(other)) and own != token]
+
+
+def typed_umlauts(word: str) -> list[str]:
+    """``word`` with some of its "ae", "oe", "ue" written ä, ö, ü — German typed on a keyboard without them
+    ("erklaerung" for "erklärung") — each choice of them, since not every one is an umlaut ("steuer"'s "ue" is
+    none); none for a word of more than :data:`MAX_TYPED_UMLAUTS`."""
+    at = [m.start() for m in _TYPED_UMLAUT.finditer(word)]
+    if len(at) > MAX_TYPED_UMLAUTS:
+        return []
+    out: list[str] = []
+    for chosen in range(1, 1 << len(at)):
+        pieces: list[str] = []
+        last = 0
+        for bit, i in enumerate(at):
+            if chosen >> bit & 1:
+                pieces += (word[last:i], UMLAUTS[word[i : i + 2]])
+                last = i + 2
+        out.append("".join((*pieces, word[last:])))
     return out
 
 
@@ -250,7 +301,7 @@ def split(
             unheld[m[0]] = None
     for word in unheld:
         cuts: list[tuple[int, int, str, str]] = []
-        for at in range(MIN_PART, len(word) - MIN_PART + 1):
+        for at in cut_points(word):
             left, right = _spaced_token(word[:at]), _spaced_token(word[at:])
             if left and right:
                 cuts.append((min(at, len(word) - at), -at, left, right))
@@ -258,6 +309,15 @@ def split(
         if held_cuts := sorted((cut for cut in cuts if cut[2] in held and cut[3] in held), reverse=True):
             out.append([(left, right) for _, _, left, right in held_cuts])
     return out
+
+
+def cut_points(word: str) -> Sequence[int]:
+    """Where a split may cut ``word``: :data:`MIN_PART` characters or more from either end, and between two grapheme
+    clusters of Devanagari (never before a vowel sign or after a virama: नोट|बुक, not न|ोटबुक)."""
+    points = range(MIN_PART, len(word) - MIN_PART + 1)
+    if word.isascii() or not _MARK.search(word):
+        return points
+    return [at for at in points if not _MARK.match(word, at) and word[at - 1] != _VIRAMA]
 
 
 def padded(text: str) -> list[tuple[str, float]]:
