@@ -11,7 +11,8 @@ a toy corpus ranked by hand:
   "kitchenware"): the joined word's token, at weight 1. Words of at least 3 letters, neither a stop-word, in a script
   written with spaces; or such a word and an English particle beside it ("log in" finds "login", "on going"
   "ongoing"), at weight 1/2; and, when the user never wrote one of the two, two such words in the other order or with
-  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1;
+  one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1; a word the user never wrote that
+  types an umlaut as ae, oe or ue is joined with it too ("Steuer Erklaerung" finds "Steuererklärung");
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
@@ -20,7 +21,7 @@ a toy corpus ranked by hand:
 * :func:`split` — a question word the user never wrote that is two words they wrote together in a turn
   ("Zahnarzttermin" finds "Termin beim Zahnarzt"; a German linking s goes with the stemmer: "Geburtstagsfeier"
   finds "Geburtstag … Feier"): each part at weight 1/2 in the turns holding both, the most even such cut into two
-  words of at least 3 letters;
+  words of at least 3 letters (in Devanagari, between whole clusters: "नोटबुक" finds "नोट बुक");
 * :func:`clitics` — Hebrew writes "and", "the", "in", "to", "from", "that", "as" as letters before a word, stacked
   (בגן "in the kindergarten", לאילת "to Eilat", החשבון "the bill", ומהחנות "and from the shop"), and Arabic writes
   و ف ب ك ل and ال so (بالبريد "by the mail"): a Hebrew or Arabic word also matches the user's words that are it
@@ -42,6 +43,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from . import expand
 from .index import TurnIndex, bm25_scores
 from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, unaccented, units
 
@@ -65,11 +67,19 @@ PARTICLE_WEIGHT = 0.5
 APART = 2  # two words joined though not adjacent: at most this many words apart (one between; the code reads no
 # more), nothing but spaces or hyphens between them, without a linking s
 APART_WEIGHT = 1.0
+# German's umlauts typed as two letters, as a keyboard without them writes them: a join of two words also asks its
+# spellings with them ("Steuer Erklaerung" finds "Steuererklärung"; a single word's is fuzzy matching's, one edit from
+# its accent-free twin), for at most this many such pairs of letters in the join
+UMLAUTS = {"ae": "ä", "oe": "ö", "ue": "ü"}
+MAX_TYPED_UMLAUTS = 3
 SPLIT_WEIGHT = 0.5  # each part of a split word: together they weigh one word
 CLITIC_WEIGHT = 0.5
 
-_WORD = re.compile(r"[^\W\d_]+")
+# a word of an ASCII text (lower-case, as normalise leaves it) of at most MAX_WORD_CHARS letters, as _WORD_WITH_MARKS
+# and _SPACED read it there (a longer run of letters gives no word)
+_ASCII_WORD = re.compile(f"(?<![a-zA-Z])[a-z]{{1,{MAX_WORD_CHARS}}}(?![a-zA-Z])")
 _DIGIT = re.compile("[0-9]")
+_TYPED_UMLAUT = re.compile("[aou]e")
 # a number or a word (letters) at the end of a text or at its start, a whole word of it
 _LAST_RUN = re.compile(r"(?<![^\W_])(?:[0-9]+|[^\W\d_]+)$")
 _FIRST_RUN = re.compile(r"(?:[0-9]+|[^\W\d_]+)(?![^\W_])")
@@ -80,11 +90,18 @@ _DATE = re.compile(
 )
 _DATE_HINT = re.compile("[0-9][./-][0-9]")
 _NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
-# the scripts whose words are joined and split: alphabets and abjads written with spaces (not CJK or Thai, whose
-# words are bigrams; not the Indic scripts, whose words' vowels are marks)
-_SCRIPTS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
+# the scripts whose words are joined and split: alphabets, abjads and Devanagari, written with spaces (not CJK or
+# Thai, whose words are bigrams); a Devanagari word is read with its vowel signs, virama and nukta, which are marks
+_SCRIPTS = (
+    "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
+    "\u0900-\u0963\u0971-\u097f"
+)
 _ANY_SPACED = re.compile(f"[A-Za-z\uff21-\uff3a\uff41-\uff5a{_SCRIPTS}]")  # (before NFKC and case folding)
 _SPACED = re.compile(f"[a-z{_SCRIPTS}]+")
+_MARKS = "\u0900-\u0903\u093a-\u093c\u093e-\u094f\u0951-\u0957\u0962\u0963"  # Devanagari's marks
+_WORD_WITH_MARKS = re.compile(f"(?:[^\\W\\d_]|[{_MARKS}])+")  # (a word of the non-ASCII questions)
+_MARK = re.compile(f"[{_MARKS}]")
+_VIRAMA = "\u094d"  # (a consonant after it is of the same cluster: क्ट)
 _JOINER = re.compile("[ \t\u00a0\u200c\u2010\u2011-]+")  # what may stand between two words written as one elsewhere
 _HEBREW = re.compile("[\u05d0-\u05ea]+")
 _ARABIC = re.compile("[\u0620-\u064a\u066e-\u06d3]+")
@@ -120,25 +137,39 @@ def words(text: str) -> list[re.Match[str]]:
     first :data:`MAX_WORDS`, of the scripts of :data:`_SPACED` (a Chinese question has none)."""
     if not _ANY_SPACED.search(text):
         return []
+    normalised = normalise(text)
+    if normalised.isascii():  # (most questions: one pattern finds them, no word read twice)
+        return list(itertools.islice(_ASCII_WORD.finditer(normalised), MAX_WORDS))
     found = (
-        w for w in _WORD.finditer(normalise(text)) if len(w.group()) <= MAX_WORD_CHARS and _SPACED.fullmatch(w.group())
+        w
+        for w in _WORD_WITH_MARKS.finditer(normalised)
+        if len(w.group()) <= MAX_WORD_CHARS and _SPACED.fullmatch(w.group())
     )
     return list(itertools.islice(found, MAX_WORDS))
 
 
-def joined(found: Sequence[re.Match[str]], held: Collection[str]) -> list[tuple[str, float]]:
+def word_tokens(found: Sequence[re.Match[str]]) -> list[str | None]:
+    """Each of ``words``' token as joins and splits read it: None for a word under :data:`MIN_PART` letters, a
+    stop-word, or a word of more tokens than one."""
+    return [_spaced_token(w[0]) if w.end() - w.start() >= MIN_PART else None for w in found]
+
+
+def joined(
+    found: Sequence[re.Match[str]], held: Collection[str], owns: Sequence[str | None] | None = None
+) -> list[tuple[str, float]]:
     """The tokens of two ``words`` written as one (each word's own token is a query word), with their weights: two
     adjacent words, in their order; a word and a particle beside it; and two words at most :data:`APART` words apart,
     nothing but spaces or hyphens between them, in either order, when the user never wrote one of them (a compound's
-    parts, asked apart; ``held``: the words' tokens the user wrote)."""
+    parts, asked apart; ``held``: the words' tokens the user wrote; ``owns``: their :func:`word_tokens`, when
+    known)."""
     out: list[tuple[str, float]] = []
-    words = [w.group() for w in found]
-    tokens = [_spaced_token(w) if len(w) >= MIN_PART else None for w in words]
+    words = [w[0] for w in found]
+    tokens = word_tokens(found) if owns is None else owns
     joints: list[bool] = []  # whether words i and i + 1 are written as two words of one (read when first needed)
 
     def joint(i: int) -> bool:
         if not joints:
-            joints.extend(_JOINER.fullmatch(a.string[a.end() : b.start()]) is not None for a, b in _pairs(found))
+            joints.extend(_written_apart(a, b) for a, b in _pairs(found))
         return joints[i]
 
     unheld: list[int] = []
@@ -158,6 +189,13 @@ def joined(found: Sequence[re.Match[str]], held: Collection[str]) -> list[tuple[
             unheld.append(i)
     if tokens and tokens[-1] and tokens[-1] not in held:
         unheld.append(len(tokens) - 1)
+    # a word the user never wrote with an "ae", "oe" or "ue": its joins also with umlauts (typed_umlauts), in order
+    typed = [i for i in unheld if "ae" in words[i] or "oe" in words[i] or "ue" in words[i]] if unheld else []
+    for low in sorted({low for i in typed for low in (i - 1, i) if 0 <= low < len(words) - 1}) if typed else ():
+        if tokens[low] and tokens[low + 1] and joint(low):
+            for link in LINKS:
+                word = words[low] + link + words[low + 1]
+                out.extend(_umlaut_tokens(word, _spaced_token(word), 1.0))
     pairs: dict[tuple[int, int], None] = {}
     for i in unheld:
         for j in range(max(0, i - APART), min(len(words), i + APART + 1)):
@@ -167,8 +205,35 @@ def joined(found: Sequence[re.Match[str]], held: Collection[str]) -> list[tuple[
                 if high > low + 1:
                     pairs[low, high] = None
     for i, j in pairs:
-        if token := _spaced_token(words[i] + words[j]):
+        word = words[i] + words[j]
+        if token := _spaced_token(word):
             out.append((token, APART_WEIGHT))
+        if typed and (i in typed or j in typed):
+            out.extend(_umlaut_tokens(word, token, APART_WEIGHT))
+    return out
+
+
+def _umlaut_tokens(word: str, token: str | None, weight: float) -> list[tuple[str, float]]:
+    """The tokens of a join's spellings with typed umlauts (:func:`typed_umlauts`) but its own ``token``."""
+    return [(own, weight) for other in typed_umlauts(word) if (own := _spaced_token(other)) and own != token]
+
+
+def typed_umlauts(word: str) -> list[str]:
+    """``word`` with some of its "ae", "oe", "ue" written ä, ö, ü — German typed on a keyboard without them
+    ("erklaerung" for "erklärung") — each choice of them, since not every one is an umlaut ("steuer"'s "ue" is
+    none); none for a word of more than :data:`MAX_TYPED_UMLAUTS`."""
+    at = [m.start() for m in _TYPED_UMLAUT.finditer(word)]
+    if len(at) > MAX_TYPED_UMLAUTS:
+        return []
+    out: list[str] = []
+    for chosen in range(1, 1 << len(at)):
+        pieces: list[str] = []
+        last = 0
+        for bit, i in enumerate(at):
+            if chosen >> bit & 1:
+                pieces += (word[last:i], UMLAUTS[word[i : i + 2]])
+                last = i + 2
+        out.append("".join((*pieces, word[last:])))
     return out
 
 
@@ -176,9 +241,10 @@ def _pairs(found: Sequence[re.Match[str]]) -> Iterable[tuple[re.Match[str], re.M
     return zip(found, found[1:], strict=False)
 
 
-def own_tokens(found: Sequence[re.Match[str]]) -> set[str]:
-    """The tokens of ``words`` that joins and splits read (words of :data:`MIN_PART` letters or more)."""
-    return {token for w in found if len(w.group()) >= MIN_PART and (token := _spaced_token(w.group()))}
+def _written_apart(a: re.Match[str], b: re.Match[str]) -> bool:
+    """Whether only spaces, hyphens or a ZWNJ stand between two words of a text (one word, perhaps, written apart)."""
+    between = a.string[a.end() : b.start()]
+    return between == " " or _JOINER.fullmatch(between) is not None  # (most: one space)
 
 
 def glued(text: str) -> list[tuple[str, float]]:
@@ -189,31 +255,53 @@ def glued(text: str) -> list[tuple[str, float]]:
     for x, y in itertools.islice(itertools.pairwise(text.split()), MAX_WORDS * 2):
         if x[-1].isdigit() == y[0].isdigit() or not (x[-1].isalnum() and y[0].isalnum()):
             continue  # (most pairs, told by two characters)
-        left, right = _LAST_RUN.search(x), _FIRST_RUN.match(y)
-        if left is None or right is None or len(word := left[0] + right[0]) > MAX_WORD_CHARS:
+        left, right = _last_run(x), _first_run(y)
+        if left is None or right is None or len(word := left + right) > MAX_WORD_CHARS:
             continue
-        if (right[0] if left[0][0].isdigit() else left[0]) in STOPWORDS_EN:
+        if (right if left[0].isdigit() else left) in STOPWORDS_EN:
             continue  # ("on 12", "at 3": no word)
         if token := _spaced_token(word):
             out.append((token, 1.0))
     return out
 
 
+def _last_run(text: str) -> str | None:
+    """The number or the word (letters) that ends ``text``, a whole word of it, or None."""
+    if text.isascii() and (text.isalpha() or text.isdigit()):  # (most: the whole text, no pattern tried)
+        return text
+    run = _LAST_RUN.search(text)
+    return None if run is None else run[0]
+
+
+def _first_run(text: str) -> str | None:
+    """The number or the word (letters) that starts ``text``, a whole word of it, or None."""
+    if text.isascii() and (text.isalpha() or text.isdigit()):
+        return text
+    run = _FIRST_RUN.match(text)
+    return None if run is None else run[0]
+
+
 def split(
-    found: Sequence[re.Match[str]], present: Present, held_owns: Collection[str] | None = None
+    found: Sequence[re.Match[str]],
+    present: Present,
+    held_owns: Collection[str] | None = None,
+    owns: Sequence[str | None] | None = None,
 ) -> list[list[tuple[str, str]]]:
     """For each of ``words`` that no turn holds, its cuts into two words that some turns hold (their tokens), the
-    most even first (the shorter part longest). ``held_owns``: the words' tokens the user wrote, when known."""
+    most even first (the shorter part longest). ``held_owns``: the words' tokens the user wrote, when known;
+    ``owns``: their :func:`word_tokens`, when known."""
     out: list[list[tuple[str, str]]] = []
-    lengths = range(MIN_PART * 2, MAX_WORD_CHARS + 1)
-    owns = {word: own for m in found if len(word := m.group()) in lengths and (own := _spaced_token(word))}
+    if owns is None:
+        owns = word_tokens(found)
     if held_owns is None:
-        held_owns = present(owns.values())  # (one look for the question's words: most are the user's)
-    for word, own in owns.items():
-        if own in held_owns:
-            continue
+        held_owns = present(filter(None, owns))  # (one look for the question's words: most are the user's)
+    unheld: dict[str, None] = {}  # (each word once)
+    for m, own in zip(found, owns, strict=True):
+        if own and own not in held_owns and MIN_PART * 2 <= len(m[0]) <= MAX_WORD_CHARS:
+            unheld[m[0]] = None
+    for word in unheld:
         cuts: list[tuple[int, int, str, str]] = []
-        for at in range(MIN_PART, len(word) - MIN_PART + 1):
+        for at in cut_points(word):
             left, right = _spaced_token(word[:at]), _spaced_token(word[at:])
             if left and right:
                 cuts.append((min(at, len(word) - at), -at, left, right))
@@ -221,6 +309,15 @@ def split(
         if held_cuts := sorted((cut for cut in cuts if cut[2] in held and cut[3] in held), reverse=True):
             out.append([(left, right) for _, _, left, right in held_cuts])
     return out
+
+
+def cut_points(word: str) -> Sequence[int]:
+    """Where a split may cut ``word``: :data:`MIN_PART` characters or more from either end, and between two grapheme
+    clusters of Devanagari (never before a vowel sign or after a virama: नोट|बुक, not न|ोटबुक)."""
+    points = range(MIN_PART, len(word) - MIN_PART + 1)
+    if word.isascii() or not _MARK.search(word):
+        return points
+    return [at for at in points if not _MARK.match(word, at) and word[at - 1] != _VIRAMA]
 
 
 def padded(text: str) -> list[tuple[str, float]]:
@@ -297,19 +394,30 @@ def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tu
     weight), none the question already asks."""
     found = words(text)
     normalised = found[0].string if found else normalise(text)
-    return _variant_terms(found, present(own_tokens(found)), normalised, tokens, present)
+    owns = word_tokens(found)
+    digits = _DIGIT.search(normalised) is not None
+    return _variant_terms(found, owns, present(filter(None, owns)), normalised, digits, tokens, present)
 
 
 def _variant_terms(
-    found: Sequence[re.Match[str]], held: Collection[str], normalised: str, tokens: Sequence[str], present: Present
+    found: Sequence[re.Match[str]],
+    owns: Sequence[str | None],
+    held: Collection[str],
+    normalised: str,
+    digits: bool,
+    tokens: Sequence[str],
+    present: Present,
 ) -> list[tuple[str, float]]:
+    candidates = joined(found, held, owns)
+    if digits:
+        candidates.extend((*glued(normalised), *padded(normalised)))
+    if max(tokens, default="")[:1] >= "\u05d0":  # (a token of Hebrew, Arabic or Devanagari: the greatest first letter)
+        candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
+        candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
+    if not candidates:
+        return []
     asked = set(tokens)
     weighted: dict[str, float] = {}
-    candidates = joined(found, held)
-    if _DIGIT.search(normalised):
-        candidates.extend((*glued(normalised), *padded(normalised)))
-    candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
-    candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
     for term, weight in candidates:
         if term and term not in asked:
             weighted.setdefault(term, weight)
@@ -322,36 +430,42 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
     :func:`variant_terms` its own scores times its weight; a split word, the first of its cuts whose two parts some
     turn holds together, the parts' scores times :data:`SPLIT_WEIGHT` in those turns only (a word is both its parts:
     "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
-    import numpy as np
-
-    from . import expand
-
     present = present_in(index)
     found = words(text)
     normalised = found[0].string if found else normalise(text)
+    owns = word_tokens(found)
+    digits = _DIGIT.search(normalised) is not None
     # the question's words the user wrote, as the term dictionaries tell (a word only forgotten turns hold is taken
     # for one: it is neither joined apart nor split, which a visible turn's count per word would cost to tell)
-    held = expand.present(index, dict.fromkeys(own_tokens(found), 0))
-    parts = [bm25_scores(index, [t]) * w for t, w in _variant_terms(found, held, normalised, tokens, present)]
-    cuts = split(found, present, held)
-    if _DIGIT.search(normalised):
+    held = expand.present(index, dict.fromkeys(filter(None, owns), 0))
+    terms = _variant_terms(found, owns, held, normalised, digits, tokens, present)
+    parts = [bm25_scores(index, [t]) * w for t, w in terms]
+    cuts = split(found, present, held, owns)
+    if digits:
         cuts.extend(number_cuts(tokens, present))
     for word_cuts in cuts:
-        for left, right in word_cuts:
-            left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
-            both = (left_scores > 0) & (right_scores > 0)
-            if both.any():
-                parts.append(np.where(both, (left_scores + right_scores) * SPLIT_WEIGHT, 0).astype(np.float32))
-                break
+        if (both := _cut_scores(index, word_cuts)) is not None:
+            parts.append(both)
     return sum(parts[1:], parts[0]) if parts else None
+
+
+def _cut_scores(index: TurnIndex, word_cuts: Sequence[tuple[str, str]]) -> np.ndarray | None:
+    """A split word's scores: its first cut whose two parts some turn holds together, their scores times
+    :data:`SPLIT_WEIGHT` in those turns only; None when no turn holds both parts of any cut."""
+    import numpy as np
+
+    for left, right in word_cuts:
+        left_scores, right_scores = bm25_scores(index, [left]), bm25_scores(index, [right])
+        both = (left_scores > 0) & (right_scores > 0)
+        if both.any():
+            return np.where(both, (left_scores + right_scores) * SPLIT_WEIGHT, 0).astype(np.float32)
+    return None
 
 
 def present_in(index: TurnIndex) -> Present:
     """:data:`Present` over a user's index: a word some visible turn holds. Its term dictionaries are asked first, for
     all the words at once (an intersection of keys: most variants are words nobody wrote), then the count of visible
     turns for those they hold."""
-    from . import expand
-
     vocabulary = expand.vocabulary(index)
 
     def present(tokens: Iterable[str]) -> set[str]:

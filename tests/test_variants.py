@@ -64,6 +64,27 @@ def test_two_words_of_the_question_apart_or_in_the_other_order_match_the_compoun
     assert _terms([*texts, "ein Termin", "beim Zahnarzt"], "Termin beim Zahnarzt") == []
 
 
+def test_a_join_also_asks_its_spellings_with_umlauts_typed_as_two_letters():
+    texts = ["Meine Steuererklärung ist fertig", "Die Steuer ist hoch"]
+    assert _terms(texts, "Steuer Erklaerung") == [("steuererklärung", 1.0)]
+    assert _terms(texts, "Erklaerung der Steuer") == [("steuererklärung", 1.0)]  # (apart, in the other order)
+    # each choice of them: "steuer"'s "ue" is no ü; none for a word of more than MAX_TYPED_UMLAUTS
+    assert variants.typed_umlauts("steuererklaerung") == ["steürerklaerung", "steuererklärung", "steürerklärung"]
+    assert variants.typed_umlauts("haus") == variants.typed_umlauts("aeoeueae") == []
+    assert _terms(texts, "Steuererklaerung") == []  # (one word: fuzzy matching's, one edit from "steuererklarung")
+    # only when the user never wrote one of the two words: they type "ae" themselves
+    assert _terms([*texts, "Die Erklaerung"], "Steuer Erklaerung") == []
+
+
+def test_a_hindi_compound_is_joined_and_split_between_whole_clusters():
+    assert [m.group() for m in variants.words("मेरी नोट बुक कहाँ है।")] == ["मेरी", "नोट", "बुक", "कहां", "है"]
+    assert _terms(["मेरी नोटबुक कहाँ है"], "नोट बुक") == [("नोटबुक", 1.0)]
+    assert _cuts(["नोट बुक खरीदी", "नोट"], "नोटबुक") == [[("नोट", "बुक")]]
+    # never before a vowel sign (कित|ाबघर) nor after a virama (डाक्|टर); a Latin word anywhere
+    assert list(variants.cut_points("किताबघर")) == [4] and list(variants.cut_points("डाक्टरसाहब")) == [5, 6]
+    assert list(variants.cut_points("zahnarzt")) == [3, 4, 5]
+
+
 def test_a_compound_the_user_never_wrote_is_cut_into_two_words_they_did_most_evenly_first():
     texts = ["Termin beim Zahnarzt", "ein neuer Termin", "Geburtstag und Feier", "ihr Geburt", "the car", "a toon"]
     assert _cuts(texts, "Zahnarzttermin?") == [[("zahnarzt", "termin")]]
@@ -179,6 +200,8 @@ def test_the_variants_scores_are_their_terms_bm25_scores_weighed():
         (["Termin beim Zahnarzt am Dienstag", "Die Stromrechnung ist hoch"], "Zahnarzttermin"),
         (["Ich habe meinen Zahnarzttermin verschoben", "Die Stromrechnung ist hoch"], "Termin beim Zahnarzt"),
         (["My login for the insurance portal", "The tickets for the trip"], "log in"),
+        (["Meine Steuererklärung ist fertig", "Die Stromrechnung ist hoch"], "Steuer Erklaerung"),
+        (["मेरी नोटबुक कहाँ है", "बिजली का बिल आया"], "नोट बुक"),
         (["Dentist appointment at 3pm on Friday", "The kids are 4 and 5"], "at 3 pm"),
         (["Dentist appointment at 3 pm on Friday", "The kids are 3 and 5"], "3pm"),
         (["הבת שלי התחילה ללמוד בגן חדש", "קניתי מחשב נייד"], "גן"),
