@@ -86,18 +86,20 @@ def worker(turns: int, queries: int, after_add: bool) -> None:
         store.close()
 
 
-def _start(checkout: Path, turns: int, queries: int, after_add: bool) -> subprocess.Popen[str]:
+def start_worker(script: str, checkout: Path, args: list[str]) -> subprocess.Popen[str]:
+    """``script --worker ARGS`` in a process of its own that imports ``checkout``'s refind (``python -P``, the
+    checkout on PYTHONPATH), once it says it is ready."""
     env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{HERE}"}
-    args = [sys.executable, "-P", __file__, "--worker", "--turns", str(turns), "--queries", str(queries)]
-    args += ["--after-add"] if after_add else []
-    proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    command = [sys.executable, "-P", script, "--worker", *args]
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     if not json.loads(proc.stdout.readline()).get("ready"):
         raise SystemExit(f"{checkout}: the worker did not start")
     return proc
 
 
-def _round(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
+def ask_round(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
+    """One round's timings from a worker."""
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write("round\n")
     proc.stdin.flush()
@@ -107,33 +109,48 @@ def _round(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
     return json.loads(line)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def checkout_args(ap: argparse.ArgumentParser) -> None:
+    """The options of a script that times this checkout against another one."""
     ap.add_argument("--baseline", type=Path, help="the other checkout (a directory holding refind_cli)")
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--after-add", action="store_true", help="each timed search right after an Add")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.worker:
-        worker(args.turns, args.queries, args.after_add)
-        return
-    if args.baseline is None or not (args.baseline / "refind_cli").is_dir():
+
+
+def side_by_side(
+    script: str, baseline: Path | None, args: list[str], rounds: int
+) -> dict[tuple[str, str], list[float]]:
+    """Each checkout's timings by (checkout, key), "baseline" and "this": ``script``'s workers for the two take
+    turns, round by round, the first alternating."""
+    if baseline is None or not (baseline / "refind_cli").is_dir():
         raise SystemExit("--baseline: a checkout of refind (a directory holding refind_cli) is needed")
-    here = HERE.parent
-    procs = {"baseline": _start(args.baseline.resolve(), args.turns, args.queries, args.after_add)}
-    procs["this"] = _start(here, args.turns, args.queries, args.after_add)
+    procs = {
+        "baseline": start_worker(script, baseline.resolve(), args),
+        "this": start_worker(script, HERE.parent, args),
+    }
     rows: dict[tuple[str, str], list[float]] = {}
-    for r in range(args.rounds):
-        order = ("baseline", "this") if r % 2 == 0 else ("this", "baseline")
-        for name in order:
-            for key, times in _round(procs[name]).items():
+    for r in range(rounds):
+        for name in ("baseline", "this") if r % 2 == 0 else ("this", "baseline"):
+            for key, times in ask_round(procs[name]).items():
                 rows.setdefault((name, key), []).extend(times)
     for proc in procs.values():
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    checkout_args(ap)
+    ap.add_argument("--after-add", action="store_true", help="each timed search right after an Add")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.turns, args.queries, args.after_add)
+        return
+    worker_args = ["--turns", str(args.turns), "--queries", str(args.queries)]
+    rows = side_by_side(__file__, args.baseline, worker_args + (["--after-add"] if args.after_add else []), args.rounds)
     after = ", each search right after an Add" if args.after_add else ""
     print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds{after}, medians (ms)\n")
     print("| queries | top_k | baseline | this | ratio |")

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,50 +56,18 @@ def worker(turns: int, queries: int) -> None:
         store.close()
 
 
-def _start(checkout: Path, turns: int, queries: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{HERE}"}
-    args = [sys.executable, "-P", __file__, "--worker", "--turns", str(turns), "--queries", str(queries)]
-    proc = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    if not json.loads(proc.stdout.readline()).get("ready"):
-        raise SystemExit(f"{checkout}: the worker did not start")
-    return proc
-
-
-def _round(proc: subprocess.Popen[str]) -> dict[str, list[float]]:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("round\n")
-    proc.stdin.flush()
-    line = proc.stdout.readline()
-    if not line:
-        raise SystemExit(f"a worker stopped (exit {proc.wait()})")
-    return json.loads(line)
-
-
 def main() -> None:
+    from latency_since import checkout_args, side_by_side
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", type=Path, help="the other checkout (a directory holding refind_cli)")
-    ap.add_argument("--turns", type=int, default=10_000)
-    ap.add_argument("--queries", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    checkout_args(ap)
     args = ap.parse_args()
     if args.worker:
         worker(args.turns, args.queries)
         return
-    if args.baseline is None or not (args.baseline / "refind_cli").is_dir():
-        raise SystemExit("--baseline: a checkout of refind (a directory holding refind_cli) is needed")
-    procs = {"baseline": _start(args.baseline.resolve(), args.turns, args.queries)}
-    procs["this"] = _start(HERE.parent, args.turns, args.queries)
-    rows: dict[tuple[str, str], list[float]] = {}
-    for r in range(args.rounds):
-        for name in ("baseline", "this") if r % 2 == 0 else ("this", "baseline"):
-            for kind, times in _round(procs[name]).items():
-                rows.setdefault((name, kind), []).extend(times)
-    for proc in procs.values():
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait()
+    rows = side_by_side(
+        __file__, args.baseline, ["--turns", str(args.turns), "--queries", str(args.queries)], args.rounds
+    )
     print(f"variant_scores alone, {args.turns:,} turns, {args.queries} queries × {args.rounds} rounds, medians (µs)\n")
     print("| queries | baseline | this | ratio |")
     print("|---|---:|---:|---:|")
