@@ -415,7 +415,9 @@ class Layout:
             view_of_code=view_of_code,
             tail=tail,
             latest=latest,
-            postings=LivePostings.of(state, rows, self.postings.k1, self.postings.b),
+            postings=self.postings.appended(state, added)
+            if bool((where == len(self.rows)).all())  # (every new row after every row before: the common Add)
+            else LivePostings.of(state, rows, self.postings.k1, self.postings.b),
         )
 
     def index(self, state: UserState, conn: sqlite3.Connection, user_id: str) -> TurnIndex:
@@ -703,6 +705,22 @@ class LivePostings:
         pos[rows] = np.arange(len(rows))
         lengths = state.lengths[rows]
         return cls(state.segments, state.seg_rows, pos, lengths, k1, b, avgdl=_avgdl(lengths))
+
+    def appended(self, state: UserState, added: np.ndarray) -> LivePostings:
+        """What :meth:`of` gives for this view's rows followed by the rows ``added`` of ``state`` (the state this
+        view's grew into: its rows keep their numbers), from this view's arrays — and what it learnt of which
+        segments it sees whole, for the segments both hold (the turns it saw are all still seen): an Add to the latest
+        session, or a new one, costs the new rows, not a pass over every turn."""
+        import numpy as np
+
+        n = len(self.lengths)
+        pos = np.concatenate([self.pos, np.full(len(state.seqs) - len(self.pos), -1, dtype=np.int64)])
+        pos[added] = np.arange(n, n + len(added))
+        lengths = np.concatenate([self.lengths, state.lengths[added]])
+        shown = {i: every for i, every in self.shown.items() if state.segments.get(i) is self.segments.get(i)}
+        return LivePostings(
+            state.segments, state.seg_rows, pos, lengths, self.k1, self.b, shown=shown, avgdl=_avgdl(lengths)
+        )
 
     def _hits(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
         import numpy as np

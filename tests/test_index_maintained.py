@@ -7,6 +7,8 @@ ids, the maintained index agrees with the messages (``index_store.verify``), and
 
 from __future__ import annotations
 
+import re
+
 import bm25s
 import numpy as np
 import pytest
@@ -402,4 +404,32 @@ def test_an_index_read_before_a_forget_is_not_cached_after_it(db_path, monkeypat
     assert S.search(store, "alice", "kayak", top_k=3) == before
     assert index_cache.CACHE.get(("live", index_cache._db_key(store), "alice")) is None
     assert S.search(store, "alice", "kayak", top_k=3) == []
+    store.close()
+
+
+def test_a_view_grown_by_an_add_still_hides_what_it_hid(db_path) -> None:
+    """A search as of an earlier time sees only what was recorded by then, also in a segment that a merge made of an
+    earlier and a later Add; an Add to the end grows that view from its arrays (``LivePostings.appended``), and what it
+    learnt of the segments it sees whole is kept only where it still holds."""
+    clock = [T0]
+    store = Store(db_path, clock=lambda: clock[0], retention_days=None)
+
+    def add(rid: str, session: str, *texts: str) -> None:
+        messages = [{"role": "user", "content": t} for t in texts]
+        store.add(parse_add({"request_id": rid, "user_id": "u", "session_id": session, "messages": messages}))
+
+    def found(query: str, as_of: int | None) -> list[str]:
+        blocks = S.search(store, "u", query, top_k=5, as_of=as_of, config=S.SearchConfig(backfill=False))
+        return sorted(re.sub(r"^(\[[^\]]*\] )?(user: )?", "", line) for b in blocks for line in b.content.split("\n"))
+
+    add("a", "s1", "kayak on the lake", "a quiet morning")
+    clock[0] += 3_600_000
+    add("b", "s1", "kayak down the river")  # merged with the first: one segment, recorded at two times
+    earlier = T0 + 60_000
+    assert found("river", earlier) == [] and found("kayak", earlier) == ["kayak on the lake"]
+    clock[0] += 3_600_000
+    add("c", "s2", "kayak at sea")  # a new session at the end: every view grows by appending
+    assert found("river", earlier) == [] and found("sea", earlier) == []
+    assert found("kayak", earlier) == ["kayak on the lake"]
+    assert found("kayak", None) == ["kayak at sea", "kayak down the river", "kayak on the lake"]
     store.close()
