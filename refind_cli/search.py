@@ -172,7 +172,16 @@ class UserIndex:
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
-            extra = expand.fuzzy_scores(idx, tokens, max_expansions=cfg.fuzzy_expansions)
+            expandable = tokens
+            if not cfg.fuzzy_categories and cfg.kinds_weight:
+                named = {
+                    t
+                    for w in kinds.category_words(question)
+                    if kinds.kind_tokens(w, cfg.kinds_senses, cfg.kinds_depth)
+                    for t in analyze(w)
+                }
+                expandable = [t for t in tokens if t not in named]
+            extra = expand.fuzzy_scores(idx, expandable, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
         if cfg.variants:  # compounds, clitic prefixes, loanword vowels the user wrote another way (variants.py)
             extra = variants.variant_scores(idx, text, tokens)

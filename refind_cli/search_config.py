@@ -51,6 +51,7 @@ class SearchConfig:
     answer_max_chars: int | None = 1000  # … except that a turn longer than this is not lifted (None: any length)
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
+    fuzzy_categories: bool = False  # … also a question's category word that has kinds (False: its kinds alone)
     variants: bool = True  # compounds joined or split, glued numbers, dates, clitic prefixes, loanword vowels, as the
     # user wrote them (variants.py)
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)

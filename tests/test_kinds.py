@@ -284,3 +284,22 @@ def test_kinds_kept_per_segment_are_those_the_whole_vocabulary_gives_after_each_
         cold = S.UserIndex(store.user_messages("kevin")).search(question, top_k=8)  # bm25s, from scratch
         assert [(b.content, b.score) for b in warm] == [(b.content, b.score) for b in cold]
     store.close()
+
+
+def test_a_category_word_with_kinds_is_not_also_expanded_as_a_misspelling(store) -> None:
+    """ "sports", a word this user never wrote, is a category whose kinds they did write (football): its kinds serve
+    it, and fuzzy matching does not also read it as a misspelling of "spots" (one edit away), which the user wrote in
+    a turn about something else. A word with no kinds ("spoots") is still expanded."""
+    texts = ["Kevin: I play football on Sundays", "Kevin: the dog has white spots", "Kevin: I cooked pasta"]
+    for i, text in enumerate(texts):
+        msg = {"role": "user", "content": text, "timestamp": T0 + i * 60_000}
+        store.add(parse_add({"request_id": f"r{i}", "user_id": "kevin", "session_id": f"s{i}", "messages": [msg]}))
+    plain = S.SearchConfig().with_(backfill=False)
+
+    def found(question: str, config: S.SearchConfig) -> list[str]:
+        return [b.content.split("user: ", 1)[1] for b in S.search(store, "kevin", question, top_k=5, config=config)]
+
+    assert found("What sports are there?", plain) == ["Kevin: I play football on Sundays"]
+    both = found("What sports are there?", plain.with_(fuzzy_categories=True))
+    assert set(both) == {"Kevin: I play football on Sundays", "Kevin: the dog has white spots"}
+    assert found("What spoots are there?", plain) == ["Kevin: the dog has white spots"]
