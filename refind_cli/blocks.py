@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class Block(NamedTuple):  # a NamedTuple, not a frozen dataclass: a third of the cost to make (top_k 100 make 100)
-    """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological."""
+    """One evidence block: an anchor turn and its neighbours, rendered one message per line, chronological. (A tuple:
+    JSON takes it as a list of its values, so it is written through :meth:`as_contract` or ``_asdict()``.)"""
 
     id: str  # the anchor turn's stable id
     content: str  # lines "[YYYY-MM-DD HH:MM] role: content" (none when unknown); others "[HH:MM] content" (block_lines)
