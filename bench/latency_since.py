@@ -12,6 +12,9 @@ top_k 10 and 100, each query once untimed first (its turns' text read into the t
 are ``bench/scale.py``'s (3–6 mid-frequency words) and, as in ``ranking_latency.py``, the same with one word
 misspelt, with a day named, and as a category question. Prints medians (ms) and the ratio this ÷ baseline.
 
+``--unwarmed``: no untimed search before each timed one, so a question's turns are read as a user's next question
+reads them (a user with more turns than a process keeps text for re-reads them from SQLite).
+
 ``--after-add``: the agent's pattern instead — each query asked once untimed, then one message added (a "Name: …"
 line of a new session), then the query timed: what a search pays for the Add before it, its text already read.
 """
@@ -47,7 +50,7 @@ def query_sets(n: int) -> dict[str, list[str]]:
     }
 
 
-def worker(turns: int, queries: int, after_add: bool) -> None:
+def worker(turns: int, queries: int, after_add: bool, unwarmed: bool = False) -> None:
     """Store the user, then answer each line on stdin ("round") with one round's timings (JSON) on stdout."""
     import synth
 
@@ -76,7 +79,8 @@ def worker(turns: int, queries: int, after_add: bool) -> None:
                 for top_k in TOP_KS:
                     times = out.setdefault(f"{kind}\t{top_k}", [])
                     for q in qs:
-                        S.search(store, "u", q, top_k=top_k)  # untimed: its turns read
+                        if not unwarmed:
+                            S.search(store, "u", q, top_k=top_k)  # untimed: its turns read
                         if after_add:
                             add_one()
                         t = time.perf_counter()
@@ -145,13 +149,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     checkout_args(ap)
     ap.add_argument("--after-add", action="store_true", help="each timed search right after an Add")
+    ap.add_argument("--unwarmed", action="store_true", help="no untimed search before each timed one")
     args = ap.parse_args()
     if args.worker:
-        worker(args.turns, args.queries, args.after_add)
+        worker(args.turns, args.queries, args.after_add, args.unwarmed)
         return
     worker_args = ["--turns", str(args.turns), "--queries", str(args.queries)]
-    rows = side_by_side(__file__, args.baseline, worker_args + (["--after-add"] if args.after_add else []), args.rounds)
+    worker_args += (["--after-add"] if args.after_add else []) + (["--unwarmed"] if args.unwarmed else [])
+    rows = side_by_side(__file__, args.baseline, worker_args, args.rounds)
     after = ", each search right after an Add" if args.after_add else ""
+    after += ", no untimed search before" if args.unwarmed else ""
     print(f"{args.turns:,} turns, {args.queries} queries × {args.rounds} rounds{after}, medians (ms)\n")
     print("| queries | top_k | baseline | this | ratio |")
     print("|---|---:|---:|---:|---:|")

@@ -258,8 +258,8 @@ class UserState:
 
 SORT_ALL_PAST = 64  # a layout sorts everything when more than 1 in this many turns' sessions are out of order
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
-TURN_CACHE = 4096  # rendered turns kept per state; the cache is emptied when it would hold more
-TURN_TEXT = 1 << 20  # … or more than this many characters of text
+TURN_CACHE = 16384  # rendered turns kept per state; the cache is emptied when it would hold more
+TURN_TEXT = 4 << 20  # … or more than this many characters of text
 # distinct (role, speaker label) pairs a state keeps codes for (UserState.voice_list): their tuples, ~200 bytes each
 # and not counted in nbytes, stay under ~1 MB a state (a user's few speakers take a few hundred bytes)
 MAX_VOICES = 4096
