@@ -252,7 +252,7 @@ def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) ->
 
 
 def flat_and_rarer_scores(
-    index: TurnIndex, tokens: Sequence[str], share: float | None, *, names_only: bool = False, length_prior: float = 0.0
+    index: TurnIndex, tokens: Sequence[str], share: float | None, *, names_only: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`flat_scores`, and the scores of the other tokens alone (the *rarer* ones; every token when none counts
     by presence, or when no other one is in any turn). ``names_only``: a token found in more than ``share`` of the
@@ -278,15 +278,6 @@ def flat_and_rarer_scores(
             continue
         one = bm25_scores(index, [token])
         holds = one > 0
-        if length_prior:
-            at = np.flatnonzero(holds)
-            _, sizes = index.voices(at)
-            add = np.zeros(len(scores), dtype=np.float32)
-            add[at] = np.float32(np.median(one[holds]) * times[token]) * (
-                1 + length_prior * np.minimum(sizes, 300) / 300
-            )
-            scores = scores + add
-            continue
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
     return scores, rarer
 

@@ -168,9 +168,7 @@ class UserIndex:
             common = [t for t in tokens if t not in kept_set] if cfg.common_weight else []
             tokens = kept
         # a speaker's name counts by presence, not turn length; ``rarer``: the other words' scores alone
-        scores, rarer = flat_and_rarer_scores(
-            idx, tokens, cfg.flat_df, names_only=cfg.flat_names, length_prior=cfg.name_length_prior
-        )
+        scores, rarer = flat_and_rarer_scores(idx, tokens, cfg.flat_df, names_only=cfg.flat_names)
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings

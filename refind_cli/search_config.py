@@ -44,7 +44,6 @@ class SearchConfig:
     common_df: float | None = None  # drop query words found in more than this share of turns (unless all are)
     common_weight: float = 0.0  # … or weigh them this much instead of dropping them (a rarer word weighs 1)
     flat_df: float | None = 0.2  # query words in more than this share of turns count by presence (None: plain BM25)
-    name_length_prior: float = 0.0  # a name-only match scores a speaker's longer turns up to 1 + this (300 chars)
     flat_names: bool = True  # … only when such a word is a speaker's name (a word of most of its turns' labels; the
     # label read is a turn's first message's, and with index_labels off a name counts only where it is written)
     shared_ranks: bool = True  # turns of equal score share a rank, so their sessions order them (False: earlier first)
