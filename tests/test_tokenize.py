@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -250,7 +252,8 @@ def test_a_number_written_in_groups_also_gives_its_digits():
         "May 8 2023",
         "555 123 4567",
     ):
-        assert not set(analyze(text)) - set(analyze(text.replace(",", " ").replace(".", " "))), text
+        apart = re.sub("[,. \u00a0]", ";", text)  # each separator one no grouping reads
+        assert not set(analyze(text)) - set(analyze(apart)), text
 
 
 def test_texts_with_numbers_in_groups_are_read_with_their_digits_in_a_batch_too():
