@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .index import TurnIndex, bm25_scores
+from .index import TurnIndex, bm25_scores, weighted_scores
 from .term_groups import GROUPS
 
 if TYPE_CHECKING:
@@ -317,13 +317,11 @@ def fuzzy_scores(
     ``max_words`` query words the vocabulary lacks are expanded: each costs a scan of its vocabulary bucket, and a
     query of 100,000 characters of made-up words held a search thread for minutes."""
     vocab = vocabulary(index)
-    total = None
     missing = ((t, n) for t in dict.fromkeys(tokens) if (n := max_edits(t)) and t not in vocab)
-    for token, limit in itertools.islice(missing, max_words):  # stops reading the query at the last one expanded
-        for term, weight in _near(token, limit, vocab, max_expansions):
-            part = bm25_scores(index, [term]) * weight
-            total = part if total is None else total + part
-    return total
+    expanded = itertools.islice(missing, max_words)  # stops reading the query at the last one expanded
+    return weighted_scores(
+        index, (near for word, limit in expanded for near in _near(word, limit, vocab, max_expansions))
+    )
 
 
 _Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings

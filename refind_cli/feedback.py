@@ -4,7 +4,7 @@
 estimates P(word | relevant) as the score-weighted mean of each turn's word frequency (word count / turn length),
 and keeps the ``terms`` most likely words that are not already query words and are found in at most ``max_df`` of the
 user's turns (a speaker's name, present in every label, says nothing). Each is weighted ``weight × P / max P``.
-:func:`rm3_scores` returns the BM25 scores those weighted words add. A stage measured, not assumed: see
+:func:`~refind_cli.index.weighted_scores` gives the BM25 scores those words add. A stage measured, not assumed: see
 BENCHMARKS.md for whether it earns its place in the defaults.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .expand import vocabulary
-from .index import TurnIndex, bm25_scores
+from .index import TurnIndex
 from .turns import Turn
 
 if TYPE_CHECKING:
@@ -58,12 +58,3 @@ def rm3_terms(
         return []
     top_p = best[0][1]
     return [(word, weight * p / top_p) for word, p in best]
-
-
-def rm3_scores(index: TurnIndex, expansion: Sequence[tuple[str, float]]) -> np.ndarray | None:
-    """The BM25 scores the weighted feedback words add (None for none)."""
-    total = None
-    for word, w in expansion:
-        part = bm25_scores(index, [word]) * w
-        total = part if total is None else total + part
-    return total

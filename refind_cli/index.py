@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
@@ -206,6 +206,16 @@ def bm25_scores(index: TurnIndex, query_tokens: Sequence[str]) -> np.ndarray:
         start, end = index.indptr[row], index.indptr[row + 1]
         np.add.at(scores, index.indices[start:end], index.data[start:end])
     return scores
+
+
+def weighted_scores(index: TurnIndex, terms: Iterable[tuple[str, float]]) -> np.ndarray | None:
+    """Each term's BM25 scores times its weight, summed in order (None for no term): what a query expansion adds —
+    fuzzy spellings, feedback words, the user's other spellings."""
+    total = None
+    for term, weight in terms:
+        part = bm25_scores(index, [term]) * weight
+        total = part if total is None else total + part
+    return total
 
 
 def doc_freq(index: TurnIndex, token: str) -> int:

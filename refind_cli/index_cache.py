@@ -393,7 +393,18 @@ class Layout:
         vs = np.asarray(sess, dtype=np.int64)
         o = np.lexsort((np.arange(where.size), vs, where))  # new sessions in arrival order, each contiguous
         where, vs, added = where[o], vs[o], fresh[o]
-        rows = _insert(self.rows, where, added)
+        # every new row after every row before (an Add to the latest session, or a new one: the common case), where
+        # a concatenation does what np.insert does at a fraction of its cost
+        at_end = bool((where == len(self.rows)).all())
+
+        def insert(values: np.ndarray, new: np.ndarray) -> np.ndarray:
+            return (
+                np.concatenate([values, new.astype(values.dtype, copy=False)])
+                if at_end
+                else np.insert(values, where, new)
+            )
+
+        rows = insert(self.rows, added)
         counts = np.zeros(n_before + len(new_codes), dtype=np.int64)
         counts[:n_before] = self.session_end - self.session_start
         counts += np.bincount(vs, minlength=counts.size)
@@ -405,18 +416,18 @@ class Layout:
             cutoff=self.cutoff,
             as_of=self.as_of,
             rows=rows,
-            session_ix=_insert(self.session_ix, where, vs.astype(np.int32)),
+            session_ix=insert(self.session_ix, vs.astype(np.int32)),
             session_codes=np.append(self.session_codes, np.asarray(new_codes, dtype=np.int64)),
             session_ids=[*self.session_ids, *(state.session_names[c] for c in new_codes)],
             session_start=session_end - counts,
             session_end=session_end,
-            said=_insert(self.said, where, state.said[added]),
+            said=insert(self.said, state.said[added]),
             min_recorded_at=min(recorded) if recorded else None,
             view_of_code=view_of_code,
             tail=tail,
             latest=latest,
             postings=self.postings.appended(state, added)
-            if bool((where == len(self.rows)).all())  # (every new row after every row before: the common Add)
+            if at_end
             else LivePostings.of(state, rows, self.postings.k1, self.postings.b),
         )
 
@@ -451,16 +462,6 @@ class Layout:
             min_recorded_at=self.min_recorded_at,
             postings=self.postings.bound(read),
         )
-
-
-def _insert(values: np.ndarray, where: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """``np.insert(values, where, new)`` (``where`` ascending), by concatenation when every new value goes at the end
-    (an Add to the latest session, or a new one: the common case, and a fraction of np.insert's cost)."""
-    import numpy as np
-
-    if bool((where == len(values)).all()):
-        return np.concatenate([values, new.astype(values.dtype, copy=False)])
-    return np.insert(values, where, new)
 
 
 class LazyTurns(Sequence[Turn]):

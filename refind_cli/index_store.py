@@ -173,6 +173,15 @@ class _Head:
         arrays = self.seqs.nbytes + self.lengths.nbytes + self.indptr.nbytes + 8 * int(self.indptr[-1])
         return arrays + sum(map(len, self.terms)) + 120 * len(self.terms)  # a str and its dict entry: ~100 bytes
 
+    def _nbytes_with(self, meta: DocMeta | None) -> int:
+        """The head's size and ``meta``'s, summed once (every Add's new state sums its segments', vocabularies
+        and all)."""
+        size = self.__dict__.get("_nbytes")
+        if size is None:
+            size = self._head_nbytes() + (meta.nbytes if meta is not None else 0)
+            object.__setattr__(self, "_nbytes", size)
+        return int(size)
+
 
 @dataclass(frozen=True, eq=False)
 class Segment(_Head):
@@ -185,11 +194,7 @@ class Segment(_Head):
 
     @property
     def nbytes(self) -> int:
-        size = self.__dict__.get("_nbytes")
-        if size is None:
-            size = self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
-            object.__setattr__(self, "_nbytes", size)
-        return int(size)
+        return self._nbytes_with(self.meta)
 
     def postings(self, term: str, read: Reader | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         i = self.vocab.get(term)
@@ -260,11 +265,7 @@ class LazySegment(_Head):
 
     @property
     def nbytes(self) -> int:  # as if every part were read: a state's size does not grow as its parts are read
-        size = self.__dict__.get("_nbytes")  # (once: every Add's new state sums its segments', vocabularies and all)
-        if size is None:
-            size = self._head_nbytes() + (self.meta.nbytes if self.meta is not None else 0)
-            object.__setattr__(self, "_nbytes", size)
-        return int(size)
+        return self._nbytes_with(self.meta)
 
     def _term_part(self) -> np.ndarray:
         tp = self.__dict__.get("_tp")

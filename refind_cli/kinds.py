@@ -233,6 +233,12 @@ def kind_tokens(word: str, senses: int, depth: int | None) -> Mapping[str, int]:
     return {token: place for place, token in enumerate(found)}
 
 
+def category_tokens(text: str, senses: int, depth: int | None) -> set[str]:
+    """The tokens of ``text``'s category words that have kinds: the words the kinds stage reads, which a search
+    leaves out of fuzzy matching ("sports" is no misspelling of "spots": ``SearchConfig.fuzzy_categories``)."""
+    return {t for word in category_words(text) if kind_tokens(word, senses, depth) for t in tokenize.analyze(word)}
+
+
 def kind_terms(
     vocab: Mapping[str, int],
     present: Callable[[Mapping[str, int], Hashable], Collection[str]],

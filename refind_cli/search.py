@@ -34,6 +34,7 @@ from .index import (
     eligible,
     flat_and_rarer_scores,
     fuse,
+    weighted_scores,
 )
 from .index_store import IndexChanged
 from .search_config import NEIGHBOUR_ROLES as NEIGHBOUR_ROLES  # re-exported: search_config.py holds them
@@ -173,13 +174,8 @@ class UserIndex:
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
             expandable = tokens
-            if not cfg.fuzzy_categories and cfg.kinds_weight:
-                named = {
-                    t
-                    for w in kinds.category_words(question)
-                    if kinds.kind_tokens(w, cfg.kinds_senses, cfg.kinds_depth)
-                    for t in analyze(w)
-                }
+            if not cfg.fuzzy_categories and cfg.kinds_weight:  # a category word with kinds is left to them
+                named = kinds.category_tokens(question, cfg.kinds_senses, cfg.kinds_depth)
                 expandable = [t for t in tokens if t not in named]
             extra = expand.fuzzy_scores(idx, expandable, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
@@ -224,7 +220,7 @@ class UserIndex:
                 terms=cfg.rm3_terms,
                 weight=cfg.rm3_weight,
             )
-            extra = feedback.rm3_scores(idx, terms)
+            extra = weighted_scores(idx, terms)
             scores = scores if extra is None else scores + extra
         if not mask.all():  # (most searches bound no date and skip nothing: no product to make)
             scores, rarer = scores * mask, rarer * mask

@@ -609,7 +609,7 @@ class Store:
                     conn.execute("BEGIN EXCLUSIVE")
                     try:
                         if file_identity(self._file) == self.identity and self._unused():
-                            removed = _unlink_if_same(Path(self._file), self.identity)
+                            removed = _unlink_if_same(self._file, self.identity)
                     finally:
                         conn.execute("ROLLBACK")
         except (sqlite3.Error, OSError):  # locked, another connection, a folder that cannot be written: kept

@@ -44,7 +44,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import expand
-from .index import TurnIndex, bm25_scores
+from .index import TurnIndex, bm25_scores, weighted_scores
 from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, unaccented, units
 
 if TYPE_CHECKING:
@@ -155,24 +155,22 @@ def word_tokens(found: Sequence[re.Match[str]]) -> list[str | None]:
 
 
 def joined(
-    found: Sequence[re.Match[str]], held: Collection[str], owns: Sequence[str | None] | None = None
+    found: Sequence[re.Match[str]], held: Collection[str], owns: Sequence[str | None]
 ) -> list[tuple[str, float]]:
     """The tokens of two ``words`` written as one (each word's own token is a query word), with their weights: two
     adjacent words, in their order; a word and a particle beside it; and two words at most :data:`APART` words apart,
     nothing but spaces or hyphens between them, in either order, when the user never wrote one of them (a compound's
-    parts, asked apart; ``held``: the words' tokens the user wrote; ``owns``: their :func:`word_tokens`, when
-    known)."""
+    parts, asked apart; ``held``: the words' tokens the user wrote; ``owns``: their :func:`word_tokens`)."""
     out: list[tuple[str, float]] = []
     words = [w[0] for w in found]
-    tokens = word_tokens(found) if owns is None else owns
+    tokens = owns
     joints: list[bool] = []  # whether words i and i + 1 are written as two words of one (read when first needed)
 
     def joint(i: int) -> bool:
         if not joints:
-            joints.extend(_written_apart(a, b) for a, b in _pairs(found))
+            joints.extend(_written_apart(a, b) for a, b in itertools.pairwise(found))
         return joints[i]
 
-    unheld: list[int] = []
     for i, (a, b) in enumerate(itertools.pairwise(tokens)):
         if a and b:
             if joint(i):
@@ -185,12 +183,9 @@ def joined(
             and (token := _spaced_token(words[i] + words[i + 1]))  # (a particle has no token: a stop-word)
         ):
             out.append((token, PARTICLE_WEIGHT))
-        if a and a not in held:
-            unheld.append(i)
-    if tokens and tokens[-1] and tokens[-1] not in held:
-        unheld.append(len(tokens) - 1)
+    unheld = [i for i, token in enumerate(tokens) if token and token not in held]
     # a word the user never wrote with an "ae", "oe" or "ue": its joins also with umlauts (typed_umlauts), in order
-    typed = [i for i in unheld if "ae" in words[i] or "oe" in words[i] or "ue" in words[i]] if unheld else []
+    typed = [i for i in unheld if _TYPED_UMLAUT.search(words[i])]
     for low in sorted({low for i in typed for low in (i - 1, i) if 0 <= low < len(words) - 1}) if typed else ():
         if tokens[low] and tokens[low + 1] and joint(low):
             for link in LINKS:
@@ -235,10 +230,6 @@ def typed_umlauts(word: str) -> list[str]:
                 last = i + 2
         out.append("".join((*pieces, word[last:])))
     return out
-
-
-def _pairs(found: Sequence[re.Match[str]]) -> Iterable[tuple[re.Match[str], re.Match[str]]]:
-    return zip(found, found[1:], strict=False)
 
 
 def _written_apart(a: re.Match[str], b: re.Match[str]) -> bool:
@@ -346,9 +337,8 @@ def number_cuts(tokens: Sequence[str], present: Present) -> list[list[tuple[str,
                 found[token] = (number, own)
     if not found:
         return []
-    held_tokens = present(found)
-    held = present({part for cut in found.values() for part in cut})
-    return [[cut] for token, cut in found.items() if token not in held_tokens and cut[0] in held and cut[1] in held]
+    held = present({*found, *(part for cut in found.values() for part in cut)})  # (one look for all of them)
+    return [[cut] for token, cut in found.items() if token not in held and cut[0] in held and cut[1] in held]
 
 
 def _tokens_of(tokens: Sequence[str], low: str, high: str) -> list[str]:
@@ -439,14 +429,14 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
     # for one: it is neither joined apart nor split, which a visible turn's count per word would cost to tell)
     held = expand.present(index, dict.fromkeys(filter(None, owns), 0))
     terms = _variant_terms(found, owns, held, normalised, digits, tokens, present)
-    parts = [bm25_scores(index, [t]) * w for t, w in terms]
+    total = weighted_scores(index, terms)
     cuts = split(found, present, held, owns)
     if digits:
         cuts.extend(number_cuts(tokens, present))
     for word_cuts in cuts:
         if (both := _cut_scores(index, word_cuts)) is not None:
-            parts.append(both)
-    return sum(parts[1:], parts[0]) if parts else None
+            total = both if total is None else total + both
+    return total
 
 
 def _cut_scores(index: TurnIndex, word_cuts: Sequence[tuple[str, str]]) -> np.ndarray | None:

@@ -19,8 +19,8 @@ from refind_cli.expand import (
     near_distance,
     vocabulary,
 )
-from refind_cli.feedback import rm3_scores, rm3_terms
-from refind_cli.index import bm25_scores, build_index
+from refind_cli.feedback import rm3_terms
+from refind_cli.index import bm25_scores, build_index, weighted_scores
 from refind_cli.store import StoredMessage
 from refind_cli.tokenize import analyze
 from refind_cli.turns import Turn
@@ -164,6 +164,6 @@ def test_rm3_adds_the_words_the_best_turns_share():
     terms = rm3_terms(idx, scores, ["ski"], _tokenize, docs=2, terms=2, weight=0.5, max_df=0.6)
     assert terms[0] == ("aspen", 0.5)
     assert {w for w, _ in terms} <= {"aspen", "vail", "trip"} and len(terms) == 2
-    extra = rm3_scores(idx, terms)
+    extra = weighted_scores(idx, terms)
     assert extra is not None and extra[2] > 0 and extra[4] == 0  # the unmatched aspen turn now scores
     assert rm3_terms(idx, np.zeros(len(idx)), ["ski"], _tokenize) == []
