@@ -41,7 +41,7 @@ import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import expand
 from .index import TurnIndex, bm25_scores, weighted_scores
@@ -378,29 +378,39 @@ def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
     return out
 
 
-def variant_terms(text: str, tokens: Sequence[str], present: Present) -> list[tuple[str, float]]:
+def variant_terms(index: TurnIndex, text: str, tokens: Sequence[str]) -> list[tuple[str, float]]:
     """The terms that joins, glued numbers, dates, clitics and loanword vowels add to a search of a question (its
-    ``text``, its ``tokens``), with their weights: only terms some visible turn holds, each once (its first variant's
-    weight), none the question already asks."""
-    found = words(text)
-    normalised = found[0].string if found else normalise(text)
-    owns = word_tokens(found)
-    digits = _DIGIT.search(normalised) is not None
-    return _variant_terms(found, owns, present(filter(None, owns)), normalised, digits, tokens, present)
+    ``text``, its ``tokens``) over ``index``, with their weights: only terms some visible turn holds, each once (its
+    first variant's weight), none the question already asks."""
+    return _variant_terms(_Question.of(index, text), tokens)
 
 
-def _variant_terms(
-    found: Sequence[re.Match[str]],
-    owns: Sequence[str | None],
-    held: Collection[str],
-    normalised: str,
-    digits: bool,
-    tokens: Sequence[str],
-    present: Present,
-) -> list[tuple[str, float]]:
-    candidates = joined(found, held, owns)
-    if digits:
-        candidates.extend((*glued(normalised), *padded(normalised)))
+class _Question(NamedTuple):
+    """What the variants read of a question's text, over one user's index."""
+
+    found: Sequence[re.Match[str]]  # its words
+    owns: Sequence[str | None]  # each word's token, None where a word is no one token
+    held: Collection[str]  # the tokens of ``owns`` the user wrote
+    normalised: str
+    digits: bool  # whether it holds a digit
+    present: Present
+
+    @classmethod
+    def of(cls, index: TurnIndex, text: str) -> _Question:
+        found = words(text)
+        normalised = found[0].string if found else normalise(text)
+        owns = word_tokens(found)
+        # the question's words the user wrote, as the term dictionaries tell (a word only forgotten turns hold is
+        # taken for one: it is neither joined apart nor split, which a visible turn's count per word would cost)
+        held = expand.present(index, dict.fromkeys(filter(None, owns), 0))
+        return cls(found, owns, held, normalised, _DIGIT.search(normalised) is not None, present_in(index))
+
+
+def _variant_terms(q: _Question, tokens: Sequence[str]) -> list[tuple[str, float]]:
+    present = q.present
+    candidates = joined(q.found, q.held, q.owns)
+    if q.digits:
+        candidates.extend((*glued(q.normalised), *padded(q.normalised)))
     if max(tokens, default="")[:1] >= "\u05d0":  # (a token of Hebrew, Arabic or Devanagari: the greatest first letter)
         candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
         candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
@@ -420,19 +430,11 @@ def variant_scores(index: TurnIndex, text: str, tokens: Sequence[str]) -> np.nda
     :func:`variant_terms` its own scores times its weight; a split word, the first of its cuts whose two parts some
     turn holds together, the parts' scores times :data:`SPLIT_WEIGHT` in those turns only (a word is both its parts:
     "cartoon" is no "car" and "toon" said apart, nor is a turn with "back" alone about a "background")."""
-    present = present_in(index)
-    found = words(text)
-    normalised = found[0].string if found else normalise(text)
-    owns = word_tokens(found)
-    digits = _DIGIT.search(normalised) is not None
-    # the question's words the user wrote, as the term dictionaries tell (a word only forgotten turns hold is taken
-    # for one: it is neither joined apart nor split, which a visible turn's count per word would cost to tell)
-    held = expand.present(index, dict.fromkeys(filter(None, owns), 0))
-    terms = _variant_terms(found, owns, held, normalised, digits, tokens, present)
-    total = weighted_scores(index, terms)
-    cuts = split(found, present, held, owns)
-    if digits:
-        cuts.extend(number_cuts(tokens, present))
+    q = _Question.of(index, text)
+    total = weighted_scores(index, _variant_terms(q, tokens))
+    cuts = split(q.found, q.present, q.held, q.owns)
+    if q.digits:
+        cuts.extend(number_cuts(tokens, q.present))
     for word_cuts in cuts:
         if (both := _cut_scores(index, word_cuts)) is not None:
             total = both if total is None else total + both

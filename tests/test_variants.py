@@ -26,9 +26,7 @@ def _index(texts):
 
 
 def _terms(texts, question):
-    idx = _index(texts)
-    present = variants.present_in(idx)
-    return variants.variant_terms(question, analyze(question), present)
+    return variants.variant_terms(_index(texts), question, analyze(question))
 
 
 def _cuts(texts, question):
