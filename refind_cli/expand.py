@@ -205,7 +205,9 @@ def max_edits(word: str) -> int:
     return 1 if len(word) <= 5 else 2
 
 
-_ALPHABETS = re.compile("[A-Za-z\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u10a0-\u10ff]+")
+# the letters of the alphabets beyond ASCII, as a character class's ranges: Latin, Greek, Cyrillic, Armenian, Georgian
+ALPHABETS = "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u10a0-\u10ff"
+_ALPHABETS = re.compile(f"[A-Za-z{ALPHABETS}]+")
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:

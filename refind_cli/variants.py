@@ -92,10 +92,7 @@ _DATE_HINT = re.compile("[0-9][./-][0-9]")
 _NUMBER_WORD = re.compile("([0-9]+)([^\\W\\d_]+)|([^\\W\\d_]+)([0-9]+)")  # a token of a number glued to a word
 # the scripts whose words are joined and split: alphabets, abjads and Devanagari, written with spaces (not CJK or
 # Thai, whose words are bigrams); a Devanagari word is read with its vowel signs, virama and nukta, which are marks
-_SCRIPTS = (
-    "\u00c0-\u024f\u0370-\u03ff\u1f00-\u1fff\u0400-\u052f\u0530-\u058f\u05d0-\u05ea\u0620-\u06ff\u10a0-\u10ff"
-    "\u0900-\u0963\u0971-\u097f"
-)
+_SCRIPTS = f"{expand.ALPHABETS}\u05d0-\u05ea\u0620-\u06ff\u0900-\u0963\u0971-\u097f"
 _ANY_SPACED = re.compile(f"[A-Za-z\uff21-\uff3a\uff41-\uff5a{_SCRIPTS}]")  # (before NFKC and case folding)
 _SPACED = re.compile(f"[a-z{_SCRIPTS}]+")
 _MARKS = "\u0900-\u0903\u093a-\u093c\u093e-\u094f\u0951-\u0957\u0962\u0963"  # Devanagari's marks
