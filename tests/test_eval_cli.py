@@ -93,3 +93,10 @@ def test_eval_realtalk_folder_by_format(cli):
     assert report["format"] == "realtalk" and report["users"] == 2 and report["questions"] == 4
     assert set(report["systems"]["refind"]["by_category"]) == {"1 multi-hop", "2 temporal", "3 open-domain"}
     assert report["systems"]["refind"]["recall"]["2000"] == 1.0
+
+
+def test_eval_title_on_one_line_where_the_terminal_is_wide(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    result = cli("eval", str(EVAL / "locomo_small.json"), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "(locomo, top_k 100, mode bm25)" in result.output.splitlines()[0]

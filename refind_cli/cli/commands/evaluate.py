@@ -133,7 +133,9 @@ def summary_table(report: dict[str, Any]) -> Table:
         notes.append("no options")
     if settings["query_suffix"]:
         notes.append(f"appended {settings['query_suffix']!r}")
-    table = Table(title=f"Evidence recall · {report['dataset']} ({', '.join(notes)})", title_justify="left")
+    title = f"Evidence recall · {report['dataset']} ({', '.join(notes)})"
+    # as wide as its title where the terminal allows (a title wraps at the table's width: "top_k" / "100")
+    table = Table(title=title, title_justify="left", min_width=len(title))
     table.add_column("system", style="bold")
     for b in BUDGETS:
         table.add_column(f"R@{b // 1000}k", justify="right")
