@@ -45,6 +45,7 @@ ACTION_FIELDS = {
 }
 FORMS = ("json", "react", "tool_call")
 MAX_OBJECTS = 100  # candidate "{" positions decoded per reply; a real reply has a handful
+MAX_DIGITS = 18  # digits of a result number at most: a longer run of digits names no result (and int() may refuse it)
 
 # Keys are names lowercased with everything but letters removed ("Search-ChatRecord" → "searchchatrecord").
 ACTION_ALIASES = {
@@ -147,6 +148,13 @@ def _decode(text: str, start: int, form: str | None) -> Any:
         return unicode(_DECODER.raw_decode(text, start)[0])
     except RecursionError:
         raise ReplyError(_TOO_DEEP, form=form) from None
+    except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits): invalid JSON here
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise json.JSONDecodeError(_LONG_NUMBER, text, start) from None
+
+
+_LONG_NUMBER = "a number too long to read"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -252,7 +260,7 @@ def _args(name: str, fields: dict[str, Any], form: str) -> dict[str, Any]:
         numbers = []
         for item in raw if isinstance(raw, list) else [None]:
             if isinstance(item, str) and item.strip().isascii() and item.strip().isdigit():  # "²" is a digit too
-                item = int(item.strip())
+                item = int(item.strip()) if len(item.strip()) <= MAX_DIGITS else item
             if isinstance(item, bool) or not isinstance(item, int):
                 raise ReplyError(
                     'take_note needs "results": a list of result numbers of the last search, e.g. [1, 3]', form=form
@@ -344,7 +352,7 @@ def _react_input(name: str | None, text: str) -> dict[str, Any]:
         return {"keywords": value.strip("'\"` ") if isinstance(value, str) else value}
     if name == "take_note":
         if isinstance(value, str):
-            numbers = [int(n) for n in re.findall(r"\d+", value)]
+            numbers = [int(n) for n in re.findall(r"\d+", value) if len(n) <= MAX_DIGITS]
             return {"results": numbers or value}
         return {"results": value}
     return {}  # finish_search takes nothing; an unknown action is refused by its name

@@ -211,6 +211,26 @@ def test_json_nested_200k_deep_is_a_malformed_reply_not_a_recursion_error(text, 
         parse_reply(text, calls)
 
 
+BIG = "9" * 5_000  # past Python's 4,300 digits for int(): a plain ValueError, not a JSONDecodeError
+
+
+@pytest.mark.parametrize(
+    "text, calls, message",
+    [
+        ('{"action": "take_note", "results": [' + BIG + "]}", [], "too long"),
+        ('{"action": "take_note", "results": ["' + BIG + '"]}', [], "result numbers"),
+        ("Thought: t\nAction: take_note\nAction Input: " + BIG, [], "result numbers"),
+        ('Thought: t\nAction: take_note\nAction Input: {"results": [' + BIG + "]}", [], "too long"),
+        ("", [ToolCall("take_note", '{"results": [' + BIG + "]}")], "too long"),
+    ],
+    ids=["json", "json-string", "react-text", "react-json", "tool-arguments"],
+)
+def test_a_number_of_5000_digits_is_a_malformed_reply_not_a_value_error(text, calls, message):
+    # Checked by hand: without the ValueError guards in reply.py each case raises ValueError (a 500 in agent mode).
+    with pytest.raises(ReplyError, match=message):
+        parse_reply(text, calls)
+
+
 # ---- end to end: litellm over HTTP to the scripted server ------------------------------------------------------
 
 
