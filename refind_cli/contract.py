@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -51,11 +52,10 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads(..., object_pairs_hook=unique_keys)``: an object as a dict, refusing a key given twice — two
     ``user_id``s must not mean "the last one" (the server and a replay file refuse it alike)."""
     data = dict(pairs)
-    if len(data) != len(pairs):
-        for key in data:
-            count = sum(1 for k, _ in pairs if k == key)
-            if count > 1:
-                raise DuplicateKey(key, count)
+    if len(data) != len(pairs):  # the first key given more than once, counted in one pass (not once per key)
+        counts = Counter(k for k, _ in pairs)
+        key = next(k for k in data if counts[k] > 1)
+        raise DuplicateKey(key, counts[key])
     return data
 
 
@@ -212,6 +212,8 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
     if MIN_TIMESTAMP_S <= value < MAX_TIMESTAMP_S:
         ms = round(value * 1000)
+        if ms >= MAX_TIMESTAMP_MS:  # 9999999999.9996 s rounds to the first millisecond past the stored dates
+            raise InvalidInput(f"{name}: {value!r} Unix seconds is past the dates refind stores, {STORED_DATES}")
         if notes is not None:
             notes.append(f"{name}: {value} read as Unix seconds (×1000 = {ms} ms)")
         return ms
@@ -221,10 +223,17 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
         value = int(value)
     if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
         raise InvalidInput(
-            f"{name}: {value} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
+            f"{name}: {_abbreviated(value)} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
             f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) ({STORED_DATES})"
         )
     return int(value)
+
+
+def _abbreviated(number: int) -> str:
+    """A number as a refusal shows it: whole up to 40 digits, else its ends and its length (an error message never
+    echoes thousands of digits back)."""
+    text = str(number)
+    return text if len(text) <= 40 else f"{text[:12]}…{text[-4:]} ({len(text):,} characters)"
 
 
 def check_said_at(ms: int, name: str, given: str) -> int:

@@ -88,6 +88,17 @@ DROP = object()
             "nor Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
         ),
         (msg(timestamp="1.7e12"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (  # seconds that round to the first millisecond past the stored dates (was stored, then unexportable)
+            msg(timestamp=9_999_999_999.9996),
+            "messages[0].timestamp: 9999999999.9996 Unix seconds is past the dates refind stores, "
+            "1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z",
+        ),
+        (  # a number of 61 digits is not echoed whole
+            msg(timestamp=10**60),
+            "messages[0].timestamp: 100000000000…0000 (61 characters) is neither Unix milliseconds in "
+            "[100000000000, 10000000000000) nor Unix seconds in [100000000, 10000000000) "
+            "(1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
+        ),
     ],
 )
 def test_each_fault_has_a_precise_message(body, message) -> None:

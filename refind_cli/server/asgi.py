@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,19 +50,25 @@ def load_json(body: bytes) -> Any:
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
     try:
-        data = json.loads(body, object_pairs_hook=unique_keys)
-    except DuplicateKey as exc:
-        raise InvalidInput(f"request: the key {exc.key!r} appears {exc.count} times in one object") from None
+        # strictly UTF-8 (RFC 8259 §8.1; a byte-order mark aside): json.loads of bytes would also take UTF-16 and
+        # UTF-32, and a surrogate encoded in UTF-8 ("\xed\xa0\x80"), which no Unicode text holds
+        text = body.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InvalidInput("request: the body is not UTF-8 text") from None
+    try:
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"request: the key {exc.key!r} appears {exc.count} times in one object") from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             f"request: the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
-    except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits)
-        raise InvalidInput(f"request: the body is not usable JSON ({exc})") from None
+    except ValueError:  # an integer past Python's limit on digits (int_max_str_digits)
+        raise InvalidInput(
+            f"request: the body holds a number of more than {sys.get_int_max_str_digits():,} digits"
+        ) from None
     if SURROGATE_ESCAPE.search(body):
         refuse_lone_surrogates(data, "request")
     return data

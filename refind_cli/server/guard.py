@@ -98,14 +98,23 @@ def is_loopback_name(name: str) -> bool:
         return False
 
 
-def duplicate_parameter(query_string: bytes) -> InvalidInput | None:
-    """A query parameter given twice (``?user_id=bob&user_id=BOB``) is refused, never "the last one wins"."""
+def query_refusal(query_string: bytes) -> InvalidInput | None:
+    """A query string with more than one reading is refused: bytes outside ASCII (a client percent-encodes them;
+    read as Latin-1 they would name another user), a value that is no UTF-8 text once percent-decoded ("%FF" would
+    become U+FFFD, "%ED%A0%80" a lone surrogate), and a parameter given twice (``?user_id=bob&user_id=BOB``: never
+    "the last one wins")."""
     if not query_string:
         return None
     from urllib.parse import parse_qsl
 
+    if not query_string.isascii():
+        return InvalidInput("the query string holds bytes outside ASCII; percent-encode them (as UTF-8)")
+    try:
+        pairs = parse_qsl(query_string.decode("ascii"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        return InvalidInput("a query parameter is not UTF-8 text once percent-decoded")
     seen: dict[str, int] = {}
-    for name, _ in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+    for name, _ in pairs:
         seen[name] = seen.get(name, 0) + 1
     for name, count in seen.items():
         if count > 1:
@@ -155,7 +164,7 @@ class EdgeGuard:
         if scope.get("path") in OPEN_PATHS:
             return None
         refused = self.who(scope)
-        return refused if refused is not None else duplicate_parameter(scope.get("query_string") or b"")
+        return refused if refused is not None else query_refusal(scope.get("query_string") or b"")
 
     def who(self, scope: Scope) -> RefindError | None:
         headers = scope.get("headers") or ()

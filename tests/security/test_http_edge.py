@@ -208,3 +208,72 @@ def test_a_duplicate_key_in_a_replay_line_is_a_line_error(cli, tmp_path):
     assert f"{path}:2: the key 'user_id' appears 2 times in one object" in result.output
     exported = cli("export", "--user", "alice").stdout
     assert "Caroline: cat" in exported and '"x"' not in exported
+
+
+def test_the_first_key_given_twice_is_named_with_its_count():
+    pairs = [("a", 1), ("b", 1), ("b", 2), ("a", 3), ("a", 4)]
+    with pytest.raises(contract.DuplicateKey) as info:
+        contract.unique_keys(pairs)
+    assert (info.value.key, info.value.count) == ("a", 3)
+    assert contract.unique_keys([("a", 1), ("b", 2)]) == {"a": 1, "b": 2}
+
+
+# ---- a probe of round 17: text that is no Unicode, however it is sent ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"request_id": "r1", "user_id": "alice", "session_id": "s1", '
+        b'"messages": [{"role": "user", "content": "Caroline: cat \xed\xa0\x80"}]}',  # a surrogate in UTF-8 bytes
+        b'{"request_id": "r1\xed\xa0\x80", "user_id": "alice", "session_id": "s1", '
+        b'"messages": [{"role": "user", "content": "Caroline: cat"}]}',
+        '{"request_id": "r1", "user_id": "alice", "session_id": "s1", '
+        '"messages": [{"role": "user", "content": "Caroline: cat"}]}'.encode("utf-16"),  # JSON is UTF-8 (RFC 8259)
+    ],
+    ids=["content", "request-id", "utf-16"],
+)
+def test_a_body_that_is_not_utf8_text_is_422_and_stores_nothing(make_client, raw):
+    # Checked by hand: json.loads of the bytes (the code before) took each of these, and the Add answered 500.
+    client = make_client()
+    response = client.post("/v1/memories/add", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == "request: the body is not UTF-8 text"
+    assert stored(client) == []
+
+
+def test_a_search_for_a_user_id_holding_a_surrogate_in_utf8_bytes_is_422(make_client):
+    client = make_client()
+    raw = b'{"query": "cat", "user_id": "alice\xed\xa0\x80", "top_k": 5}'
+    response = client.post("/v1/memories/search", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+
+
+def test_a_utf8_byte_order_mark_is_still_read(make_client):
+    client = make_client()
+    raw = (
+        b"\xef\xbb\xbf"
+        + b'{"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "Caroline: I adopted a cat"}]}'
+    )
+    response = client.post("/v1/memories/add", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert [item["content"] for item in stored(client)] != []
+
+
+def test_a_forget_scope_that_is_not_utf8_once_decoded_is_refused(make_client):
+    # "%FF" was read as U+FFFD: the DELETE forgot the user "bob\ufffd" though the client never named them
+    client = make_client()
+    client.post("/v1/memories/add", json=add_body(user_id="bob\ufffd"))
+    response = client.delete("/v1/memories?user_id=bob%FF")
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == "a query parameter is not UTF-8 text once percent-decoded"
+    assert stored(client, "bob\ufffd")  # nothing was forgotten
+
+
+def test_query_string_bytes_outside_ascii_are_refused():
+    from refind_cli.server.guard import query_refusal
+
+    refused = query_refusal("user_id=Zoë".encode())  # Latin-1 would read "ZoÃ«", another user
+    assert refused is not None and refused.message.startswith("the query string holds bytes outside ASCII")
+    assert query_refusal(b"user_id=Zo%C3%AB") is None
+    assert query_refusal(b"user_id=%ED%A0%80") is not None  # a lone surrogate, percent-encoded
