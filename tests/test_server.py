@@ -407,3 +407,9 @@ def test_a_server_on_an_in_memory_database_is_refused() -> None:
     # the writer and every search connection each had their own: Adds were acknowledged and never found
     with pytest.raises(InvalidInput, match="^--db: ':memory:' is one connection's database, and the server opens"):
         create_app(ServerSettings(db=Path(":memory:"), mode="bm25", expire_interval_s=0))
+
+
+def test_a_number_past_4300_digits_is_refused_in_refind_s_words(client):
+    raw = b'{"query": "q", "user_id": "u", "top_k": ' + b"1" * 5_000 + b"}"
+    response = client.post("/v1/memories/search", content=raw, headers={"content-type": "application/json"})
+    assert response.json()["error"]["message"] == "request: the body holds a number of more than 4,300 digits"
