@@ -354,7 +354,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
     seen_auto = Repeats()  # auto ids already given in this file
     # (user, request_id) → its lines' first, last, payload: the last APART_WINDOW request ids met (a file of a million
     # message lines, each with its own request_id, would otherwise hold them all: ~200 MB)
-    named: OrderedDict[tuple[str, str], tuple[int, int, int]] = OrderedDict()
+    named: OrderedDict[tuple[str, str], tuple[int, int, int, str]] = OrderedDict()  # (… and their session)
 
     def flush() -> Iterator[Parsed | LineError]:
         nonlocal group, key, size, refused
@@ -365,7 +365,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 payload = hash((key[1], tuple((m.role, m.content, m.timestamp) for m in parsed.request.messages)))
                 earlier = named.get((key[0], key[2]))
                 if earlier is None:
-                    named[(key[0], key[2])] = (parsed.first_line, parsed.last_line, payload)
+                    named[(key[0], key[2])] = (parsed.first_line, parsed.last_line, payload, key[1])
                     if len(named) > APART_WINDOW:
                         named.popitem(last=False)
                 elif earlier[2] == payload:  # the same lines again: a duplicate
@@ -374,7 +374,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
                 yield parsed
             else:
                 span = (parsed.first_line, parsed.last_line)
-                yield LineError(span[0], _apart(key, earlier[:2], span), last=span[1], lines=len(group))
+                why = _apart(key, earlier[:2], span) if earlier[3] == key[1] else _other_session(key, earlier, span)
+                yield LineError(span[0], why, last=span[1], lines=len(group))
         group, key, size, refused = [], None, 0, 0
 
     for n, raw in lines:
@@ -475,16 +476,25 @@ def _regroups(obj: Any) -> bool:
 
 def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tuple[int, int]) -> str:
     """Why message lines of a request_id met earlier in the file, with other messages, are not stored."""
-
-    def lines(span: tuple[int, int]) -> str:
-        return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}–{span[1]}"
-
     return (
-        f"request_id {key[2]!r} of user {key[0]!r}: {lines(again)} {'is' if again[0] == again[1] else 'are'} not "
-        f"next to its {lines(first)}, and message "
+        f"request_id {key[2]!r} of user {key[0]!r}: {_lines(again)} {'is' if again[0] == again[1] else 'are'} not "
+        f"next to its {_lines(first)}, and message "
         "lines make one request only while consecutive, so these would be a second request with other messages "
         "under the same id; put one request's lines together, or give these another request_id"
     )
+
+
+def _other_session(key: tuple[str, str, str | None], first: tuple[int, int, int, str], again: tuple[int, int]) -> str:
+    """Why message lines of a request_id met earlier in the file under another session are not stored."""
+    return (
+        f"request_id {key[2]!r} of user {key[0]!r}: {_lines(again)} name{'s' if again[0] == again[1] else ''} session "
+        f"{key[1]!r}, {_lines(first[:2])} session {first[3]!r}; one request's messages are of one session, so give "
+        "these another request_id"
+    )
+
+
+def _lines(span: tuple[int, ...]) -> str:
+    return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}–{span[1]}"
 
 
 APART_WINDOW = 4_096  # request ids a replay remembers to tell lines of one apart (further apart: a conflict, as before)

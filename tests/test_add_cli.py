@@ -618,6 +618,21 @@ def test_a_request_id_s_lines_apart_are_refused_as_apart_and_the_same_lines_agai
     assert [r[3] for r in rows(db_path)] == ["hi", "yo"]
 
 
+def test_a_request_id_s_next_line_in_another_session_is_refused_naming_both_sessions(cli, db_path, tmp_path) -> None:
+    # a probe of round 17: adjacent lines were refused as "line 2 is not next to its line 1"
+    def line(session, content):
+        return {"request_id": "R1", "user_id": "a", "session_id": session, "role": "user", "content": content}
+
+    path = jsonl(tmp_path / "sessions.jsonl", line("sA", "one"), line("sB", "two"))
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["problems"] == [
+        f"{path}:2: request_id 'R1' of user 'a': line 2 names session 'sB', line 1 session 'sA'; one request's "
+        "messages are of one session, so give these another request_id"
+    ]
+    assert [r[3] for r in rows(db_path)] == ["one"]
+
+
 def test_a_utf16_file_is_refused_as_such_and_nothing_of_it_read(cli, db_path, tmp_path) -> None:
     # PowerShell's `>` writes UTF-16: each line was reported "not valid UTF-8" or "not valid JSON", and a line past
     # the last (its final newline's second byte) — nothing said what was wrong with the file (a data-safety review)
