@@ -129,14 +129,19 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     days = unasked_window(store) if unasked else store.retention_days
     if days is None:
         return ExpireResult(None, None, dry_run, checkpointed=None if dry_run else checkpoint(store))
+    if dry_run:  # a read: no write lock to wait for, nothing committed
+        with store.reading():
+            if unasked:
+                days = unasked_window(store)
+            cutoff = store.cutoff(days)
+            plans = {} if cutoff is None else _expiry_plan(store, cutoff, user_id)
+        return ExpireResult(days, cutoff, True, _counts(plans))
     with scrubbing(store), store.write():
         if unasked:  # read again under the write lock: a policy stored since the read above is what holds now
             days = unasked_window(store)
         cutoff = store.cutoff(days)
         plans = {} if cutoff is None else _expiry_plan(store, cutoff, user_id)
-        counts = {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
-        if dry_run:
-            return ExpireResult(days, cutoff, True, counts)
+        counts = _counts(plans)
         for uid, plan in plans.items():
             expired = store.conn.execute(
                 "SELECT seq FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)
@@ -158,6 +163,10 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     done = checkpoint(store)
     _evict(counts)
     return ExpireResult(days, cutoff, False, counts, done)
+
+
+def _counts(plans: dict[str, _Plan]) -> dict[str, UserExpiry]:
+    return {u: UserExpiry(p.messages, p.requests, len(p.searches)) for u, p in plans.items()}
 
 
 @dataclass

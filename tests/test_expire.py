@@ -49,6 +49,26 @@ def test_reads_hide_expired_messages_before_any_sweep(aged) -> None:
     assert exported == ["mid-a", "new-a"]
 
 
+def test_a_dry_run_is_a_read_it_waits_for_no_writer_and_writes_nothing(aged, db_path) -> None:
+    # a data-safety review of round 17: the dry run ran in a write transaction, so it logged a write and, while
+    # another process held the write lock, waited out the busy timeout and failed
+    import sqlite3
+
+    store, clock = aged
+    clock.now = CLOCK_T0 + 35 * DAY_MS
+    writes = store.conn.execute("SELECT count(*) FROM write_log").fetchone()[0]
+    holder = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write in progress
+    store.conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        dry = lifecycle.expire(store, dry_run=True)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (dry.messages, dry.requests) == (3, 2)
+    assert store.conn.execute("SELECT count(*) FROM write_log").fetchone()[0] == writes
+
+
 def test_expire_removes_exactly_the_expired_rows(aged) -> None:
     store, clock = aged
     clock.now = CLOCK_T0 + 35 * DAY_MS
