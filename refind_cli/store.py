@@ -133,6 +133,12 @@ def _create_private(path: Path) -> bool:
     beside it the same mode. An existing file keeps its mode. True when this call created the file."""
     import os
 
+    if not os.path.lexists(path) and (left := interrupted_removals(path)):
+        raise StorageError(
+            f"cannot create database {path}: {left[0]} is beside it, left by a removal of an unused database that "
+            "was interrupted (remove_if_unused), and may be the database that was at this path — rename it back to "
+            f"{path.name} if it is, delete it if not; nothing was created"
+        )
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -326,6 +332,20 @@ def file_identity(path: str | Path) -> FileIdentity | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def interrupted_removals(path: Path) -> list[Path]:
+    """The files :func:`_unlink_if_same` moved aside from ``path`` and, interrupted (a process killed between its
+    rename and its unlink or putting back), left under their private names."""
+    import os
+    import re
+
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{16}}\.removing")
+    try:
+        names = os.listdir(path.parent if str(path.parent) else ".")
+    except OSError:
+        return []
+    return [path.with_name(n) for n in sorted(names) if pattern.fullmatch(n)]
 
 
 def _unlink_if_same(path: Path, identity: FileIdentity | None) -> bool:

@@ -148,6 +148,29 @@ def test_a_database_renamed_onto_the_path_during_the_removal_is_kept(tmp_path, m
         assert len(again.user_messages("alice")) == 1
 
 
+def test_a_database_left_aside_by_an_interrupted_removal_is_never_replaced_by_a_new_one(tmp_path, cli) -> None:
+    """A process killed between the rename aside and the unlink or putting back (a data-safety review, round 17)
+    leaves the path empty and the database that was renamed onto it under the private name: a later open must not
+    make a new, empty database there as if nothing had been (``refind add`` exited 0, ``export`` showed only the new
+    message), but say where the old one is."""
+    from refind_cli.errors import StorageError
+    from refind_cli.store import Store
+
+    db = tmp_path / "new.db"
+    aside = tmp_path / ".new.db.0123456789abcdef.removing"
+    with Store(aside) as theirs:
+        add(theirs, "alice", "s", ("user", "I went hiking", T0))
+    with pytest.raises(StorageError, match=r"\.new\.db\.0123456789abcdef\.removing is beside it"):
+        Store(db)
+    result = cli("add", "a new message", "--user", "alice", "--session", "s2", "--db", str(db))
+    assert result.exit_code == 7
+    assert "rename it back to new.db if it is" in result.output
+    assert not db.exists()
+    aside.rename(db)  # what the message says to do
+    with Store(db) as back:
+        assert [m.content for m in back.user_messages("alice")] == ["I went hiking"]
+
+
 def test_without_hard_links_a_file_moved_aside_in_error_is_renamed_back(tmp_path, monkeypatch) -> None:
     import os
 
