@@ -116,7 +116,7 @@ _REASONS = {
     409: "Same request id, other payload",
     410: "The request id was forgotten (not stored again)",
     413: "Body too large",
-    415: "The body is not sent as application/json (without a token)",
+    415: "The body is not sent as application/json (checked without a token), or is sent compressed (Content-Encoding)",
     422: "The body breaks the contract",
     502: "The language model failed",
     503: "The database is locked by another process or read-only (nothing was stored; retry)",

@@ -98,6 +98,20 @@ def is_loopback_name(name: str) -> bool:
         return False
 
 
+def encoding_refusal(scope: Scope) -> UnsupportedMediaType | None:
+    """A body sent compressed (``Content-Encoding: gzip``, …) is refused as a coding refind does not read (RFC 9110
+    §15.5.16: 415), not read as text: its bytes were answered 422 "not UTF-8 text" — no retry, the memory lost — and
+    a coding named over a plain body was ignored."""
+    for name, value in scope.get("headers") or ():
+        if name == b"content-encoding":
+            coding = value.decode("latin-1").strip().lower()
+            if coding not in ("", "identity"):
+                return UnsupportedMediaType(
+                    f"Content-Encoding {coding[:40]!r} refused: send the body uncompressed (identity)"
+                )
+    return None
+
+
 def query_refusal(query_string: bytes) -> InvalidInput | None:
     """A query string with more than one reading is refused: bytes outside ASCII (a client percent-encodes them;
     read as Latin-1 they would name another user), a value that is no UTF-8 text once percent-decoded ("%FF" would
@@ -163,7 +177,7 @@ class EdgeGuard:
     def refusal(self, scope: Scope) -> RefindError | None:
         if scope.get("path") in OPEN_PATHS:
             return None
-        refused = self.who(scope)
+        refused = self.who(scope) or encoding_refusal(scope)
         return refused if refused is not None else query_refusal(scope.get("query_string") or b"")
 
     def who(self, scope: Scope) -> RefindError | None:

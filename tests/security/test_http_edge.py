@@ -277,3 +277,22 @@ def test_query_string_bytes_outside_ascii_are_refused():
     assert refused is not None and refused.message.startswith("the query string holds bytes outside ASCII")
     assert query_refusal(b"user_id=Zo%C3%AB") is None
     assert query_refusal(b"user_id=%ED%A0%80") is not None  # a lone surrogate, percent-encoded
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "GZIP"])
+def test_a_compressed_body_is_415_not_read_as_text(make_client, coding):
+    import gzip
+    import json as json_module
+
+    client = make_client()
+    plain = json_module.dumps(add_body()).encode()
+    body = gzip.compress(plain) if coding.lower() == "gzip" else plain  # (a coding named over a plain body: refused)
+    headers = {"content-type": "application/json", "content-encoding": coding}
+    response = client.post("/v1/memories/add", content=body, headers=headers)
+    assert response.status_code == 415
+    assert response.json()["error"]["message"] == (
+        f"Content-Encoding {coding.lower()!r} refused: send the body uncompressed (identity)"
+    )
+    assert stored(client) == []
+    identity = client.post("/v1/memories/add", content=plain, headers={**headers, "content-encoding": "identity"})
+    assert identity.status_code == 200
