@@ -309,6 +309,20 @@ def test_unambiguous_input_is_stored_and_logged_without_content(client, db_path,
     assert "ferret" not in caplog.text and "1683554160" not in caplog.text
 
 
+def test_an_add_of_many_normalized_values_logs_one_short_line(client, caplog):
+    caplog.set_level(logging.INFO)
+    body = add_body(request_id="r-many", contents=tuple(f"Caroline: line {i}" for i in range(1_000)))
+    for i, message in enumerate(body["messages"]):
+        message["timestamp"] = 1_683_554_160 + i
+    assert client.post("/v1/memories/add", json=body).status_code == 200
+    notes = [r.getMessage() for r in caplog.records if r.name == "refind.server" and "normalized" in r.getMessage()]
+    assert notes == [
+        "add normalized 1000 value(s): "
+        + "; ".join(f"messages[{i}].timestamp (seconds ×1000)" for i in range(5))
+        + "; and 995 more"
+    ]
+
+
 def test_one_access_line_per_request_and_no_content_query_or_token_in_logs(make_client, caplog):
     caplog.set_level(logging.DEBUG)
     client = make_client(token=TOKEN)

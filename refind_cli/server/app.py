@@ -260,13 +260,19 @@ class Runtime:
                 log.warning("retention sweep failed: %s", failure(exc, self.cfg.db))
 
 
+LOGGED_NOTES = 5  # fields a "normalized" log line names at most (an Add of 10,000 messages in seconds: one line)
+
+
 def _fields(notes: tuple[str, ...]) -> list[str]:
-    """Only what a note says of the field ("messages[0].timestamp: read as Unix seconds"), not the values."""
+    """Only what a note says of the field ("messages[0].timestamp: read as Unix seconds"), not the values; the
+    first :data:`LOGGED_NOTES`, then how many more."""
     out = []
-    for note in notes:
+    for note in notes[:LOGGED_NOTES]:
         name, _, how = note.partition(": ")
         kind = "seconds ×1000" if "seconds" in how else "digits" if "digits" in how else "clamped"
         out.append(f"{name} ({kind})")
+    if len(notes) > LOGGED_NOTES:
+        out.append(f"and {len(notes) - LOGGED_NOTES:,} more")
     return out
 
 
