@@ -185,12 +185,12 @@ def open_lines(
         total = None
     else:
         p = Path(path)
-        if not p.is_file():
+        if not p.is_file() and not is_stream(path):
             what = "no such file" if not p.exists() else "a folder, not a file" if p.is_dir() else "not a regular file"
             raise RefindError(f"{path}: {what}")
         try:
             raw = _Counting(p.open("rb"))
-            total = p.stat().st_size
+            total = p.stat().st_size if p.is_file() else None  # (a pipe's size is not known ahead)
         except OSError as exc:  # permission denied and the like: one line, not a traceback
             raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
@@ -215,6 +215,18 @@ def open_lines(
                 raw.raw.close()
 
     return numbered(), (lambda: raw.done), total
+
+
+def is_stream(path: str) -> bool:
+    """Whether ``path`` names a pipe or a character device — a stream read once, as stdin is: a named pipe, the shell's
+    ``<(zcat log.gz)`` (/dev/fd/63), /dev/stdin."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 def _peek(raw: _Counting) -> bytes:
@@ -634,13 +646,19 @@ def _replay(
     on_problem: Callable[[str], None] | None,
     parallel: bool | None,
 ) -> ReplaySummary:
-    # stdin under --strict is read twice: spooled to an unnamed temporary file (unlinked as it is made, where the
-    # system allows: no copy of the text outlives the process, even one killed by SIGKILL)
-    with (
-        tempfile.TemporaryFile(prefix="refind-replay-") if strict and path == "-" else contextlib.nullcontext() as spool
-    ):
+    # stdin (or a pipe) under --strict is read twice: spooled to an unnamed temporary file (unlinked as it is made,
+    # where the system allows: no copy of the text outlives the process, even one killed by SIGKILL)
+    once = path == "-" or is_stream(path)
+    with tempfile.TemporaryFile(prefix="refind-replay-") if strict and once else contextlib.nullcontext() as spool:
         if spool is not None:
-            shutil.copyfileobj(sys.stdin.buffer, spool)
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, spool)
+            else:
+                try:
+                    with open(path, "rb") as stream:
+                        shutil.copyfileobj(stream, spool)
+                except OSError as exc:
+                    raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
             path = name
         if strict:
             if spool is not None:

@@ -27,7 +27,8 @@ Without --request-id the request id is 'cli-' plus a hash of the payload (user, 
 timestamp), so running the same command twice stores the message once; pass --request-id to store
 identical text twice.
 
-A replay (--file PATH, '-' for stdin, .gz accepted) reads one JSON object per line, in either shape:
+A replay (--file PATH, '-' for stdin, a pipe such as <(zcat log.gz) too, .gz accepted) reads one JSON
+object per line, in either shape:
 
 \b
   {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "hi"}]}
