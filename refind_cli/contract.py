@@ -48,6 +48,22 @@ class DuplicateKey(ValueError):
         self.key, self.count = key, count
 
 
+MAX_CONTAINERS = 100_000  # JSON objects and arrays in one request or replay line (an Add of 10,000 messages: 10,002)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def containers_over_limit(raw: bytes) -> int | None:
+    """How many JSON objects and arrays ``raw`` holds outside its strings when that is over :data:`MAX_CONTAINERS`,
+    else None — checked before parsing: each parsed costs 56 bytes or more, so a body of brackets ("[[],[],…]", in a
+    field refind ignores) takes ~30 times its size in memory, past what the server's budget of bodies in flight
+    counts. Only a text whose brackets alone pass the limit is read twice (strings taken out, then counted)."""
+    if len(raw) <= 2 * MAX_CONTAINERS or raw.count(b"[") + raw.count(b"{") <= MAX_CONTAINERS:
+        return None
+    outside = _JSON_STRING.sub(b"", raw)
+    n = outside.count(b"[") + outside.count(b"{")
+    return n if n > MAX_CONTAINERS else None
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads(..., object_pairs_hook=unique_keys)``: an object as a dict, refusing a key given twice — two
     ``user_id``s must not mean "the last one" (the server and a replay file refuse it alike)."""

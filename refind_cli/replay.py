@@ -48,12 +48,14 @@ from .auto_ids import (
     split_grown,
 )
 from .contract import (
+    MAX_CONTAINERS,
     MAX_MESSAGES_PER_ADD,
     SURROGATE_ESCAPE,
     AddRequest,
     DuplicateKey,
     Message,
     check_id,
+    containers_over_limit,
     parse_add,
     parse_message,
     refuse_lone_surrogates,
@@ -408,6 +410,11 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         text = raw.strip()
         if not text:
             continue
+        if (containers := containers_over_limit(text)) is not None:
+            yield LineError(
+                n, f"{containers:,} JSON objects and arrays, over the limit of {MAX_CONTAINERS:,}", regroups=True
+            )
+            continue
         try:
             obj = _loads(text.decode("utf-8"))
         # a line that cannot be read may be a message line without request_id (regroups): said so, as unknown
@@ -427,8 +434,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except RecursionError:  # "[[[[…" thousands deep: one bad line, never the end of the replay
             yield LineError(n, "not valid JSON here (nested too deeply)", regroups=True)
             continue
-        except ValueError as exc:  # an integer past Python's digit limit
-            yield LineError(n, f"not usable JSON ({exc})", regroups=True)
+        except ValueError:  # an integer past Python's digit limit
+            yield LineError(n, f"a number of more than {sys.get_int_max_str_digits():,} digits", regroups=True)
             continue
         if SURROGATE_ESCAPE.search(text):
             try:

@@ -19,7 +19,14 @@ from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..contract import SURROGATE_ESCAPE, DuplicateKey, refuse_lone_surrogates, unique_keys
+from ..contract import (
+    MAX_CONTAINERS,
+    SURROGATE_ESCAPE,
+    DuplicateKey,
+    containers_over_limit,
+    refuse_lone_surrogates,
+    unique_keys,
+)
 from ..errors import InvalidInput, RefindError, StorageError
 
 access_log = logging.getLogger("refind.access")
@@ -49,6 +56,10 @@ def load_json(body: bytes) -> Any:
     """A request body as JSON, or InvalidInput (422) saying what is wrong with it."""
     if not body.strip():
         raise InvalidInput("request: the body is empty; send a JSON object")
+    if (containers := containers_over_limit(body)) is not None:
+        raise InvalidInput(
+            f"request: the body holds {containers:,} JSON objects and arrays, over the limit of {MAX_CONTAINERS:,}"
+        )
     try:
         # strictly UTF-8 (RFC 8259 §8.1; a byte-order mark aside): json.loads of bytes would also take UTF-16 and
         # UTF-32, and a surrogate encoded in UTF-8 ("\xed\xa0\x80"), which no Unicode text holds

@@ -3,6 +3,7 @@ and issue 11's "401 before routing"."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -296,3 +297,19 @@ def test_a_compressed_body_is_415_not_read_as_text(make_client, coding):
     assert stored(client) == []
     identity = client.post("/v1/memories/add", content=plain, headers={**headers, "content-encoding": "identity"})
     assert identity.status_code == 200
+
+
+def test_a_body_of_too_many_json_arrays_is_refused_before_parsing(make_client):
+    # a probe of round 17: 32 MiB of "[]," in an ignored field parsed to ~0.75 GB (the in-flight budget counts bytes)
+    client = make_client()
+    body = add_body()
+    raw = json.dumps(body)[:-1] + ', "junk": [' + "[]," * 150_000 + "[]]}"
+    response = client.post("/v1/memories/add", content=raw.encode(), headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == (
+        f"request: the body holds 150,005 JSON objects and arrays, over the limit of {contract.MAX_CONTAINERS:,}"
+    )  # the request, its messages and their one message, the field and its 150,001 arrays
+    assert stored(client) == []
+    text = "Caroline: a cat " + "[]{}" * 150_000  # brackets inside a string are text: stored as sent
+    assert client.post("/v1/memories/add", json=add_body(content=text)).status_code == 200
+    assert any(text in item["content"] for item in stored(client))
