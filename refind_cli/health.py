@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from . import index_store, migrations, tokenize, trace
-from .errors import CorruptDatabase, NotFound, RefindError
-from .store import reading_uri, sqlite_filename, storage_error
+from .errors import CorruptDatabase, RefindError
+from .store import no_database, reading_uri, sqlite_filename, storage_error
 
 
 def _open(path: Path) -> sqlite3.Connection:
     """A plain connection (no migrations: nothing is changed); read-only where the folder cannot be written."""
     if not path.exists():
-        raise NotFound(f"no database at {path} (give --db PATH or set REFIND_DB)")
+        raise no_database(path)
     return sqlite3.connect(reading_uri(path), uri=True, timeout=30)  # (read-write: its close removes -wal and -shm)
 
 

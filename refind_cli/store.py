@@ -334,6 +334,14 @@ def file_identity(path: str | Path) -> FileIdentity | None:
     return st.st_dev, st.st_ino
 
 
+def no_database(path: Path) -> NotFound:
+    """The refusal of a command that needs a database where none is — naming a file an interrupted removal left
+    beside the path, which may be it."""
+    left = interrupted_removals(Path(path))
+    hint = f"; {left[0]} beside it was left by an interrupted removal: rename it back if it is yours" if left else ""
+    return NotFound(f"no database at {path} (give --db PATH or set REFIND_DB){hint}")
+
+
 def interrupted_removals(path: Path) -> list[Path]:
     """The files :func:`_unlink_if_same` moved aside from ``path`` and, interrupted (a process killed between its
     rename and its unlink or putting back), left under their private names."""
@@ -491,7 +499,7 @@ class Store:
         try:
             in_memory = str(path) == ":memory:"  # SQLite's private in-memory database: no file to create or check
             if read_only and not self.path.is_file():
-                raise NotFound(f"no database at {self.path} (give --db PATH or set REFIND_DB)")
+                raise no_database(self.path)
             if not in_memory and not read_only:
                 self.created = _create_private(self.path)
             self.identity = None if in_memory else file_identity(self._file)  # which file it opened (device, inode)

@@ -166,6 +166,8 @@ def test_a_database_left_aside_by_an_interrupted_removal_is_never_replaced_by_a_
     assert result.exit_code == 7
     assert "rename it back to new.db if it is" in result.output
     assert not db.exists()
+    looked = cli("inspect", "--db", str(db))  # a reader says where it is too
+    assert looked.exit_code != 0 and ".new.db.0123456789abcdef.removing beside it" in looked.output
     aside.rename(db)  # what the message says to do
     with Store(db) as back:
         assert [m.content for m in back.user_messages("alice")] == ["I went hiking"]

@@ -81,7 +81,9 @@ def open_existing(db: Path, retention: str | None, *, read_only: bool = False) -
     """open_store, refusing a path where no database is (a typo must not create an empty one), or a zero-byte file
     (search, export, forget and expire would write a whole schema into it, and find nothing)."""
     if not Path(db).exists():
-        raise NotFound(f"no database at {db} (give --db PATH or set REFIND_DB)")
+        from ..store import no_database
+
+        raise no_database(db)
     if Path(db).is_file() and Path(db).stat().st_size == 0:
         from ..migrations import EMPTY
 
