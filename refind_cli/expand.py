@@ -11,6 +11,8 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
+* :func:`tail_terms` / :func:`tail_scores` — a query word the user never wrote alone also matches their compounds
+  that end in it ("Arzt" finds "Hausarzt": a compound names its kind last);
 * :func:`lone_unit_scores` — a query's lone CJK character (or grapheme cluster) matches the bigrams holding it;
 * both group the vocabulary's words (by prefix and length; bigrams by unit) once per immutable *piece* of it — a
   maintained index's segment, or a whole score matrix — kept while the piece lives (:mod:`refind_cli.term_groups`),
@@ -324,6 +326,51 @@ def fuzzy_scores(
     return weighted_scores(
         index, (near for word, limit in expanded for near in _near(word, limit, vocab, max_expansions))
     )
+
+
+TAIL_KEY = 4  # characters a compound is grouped by: its last four
+MIN_TAIL = 4  # a query word at least this long may be a compound's last part
+MIN_REST = 4  # … of a word at least this much longer ("Haus" + "arzt"; "por" + "trait" is no compound)
+
+
+def _tails(words: Callable[[], Words]) -> tuple[dict[str, list[str]], int]:
+    """A piece's words of letters that may be compounds (at least :data:`MIN_TAIL` + :data:`MIN_REST` letters) by
+    their last :data:`TAIL_KEY` characters, and about their size in bytes."""
+    out: dict[str, list[str]] = {}
+    for word in words()[0]:
+        if len(word) >= MIN_TAIL + MIN_REST and word.isalpha():
+            out.setdefault(word[-TAIL_KEY:], []).append(word)
+    return out, sum(GROUP_BYTES + 8 * len(v) for v in out.values())
+
+
+def tail_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tuple[str, float]]:
+    """The user's compounds that end in ``word`` — German, Dutch or Scandinavian compounds name their kind last
+    ("Arzt" → "Hausarzt", "Therapie" → "Physiotherapie", not "Zahnarzttermin") — at least :data:`MIN_REST` letters
+    longer, the ``most`` held by the most turns, each weighted ``len(word) / len(compound)``. None when the user wrote
+    ``word`` itself, or it is shorter than :data:`MIN_TAIL` letters or not all letters."""
+    if most <= 0 or len(word) < MIN_TAIL or not word.isalpha() or word in vocab:
+        return []
+    groups = [GROUPS.get("tails", piece, functools.partial(_tails, words)) for piece, words in _pieces(vocab)]
+    found: dict[str, int] = {}
+    for tails in groups:
+        for candidate in tails.get(word[-TAIL_KEY:], ()):
+            if len(candidate) - len(word) < MIN_REST or not candidate.endswith(word) or candidate in found:
+                continue
+            if (n := _df(vocab, candidate)) > 0:  # (a segment's word no visible turn holds: 0)
+                found[candidate] = n
+    best = sorted(found, key=lambda w: (-found[w], w))[:most]
+    return [(w, len(word) / len(w)) for w in best]
+
+
+def tail_scores(
+    index: TurnIndex, tokens: Sequence[str], *, most: int = 3, weight: float = 1.0, max_words: int = MAX_FUZZY_WORDS
+) -> np.ndarray | None:
+    """The BM25 scores that :func:`tail_terms` of ``tokens`` add, times ``weight`` (None when no token has any): the
+    first ``max_words`` query words the vocabulary lacks, as :func:`fuzzy_scores` reads them."""
+    vocab = vocabulary(index)
+    missing = (t for t in dict.fromkeys(tokens) if len(t) >= MIN_TAIL and t.isalpha() and t not in vocab)
+    words = itertools.islice(missing, max_words)
+    return weighted_scores(index, ((w, weight * x) for t in words for w, x in tail_terms(t, vocab, most=most)))
 
 
 _Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings

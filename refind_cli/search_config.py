@@ -52,6 +52,8 @@ class SearchConfig:
     fuzzy: bool = True  # a query word the user's vocabulary lacks also matches its nearest words (expand.py)
     fuzzy_expansions: int = 3  # at most this many words per such query word
     fuzzy_categories: bool = False  # … also a question's category word that has kinds (False: its kinds alone)
+    compound_tails: int = 3  # such a word also matches up to this many compounds ending in it ("Arzt": Hausarzt)
+    compound_tails_weight: float = 1.0  # … each weighted len(word) / len(compound) times this (0: off)
     variants: bool = True  # compounds joined or split, glued numbers, dates, clitic prefixes, loanword vowels, as the
     # user wrote them (variants.py)
     lone_units: bool = True  # a lone CJK character of a query also matches the bigrams holding it (expand.py)

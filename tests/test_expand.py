@@ -17,6 +17,8 @@ from refind_cli.expand import (
     fuzzy_terms,
     max_edits,
     near_distance,
+    tail_scores,
+    tail_terms,
     vocabulary,
 )
 from refind_cli.feedback import rm3_terms
@@ -122,6 +124,44 @@ def test_search_finds_a_misspelt_name_and_the_stage_can_be_turned_off(store):
     hits = S.search(store, "u", "Where does Muhamed work?", top_k=1)
     assert hits and hits[0].session_id == "a"
     assert S.search(store, "u", "Where does Muhamed work?", top_k=1, config=S.SearchConfig(fuzzy=False)) == []
+
+
+def test_a_word_never_written_alone_matches_the_compounds_that_end_in_it():
+    # by hand: "arzt" is missing; "hausarzt" ends in it (4 letters more), "zahnarzttermin" holds it in its middle (a
+    # dentist's appointment is no kind of doctor), "notarzt" ends in it but only 3 letters longer: left out, the
+    # price of leaving out "portrait" for "trait" ("por" + "trait" is no compound); of the
+    # two doctors the one in more turns first; "therapi" (Therapie) finds "physiotherapi"
+    idx = _index(
+        [
+            ("s", "Termin beim Hausarzt"),
+            ("s", "Der Hausarzt ruft an"),
+            ("s", "Der Kinderarzt ist nett"),
+            ("s", "Zahnarzttermin am Mittwoch"),
+            ("s", "Der Notarzt"),
+            ("s", "Physiotherapie am Dienstag"),
+        ]
+    )
+    vocab = vocabulary(idx)
+    assert tail_terms("arzt", vocab) == [("hausarzt", 4 / 8), ("kinderarzt", 4 / 10)]
+    assert tail_terms("arzt", vocab, most=1) == [("hausarzt", 4 / 8)]
+    assert tail_terms("therapi", vocab) == [("physiotherapi", 7 / 13)]
+    assert tail_terms("hausarzt", vocab) == []  # a word the user wrote is never expanded
+    assert tail_terms("arz", vocab) == []  # too short to be a compound's last part
+    scores = tail_scores(idx, analyze("Arzt Therapie"))
+    assert scores is not None and np.flatnonzero(scores).tolist() == [0, 1, 2, 5]
+    expected = bm25_scores(idx, ["hausarzt"]) * 0.5 + bm25_scores(idx, ["kinderarzt"]) * 0.4
+    expected += bm25_scores(idx, ["physiotherapi"]) * 7 / 13
+    assert np.allclose(scores, expected)
+    assert tail_scores(idx, analyze("Zahnarzttermin")) is None
+
+
+def test_search_finds_a_compound_by_its_last_part_and_the_stage_can_be_turned_off(store):
+    add(store, "u", "a", ("user", "Termin beim Hausarzt am Montag"), at=T0)
+    add(store, "u", "b", ("user", "Zahnarzttermin am Mittwoch"), at=T0 + 60_000)
+    add(store, "u", "c", ("user", "Wir gehen einkaufen"), at=T0 + 120_000)
+    hits = S.search(store, "u", "Wann ist der Arzt?", top_k=1)
+    assert hits and hits[0].session_id == "a"
+    assert S.search(store, "u", "Wann ist der Arzt?", top_k=1, config=S.SearchConfig(compound_tails=0)) == []
 
 
 def test_backfill_takes_the_matched_sessions_nearest_turns_then_the_latest():
