@@ -12,7 +12,8 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
 * :func:`tail_terms` / :func:`tail_scores` — a query word the user never wrote alone also matches their compounds
-  that end in it ("Arzt" finds "Hausarzt": a compound names its kind last);
+  that end in it ("Arzt" finds "Hausarzt": a compound names its kind last), and :func:`inflected_terms` /
+  :func:`inflected_scores` its Turkish inflections ("bilet" finds "biletlerini");
 * :func:`lone_unit_scores` — a query's lone CJK character (or grapheme cluster) matches the bigrams holding it;
 * both group the vocabulary's words (by prefix and length; bigrams by unit) once per immutable *piece* of it — a
   maintained index's segment, or a whole score matrix — kept while the piece lives (:mod:`refind_cli.term_groups`),
@@ -371,6 +372,58 @@ def tail_scores(
     missing = (t for t in dict.fromkeys(tokens) if len(t) >= MIN_TAIL and t.isalpha() and t not in vocab)
     words = itertools.islice(missing, max_words)
     return weighted_scores(index, ((w, weight * x) for t in words for w, x in tail_terms(t, vocab, most=most)))
+
+
+HEAD_KEY = 4  # characters an inflected word is grouped by: its first four
+
+
+@functools.lru_cache(maxsize=1)
+def _turkish() -> Any:
+    """Snowball's Turkish stemmer (Finnish's and Hungarian's were tried too: they take "passion" for "pass" + a
+    suffix, and no question needed them; BENCHMARKS.md)."""
+    import Stemmer
+
+    return Stemmer.Stemmer("turkish")
+
+
+def _heads(words: Callable[[], Words]) -> tuple[dict[str, list[str]], int]:
+    """A piece's words of letters longer than :data:`HEAD_KEY` by their first :data:`HEAD_KEY` characters, and about
+    their size in bytes."""
+    out: dict[str, list[str]] = {}
+    for word in words()[0]:
+        if len(word) > HEAD_KEY and word.isalpha():
+            out.setdefault(word[:HEAD_KEY], []).append(word)
+    return out, sum(GROUP_BYTES + 8 * len(v) for v in out.values())
+
+
+def inflected_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tuple[str, float]]:
+    """The user's words that are ``word`` with suffixes Turkish stemming takes off ("bilet" → "biletlerini", their
+    tickets: Turkish stacks suffixes), where the user never wrote ``word`` itself: the ``most`` in the most turns,
+    each weighted ``len(word) / len(inflected)``. The index's analyzer stems Turkish only where its own letters show
+    ("kitaplarımı"); typed in ASCII, an inflected word is its own token."""
+    if most <= 0 or len(word) < HEAD_KEY or not word.isalpha() or word in vocab:
+        return []
+    groups = [GROUPS.get("heads", piece, functools.partial(_heads, words)) for piece, words in _pieces(vocab)]
+    stem = _turkish().stemWord
+    found: dict[str, int] = {}
+    for heads in groups:
+        for candidate in heads.get(word[:HEAD_KEY], ()):
+            if len(candidate) <= len(word) or not candidate.startswith(word) or candidate in found:
+                continue
+            if stem(candidate) == word and (n := _df(vocab, candidate)) > 0:
+                found[candidate] = n
+    best = sorted(found, key=lambda w: (-found[w], w))[:most]
+    return [(w, len(word) / len(w)) for w in best]
+
+
+def inflected_scores(
+    index: TurnIndex, tokens: Sequence[str], *, most: int = 3, weight: float = 1.0, max_words: int = MAX_FUZZY_WORDS
+) -> np.ndarray | None:
+    """The BM25 scores that :func:`inflected_terms` of ``tokens`` add, times ``weight`` (None when none)."""
+    vocab = vocabulary(index)
+    missing = (t for t in dict.fromkeys(tokens) if len(t) >= HEAD_KEY and t.isalpha() and t not in vocab)
+    words = itertools.islice(missing, max_words)
+    return weighted_scores(index, ((w, weight * x) for t in words for w, x in inflected_terms(t, vocab, most=most)))
 
 
 _Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings

@@ -183,6 +183,9 @@ class UserIndex:
         if cfg.compound_tails and cfg.compound_tails_weight:
             extra = expand.tail_scores(idx, tokens, most=cfg.compound_tails, weight=cfg.compound_tails_weight)
             scores = scores if extra is None else scores + extra
+        if cfg.inflections and cfg.inflections_weight:  # … and their words that are it with suffixes (expand.py)
+            extra = expand.inflected_scores(idx, tokens, most=cfg.inflections, weight=cfg.inflections_weight)
+            scores = scores if extra is None else scores + extra
         if cfg.variants:  # compounds, clitic prefixes, loanword vowels the user wrote another way (variants.py)
             extra = variants.variant_scores(idx, text, tokens)
             scores = scores if extra is None else scores + extra

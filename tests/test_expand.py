@@ -15,6 +15,8 @@ from refind_cli.expand import (
     edit_distance,
     fuzzy_scores,
     fuzzy_terms,
+    inflected_scores,
+    inflected_terms,
     max_edits,
     near_distance,
     tail_scores,
@@ -162,6 +164,36 @@ def test_search_finds_a_compound_by_its_last_part_and_the_stage_can_be_turned_of
     hits = S.search(store, "u", "Wann ist der Arzt?", top_k=1)
     assert hits and hits[0].session_id == "a"
     assert S.search(store, "u", "Wann ist der Arzt?", top_k=1, config=S.SearchConfig(compound_tails=0)) == []
+
+
+def test_a_word_never_written_alone_matches_its_turkish_inflections():
+    # by hand: "bilet" (ticket) is missing; "biletlerini" (their tickets) and "bileti" (its ticket) stem to it in
+    # Turkish; "biletsiz" (ticketless) starts with it but is another word to the stemmer, "bilezik" (bracelet) shares
+    # only four letters; of the two equally frequent, the first in order
+    idx = _index(
+        [
+            ("s", "Konser biletlerini aldım"),
+            ("s", "Otobüs bileti pahalı"),
+            ("s", "Biletsiz geldim"),
+            ("s", "Bilezik aldım"),
+        ]
+    )
+    vocab = vocabulary(idx)
+    assert inflected_terms("bilet", vocab) == [("bileti", 5 / 6), ("biletlerini", 5 / 11)]
+    assert inflected_terms("bilet", vocab, most=1) == [("bileti", 5 / 6)]
+    assert inflected_terms("bileti", vocab) == []  # a word the user wrote is never expanded
+    scores = inflected_scores(idx, analyze("Bilet ne zaman?"))
+    assert scores is not None and np.flatnonzero(scores).tolist() == [0, 1]
+    expected = bm25_scores(idx, ["bileti"]) * 5 / 6 + bm25_scores(idx, ["biletlerini"]) * 5 / 11
+    assert np.allclose(scores, expected)
+
+
+def test_search_finds_a_turkish_inflection_and_the_stage_can_be_turned_off(store):
+    add(store, "u", "a", ("user", "Konser biletlerini aldım"), at=T0)
+    add(store, "u", "b", ("user", "Bilezik aldım"), at=T0 + 60_000)
+    hits = S.search(store, "u", "Bilet?", top_k=1)
+    assert hits and hits[0].session_id == "a"
+    assert S.search(store, "u", "Bilet?", top_k=1, config=S.SearchConfig(inflections=0)) == []
 
 
 def test_backfill_takes_the_matched_sessions_nearest_turns_then_the_latest():
