@@ -27,6 +27,9 @@ a toy corpus ranked by hand:
   و ف ب ك ل and ال so (بالبريد "by the mail"): a Hebrew or Arabic word also matches the user's words that are it
   with such a prefix, without one, or with another (הגן "the garden" finds בגן "in the garden"), at weight 1/2 (a
   prefix is a guess: מספר "number" is also מ + ספר "from a book");
+* :func:`pronoun_suffixes` — Persian writes "my", "your", "his / her" (and their plurals) as letters after a word,
+  glued (گوشیم "my phone") or apart (گوشی‌ام): an Arabic-script word the user never wrote also matches the word
+  without such an ending, at weight 1/2;
 * :func:`loan_vowels` — Hindi writes the English "o" of a loanword as ॉ or as ा (डॉक्टर and डाक्टर, doctor): a
   Devanagari word the user never wrote matches the other spelling, weighted as a one-edit fuzzy match.
 
@@ -111,6 +114,9 @@ HEBREW_PREFIXES = tuple(
 )
 # Arabic's proclitics and the article (after analyzer 7's folds: no hamza forms), alone and together
 ARABIC_PREFIXES = tuple("و ف ب ك ل ال وال فال بال كال لل وبال ولل".split())  # noqa: SIM905 (a list of right-to-left strings reads worse)
+# Persian's possessive pronouns written glued to a word (my, your, his / her; our, your, their): گوشیم "my phone",
+# which is also written گوشی‌ام, گوشی my phone's word and ام apart; the longest first
+PERSIAN_SUFFIXES = tuple("شان تان مان ش ت م".split())  # noqa: SIM905 (as ARABIC_PREFIXES)
 _LOAN_VOWELS = {"\u093e": "\u0949", "\u0949": "\u093e", "\u0906": "\u0911", "\u0911": "\u0906"}  # ा ॉ, आ ऑ
 _LOAN_VOWEL = re.compile("[\u093e\u0949\u0906\u0911]")
 
@@ -363,6 +369,23 @@ def clitics(tokens: Sequence[str]) -> list[str]:
     return out
 
 
+def pronoun_suffixes(tokens: Sequence[str], present: Present) -> list[str]:
+    """Each Arabic-script query token that no turn holds without a Persian possessive pronoun it ends in (the rest two
+    letters or more), as the analyzer reads the rest (گوشیم "my phone" → گوشی, stemmed as the turns' گوشی‌ام is)."""
+    out: list[str] = []
+    unheld = [t for t in _tokens_of(tokens, "\u0620", "\u06d3") if _ARABIC.fullmatch(t)]
+    if not unheld or not (unheld := [t for t in unheld if t not in present(unheld)]):
+        return out
+    for token in unheld:
+        for suffix in PERSIAN_SUFFIXES:
+            if token.endswith(suffix) and len(token) - len(suffix) >= 2:
+                rest = analyze(token[: -len(suffix)])
+                if len(rest) == 1:
+                    out.append(rest[0])
+                break  # (one suffix: "ـمان" is not also "ـن" + "ـم")
+    return out
+
+
 def loan_vowels(tokens: Sequence[str], present: Present) -> list[str]:
     """Each Devanagari query token that no turn holds with one of its ा / ॉ (आ / ऑ) written as the other."""
     out: list[str] = []
@@ -410,6 +433,7 @@ def _variant_terms(q: _Question, tokens: Sequence[str]) -> list[tuple[str, float
         candidates.extend((*glued(q.normalised), *padded(q.normalised)))
     if max(tokens, default="")[:1] >= "\u05d0":  # (a token of Hebrew, Arabic or Devanagari: the greatest first letter)
         candidates.extend((term, CLITIC_WEIGHT) for term in clitics(tokens))
+        candidates.extend((term, CLITIC_WEIGHT) for term in pronoun_suffixes(tokens, present))
         candidates.extend((term, 1.0 - 1.0 / len(term)) for term in loan_vowels(tokens, present))
     if not candidates:
         return []
