@@ -167,10 +167,26 @@ def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
     out = Console(width=200, record=True, file=io.StringIO())
     for ev in (
         Event("start", 0, 0.0, {"question": evil}),
-        Event("action", 1, 0.0, {"thought": evil, "name": "x"}),
+        Event("action", 1, 0.0, {"thought": evil, "name": "x", "ignored": ["x\x1b[2J\x1b[31m"]}),  # (the model's keys)
         Event("search", 1, 0.0, {"keywords": "zebra", "hits": [{"n": 1, "content": evil, "session_id": "s"}]}),
         Event("correction", 1, 0.0, {"reason": "bad", "reply": evil}),
     ):
         out.print(render_trace.event(ev))
     shown = out.export_text()
     assert "\x1b" not in shown and "\\x1b[31mred" in shown
+
+
+def test_characters_that_reorder_text_on_screen_and_a_lone_carriage_return_are_shown_escaped(cli):
+    # a probe of round 17: U+202E (right-to-left override) and the isolates reached the terminal raw, in ids too, and a
+    # table dropped a stored lone "\r"; Persian's zero-width non-joiner and an emoji's joiner spell words: kept
+    text = "zebra invoice \u202eFDP.exe\u202c \u2066x\u2069 A\rB \u2028 نامه\u200cها 👩\u200d💻"
+    assert cli("add", text, "--user", "u", "--session", "s\u202e1").exit_code == 0
+    for args in (["search", "zebra", "--user", "u", "--mode", "bm25"], ["inspect", "session", "u", "s\u202e1"]):
+        r = cli(*args)
+        assert r.exit_code == 0, (args, r.output)
+        for raw in ("\u202e", "\u2066", "\u2069", "\u2028", "\r"):
+            assert raw not in r.output, (args, raw)
+        assert "\\u202eFDP.exe" in r.output and "A\\x0dB" in r.output, args
+        assert "\u200c" in r.output and "\u200d" in r.output, args
+    r = cli("inspect", "events", "--user", "u")
+    assert "\u202e" not in r.output and "s\\u202e1" in r.output

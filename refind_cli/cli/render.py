@@ -28,13 +28,23 @@ def error_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# C0 and C1 controls but tab and line feed; a carriage return not before a line feed (a terminal would return to the
+# line's start and write over it; rich drops it); the bidirectional embeddings, overrides and isolates, which reorder
+# what follows them on screen ("Trojan Source"); the line and paragraph separators
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]|\r(?!\n)")
 
 
 def printable(text: str) -> str:
-    """Stored text made safe for a terminal: control characters (ESC above all) shown as ``\\x1b``, so a message
-    cannot recolour, retitle or rewrite the reader's terminal. (``--json`` output is escaped by JSON itself.)"""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Stored text made safe for a terminal: control characters (ESC above all) shown as ``\\x1b``, a lone carriage
+    return as ``\\x0d``, and the characters that reorder text on screen (U+202E …) as ``\\u202e``, so a message
+    cannot recolour, retitle, rewrite or disguise what the reader's terminal shows. Joiners and marks that spell words
+    (Persian's zero-width non-joiner, an emoji's joiner) are kept. (``--json`` output is escaped by JSON itself.)"""
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def _id(text: str | None) -> Text:

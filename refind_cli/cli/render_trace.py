@@ -72,7 +72,7 @@ def event(ev: Event) -> RenderableType:
         t = Text()
         if d.get("thought"):
             t.append("thought ", style="bold").append(printable(d["thought"]), style="italic").append("\n")
-        t.append("action ", style="bold").append(d.get("name", ""), style="bold magenta")
+        t.append("action ", style="bold").append(printable(str(d.get("name", ""))), style="bold magenta")
         if d.get("form", "json") != "json":  # the JSON protocol is the norm; other forms are named
             t.append(f"  (parsed from {FORMS.get(d['form'], d['form'])})", style="dim")
         args = d.get("args") or {}
@@ -83,7 +83,8 @@ def event(ev: Event) -> RenderableType:
         if "results" in args:
             t.append(f"  results {', '.join(map(str, args['results']))}")
         if d.get("ignored"):
-            t.append(f"\nignored fields the planner may not set: {', '.join(d['ignored'])}", style="yellow")
+            ignored = ", ".join(printable(str(name)) for name in d["ignored"])  # (the model's own keys)
+            t.append(f"\nignored fields the planner may not set: {ignored}", style="yellow")
         return t
     if k == "search":
         hits = d.get("hits") or []
