@@ -11,11 +11,14 @@ import errno
 import os
 import sqlite3
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import index_store, migrations, tokenize, trace
 from .errors import CorruptDatabase, RefindError
+from .settings import busy_timeout_s
 from .store import no_database, reading_uri, sqlite_filename, storage_error
 
 
@@ -23,7 +26,9 @@ def _open(path: Path) -> sqlite3.Connection:
     """A plain connection (no migrations: nothing is changed); read-only where the folder cannot be written."""
     if not path.exists():
         raise no_database(path)
-    return sqlite3.connect(reading_uri(path), uri=True, timeout=30)  # (read-write: its close removes -wal and -shm)
+    return sqlite3.connect(
+        reading_uri(path), uri=True, timeout=busy_timeout_s()
+    )  # (read-write: its close removes -wal and -shm)
 
 
 def derived_problems(conn: sqlite3.Connection) -> list[str]:
@@ -119,7 +124,9 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
         try:
             dest = sqlite3.connect(sqlite_filename(partial))
             try:
-                source.backup(dest)  # all pages in one step: one snapshot
+                # all pages in one step: one snapshot. A writer's lock (a database not in WAL mode) makes the step
+                # answer BUSY, which Python's loop retries without end: given up after the busy timeout, as a write is
+                source.backup(dest, progress=_give_up_after(busy_timeout_s()))
                 dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
                 integrity = [row[0] for row in dest.execute("PRAGMA integrity_check").fetchall()]
                 counts = {t: dest.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("requests", "messages")}
@@ -133,10 +140,33 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
             os.fsync(fh.fileno())
         _publish(partial, target)
     except sqlite3.Error as exc:
-        raise storage_error(exc, path) from exc
+        # the database is only read: a full disk or a failed write is the copy's (its folder's), not the database's
+        raise storage_error(exc, target if _writing(exc) else path) from exc
     finally:
-        partial.unlink(missing_ok=True)
+        for leftover in (partial, *(partial.with_name(partial.name + s) for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
     return {"db": str(path), "backup": str(target), "bytes": target.stat().st_size, **counts}
+
+
+_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED: what a backup step answers while a writer holds the database
+
+
+def _give_up_after(seconds: float) -> Callable[[int, int, int], None]:
+    """A ``Connection.backup`` progress callback that ends a backup still refused as busy ``seconds`` after it began
+    (raising aborts it): "database is locked", as a write that waited out REFIND_BUSY_TIMEOUT."""
+    deadline = time.monotonic() + seconds
+
+    def progress(status: int, remaining: int, total: int) -> None:
+        if status in _BUSY and time.monotonic() >= deadline:
+            raise sqlite3.OperationalError("database is locked")
+
+    return progress
+
+
+def _writing(exc: sqlite3.Error) -> bool:
+    """Whether an error of a backup was met writing its copy: no space (the database is only read)."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return code == 13 or "disk is full" in str(exc).lower()  # SQLITE_FULL
 
 
 # link(2)'s answers where the file system has no hard links (FAT, some network and FUSE file systems)
