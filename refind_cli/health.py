@@ -68,10 +68,7 @@ def check(path: Path) -> dict[str, Any]:
     conn = _open(path)
     notes: list[str] = []
     try:
-        try:  # a zero-byte file or another program's database: what inspect says of it (no such table: requests)
-            migrations.refuse_not_refind(conn)
-        except RefindError as exc:
-            raise type(exc)(f"database {path}: {exc.message}") from None
+        _refuse_unknown(conn, path)
         # one read transaction: every statement sees the same commit, so a writer (refind serve) committing between
         # reading the messages and the index is not reported as damage
         conn.execute("BEGIN")
@@ -100,6 +97,15 @@ def check(path: Path) -> dict[str, Any]:
     }
 
 
+def _refuse_unknown(conn: sqlite3.Connection, path: Path) -> None:
+    """A zero-byte file, another program's database or a newer refind's: what inspect says of it (not "no such table:
+    requests", nor a check or a copy of a schema this version does not know)."""
+    try:
+        migrations.refuse_unknown(conn)
+    except RefindError as exc:
+        raise type(exc)(f"database {path}: {exc.message}") from None
+
+
 def backup(path: Path, target: Path) -> dict[str, Any]:
     """Copy the database to ``target`` with SQLite's online backup API: one read transaction, so the copy is the
     database as of one commit even while ``refind serve`` writes (in WAL mode the writers are not blocked). Written
@@ -122,6 +128,7 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
     try:
         source = _open(path)
         try:
+            _refuse_unknown(source, path)
             dest = sqlite3.connect(sqlite_filename(partial))
             try:
                 # all pages in one step: one snapshot. A writer's lock (a database not in WAL mode) makes the step

@@ -166,12 +166,19 @@ def refuse_not_refind(conn: sqlite3.Connection) -> None:
         raise NotFound(EMPTY)
 
 
-def check_current(conn: sqlite3.Connection) -> None:
-    """For a reader that must not write (``refind inspect``): :func:`refuse_not_refind`, and RefindError when the
-    schema is not this version's. Reads only."""
+def refuse_unknown(conn: sqlite3.Connection) -> set[str]:
+    """For a reader of the whole file (``inspect --check``, ``backup``): :func:`refuse_not_refind`, and RefindError
+    when a newer refind wrote it (an older schema is read as it is). The migrations done. Reads only."""
     refuse_not_refind(conn)
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
     _refuse_newer(done)
+    return done
+
+
+def check_current(conn: sqlite3.Connection) -> None:
+    """For a reader that must not write (``refind inspect``): :func:`refuse_unknown`, and RefindError when the
+    schema is older than this version's. Reads only."""
+    done = refuse_unknown(conn)
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if missing:
         raise RefindError(

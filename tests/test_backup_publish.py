@@ -95,3 +95,16 @@ def test_a_copy_that_finds_no_space_names_its_own_path_and_leaves_nothing(cli, d
     assert result.exit_code == 7, result.output
     assert f"database {target}: no space left" in " ".join(result.output.split())
     assert not target.exists() and not list(tmp_path.glob(".copy.db.*"))
+
+
+def test_a_backup_of_what_is_no_refind_database_says_so(cli, db_path, tmp_path) -> None:
+    # it said "no such table: requests" (a probe of round 17)
+    db_path.write_bytes(b"")
+    result = cli("backup", str(tmp_path / "copy.db"))
+    assert result.exit_code == 4 and "the file is empty, not a refind database" in " ".join(result.output.split())
+    db_path.unlink()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    result = cli("backup", str(tmp_path / "copy.db"))
+    assert result.exit_code == 1 and "not a refind database but another program's" in " ".join(result.output.split())
+    assert not list(tmp_path.glob("*copy.db*"))

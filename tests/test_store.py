@@ -77,6 +77,14 @@ def test_a_database_of_a_newer_refind_is_refused_not_written(db_path, cli) -> No
         assert f"cannot open database {db_path}: written by a newer refind (migration m999_from_the_future" in (
             result.output
         )
+    # a whole-file reader too (a probe of round 17: inspect --check said ok, backup copied it)
+    for args in (["inspect", "--check"], ["backup", str(db_path.with_name("copy.db"))]):
+        result = cli(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"database {db_path}: written by a newer refind (migration m999_from_the_future" in " ".join(
+            result.output.split()
+        )
+    assert not db_path.with_name("copy.db").exists()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     assert db_path.read_bytes() == before
