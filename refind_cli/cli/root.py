@@ -3,6 +3,8 @@ entry point, which builds only the command it runs."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import importlib
 import os
@@ -13,7 +15,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import InvalidInput, RefindError
+from ..errors import InvalidInput, RefindError, StorageError
 from .options import CURRENT_DB
 from .plain import escape_what_cannot_be_written
 
@@ -50,7 +52,15 @@ class RefindGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
         CURRENT_DB.set(None)
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except OSError as exc:  # the output could not be written (a full disk, /dev/full): said, not a traceback
+                if exc.errno not in WRITE_FAULTS:
+                    raise
+                _drop_stdout()
+                raise StorageError(
+                    f"cannot write the output: {exc.strerror or exc}; what was written before it may be incomplete"
+                ) from None
         except (RefindError, sqlite3.Error, UnicodeEncodeError) as exc:
             from rich.markup import escape
 
@@ -70,6 +80,16 @@ class RefindGroup(TyperGroup):
 
 
 ARGS = "refind.args"  # ctx.meta key of the command line's arguments
+WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})  # a write the device refused
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device: what is still buffered for it would fail again at exit ("Exception
+    ignored … OSError" after the error line)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _not_unicode(exc: UnicodeEncodeError, args: list[str]) -> RefindError:
