@@ -96,7 +96,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
 
     def search_memory(
         query: Annotated[str, Field(description="What to look for: keywords or a question.")],
-        top_k: Annotated[int, Field(description="At most this many evidence blocks (1-1000).")] = 10,
+        top_k: Annotated[StrictInt, Field(description="At most this many evidence blocks (1-1000).")] = 10,
         date_from: Annotated[
             str | None, Field(description="Only messages said on/after this date (YYYY-MM-DD, YYYY/MM/DD or ISO).")
         ] = None,
@@ -129,7 +129,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
 
     def recent_sessions(
-        limit: Annotated[int, Field(description="At most this many sessions (1-1000).")] = 10,
+        limit: Annotated[StrictInt, Field(description="At most this many sessions (1-1000).")] = 10,
     ) -> dict[str, Any]:
         if not 1 <= limit <= 1000:
             raise ToolError(f"limit: must be between 1 and 1000, got {limit}")
@@ -192,7 +192,8 @@ def _added(
         said_at = system_clock() if at is None else parse_said_at(at.strip() if isinstance(at, str) else at)
         for m in messages:
             m["timestamp"] = said_at
-        outcome = memory.add(messages, user=cfg.user, session=session or cfg.session)
+        # (an empty session is refused, as the CLI's --session is: not read as "this server's")
+        outcome = memory.add(messages, user=cfg.user, session=cfg.session if session is None else session)
     except RefindError as exc:
         raise ToolError(_field_message(exc, names)) from None
     return {"stored": outcome.status == "added", "session_id": outcome.session_id, "messages": outcome.messages}

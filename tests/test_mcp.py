@@ -99,6 +99,14 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
         assert "assistant_reply: must be a non-empty string" in _error(
             await client.call_tool("remember_exchange", {"user_message": "hi", "assistant_reply": ""})
         )
+        # read strictly, as the contract reads them (a probe of round 17: true was 1, "2" and 2.0 were 2, and an
+        # empty session went to this server's own)
+        for lax in (True, "2", 2.0):
+            assert "top_k" in _error(await client.call_tool("search_memory", {"query": "cat", "top_k": lax}))
+            assert "limit" in _error(await client.call_tool("recent_sessions", {"limit": lax}))
+        assert "session: must be a non-empty string" in _error(
+            await client.call_tool("remember", {"content": "x", "session": ""})
+        )
         still = _data(await client.call_tool("search_memory", {"query": "cat Biscuit"}))  # the server lives on
         assert still["evidence"][0]["content"].endswith("I adopted a cat named Biscuit")
 
@@ -190,6 +198,16 @@ def test_without_a_user_the_server_refuses_to_start(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "--user: required (or set REFIND_USER)" in out.stderr
     assert not (tmp_path / "m.db").exists()
+    # an id no write could carry is refused at launch, not at every remember (a probe of round 17)
+    for flag, value in (("--user", "u" * 2_000), ("--session", "s" * 2_000), ("--session", " ")):
+        extra = () if flag == "--user" else (flag, value)
+        params = _params(tmp_path / "m.db", *extra, user=value if flag == "--user" else "alice")
+        out = subprocess.run(
+            [params.command, *params.args], capture_output=True, text=True, timeout=60, env={**os.environ, **params.env}
+        )
+        assert out.returncode == 2, (flag, out.stderr)
+        assert f"{flag}: " in out.stderr
+        assert not (tmp_path / "m.db").exists()
 
 
 def _readme_mcp_section() -> str:
