@@ -17,8 +17,11 @@ deletes the record. Every ``tools/call`` and every error is the SDK's.
 The SDK gets the client's streams as ``sys.stdin``/``sys.stdout`` objects not backed by a descriptor, which its
 stdio transport serves in place; as it would itself, this module keeps the wire on private descriptors and points
 fd 0 at the null device and fd 1 at stderr, and once the server runs (:meth:`Wire.release`, from its lifespan)
-``sys.stdout`` is the process's own again, so a stray ``print`` cannot corrupt the protocol. POSIX only: on
-Windows, or when the record cannot be keyed (or ``REFIND_MCP_CACHE=off``), the SDK serves the streams alone.
+``sys.stdout`` is the process's own again, so a stray ``print`` cannot corrupt the protocol. Every line the client
+sends passes a :class:`Gate` first: what the SDK would drop without an answer (not UTF-8, not JSON, a batch, no JSON-RPC
+2.0 message, half an emoji's surrogate) is answered with JSON-RPC's error instead, and the end of the input reaches the
+SDK only once the requests in flight are answered. POSIX only: on Windows the SDK serves the streams alone; when the
+record cannot be keyed (or ``REFIND_MCP_CACHE=off``) the wire still gates and drains, with nothing to answer from.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import select
 import sys
 import threading
@@ -103,7 +107,8 @@ def save(path: Path, records: list[list[Step]]) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp.unlink(missing_ok=True)  # (a crashed launch's, same pid): made anew, never followed if a link
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(json.dumps(data, ensure_ascii=False).encode())
         os.replace(tmp, path)
@@ -131,8 +136,9 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
 
     directory = settings.mcp_cache_dir()
     path = None if directory is None or sys.platform == "win32" else cache_file(cfg, directory)
-    try:
-        wire = None if path is None else Wire(path, load(path))
+    drain_s = cfg.deadline_s + DRAIN_EXTRA_S if cfg.mode == "agent" else DRAIN_EXTRA_S
+    try:  # (no record to answer from, or none to keep: the wire still checks every line and drains at the end)
+        wire = None if sys.platform == "win32" else Wire(path, [] if path is None else load(path), drain_s)
     except OSError:  # no standard descriptors to hold
         wire = None
     if wire is None:
@@ -141,13 +147,117 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
         wire.answer_while(lambda: start(wire.release))()
 
 
-class Wire:
-    """The client's stdin and stdout, on private descriptors, with what was read, answered and recorded."""
+DRAIN_EXTRA_S = (
+    30.0  # at the end of the input, how long the requests in flight may still take (agent mode: + its deadline)
+)
 
-    def __init__(self, path: Path, records: list[list[Step]]) -> None:
+
+class Gate:
+    """What the SDK would drop unanswered — a line that is not UTF-8 (its reader would write U+FFFD into the text),
+    not JSON, a batch, or no JSON-RPC message its models take (a "jsonrpc" other than "2.0", a float id, an unpaired
+    surrogate such as half an emoji in a tool's argument) — is answered here with JSON-RPC's error, and not passed on:
+    the SDK only logs such a line, and its client waits for an answer forever. A notification so refused is dropped
+    (a notification is never answered)."""
+
+    def __init__(self, answer: Callable[[bytes], None]) -> None:
+        self.answer = answer
+        self.partial = bytearray()
+
+    def feed(self, data: bytes) -> bytes:
+        """The whole lines of ``data`` (with what came before) that the SDK may read; ``b""`` is the end of the input,
+        which passes a last line without its newline."""
+        if data:
+            self.partial += data
+            end = self.partial.rfind(b"\n")
+            if end < 0:
+                return b""
+            lines = bytes(self.partial[: end + 1]).split(b"\n")[:-1]
+            del self.partial[: end + 1]
+            return b"".join(line + b"\n" for line in lines if self.passes(line))
+        last, self.partial = bytes(self.partial), bytearray()
+        return last if last.strip() and self.passes(last) else b""
+
+    def passes(self, line: bytes) -> bool:
+        import mcp_types
+
+        stripped = line.strip()
+        if not stripped:
+            return False  # (nothing to answer)
+        try:
+            text = stripped.decode("utf-8")
+        except UnicodeDecodeError:  # (its id, when the rest reads as JSON: the client's request fails, not waits)
+            self._refuse(_key(_message(stripped.decode("utf-8", "replace").encode())), -32700, NOT_UTF8)
+            return False
+        refused: Exception | None = None
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        except Exception as exc:  # (pydantic's ValidationError, or what its JSON reader raises)
+            refused = exc
+        try:
+            message = json.loads(text)
+        except (ValueError, RecursionError):
+            self._refuse(None, -32700, "Parse error: the line is not JSON")
+            return False
+        if refused is None:
+            if not isinstance(message, dict) or "id" not in message or _key(message) is not None:
+                return True
+            # (the models took 1.5, which the session then never answered)
+            self._refuse(None, -32600, "Invalid Request: an id is a string or an integer")
+            return False
+        if isinstance(message, list):
+            self._refuse(None, -32600, "Invalid Request: a batch; send one message per line")
+            return False
+        if not isinstance(message, dict) or ("id" not in message and "method" in message):
+            if not isinstance(message, dict):
+                self._refuse(None, -32600, "Invalid Request: a message is a JSON object")
+            return False  # a notification: never answered
+        key = _key(message)
+        if _SURROGATE.search(text):
+            why = "text holding an unpaired UTF-16 surrogate (half a character, such as half an emoji)"
+        else:
+            errors = getattr(refused, "errors", None)
+            first = errors()[0] if callable(errors) and errors() else {}
+            where = ".".join(str(part) for part in first.get("loc", ())[1:])
+            why = f"not a JSON-RPC 2.0 message ({where + ': ' if where else ''}{first.get('msg', 'unreadable')})"
+        self._refuse(key, -32600, f"Invalid Request: {why}")
+        return False
+
+    def _refuse(self, key: str | int | None, code: int, message: str) -> None:
+        error = {"jsonrpc": "2.0", "id": key, "error": {"code": code, "message": message}}
+        self.answer(json.dumps(error).encode() + b"\n")
+
+
+NOT_UTF8 = "Parse error: the line is not UTF-8 text"
+
+
+def _key(message: dict[str, Any] | None) -> str | int | None:
+    """A message's id when it is one JSON-RPC allows (a string or an integer), else None."""
+    key = None if message is None else message.get("id")
+    return key if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)) else None
+
+
+# a \uD800-\uDFFF escape not part of a pair (JSON text; a pair's high half is followed by its low half)
+_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
+)
+
+
+class Wire:
+    """The client's stdin and stdout, on private descriptors, with what was read, answered and recorded; every line
+    the client sends checked by a :class:`Gate`, and the end of its input held back from the SDK until the requests
+    in flight are answered (the SDK ends its session at once, and a ``remember`` stored meanwhile went unanswered)."""
+
+    def __init__(self, path: Path | None, records: list[list[Step]], drain_s: float = DRAIN_EXTRA_S) -> None:
         import fcntl
 
-        self.path, self.records = path, records
+        self.path, self.records, self.drain_s = path, records, drain_s
+        self.gate = Gate(self._write)
+        self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
+        self.ended = False  # the client closed its end
+        self.pending: set[str] = set()  # ids of the requests passed to the SDK and not yet answered
+        self.out = bytearray()  # the SDK's partial output line (what answers the pending requests)
+        self.drained = threading.Condition()
+        self.out_lock = threading.Lock()  # the gate answers on the SDK's reading thread, the SDK on its writing one
         sys.stdout.flush()
         self.fd_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
         self.fd_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -225,19 +335,58 @@ class Wire:
         sys.stdin, sys.stdout = self.std
 
     def read(self, size: int) -> bytes:
-        """The SDK reads: first what was read before it loaded, then the client's stream."""
-        if self.unread:
-            data = bytes(self.unread[:size])
-            del self.unread[:size]
-        else:
-            data = os.read(self.fd_in, size)
+        """The SDK reads: first what was read before it loaded, then the client's stream — the lines the gate passes;
+        at the end, once the requests in flight are answered (or ``drain_s`` has passed)."""
+        while not self.ready and not self.ended:
+            if self.unread:
+                data = bytes(self.unread)
+                self.unread.clear()
+            else:
+                data = os.read(self.fd_in, max(size, 65536))
+            self.ended = not data
+            passed = self.gate.feed(data)
+            self._track(passed)
+            self.ready += passed
+        if not self.ready:  # the end of the input: the SDK ends the session when it reads it
+            with self.drained:
+                self.drained.wait_for(lambda: not self.pending, timeout=self.drain_s)
+        data = bytes(self.ready[:size])
+        del self.ready[:size]
         if self.recording:
             with self.lock:
                 self._heard(data)
         return data
 
+    def _track(self, lines: bytes) -> None:
+        """Note the requests among ``lines`` (passed to the SDK): each is pending until the SDK answers it."""
+        for line in lines.splitlines():
+            message = _message(line)
+            if message is None or "method" not in message:
+                continue
+            if "id" in message:
+                with self.drained:
+                    self.pending.add(_id(message))
+            elif message["method"] == "notifications/cancelled":  # a cancelled request is never answered
+                params = message.get("params")
+                with self.drained:
+                    self.pending.discard(json.dumps(params.get("requestId") if isinstance(params, dict) else None))
+                    self.drained.notify_all()
+
+    def _answered(self, data: bytes) -> None:
+        """Take the pending requests the SDK's output ``data`` answers off the list."""
+        self.out += data
+        while (end := self.out.find(b"\n")) >= 0:
+            message = _message(bytes(self.out[:end])) or {}
+            del self.out[: end + 1]
+            if "result" in message or "error" in message:
+                with self.drained:
+                    self.pending.discard(_id(message))
+                    self.drained.notify_all()
+
     def write(self, data: bytes) -> None:
         """The SDK writes: answers already sent from the record are checked and dropped, the rest goes out."""
+        if self.pending:
+            self._answered(data)
         if not (self.answered or self.recording):
             self._write(data)
             return
@@ -294,13 +443,14 @@ class Wire:
                 f"refind mcp: the recorded answer to request {key} differs from the SDK's; {self.path} is deleted",
                 file=sys.stderr,
             )
-            self.path.unlink(missing_ok=True)
+            if self.path is not None:
+                self.path.unlink(missing_ok=True)
             self.records = []
         return True
 
     def _save(self) -> None:
         """Once every recorded request has its answer, keep this session's lines if they are new."""
-        if self.waiting or not self.lines:
+        if self.waiting or not self.lines or self.path is None:
             return
         record: list[Step] = list(zip(self.lines, self.answers))
         if any(r[: len(record)] == record for r in self.records):
@@ -310,8 +460,9 @@ class Wire:
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd_out, view) :]
+        with self.out_lock:  # (one line at a time: the gate's answers and the SDK's never interleave)
+            while view:
+                view = view[os.write(self.fd_out, view) :]
 
 
 class _In(io.RawIOBase):
