@@ -25,7 +25,7 @@ from pydantic import Field, StrictInt, StrictStr
 from . import __version__
 from .api import Evidence, Memory, parse_said_at
 from .contract import ROLES
-from .errors import RefindError
+from .errors import Forgotten, RefindError
 from .mcp_start import McpSettings
 from .store import system_clock
 
@@ -194,9 +194,19 @@ def _added(
             m["timestamp"] = said_at
         # (an empty session is refused, as the CLI's --session is: not read as "this server's")
         outcome = memory.add(messages, user=cfg.user, session=cfg.session if session is None else session)
+    except Forgotten:  # (the request id is a hash of the call's arguments, which the caller cannot change)
+        raise ToolError(
+            "this message (the same session, role, text and time) was forgotten and is not stored again; give "
+            "another `at` (or session) to store it as a new message"
+        ) from None
     except RefindError as exc:
         raise ToolError(_field_message(exc, names)) from None
-    return {"stored": outcome.status == "added", "session_id": outcome.session_id, "messages": outcome.messages}
+    stored = {"stored": outcome.status == "added", "session_id": outcome.session_id, "messages": outcome.messages}
+    if outcome.status == "duplicate":  # said, not a bare false (a second "yes" at the same minute is not stored)
+        stored["reason"] = (
+            "already stored: the same session, role, text and time; give another `at` to store it as a new message"
+        )
+    return stored
 
 
 def _field_message(exc: RefindError, names: dict[str, str] | None = None) -> str:

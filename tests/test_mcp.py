@@ -139,6 +139,24 @@ def test_a_bad_role_is_refused_in_the_clis_words(tmp_path: Path) -> None:
     assert [[m["role"] for m in r["messages"]] for r in stored] == [["assistant"]]  # the refused calls stored nothing
 
 
+def test_the_same_message_again_says_why_it_is_not_stored(tmp_path: Path) -> None:
+    # a probe of round 17: a second "yes" at the same minute answered a bare "stored": false, and after
+    # forget_session the same message was refused advising a request_id no tool takes
+    db = tmp_path / "m.db"
+    said = {"content": "yes", "session": "chat", "at": "2024-01-01T10:00"}
+
+    async def script(client: Any) -> None:
+        assert _data(await client.call_tool("remember", said))["stored"] is True
+        again = _data(await client.call_tool("remember", said))
+        assert again["stored"] is False and "give another `at`" in again["reason"]
+        assert _data(await client.call_tool("forget_session", {"session": "chat"}))["messages"] == 1
+        refused = _error(await client.call_tool("remember", said))
+        assert "was forgotten" in refused and "request_id" not in refused and "give another `at`" in refused
+        assert _data(await client.call_tool("remember", {**said, "at": "2024-01-01T10:01"}))["stored"] is True
+
+    _drive(_params(db, "--allow-forget"), script)
+
+
 def test_the_sdks_client_drives_a_launch_that_answers_from_its_record(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
 
