@@ -172,8 +172,11 @@ def litellm_complete(
                     raise ModelError(f"model {model}: {_describe(exc, api_key)}") from None
                 wait = min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc)))
                 left = time_left()
-                # no retry starts past the deadline; an attempt the deadline cut short failed because of it
-                if left is not None and left <= wait and (timeout < timeout_s or attempt <= retries):
+                # no retry starts past the deadline; an attempt the deadline cut short (it timed out sooner than the
+                # model's own timeout) failed because of it — but a provider that answered an error every time, retries
+                # spent, is a model error whatever the deadline (was: any deadline under the timeout said "deadline")
+                cut_short = timeout < timeout_s and isinstance(exc, litellm.Timeout)
+                if left is not None and left <= wait and (cut_short or attempt <= retries):
                     why = (
                         "the search's deadline passed"
                         if left <= 0

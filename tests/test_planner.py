@@ -320,6 +320,19 @@ def test_5xx_retries_are_bounded(memory, llm_server):
     assert len(llm_server.requests) == 3
 
 
+def test_a_provider_failing_every_retry_is_a_model_error_though_the_deadline_is_near(llm_server):
+    # a probe of round 17: with a search deadline under the model's timeout, retries spent on HTTP 500s were reported
+    # as the deadline reached — which agent mode answers with a bm25 fallback, not the 502 of a model error
+    from refind_cli.model import deadline
+
+    llm_server.play(Fail(500, "boom"), Fail(500, "boom"), Fail(500, "boom"))
+    complete = model_for(llm_server, timeout_s=60, backoff_s=2, sleep=lambda s: None)  # waits 2, 4, then 8 > left
+    with deadline(time.monotonic() + 5), pytest.raises(ModelError) as err:
+        complete([{"role": "user", "content": "hi"}])
+    assert type(err.value) is ModelError and "gave up after 3 attempts" in err.value.message
+    assert len(llm_server.requests) == 3
+
+
 def test_timeout_is_explicit_and_bounded(memory, llm_server):
     llm_server.play(Slow(3), Slow(3))
     started = time.perf_counter()
