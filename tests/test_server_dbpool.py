@@ -152,3 +152,28 @@ def test_a_database_reached_through_a_symlink_keeps_its_connections(tmp_path, ca
         assert "the database's -wal file was deleted while open" in caplog.text
     finally:
         pool.close()
+
+
+def test_a_log_another_process_healed_retires_this_process_s_connections(tmp_path, caplog):
+    # `refind serve --workers 3` with its -wal deleted (a probe of round 17): the first worker to notice checkpointed
+    # the deleted log and reopened, so a new -wal was at the path, and the other workers' "a -wal is there" passed —
+    # their connections kept the deleted log: "disk I/O error" on their Adds until a restart
+    db = tmp_path / "r.db"
+    Store(db, retention_days=None).close()
+    pool = StorePool(lambda: SerialStore(db, retention_days=None), max_idle=4)
+    try:
+        with pool.store() as first:
+            first.add(parse_add(body("r1")))
+        wal = tmp_path / "r.db-wal"
+        with sqlite3.connect(db) as other:  # another process heals: the log's content into the file…
+            other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        wal.unlink()
+        wal.write_bytes(b"")  # … and its reopening makes a new -wal at the path
+        with pool.store() as second:
+            assert second is not first  # retired, not lent with the deleted log
+            second.add(parse_add(body("r2", "Jon: after the heal")))
+        assert "the database's -wal file was replaced (another process healed its deletion)" in caplog.text
+    finally:
+        pool.close()
+    with Store(db, retention_days=None) as store:
+        assert sorted(r[0] for r in store.conn.execute("SELECT request_id FROM requests")) == ["r1", "r2"]

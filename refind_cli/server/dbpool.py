@@ -11,7 +11,6 @@ a second server worker) serialise with it through SQLite's own lock and busy tim
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -24,7 +23,7 @@ from typing import Any
 
 from ..contract import AddRequest
 from ..errors import RefindError, StorageError
-from ..store import AddOutcome, FileIdentity, Store
+from ..store import AddOutcome, FileIdentity, Store, file_identity
 from ..store import check_same_file as check_opened_file
 
 StoreFactory = Callable[[], Store]
@@ -66,17 +65,32 @@ def _generation(key: str) -> int:
 
 def heal_lost_wal(store: Store) -> bool:
     """If the database's -wal file vanished under this open connection, checkpoint through it and retire every
-    connection of this file opened so far. True when it healed (the caller must close this store)."""
+    connection of this file opened so far. True when it healed (the caller must close this store).
+
+    Another process may have healed first (``refind serve --workers N``: each worker is one): the -wal at the path is
+    then a new file, not the one this connection opened (``wal_identity``), and what the old one held is in the
+    database already — this process's connections are retired without a checkpoint (each one would write the old
+    log's pages over the newer ones). Before, "a -wal is there" passed, and the other workers' connections went on with
+    the deleted log: "disk I/O error" on their Adds until a restart."""
     wal = store.wal_path  # a symlinked path's log is beside its target: there was "deleted" on every lend
-    if os.path.exists(wal):
+    there = file_identity(wal)
+    opened = getattr(store, "wal_identity", None)
+    if there is not None and (opened is None or there == opened):
         return False
     with _write_lock(store.path):
-        if os.path.exists(wal) or getattr(store, "retired", False):
-            return getattr(store, "retired", False)
-        store.checkpoint()
+        if getattr(store, "retired", False):
+            return True
+        there = file_identity(wal)
+        if there is not None and (opened is None or there == opened):
+            return False
+        if there is None:
+            store.checkpoint()
         key = _key(store.path)
         _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
-    log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
+    if there is None:
+        log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
+    else:
+        log.warning("the database's -wal file was replaced (another process healed its deletion); reconnecting")
     return True
 
 
@@ -121,6 +135,7 @@ class SerialStore(Store):
             raise
         self._write_lock = _write_lock(self.path)
         self._generation = _generation(self._key)
+        self.wal_identity = file_identity(self.wal_path)  # the log this connection writes (heal_lost_wal)
 
     @property
     def retired(self) -> bool:
