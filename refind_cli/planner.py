@@ -86,6 +86,7 @@ DEFAULT_MAX_ACTIONS = settings.DEFAULT_MAX_ACTIONS
 DEFAULT_HITS_PER_SEARCH = settings.DEFAULT_HITS_PER_SEARCH
 DEFAULT_HIT_CHARS = 4000  # a hit is fitted to this by leaving out context lines; its anchor is never cut
 DEFAULT_DEADLINE_S = settings.DEFAULT_AGENT_DEADLINE_S
+MAX_REPLY_CHARS = 64_000  # a reply the planner reads (one JSON action is ~200 characters; 4,096 tokens ~16,000)
 
 
 @dataclass(frozen=True)
@@ -531,10 +532,18 @@ class PlannerRun:
             except DeadlineReached as exc:  # the deadline cut the call short: what was kept so far is the evidence
                 self._stop(exc.message)
                 return
+            said = _said(reply)
+            if len(said) > MAX_REPLY_CHARS:  # not read: a reply of megabytes held the search past its deadline
+                self._correct(
+                    f"the reply is {len(said):,} characters, over the limit of {MAX_REPLY_CHARS:,}; reply with one "
+                    "short JSON object",
+                    reply=_clipped(said),
+                )
+                continue
             try:
                 action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
-                self._correct(str(exc), reply=_said(reply), form=exc.form)
+                self._correct(str(exc), reply=said, form=exc.form)
                 continue
             self.emit(
                 "action",
@@ -584,17 +593,19 @@ class PlannerRun:
             reply: Reply = _unicode(self.model(list(self.messages)))
         self.stats.add(reply)
         self.stats.actions = self.step
-        self.messages.append({"role": "assistant", "content": _said(reply)})
+        self.messages.append({"role": "assistant", "content": _clipped(_said(reply))})  # (sent back: never megabytes)
         self.sent = len(self.messages)
         if self.model_name is None and reply.model:
             self.model_name = reply.model
         extra: dict[str, Any] = {}
         if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
-            extra["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+            extra["tool_calls"] = [
+                {"name": _clipped(c.name), "arguments": _clipped(c.arguments)} for c in reply.tool_calls
+            ]
         self.emit(
             "model_call",
             messages=new,
-            reply=reply.content,
+            reply=_clipped(reply.content),  # the trace keeps what the limit lets the planner read
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
             cost=reply.cost,
@@ -621,7 +632,7 @@ class PlannerRun:
         from .contract import parse_date
         from .search import Skip
 
-        keywords = action.args["keywords"]
+        keywords = action.args["keywords"]  # (under MAX_REPLY_CHARS with its reply: below a query's limit over HTTP)
         bounds: list[int | None] = []
         for key, end in (("date_from", False), ("date_to", True)):
             value = action.args.get(key)
@@ -791,6 +802,14 @@ def _unicode(reply: Reply) -> Reply:
     holding one is not Unicode, and its trace could not be stored (a UnicodeEncodeError lost the search)."""
     calls = tuple(ToolCall(unicode(c.name), unicode(c.arguments)) for c in reply.tool_calls)
     return replace(reply, content=unicode(reply.content), model=unicode(reply.model), tool_calls=calls)
+
+
+def _clipped(text: str) -> str:
+    """A reply as the trace and the conversation keep it: whole up to :data:`MAX_REPLY_CHARS`, else its start and
+    its length (a trace held a 30 MB reply four times: 120 MB written while other Adds waited)."""
+    if len(text) <= MAX_REPLY_CHARS:
+        return text
+    return f"{text[:MAX_REPLY_CHARS]}… ({len(text):,} characters; the rest not kept)"
 
 
 def _said(reply: Reply) -> str:

@@ -17,6 +17,7 @@ from refind_cli.planner import agent_search, plan, record_search
 from refind_cli.reply import ReplyError, parse_reply
 
 DEEP = 200_000  # issue 14 item 10: a reply nesting JSON this deep raised RecursionError (a traceback, a 500)
+NESTED = 20_000  # as deep past json's recursion limit, in a reply the planner reads (64,000 characters at most)
 FINISH = '{"thought": "enough", "action": "finish_search"}'
 
 
@@ -284,8 +285,8 @@ def test_two_tool_calls_in_one_reply_are_corrected_and_the_trace_shows_the_calls
     assert not events(result, "search") and events(result, "finish")
 
 
-def test_a_reply_nesting_json_200k_deep_is_corrected_and_the_search_goes_on(memory, llm_server):
-    deep = '{"thought": "x", "action": "search_chatrecord", "keywords": ' + "[" * DEEP + "]" * DEEP + "}"
+def test_a_reply_nesting_json_20k_deep_is_corrected_and_the_search_goes_on(memory, llm_server):
+    deep = '{"thought": "x", "action": "search_chatrecord", "keywords": ' + "[" * NESTED + "]" * NESTED + "}"
     llm_server.play(deep, FINISH)
     result = agent_search(memory, "alice", "where did Caroline go hiking", top_k=5, model=model_for(llm_server))
     (corr,) = events(result, "correction")
@@ -295,13 +296,13 @@ def test_a_reply_nesting_json_200k_deep_is_corrected_and_the_search_goes_on(memo
     assert trace.load(memory, result.search_id).events[-1].kind == "evidence"
 
 
-def test_the_server_answers_a_search_whose_model_nests_json_200k_deep(db_path, llm_server):
+def test_the_server_answers_a_search_whose_model_nests_json_20k_deep(db_path, llm_server):
     from fastapi.testclient import TestClient
 
     from refind_cli.store import Store
 
     app = agent_app(db_path, llm_server)
-    llm_server.play('{"action": ' + "[" * DEEP, FINISH)
+    llm_server.play('{"action": ' + "[" * NESTED, FINISH)
     with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
     assert r.status_code == 200, r.text
@@ -309,6 +310,26 @@ def test_the_server_answers_a_search_whose_model_nests_json_200k_deep(db_path, l
     with Store(db_path, retention_days=None) as store:
         (stored,) = trace.recent(store, user_id="alice")  # the server recorded the run it got back
     assert any(e.kind == "correction" and "too deeply" in e.data["reason"] for e in stored.events)
+
+
+def test_a_reply_of_megabytes_is_corrected_unread_and_kept_short(memory, llm_server):
+    # a probe of round 17: a 30 MB reply was parsed past the search's deadline, sent back to the model, and stored
+    # about four times in the trace (120 MB written while other Adds waited); planner keywords had no limit
+    # (so are keywords: a search's fit in its reply, under a query's limit over HTTP, 100,000 characters)
+    from refind_cli.contract import MAX_QUERY_CHARS
+    from refind_cli.planner import MAX_REPLY_CHARS
+
+    assert MAX_REPLY_CHARS < MAX_QUERY_CHARS
+    huge = '{"action": "finish_search", "thought": "' + "x" * 3_000_000 + '"}'
+    llm_server.play(huge, FINISH)
+    result = agent_search(memory, "alice", "where did Caroline go hiking", top_k=5, model=model_for(llm_server))
+    (corr,) = events(result, "correction")
+    assert corr.data["reason"].startswith("the reply is 3,000,") and "over the limit of 64,000" in corr.data["reason"]
+    assert len(corr.data["reply"]) < MAX_REPLY_CHARS + 100 and corr.data["reply"].endswith("the rest not kept)")
+    (call, _) = events(result, "model_call")
+    assert len(call.data["reply"]) < MAX_REPLY_CHARS + 100
+    assert len(llm_server.requests[1]["messages"][-2]["content"]) < MAX_REPLY_CHARS + 100  # what went back
+    assert events(result, "finish")
 
 
 def test_the_cli_trace_names_the_form_a_reply_was_parsed_from(cli, memory, llm_server):
