@@ -334,14 +334,58 @@ MIN_TAIL = 4  # a query word at least this long may be a compound's last part
 MIN_REST = 4  # … of a word at least this much longer ("Haus" + "arzt"; "por" + "trait" is no compound)
 
 
-def _tails(words: Callable[[], Words]) -> tuple[dict[str, list[str]], int]:
-    """A piece's words of letters that may be compounds (at least :data:`MIN_TAIL` + :data:`MIN_REST` letters) by
-    their last :data:`TAIL_KEY` characters, and about their size in bytes."""
+def _by(key: Callable[[str], str], shortest: int, words: Callable[[], Words]) -> tuple[dict[str, list[str]], int]:
+    """A piece's words of letters at least ``shortest`` long by ``key`` of each, and about their size in bytes."""
     out: dict[str, list[str]] = {}
     for word in words()[0]:
-        if len(word) >= MIN_TAIL + MIN_REST and word.isalpha():
-            out.setdefault(word[-TAIL_KEY:], []).append(word)
+        if len(word) >= shortest and word.isalpha():
+            out.setdefault(key(word), []).append(word)
     return out, sum(GROUP_BYTES + 8 * len(v) for v in out.values())
+
+
+def _last_letters(word: str) -> str:
+    return word[-TAIL_KEY:]
+
+
+def _first_letters(word: str) -> str:
+    return word[:HEAD_KEY]
+
+
+def _longer_forms(
+    word: str,
+    vocab: Mapping[str, int],
+    most: int,
+    grouping: tuple[str, Callable[[str], str], int],
+    accepts: Callable[[str], bool],
+) -> list[tuple[str, float]]:
+    """The user's words in ``word``'s group (``grouping``: the group's kind, the key of a word, the shortest word
+    grouped; grouped once per piece) that ``accepts`` takes, the ``most`` held by the most turns, each weighted
+    ``len(word) / len(it)``."""
+    kind, key, shortest = grouping
+    groups = [GROUPS.get(kind, piece, functools.partial(_by, key, shortest, words)) for piece, words in _pieces(vocab)]
+    found: dict[str, int] = {}
+    for group in groups:
+        for candidate in group.get(key(word), ()):
+            if candidate not in found and accepts(candidate) and (n := _df(vocab, candidate)) > 0:
+                found[candidate] = n  # (a segment's word no visible turn holds has 0)
+    best = sorted(found, key=lambda w: (-found[w], w))[:most]
+    return [(w, len(word) / len(w)) for w in best]
+
+
+def _unheld_scores(
+    index: TurnIndex,
+    tokens: Sequence[str],
+    terms: Callable[[str, Mapping[str, int]], list[tuple[str, float]]],
+    shortest: int,
+    weight: float,
+    max_words: int,
+) -> np.ndarray | None:
+    """The BM25 scores that ``terms`` of the first ``max_words`` query words of letters the vocabulary lacks (at
+    least ``shortest`` long) add, times ``weight``; None when none has any."""
+    vocab = vocabulary(index)
+    missing = (t for t in dict.fromkeys(tokens) if len(t) >= shortest and t.isalpha() and t not in vocab)
+    words = itertools.islice(missing, max_words)
+    return weighted_scores(index, ((w, weight * x) for t in words for w, x in terms(t, vocab)))
 
 
 def tail_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tuple[str, float]]:
@@ -351,16 +395,13 @@ def tail_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tu
     ``word`` itself, or it is shorter than :data:`MIN_TAIL` letters or not all letters."""
     if most <= 0 or len(word) < MIN_TAIL or not word.isalpha() or word in vocab:
         return []
-    groups = [GROUPS.get("tails", piece, functools.partial(_tails, words)) for piece, words in _pieces(vocab)]
-    found: dict[str, int] = {}
-    for tails in groups:
-        for candidate in tails.get(word[-TAIL_KEY:], ()):
-            if len(candidate) - len(word) < MIN_REST or not candidate.endswith(word) or candidate in found:
-                continue
-            if (n := _df(vocab, candidate)) > 0:  # (a segment's word no visible turn holds: 0)
-                found[candidate] = n
-    best = sorted(found, key=lambda w: (-found[w], w))[:most]
-    return [(w, len(word) / len(w)) for w in best]
+    return _longer_forms(
+        word,
+        vocab,
+        most,
+        ("tails", _last_letters, MIN_TAIL + MIN_REST),
+        lambda compound: len(compound) - len(word) >= MIN_REST and compound.endswith(word),
+    )
 
 
 def tail_scores(
@@ -368,10 +409,7 @@ def tail_scores(
 ) -> np.ndarray | None:
     """The BM25 scores that :func:`tail_terms` of ``tokens`` add, times ``weight`` (None when no token has any): the
     first ``max_words`` query words the vocabulary lacks, as :func:`fuzzy_scores` reads them."""
-    vocab = vocabulary(index)
-    missing = (t for t in dict.fromkeys(tokens) if len(t) >= MIN_TAIL and t.isalpha() and t not in vocab)
-    words = itertools.islice(missing, max_words)
-    return weighted_scores(index, ((w, weight * x) for t in words for w, x in tail_terms(t, vocab, most=most)))
+    return _unheld_scores(index, tokens, functools.partial(tail_terms, most=most), MIN_TAIL, weight, max_words)
 
 
 HEAD_KEY = 4  # characters an inflected word is grouped by: its first four
@@ -386,16 +424,6 @@ def _turkish() -> Any:
     return Stemmer.Stemmer("turkish")
 
 
-def _heads(words: Callable[[], Words]) -> tuple[dict[str, list[str]], int]:
-    """A piece's words of letters longer than :data:`HEAD_KEY` by their first :data:`HEAD_KEY` characters, and about
-    their size in bytes."""
-    out: dict[str, list[str]] = {}
-    for word in words()[0]:
-        if len(word) > HEAD_KEY and word.isalpha():
-            out.setdefault(word[:HEAD_KEY], []).append(word)
-    return out, sum(GROUP_BYTES + 8 * len(v) for v in out.values())
-
-
 def inflected_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tuple[str, float]]:
     """The user's words that are ``word`` with suffixes Turkish stemming takes off ("bilet" → "biletlerini", their
     tickets: Turkish stacks suffixes), where the user never wrote ``word`` itself: the ``most`` in the most turns,
@@ -403,27 +431,21 @@ def inflected_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> li
     ("kitaplarımı"); typed in ASCII, an inflected word is its own token."""
     if most <= 0 or len(word) < HEAD_KEY or not word.isalpha() or word in vocab:
         return []
-    groups = [GROUPS.get("heads", piece, functools.partial(_heads, words)) for piece, words in _pieces(vocab)]
     stem = _turkish().stemWord
-    found: dict[str, int] = {}
-    for heads in groups:
-        for candidate in heads.get(word[:HEAD_KEY], ()):
-            if len(candidate) <= len(word) or not candidate.startswith(word) or candidate in found:
-                continue
-            if stem(candidate) == word and (n := _df(vocab, candidate)) > 0:
-                found[candidate] = n
-    best = sorted(found, key=lambda w: (-found[w], w))[:most]
-    return [(w, len(word) / len(w)) for w in best]
+    return _longer_forms(
+        word,
+        vocab,
+        most,
+        ("heads", _first_letters, HEAD_KEY + 1),
+        lambda inflected: len(inflected) > len(word) and inflected.startswith(word) and stem(inflected) == word,
+    )
 
 
 def inflected_scores(
     index: TurnIndex, tokens: Sequence[str], *, most: int = 3, weight: float = 1.0, max_words: int = MAX_FUZZY_WORDS
 ) -> np.ndarray | None:
     """The BM25 scores that :func:`inflected_terms` of ``tokens`` add, times ``weight`` (None when none)."""
-    vocab = vocabulary(index)
-    missing = (t for t in dict.fromkeys(tokens) if len(t) >= HEAD_KEY and t.isalpha() and t not in vocab)
-    words = itertools.islice(missing, max_words)
-    return weighted_scores(index, ((w, weight * x) for t in words for w, x in inflected_terms(t, vocab, most=most)))
+    return _unheld_scores(index, tokens, functools.partial(inflected_terms, most=most), HEAD_KEY, weight, max_words)
 
 
 _Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings
