@@ -11,9 +11,9 @@ Each stage is a small function so it can be tested on a toy corpus ranked by han
   frequent), each weighted ``1 − edits / len(word)``. Only a word the vocabulary lacks is expanded: a misspelt name
   ("Nikolas") finds the transcript's spelling ("Nicolas") while a word that matches is left alone;
 * :func:`fuzzy_scores` — the BM25 scores the expansions add (each expansion's own BM25 scores times its weight);
-* :func:`tail_terms` / :func:`tail_scores` — a query word the user never wrote alone also matches their compounds
-  that end in it ("Arzt" finds "Hausarzt": a compound names its kind last), and :func:`inflected_terms` /
-  :func:`inflected_scores` its Turkish inflections ("bilet" finds "biletlerini");
+* :func:`tail_terms` — a query word the user never wrote alone also matches their compounds that end in it ("Arzt"
+  finds "Hausarzt": a compound names its kind last), and :func:`inflected_terms` its Turkish inflections ("bilet"
+  finds "biletlerini"); :func:`form_scores` scores both;
 * :func:`lone_unit_scores` — a query's lone CJK character (or grapheme cluster) matches the bigrams holding it;
 * both group the vocabulary's words (by prefix and length; bigrams by unit) once per immutable *piece* of it — a
   maintained index's segment, or a whole score matrix — kept while the piece lives (:mod:`refind_cli.term_groups`),
@@ -372,22 +372,6 @@ def _longer_forms(
     return [(w, len(word) / len(w)) for w in best]
 
 
-def _unheld_scores(
-    index: TurnIndex,
-    tokens: Sequence[str],
-    terms: Callable[[str, Mapping[str, int]], list[tuple[str, float]]],
-    shortest: int,
-    weight: float,
-    max_words: int,
-) -> np.ndarray | None:
-    """The BM25 scores that ``terms`` of the first ``max_words`` query words of letters the vocabulary lacks (at
-    least ``shortest`` long) add, times ``weight``; None when none has any."""
-    vocab = vocabulary(index)
-    missing = (t for t in dict.fromkeys(tokens) if len(t) >= shortest and t.isalpha() and t not in vocab)
-    words = itertools.islice(missing, max_words)
-    return weighted_scores(index, ((w, weight * x) for t in words for w, x in terms(t, vocab)))
-
-
 def tail_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tuple[str, float]]:
     """The user's compounds that end in ``word`` — German, Dutch or Scandinavian compounds name their kind last
     ("Arzt" → "Hausarzt", "Therapie" → "Physiotherapie", not "Zahnarzttermin") — at least :data:`MIN_REST` letters
@@ -404,15 +388,7 @@ def tail_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> list[tu
     )
 
 
-def tail_scores(
-    index: TurnIndex, tokens: Sequence[str], *, most: int = 3, weight: float = 1.0, max_words: int = MAX_FUZZY_WORDS
-) -> np.ndarray | None:
-    """The BM25 scores that :func:`tail_terms` of ``tokens`` add, times ``weight`` (None when no token has any): the
-    first ``max_words`` query words the vocabulary lacks, as :func:`fuzzy_scores` reads them."""
-    return _unheld_scores(index, tokens, functools.partial(tail_terms, most=most), MIN_TAIL, weight, max_words)
-
-
-HEAD_KEY = 4  # characters an inflected word is grouped by: its first four
+HEAD_KEY = MIN_TAIL  # characters an inflected word is grouped by: its first four (form_scores reads both alike)
 
 
 @functools.lru_cache(maxsize=1)
@@ -441,11 +417,30 @@ def inflected_terms(word: str, vocab: Mapping[str, int], *, most: int = 3) -> li
     )
 
 
-def inflected_scores(
-    index: TurnIndex, tokens: Sequence[str], *, most: int = 3, weight: float = 1.0, max_words: int = MAX_FUZZY_WORDS
+def form_scores(
+    index: TurnIndex,
+    tokens: Sequence[str],
+    *,
+    tails: tuple[int, float] = (3, 1.0),
+    inflections: tuple[int, float] = (3, 1.0),
+    max_words: int = MAX_FUZZY_WORDS,
 ) -> np.ndarray | None:
-    """The BM25 scores that :func:`inflected_terms` of ``tokens`` add, times ``weight`` (None when none)."""
-    return _unheld_scores(index, tokens, functools.partial(inflected_terms, most=most), HEAD_KEY, weight, max_words)
+    """The BM25 scores that the first ``max_words`` query words of letters the vocabulary lacks (4 letters or more)
+    add by their compounds' tails and their Turkish inflections (each ``(most, weight)``: the terms per word, and the
+    weight their own weights are multiplied by): both asked in one pass over the query, scored in one (None when
+    neither finds any)."""
+    (tails_most, tails_weight), (inflections_most, inflections_weight) = tails, inflections
+    if not (tails_most and tails_weight) and not (inflections_most and inflections_weight):
+        return None
+    vocab = vocabulary(index)
+    missing = (t for t in dict.fromkeys(tokens) if len(t) >= MIN_TAIL and t.isalpha() and t not in vocab)
+    terms: list[tuple[str, float]] = []
+    for word in itertools.islice(missing, max_words):
+        if tails_most and tails_weight:
+            terms += ((w, tails_weight * x) for w, x in tail_terms(word, vocab, most=tails_most))
+        if inflections_most and inflections_weight:
+            terms += ((w, inflections_weight * x) for w, x in inflected_terms(word, vocab, most=inflections_most))
+    return weighted_scores(index, terms) if terms else None
 
 
 _Units = dict[str, tuple[list[str], list[int]]]  # unit → its bigrams, the most postings first, and their postings

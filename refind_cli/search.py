@@ -179,13 +179,14 @@ class UserIndex:
                 expandable = [t for t in tokens if t not in named]
             extra = expand.fuzzy_scores(idx, expandable, max_expansions=cfg.fuzzy_expansions)
             scores = scores if extra is None else scores + extra
-        # a word the user never wrote alone also matches their compounds that end in it (expand.py)
-        if cfg.compound_tails and cfg.compound_tails_weight:
-            extra = expand.tail_scores(idx, tokens, most=cfg.compound_tails, weight=cfg.compound_tails_weight)
-            scores = scores if extra is None else scores + extra
-        if cfg.inflections and cfg.inflections_weight:  # … and their words that are it with suffixes (expand.py)
-            extra = expand.inflected_scores(idx, tokens, most=cfg.inflections, weight=cfg.inflections_weight)
-            scores = scores if extra is None else scores + extra
+        # a word the user never wrote alone also matches their compounds that end in it, and its Turkish inflections
+        extra = expand.form_scores(
+            idx,
+            tokens,
+            tails=(cfg.compound_tails, cfg.compound_tails_weight),
+            inflections=(cfg.inflections, cfg.inflections_weight),
+        )
+        scores = scores if extra is None else scores + extra
         if cfg.variants:  # compounds, clitic prefixes, loanword vowels the user wrote another way (variants.py)
             extra = variants.variant_scores(idx, text, tokens)
             scores = scores if extra is None else scores + extra

@@ -13,13 +13,12 @@ from refind_cli.expand import (
     backfill,
     char_masks,
     edit_distance,
+    form_scores,
     fuzzy_scores,
     fuzzy_terms,
-    inflected_scores,
     inflected_terms,
     max_edits,
     near_distance,
-    tail_scores,
     tail_terms,
     vocabulary,
 )
@@ -149,12 +148,12 @@ def test_a_word_never_written_alone_matches_the_compounds_that_end_in_it():
     assert tail_terms("therapi", vocab) == [("physiotherapi", 7 / 13)]
     assert tail_terms("hausarzt", vocab) == []  # a word the user wrote is never expanded
     assert tail_terms("arz", vocab) == []  # too short to be a compound's last part
-    scores = tail_scores(idx, analyze("Arzt Therapie"))
+    scores = form_scores(idx, analyze("Arzt Therapie"), inflections=(0, 0.0))
     assert scores is not None and np.flatnonzero(scores).tolist() == [0, 1, 2, 5]
     expected = bm25_scores(idx, ["hausarzt"]) * 0.5 + bm25_scores(idx, ["kinderarzt"]) * 0.4
     expected += bm25_scores(idx, ["physiotherapi"]) * 7 / 13
     assert np.allclose(scores, expected)
-    assert tail_scores(idx, analyze("Zahnarzttermin")) is None
+    assert form_scores(idx, analyze("Zahnarzttermin")) is None
 
 
 def test_search_finds_a_compound_by_its_last_part_and_the_stage_can_be_turned_off(store):
@@ -182,7 +181,7 @@ def test_a_word_never_written_alone_matches_its_turkish_inflections():
     assert inflected_terms("bilet", vocab) == [("bileti", 5 / 6), ("biletlerini", 5 / 11)]
     assert inflected_terms("bilet", vocab, most=1) == [("bileti", 5 / 6)]
     assert inflected_terms("bileti", vocab) == []  # a word the user wrote is never expanded
-    scores = inflected_scores(idx, analyze("Bilet ne zaman?"))
+    scores = form_scores(idx, analyze("Bilet ne zaman?"), tails=(0, 0.0))
     assert scores is not None and np.flatnonzero(scores).tolist() == [0, 1]
     expected = bm25_scores(idx, ["bileti"]) * 5 / 6 + bm25_scores(idx, ["biletlerini"]) * 5 / 11
     assert np.allclose(scores, expected)
