@@ -147,9 +147,8 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
         wire.answer_while(lambda: start(wire.release))()
 
 
-DRAIN_EXTRA_S = (
-    30.0  # at the end of the input, how long the requests in flight may still take (agent mode: + its deadline)
-)
+# at the end of the input, how long the requests in flight may still take (agent mode: this + its deadline)
+DRAIN_EXTRA_S = 30.0
 
 
 class Gate:
