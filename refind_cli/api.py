@@ -102,6 +102,22 @@ class Session:
     last_recorded_at: int  # Unix ms when the store last received a message of it
 
 
+def _request_dict(request: AddRequest) -> dict[str, Any]:
+    """An AddRequest in the contract's JSON shape, to be checked as one (its fields may hold anything)."""
+    messages: list[Any] = []
+    for m in request.messages:
+        if isinstance(m, Message):
+            messages.append({"role": m.role, "content": m.content, "timestamp": m.timestamp})
+        else:
+            messages.append(m)  # (refused by the contract, named by its index)
+    return {
+        "request_id": request.request_id,
+        "user_id": request.user_id,
+        "session_id": request.session_id,
+        "messages": messages,
+    }
+
+
 class Memory:
     """One refind database (a SQLite file, created when missing) with a retention window.
 
@@ -126,6 +142,8 @@ class Memory:
             if retention_days is None or retention_days is UNSET
             else settings.parse_retention(retention_days)
         )
+        if not isinstance(path, (str, os.PathLike)) or "\0" in os.fspath(path):  # (a TypeError, a ValueError)
+            raise InvalidInput(f"path: must be a file path without NUL characters, got {path!r}")
         self._store = Store(os.fspath(path), clock=clock)
         try:
             apply_retention(self._store, days, writer=writer)  # (a change of the stored policy prints nothing)
@@ -216,14 +234,16 @@ class Memory:
         .role: …``) and nothing is stored. Otherwise one outcome per request, in order: an ``AddOutcome``, or the
         ``Conflict`` / ``Forgotten`` that refused that request alone (the others are stored).
         """
+        if requests is None or isinstance(requests, (str, bytes, Mapping)):
+            raise InvalidInput(f"requests: must be a list of Add requests, got {type(requests).__name__}")
         parsed: list[AddRequest] = []
         for i, item in enumerate(requests):
-            if isinstance(item, AddRequest):
-                parsed.append(item)
-                continue
             try:
-                refuse_lone_surrogates(item, "request")
-                parsed.append(parse_add(dict(item) if isinstance(item, Mapping) else item, strict=strict))
+                # an AddRequest is checked as its JSON shape is (content=5 raised TypeError; "" and a timestamp of
+                # -5 were stored, and the export of them then refused)
+                body = _request_dict(item) if isinstance(item, AddRequest) else item
+                refuse_lone_surrogates(body, "request")
+                parsed.append(parse_add(dict(body) if isinstance(body, Mapping) else body, strict=strict))
             except InvalidInput as exc:
                 raise InvalidInput(f"requests[{i}].{exc.message}") from None
         with self._turn():

@@ -11,9 +11,9 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -379,6 +379,15 @@ def parse_date(text: str, *, end: bool = False) -> int:
             continue
         ms = int(day.timestamp() * 1000)
         return ms + 86_400_000 - 1 if end else ms
+    try:  # a day in another of ISO 8601's forms ("2023-W26-5", "2023-181", "2023-06-30Z"): a bare date too
+        bare = date.fromisoformat(raw.removesuffix("Z"))
+    except ValueError:
+        bare = None
+    if bare is not None:  # (was read as its midnight: a --date-to left its whole day out)
+        ms = (datetime(bare.year, bare.month, bare.day, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+            milliseconds=1
+        )
+        return ms + 86_400_000 - 1 if end else ms
     try:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
@@ -442,7 +451,13 @@ def search_request(
     hi = _date_value(date_to, name("date_to"), end=True)
     if lo is not None and hi is not None and lo > hi:
         raise InvalidInput(f"{name('date_from')} {date_from} is after {name('date_to')} {date_to}: nothing can match")
-    if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+    if options is None:  # (no options, as () says: None raised TypeError)
+        options = ()
+    if (
+        isinstance(options, (str, Mapping))
+        or not isinstance(options, Iterable)
+        or not all(isinstance(o, str) for o in options)
+    ):
         raise InvalidInput(f"{name('options')}: must be a list of strings")
     mode_text = mode.strip().lower() if isinstance(mode, str) else mode
     if mode_text not in SEARCH_MODES:

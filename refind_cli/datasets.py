@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -135,10 +136,15 @@ def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample
     """A file that is not of the format it was read as fails with a message, not a traceback."""
     try:
         yield from samples
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise RefindError(
-            f"{path}: not a {fmt} file as expected ({type(exc).__name__}: {exc}); check --format"
-        ) from exc
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:  # (ValueError: int() of an id)
+        raise RefindError(f"{path}: not a {fmt} file as expected ({_why(exc)}); check --format") from exc
+
+
+def _why(exc: Exception) -> str:
+    """An exception as a refusal names it: Python's digit limit in refind's words (not its advice to raise it)."""
+    if isinstance(exc, ValueError) and "digits" in str(exc) and "int" in str(exc):
+        return f"a number of more than {sys.get_int_max_str_digits():,} digits"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _read_json(path: Path) -> Any:
@@ -150,6 +156,8 @@ def _read_json(path: Path) -> Any:
         raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
     except RecursionError:  # json recurses once per level of nesting
         raise RefindError(f"{path}: cannot read it as JSON: it nests deeper than Python's JSON reader goes") from None
+    except ValueError as exc:  # an integer past Python's digit limit (a plain ValueError, not a JSONDecodeError)
+        raise RefindError(f"{path}: cannot read it as JSON: {_why(exc)}") from None
 
 
 def _is_realtalk(data: Any) -> bool:
@@ -256,6 +264,14 @@ def _distinct(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def _ids(value: Any) -> list[Any]:
+    """A question's evidence ids: a list of them, or one id given alone (a string was read letter by letter: "m1"
+    became "m" and "1", and "1" another message's id)."""
+    if value is None or value == "":
+        return []
+    return [value] if isinstance(value, (str, int)) else list(value)
+
+
 def _evidence(
     qa: dict[str, Any],
     content_of: dict[tuple[int, int], str],
@@ -268,7 +284,7 @@ def _evidence(
     """A LoCoMo-shaped question's evidence ("D3:7" ids, some packed as "D8:6; D9:17") as the texts of its turns, in
     conversation order; ids naming no turn are dropped (and counted), and no evidence at all is counted too."""
     keys: list[tuple[int, int]] = []
-    for entry in qa.get("evidence") or []:
+    for entry in _ids(qa.get("evidence")):
         for part in split_evidence(str(entry)):
             k = _dia_key(part)
             if k is None or k not in content_of:
@@ -304,9 +320,13 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
     for pos, (sid, turns) in enumerate(zip(item["haystack_session_ids"], item["haystack_sessions"])):
         ts = _parse_time(dates[pos], LONGMEMEVAL_TIME) if pos < len(dates) else None
         messages = []
-        for turn in turns:
+        for j, turn in enumerate(turns):
             if not str(turn.get("content", "")).strip():
                 continue  # the contract refuses empty content
+            if not isinstance(turn["content"], str) or not isinstance(turn["role"], str):
+                # (as --role-faithful: 123 raised TypeError inside the index, a null role "ids collide"; without it,
+                # "user: 123" and "None: …" were stored as if written)
+                raise TypeError(f"haystack_sessions[{pos}][{j}]: a turn's role and content are strings")
             if role_faithful:
                 role, content = turn["role"], turn["content"]
             else:
@@ -386,7 +406,7 @@ def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: 
             messages.append(Message(role="user", content=text, timestamp=parse_memdaily_time(msg.get("time"))))
         requests += chunked_requests(user_id, f"t{tid}", f"{user_id}:t{tid}", messages)
         for q in timeline.get("question_list", []):
-            targets = q.get("target_step_id") or []
+            targets = _ids(q.get("target_step_id"))
             evidence = _distinct(content_of[m] for m in targets if m in content_of)
             if not evidence:
                 skipped.add("memdaily question without resolvable target_step_id")

@@ -183,9 +183,10 @@ class BaselineBM25:
 
         messages = store.user_messages(user_id)
         retriever = None
-        if messages:
+        corpus = [self.tokenize(m.content) for m in messages]
+        if any(corpus):  # (bm25s fails on a corpus without one token: a user of stop-words alone matches nothing)
             retriever = bm25s.BM25(k1=self.k1, b=self.b)
-            retriever.index([self.tokenize(m.content) for m in messages], show_progress=False)
+            retriever.index(corpus, show_progress=False)
         self._cache = {user_id: (version, retriever, messages)}  # one user at a time is all an eval needs
         return retriever, messages
 

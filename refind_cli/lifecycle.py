@@ -121,7 +121,7 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     asked for at this moment (the server's sweep, ``Memory.expire``) applies the longer of the store's window and
     the policy stored now (retention.unasked_window): it never deletes what that policy keeps.
     """
-    if user_id is not None and not user_id.strip():  # `--user "$U"` with U unset: never every user's
+    if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):  # `--user "$U"`, U unset
         raise InvalidInput("user: must be a non-empty string (leave it out to expire every user)")
     from .retention import unasked_window
 

@@ -105,6 +105,36 @@ def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
     assert memory.export(user="alice") == []  # the valid request before it was not stored either
 
 
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (("user", 5, None), "content: must be a string, got number"),
+        (("user", "", None), "content: must be a non-empty string"),
+        ((None, "x", None), "role: required"),
+        (("user", "x", "yesterday"), "timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (("user", "x", -5), "timestamp: -5 is neither Unix milliseconds"),
+    ],
+)
+def test_add_many_checks_addrequest_objects_as_it_checks_dicts(memory: Memory, message, said) -> None:
+    # a probe of round 17: AddRequest objects went to the store unchecked — content 5 raised TypeError, "" and a
+    # timestamp of -5 were stored (and the export of them was then refused), a null role "collided"
+    from refind_cli.contract import AddRequest, Message
+
+    good = AddRequest("r1", "alice", "s1", (Message("user", "kept"),))
+    bad = AddRequest("r2", "alice", "s1", (Message(*message),))
+    with pytest.raises(InvalidInput) as err:
+        memory.add_many([good, bad])
+    assert err.value.message.startswith(f"requests[1].messages[0].{said}"), err.value.message
+    assert memory.export(user="alice") == []
+    assert memory.add_many([good])[0].status == "added"  # a sound one is stored as before
+
+
+def test_add_many_of_no_list_is_invalid_input(memory: Memory) -> None:
+    for nothing in (None, "r1", {"request_id": "r1"}):
+        with pytest.raises(InvalidInput, match=r"^requests: must be a list of Add requests"):
+            memory.add_many(nothing)
+
+
 def test_a_lone_surrogate_is_invalid_input_not_a_unicode_error(memory: Memory) -> None:
     memory.add("kept", user="alice", session="s1")
     lone = "\ud800"
@@ -257,3 +287,17 @@ def test_a_storage_fault_is_a_refind_error_not_a_sqlite3_one(tmp_path: Path, mon
             holder.close()
         memory.add("Caroline: second", user="alice", session="s1")  # the lock gone, the same call succeeds
         assert len(memory.search("Caroline", user="alice", top_k=5)) >= 1
+
+
+def test_odd_arguments_are_invalid_input_not_python_errors(memory: Memory, tmp_path: Path) -> None:
+    # a probe of round 17: each raised AttributeError, TypeError or ValueError
+    with pytest.raises(InvalidInput, match=r"^user: must be a non-empty string"):
+        memory.expire(user=["alice"])
+    with pytest.raises(InvalidInput, match=r"^path: must be a file path without NUL characters"):
+        Memory(tmp_path / "a\0b.db")
+    with pytest.raises(InvalidInput, match=r"^path: must be a file path"):
+        Memory(5)  # type: ignore[arg-type]
+    memory.add("I adopted a cat", user="alice", session="s1")
+    assert memory.search("cat", user="alice", options=None) == memory.search("cat", user="alice")  # none: ()
+    with pytest.raises(InvalidInput, match=r"options: must be a list of strings"):
+        memory.search("cat", user="alice", options={"a": 1})  # (its keys were searched)

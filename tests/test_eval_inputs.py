@@ -73,3 +73,73 @@ def test_a_file_name_that_is_not_utf8_is_named_as_the_file_name(cli, tmp_path):
     assert (
         "replaying user 'simple\\udcff:0': the user id, the name of a file of the set or an id in it, is not " in said
     )
+
+
+# ---- a probe of round 17 -------------------------------------------------------------------------------------------
+
+
+def test_a_number_past_4300_digits_is_one_error_line(cli, tmp_path):
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    raw = json.dumps(data).replace('"qa"', '"big": ' + "9" * 5_000 + ', "qa"', 1)
+    path = tmp_path / "set.json"
+    path.write_text(raw, encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert (
+        r.exit_code == 1 and r.output == f"error: {path}: cannot read it as JSON: a number of more than 4,300 digits\n"
+    )
+    data[0]["conversation"]["session_" + "1" * 5_000] = []  # int() of a session's number
+    path.write_text(json.dumps(data), encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 1 and "(a number of more than 4,300 digits); check --format" in r.output
+
+
+def test_a_user_whose_turns_hold_no_word_is_found_by_nobody_not_a_traceback(cli, tmp_path):
+    # bm25s refused a corpus without one token ("max() arg is an empty sequence"): the baseline's index now is none
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    for key, turns in data[0]["conversation"].items():
+        if key.startswith("session_") and isinstance(turns, list):
+            for turn in turns:
+                turn["text"] = "is it the"  # stop-words alone
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["systems"]["baseline"]["recall"]
+
+
+@pytest.mark.parametrize("role_faithful", [False, True])
+def test_a_longmemeval_turn_that_is_not_text_is_one_error_line(cli, tmp_path, role_faithful):
+    item = json.loads((EVAL / "longmemeval_small.json").read_text(encoding="utf-8"))[0]
+    item["haystack_sessions"][0][0]["content"] = 123
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    r = cli("eval", str(path), "--json", *(["--role-faithful"] if role_faithful else []))
+    assert r.exit_code == 1, r.output
+    assert "haystack_sessions[0][0]: a turn's role and content are strings" in r.output
+
+
+def test_a_memdaily_target_given_as_one_string_is_that_message_not_its_letters(tmp_path):
+    # a probe of round 17: "m1" was read letter by letter, and "1" named another message — scored, silently wrong
+    from refind_cli import datasets
+
+    timeline = {
+        "tid": 0,
+        "message_list": [
+            {"mid": "m1", "message": "我把雨伞放在了客厅里。", "time": "2024年04月01日 周一 20:15", "place": "北京"},
+            {"mid": "1", "message": "其他", "time": "2024年04月01日 周一 20:16", "place": "北京"},
+        ],
+        "question_list": [
+            {
+                "qid": 0,
+                "question": "我把雨伞放在哪里了？",
+                "answer": "客厅",
+                "target_step_id": "m1",
+                "choices": {"A": "客厅"},
+            }
+        ],
+    }
+    folder = tmp_path / "md"
+    folder.mkdir()
+    (folder / "01_simple_items.json").write_text(json.dumps([timeline], ensure_ascii=False), encoding="utf-8")
+    (question,) = [q for sample in datasets.load(folder, "memdaily") for q in sample.questions]
+    assert question.evidence == ("我把雨伞放在了客厅里。",)

@@ -104,6 +104,12 @@ def test_parse_date_forms():
     assert parse_date("2023-06-01", end=True) == parse_date("2023-06-02") - 1
     assert parse_date("2023-06-01T08:00") == T0
     assert parse_date("2023-06-01T10:00+02:00") == T0
+    # a bare day in ISO 8601's other forms is a day too: --date-to takes all of it (a probe of round 17: it was
+    # read as its midnight, and a message said that afternoon left out)
+    for day in ("2023-06-01Z", "2023-W22-4", "20230601"):
+        assert parse_date(day) == parse_date("2023-06-01"), day
+        assert parse_date(day, end=True) == parse_date("2023-06-02") - 1, day
+    assert parse_date("2023-06-01T00:00", end=True) == parse_date("2023-06-01")  # a time given is that time
 
 
 def test_options_join_the_query_when_configured(store):
