@@ -99,7 +99,7 @@ def test_a_user_whose_turns_hold_no_word_is_found_by_nobody_not_a_traceback(cli,
     for key, turns in data[0]["conversation"].items():
         if key.startswith("session_") and isinstance(turns, list):
             for turn in turns:
-                turn["text"] = "is it the"  # stop-words alone
+                turn["speaker"], turn["text"] = "A", "is it the"  # stop-words alone ("A: is it the")
     path = tmp_path / "set.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     r = cli("eval", str(path), "--json")
