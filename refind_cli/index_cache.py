@@ -258,6 +258,7 @@ class UserState:
 
 SORT_ALL_PAST = 64  # a layout sorts everything when more than 1 in this many turns' sessions are out of order
 MAX_VIEWS = 4  # layouts memoised per state (as_of and retention make different views)
+PREFETCH_AROUND = 64  # neighbours on each side whose text a search reads with its anchors' at most
 TURN_CACHE = 16384  # rendered turns kept per state; the cache is emptied when it would hold more
 TURN_TEXT = 4 << 20  # … or more than this many characters of text
 # distinct (role, speaker label) pairs a state keeps codes for (UserState.voice_list): their tuples, ~200 bytes each
@@ -520,6 +521,9 @@ class LazyTurns(Sequence[Turn]):
         n = len(self)
         if not n or not len(positions):
             return
+        # (a prefetch, not a bound: the turns further out are read when a block asks for them; neighbours=10**23
+        # raised "Maximum allowed size exceeded" here, 10**8 asked 38.7 GiB)
+        around = min(around, PREFETCH_AROUND)
         near = (np.asarray(positions, dtype=np.int64)[:, None] + np.arange(-around, around + 1)).ravel()
         np.maximum(np.minimum(near, n - 1, out=near), 0, out=near)  # (the ufuncs: clip's checks cost more here)
         self._fetch(self._layout.rows[index_store.distinct(near)])

@@ -21,7 +21,6 @@ OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
 STAMPS = ("full", "day")
 ROLES = ("every", "change")
-MAX_NEIGHBOURS = 1_000  # turns of context on each side of an anchor at most (a session longer than that is rare)
 NEIGHBOUR_FILTERS = ("all", "match", "short", "match_or_short")
 
 
@@ -113,10 +112,8 @@ class SearchConfig:
             raise InvalidInput(f"k1 must be 0 or more, got {self.k1}")
         if not 0 <= self.b <= 1:
             raise InvalidInput(f"b must be from 0 to 1, got {self.b}")
-        for name in ("neighbours", "neighbours_before", "late_neighbours"):  # (None: as neighbours)
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= MAX_NEIGHBOURS:  # 10**23 raised ValueError, 10**8 took 38 GiB
-                raise InvalidInput(f"{name} must be from 0 to {MAX_NEIGHBOURS:,}, got {value}")
+        if self.neighbours < 0:
+            raise InvalidInput(f"neighbours must be 0 or more, got {self.neighbours}")
         if not 1 <= self.kinds_senses <= MAX_SENSES:
             raise InvalidInput(
                 f"kinds_senses must be 1 to {MAX_SENSES} (the table keeps a word's {MAX_SENSES} most frequent), "

@@ -239,6 +239,17 @@ def test_a_block_s_neighbours_stop_at_its_session_however_many_are_asked():
     assert list(chosen) == [2, 1, 3, 0, 4]  # the anchor, then nearest first, the earlier of two first; not s2
 
 
+def test_a_search_asking_any_number_of_neighbours_shows_the_session(store):
+    # a probe of round 17: the search's prefetch of the neighbours' text raised "Maximum allowed size exceeded" for
+    # neighbours=10**23 (10**8 asked 38.7 GiB); it now reads at most 64 each side, the rest as blocks ask for them
+    for i in range(200):
+        add(store, "u", "s1", ("user", f"turn {i} {'kayak' if i == 100 else 'walk'}"), at=T0 + i * 60_000)
+    add(store, "u", "s2", ("user", "another session"), at=T0 + DAY)
+    cfg = S.SearchConfig(neighbours=10**23, neighbour_filter="all", context_blocks=None, backfill=False)
+    blocks = S.search(store, "u", "turn kayak", top_k=1, config=cfg)
+    assert len(blocks) == 1 and len(blocks[0].message_ids) == 200  # the whole session, not s2
+
+
 def test_a_word_in_most_turns_counts_by_presence_not_by_how_short_the_turn_is():
     # "kate" labels 4 of 6 turns. Plain BM25 scores it highest in her shortest turn; flat_df counts it the same in
     # each (the median of its BM25 scores), so the other query words alone tell her turns apart
