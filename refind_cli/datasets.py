@@ -377,7 +377,16 @@ def memdaily_options(choices: Any) -> tuple[str, ...]:
 
 
 def _memdaily_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix == ".json" or p.name.endswith(".json.gz"))
+    """A folder's set files, in order; two of one name before its first dot ("x.json", "x.json.gz") would be one
+    user, replayed twice (a conflict naming no file): refused, naming both."""
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".json" or p.name.endswith(".json.gz"))
+    seen: dict[str, Path] = {}
+    for file in files:
+        stem = file.name.split(".")[0]
+        if stem in seen:
+            raise RefindError(f"{folder}: {seen[stem].name} and {file.name} would be one user ({stem!r}); keep one")
+        seen[stem] = file
+    return files
 
 
 def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:

@@ -143,3 +143,20 @@ def test_a_memdaily_target_given_as_one_string_is_that_message_not_its_letters(t
     (folder / "01_simple_items.json").write_text(json.dumps([timeline], ensure_ascii=False), encoding="utf-8")
     (question,) = [q for sample in datasets.load(folder, "memdaily") for q in sample.questions]
     assert question.evidence == ("我把雨伞放在了客厅里。",)
+
+
+def test_two_files_of_one_name_in_a_folder_are_refused_naming_both(cli, tmp_path):
+    # a probe of round 17: x.json and x.json.gz were one user, replayed twice: a conflict naming no file
+    import gzip
+    import shutil
+
+    folder = tmp_path / "rt"
+    folder.mkdir()
+    chat = next((EVAL / "realtalk").glob("*.json"))
+    shutil.copy(chat, folder / "chat.json")
+    (folder / "chat.json.gz").write_bytes(gzip.compress(chat.read_bytes()))
+    r = cli("eval", str(folder), "--format", "realtalk", "--json")
+    assert r.exit_code == 1
+    assert " ".join(r.output.split()) == (
+        f"error: {folder}: chat.json and chat.json.gz would be one user ('chat'); keep one"
+    )
