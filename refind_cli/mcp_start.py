@@ -158,8 +158,9 @@ class Gate:
     the SDK only logs such a line, and its client waits for an answer forever. A notification so refused is dropped
     (a notification is never answered)."""
 
-    def __init__(self, answer: Callable[[bytes], None]) -> None:
+    def __init__(self, answer: Callable[[bytes], None], passed: Callable[[Any], None] = lambda message: None) -> None:
         self.answer = answer
+        self.passed = passed  # told each message passed on, as the SDK's models read it
         self.partial = bytearray()
 
     def feed(self, data: bytes) -> bytes:
@@ -187,21 +188,21 @@ class Gate:
         except UnicodeDecodeError:  # (its id, when the rest reads as JSON: the client's request fails, not waits)
             self._refuse(_key(_message(stripped.decode("utf-8", "replace").encode())), -32700, NOT_UTF8)
             return False
-        refused: Exception | None = None
         try:
-            mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            model = mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
         except Exception as exc:  # (pydantic's ValidationError, or what its JSON reader raises)
             refused = exc
+        else:  # read as the SDK reads it: passed on, parsed once — but for a "notification" that has an id
+            if not isinstance(model, mcp_types.JSONRPCNotification) or "id" not in (_message(stripped) or {}):
+                self.passed(model)
+                return True
+            # (the models take {"id": 1.5, "method": …} for a notification, which the session never answers)
+            self._refuse(None, -32600, "Invalid Request: an id is a string or an integer")
+            return False
         try:
             message = json.loads(text)
         except (ValueError, RecursionError):
             self._refuse(None, -32700, "Parse error: the line is not JSON")
-            return False
-        if refused is None:
-            if not isinstance(message, dict) or "id" not in message or _key(message) is not None:
-                return True
-            # (the models took 1.5, which the session then never answered)
-            self._refuse(None, -32600, "Invalid Request: an id is a string or an integer")
             return False
         if isinstance(message, list):
             self._refuse(None, -32600, "Invalid Request: a batch; send one message per line")
@@ -250,7 +251,7 @@ class Wire:
         import fcntl
 
         self.path, self.records, self.drain_s = path, records, drain_s
-        self.gate = Gate(self._write)
+        self.gate = Gate(self._write, self._track)
         self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
         self.ended = False  # the client closed its end
         self.pending: set[str] = set()  # ids of the requests passed to the SDK and not yet answered
@@ -344,7 +345,6 @@ class Wire:
                 data = os.read(self.fd_in, max(size, 65536))
             self.ended = not data
             passed = self.gate.feed(data)
-            self._track(passed)
             self.ready += passed
         if not self.ready:  # the end of the input: the SDK ends the session when it reads it
             with self.drained:
@@ -356,20 +356,18 @@ class Wire:
                 self._heard(data)
         return data
 
-    def _track(self, lines: bytes) -> None:
-        """Note the requests among ``lines`` (passed to the SDK): each is pending until the SDK answers it."""
-        for line in lines.splitlines():
-            message = _message(line)
-            if message is None or "method" not in message:
-                continue
-            if "id" in message:
-                with self.drained:
-                    self.pending.add(_id(message))
-            elif message["method"] == "notifications/cancelled":  # a cancelled request is never answered
-                params = message.get("params")
-                with self.drained:
-                    self.pending.discard(json.dumps(params.get("requestId") if isinstance(params, dict) else None))
-                    self.drained.notify_all()
+    def _track(self, message: Any) -> None:
+        """Note a request passed to the SDK (a model of the SDK's): pending until the SDK answers it."""
+        import mcp_types
+
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            with self.drained:
+                self.pending.add(json.dumps(message.id))
+        elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            params = message.params if isinstance(message.params, dict) else {}
+            with self.drained:  # a cancelled request is never answered
+                self.pending.discard(json.dumps(params.get("requestId")))
+                self.drained.notify_all()
 
     def _answered(self, data: bytes) -> None:
         """Take the pending requests the SDK's output ``data`` answers off the list."""
