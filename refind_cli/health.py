@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import index_store, migrations, tokenize, trace
-from .errors import CorruptDatabase, RefindError
+from .errors import CorruptDatabase, DiskFull, RefindError
 from .settings import busy_timeout_s
 from .store import no_database, reading_uri, sqlite_filename, storage_error
 
@@ -26,9 +26,8 @@ def _open(path: Path) -> sqlite3.Connection:
     """A plain connection (no migrations: nothing is changed); read-only where the folder cannot be written."""
     if not path.exists():
         raise no_database(path)
-    return sqlite3.connect(
-        reading_uri(path), uri=True, timeout=busy_timeout_s()
-    )  # (read-write: its close removes -wal and -shm)
+    # (read-write where it can be: its close removes -wal and -shm)
+    return sqlite3.connect(reading_uri(path), uri=True, timeout=busy_timeout_s())
 
 
 def derived_problems(conn: sqlite3.Connection) -> list[str]:
@@ -147,15 +146,17 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
             os.fsync(fh.fileno())
         _publish(partial, target)
     except sqlite3.Error as exc:
-        # the database is only read: a full disk or a failed write is the copy's (its folder's), not the database's
-        raise storage_error(exc, target if _writing(exc) else path) from exc
+        error = storage_error(exc, path)
+        if isinstance(error, DiskFull):  # the database is only read: no space is the copy's folder's
+            error = storage_error(exc, target)
+        raise error from exc
     finally:
         for leftover in (partial, *(partial.with_name(partial.name + s) for s in ("-journal", "-wal", "-shm"))):
             leftover.unlink(missing_ok=True)
     return {"db": str(path), "backup": str(target), "bytes": target.stat().st_size, **counts}
 
 
-_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED: what a backup step answers while a writer holds the database
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # what a backup step answers while a writer holds the database
 
 
 def _give_up_after(seconds: float) -> Callable[[int, int, int], None]:
@@ -168,12 +169,6 @@ def _give_up_after(seconds: float) -> Callable[[int, int, int], None]:
             raise sqlite3.OperationalError("database is locked")
 
     return progress
-
-
-def _writing(exc: sqlite3.Error) -> bool:
-    """Whether an error of a backup was met writing its copy: no space (the database is only read)."""
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    return code == 13 or "disk is full" in str(exc).lower()  # SQLITE_FULL
 
 
 # link(2)'s answers where the file system has no hard links (FAT, some network and FUSE file systems)
