@@ -364,6 +364,20 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
 _DATE_FORMATS = ("%Y/%m/%d", "%Y-%m-%d", "%Y%m%d")
 
 
+def _bare_day(raw: str) -> date | None:
+    """The day ``raw`` names with no time of day: one of :data:`_DATE_FORMATS`, or another of ISO 8601's forms of a
+    date ("2023-W26-5", "2023-06-30Z" — these were read as the day's midnight: a --date-to left the day out)."""
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(raw, fmt).date()
+        except ValueError:
+            continue
+    try:
+        return date.fromisoformat(raw.removesuffix("Z"))
+    except ValueError:
+        return None
+
+
 def parse_date(text: str, *, end: bool = False) -> int:
     """YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 datetime (UTC unless it names a zone) → Unix ms.
 
@@ -372,21 +386,9 @@ def parse_date(text: str, *, end: bool = False) -> int:
     raw = (text or "").strip() if isinstance(text, str) else text
     if not isinstance(raw, str) or not raw:
         raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
-    for fmt in _DATE_FORMATS:
-        try:
-            day = datetime.strptime(raw, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-        ms = int(day.timestamp() * 1000)
-        return ms + 86_400_000 - 1 if end else ms
-    try:  # a day in another of ISO 8601's forms ("2023-W26-5", "2023-181", "2023-06-30Z"): a bare date too
-        bare = date.fromisoformat(raw.removesuffix("Z"))
-    except ValueError:
-        bare = None
-    if bare is not None:  # (was read as its midnight: a --date-to left its whole day out)
-        ms = (datetime(bare.year, bare.month, bare.day, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
-            milliseconds=1
-        )
+    day = _bare_day(raw)
+    if day is not None:
+        ms = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)  # (a whole second: exact)
         return ms + 86_400_000 - 1 if end else ms
     try:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))

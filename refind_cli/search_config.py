@@ -54,9 +54,7 @@ class SearchConfig:
     fuzzy_categories: bool = False  # … also a question's category word that has kinds (False: its kinds alone)
     compound_tails: int = 3  # such a word also matches up to this many compounds ending in it ("Arzt": Hausarzt)
     compound_tails_weight: float = 1.0  # … each weighted len(word) / len(compound) times this (0: off)
-    inflections: int = (
-        3  # … and up to this many of their words that are it with Turkish suffixes ("bilet": biletlerini)
-    )
+    inflections: int = 3  # … and up to this many words that are it with Turkish suffixes ("bilet": biletlerini)
     inflections_weight: float = 1.0  # … each weighted len(word) / len(inflected) times this (0: off)
     variants: bool = True  # compounds joined or split, glued numbers, dates, clitic prefixes, loanword vowels, as the
     # user wrote them (variants.py)
