@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,12 @@ def containers_over_limit(raw: bytes) -> int | None:
     outside = _JSON_STRING.sub(b"", raw)
     n = outside.count(b"[") + outside.count(b"{")
     return n if n > MAX_CONTAINERS else None
+
+
+def long_number() -> str:
+    """How a refusal names a JSON integer past Python's limit on digits (``int_max_str_digits``, whose ValueError
+    advises raising it): the server's, a replay line's and a dataset's alike."""
+    return f"a number of more than {sys.get_int_max_str_digits():,} digits"
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

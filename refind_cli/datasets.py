@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .contract import AddRequest, Message
+from .contract import AddRequest, Message, long_number
 from .errors import InvalidInput, RefindError
 
 FORMATS = ("locomo", "longmemeval", "memdaily", "realtalk")
@@ -143,7 +142,7 @@ def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample
 def _why(exc: Exception) -> str:
     """An exception as a refusal names it: Python's digit limit in refind's words (not its advice to raise it)."""
     if isinstance(exc, ValueError) and "digits" in str(exc) and "int" in str(exc):
-        return f"a number of more than {sys.get_int_max_str_digits():,} digits"
+        return long_number()
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -56,6 +56,7 @@ from .contract import (
     Message,
     check_id,
     containers_over_limit,
+    long_number,
     parse_add,
     parse_message,
     refuse_lone_surrogates,
@@ -435,7 +436,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             yield LineError(n, "not valid JSON here (nested too deeply)", regroups=True)
             continue
         except ValueError:  # an integer past Python's digit limit
-            yield LineError(n, f"a number of more than {sys.get_int_max_str_digits():,} digits", regroups=True)
+            yield LineError(n, long_number(), regroups=True)
             continue
         if SURROGATE_ESCAPE.search(text):
             try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ..contract import (
     SURROGATE_ESCAPE,
     DuplicateKey,
     containers_over_limit,
+    long_number,
     refuse_lone_surrogates,
     unique_keys,
 )
@@ -77,9 +77,7 @@ def load_json(body: bytes) -> Any:
     except RecursionError:
         raise InvalidInput("request: the body nests too deeply") from None
     except ValueError:  # an integer past Python's limit on digits (int_max_str_digits)
-        raise InvalidInput(
-            f"request: the body holds a number of more than {sys.get_int_max_str_digits():,} digits"
-        ) from None
+        raise InvalidInput(f"request: the body holds {long_number()}") from None
     if SURROGATE_ESCAPE.search(body):
         refuse_lone_surrogates(data, "request")
     return data
