@@ -342,13 +342,18 @@ def no_database(path: Path) -> NotFound:
     return NotFound(f"no database at {path} (give --db PATH or set REFIND_DB){hint}")
 
 
+def _aside_name(path: Path, token: str) -> str:
+    """The private name :func:`_unlink_if_same` moves ``path`` to (``token``: 16 hex digits)."""
+    return f".{path.name}.{token}.removing"
+
+
 def interrupted_removals(path: Path) -> list[Path]:
     """The files :func:`_unlink_if_same` moved aside from ``path`` and, interrupted (a process killed between its
     rename and its unlink or putting back), left under their private names."""
     import os
     import re
 
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{16}}\.removing")
+    pattern = re.compile(re.escape(_aside_name(path, "/")).replace("/", "[0-9a-f]{16}"))  # ("/": in no name)
     try:
         names = os.listdir(path.parent if str(path.parent) else ".")
     except OSError:
@@ -365,7 +370,7 @@ def _unlink_if_same(path: Path, identity: FileIdentity | None) -> bool:
     import secrets
     import warnings
 
-    aside = path.with_name(f".{path.name}.{secrets.token_hex(8)}.removing")
+    aside = path.with_name(_aside_name(path, secrets.token_hex(8)))
     os.rename(path, aside)
     if file_identity(aside) == identity:
         os.unlink(aside)
