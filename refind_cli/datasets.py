@@ -25,6 +25,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,7 +122,7 @@ def load(
     p = Path(path)
     samples: Iterator[Sample]
     if fmt == "locomo":
-        samples = (load_locomo_sample(s, skipped) for s in _expect_list(_read_json(p), p))
+        samples = _locomo(_expect_list(_read_json(p), p), skipped)
     elif fmt == "longmemeval":
         samples = _longmemeval(_expect_list(_read_json(p), p), role_faithful, skipped)
     elif fmt == "realtalk":
@@ -131,11 +132,40 @@ def load(
     return _checked(samples, p, fmt)
 
 
+# what reading a set of the wrong shape raises (ValueError: int() of an id, or a number past the digit limit)
+_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, IndexError, ValueError)
+
+
+class _Misshapen(Exception):
+    """A shape error and where in the set it was met: the parts of a path such as ``[3]``, ``.qa[7]``."""
+
+    def __init__(self, where: list[str], exc: Exception) -> None:
+        super().__init__(where, exc)
+        self.where, self.exc = where, exc
+
+
+@contextmanager
+def _at(part: str) -> Iterator[None]:
+    """Reading inside is at PART of the set (nested: the parts join into a path): a shape error names where it was."""
+    try:
+        yield
+    except _Misshapen as inner:
+        inner.where.insert(0, part)
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise _Misshapen([part], exc) from exc
+
+
 def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample]:
-    """A file that is not of the format it was read as fails with a message, not a traceback."""
+    """A file that is not of the format it was read as fails with a message naming where, not a traceback."""
     try:
         yield from samples
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:  # (ValueError: int() of an id)
+    except _Misshapen as bad:
+        where = "".join(bad.where)
+        raise RefindError(f"{path}: not a {fmt} file as expected (at {where}: {_why(bad.exc)}); check --format") from (
+            bad.exc
+        )
+    except _SHAPE_ERRORS as exc:
         raise RefindError(f"{path}: not a {fmt} file as expected ({_why(exc)}); check --format") from exc
 
 
@@ -210,6 +240,13 @@ def _dia_key(dia_id: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None  # "D30:05" and "D30:5" name the same turn
 
 
+def _locomo(data: list[Any], skipped: Skipped) -> Iterator[Sample]:
+    for i, item in enumerate(data):
+        with _at(f"[{i}]"):
+            sample = load_locomo_sample(item, skipped)
+        yield sample
+
+
 def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
     user_id = str(sample["sample_id"])
     conv = sample["conversation"]
@@ -223,40 +260,62 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
             continue
         ts = _parse_time(conv.get(f"{key}_date_time", ""), LOCOMO_TIME)
         messages = []
-        for turn in turns:
-            content = f"{turn['speaker']}: {turn['text']}"
-            messages.append(Message(role="user", content=content, timestamp=ts))
-            k = _dia_key(turn["dia_id"])
+        for j, turn in enumerate(turns):
+            with _at(f".conversation.{key}[{j}]"):
+                content = f"{turn['speaker']}: {turn['text']}"
+                messages.append(Message(role="user", content=content, timestamp=ts))
+                k = _dia_key(turn["dia_id"])
             if k is not None:
                 content_of[k] = content
                 order[k] = len(order)
         requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
-    questions = []
-    for i, qa in enumerate(sample.get("qa", [])):
-        category = qa.get("category")
-        if category not in LOCOMO_CATEGORIES:
-            skipped.add(f"locomo category {category} (not scored)")
-            continue
-        evidence = _evidence(
-            qa,
-            content_of,
-            order,
-            skipped,
-            dropped="locomo evidence id that names no turn (dropped)",
-            empty="locomo question without evidence",
-        )
-        if not evidence:
-            continue
-        questions.append(
-            Question(
-                id=f"{user_id}:q{i}",
-                user_id=user_id,
-                text=qa["question"],
-                category=f"{category} {LOCOMO_CATEGORIES[category]}",
-                evidence=evidence,
-            )
-        )
+    questions = _dialogue_questions(
+        user_id,
+        sample.get("qa", []),
+        LOCOMO_CATEGORIES,
+        content_of,
+        order,
+        skipped,
+        unscored="locomo category {} (not scored)",
+        dropped="locomo evidence id that names no turn (dropped)",
+        empty="locomo question without evidence",
+    )
     return Sample(user_id, tuple(requests), tuple(questions))
+
+
+def _dialogue_questions(
+    user_id: str,
+    qas: list[dict[str, Any]],
+    categories: dict[int, str],
+    content_of: dict[tuple[int, int], str],
+    order: dict[tuple[int, int], int],
+    skipped: Skipped,
+    *,
+    unscored: str,
+    dropped: str,
+    empty: str,
+) -> list[Question]:
+    """A LoCoMo-shaped ``qa`` list (LoCoMo's, REALTALK's): the questions of scored categories with their evidence."""
+    questions = []
+    for i, qa in enumerate(qas):
+        with _at(f".qa[{i}]"):
+            category = qa.get("category")
+            if category not in categories:
+                skipped.add(unscored.format(category))
+                continue
+            evidence = _evidence(qa, content_of, order, skipped, dropped=dropped, empty=empty)
+            if not evidence:
+                continue
+            questions.append(
+                Question(
+                    id=f"{user_id}:q{i}",
+                    user_id=user_id,
+                    text=qa["question"],
+                    category=f"{category} {categories[category]}",
+                    evidence=evidence,
+                )
+            )
+    return questions
 
 
 def _distinct(items: Iterable[str]) -> tuple[str, ...]:
@@ -301,8 +360,9 @@ LONGMEMEVAL_TIME = "%Y/%m/%d (%a) %H:%M"
 
 
 def _longmemeval(data: list[Any], role_faithful: bool, skipped: Skipped) -> Iterator[Sample]:
-    for item in data:
-        sample = load_longmemeval_question(item, role_faithful, skipped)
+    for i, item in enumerate(data):
+        with _at(f"[{i}]"):
+            sample = load_longmemeval_question(item, role_faithful, skipped)
         if sample is not None:
             yield sample
 
@@ -320,19 +380,20 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
         ts = _parse_time(dates[pos], LONGMEMEVAL_TIME) if pos < len(dates) else None
         messages = []
         for j, turn in enumerate(turns):
-            if not str(turn.get("content", "")).strip():
-                continue  # the contract refuses empty content
-            if not isinstance(turn["content"], str) or not isinstance(turn["role"], str):
-                # (as --role-faithful: 123 raised TypeError inside the index, a null role "ids collide"; without it,
-                # "user: 123" and "None: …" were stored as if written)
-                raise TypeError(f"haystack_sessions[{pos}][{j}]: a turn's role and content are strings")
-            if role_faithful:
-                role, content = turn["role"], turn["content"]
-            else:
-                role, content = "user", f"{turn['role']}: {turn['content']}"
-            messages.append(Message(role=role, content=content, timestamp=ts))
-            if turn.get("has_answer"):
-                evidence.append(content)
+            with _at(f".haystack_sessions[{pos}][{j}]"):
+                if not str(turn.get("content", "")).strip():
+                    continue  # the contract refuses empty content
+                if not isinstance(turn["content"], str) or not isinstance(turn["role"], str):
+                    # (as --role-faithful: 123 raised TypeError inside the index, a null role "ids collide"; without
+                    # it, "user: 123" and "None: …" were stored as if written)
+                    raise TypeError("a turn's role and content are strings")
+                if role_faithful:
+                    role, content = turn["role"], turn["content"]
+                else:
+                    role, content = "user", f"{turn['role']}: {turn['content']}"
+                messages.append(Message(role=role, content=content, timestamp=ts))
+                if turn.get("has_answer"):
+                    evidence.append(content)
         # a haystack can name the same session id twice: the position keeps request ids apart
         requests += chunked_requests(user_id, str(sid), f"{user_id}:{pos}:{sid}", messages)
     if not evidence:
@@ -394,41 +455,48 @@ def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
         timelines = _expect_list(_read_json(file), file)
         stem = file.name.split(".")[0]
         for start in range(0, len(timelines), MEMDAILY_GROUP):
-            yield load_memdaily_group(
-                f"{stem}:{start // MEMDAILY_GROUP}", timelines[start : start + MEMDAILY_GROUP], skipped
-            )
+            with _at(file.name):
+                sample = load_memdaily_group(
+                    f"{stem}:{start // MEMDAILY_GROUP}", timelines[start : start + MEMDAILY_GROUP], skipped, start
+                )
+            yield sample
 
 
-def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: Skipped) -> Sample:
+def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: Skipped, first: int = 0) -> Sample:
+    """Timelines ``first``, ``first + 1``, … of a MemDaily file as one user (``first`` places them in the file)."""
     requests: list[AddRequest] = []
     questions: list[Question] = []
-    for timeline in timelines:
-        tid = timeline["tid"]
-        content_of = {}
-        messages = []
-        for msg in timeline.get("message_list", []):
-            text = str(msg.get("message", ""))
-            if not text.strip():
-                continue
-            content_of[msg["mid"]] = text
-            messages.append(Message(role="user", content=text, timestamp=parse_memdaily_time(msg.get("time"))))
-        requests += chunked_requests(user_id, f"t{tid}", f"{user_id}:t{tid}", messages)
-        for q in timeline.get("question_list", []):
-            targets = _ids(q.get("target_step_id"))
-            evidence = _distinct(content_of[m] for m in targets if m in content_of)
-            if not evidence:
-                skipped.add("memdaily question without resolvable target_step_id")
-                continue
-            questions.append(
-                Question(
-                    id=f"{user_id}:t{tid}:q{q.get('qid')}",
-                    user_id=user_id,
-                    text=q["question"],
-                    category=user_id.split(":", maxsplit=1)[0],
-                    evidence=evidence,
-                    options=memdaily_options(q.get("choices")),
-                )
-            )
+    for t, timeline in enumerate(timelines, start=first):
+        with _at(f"[{t}]"):
+            tid = timeline["tid"]
+            content_of = {}
+            messages = []
+            for j, msg in enumerate(timeline.get("message_list", [])):
+                with _at(f".message_list[{j}]"):
+                    text = str(msg.get("message", ""))
+                    if not text.strip():
+                        continue
+                    content_of[msg["mid"]] = text
+                    said_at = parse_memdaily_time(msg.get("time"))
+                    messages.append(Message(role="user", content=text, timestamp=said_at))
+            requests += chunked_requests(user_id, f"t{tid}", f"{user_id}:t{tid}", messages)
+            for n, q in enumerate(timeline.get("question_list", [])):
+                with _at(f".question_list[{n}]"):
+                    targets = _ids(q.get("target_step_id"))
+                    evidence = _distinct(content_of[m] for m in targets if m in content_of)
+                    if not evidence:
+                        skipped.add("memdaily question without resolvable target_step_id")
+                        continue
+                    questions.append(
+                        Question(
+                            id=f"{user_id}:t{tid}:q{q.get('qid')}",
+                            user_id=user_id,
+                            text=q["question"],
+                            category=user_id.split(":", maxsplit=1)[0],
+                            evidence=evidence,
+                            options=memdaily_options(q.get("choices")),
+                        )
+                    )
     return Sample(user_id, tuple(requests), tuple(questions))
 
 
@@ -442,7 +510,9 @@ def _realtalk(path: Path, skipped: Skipped) -> Iterator[Sample]:
         data = _read_json(file)
         if not isinstance(data, dict):
             raise RefindError(f"{file}: expected one REALTALK chat (a JSON object) per file")
-        yield load_realtalk_chat(file.name.split(".")[0], data, skipped)
+        with _at(file.name):
+            sample = load_realtalk_chat(file.name.split(".")[0], data, skipped)
+        yield sample
 
 
 def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> Sample:
@@ -457,44 +527,30 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
         if not isinstance(turns, list):
             continue
         messages = []
-        for turn in turns:
-            text = str(turn.get("clean_text") or "")
-            if not text.strip():
-                skipped.add("realtalk message without text")
-                continue
-            content = f"{turn['speaker']}: {text}"
-            messages.append(
-                Message(role="user", content=content, timestamp=_parse_time(turn.get("date_time"), REALTALK_TIME))
-            )
-            k = _dia_key(str(turn.get("dia_id", "")))
+        for j, turn in enumerate(turns):
+            with _at(f".{key}[{j}]"):
+                text = str(turn.get("clean_text") or "")
+                if not text.strip():
+                    skipped.add("realtalk message without text")
+                    continue
+                content = f"{turn['speaker']}: {text}"
+                said_at = _parse_time(turn.get("date_time"), REALTALK_TIME)
+                messages.append(Message(role="user", content=content, timestamp=said_at))
+                k = _dia_key(str(turn.get("dia_id", "")))
             if k is not None:
                 content_of[k] = content
                 order[k] = len(order)
         if messages:
             requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
-    questions = []
-    for i, qa in enumerate(chat.get("qa", [])):
-        category = qa.get("category")
-        if category not in REALTALK_CATEGORIES:
-            skipped.add(f"realtalk category {category} (not scored)")
-            continue
-        evidence = _evidence(
-            qa,
-            content_of,
-            order,
-            skipped,
-            dropped="realtalk evidence id that names no message (dropped)",
-            empty="realtalk question without resolvable evidence",
-        )
-        if not evidence:
-            continue
-        questions.append(
-            Question(
-                id=f"{user_id}:q{i}",
-                user_id=user_id,
-                text=qa["question"],
-                category=f"{category} {REALTALK_CATEGORIES[category]}",
-                evidence=evidence,
-            )
-        )
+    questions = _dialogue_questions(
+        user_id,
+        chat.get("qa", []),
+        REALTALK_CATEGORIES,
+        content_of,
+        order,
+        skipped,
+        unscored="realtalk category {} (not scored)",
+        dropped="realtalk evidence id that names no message (dropped)",
+        empty="realtalk question without resolvable evidence",
+    )
     return Sample(user_id, tuple(requests), tuple(questions))

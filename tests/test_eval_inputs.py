@@ -90,7 +90,7 @@ def test_a_number_past_4300_digits_is_one_error_line(cli, tmp_path):
     data[0]["conversation"]["session_" + "1" * 5_000] = []  # int() of a session's number
     path.write_text(json.dumps(data), encoding="utf-8")
     r = cli("eval", str(path), "--json")
-    assert r.exit_code == 1 and "(a number of more than 4,300 digits); check --format" in r.output
+    assert r.exit_code == 1 and "(at [0]: a number of more than 4,300 digits); check --format" in r.output
 
 
 def test_a_user_whose_turns_hold_no_word_is_found_by_nobody_not_a_traceback(cli, tmp_path):
@@ -115,7 +115,7 @@ def test_a_longmemeval_turn_that_is_not_text_is_one_error_line(cli, tmp_path, ro
     path.write_text(json.dumps([item]), encoding="utf-8")
     r = cli("eval", str(path), "--json", *(["--role-faithful"] if role_faithful else []))
     assert r.exit_code == 1, r.output
-    assert "haystack_sessions[0][0]: a turn's role and content are strings" in r.output
+    assert "(at [0].haystack_sessions[0][0]: TypeError: a turn's role and content are strings)" in r.output
 
 
 def test_a_memdaily_target_given_as_one_string_is_that_message_not_its_letters(tmp_path):
@@ -160,3 +160,73 @@ def test_two_files_of_one_name_in_a_folder_are_refused_naming_both(cli, tmp_path
     assert " ".join(r.output.split()) == (
         f"error: {folder}: chat.json and chat.json.gz would be one user ('chat'); keep one"
     )
+
+
+# ---- where in the set (round 18) -----------------------------------------------------------------------------------
+
+
+def _broken_copy(tmp_path, name, damage):
+    """A copy of fixtures/eval/NAME (a file or a folder of files) with DAMAGE applied to one file's data."""
+    source = EVAL / name
+    if source.is_dir():
+        folder = tmp_path / name
+        folder.mkdir()
+        files = sorted(source.glob("*.json"))
+        for file in files:
+            (folder / file.name).write_bytes(file.read_bytes())
+        target = folder / files[0].name
+    else:
+        folder = target = tmp_path / name
+    data = json.loads((EVAL / name if not source.is_dir() else source / target.name).read_text(encoding="utf-8"))
+    damage(data)
+    target.write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def _drop(mapping, key):
+    del mapping[key]
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "where"),
+    [
+        (
+            "locomo_small.json",
+            lambda d: _drop(d[0]["conversation"]["session_1"][1], "speaker"),
+            "[0].conversation.session_1[1]: KeyError: 'speaker'",
+        ),
+        ("locomo_small.json", lambda d: _drop(d[0]["qa"][2], "question"), "[0].qa[2]: KeyError: 'question'"),
+        (
+            "longmemeval_small.json",
+            lambda d: _drop(d[0]["haystack_sessions"][2][2], "role"),
+            "[0].haystack_sessions[2][2]: KeyError: 'role'",
+        ),
+        (
+            "longmemeval_small.json",
+            lambda d: d[0]["haystack_sessions"][1].__setitem__(0, {"role": "user", "content": 5}),
+            "[0].haystack_sessions[1][0]: TypeError: a turn's role and content are strings",
+        ),
+        (
+            "memdaily",
+            lambda d: _drop(d[3]["message_list"][1], "mid"),
+            "01_simple_items.json[3].message_list[1]: KeyError: 'mid'",
+        ),
+        (
+            "memdaily",
+            lambda d: _drop(d[21]["question_list"][0], "question"),
+            "01_simple_items.json[21].question_list[0]: KeyError: 'question'",
+        ),
+        (
+            "realtalk",
+            lambda d: _drop(d["session_2"][2], "speaker"),
+            "Chat_1_Ana_Ben.json.session_2[2]: KeyError: 'speaker'",
+        ),
+        ("realtalk", lambda d: d["qa"].__setitem__(4, None), "Chat_1_Ana_Ben.json.qa[4]: AttributeError"),
+    ],
+)
+def test_a_misshapen_set_names_where_in_it(cli, tmp_path, name, damage, where):
+    # (it named only the file: "not a locomo file as expected (KeyError: 'speaker')", in a set of 10,000 turns)
+    path = _broken_copy(tmp_path, name, damage)
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith(f"error: {path}: not a ") and f"file as expected (at {where}" in r.output, r.output
