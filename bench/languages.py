@@ -7,7 +7,9 @@ The cases (``fixtures/languages.json``, written for refind by a review of the an
 messages — each its own session, so a block is one message — and questions a person or a planner would type, each
 naming the message it asks about and what it probes ("accent dropped", "Traditional query, Simplified message",
 "1-char noun glued to 的"…). Questions of kind ``norm`` are what an analyzer can be expected to handle; ``bm25`` ones
-need synonyms, translation or transliteration, which BM25 cannot do (counted apart).
+need synonyms, translation or transliteration, which BM25 cannot do (counted apart). Two more sets in that format:
+``fixtures/languages_more.json`` (a second reviewer's; mended against since) and ``fixtures/languages_blind.json``
+(127 + 20 questions in 16 languages, written without reading the analyzer, the other sets or any result).
 
 Searches run with backfill off, as the planner sees them (a question matching nothing finds nothing). With
 ``--baseline`` the same cases are asked of another checkout in a worker process (``python -P``, that checkout on

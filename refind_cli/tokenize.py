@@ -491,7 +491,7 @@ def _latin_or_other(piece: str, out: list[str]) -> None:
     if _LATIN.fullmatch(piece):
         _latin(piece, _stem, out)
     elif (script := _STEMMED_SCRIPTS.fullmatch(piece)) is not None:
-        out.append(_script_stem(script.lastgroup or "", piece))
+        out.append(script_stem(script.lastgroup or "", piece))
     else:
         out.append(piece)
 
@@ -503,7 +503,7 @@ def _latin(word: str, stem: Callable[[str], str], out: list[str]) -> None:
     if word in STOPWORDS_EN:
         own = None
     else:
-        own = _script_stem("turkish", word) if _TURKISH_LETTERS.search(word) else stem(word)
+        own = script_stem("turkish", word) if _TURKISH_LETTERS.search(word) else stem(word)
     if own is not None:
         out.append(own)
     if not word.isascii():
@@ -566,7 +566,7 @@ _STEMMED_SCRIPTS = re.compile(
 )
 
 
-def _script_stem(language: str, word: str) -> str:
+def script_stem(language: str, word: str) -> str:
     """``word``'s stem by the ``language`` stemmer, or, where the stemmer leaves nothing, the word without its accents
     (as the stemmer reads it): Snowball's Greek stemmer takes all of "όταν" (when) or "ίδια" (same) away, and an empty
     token would be no word at all — the index drops it and a check of the index reads it as damage."""
@@ -1026,7 +1026,7 @@ def _reference_words(
             elif _LATIN.fullmatch(piece):
                 _latin(piece, stem, out)
             elif script := _STEMMED_SCRIPTS.fullmatch(piece):
-                out.append(_script_stem(script.lastgroup or "", piece))
+                out.append(script_stem(script.lastgroup or "", piece))
             else:
                 out.append(piece)
 

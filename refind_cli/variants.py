@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from . import expand
 from .index import TurnIndex, bm25_scores, weighted_scores
-from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, unaccented, units
+from .tokenize import STOPWORDS_EN, analyze, ascii_stems, normalise, script_stem, unaccented, units
 
 if TYPE_CHECKING:
     import numpy as np
@@ -366,6 +366,12 @@ def clitics(tokens: Sequence[str]) -> list[str]:
         bare = [token[len(p) :] for p in prefixes if token.startswith(p) and len(token) - len(p) >= 2]
         out.extend(bare)
         out.extend(p + word for word in (token, *bare) for p in prefixes)
+        if prefixes is ARABIC_PREFIXES:
+            # Snowball's Arabic stemmer strips a suffix or not by the prefix it found: الشاورما → شاورما, but
+            # شاورما → شاورم, and it keeps و or ف before ا: والشاورما → والشاورم. The word, and it after "and the",
+            # are also looked for as the stemmer gives them (the other prefixes it strips, or keeps as written)
+            forms = (*(token, *bare), *(p + word for word in (token, *bare) for p in ("وال", "فال")))
+            out.extend(stem for form in forms if (stem := script_stem("arabic", form)) != form)
     return out
 
 
