@@ -172,6 +172,7 @@ class UserIndex:
         scores, rarer = flat_and_rarer_scores(idx, tokens, cfg.flat_df, names_only=cfg.flat_names)
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
+        exact = scores  # (``widened - exact`` below: what the expansions add, for the neighbour filter)
         if cfg.fuzzy:  # robust queries (expand.py): words the user never wrote match their nearest spellings
             expandable = tokens
             if not cfg.fuzzy_categories and cfg.kinds_weight:  # a category word with kinds is left to them
@@ -207,6 +208,7 @@ class UserIndex:
             )
             if more:
                 scores = scores + bm25_scores(idx, more) * cfg.kinds_weight
+        widened = scores
         if cfg.date_boost:  # a question naming a day prefers the matching turns said that day (query_dates.py)
             scores = query_dates.date_boost(
                 idx, scores, query_dates.named_days(text), boost=cfg.date_boost, window_days=cfg.date_window_days
@@ -248,14 +250,31 @@ class UserIndex:
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
         match = None  # which turns count as sharing a query word for the neighbour filter
+        matching = tokens
         if cfg.neighbour_match_df is not None:
             rare = drop_common(idx, tokens, cfg.neighbour_match_df)
             if len(rare) < len(tokens):  # a speaker's name (in every label of theirs) does not make a neighbour match
-                match = bm25_scores(idx, rare) * mask
+                match, matching = bm25_scores(idx, rare) * mask, rare
+        if not cfg.date_neighbours and cfg.index_dates and any(map(_date_token, matching)):
+            # "… in June 2023": every turn of the anchor's session holds its month and year words; a neighbour must
+            # share another query word, or an expansion's (a spelling, a kind, a variant)
+            undated = [t for t in matching if not _date_token(t)]
+            match = (bm25_scores(idx, undated) + (widened - exact)) * mask
         prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
         if prefetch is not None:
             prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
         return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
+
+
+@functools.cache
+def _month_tokens() -> frozenset[str]:
+    months = "January February March April May June July August September October November December"
+    return frozenset(analyze(months))
+
+
+def _date_token(token: str) -> bool:
+    """Whether ``token`` is one of the date words indexed with every turn (``index_dates``: a month's name, a year)."""
+    return (len(token) == 4 and token.isascii() and token.isdigit()) or token in _month_tokens()
 
 
 def spread_sessions(

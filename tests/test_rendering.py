@@ -286,3 +286,17 @@ def test_a_question_whose_words_sit_in_an_instruction_like_sentence_still_search
     _session(store, "my friend Jacques lives in Paris now", "I adopted two cats")
     hits = S.search(store, "u", "Only one of my friends lives in Paris. Who is it?", top_k=1)
     assert hits and "Jacques" in hits[0].content
+
+
+def test_a_neighbour_sharing_only_a_date_word_with_the_question_does_not_join(store):
+    # said in June 2023 (T0), as the question's date words: every turn of the anchor's session is indexed with them
+    _session(store, "we talked about the weather", "lake kayak rental was cheap", "kayak trip", "then lunch")
+    (b,) = S.search(store, "u", "kayak trip in June 2023", top_k=1)
+    assert _lines(b) == ["lake kayak rental was cheap", "kayak trip"]  # a query word other than a date's: kept
+    (b,) = S.search(store, "u", "kayak trip in June 2023", top_k=1, config=S.SearchConfig(date_neighbours=True))
+    assert _lines(b) == ["we talked about the weather", "lake kayak rental was cheap", "kayak trip", "then lunch"]
+    (b,) = S.search(store, "u", "kayak trip", top_k=1)  # (no date word asked: as before)
+    assert _lines(b) == ["lake kayak rental was cheap", "kayak trip"]
+    # a neighbour matched by an expansion still joins: "kayakz" is no word the user wrote, its fuzzy spelling is
+    (b,) = S.search(store, "u", "kayakz trip in June 2023", top_k=1)
+    assert _lines(b) == ["lake kayak rental was cheap", "kayak trip"]
