@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -60,7 +60,8 @@ def iso_utc(ms: int) -> str:
         secs, milli = divmod(ms, 1000)
         days, rem = divmod(secs, 86_400)
         return f"{_day(days)}T{_TWO[rem // 3600]}:{_TWO[rem % 3600 // 60]}:{_TWO[rem % 60]}.{milli:03d}Z"
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    # whole milliseconds, not the float ms / 1000: past 2100 it is a millisecond early for ~6% of values (…58.566Z)
+    dt = _EPOCH + timedelta(milliseconds=int(ms))
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -71,6 +72,7 @@ def iso_utc(ms: int) -> str:
 FAST_TIME_MS = (946_684_800_000, 4_102_444_800_000)  # 2000-01-01 ≤ ms < 2100-01-01
 _TWO = [f"{i:02d}" for i in range(60)]
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @lru_cache(maxsize=65_536)

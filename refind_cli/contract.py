@@ -49,6 +49,7 @@ class DuplicateKey(ValueError):
         self.key, self.count = key, count
 
 
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
 MAX_CONTAINERS = 100_000  # JSON objects and arrays in one request or replay line (an Add of 10,000 messages: 10,002)
 _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
 
@@ -69,6 +70,12 @@ def long_number() -> str:
     """How a refusal names a JSON integer past Python's limit on digits (``int_max_str_digits``, whose ValueError
     advises raising it): the server's, a replay line's and a dataset's alike."""
     return f"a number of more than {sys.get_int_max_str_digits():,} digits"
+
+
+def request_line(request: dict[str, Any], *, ascii_only: bool = False) -> str:
+    """An Add request as one JSONL line (without its newline), as ``refind export`` writes it and ``refind add``
+    reads it back. ``ascii_only``: every non-ASCII character as a ``\\uXXXX`` escape."""
+    return json.dumps(request, ensure_ascii=ascii_only, separators=(",", ":"))
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

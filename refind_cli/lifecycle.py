@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from . import index_store
-from .errors import InvalidInput, NotFound
+from .contract import MAX_LINE_BYTES, request_line
+from .errors import InvalidInput, NotFound, RefindError
 from .store import CHECKPOINT_TIMEOUT_S, Store
 from .trace import quoting_searches
 
@@ -358,10 +359,6 @@ def export_requests(store: Store, user_id: str, *, session_id: str | None = None
         yield current
 
 
-def export_line(request: dict[str, Any], *, ascii_only: bool = False) -> str:
-    return json.dumps(request, ensure_ascii=ascii_only, separators=(",", ":")) + "\n"
-
-
 def export(
     store: Store, user_id: str, out: IO[str], *, session_id: str | None = None, ascii_only: bool = False
 ) -> ExportResult:
@@ -370,7 +367,19 @@ def export(
     JSON, read back the same)."""
     requests = messages = 0
     for request in export_requests(store, user_id, session_id=session_id):
-        out.write(export_line(request, ascii_only=ascii_only))
+        line = request_line(request, ascii_only=ascii_only)
+        if 4 * len(line) > MAX_LINE_BYTES and (size := len(line.encode())) > MAX_LINE_BYTES:
+            # (never written as a line refind add refuses: an export that cannot be read back is no export)
+            how = (
+                "escaped for this console; write it with --output FILE (UTF-8) instead"
+                if ascii_only
+                else "stored before refind refused such requests; copy the database with refind backup instead"
+            )
+            raise RefindError(
+                f"request_id {request['request_id']!r} of user {user_id!r}: its line would be {size:,} bytes, over the "
+                f"{MAX_LINE_BYTES:,} that refind add reads back ({how})"
+            )
+        out.write(line + "\n")
         requests += 1
         messages += len(request["messages"])
     if not requests:

@@ -124,6 +124,19 @@ def _message(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
+def _repeated_key(text: str) -> str | None:
+    """What names a key twice in one object of the JSON ``text``, None when no key is given twice."""
+    from .contract import DuplicateKey, unique_keys
+
+    try:
+        json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        return str(exc)
+    except (ValueError, RecursionError):  # (what the models read and json does not: nothing of this check's)
+        return None
+    return None
+
+
 def _id(message: dict[str, Any]) -> str:
     return json.dumps(message.get("id"))  # 1 and "1" are different ids
 
@@ -193,6 +206,11 @@ class Gate:
         except Exception as exc:  # (pydantic's ValidationError, or what its JSON reader raises)
             refused = exc
         else:  # read as the SDK reads it: passed on, parsed once — but for a "notification" that has an id
+            if isinstance(model, mcp_types.JSONRPCRequest) and (twice := _repeated_key(text)) is not None:
+                # the models keep a key's last value ({"content": "a", "content": "b"} stored "b"): refused, as the
+                # server and a replay file refuse it — a request's line is read once more, for this
+                self._refuse(model.id, -32600, f"Invalid Request: {twice}")
+                return False
             if not isinstance(model, mcp_types.JSONRPCNotification) or "id" not in (_message(stripped) or {}):
                 self.passed(model)
                 return True

@@ -49,6 +49,8 @@ from .auto_ids import (
 )
 from .contract import (
     MAX_CONTAINERS,
+    MAX_ID_CHARS,
+    MAX_LINE_BYTES,
     MAX_MESSAGES_PER_ADD,
     SURROGATE_ESCAPE,
     AddRequest,
@@ -60,13 +62,13 @@ from .contract import (
     parse_add,
     parse_message,
     refuse_lone_surrogates,
+    request_line,
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
 from .store import Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
-MAX_LINE_BYTES = 64 * 1024 * 1024  # one replay line (an Add request); twice the server's default body limit
 BATCH_SIZE = 500
 MESSAGE_LINE_FIELDS = frozenset({"user_id", "session_id", "request_id", "role", "content", "timestamp"})
 
@@ -469,14 +471,17 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except InvalidInput as exc:
             yield LineError(n, exc.message, regroups=_regroups(obj))
             continue
-        full = len(group) >= MAX_MESSAGES_PER_ADD or size + len(text) > MAX_LINE_BYTES
+        full = len(group) >= MAX_MESSAGES_PER_ADD or _past_one_line(size + len(text), line_key, group, message)
         if key is not None and (line_key != key or (line_key[2] is None and (len(group) >= GROUP_SIZE or full))):
             yield from flush()
         elif key is not None and (full or refused):  # one request_id's lines past what one Add may hold (an export
             # could not be read back), and every line after the first refused: no later line fills a hole
             refused += 1
             rid = line_key[2] or ""
-            yield LineError(n, _over_one_add(rid, len(group) + refused, size + len(text)) if full else _after(rid))
+            over = (
+                _over_one_add(rid, len(group) + refused, _line_bytes(line_key, group, message)) if full else _after(rid)
+            )
+            yield LineError(n, over)
             continue
         key = line_key
         group.append((n, message, unknown, notes))
@@ -529,6 +534,34 @@ def not_utf8(encoding: str) -> str:
     )
 
 
+# an Add line refind export writes for a group: at most its lines' bytes, ROOM_PER_LINE more a message (its said-at,
+# null where a line gave none; a line's escapes are never shorter in the export), and the ids once (each character
+# at most a 6-byte escape; an auto id, auto-<hash>-n, is ROOM_AUTO_ID long at most)
+ROOM_PER_LINE = 32
+ROOM_AUTO_ID = 40
+_ROOM_IDS = 6 * (3 * MAX_ID_CHARS) + 128
+
+
+def _past_one_line(lines_bytes: int, key: tuple[str, str, str | None], group: list[Any], message: Message) -> bool:
+    """Whether a group's lines (``lines_bytes`` of them, ``group`` and one more line's ``message``) would make an Add
+    line past :data:`MAX_LINE_BYTES` as refind export writes it: measured only near the limit."""
+    if lines_bytes + ROOM_PER_LINE * (len(group) + 1) + _ROOM_IDS <= MAX_LINE_BYTES:
+        return False
+    return _line_bytes(key, group, message) > MAX_LINE_BYTES
+
+
+def _line_bytes(key: tuple[str, str, str | None], group: list[Any], message: Message) -> int:
+    """The bytes of the Add line refind export would write for ``group``'s messages and ``message`` under ``key``."""
+    said = [entry[1] for entry in group] + [message]
+    request = {
+        "request_id": key[2] if key[2] is not None else "x" * ROOM_AUTO_ID,
+        "user_id": key[0],
+        "session_id": key[1],
+        "messages": [{"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in said],
+    }
+    return len(request_line(request).encode())
+
+
 def _after(request_id: str) -> str:
     return (
         f"a line of request_id {request_id!r} before this one was refused for going past one Add, so this one is "
@@ -543,7 +576,10 @@ def _over_one_add(request_id: str, messages: int, size: int) -> str:
             f"message {messages:,} of request_id {request_id!r}, over the limit of {MAX_MESSAGES_PER_ADD:,} for one Add"
         )
     else:
-        over = f"request_id {request_id!r}: its lines come to {size:,} bytes here, over the limit of {MAX_LINE_BYTES:,} for one Add"
+        over = (
+            f"request_id {request_id!r}: its lines come to {size:,} bytes as one Add line, over the limit of "
+            f"{MAX_LINE_BYTES:,}"
+        )
     return (
         f"{over} (refind export could not write it as a line refind add reads back); give the rest another request_id"
     )
@@ -1012,7 +1048,9 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
                 ).fetchone()
                 if row is None:
                     refusal = store.check(req)
-                    if refusal is not None:
+                    if isinstance(refusal, InvalidInput):  # (a request export could not write back: its lines)
+                        bad.append(_invalid(part, refusal))
+                    elif refusal is not None:
                         kind = "forgotten" if isinstance(refusal, Forgotten) else "conflict"
                         bad.append((where, refusal.message, kind))
                     else:  # it would be stored (or is already): later lines of this id must repeat it exactly
@@ -1040,6 +1078,11 @@ def _where(item: Parsed | Ready) -> str:
 
 def _span(first: int, last: int) -> str:
     return f"{first}" if first == last else f"{first}-{last}"
+
+
+def _invalid(item: Ready, refusal: InvalidInput) -> LineError:
+    """The lines of a request the store refused as invalid (one export could not write back), as a LineError."""
+    return LineError(item.first_line, refusal.message, last=item.last_line, lines=len(item.lines) or None)
 
 
 def _refused(summary: ReplaySummary, item: LineError, name: str, on_problem: Callable[[str], None] | None) -> None:
@@ -1090,6 +1133,8 @@ def _store_batch(
         if isinstance(outcome, Forgotten):
             summary.forgotten += 1
             _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
+        elif isinstance(outcome, InvalidInput):  # a request export could not write back: its lines are invalid
+            _refused(summary, _invalid(item, outcome), name, on_problem)
         elif isinstance(outcome, RefindError):
             summary.conflicts += 1
             _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import index_store, migrations
-from .contract import AddRequest
+from .contract import MAX_LINE_BYTES, AddRequest, request_line
 from .errors import (
     Conflict,
     CorruptDatabase,
@@ -30,6 +30,7 @@ from .errors import (
     DiskFull,
     FileReplaced,
     Forgotten,
+    InvalidInput,
     NotFound,
     ReadOnlyDatabase,
     RefindError,
@@ -172,6 +173,30 @@ def prepare(req: AddRequest, *, ids: bool = False) -> Prepared:
         tuple((m.role, m.content, m.timestamp) for m in req.messages),
         req.payload_hash(),
         message_ids(req.user_id, req.request_id, 0, len(req.messages)) if ids else None,
+    )
+
+
+MAX_EXPORT_LINE = MAX_LINE_BYTES  # (contract's limit of a replay line; a module global a test can lower)
+
+
+def _unexportable(req: Prepared) -> InvalidInput | None:
+    """Why ``refind export`` could not write ``req`` as a line ``refind add`` reads back (its said-at written, null
+    where none was given; JSON's escapes), None when it can: such a request is refused when added, never found
+    unreadable in an export later. Measured only past a bound (6 bytes a character at most — an escape —, under 64
+    a message's keys): a request of a few MiB costs a sum."""
+    limit = MAX_EXPORT_LINE
+    chars = len(req.request_id) + len(req.user_id) + len(req.session_id)
+    chars += sum(len(role) + len(content) for role, content, _ in req.messages)
+    if 6 * chars + 64 * len(req.messages) + 128 <= limit:
+        return None
+    messages = [{"role": role, "content": content, "timestamp": at} for role, content, at in req.messages]
+    request = {"request_id": req.request_id, "user_id": req.user_id, "session_id": req.session_id}
+    size = len(request_line({**request, "messages": messages}).encode())
+    if size <= limit:
+        return None
+    return InvalidInput(
+        f"request_id {req.request_id!r}: refind export would write it as a line of {size:,} bytes, over the "
+        f"{limit:,} that refind add reads back; split its messages into several requests"
     )
 
 
@@ -803,6 +828,9 @@ class Store:
             if stone is not None:
                 outcomes.append(_forgotten(req, stone))
                 continue
+            if (unexportable := _unexportable(req)) is not None:
+                outcomes.append(unexportable)
+                continue
             fresh[key] = req.digest
             added.append(req)
             outcomes.append(AddOutcome(req.request_id, req.user_id, req.session_id, "added", len(req.messages)))
@@ -887,6 +915,8 @@ class Store:
         stone = self._stone(req, batch)
         if stone is not None:
             raise _forgotten(req, stone)
+        if (unexportable := _unexportable(req)) is not None:
+            raise unexportable
         count = len(req.messages)
         self.conn.execute(_INSERT_REQUEST, _request_row(req, now))
         first = batch.next_seq
@@ -899,8 +929,8 @@ class Store:
         return AddOutcome(request_id, user_id, session_id, "added", count)
 
     def check(self, req: Prepared) -> RefindError | None:
-        """What ``add`` would refuse this request with right now (Conflict or Forgotten), without writing; None
-        when it would be stored or is an identical replay."""
+        """What ``add`` would refuse this request with right now (Conflict, Forgotten, or InvalidInput for a request
+        export could not write back), without writing; None when it would be stored or is an identical replay."""
         row = self.conn.execute(
             "SELECT payload_hash, recorded_at FROM requests WHERE user_id = ? AND request_id = ?",
             (req.user_id, req.request_id),
@@ -909,7 +939,7 @@ class Store:
         if row is not None and (cutoff is None or row[1] >= cutoff):
             return None if row[0] == req.digest else _conflict(req)
         stone = self.tombstone_for(req.user_id, req.request_id)
-        return _forgotten(req, stone) if stone is not None else None
+        return _forgotten(req, stone) if stone is not None else _unexportable(req)
 
     def _expire_request(self, user_id: str, request_id: str, cutoff: int) -> None:
         """Delete one expired request as ``refind expire`` would: its messages, its row, the stored searches

@@ -50,3 +50,12 @@ def test_an_error_naming_chinese_text_is_escaped_too(stored):
     )
     assert failed.returncode == 2
     assert b"Traceback" not in failed.stderr and b"\\u5317\\u4eac" in failed.stderr
+
+
+def test_export_on_a_utf7_console_is_escaped_json_that_reads_back(stored):
+    # a probe of round 18: UTF-7 passed for a UTF; it writes "+" as "+-" and "é" as "+AOk", which read back as JSON
+    # (UTF-8) were stored so — "a+-b caf+AOk" for "a+b café", exit 0
+    exported = _refind("export", "--user", "u", encoding="utf-7", cwd=stored)
+    assert exported.returncode == 0, exported.stderr
+    (request,) = [json.loads(line) for line in exported.stdout.decode("ascii").splitlines()]
+    assert request["messages"][0]["content"] == TEXT

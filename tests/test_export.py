@@ -124,3 +124,94 @@ def test_export_into_a_stream_writes_into_it_and_never_replaces_it(runner, tmp_p
     assert json.loads(received)["messages"][0]["content"] == "hello"
     assert fifo.is_fifo() and link.is_symlink()
     assert list(tmp_path.glob(".pipe.*")) == list(tmp_path.glob(".stdout.*")) == []
+
+
+# ---- a line refind add reads back, or a refusal (a probe of round 18) ----------------------------------------------
+# An Add line just under the replay limit without timestamps was stored, and its export ("timestamp":null for each
+# message) was a line refind add refused; so were message lines grouped by their own bytes, and the Python API took
+# 65 MiB. The limits are lowered here (the same checks, at 64 MiB, would take that much memory).
+
+LIMIT = 400
+
+
+def _lowered(monkeypatch) -> None:
+    from refind_cli import lifecycle, replay, store
+
+    for module, name in ((replay, "MAX_LINE_BYTES"), (store, "MAX_EXPORT_LINE"), (lifecycle, "MAX_LINE_BYTES")):
+        monkeypatch.setattr(module, name, LIMIT)
+
+
+def _add_line(rid: str, text: str) -> dict:
+    return {"request_id": rid, "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": text}]}
+
+
+def test_a_request_export_could_not_write_back_is_refused_when_added(runner, tmp_path: Path, monkeypatch) -> None:
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+
+    _lowered(monkeypatch)
+    db = tmp_path / "m.db"
+    fits = _add_line("r1", "a" * 250)
+    near = _add_line("r2", "b" * (LIMIT - len(json.dumps(_add_line("r2", ""), separators=(",", ":"))) - 1))
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(json.dumps(line, separators=(",", ":")) for line in (fits, near)) + "\n")
+    assert len(log.read_text().splitlines()[1]) == LIMIT - 1  # under the replay limit as written …
+    result = _run(runner, db, "add", "--file", str(log), "--json")
+    assert result.exit_code == 2, result.output
+    (problem,) = json.loads(result.output)["problems"]
+    assert f"request_id 'r2': refind export would write it as a line of {LIMIT + 16} bytes, over the {LIMIT}" in problem
+    assert problem.startswith(f"{log}:2: ")
+    assert [r[3] for r in _rows(db)] == ["r1"]  # … its export, with "timestamp":null, is not: refused; r1 stored
+    with Memory(str(db), retention_days=None) as memory:
+        try:
+            memory.add("c" * LIMIT, user="u", session="s", request_id="r3")
+        except InvalidInput as exc:
+            assert "refind export would write it as a line of" in str(exc)
+        else:
+            raise AssertionError("stored a request its export could not write back")
+    out = tmp_path / "out.jsonl"
+    assert _run(runner, db, "export", "--user", "u", "--output", str(out)).exit_code == 0
+    assert all(len(line) <= LIMIT for line in out.read_bytes().splitlines())
+
+
+def test_message_lines_are_grouped_by_the_line_export_writes_for_them(runner, tmp_path: Path, monkeypatch) -> None:
+    _lowered(monkeypatch)
+    db = tmp_path / "m.db"
+    line = {"request_id": "r", "user_id": "u", "session_id": "s", "role": "user"}
+    lines = [json.dumps({**line, "content": f"{i}" * 124}, separators=(",", ":")) for i in range(2)]
+    assert sum(len(x) for x in lines) == LIMIT  # two lines fit by their own bytes (not over the limit) …
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    result = _run(runner, db, "add", "--file", str(log), "--json")
+    assert result.exit_code == 2, result.output
+    (problem,) = json.loads(result.output)["problems"]  # … the second's export line does not: past one Add
+    assert problem.startswith(f"{log}:2: request_id 'r': its lines come to {LIMIT + 2} bytes as one Add line, over")
+    out = tmp_path / "out.jsonl"
+    assert _run(runner, db, "export", "--user", "u", "--output", str(out)).exit_code == 0
+    copy = tmp_path / "copy.db"
+    assert _run(runner, copy, "add", "--file", str(out)).exit_code == 0
+    assert _rows(copy) == _rows(db) and len(_rows(db)) == 1
+
+
+def test_an_export_escaped_past_the_limit_is_refused_naming_the_request(tmp_path: Path, monkeypatch) -> None:
+    import io
+
+    from refind_cli import lifecycle
+    from refind_cli.errors import RefindError
+
+    db = tmp_path / "m.db"
+    with Store(db, retention_days=None) as store:
+        from refind_cli.contract import parse_add
+
+        store.add(parse_add(_add_line("r1", "北京" * 30)))  # 60 characters: 180 bytes of UTF-8, 360 escaped
+        monkeypatch.setattr(lifecycle, "MAX_LINE_BYTES", LIMIT)
+        out = io.StringIO()
+        lifecycle.export(store, "u", out)
+        assert len(out.getvalue().encode()) < LIMIT
+        try:
+            lifecycle.export(store, "u", io.StringIO(), ascii_only=True)
+        except RefindError as exc:
+            assert str(exc).startswith("request_id 'r1' of user 'u': its line would be ")
+            assert "write it with --output FILE (UTF-8) instead" in str(exc)
+        else:
+            raise AssertionError("wrote an escaped line refind add refuses")

@@ -5,7 +5,7 @@ words with the same result."""
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from refind_cli.blocks import FAST_TIME_MS, format_time, iso_utc
 from refind_cli.expand import max_edits
@@ -52,3 +52,15 @@ def test_max_edits_is_the_per_character_rule():
     words += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 9))) for _ in range(20_000)]
     for word in words:
         assert max_edits(word) == reference_max_edits(word), word
+
+
+def test_iso_times_past_the_fast_range_are_whole_milliseconds():
+    # a probe of round 18: datetime.fromtimestamp(ms / 1000) read 9635161138567 as …58.566 (the float is under it);
+    # about 6% of milliseconds from 2100 to 2286 were one early in MCP's and the planner's said_at
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    rng = random.Random(18)
+    values = [rng.randrange(FAST_TIME_MS[1], 9_999_999_999_999) for _ in range(20_000)]
+    values += [rng.randrange(-(10**12), FAST_TIME_MS[0]) for _ in range(5_000)]
+    for ms in values:
+        assert iso_utc(ms) == (epoch + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z", ms
+    assert iso_utc(9_635_161_138_567) == "2275-04-30T01:38:58.567Z"

@@ -182,3 +182,15 @@ def test_inspect_shows_the_index_size_and_state(cli, small_parts, loaded, db_pat
     shown = wide.export_text()
     assert f"ready: {messages:,} messages in {segments:,} segment(s) ({parts:,} part(s) of postings)" in shown
     assert cli("inspect").exit_code == 0
+
+
+def test_the_overview_counts_pairs_of_ids_as_pairs(cli, db_path: Path) -> None:
+    # a probe of round 18: ids joined by U+001F were counted as one string — "a\x1fb" + "c" and "a" + "b\x1fc" one
+    from refind_cli.api import Memory
+
+    with Memory(str(db_path), retention_days=None) as memory:
+        memory.add("one", user="a\x1fb", session="c", request_id="r")
+        memory.add("two", user="a", session="b\x1fc", request_id="b\x1fr")
+        memory.add("three", user="a\x1fb", session="c", request_id="r2")
+    info = _json(cli, "inspect")
+    assert (info["users"], info["sessions"], info["requests"], info["messages"]) == (2, 2, 3, 3)

@@ -231,3 +231,22 @@ def test_a_malformed_request_is_answered_and_one_in_flight_at_the_end_still_is(t
     answers = _by_id(done.stdout.splitlines())
     assert "unpaired UTF-16 surrogate" in json.loads(answers["half"])["error"]["message"]
     assert json.loads(json.loads(answers["last"])["result"]["content"][0]["text"])["stored"] is True
+
+
+def test_a_request_naming_a_key_twice_is_refused_not_read_as_its_last_value() -> None:
+    # a probe of round 18: the SDK's models keep a key's last value — remember stored "second" in session "B"
+    line = (
+        b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "remember", '
+        b'"arguments": {"content": "first", "content": "second", "session": "A"}}}\n'
+    )
+    passed, answers = _gated(line + _line(TOOLS))
+    assert passed == _line(TOOLS)
+    assert answers == [
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "error": {"code": -32600, "message": "Invalid Request: the key 'content' appears 2 times in one object"},
+        }
+    ]
+    once = line.replace(b'"content": "first", ', b"")
+    assert _gated(once) == (once, [])  # each key once: passed on as ever

@@ -19,13 +19,19 @@ def print_json(data: Any) -> None:
 
 def writes_unicode(stream: Any) -> bool:
     """Whether ``stream`` can write every character: its encoding is a UTF. A Latin-1 or cp1252 console, a Windows
-    pipe, or ``PYTHONIOENCODING=ascii`` cannot write Chinese text."""
+    pipe, or ``PYTHONIOENCODING=ascii`` cannot write Chinese text. UTF-7 can, but not as text that reads back: it
+    writes "+" as "+-", "\\" as "+AFw-" and "é" as "+AOk", which a JSON reader (UTF-8) takes for those characters."""
+    name = _codec(stream)
+    return name is not None and name.startswith("utf") and name != "utf-7"
+
+
+def _codec(stream: Any) -> str | None:
     import codecs
 
     try:
-        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name
     except LookupError:
-        return False
+        return None
 
 
 def escape_what_cannot_be_written() -> None:
@@ -34,7 +40,10 @@ def escape_what_cannot_be_written() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and not writes_unicode(stream):
-            reconfigure(errors="backslashreplace")
+            if _codec(stream) == "utf-7":  # (ASCII, escapes and all, as written: no "+AFw-" for a backslash)
+                reconfigure(encoding="ascii", errors="backslashreplace")
+            else:
+                reconfigure(errors="backslashreplace")
 
 
 def index_progress() -> Callable[[int, int], None]:
