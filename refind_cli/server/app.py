@@ -459,6 +459,11 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
                 f"{unknown[0]}: not a parameter of DELETE /v1/memories (user_id, session_id, request_id); "
                 "nothing was deleted"
             )
+        if (await request.body()).strip():  # nor a scope sent as a body ({"session_id": "s1"}), which is not read
+            raise InvalidInput(
+                "DELETE /v1/memories takes its scope in the query string (user_id, session_id, request_id), not in a "
+                "body; nothing was deleted"
+            )
         result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
         return JSONResponse(result)
 

@@ -114,15 +114,21 @@ def encoding_refusal(scope: Scope) -> UnsupportedMediaType | None:
 
 def query_refusal(query_string: bytes) -> InvalidInput | None:
     """A query string with more than one reading is refused: bytes outside ASCII (a client percent-encodes them;
-    read as Latin-1 they would name another user), a value that is no UTF-8 text once percent-decoded ("%FF" would
-    become U+FFFD, "%ED%A0%80" a lone surrogate), and a parameter given twice (``?user_id=bob&user_id=BOB``: never
-    "the last one wins")."""
+    read as Latin-1 they would name another user), a "+" (a space in a form, itself in a URL: ``user_id=bob+test``
+    forgot the user "bob test"), a value that is no UTF-8 text once percent-decoded ("%FF" would become U+FFFD,
+    "%ED%A0%80" a lone surrogate), and a parameter given twice (``?user_id=bob&user_id=BOB``: never "the last one
+    wins")."""
     if not query_string:
         return None
     from urllib.parse import parse_qsl
 
     if not query_string.isascii():
         return InvalidInput("the query string holds bytes outside ASCII; percent-encode them (as UTF-8)")
+    if b"+" in query_string:
+        return InvalidInput(
+            'the query string holds a "+", which a form reads as a space and a URL as itself; percent-encode a plus '
+            "as %2B and a space as %20"
+        )
     try:
         pairs = parse_qsl(query_string.decode("ascii"), keep_blank_values=True, errors="strict")
     except UnicodeDecodeError:

@@ -313,3 +313,29 @@ def test_a_body_of_too_many_json_arrays_is_refused_before_parsing(make_client):
     text = "Caroline: a cat " + "[]{}" * 150_000  # brackets inside a string are text: stored as sent
     assert client.post("/v1/memories/add", json=add_body(content=text)).status_code == 200
     assert any(text in item["content"] for item in stored(client))
+
+
+def test_a_plus_in_a_forget_scope_is_refused_not_read_as_a_space(make_client):
+    # a probe of round 18: "?user_id=bob+test@x.com" was read as a form ("bob test@x.com"): it forgot another user
+    client = make_client()
+    for user in ("bob+test@x.com", "bob test@x.com"):
+        assert client.post("/v1/memories/add", json=add_body(user_id=user)).status_code == 200
+    response = client.delete("/v1/memories?user_id=bob+test@x.com")
+    assert response.status_code == 422
+    assert "percent-encode a plus as %2B and a space as %20" in response.json()["error"]["message"]
+    assert stored(client, "bob+test@x.com") and stored(client, "bob test@x.com")  # nothing was forgotten
+    response = client.delete("/v1/memories?user_id=bob%2Btest%40x.com")
+    assert response.status_code == 200 and response.json()["user_id"] == "bob+test@x.com"
+    assert not stored(client, "bob+test@x.com") and stored(client, "bob test@x.com")
+
+
+def test_a_forget_scope_sent_as_a_body_is_refused_not_widened_to_the_user(make_client):
+    # a probe of round 18: the body was not read, and the DELETE forgot every session of the user
+    client = make_client()
+    assert client.post("/v1/memories/add", json=add_body(user_id="dave")).status_code == 200
+    response = client.request(
+        "DELETE", "/v1/memories?user_id=dave", json={"session_id": "s1"}, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and "not in a body; nothing was deleted" in response.json()["error"]["message"]
+    assert stored(client, "dave")
+    assert client.delete("/v1/memories?user_id=dave").status_code == 200  # no body: as ever
