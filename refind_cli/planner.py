@@ -266,7 +266,7 @@ def plan(
     retention) when the run ends (:mod:`refind_cli.withhold`); ``budget.deadline_s`` counts from ``asked_at`` (a
     ``time.perf_counter()`` reading: when the search was asked) or else from this call, the trace's times too."""
     from . import search as retrieval
-    from .withhold import forgotten_hits, present, unsaid
+    from .withhold import forgotten_hits, gone, present
 
     t0 = time.perf_counter() if asked_at is None else asked_at
     if top_k < 1:
@@ -304,7 +304,7 @@ def plan(
         present=functools.partial(present, store, user_id, as_of=as_of),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
         forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
-        unsaid=functools.partial(unsaid, store, user_id, as_of=as_of),
+        gone=functools.partial(gone, store, user_id, as_of=as_of),
     )
     return run.run()
 
@@ -394,7 +394,18 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
     fallback's neighbours)."""
     from .withhold import forgotten_hits, present
 
-    result.events[:] = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    events = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    if events is not result.events and result.error is not None:
+        # a provider's error can quote the prompt it refused (a content filter's, a validation's): with a hit it was
+        # sent now forgotten, its message is withheld — in the error and in the trace's error event alike
+        result.error = type(result.error)(
+            f"the search failed ({result.error.kind} error); its message is withheld: it may quote memory forgotten "
+            "while it ran"
+        )
+        events = [
+            replace(e, data={**e.data, "message": result.error.message}) if e.kind == "error" else e for e in events
+        ]
+    result.events[:] = events
     if result.blocks:
         blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
         if withheld is not None:
@@ -434,7 +445,7 @@ class PlannerRun:
         present: Callable[[list[Block]], tuple[list[Block], Withheld | None]] | None = None,
         reread: Callable[[], UserIndex] | None = None,
         forgotten: Callable[[list[Event]], list[Event]] | None = None,
-        unsaid: Callable[[list[tuple[tuple[str, ...], str]], list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+        gone: Callable[[list[tuple[str, ...]]], bool] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -454,8 +465,8 @@ class PlannerRun:
         self.present = present  # the evidence as still stored (None: as the index held it)
         self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
         self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
-        self.unsaid = unsaid  # the conversation without the text of hits removed since (None: as it ran)
-        self.shown: list[tuple[tuple[str, ...], str]] = []  # each hit the model was sent: its message ids, its text
+        self.gone = gone  # whether a hit shown (its message ids) lost a message since (None: never asked)
+        self.shown: list[tuple[str, ...]] = []  # each hit the model was sent: its message ids
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -526,6 +537,8 @@ class PlannerRun:
             if time.monotonic() >= self.deadline_at:
                 self._stop(None)
                 return
+            if self._forgotten_since_shown():
+                return
             self.step += 1
             try:
                 reply = self._call()
@@ -585,9 +598,16 @@ class PlannerRun:
         lines.append(f"You have {self.max_actions} actions. Reply with one JSON object.")
         return "\n".join(lines)
 
+    def _forgotten_since_shown(self) -> bool:
+        """Whether a hit the model was shown is gone since (a forget or expire while the search ran): then the model
+        is not asked again. A placeholder for the hit's text is not enough — the model's replies, and the keywords
+        it searched with after, can quote it (a probe sent "user has jackcanary syndrome" back to the provider)."""
+        if self.gone is None or not self.shown or not self.gone(self.shown):
+            return False
+        self.emit("forgotten", llm_calls=self.stats.llm_calls)
+        return True
+
     def _call(self) -> Reply:
-        if self.unsaid is not None and self.shown:  # a forget since a search showed it: not sent to the model again
-            self.messages = self.unsaid(self.shown, self.messages)
         new = self.messages[self.sent :]
         with deadline(self.deadline_at):  # litellm's timeout and retries end by it (model.deadline)
             reply: Reply = _unicode(self.model(list(self.messages)))
@@ -674,7 +694,7 @@ class PlannerRun:
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
-        self.shown += [(b.message_ids, v.text) for b, v in zip(hits, shown) if v.text is not None]
+        self.shown += [b.message_ids for b, v in zip(hits, shown) if v.text is not None]
         self._say(_results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left())
 
     def _note(self, action: Action) -> None:

@@ -50,6 +50,7 @@ KINDS = (
     "correction",
     "budget",
     "deadline",
+    "forgotten",
     "finish",
     "fallback",
     "withheld",

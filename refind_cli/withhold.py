@@ -97,8 +97,9 @@ def present(
 def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: int | None = None) -> list[Event]:
     """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
     is None (``forgotten``: true), and the same text is taken out of the messages later sent to the model. The
-    planner's own words (its thoughts, keywords and replies) are kept as they are: a trace quoting removed messages is
-    never stored (``trace.save``), and this is what its caller prints."""
+    planner's own words after it was shown such a hit (the model's replies, thoughts, keywords; the observations that
+    repeat them) are :data:`WORDS_WITHHELD`: they can quote it (a probe's model replied "user has jackcanary
+    syndrome"). A trace quoting removed messages is never stored (``trace.save``); this is what its caller prints."""
     wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
     _, gone = _gone(store, user_id, wanted, as_of)
     if not gone:
@@ -106,6 +107,8 @@ def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: in
     texts: list[str] = []  # the views of forgotten hits, as the planner was sent them
     out = []
     for e in events:
+        if texts:  # a forgotten hit was shown before this event
+            e = _without_words(e)
         if e.kind == "search":
             hits = []
             for h in _hits(e):
@@ -115,41 +118,39 @@ def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: in
                     h = {**h, "content": None, "forgotten": True}
                 hits.append(h)
             e = replace(e, data={**e.data, "hits": hits})
-        elif e.kind == "model_call" and texts:
-            e = replace(e, data={**e.data, "messages": _unsaid(e.data.get("messages") or (), texts)})
         out.append(e)
     return out
 
 
-def unsaid(
-    store: Store,
-    user_id: str,
-    shown: Sequence[tuple[Sequence[str], str]],
-    messages: list[dict[str, Any]],
-    *,
-    as_of: int | None = None,
-) -> list[dict[str, Any]]:
-    """The planner's conversation without the text of each hit it was ``shown`` (its message ids, the text the model
-    was sent) that shows a message no longer visible: the next model call does not send the provider again what was
-    forgotten after the planner saw it."""
-    _, gone = _gone(store, user_id, {i for ids, _ in shown for i in ids}, as_of)
-    texts = [text for ids, text in shown if any(i in gone for i in ids)]
-    return _unsaid(messages, texts) if texts else messages
+WORDS_WITHHELD = "(withheld: the planner's words after it was shown a message forgotten since)"
 
 
-FORGOTTEN = "(forgotten since the planner was shown it)"
+def _without_words(e: Event) -> Event:
+    """An event after the planner was shown a hit forgotten since, without its words that could quote it."""
+    data = e.data
+    if e.kind == "model_call":
+        messages = [{**m, "content": WORDS_WITHHELD} for m in data.get("messages") or () if isinstance(m, dict)]
+        data = {**data, "messages": messages, "reply": WORDS_WITHHELD}
+        data.pop("tool_calls", None)
+    elif e.kind == "action":
+        args = data.get("args")
+        if isinstance(args, dict) and "keywords" in args:
+            data = {**data, "args": {**args, "keywords": WORDS_WITHHELD}}
+        data = {**data, "thought": None if data.get("thought") is None else WORDS_WITHHELD}
+    elif e.kind == "search":
+        data = {**data, "keywords": WORDS_WITHHELD}
+    elif e.kind == "correction" and data.get("reply") is not None:
+        data = {**data, "reply": WORDS_WITHHELD}
+    else:
+        return e
+    return replace(e, data=data)
 
 
-def _unsaid(messages: Sequence[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:
-    """The messages with each of ``texts`` replaced by :data:`FORGOTTEN`."""
-    out = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            for text in texts:
-                content = content.replace(text, FORGOTTEN)
-        out.append({**m, "content": content})
-    return out
+def gone(store: Store, user_id: str, shown: Sequence[Sequence[str]], *, as_of: int | None = None) -> bool:
+    """Whether a hit the planner was ``shown`` (each its message ids) shows a message no longer visible: a forget or
+    expire since, after which the planner asks the model nothing more (its replies could quote what was removed)."""
+    _, missing = _gone(store, user_id, {i for ids in shown for i in ids}, as_of)
+    return bool(missing)
 
 
 def _hits(event: Event) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
 - ``Raw(body)``: answered 200 with exactly that JSON body;
 - ``Trickle(seconds, content)``: answered like a ``str``, one byte of the body every ``seconds`` (each read is quick,
   the whole answer slow: a per-read timeout never trips);
-- a callable: called as the request arrives, and its return value answered like a ``str``;
+- a callable: called as the request arrives (a write racing the search), and its return value answered as an entry
+  (a ``str``, a ``Fail`` …);
 - ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
   as its JSON text, or the text itself), and ``content`` beside them (None by default).
 
@@ -140,6 +141,8 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 llm.requests.append(body)
                 llm.headers.append(dict(self.headers))
                 entry = llm.script.pop(0) if llm.script else llm.default or Fail(500, "script exhausted")
+            if callable(entry):  # run as the request arrives: its return value is answered as an entry
+                entry = entry()
             if isinstance(entry, Fail):
                 extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else None
                 self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}}, extra)
@@ -153,7 +156,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 entry = entry.content
             if isinstance(entry, Trickle):
                 trickle, entry = entry.seconds, entry.content
-            if callable(entry):  # a function run as the request arrives (a write racing the search), then its reply
+            if callable(entry):  # (Slow's or Trickle's content: run once the wait is over)
                 entry = entry()
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
             if isinstance(entry, Tools):

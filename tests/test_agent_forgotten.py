@@ -187,18 +187,35 @@ def test_a_forget_between_the_planners_check_and_the_record_is_withheld_too(stor
     assert recorded.events[-1].kind == "withheld" and recorded.events[-1].data["at"] == "evidence"
 
 
-def test_the_model_is_not_sent_again_what_was_forgotten_after_it_was_shown(cli, store, db_path, llm_server):
+def test_the_model_is_asked_nothing_more_once_a_hit_it_was_shown_is_forgotten(cli, store, db_path, llm_server):
     two_hikes(store)
-    # the planner is shown both hikes; the hike is forgotten while it decides; its next call re-sends the conversation
-    llm_server.play(SEARCH, forgetting(db_path, then=NOTE_BOTH, session_id="hike"), FINISH)
+    # the planner is shown both hikes; the hike is forgotten while it decides. Its next call re-sent the conversation
+    # with a placeholder for the hit — and the model's own reply quoting it ("user has jackcanary syndrome", a probe
+    # of round 18): now the planner stops, with what it kept
+    quoting = '{"thought": "Caroline went to Mount Rainier; keep both", "action": "take_note", "results": [1, 2]}'
+    llm_server.play(SEARCH, forgetting(db_path, then=quoting, session_id="hike"), FINISH)
     r = agent_cli(cli, llm_server, "--json")
     assert r.exit_code == 0, r.output
-    assert len(llm_server.requests) == 3
+    assert len(llm_server.requests) == 2  # the third call would have sent the reply quoting the forgotten hit
     assert "Mount Rainier" in json.dumps(llm_server.requests[1])  # shown before the forget
-    after = json.dumps(llm_server.requests[2], ensure_ascii=False)
-    assert "Mount Rainier" not in after  # sent to the provider again, after the user forgot it
-    assert "Lake Tahoe" in after and "(forgotten since the planner was shown it)" in after
     assert "Mount Rainier" not in r.stdout
+    found = json.loads(r.stdout)
+    assert [b["content"].split("] ", 1)[1] for b in found["data"]] == [
+        "user: Caroline: hiking and camping by Lake Tahoe"
+    ]
+    (stop,) = [e for e in found["trace"] if e["kind"] == "forgotten"]
+    assert stop["data"] == {"llm_calls": 2}
+    (call,) = [e for e in found["trace"] if e["kind"] == "model_call" and e["step"] == 2]
+    assert call["data"]["reply"] == "(withheld: the planner's words after it was shown a message forgotten since)"
+
+
+def test_the_trace_printed_says_the_planner_stopped_for_a_forget(cli, store, db_path, llm_server):
+    two_hikes(store)
+    llm_server.play(SEARCH, forgetting(db_path, then=NOTE_BOTH, session_id="hike"), FINISH)
+    shown = " ".join(agent_cli(cli, llm_server, "--trace").output.split())
+    assert "a hit the model was shown was forgotten while the search ran: the planner stopped" in shown
+    # (the hit itself was printed as the search ran, before the forget: --trace prints each event as it happens)
+    assert shown.index("Mount Rainier") < shown.index("was forgotten while the search ran")
 
 
 def test_a_forget_after_the_planners_check_leaves_no_text_in_the_trace_memory_returns(tmp_path, llm_server):
@@ -249,3 +266,21 @@ def test_a_neighbour_forgotten_after_the_planners_check_leaves_the_fallbacks_evi
     assert "Mount Rainier" in answer.evidence[0].content
     assert "secret hiking diary" not in answer.evidence[0].content  # returned, though forgotten before it was
     assert answer.withheld is not None and answer.withheld["messages"] == 1
+
+
+def test_a_provider_error_quoting_a_hit_forgotten_while_it_ran_is_withheld(cli, store, db_path, llm_server):
+    # a probe of round 18: a provider's 400 (a content filter, a validation) echoed the prompt — the hit the planner
+    # was sent — after a forget; the 502 body and the CLI's error line carried the forgotten text
+    from llm_server import Fail
+
+    two_hikes(store)
+    echo = Fail(400, "refused: content policy on 'Caroline: I went hiking at Mount Rainier'")
+    llm_server.play(SEARCH, forgetting(db_path, then=echo, session_id="hike"))
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 5, r.output
+    assert "Mount Rainier" in llm_server.bodies_text()  # the planner was shown it, before the forget
+    assert "Mount Rainier" not in r.output
+    assert "its message is withheld: it may quote memory forgotten while it ran" in " ".join(r.output.split())
+    llm_server.play(SEARCH, echo)  # nothing forgotten: the provider's message as ever
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 5 and "content policy on" in " ".join(r.output.split())

@@ -142,6 +142,12 @@ def event(ev: Event) -> RenderableType:
                 f" (it began {d['ready_ms'] / 1000:.1f} s after the question: loading the model, reading the index)"
             )
         return t
+    if k == "forgotten":
+        return Text(
+            "a hit the model was shown was forgotten while the search ran: the planner stopped, the model is not "
+            "asked again (its replies could quote it)",
+            style="bold yellow",
+        )
     if k == "withheld":
         where = "the planner's view of this search" if d.get("at") == "search" else "the evidence"
         return Text(
