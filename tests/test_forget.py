@@ -373,3 +373,31 @@ def test_after_the_newest_message_is_forgotten_and_the_index_rebuilt_adds_still_
         assert not index_store.pending(store.conn)  # the Add indexed itself
         assert [m.seq for m in store.user_messages("u")] == [1, 3]
         assert index_store.verify(store.conn) == []
+
+
+def test_a_server_without_sweeps_finishes_a_blocked_scrub_once_the_reader_is_gone(
+    filled: Store, db_path: Path, make_client, monkeypatch
+) -> None:
+    # a probe of round 18: `serve --expire-interval 0` — a forget whose truncate met a reader left the text in the
+    # -wal until the server stopped (no sweep ever came)
+    import sqlite3
+    import time
+
+    from refind_cli.server import app
+
+    monkeypatch.setattr(lifecycle, "CHECKPOINT_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(app, "SCRUB_RETRY_S", 0.05)
+    client = make_client(expire_interval_s=0)
+    reader = sqlite3.connect(db_path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot from before the forget
+    response = client.delete("/v1/memories?user_id=alice&session_id=s2")
+    assert response.status_code == 200 and response.json()["checkpointed"] is False
+    time.sleep(0.3)
+    assert _leaks(db_path, SECRET_A)  # retried meanwhile: the reader still needs the old pages
+    reader.execute("COMMIT")
+    reader.close()
+    deadline = time.monotonic() + 10
+    while _leaks(db_path, SECRET_A, SECRET_B) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _leaks(db_path, SECRET_A, SECRET_B) == []

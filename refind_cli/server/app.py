@@ -145,6 +145,9 @@ class Runtime:
         self.write_limiter = anyio.CapacityLimiter(4)  # forget: rare, and serialised by SQLite anyway
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        self._scrubber: threading.Thread | None = None  # retries a forget's truncate of the -wal (scrub_later)
+        self._scrubs = 0  # forgets whose truncate found readers in the way, so far
+        self._scrub_lock = threading.Lock()
         self._warming: asyncio.Task[None] | None = None
         self.complete, self.model_name = model
 
@@ -156,8 +159,9 @@ class Runtime:
 
     def close(self) -> None:
         self._stop.set()
-        if self._sweeper is not None:
-            self._sweeper.join(10)
+        for thread in (self._sweeper, self._scrubber):
+            if thread is not None:
+                thread.join(10)
         if self.warmer is not None:
             self.warmer.close()
         self.writer.close()
@@ -236,7 +240,37 @@ class Runtime:
                 raise InvalidInput(f"{name}: must be a non-empty string")
         with self.pool.store() as store:
             result = forget(store, user_id, session_id=session_id, request_id=request_id)  # evicts the cache too
+        if not result.checkpointed:
+            self.scrub_later()
         return {"success": True, **result.as_dict()}
+
+    def scrub_later(self) -> None:
+        """A forget whose truncate of the -wal found readers in the way left the forgotten text in that file: try
+        again every :data:`SCRUB_RETRY_S` until the log is truncated or the server stops, whatever the sweep's
+        interval (``--expire-interval 0`` runs none: the text stayed there until shutdown)."""
+        with self._scrub_lock:
+            self._scrubs += 1
+            if self._scrubber is None:
+                self._scrubber = threading.Thread(target=self._scrub_loop, name="refind-scrub", daemon=True)
+                self._scrubber.start()
+
+    def _scrub_loop(self) -> None:
+        from ..lifecycle import checkpoint
+
+        while not self._stop.wait(SCRUB_RETRY_S):
+            with self._scrub_lock:
+                asked = self._scrubs
+            try:
+                with self.cfg.open_store() as store:
+                    done = checkpoint(store)
+            except Exception as exc:  # keep serving and trying; say what kind of failure without any data
+                log.warning("truncating the write-ahead log after a forget failed: %s", failure(exc, self.cfg.db))
+                continue
+            with self._scrub_lock:
+                if done and asked == self._scrubs:  # (a forget since may have been blocked again: one more round)
+                    self._scrubber = None
+                    log.info("the write-ahead log was truncated: a forget's scrub is finished")
+                    return
 
     # -- retention --
 
@@ -260,6 +294,7 @@ class Runtime:
                 log.warning("retention sweep failed: %s", failure(exc, self.cfg.db))
 
 
+SCRUB_RETRY_S = 5.0  # how often a forget's truncate of the -wal is tried again while readers are in its way
 LOGGED_NOTES = 5  # fields a "normalized" log line names at most (an Add of 10,000 messages in seconds: one line)
 
 
