@@ -86,3 +86,22 @@ def test_an_api_base_that_is_not_an_http_url_is_invalid_input_not_a_model_failur
     r = cli("search", "hiking", "--user", "u", "--mode", "agent", "--model", "openai/scripted", "--api-base", base)
     assert r.exit_code == 2, r.output
     assert f"error: api base {base!r} is not an http:// or https:// URL" in " ".join(r.output.split())
+
+
+def test_an_option_of_one_value_given_twice_is_refused_not_read_as_the_last(cli, store):
+    # a probe of round 18: `refind forget --user alice --user bob --yes` forgot bob (click keeps the last value);
+    # `add x --user alice --user bob` stored under bob. The server refuses a repeated parameter the same way.
+    add(store, "alice", "s", ("user", "alice's note", T0))
+    add(store, "bob", "s", ("user", "bob's note", T0))
+    for args in (
+        ("forget", "--user", "alice", "--user", "bob", "--yes"),
+        ("forget", "--user=alice", "-u", "bob", "--yes"),
+        ("add", "another", "--user", "alice", "--user", "bob", "--session", "s"),
+    ):
+        r = cli(*args)
+        assert r.exit_code == 2, r.output
+        assert "--user given 2 times; give it once (the last one would win)" in " ".join(r.output.split())
+    assert [len(store.user_messages(u)) for u in ("alice", "bob")] == [1, 1]  # nothing forgotten, nothing stored
+    # an option that takes several values, and flags said twice, are as ever
+    r = cli("search", "note", "--user", "bob", "--mode", "bm25", "--option", "a", "--option", "b", "--json", "--json")
+    assert r.exit_code == 0, r.output

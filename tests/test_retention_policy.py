@@ -38,7 +38,7 @@ def _requests(db: Path) -> set[str]:
 def test_a_plain_expire_after_serve_with_90_days_deletes_nothing_the_server_serves(db_path, cli, monkeypatch):
     monkeypatch.delenv("REFIND_RETENTION_DAYS", raising=False)
     _seed(db_path)
-    server = ServerProcess(db_path, "--retention-days", "90")  # (the last --retention-days given wins)
+    server = ServerProcess(db_path, "--retention-days", "90")
     try:
         found = httpx.post(
             f"{server.url}/search",

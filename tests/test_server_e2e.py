@@ -28,26 +28,11 @@ class ServerProcess:
 
     def __init__(self, db: Path, *extra: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+        given = dict(zip(extra[::2], extra[1::2]))  # (options of one value: given twice they are refused)
+        options = {"--port": "0", "--db": str(db), "--mode": "bm25", "--token": TOKEN, "--expire-interval": "0"}
+        options |= {"--retention-days": "off"} | given
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "refind_cli",
-                "serve",
-                "--port",
-                "0",
-                "--db",
-                str(db),
-                "--mode",
-                "bm25",
-                "--token",
-                TOKEN,
-                "--expire-interval",
-                "0",
-                "--retention-days",
-                "off",
-                *extra,
-            ],
+            [sys.executable, "-m", "refind_cli", "serve", *(part for pair in options.items() for part in pair)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

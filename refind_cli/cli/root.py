@@ -49,6 +49,12 @@ class RefindGroup(TyperGroup):
         ctx.meta[ARGS] = list(args)  # what the command line held, for the error line of a surrogate (invoke)
         return super().parse_args(ctx, args)
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            _refuse_repeats(ctx, name, command, rest)
+        return name, command, rest
+
     def invoke(self, ctx: Any) -> Any:  # typer bundles its own click, whose Context type is private
         CURRENT_DB.set(None)
         try:
@@ -77,6 +83,28 @@ class RefindGroup(TyperGroup):
             message = escape(printable(exc.message))  # an id or a value it quotes must not drive the terminal
             error_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
+
+
+def _refuse_repeats(ctx: Any, name: str | None, command: Any, args: list[str]) -> None:
+    """A usage error (exit 2) for an option of one value given twice: click keeps the last, so `refind forget --user
+    alice --user bob --yes` forgot bob (the server refuses a repeated parameter the same way). Read by the command's
+    own parser in a throwaway context (of typer's own click, as ``ctx`` is); a line it cannot read is left to the
+    real parse to refuse."""
+    from collections import Counter
+
+    sub = type(ctx)(command, parent=ctx, info_name=name, resilient_parsing=True)
+    try:
+        _, _, order = command.make_parser(sub).parse_args(args=list(args))
+    except Exception:  # (click's usage errors: the real parse says them)
+        return
+    once = Counter(
+        p
+        for p in order
+        if p.param_type_name == "option" and not (p.multiple or getattr(p, "count", False) or p.is_flag or p.nargs != 1)
+    )
+    for option, times in once.items():
+        if times > 1:
+            sub.fail(f"{option.opts[0]} given {times} times; give it once (the last one would win)")
 
 
 ARGS = "refind.args"  # ctx.meta key of the command line's arguments
