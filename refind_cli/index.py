@@ -70,6 +70,8 @@ class TurnIndex:
     _voice_codes: dict[tuple[str, str | None], int] = field(default_factory=dict, init=False, repr=False)
     _voice_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _names: dict[str, bool] = field(default_factory=dict, init=False, repr=False)  # is_name's answers
+    # aliases.alias's answers for this index: a word → the label of the speaker it names (None: nobody)
+    alias_memo: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.turns)

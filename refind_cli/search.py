@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import expand, feedback, index_cache, index_store, kinds, query_dates, variants
+from . import aliases, expand, feedback, index_cache, index_store, kinds, query_dates, variants
 from .blocks import Block, render_blocks
 from .contract import date_bound
 from .index import (
@@ -155,6 +155,8 @@ class UserIndex:
         text = strip_instructions(query) if cfg.strip_instructions else query
         if text != query and not analyze(text):
             text = query  # what looked like an instruction held every search word ("Only Al ... Who is it?")
+        if cfg.aliases:  # "What does Kate cook?" of a chat labelled "Emi: …", where Emi is called Kate (aliases.py)
+            text = aliases.labelled(self.index, text)
         question = text  # without the options: what kinds.py reads a category from
         if cfg.options_in_query and options:
             text = "\n".join([text, *options])

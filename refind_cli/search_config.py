@@ -87,10 +87,12 @@ class SearchConfig:
     neighbour_max_chars: int | None = 250  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
-    date_neighbours: bool = (
-        False  # True: a neighbour sharing no query word but a month or year word joins "match" (every
+    aliases: bool = (
+        True  # a name the user's turns call a speaker by, asked for their label ("Kate" → "Emi": aliases.py)
     )
-    # turn of the anchor's session was said in its month: indexed with its date words, each shares them)
+    # True: a neighbour sharing no query word but a month or year word joins "match" (every turn of the anchor's
+    # session was said in its month: indexed with its date words, each shares them)
+    date_neighbours: bool = False
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred

@@ -1,0 +1,114 @@
+"""Another name of a speaker: the name a question gives someone whose messages are labelled otherwise.
+
+"What dishes did Kate learn in her cooking class?" asked of a chat whose lines read "Emi: …" — Emi's friend writes
+"Hey Kate!" and "Thank you, Kate", and Emi once "I'm Kate". The label (``Emi``) is in every line of hers and counts
+by presence (``index.flat_and_rarer_scores``); the other name is in her friend's lines, so asking it ranks the wrong
+speaker's turns first. People address the one they talk to by name: a word the user's turns use to *call* someone
+(after a greeting, or set off by a comma at the end of a sentence) whose calls all answer, or are answered by, one
+speaker is that speaker's other name, and the question is searched as if it named their label. Nicknames are read the
+same way ("Mel" for Melanie, "Deb" for Deborah: every such word in the shared sets' 15 conversations named the other
+speaker). A word the calls do not tie to one speaker, a word of a label, and a speaker's own frequent word are left
+alone; nothing changes for a question that names no one so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .index import TurnIndex
+
+SAMPLE = 64  # turns holding a word read at most (the first ones: calls come early in a chat and stay)
+MIN_CALLS = 3  # calls needed to take a word for a speaker's other name
+SHARE = 0.8  # … of which at least this share must tie it to one speaker
+OWN_SHARE = 0.1  # … who says it in one turn, or at most this share of those holding it (seldom their own name)
+MAX_SHARE = 0.25  # a word in more of the user's turns is no name used to call someone
+_WORD = re.compile(r"\b[A-Z][a-z]{1,19}\b")  # a capitalised word of the question: a candidate name
+_GREETING = "hey|hi|hello|thanks|thank you|bye|congrats|congratulations|sorry|oh|wow|good morning|good night|love you"
+
+
+@lru_cache(maxsize=1024)
+def _calls(word: str) -> re.Pattern[str]:
+    """How a turn calls someone ``word``: after a greeting ("Hey Kate", "thank you, Kate"), or set off by a comma
+    before the end of a sentence ("That is true, Kate!")."""
+    w = re.escape(word)
+    return re.compile(rf"\b(?:{_GREETING})\s*,?\s+{w}\b|,\s*{w}\s*(?:[!?.]|$)", re.IGNORECASE)
+
+
+def labelled(index: TurnIndex, question: str) -> str:
+    """``question`` with each name it gives a speaker other than their label replaced by the label ("Kate" → "Emi");
+    the question itself when it gives none."""
+    from .tokenize import analyze
+
+    out = question
+    for word in dict.fromkeys(_WORD.findall(question)):
+        tokens = analyze(word)
+        if len(tokens) != 1:
+            continue
+        label = alias(index, tokens[0], word)
+        if label is not None:
+            out = re.sub(rf"\b{re.escape(word)}\b", label, out)
+    return out
+
+
+def alias(index: TurnIndex, token: str, word: str) -> str | None:
+    """:func:`alias_of`, once per index and word (``index.alias_memo``)."""
+    memo = index.alias_memo
+    if word not in memo:
+        memo[word] = alias_of(index, token, word)
+    return memo[word]
+
+
+def alias_of(index: TurnIndex, token: str, word: str) -> str | None:
+    """The label of the speaker the user's turns call ``word`` (its token ``token``), None when they call no one so:
+    reads who said each of the first :data:`SAMPLE` turns holding it, and who said the turns next to each call."""
+    from .index import doc_freq, holders
+
+    held = doc_freq(index, token)
+    if held < MIN_CALLS or held > MAX_SHARE * max(len(index), 1) or index.is_name(token):
+        return None
+    positions = holders(index, token)[:SAMPLE]
+    voices = index.speakers(positions)
+    said_by: Counter[str | None] = Counter(label for _, label in voices)
+    (caller, says), *_ = said_by.most_common(1)
+    if caller is None or says < SHARE * len(positions):  # a word both speakers say alike ("Italian"): read no text
+        return None
+    mine = positions[[label == caller for _, label in voices]]
+    prefetch = getattr(index.turns, "prefetch", None)  # (the maintained index reads their text in one query)
+    if prefetch is not None:
+        prefetch(mine, 0)
+    calls = _calls(word)
+    at = [pos for pos in mine.tolist() if any(calls.search(m.content) for m in index.turns[pos].messages)]
+    if len(at) < MIN_CALLS:
+        return None
+    called = Counter(other for other in _addressees(index, at, caller) if other is not None)
+    if sum(called.values()) < MIN_CALLS:
+        return None
+    (label, times), *_ = called.most_common(1)
+    if times < SHARE * sum(called.values()) or said_by[label] > max(1, OWN_SHARE * len(positions)):
+        return None
+    from .tokenize import analyze
+
+    return None if token in analyze(label) else label
+
+
+def _addressees(index: TurnIndex, calls: list[int], caller: str) -> list[str | None]:
+    """Who each turn at ``calls`` (said by ``caller``) talks to: the one other speaker of the turns next to it in its
+    session, None when there is none or there are two (who said those turns is read in one go)."""
+    import numpy as np
+
+    near = []
+    for pos in calls:
+        session = index.session_ix[pos]
+        start, end = int(index.session_start[session]), int(index.session_end[session])
+        near.append([p for p in (pos - 1, pos + 1) if start <= p < end])
+    flat = sorted({p for pair in near for p in pair})
+    said = dict(zip(flat, (label for _, label in index.speakers(np.asarray(flat, dtype=np.intp))), strict=True))
+    out: list[str | None] = []
+    for pair in near:
+        others = {said[p] for p in pair} - {None, caller}
+        out.append(others.pop() if len(others) == 1 else None)
+    return out

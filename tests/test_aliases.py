@@ -1,0 +1,69 @@
+"""Another name of a speaker (aliases.py), on a toy chat ranked by hand: the questions call Emi "Kate", the name her
+friend calls her by; her lines are labelled "Emi"."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import DAY, T0, add
+
+from refind_cli import aliases
+from refind_cli import search as S
+
+FILLER = [
+    ("Emi", "the weather was grey all week"),
+    ("elise", "my sister visits on Sunday"),
+    ("Emi", "work was busy with reports"),
+    ("elise", "the gym opens early now"),
+]
+CHAT = [
+    [("Emi", "Hi, I'm Kate! Nice to meet you"), ("elise", "Hey Kate! Tell me about the cooking class")],
+    [("Emi", "In the cooking class we made a pasta dish with ham and peas"), ("elise", "Thank you, Kate!")],
+    [("elise", "Hello Kate. I will try the cooking class too, it made me hungry"), ("Emi", "Do, it is fun")],
+    [("Emi", "Tonight the cooking class made osso buco"), ("elise", "That looks great, Kate.")],
+    [("elise", "I walked Max in the park"), ("Emi", "How old is Max now?")],
+    [("elise", "Max chased a cat, Emi!"), ("Emi", "haha")],
+    [("elise", "I fed Max early"), ("Emi", "good")],
+    *[[line] for line in FILLER * 3],
+]
+NO_NEIGHBOURS = S.SearchConfig(neighbours=0, backfill=False)
+
+
+@pytest.fixture
+def chat(store):
+    for i, lines in enumerate(CHAT):
+        add(store, "u", f"s{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
+    return store
+
+
+def test_a_question_naming_a_speaker_by_what_she_is_called_ranks_her_turns(chat):
+    question = "What did Kate make in the cooking class?"
+    # by hand: without the alias, "kate" is in elise's lines only (she calls Emi so), and her "Hello Kate … the
+    # cooking class … made" holds every word asked; as "Emi" — her label, in every line of hers, counted by
+    # presence — Emi's two answers share "cooking class made", and come first
+    (plain,) = S.search(chat, "u", question, top_k=1, config=NO_NEIGHBOURS.with_(aliases=False))
+    assert plain.content.split("] ", 1)[1].startswith("user: elise: ")
+    top = S.search(chat, "u", question, top_k=2, config=NO_NEIGHBOURS)
+    assert {b.content.split("] ", 1)[1] for b in top} == {
+        "user: Emi: Tonight the cooking class made osso buco",
+        "user: Emi: In the cooking class we made a pasta dish with ham and peas",
+    }
+
+
+def test_only_a_name_that_the_other_speaker_calls_her_by_is_read_as_hers(chat):
+    index = S.user_index(chat, "u").index
+    assert aliases.alias(index, "kate", "Kate") == "Emi"  # called so 5 times by elise, each next to a line of Emi's
+    assert aliases.alias(index, "max", "Max") is None  # talked about (a dog), never called: no one's name
+    assert aliases.alias(index, "emi", "Emi") is None  # a label already
+    assert aliases.alias(index, "cooking", "Cooking") is None  # both say it
+    assert aliases.labelled(index, "Does Kate like Max?") == "Does Emi like Max?"
+
+
+def test_a_name_called_too_seldom_or_to_two_speakers_is_left_alone(store):
+    # two calls: under MIN_CALLS; then a third name called by both speakers' turns next to two others
+    add(store, "u", "a", ("user", "Emi: hello"), ("user", "elise: Hey Kate!"), at=T0)
+    add(store, "u", "b", ("user", "Emi: hi"), ("user", "elise: Thanks, Kate!"), at=T0 + DAY)
+    for i, (who, text) in enumerate(FILLER * 4):
+        add(store, "u", f"f{i}", ("user", f"{who}: {text}"), at=T0 + (i + 2) * DAY)
+    index = S.user_index(store, "u").index
+    assert aliases.alias(index, "kate", "Kate") is None
+    assert aliases.labelled(index, "What did Kate say?") == "What did Kate say?"
