@@ -269,33 +269,39 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
                 content_of[k] = content
                 order[k] = len(order)
         requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
-    questions = _dialogue_questions(
-        user_id,
-        sample.get("qa", []),
-        LOCOMO_CATEGORIES,
-        content_of,
-        order,
-        skipped,
-        unscored="locomo category {} (not scored)",
-        dropped="locomo evidence id that names no turn (dropped)",
-        empty="locomo question without evidence",
-    )
+    questions = _dialogue_questions(user_id, sample.get("qa", []), "locomo", content_of, order, skipped)
     return Sample(user_id, tuple(requests), tuple(questions))
+
+
+# a LoCoMo-shaped set's scored categories, and what its skipped counts say: an unscored category, an evidence id that
+# names no message, a question without evidence
+_DIALOGUES = {
+    "locomo": (
+        LOCOMO_CATEGORIES,
+        "locomo category {} (not scored)",
+        "locomo evidence id that names no turn (dropped)",
+        "locomo question without evidence",
+    ),
+    "realtalk": (
+        REALTALK_CATEGORIES,
+        "realtalk category {} (not scored)",
+        "realtalk evidence id that names no message (dropped)",
+        "realtalk question without resolvable evidence",
+    ),
+}
 
 
 def _dialogue_questions(
     user_id: str,
     qas: list[dict[str, Any]],
-    categories: dict[int, str],
+    fmt: str,
     content_of: dict[tuple[int, int], str],
     order: dict[tuple[int, int], int],
     skipped: Skipped,
-    *,
-    unscored: str,
-    dropped: str,
-    empty: str,
 ) -> list[Question]:
-    """A LoCoMo-shaped ``qa`` list (LoCoMo's, REALTALK's): the questions of scored categories with their evidence."""
+    """A LoCoMo-shaped ``qa`` list (LoCoMo's, REALTALK's: ``fmt``): the questions of scored categories with their
+    evidence."""
+    categories, unscored, dropped, empty = _DIALOGUES[fmt]
     questions = []
     for i, qa in enumerate(qas):
         with _at(f".qa[{i}]"):
@@ -542,15 +548,5 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
                 order[k] = len(order)
         if messages:
             requests += chunked_requests(user_id, key, f"{user_id}:{key}", messages)
-    questions = _dialogue_questions(
-        user_id,
-        chat.get("qa", []),
-        REALTALK_CATEGORIES,
-        content_of,
-        order,
-        skipped,
-        unscored="realtalk category {} (not scored)",
-        dropped="realtalk evidence id that names no message (dropped)",
-        empty="realtalk question without resolvable evidence",
-    )
+    questions = _dialogue_questions(user_id, chat.get("qa", []), "realtalk", content_of, order, skipped)
     return Sample(user_id, tuple(requests), tuple(questions))

@@ -183,7 +183,8 @@ def check_current(conn: sqlite3.Connection) -> None:
     if missing:
         raise RefindError(
             f"written by an older refind (schema version {len(done)}; this version's is {len(MIGRATIONS)}); this "
-            "command changes nothing: a command that writes (refind add, search, serve or mcp) upgrades it"
+            "command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "
+            "export, expire, forget): refind backup copies it as it is first"
         )
 
 

@@ -156,7 +156,8 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     assert r.exit_code == 1, _said(r)
     assert _said(r) == (
         f"error: cannot open database {db_path}: written by an older refind (schema version 7; this version's is 8); "
-        "this command changes nothing: a command that writes (refind add, search, serve or mcp) upgrades it"
+        "this command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "
+        "export, expire, forget): refind backup copies it as it is first"
     )
     assert _folder(db_path) == before
     assert cli("inspect", "--check", "--db", str(db_path)).exit_code == 0  # --check reads an older schema as it is
