@@ -363,12 +363,7 @@ def parse_search(obj: Any, *, max_top_k: int = MAX_TOP_K) -> SearchRequest:
         options = list(options.values())
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise InvalidInput("options: must be an array of strings")
-    chars = len(query) + sum(len(o) for o in options)
-    if chars > MAX_QUERY_CHARS:
-        raise InvalidInput(
-            f"query: {chars:,} characters with its options, over the limit of {MAX_QUERY_CHARS:,}; send a shorter "
-            "question"
-        )
+    _check_length(query, options, "query")
     unknown = tuple(k for k in obj if k not in SEARCH_FIELDS)
     return SearchRequest(query, user_id, top_k, tuple(options), unknown, tuple(notes))
 
@@ -469,12 +464,16 @@ def search_request(
         raise InvalidInput(f"{name('date_from')} {date_from} is after {name('date_to')} {date_to}: nothing can match")
     if options is None:  # (no options, as () says: None raised TypeError)
         options = ()
-    if (
-        isinstance(options, (str, Mapping))
-        or not isinstance(options, Iterable)
-        or not all(isinstance(o, str) for o in options)
-    ):
+    if isinstance(options, (str, Mapping)) or not isinstance(options, Iterable):
         raise InvalidInput(f"{name('options')}: must be a list of strings")
+    options = tuple(options)  # (once: checking an iterator's items used them up, and the search had none)
+    if not all(isinstance(o, str) for o in options):
+        raise InvalidInput(f"{name('options')}: must be a list of strings")
+    # as the server refuses them: a query of over 100,000 characters (10**6 of dates took 44 s), half a character
+    _check_length(query, options, name("query"))
+    refuse_lone_surrogates(query, name("query"))  # (a user id's is refused where it is looked up, as every call's)
+    for i, option in enumerate(options):
+        refuse_lone_surrogates(option, f"{name('options')}[{i}]")
     mode_text = mode.strip().lower() if isinstance(mode, str) else mode
     if mode_text not in SEARCH_MODES:
         raise InvalidInput(f"{name('mode')}: must be {' or '.join(SEARCH_MODES)}, got {mode!r}")
@@ -488,6 +487,16 @@ def search_request(
         as_of=parse_as_of(as_of, name("as_of")),
         mode=mode_text,
     )
+
+
+def _check_length(query: str, options: Sequence[str], name: str) -> None:
+    """InvalidInput when a search's query and options together pass :data:`MAX_QUERY_CHARS` (every surface alike)."""
+    chars = len(query) + sum(len(o) for o in options)
+    if chars > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"{name}: {chars:,} characters with its options, over the limit of {MAX_QUERY_CHARS:,}; send a shorter "
+            "question"
+        )
 
 
 def _date_value(value: str | int | None, name: str, *, end: bool) -> int | None:

@@ -140,3 +140,48 @@ def test_chinese_history_is_found_by_a_chinese_question(store):
     blocks = S.search(store, "li", "我在北京去了哪里？", top_k=1, config=S.SearchConfig(neighbours=0))
     assert blocks and "故宫" in blocks[0].content
     assert S.search(store, "li", "上海电影", top_k=1)[0].session_id == "d2"
+
+
+# ---- one rule on every surface (a probe of round 18) ---------------------------------------------------------------
+# The server refused a query of over 100,000 characters and half a character (a lone surrogate); the Python API, the
+# CLI and MCP searched them (10**6 characters of dates: 44 s), and options given as an iterator were used up by
+# their own check and searched as none.
+
+
+def _memory(tmp_path):
+    from refind_cli.api import Memory
+
+    memory = Memory(str(tmp_path / "m.db"), retention_days=None)
+    memory.add("Alice: Biscuit the dog needs grain-free food", user="alice", session="s1")
+    memory.add("Alice: I booked the trip to Lisbon", user="alice", session="s2")
+    return memory
+
+
+def test_the_python_api_refuses_what_the_server_refuses(tmp_path):
+    with _memory(tmp_path) as memory:
+        for query, options, said in (
+            ("x" * 100_001, (), "query: 100,001 characters with its options, over the limit of 100,000"),
+            ("dog", ["y" * 99_999], "query: 100,002 characters with its options, over the limit of 100,000"),
+            ("dog \udcff", (), "query: contains an unpaired UTF-16 surrogate (\\udcff)"),
+            ("dog", ["salmon \ud800"], "options[0]: contains an unpaired UTF-16 surrogate (\\ud800)"),
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                memory.search(query, user="alice", options=options)
+            assert refused.value.message.startswith(said), refused.value.message
+
+
+def test_options_given_as_an_iterator_are_searched(tmp_path):
+    with _memory(tmp_path) as memory:
+        # stop-words alone, the options decide: as a list, an iterator or a generator alike
+        listed = memory.search("which one?", user="alice", options=["Biscuit"])
+        assert listed and "Biscuit" in listed[0].content
+        assert memory.search("which one?", user="alice", options=iter(["Biscuit"])) == listed
+        assert memory.search("which one?", user="alice", options=(o for o in ["Biscuit"])) == listed
+
+
+def test_the_cli_refuses_an_over_long_query_and_half_a_character(cli, store):
+    add(store, "alice", "s1", ("user", "Alice: Biscuit the dog", T0))
+    r = cli("search", "x" * 100_001, "--user", "alice", "--mode", "bm25")
+    assert r.exit_code == 2 and "over the limit of 100,000" in r.output, r.output
+    r = cli("search", "dog \udcff", "--user", "alice", "--mode", "bm25", "--json")
+    assert r.exit_code == 2 and "unpaired UTF-16 surrogate" in r.output, r.output
