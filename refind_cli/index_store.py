@@ -916,6 +916,19 @@ def remove_user(conn: sqlite3.Connection, user_id: str) -> None:
     conn.execute("DELETE FROM index_segments WHERE user_id = ?", (user_id,))
 
 
+def rebuild_user(conn: sqlite3.Connection, user_id: str) -> int:
+    """The user's segments written again from their stored messages up to the watermark, what :func:`verify` finds
+    agreeing: for an index that names messages the database no longer holds (an older refind's forget, which did not
+    keep the index). Returns how many messages it indexed."""
+    remove_user(conn, user_id)
+    rows = conn.execute(
+        f"SELECT {ROW_COLUMNS} FROM messages WHERE user_id = ? AND seq <= ? ORDER BY seq", (user_id, watermark(conn))
+    ).fetchall()
+    if rows:
+        _index_rows(conn, rows)
+    return len(rows)
+
+
 def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
     """Index every message not indexed yet, CATCH_UP_CHUNK per transaction (resumable). Returns how many."""
     done = 0

@@ -378,13 +378,41 @@ def search(
     An unparsable date raises InvalidInput (checked before anything is read).
     """
     date_bound(date_from, end=False), date_bound(date_to, end=True)
-    for attempt in (1, 2):
+    for attempt in (1, 2, 3):
         with store.reading():  # the version, the segments, their parts and the text shown: one snapshot
             ui = user_index(store, user_id, as_of=as_of, config=config, lazy=True)  # the query terms' postings
             try:
                 return ui.search(query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options)
             except IndexChanged:  # the state outlived what it read (an analyzer change's re-index): read it again
                 index_cache.drop_state(store, user_id)
-                if attempt == 2:
+                if attempt == 3:
                     raise
+        if attempt == 2:  # read afresh and still wrong: not a race but an index nobody kept
+            _rebuild_index(store, user_id)
     raise AssertionError("unreachable")
+
+
+def _rebuild_index(store: Store, user_id: str) -> None:
+    """Read twice in fresh snapshots, the user's index still names messages the database does not hold: not a forget
+    racing the search (a snapshot cannot see one) but an index a writer did not keep — an older refind (before the
+    maintained index) forgetting in a database this one upgraded. Every search of the user failed "search again",
+    for good; the user's index is written again from the stored messages, once, and said in the log."""
+    import logging
+
+    from .errors import RefindError
+
+    try:
+        with store.write():
+            indexed = index_store.rebuild_user(store.conn, user_id)
+            store.bump_users({user_id: 1})  # (every process's cached view of the user is read again)
+    except RefindError as exc:  # a read-only file, a lock held too long: said, with what is wrong
+        raise IndexChanged(
+            f"the search index of user {user_id!r} names messages the database no longer holds (did an older refind "
+            f"write to it?), and it could not be rebuilt: {exc.message}"
+        ) from exc
+    index_cache.drop_state(store, user_id)
+    logging.getLogger("refind").warning(
+        "the search index of one user named messages the database no longer holds (an older refind's forget?): "
+        "rebuilt from its %d stored messages",
+        indexed,
+    )

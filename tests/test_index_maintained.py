@@ -433,3 +433,23 @@ def test_a_view_grown_by_an_add_still_hides_what_it_hid(db_path) -> None:
     assert found("kayak", earlier) == ["kayak on the lake"]
     assert found("kayak", None) == ["kayak at sea", "kayak down the river", "kayak on the lake"]
     store.close()
+
+
+def test_an_index_a_writer_did_not_keep_is_rebuilt_once_not_searched_again_forever(db_path, caplog) -> None:
+    # an upgrade probe of round 18: an older refind (before the maintained index) forgot a request in a database this
+    # one had upgraded — its rows went, its words stayed in the segments; every search of the user failed "search
+    # again" (409 in the server) for good, and a later forget, expire or add did not mend it
+    store = Store(db_path, retention_days=None)
+    for i in range(3):
+        _add(store, f"r{i}", "s", f"kayak number {i}", T0 + i)
+    with store.write():  # what that older writer did: the rows, not the index
+        store.conn.execute("DELETE FROM messages WHERE request_id = 'r1'")
+        store.conn.execute("DELETE FROM requests WHERE request_id = 'r1'")
+    assert index_store.verify(store.conn)  # the index names a message the database no longer holds
+    hits = S.search(store, "alice", "kayak", top_k=3)
+    shown = " ".join(b.content for b in hits)
+    assert "kayak number 0" in shown and "kayak number 2" in shown and "kayak number 1" not in shown
+    assert index_store.verify(store.conn) == []
+    assert "rebuilt from its 2 stored messages" in caplog.text
+    assert S.search(store, "alice", "kayak", top_k=3) == hits  # once
+    store.close()
