@@ -18,6 +18,9 @@ from collections import Counter
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .index import doc_freq, holders
+from .tokenize import analyze
+
 if TYPE_CHECKING:
     from .index import TurnIndex
 
@@ -41,8 +44,6 @@ def _calls(word: str) -> re.Pattern[str]:
 def labelled(index: TurnIndex, question: str) -> str:
     """``question`` with each name it gives a speaker other than their label replaced by the label ("Kate" → "Emi");
     the question itself when it gives none."""
-    from .tokenize import analyze
-
     out = question
     for word in dict.fromkeys(_WORD.findall(question)):
         tokens = analyze(word)
@@ -65,8 +66,6 @@ def alias(index: TurnIndex, token: str, word: str) -> str | None:
 def alias_of(index: TurnIndex, token: str, word: str) -> str | None:
     """The label of the speaker the user's turns call ``word`` (its token ``token``), None when they call no one so:
     reads who said each of the first :data:`SAMPLE` turns holding it, and who said the turns next to each call."""
-    from .index import doc_freq, holders
-
     held = doc_freq(index, token)
     if held < MIN_CALLS or held > MAX_SHARE * max(len(index), 1) or index.is_name(token):
         return None
@@ -90,8 +89,6 @@ def alias_of(index: TurnIndex, token: str, word: str) -> str | None:
     (label, times), *_ = called.most_common(1)
     if times < SHARE * sum(called.values()) or said_by[label] > max(1, OWN_SHARE * len(positions)):
         return None
-    from .tokenize import analyze
-
     return None if token in analyze(label) else label
 
 

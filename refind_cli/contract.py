@@ -78,6 +78,14 @@ def request_line(request: dict[str, Any], *, ascii_only: bool = False) -> str:
     return json.dumps(request, ensure_ascii=ascii_only, separators=(",", ":"))
 
 
+def exported_bytes(request_id: str, user_id: str, session_id: str, said: Iterable[tuple[str, str, int | None]]) -> int:
+    """The bytes of the line ``refind export`` writes (UTF-8, without its newline) for a request of these (role,
+    content, said-at) messages: what ``refind add`` must be able to read back (:data:`MAX_LINE_BYTES`)."""
+    messages = [{"role": role, "content": content, "timestamp": at} for role, content, at in said]
+    request = {"request_id": request_id, "user_id": user_id, "session_id": session_id, "messages": messages}
+    return len(request_line(request).encode())
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads(..., object_pairs_hook=unique_keys)``: an object as a dict, refusing a key given twice — two
     ``user_id``s must not mean "the last one" (the server and a replay file refuse it alike)."""

@@ -73,7 +73,7 @@ def message_tokens(content: str, said_at: int | None) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def _date_words(day: int) -> str:
+def date_words(day: int) -> str:
     """The month and year, as words, of every instant of one UTC day (days since the epoch), remembered."""
     return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime(DATE_WORDS)
 
@@ -441,7 +441,7 @@ def segment_of_texts(seqs: Sequence[int], texts: Sequence[str], info: Sequence[D
 
 def index_text(content: str, said_at: int | None) -> str:
     """The text whose tokens a message is indexed by (what :func:`message_tokens` analyses)."""
-    return content if said_at is None else content + "\n" + _date_words(said_at // 86_400_000)
+    return content if said_at is None else content + "\n" + date_words(said_at // 86_400_000)
 
 
 def _csc(
@@ -809,7 +809,7 @@ def segments_ahead(requests: Iterable[tuple[str, str, Sequence[tuple[str, str, i
     import numpy as np
 
     by_user: dict[str, tuple[list[str], dict[str, int], list[int], list[int], list[int]]] = {}
-    words = _date_words
+    words = date_words
     for user_id, session_id, messages in requests:
         docs = by_user.get(user_id)
         if docs is None:

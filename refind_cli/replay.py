@@ -58,11 +58,11 @@ from .contract import (
     Message,
     check_id,
     containers_over_limit,
+    exported_bytes,
     long_number,
     parse_add,
     parse_message,
     refuse_lone_surrogates,
-    request_line,
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
@@ -553,13 +553,8 @@ def _past_one_line(lines_bytes: int, key: tuple[str, str, str | None], group: li
 def _line_bytes(key: tuple[str, str, str | None], group: list[Any], message: Message) -> int:
     """The bytes of the Add line refind export would write for ``group``'s messages and ``message`` under ``key``."""
     said = [entry[1] for entry in group] + [message]
-    request = {
-        "request_id": key[2] if key[2] is not None else "x" * ROOM_AUTO_ID,
-        "user_id": key[0],
-        "session_id": key[1],
-        "messages": [{"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in said],
-    }
-    return len(request_line(request).encode())
+    request_id = key[2] if key[2] is not None else "x" * ROOM_AUTO_ID
+    return exported_bytes(request_id, key[0], key[1], ((m.role, m.content, m.timestamp) for m in said))
 
 
 def _after(request_id: str) -> str:

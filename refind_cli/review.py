@@ -39,18 +39,15 @@ def _overview(store: Store) -> dict[str, Any]:
 
     predicate, params = store.visible()
     q = store.conn.execute
+    # a pair of ids as one string that tells them apart, the user id's length in bytes first ("a\x1fb" + "c" and
+    # "a" + "b\x1fc" joined by a separator alone were one session)
+    pair = "length(CAST(user_id AS BLOB)) || ':' || user_id || char(31) || {}"
     row = q(
-        "SELECT count(DISTINCT user_id), count(*), "
+        f"SELECT count(DISTINCT user_id), count(DISTINCT {pair.format('session_id')}), "
+        f"count(DISTINCT {pair.format('request_id')}), count(*), "
         f"min(said_at), max(said_at), min(recorded_at), max(recorded_at) FROM messages WHERE {predicate}",
         params,
     ).fetchone()
-    # pairs of ids counted as pairs (joined by a separator, "a\x1fb" + "c" and "a" + "b\x1fc" were one)
-    sessions, requests = (
-        q(
-            f"SELECT count(*) FROM (SELECT DISTINCT user_id, {column} FROM messages WHERE {predicate})", params
-        ).fetchone()[0]
-        for column in ("session_id", "request_id")
-    )
     stored = q("SELECT count(*) FROM messages").fetchone()[0]
     kept = stored_retention(store)
     path = str(store.path)
@@ -61,15 +58,15 @@ def _overview(store: Store) -> dict[str, Any]:
         "schema_version": migrations.schema_version(store.conn),
         "migrations": [r[0] for r in q("SELECT name FROM _migrations ORDER BY rowid")],
         "users": row[0],
-        "sessions": sessions,
-        "requests": requests,
-        "messages": row[1],
-        "said_at": {"min": row[2], "max": row[3]},
-        "recorded_at": {"min": row[4], "max": row[5]},
+        "sessions": row[1],
+        "requests": row[2],
+        "messages": row[3],
+        "said_at": {"min": row[4], "max": row[5]},
+        "recorded_at": {"min": row[6], "max": row[7]},
         "retention_days": store.retention_days,
         "retention_stored": None if kept is None else asdict(kept),
         "retention_cutoff": store.retention_cutoff(),
-        "awaiting_expiry": stored - row[1] if store.retention_days is not None else 0,
+        "awaiting_expiry": stored - row[3] if store.retention_days is not None else 0,
         "searches": q("SELECT count(*) FROM searches").fetchone()[0],
         "tombstones": q("SELECT count(*) FROM tombstones").fetchone()[0],
         "events": q("SELECT count(*) FROM events").fetchone()[0],

@@ -270,8 +270,8 @@ class UserIndex:
 
 @functools.cache
 def _month_tokens() -> frozenset[str]:
-    months = "January February March April May June July August September October November December"
-    return frozenset(analyze(months))
+    """The tokens of the month names a turn is indexed with (``index_store.DATE_WORDS`` of a day in each month)."""
+    return frozenset(t for month in range(12) for t in analyze(index_store.date_words(month * 31)) if not t.isdigit())
 
 
 def _date_token(token: str) -> bool:

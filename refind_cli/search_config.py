@@ -87,9 +87,8 @@ class SearchConfig:
     neighbour_max_chars: int | None = 250  # leave out neighbour messages longer than this (None: keep all)
     neighbour_filter: str = "match"  # "all" | "match" (shares a query word) | "short" | "match_or_short"
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
-    aliases: bool = (
-        True  # a name the user's turns call a speaker by, asked for their label ("Kate" → "Emi": aliases.py)
-    )
+    # a name the user's turns call a speaker by is searched as their label ("Kate" → "Emi": aliases.py)
+    aliases: bool = True
     # True: a neighbour sharing no query word but a month or year word joins "match" (every turn of the anchor's
     # session was said in its month: indexed with its date words, each shares them)
     date_neighbours: bool = False

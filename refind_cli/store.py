@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import index_store, migrations
-from .contract import MAX_LINE_BYTES, AddRequest, request_line
+from .contract import MAX_LINE_BYTES, AddRequest, exported_bytes
 from .errors import (
     Conflict,
     CorruptDatabase,
@@ -189,9 +189,7 @@ def _unexportable(req: Prepared) -> InvalidInput | None:
     chars += sum(len(role) + len(content) for role, content, _ in req.messages)
     if 6 * chars + 64 * len(req.messages) + 128 <= limit:
         return None
-    messages = [{"role": role, "content": content, "timestamp": at} for role, content, at in req.messages]
-    request = {"request_id": req.request_id, "user_id": req.user_id, "session_id": req.session_id}
-    size = len(request_line({**request, "messages": messages}).encode())
+    size = exported_bytes(req.request_id, req.user_id, req.session_id, req.messages)
     if size <= limit:
         return None
     return InvalidInput(

@@ -96,25 +96,24 @@ def present(
 
 def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: int | None = None) -> list[Event]:
     """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
-    is None (``forgotten``: true), and the same text is taken out of the messages later sent to the model. The
-    planner's own words after it was shown such a hit (the model's replies, thoughts, keywords; the observations that
-    repeat them) are :data:`WORDS_WITHHELD`: they can quote it (a probe's model replied "user has jackcanary
-    syndrome"). A trace quoting removed messages is never stored (``trace.save``); this is what its caller prints."""
+    is None (``forgotten``: true), and every word of the planner's after it was shown such a hit (the model's
+    replies, thoughts, keywords; the messages that repeat them) is :data:`WORDS_WITHHELD`: they can quote it (a
+    probe's model replied "user has jackcanary syndrome"). ``events`` itself when nothing is gone. A trace quoting
+    removed messages is never stored (``trace.save``); this is what its caller prints."""
     wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
     _, gone = _gone(store, user_id, wanted, as_of)
     if not gone:
         return events
-    texts: list[str] = []  # the views of forgotten hits, as the planner was sent them
+    shown = False  # whether a forgotten hit was shown before this event
     out = []
     for e in events:
-        if texts:  # a forgotten hit was shown before this event
+        if shown:
             e = _without_words(e)
         if e.kind == "search":
             hits = []
             for h in _hits(e):
                 if any(str(i) in gone for i in h.get("message_ids") or ()):
-                    if h.get("content"):
-                        texts.append(h["content"])
+                    shown = shown or bool(h.get("content"))
                     h = {**h, "content": None, "forgotten": True}
                 hits.append(h)
             e = replace(e, data={**e.data, "hits": hits})
