@@ -67,10 +67,32 @@ class Skip:
 def _instruction_pattern() -> re.Pattern[str]:
     verbs = (
         r"answer|choose|select|pick|reply|respond|output|return|give|provide|use|format|write|keep|"
-        r"do not|don't|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
+        r"do not|don['\u2019]t|only|please (?:answer|choose|select|reply|respond)|your answer|the answer should|"
         r"think step|explain"
     )
     return re.compile(rf"^\s*(?:{verbs})\b", re.IGNORECASE)
+
+
+# the words of an instruction to the answerer; a sentence holding any other word says what to find ("Only Yosemite
+# hiking." is kept), so a missing word here keeps an instruction's few words in the query, never drops content
+_INSTRUCTION_TEXT = """
+    a an the in on of to by as with from for and or but not no yes do don't does is be it its it's this that
+    these those your you my me i please just only exactly nothing else else's more than less at most least
+    answer answers answering reply replies respond response output return give provide use using format formatted
+    write keep choose select pick explain explanation think step steps reason reasoning should must
+    one two three word words sentence sentences letter letters number numbers digit option options choice choices
+    correct right single best final following below above short shortly brief briefly concise concisely plain
+    text json list phrase name names true false question questions based memory memories context provided given"""
+INSTRUCTION_WORDS = frozenset(_INSTRUCTION_TEXT.split())
+
+
+def _instruction(sentence: str, pattern: re.Pattern[str]) -> bool:
+    """Whether a sentence instructs the answerer: it opens like an instruction, and every word of it is one an
+    instruction uses (a single letter counts: the options' "A, B, C or D")."""
+    if not pattern.match(sentence):
+        return False
+    words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", sentence.lower().replace("\u2019", "'"))
+    return all(len(w) == 1 or w in INSTRUCTION_WORDS for w in words)
 
 
 def strip_instructions(query: str) -> str:
@@ -78,7 +100,7 @@ def strip_instructions(query: str) -> str:
     word.", "Choose the correct option and reply with its letter only." — when some other sentence remains."""
     instruction = _instruction_pattern()
     sentences = re.split(r"(?<=[.!?。！？])\s+|\n+", query.strip())
-    kept = [x for x in sentences if x and not instruction.match(x)]
+    kept = [x for x in sentences if x and not _instruction(x, instruction)]
     return " ".join(kept) if kept else query
 
 

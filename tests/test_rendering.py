@@ -214,6 +214,19 @@ def test_neighbours_before_zero_shows_only_what_follows(store):
         ("What did I buy? Choose the correct option and reply with its letter only.", "What did I buy?"),
         ("Answer in one word.", "Answer in one word."),  # nothing else left: kept as is
         ("Where is the answer key?", "Where is the answer key?"),
+        (  # the multiple-choice preamble bench/quality.py appends: every word one an instruction uses
+            "What did I buy? Choose the single correct option from the choices below and reply with its letter "
+            "(A, B, C or D) only; do not explain your answer.",
+            "What did I buy?",
+        ),
+        ("Where? Please answer briefly. Don\u2019t explain.", "Where?"),
+        # opens like an instruction but names what to find: kept
+        ("Only Yosemite hiking. Who came?", "Only Yosemite hiking. Who came?"),
+        (
+            "Explain what Caroline said about adoption. When was it?",
+            "Explain what Caroline said about adoption. When was it?",
+        ),
+        ("Who came? Use the grill recipe from July.", "Who came? Use the grill recipe from July."),
     ],
 )
 def test_instructions_are_stripped_from_queries(query, expected):
@@ -226,6 +239,13 @@ def test_appended_instruction_does_not_change_results(store):
     assert plain == S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3)
     raw = S.SearchConfig(strip_instructions=False)
     assert S.search(store, "u", "where did we go hiking? Answer in one word.", top_k=3, config=raw) != plain
+
+
+def test_a_sentence_that_opens_like_an_instruction_but_names_what_to_find_is_searched(store):
+    _session(store, "we hiked Yosemite with Dana and Lee", session="yosemite")
+    _session(store, "who came to the party? everyone came", session="party", at=T0 + 60 * MIN)
+    hits = S.search(store, "u", "Only Yosemite hiking. Who came?", top_k=2, config=S.SearchConfig(backfill=False))
+    assert [b.session_id for b in hits] == ["yosemite", "party"]
 
 
 def test_instructions_are_stripped_also_when_options_join_the_query_and_results_equal_the_plain_question(store):
