@@ -4,9 +4,9 @@
 "Hey Kate!" and "Thank you, Kate", and Emi once "I'm Kate". The label (``Emi``) is in every line of hers and counts
 by presence (``index.flat_and_rarer_scores``); the other name is in her friend's lines, so asking it ranks the wrong
 speaker's turns first. People address the one they talk to by name: a word the user's turns use to *call* someone
-(after a greeting, or set off by a comma at the end of a sentence) whose calls all answer, or are answered by, one
-speaker is that speaker's other name, and the question is searched as if it named their label. Nicknames are read the
-same way ("Mel" for Melanie, "Deb" for Deborah: every such word in the shared sets' 15 conversations named the other
+(after a greeting, set off by a comma at the end of a sentence, or opening a message alone: ``_calls``) whose calls
+all answer, or are answered by, one speaker is that speaker's other name, and the question is searched as if it
+named their label. Nicknames are read the same way ("Mel" for Melanie, "Deb" for Deborah: every such word in the shared sets' 15 conversations named the other
 speaker). A word the calls do not tie to one speaker, a word of a label, and a speaker's own frequent word are left
 alone; nothing changes for a question that names no one so.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -30,22 +31,31 @@ SHARE = 0.8  # … of which at least this share must tie it to one speaker
 OWN_SHARE = 0.1  # … who says it in one turn, or at most this share of those holding it (seldom their own name)
 MAX_SHARE = 0.25  # a word in more of the user's turns is no name used to call someone
 _WORD = re.compile(r"\b[A-Z][a-z]{1,19}\b")  # a capitalised word of the question: a candidate name
-_GREETING = "hey|hi|hello|thanks|thank you|bye|congrats|congratulations|sorry|oh|wow|good morning|good night|love you"
+_GREETING = (
+    "hey|hi|hello|yo|thanks|thank you|thx|ty|bye|night|good night|morning|good morning|congrats|congratulations|"
+    "sorry|oh|omg|wow|love you|miss you"
+)
+_LABEL = r"(?:[^\s:][^:\n]{0,39}:\s+)?"  # a message's "Name: " label, when it has one
 
 
 @lru_cache(maxsize=1024)
 def _calls(word: str) -> re.Pattern[str]:
-    """How a turn calls someone ``word``: after a greeting ("Hey Kate", "thank you, Kate"), or set off by a comma
-    before the end of a sentence ("That is true, Kate!")."""
+    """How a turn calls someone ``word``: after a greeting ("Hey Kate", "thank you, Kate", "ty kat"), set off by a
+    comma before the end of a sentence ("That is true, Kate!"), or as a message's first word set off by punctuation
+    ("kat!!! are you alive", "Kate, look") or its only one ("KATE", "kate..."), as people text. A message that opens
+    with a name and goes on ("Kate went home") talks about her."""
     w = re.escape(word)
-    return re.compile(rf"\b(?:{_GREETING})\s*,?\s+{w}\b|,\s*{w}\s*(?:[!?.]|$)", re.IGNORECASE)
+    return re.compile(
+        rf"\b(?:{_GREETING})\s*,?\s+{w}\b|,\s*{w}\s*(?:[!?.]|$)|^{_LABEL}\W*{w}\s*(?:[,!?.…]|$)",
+        re.IGNORECASE,
+    )
 
 
 def labelled(index: TurnIndex, question: str) -> str:
     """``question`` with each name it gives a speaker other than their label replaced by the label ("Kate" → "Emi");
     the question itself when it gives none."""
     out = question
-    for word in dict.fromkeys(_WORD.findall(question)):
+    for word in dict.fromkeys(_named(question)):
         tokens = analyze(word)
         if len(tokens) != 1:
             continue
@@ -53,6 +63,16 @@ def labelled(index: TurnIndex, question: str) -> str:
         if label is not None:
             out = re.sub(rf"\b{re.escape(word)}\b", label, out)
     return out
+
+
+def _named(question: str) -> Iterator[str]:
+    """The question's capitalised words inside a sentence, not opening one: a name there ("for Kat's niece"), where
+    an opening "Yes" or "Wow" may be any word (the turns also "call" the interjections a speaker opens messages with:
+    "Yup!", "Absolutely.")."""
+    for m in _WORD.finditer(question):
+        before = question[: m.start()].rstrip(" \t\"'“‘(")
+        if before and before[-1] not in ".!?:;\n":
+            yield m.group()
 
 
 def alias(index: TurnIndex, token: str, word: str) -> str | None:

@@ -67,3 +67,51 @@ def test_a_name_called_too_seldom_or_to_two_speakers_is_left_alone(store):
     index = S.user_index(store, "u").index
     assert aliases.alias(index, "kate", "Kate") is None
     assert aliases.labelled(index, "What did Kate say?") == "What did Kate say?"
+
+
+TEXTING = [  # Oliver calls Katherine "kat" as people text: first word set off by "!!!", after "ty" / "night", alone
+    [("Katherine", "made banana bread today"), ("Oliver", "kat!!! are you alive")],
+    [("Oliver", "ty kat"), ("Katherine", "np, the bread was a hit")],
+    [("Katherine", "baked again, sourdough this time"), ("Oliver", "night kat")],
+    [("Oliver", "KAT"), ("Katherine", "what")],
+    [("Oliver", "Kat went quiet lol"), ("Katherine", "was busy")],  # opens with her name and goes on: about her
+    *[[line] for line in [("Katherine", "work ran late"), ("Oliver", "the game was fun")] * 8],
+]
+
+
+@pytest.fixture
+def texting(store):
+    for i, lines in enumerate(TEXTING):
+        add(store, "u", f"t{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
+    return store
+
+
+def test_a_name_called_as_people_text_is_read_as_hers(texting):
+    index = S.user_index(texting, "u").index
+    # four calls (the fifth line opens with "Kat" and goes on: not one), each next to a line of Katherine's
+    assert aliases.alias(index, "kat", "Kat") == "Katherine"
+    assert aliases.labelled(index, "What did Kat bake?") == "What did Katherine bake?"
+    calls = aliases._calls("Kat")
+    said = ("kat!!! are you alive", "KAT", "kat...", "Kat went quiet")
+    assert [bool(calls.search(f"Oliver: {text}")) for text in said] == [True, True, True, False]
+
+
+def test_only_a_name_inside_the_question_is_replaced(store):
+    # Katherine opens her messages with "Yup!" next to Oliver's: her turns "call" the word as they would a name
+    for i in range(4):
+        add(
+            store,
+            "u",
+            f"y{i}",
+            ("user", "Oliver: did you bake?"),
+            ("user", f"Katherine: Yup! loaf {i}"),
+            at=T0 + i * DAY,
+        )
+    for i, (who, text) in enumerate([("Katherine", "work ran late"), ("Oliver", "the game was fun")] * 4):
+        add(store, "u", f"f{i}", ("user", f"{who}: {text}"), at=T0 + (i + 4) * DAY)
+    index = S.user_index(store, "u").index
+    assert aliases.alias(index, "yup", "Yup") == "Oliver"
+    # a question's opening word may be any word: left alone; a capitalised word inside a sentence is a name
+    assert aliases.labelled(index, "Yup, what did Katherine bake?") == "Yup, what did Katherine bake?"
+    assert aliases.labelled(index, "Is it true? Yup or nope?") == "Is it true? Yup or nope?"
+    assert aliases.labelled(index, "Did she say Yup?") == "Did she say Oliver?"
