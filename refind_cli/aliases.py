@@ -13,6 +13,7 @@ alone; nothing changes for a question that names no one so.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -62,7 +63,61 @@ def labelled(index: TurnIndex, question: str) -> str:
         label = alias(index, tokens[0], word)
         if label is not None:
             out = re.sub(rf"\b{re.escape(word)}\b", label, out)
+    if _HAN.search(question):
+        for nickname, (label, unwritten) in han_names(index).items():
+            if nickname in out and _han_alias(index, nickname, label, unwritten):
+                out = out.replace(nickname, label)
     return out
+
+
+_HAN = re.compile("[\u4e00-\u9fff]")
+_HAN_LABEL = re.compile("[\u4e00-\u9fff]{2,3}")  # a Chinese name: a surname and a given name of one or two
+# how Chinese speakers call one another (s: the surname, g: the given name's last character): 小/老/阿 + surname,
+# taken for a name unwritten (陈静: 小陈 老陈 阿陈); the rest only when someone else writes them, being words too or
+# less sure — 阿 + g, g doubled (静静, also "quietly"), g + 子 / 仔 / 哥 / 姐, surname + 哥 / 姐 / 女士 / 先生
+_UNWRITTEN_FORMS = ("小{s}", "老{s}", "阿{s}")
+_WRITTEN_FORMS = ("阿{g}", "{g}{g}", "{g}子", "{g}仔", "{g}哥", "{g}姐", "{s}哥", "{s}姐", "{s}女士", "{s}先生")
+LABELS_READ = 64  # turns whose speaker is read to learn the labels (spread over the user's turns)
+
+
+def han_names(index: TurnIndex) -> dict[str, tuple[str, bool]]:
+    """The nicknames of the user's Chinese-named speakers (their labels read from turns spread over the index), each
+    to its label and whether it is taken unwritten (made of the surname); a form two labels share is nobody's. Once per index
+    (``index.han_names``)."""
+    if index.han_names is None:
+        import numpy as np
+
+        n = len(index)
+        positions = np.unique(np.linspace(0, n - 1, min(n, LABELS_READ)).astype(np.intp)) if n else np.zeros(0, np.intp)
+        labels = {label for _, label in index.speakers(positions) if label and _HAN_LABEL.fullmatch(label)}
+        forms: dict[str, tuple[str, bool]] = {}
+        shared: set[str] = set()
+        for label in sorted(labels):
+            for form in (*_UNWRITTEN_FORMS, *_WRITTEN_FORMS):
+                nickname = form.format(s=label[0], g=label[-1])
+                if nickname in label:
+                    continue
+                if forms.setdefault(nickname, (label, form in _UNWRITTEN_FORMS))[0] != label:
+                    shared.add(nickname)
+        index.han_names = {k: v for k, v in forms.items() if k not in shared}
+    return index.han_names
+
+
+def _han_alias(index: TurnIndex, nickname: str, label: str, unwritten: bool) -> bool:
+    """Whether ``nickname`` may stand for ``label`` here: not a word the speaker says herself (小时, "an hour", is
+    no nickname of 时雨 when she writes it), and, unless ``unwritten``, one someone else writes (天天, "every day",
+    is no nickname of 李天 that nobody calls him); read from the first :data:`SAMPLE` turns holding it (each of its
+    bigrams), memoised."""
+    memo = index.alias_memo
+    if nickname not in memo:
+        import numpy as np
+
+        held = [holders(index, token) for token in analyze(nickname)]
+        positions = functools.reduce(np.intersect1d, held)[:SAMPLE] if held else np.zeros(0, np.intp)
+        own = sum(1 for _, said in index.speakers(positions) if said == label) if positions.size else 0
+        used = unwritten or len(positions) > own
+        memo[nickname] = label if used and own <= max(1, OWN_SHARE * len(positions)) else None
+    return memo[nickname] == label
 
 
 def _named(question: str) -> Iterator[str]:

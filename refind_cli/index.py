@@ -72,6 +72,8 @@ class TurnIndex:
     _names: dict[str, bool] = field(default_factory=dict, init=False, repr=False)  # is_name's answers
     # aliases.alias's answers for this index: a word → the label of the speaker it names (None: nobody)
     alias_memo: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    # aliases.han_names's answer for this index: a Chinese speaker's nicknames (小陈, 阿乐 …) → their label
+    han_names: dict[str, tuple[str, bool]] | None = field(default=None, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.turns)

@@ -115,3 +115,56 @@ def test_only_a_name_inside_the_question_is_replaced(store):
     assert aliases.labelled(index, "Yup, what did Katherine bake?") == "Yup, what did Katherine bake?"
     assert aliases.labelled(index, "Is it true? Yup or nope?") == "Is it true? Yup or nope?"
     assert aliases.labelled(index, "Did she say Yup?") == "Did she say Oliver?"
+
+
+def _chat(store, lines):
+    for i, (who, text) in enumerate(lines):
+        add(store, "u", f"z{i}", ("user", f"{who}: {text}"), at=T0 + i * DAY)
+    return S.user_index(store, "u").index
+
+
+ZH_FILLER = [
+    ("陈静", "今天加班到很晚"),
+    ("周磊", "周末去爬山了"),
+    ("陈静", "晚饭吃了面"),
+    ("周磊", "新买的耳机不错"),
+] * 3
+
+
+def test_a_chinese_nickname_is_read_as_the_speakers_label(store):
+    lines = [("周磊", "静静你在吗"), ("陈静", "我的猫生病了，带它去看了兽医"), ("周磊", "我的猫很乖"), *ZH_FILLER]
+    index = _chat(store, lines)
+    # 静静 (her given name doubled): written by 周磊 only; 小陈 (小 + her surname) is nobody's word here, and needs none
+    assert aliases.labelled(index, "静静的猫怎么了？") == "陈静的猫怎么了？"
+    assert aliases.labelled(index, "小陈的猫怎么了？") == "陈静的猫怎么了？"
+    # by hand: both cat lines share 的猫 alone; 周磊's is shorter and first, unless the question names 陈静's label
+    (plain,) = S.search(store, "u", "小陈的猫怎么了？", top_k=1, config=NO_NEIGHBOURS.with_(aliases=False))
+    assert "周磊: 我的猫很乖" in plain.content
+    (top,) = S.search(store, "u", "小陈的猫怎么了？", top_k=1, config=NO_NEIGHBOURS)
+    assert "陈静: 我的猫生病了" in top.content
+
+
+def test_a_chinese_nickname_is_left_alone_when_unwritten_said_by_its_owner_or_shared(store):
+    lines = [("李天", "我天天加班"), ("王芳", "辛苦了"), ("李天", "天天都是"), ("王芳", "休息一下")] * 3
+    index = _chat(store, [*lines, ("王芳", "我也天天加班")])
+    # 天天 ("every day") is her given name doubled, and 王芳 writes it once, but she writes it herself six times; 芳芳 nobody writes; 小李 needs no one
+    assert aliases.labelled(index, "谁天天加班？") == "谁天天加班？"
+    assert aliases.labelled(index, "芳芳说了什么？") == "芳芳说了什么？"
+    assert aliases.labelled(index, "小李说了什么？") == "李天说了什么？"
+
+
+def test_a_chinese_nickname_two_speakers_share_is_nobodys(store):
+    index = _chat(store, [("陈静", "你好"), ("陈磊", "你好啊"), ("陈静", "在吗"), ("陈磊", "在")] * 3)
+    assert aliases.labelled(index, "小陈说了什么？") == "小陈说了什么？"
+
+
+def test_a_chinese_form_of_address_is_read_as_the_label_when_someone_writes_it(store):
+    lines = [
+        ("周子航", "陈女士今天跳舞了吗"),
+        ("陈桂兰", "跳了，我们队拿了第二名"),
+        ("周子航", "厉害"),
+        ("陈桂兰", "你吃饭没"),
+    ]
+    index = _chat(store, lines * 2)
+    assert aliases.labelled(index, "陈女士她们拿了第几名？") == "陈桂兰她们拿了第几名？"  # written by her son
+    assert aliases.labelled(index, "周先生吃饭了吗？") == "周先生吃饭了吗？"  # written by nobody

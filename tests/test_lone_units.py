@@ -113,7 +113,7 @@ def test_a_question_s_bigram_no_turn_holds_asks_its_characters(store):
 
 
 def test_a_common_character_of_such_a_bigram_is_not_asked(store):
-    # 的 is in 我的 / 他的 / 你的: three turns of four, over the 10% share, so only 猫 is asked — the turns that
+    # 的 is in 我的 / 他的 / 你的: three turns of four, over the 2% share (at least 2 turns), so only 猫 is asked — the turns that
     # share nothing but a common character stay out of the list; with every character asked they come in
     add(store, "u", "s1", ("user", "我家猫叫咪咪", T0))
     add(store, "u", "s2", ("user", "我的书很好看", T0 + 60_000), ("user", "他的车很新", T0 + 120_000))
