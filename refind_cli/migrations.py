@@ -352,3 +352,40 @@ def m008_write_log(conn: sqlite3.Connection) -> None:
 
     conn.execute("CREATE TABLE write_log (n INTEGER PRIMARY KEY, id INTEGER NOT NULL UNIQUE)")
     conn.execute("INSERT INTO write_log (id) VALUES (?)", (secrets.randbits(63),))
+
+
+# What an older refind that writes this database is told (inside its own error): refind before fe18529 did not refuse a
+# newer refind's schema on open, so its writes reach the triggers of m009.
+OLDER_WRITER = (
+    "written by a newer refind (migration m009_older_writers_refused unknown to this version); upgrade refind to "
+    "change it — nothing was changed"
+)
+GUARDED = ("requests", "messages", "tombstones")  # what m009's triggers refuse to change without a grant
+
+
+@migration
+def m009_older_writers_refused(conn: sqlite3.Connection) -> None:
+    # refind before fe18529 (c75912f among them) opens a newer refind's database without a word and writes it as its
+    # own: its Add gives a message the seq of a forgotten one (SQLite's max(seq) + 1, at or below the index's
+    # watermark: never indexed, never found), its forget and expire leave the removed words in the index segments,
+    # its tombstones hold unkeyed hashes. Every change of requests, messages or tombstones is now refused unless
+    # its transaction holds the grant: the one row of write_grant, which Store.write inserts after BEGIN and deletes
+    # before COMMIT, so no committed state ever holds it (a kill -9 rolls it back with the rest). An older writer
+    # meets the refusal at its first statement (an Add's INSERT INTO requests, a forget's or expire's DELETE FROM
+    # messages) and its transaction is rolled back. A later migration that changes these tables grants itself.
+    conn.execute("CREATE TABLE write_grant (id INTEGER PRIMARY KEY CHECK (id = 1))")
+    for table in GUARDED:
+        for op in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(
+                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
+                f"WHEN NOT EXISTS (SELECT 1 FROM write_grant) BEGIN SELECT RAISE(ABORT, '{OLDER_WRITER}'); END"
+            )
+
+
+def grant(conn: sqlite3.Connection) -> None:
+    """Allow this transaction to change the GUARDED tables (m009); :func:`revoke` before it commits."""
+    conn.execute("INSERT INTO write_grant (id) VALUES (1)")
+
+
+def revoke(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM write_grant")

@@ -703,8 +703,10 @@ class Store:
         self.check_file()  # (outside the transaction: a moved file's log is drained before the refusal)
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            migrations.grant(self.conn)  # this transaction may change messages, requests, tombstones (m009)
             yield self.db
             index_store.mark_written(self.conn)  # what a process's cached indexes check they descend from
+            migrations.revoke(self.conn)  # never committed: an older refind's writes stay refused
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")

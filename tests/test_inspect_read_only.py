@@ -155,7 +155,7 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     r = cli("inspect", "users", "--db", str(db_path))
     assert r.exit_code == 1, _said(r)
     assert _said(r) == (
-        f"error: cannot open database {db_path}: written by an older refind (schema version 7; this version's is 8); "
+        f"error: cannot open database {db_path}: written by an older refind (schema version 8; this version's is 9); "
         "this command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "
         "export, expire, forget): refind backup copies it as it is first"
     )
