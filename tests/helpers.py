@@ -64,7 +64,8 @@ def add_request(
 
 
 def sound(db: Path) -> int:
-    """The file passes integrity_check and holds no partial request; returns how many requests it holds."""
+    """The file passes integrity_check, holds no partial request and no write grant; returns how many requests it
+    holds."""
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -78,6 +79,8 @@ def sound(db: Path) -> int:
             "(SELECT 1 FROM requests r WHERE r.user_id = m.user_id AND r.request_id = m.request_id)"
         ).fetchone()[0]
         assert orphans == 0
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'write_grant'").fetchone():
+            assert conn.execute("SELECT count(*) FROM write_grant").fetchone()[0] == 0  # never committed (m009)
         return conn.execute("SELECT count(*) FROM requests").fetchone()[0]
     finally:
         conn.close()

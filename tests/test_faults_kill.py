@@ -93,6 +93,7 @@ FORGET_PHASES = [
     ("INSERT INTO tombstones", False),
     ("INSERT INTO users", False),  # the version bump that makes caches stale
     ("INSERT INTO events", False),
+    ("DELETE FROM write_grant", False),  # the grant given back (m009), the transaction not yet committed
     ("COMMIT", False),  # killed as COMMIT starts: not committed
     ("wal_checkpoint", True),  # committed, the scrub of the WAL not yet done
 ]
@@ -102,6 +103,7 @@ EXPIRE_PHASES = [
     ("DELETE FROM requests", False),
     ("INSERT INTO users", False),
     ("INSERT INTO events", False),
+    ("DELETE FROM write_grant", False),
     ("COMMIT", False),
     ("wal_checkpoint", True),
 ]

@@ -291,3 +291,15 @@ def test_a_write_that_fails_or_nests_commits_no_grant(store: Store) -> None:
     with pytest.raises(sqlite3.IntegrityError, match="written by a newer refind"):
         other.execute("DELETE FROM messages")
     other.close()
+
+
+def test_a_message_cannot_be_inserted_without_its_request_which_is_guarded(upgraded: Path) -> None:
+    # m009 puts no trigger on each message inserted (it doubled a replay's raw inserts): a message row needs its
+    # request's, which the guard refuses to an older writer; c75912f opened every connection with foreign_keys on
+    conn = old_open(upgraded)
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        conn.execute(
+            "INSERT INTO messages (id, user_id, session_id, request_id, idx, role, content, said_at, recorded_at) "
+            "VALUES ('x', 'alice', 's1', 'r9', 0, 'user', 'trampoline', NULL, 0)"
+        )
+    conn.close()
