@@ -95,6 +95,9 @@ class SearchConfig:
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
     lead_blocks: int = 1  # the first N blocks are never deferred
+    # False: a question about what was said to the user ("what was the third tip you gave me?", search.recalls_a_reply)
+    # defers nothing — its answer is a reply, long or not (True: it defers as any other)
+    defer_recalled: bool = False
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbours' day (blocks.py)
     roles: str = "change"  # "every": each line names its role; "change": only where a neighbour's differs

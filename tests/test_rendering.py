@@ -289,6 +289,39 @@ def test_a_long_anchor_after_the_lead_block_goes_after_the_shorter_ones_whole(st
     assert [b.session_id for b in two] == ["s1", "s4"]  # later blocks dropped, not cut
 
 
+@pytest.mark.parametrize(
+    ("question", "recalls"),
+    [
+        ("What was the third tip you gave me about sleep?", True),
+        ("Which paint color did you suggest first?", True),
+        ("What was first on your list for the kitchen?", True),
+        ("Can you remind me what the average improvement was?", True),
+        ("I was looking back at our previous chat: how many times did the Chiefs play?", True),
+        ("Can you recommend some places to eat in Kyoto?", False),  # asks for a reply now, not one given
+        ("What did Caroline research?", False),
+        ("What would you add to my running playlist?", False),
+    ],
+)
+def test_a_question_about_what_was_said_back_is_told_apart(question, recalls):
+    assert S.recalls_a_reply(question) is recalls
+
+
+def test_a_question_about_what_was_said_back_keeps_a_long_reply_in_its_place(store):
+    # ranked by hand as above: s1 holds "kayak" twice (the lead block, never deferred), s2's long reply and s4's short
+    # line once each (s2 earlier); a question about what was said back ("did you") defers nothing
+    _session(store, "kayak kayak " + "a" * 1500, session="s1")
+    _session(store, "kayak " + "b" * 1500, session="s2", at=T0 + 60 * MIN)
+    _session(store, "kayak trip today", session="s4", at=T0 + 180 * MIN)
+    asked = S.search(store, "u", "Which kayak kayak did you mention?", top_k=3, config=ALL)
+    assert [b.session_id for b in asked] == ["s1", "s2", "s4"]
+    told = S.search(store, "u", "Which kayak kayak was mentioned?", top_k=3, config=ALL)
+    assert [b.session_id for b in told] == ["s1", "s4", "s2"]
+    deferring = ALL.with_(defer_recalled=True)
+    again = S.search(store, "u", "Which kayak kayak did you mention?", top_k=3, config=deferring)
+    assert [b.session_id for b in again] == ["s1", "s4", "s2"]
+    assert [b.content for b in asked] == [{b.session_id: b.content for b in told}[s] for s in ("s1", "s2", "s4")]
+
+
 def test_instructions_are_stripped_also_when_options_join_the_query(store):
     _session(store, "we went hiking at Rainier", session="trip")
     _session(store, "reply with the correct letter, only one option", session="quiz", at=T0 + MIN)
