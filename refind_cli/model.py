@@ -214,6 +214,19 @@ class _Overran(Exception):
     """The call was still running when its time was up (:func:`_within`)."""
 
 
+_LEFT_RUNNING: list[threading.Thread] = []  # calls _within stopped waiting for: their threads, while they run
+_LEFT_LOCK = threading.Lock()
+
+
+def calls_left_running() -> bool:
+    """Whether a model call the deadline cut short is still running in its thread (:func:`_within`). Such a thread
+    may be anywhere in litellm — inside Python's import system on litellm's first call, which imports lazily — when
+    the process ends: see ``cli.root.main``, which then ends the process without the interpreter's shutdown."""
+    with _LEFT_LOCK:
+        _LEFT_RUNNING[:] = [t for t in _LEFT_RUNNING if t.is_alive()]
+        return bool(_LEFT_RUNNING)
+
+
 def _within(seconds: float, call: Callable[[], Any]) -> Any:
     """``call()``, waited on for at most ``seconds`` (else _Overran; the call is left to finish in its daemon thread,
     its answer unread). The timeout litellm passes to httpx bounds each read, not the whole answer: a provider that
@@ -229,8 +242,11 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
         finally:
             done.set()
 
-    threading.Thread(target=run, name="refind-model-call", daemon=True).start()
+    thread = threading.Thread(target=run, name="refind-model-call", daemon=True)
+    thread.start()
     if not done.wait(seconds):
+        with _LEFT_LOCK:
+            _LEFT_RUNNING[:] = [t for t in _LEFT_RUNNING if t.is_alive()] + [thread]
         raise _Overran
     ok, value = outcome[0]
     if not ok:

@@ -259,3 +259,75 @@ def test_the_server_counts_a_wait_for_a_database_connection_against_the_deadline
     assert r.status_code == 200, r.text
     assert "Mount Rainier" in r.json()["data"][0]["content"]  # BM25 on the question
     assert llm_server.requests == []  # no time was left for a model call
+
+
+# A model call the deadline cut short is left running in its daemon thread (model._within). On litellm's first call
+# that thread is mostly inside Python's import system (litellm imports lazily); the interpreter's shutdown stopped it
+# there holding the import lock, and a finalizer that imports (litellm's AsyncHTTPHandler.__del__, run as litellm's
+# modules are cleared) then waited on it for ever: `refind search --mode agent` printed its answer and never exited
+# (a probe: 14 minutes). Here the call left running holds the import lock for an hour, and an object kept in a module
+# imports as it is finalized.
+_LEFT_RUNNING_AT_EXIT = r"""
+import _imp, os, sys, time
+from refind_cli.cli import main
+from refind_cli import model
+
+sys.argv = ["refind", "--version"]
+try:
+    main()  # once first: what the command imports is imported before the import lock is taken
+except SystemExit:
+    pass
+
+def inside_an_import():
+    _imp.acquire_lock()
+    time.sleep(3600)
+
+try:
+    model._within(0.1, inside_an_import)
+except model._Overran:
+    pass
+
+class ImportsWhenFinalized:
+    def __del__(self, _import=__import__):
+        try:
+            _import("refind_no_such_module")
+        except ImportError:
+            pass
+
+model._imports_when_finalized = ImportsWhenFinalized()
+main()
+"""
+
+
+def test_a_process_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    began = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", _LEFT_RUNNING_AT_EXIT],
+        capture_output=True,
+        text=True,
+        timeout=120,  # (the old code waited as long as the lock's holder: an hour)
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("refind ") == 2  # the second command's output was flushed before the process ended
+    assert time.monotonic() - began < 60
+
+
+def test_a_call_the_deadline_cut_short_counts_as_running_until_it_ends():
+    import threading
+
+    from refind_cli import model
+
+    release = threading.Event()
+    with pytest.raises(model._Overran):
+        model._within(0.05, release.wait)
+    assert model.calls_left_running()
+    release.set()
+    until = time.monotonic() + 10
+    while model.calls_left_running() and time.monotonic() < until:
+        time.sleep(0.01)
+    assert not model.calls_left_running()
