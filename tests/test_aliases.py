@@ -28,11 +28,16 @@ CHAT = [
 NO_NEIGHBOURS = S.SearchConfig(neighbours=0, backfill=False)
 
 
+def _stored(store, chat, prefix):
+    """``chat`` stored as user "u": a session a day, each of its lines "Who: text"."""
+    for i, lines in enumerate(chat):
+        add(store, "u", f"{prefix}{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
+    return store
+
+
 @pytest.fixture
 def chat(store):
-    for i, lines in enumerate(CHAT):
-        add(store, "u", f"s{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
-    return store
+    return _stored(store, CHAT, "s")
 
 
 def test_a_question_naming_a_speaker_by_what_she_is_called_ranks_her_turns(chat):
@@ -81,9 +86,7 @@ TEXTING = [  # Oliver calls Katherine "kat" as people text: first word set off b
 
 @pytest.fixture
 def texting(store):
-    for i, lines in enumerate(TEXTING):
-        add(store, "u", f"t{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
-    return store
+    return _stored(store, TEXTING, "t")
 
 
 def test_a_name_called_as_people_text_is_read_as_hers(texting):
