@@ -14,6 +14,7 @@ becomes :class:`~refind_cli.errors.ModelError` carrying the provider's own messa
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -225,6 +226,22 @@ def calls_left_running() -> bool:
     with _LEFT_LOCK:
         _LEFT_RUNNING[:] = [t for t in _LEFT_RUNNING if t.is_alive()]
         return bool(_LEFT_RUNNING)
+
+
+EXIT_WAIT_S = 10.0  # a process's exit waits at most this long in all for the calls the deadline cut short
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Before the interpreter's shutdown stops the daemon threads, let the model calls the deadline cut short finish
+    (at most :data:`EXIT_WAIT_S` in all): a process using refind's Python API would otherwise end as the CLI did
+    before ``cli.root.main`` ended it at once — a call stopped inside the import system keeps the import lock for
+    ever, and a finalizer that imports waits on it. Atexit functions run while daemon threads still do."""
+    until = time.monotonic() + EXIT_WAIT_S
+    with _LEFT_LOCK:
+        threads = list(_LEFT_RUNNING)
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()))
 
 
 def _within(seconds: float, call: Callable[[], Any]) -> Any:

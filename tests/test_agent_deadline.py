@@ -317,6 +317,50 @@ def test_a_process_ends_though_a_model_call_the_deadline_cut_short_holds_the_imp
     assert time.monotonic() - began < 60
 
 
+# The same through the Python API (no CLI to end the process at once): the call left running holds the import lock
+# for 2 s, and the process's exit waits for it (model._wait_at_exit) before the shutdown stops it there.
+_LEFT_RUNNING_AT_AN_API_EXIT = r"""
+import _imp, time
+from refind_cli import model
+
+def inside_an_import():
+    _imp.acquire_lock()
+    time.sleep(2)
+    _imp.release_lock()
+
+try:
+    model._within(0.1, inside_an_import)
+except model._Overran:
+    pass
+
+class ImportsWhenFinalized:
+    def __del__(self, _import=__import__):
+        try:
+            _import("refind_no_such_module")
+        except ImportError:
+            pass
+
+model._imports_when_finalized = ImportsWhenFinalized()
+print("answered")
+"""
+
+
+def test_a_process_using_the_api_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LEFT_RUNNING_AT_AN_API_EXIT],
+        capture_output=True,
+        text=True,
+        timeout=60,  # (without the wait at exit: for ever)
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "answered\n"
+
+
 def test_a_call_the_deadline_cut_short_counts_as_running_until_it_ends():
     import threading
 
