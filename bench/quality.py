@@ -3,6 +3,10 @@
     .venv/bin/python bench/quality.py [--datasets ../shared/datasets] [--limit N] [--top-k 100] [--out FILE]
                                       [--only locomo,longmemeval,memdaily,realtalk,longmemeval-rf]
 
+``--only`` also takes ``oracle`` (LongMemEval's oracle split, 470 questions) and the project's chats written blind
+(``fixtures/blind/``, BENCHMARKS.md "Chats written blind"): ``blind-chat-en``, ``blind-chat-en2``, ``blind-chat-zh``,
+``blind-chat-zh2``, ``blind-assistant`` — choose a default by the worst of them all.
+
 Each dataset is replayed once (contest-style) into a temporary database; every question is then asked of every
 system in turn — the plain BM25 baseline, refind's defaults, one-field-at-a-time changes to SearchConfig, a few
 combinations, and query variants (options dropped, instructions appended) — so all numbers of a table come from
@@ -144,7 +148,12 @@ def main() -> None:
     ap.add_argument("--datasets", default="../shared/datasets", help="folder holding the three sets")
     ap.add_argument("--limit", type=int, default=None, help="at most N questions per dataset")
     ap.add_argument("--top-k", type=int, default=100)
-    ap.add_argument("--only", default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk")
+    ap.add_argument(
+        "--only",
+        default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk",
+        help="sets, comma-separated: also oracle (LongMemEval's oracle split) and the chats written blind under "
+        "fixtures/blind/ (blind-chat-en, blind-chat-en2, blind-chat-zh, blind-chat-zh2, blind-assistant)",
+    )
     ap.add_argument("--out", default=None, help="also write the markdown here")
     ap.add_argument(
         "--grid",
@@ -159,7 +168,12 @@ def main() -> None:
         "longmemeval-rf": root / "longmemeval_s_dev.json.gz",
         "memdaily": root / "memdaily_dev",
         "realtalk": root / "realtalk_dev",
+        "oracle": root / "longmemeval_oracle.json.gz",
     }
+    blind = Path(__file__).resolve().parent.parent / "fixtures" / "blind"  # the project's own, written blind (round 19)
+    for folder in sorted(p for p in blind.iterdir() if p.is_dir()):  # a REALTALK folder, or one LongMemEval file
+        files = list(folder.glob("*.json.gz"))
+        paths[f"blind-{folder.name.replace('_', '-')}"] = files[0] if len(files) == 1 else folder
     grid = parse_grid(args.grid) if args.grid is not None else None
     lines = [
         f"Command: `.venv/bin/python bench/quality.py --datasets {args.datasets} --top-k {args.top_k}"
