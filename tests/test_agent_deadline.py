@@ -265,67 +265,12 @@ def test_the_server_counts_a_wait_for_a_database_connection_against_the_deadline
 # that thread is mostly inside Python's import system (litellm imports lazily); the interpreter's shutdown stopped it
 # there holding the import lock, and a finalizer that imports (litellm's AsyncHTTPHandler.__del__, run as litellm's
 # modules are cleared) then waited on it for ever: `refind search --mode agent` printed its answer and never exited
-# (a probe: 14 minutes). Here the call left running holds the import lock for an hour, and an object kept in a module
-# imports as it is finalized.
-_LEFT_RUNNING_AT_EXIT = r"""
-import _imp, os, sys, time
-from refind_cli.cli import main
-from refind_cli import model
-
-sys.argv = ["refind", "--version"]
-try:
-    main()  # once first: what the command imports is imported before the import lock is taken
-except SystemExit:
-    pass
-
+# (a probe: 14 minutes). Both processes below have a model call the deadline cut short while it is inside an import
+# (it holds the import lock for as long as HELD says), and keep an object in a module that imports as it is finalized.
+_CUT_SHORT_INSIDE_AN_IMPORT = r"""
 def inside_an_import():
     _imp.acquire_lock()
-    time.sleep(3600)
-
-try:
-    model._within(0.1, inside_an_import)
-except model._Overran:
-    pass
-
-class ImportsWhenFinalized:
-    def __del__(self, _import=__import__):
-        try:
-            _import("refind_no_such_module")
-        except ImportError:
-            pass
-
-model._imports_when_finalized = ImportsWhenFinalized()
-main()
-"""
-
-
-def test_a_process_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    began = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", _LEFT_RUNNING_AT_EXIT],
-        capture_output=True,
-        text=True,
-        timeout=120,  # (the old code waited as long as the lock's holder: an hour)
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.count("refind ") == 2  # the second command's output was flushed before the process ended
-    assert time.monotonic() - began < 60
-
-
-# The same through the Python API (no CLI to end the process at once): the call left running holds the import lock
-# for 2 s, and the process's exit waits for it (model._wait_at_exit) before the shutdown stops it there.
-_LEFT_RUNNING_AT_AN_API_EXIT = r"""
-import _imp, time
-from refind_cli import model
-
-def inside_an_import():
-    _imp.acquire_lock()
-    time.sleep(2)
+    time.sleep(HELD)
     _imp.release_lock()
 
 try:
@@ -341,22 +286,37 @@ class ImportsWhenFinalized:
             pass
 
 model._imports_when_finalized = ImportsWhenFinalized()
-print("answered")
 """
 
 
-def test_a_process_using_the_api_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
+def _ended(script: str, *, timeout: float):
     import subprocess
     import sys
     from pathlib import Path
 
-    out = subprocess.run(
-        [sys.executable, "-c", _LEFT_RUNNING_AT_AN_API_EXIT],
-        capture_output=True,
-        text=True,
-        timeout=60,  # (without the wait at exit: for ever)
-        cwd=Path(__file__).resolve().parent.parent,
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, cwd=root)
+
+
+def test_a_process_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
+    script = (
+        "import _imp, sys, time\nfrom refind_cli.cli import main\nfrom refind_cli import model\n"
+        'sys.argv = ["refind", "--version"]\n'
+        "try:\n    main()  # once first: what the command imports is imported before the lock is taken\n"
+        "except SystemExit:\n    pass\n" + _CUT_SHORT_INSIDE_AN_IMPORT.replace("HELD", "3600") + "main()\n"
     )
+    began = time.monotonic()
+    out = _ended(script, timeout=120)  # (the old code waited as long as the lock's holder: an hour)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("refind ") == 2  # the second command's output was flushed before the process ended
+    assert time.monotonic() - began < 60
+
+
+def test_a_process_using_the_api_ends_though_a_model_call_the_deadline_cut_short_holds_the_import_lock():
+    # no CLI to end the process at once: its exit waits for the call (model._wait_at_exit), which lets go in 2 s,
+    # before the shutdown stops it inside the import
+    script = "import _imp, time\nfrom refind_cli import model\n" + _CUT_SHORT_INSIDE_AN_IMPORT.replace("HELD", "2")
+    out = _ended(script + 'print("answered")\n', timeout=60)  # (without the wait at exit: for ever)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "answered\n"
 
