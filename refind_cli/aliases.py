@@ -6,9 +6,11 @@ by presence (``index.flat_and_rarer_scores``); the other name is in her friend's
 speaker's turns first. People address the one they talk to by name: a word the user's turns use to *call* someone
 (after a greeting, set off by a comma at the end of a sentence, or opening a message alone: ``_calls``) whose calls
 all answer, or are answered by, one speaker is that speaker's other name, and the question is searched as if it
-named their label. Nicknames are read the same way ("Mel" for Melanie, "Deb" for Deborah: every such word in the shared sets' 15 conversations named the other
-speaker). A word the calls do not tie to one speaker, a word of a label, and a speaker's own frequent word are left
-alone; nothing changes for a question that names no one so.
+named their label. Nicknames are read the same way ("Mel" for Melanie, "Deb" for Deborah: every such word in the
+shared sets' 15 conversations named the other speaker). A word the calls do not tie to one speaker, a word of a
+label, and a speaker's own frequent word are left alone; nothing changes for a question that names no one so.
+Chinese has no capitals: a Chinese-named speaker's nicknames are the forms Chinese speakers make of a name
+(:func:`han_names`).
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ LABELS_READ = 64  # turns whose speaker is read to learn the labels (spread over
 
 def han_names(index: TurnIndex) -> dict[str, tuple[str, bool]]:
     """The nicknames of the user's Chinese-named speakers (their labels read from turns spread over the index), each
-    to its label and whether it is taken unwritten (made of the surname); a form two labels share is nobody's. Once per index
-    (``index.han_names``)."""
+    to its label and whether it is taken unwritten (made of the surname); a form two labels share is nobody's. Once
+    per index (``index.han_names``)."""
     if index.han_names is None:
         import numpy as np
 

@@ -107,7 +107,8 @@ _RECALLS_A_REPLY = re.compile(
 
 def recalls_a_reply(question: str) -> bool:
     """Whether ``question`` asks what was said back to the one asking — an assistant's reply, whose text is the answer
-    however long (English; of LongMemEval's oracle split, 55 of its 56 single-session-assistant questions match, none of the 414 others)."""
+    however long (English; of LongMemEval's oracle split, 55 of its 56 single-session-assistant questions match, none
+    of the 414 others)."""
     return _RECALLS_A_REPLY.search(question) is not None
 
 

@@ -150,7 +150,8 @@ def test_a_chinese_nickname_is_read_as_the_speakers_label(store):
 def test_a_chinese_nickname_is_left_alone_when_unwritten_said_by_its_owner_or_shared(store):
     lines = [("李天", "我天天加班"), ("王芳", "辛苦了"), ("李天", "天天都是"), ("王芳", "休息一下")] * 3
     index = _chat(store, [*lines, ("王芳", "我也天天加班")])
-    # 天天 ("every day") is her given name doubled, and 王芳 writes it once, but she writes it herself six times; 芳芳 nobody writes; 小李 needs no one
+    # 天天 ("every day") is 李天's given name doubled: 王芳 writes it once, 李天 six times; 芳芳 nobody writes; 小李
+    # (小 + surname) needs no one
     assert aliases.labelled(index, "谁天天加班？") == "谁天天加班？"
     assert aliases.labelled(index, "芳芳说了什么？") == "芳芳说了什么？"
     assert aliases.labelled(index, "小李说了什么？") == "李天说了什么？"
