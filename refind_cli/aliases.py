@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .expand import HAN
 from .index import doc_freq, holders
 from .tokenize import analyze
 
@@ -65,15 +66,14 @@ def labelled(index: TurnIndex, question: str) -> str:
         label = alias(index, tokens[0], word)
         if label is not None:
             out = re.sub(rf"\b{re.escape(word)}\b", label, out)
-    if _HAN.search(question):
+    if HAN.search(question):
         for nickname, (label, unwritten) in han_names(index).items():
             if nickname in out and _han_alias(index, nickname, label, unwritten):
                 out = out.replace(nickname, label)
     return out
 
 
-_HAN = re.compile("[\u4e00-\u9fff]")
-_HAN_LABEL = re.compile("[\u4e00-\u9fff]{2,3}")  # a Chinese name: a surname and a given name of one or two
+_HAN_LABEL = re.compile(f"{HAN.pattern}{{2,3}}")  # a Chinese name: a surname and a given name of one or two
 # how Chinese speakers call one another (s: the surname, g: the given name's last character): 小/老/阿 + surname,
 # taken for a name unwritten (陈静: 小陈 老陈 阿陈); the rest only when someone else writes them, being words too or
 # less sure — 阿 + g, g doubled (静静, also "quietly"), g + 子 / 仔 / 哥 / 姐, surname + 哥 / 姐 / 女士 / 先生
@@ -116,7 +116,7 @@ def _han_alias(index: TurnIndex, nickname: str, label: str, unwritten: bool) -> 
 
         held = [holders(index, token) for token in analyze(nickname)]
         positions = functools.reduce(np.intersect1d, held)[:SAMPLE] if held else np.zeros(0, np.intp)
-        own = sum(1 for _, said in index.speakers(positions) if said == label) if positions.size else 0
+        own = sum(1 for _, said in index.speakers(positions) if said == label)
         used = unwritten or len(positions) > own
         memo[nickname] = label if used and own <= max(1, OWN_SHARE * len(positions)) else None
     return memo[nickname] == label

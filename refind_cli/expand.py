@@ -578,7 +578,7 @@ def lone_unit_scores(
     return total
 
 
-_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")  # a Han character (aliases.py too)
 PAIR_UNIT_BIGRAMS = 8  # bigrams read per character of a bigram no turn holds (the most frequent)
 MAX_PAIR_UNITS = 4  # characters of bigrams no turn holds asked per search (after the lone ones)
 MIN_PAIR_UNIT_LIMIT = 2  # a unit of a bigram no turn holds is asked when in at most this many turns, however few
@@ -594,7 +594,7 @@ def _pair_units(tokens: Iterable[str], vocab: Mapping[str, int]) -> list[str]:
     absent: list[str] = []
     for token in tokens:
         pair = None if token.isascii() else units(token)
-        if pair is None or len(pair) != 2 or not all(_HAN.fullmatch(unit) for unit in pair):
+        if pair is None or len(pair) != 2 or not all(HAN.fullmatch(unit) for unit in pair):
             continue
         if _df(vocab, token):
             held.update(pair)

@@ -83,16 +83,16 @@ _INSTRUCTION_TEXT = """
     one two three word words sentence sentences letter letters number numbers digit option options choice choices
     correct right single best final following below above short shortly brief briefly concise concisely plain
     text json list phrase name names true false question questions based memory memories context provided given"""
-INSTRUCTION_WORDS = frozenset(_INSTRUCTION_TEXT.split())
+_INSTRUCTION_WORDS = frozenset(_INSTRUCTION_TEXT.split())
 
 
-def _instruction(sentence: str, pattern: re.Pattern[str]) -> bool:
+def _instruction(sentence: str) -> bool:
     """Whether a sentence instructs the answerer: it opens like an instruction, and every word of it is one an
     instruction uses (a single letter counts: the options' "A, B, C or D")."""
-    if not pattern.match(sentence):
+    if not _instruction_pattern().match(sentence):
         return False
     words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", sentence.lower().replace("\u2019", "'"))
-    return all(len(w) == 1 or w in INSTRUCTION_WORDS for w in words)
+    return all(len(w) == 1 or w in _INSTRUCTION_WORDS for w in words)
 
 
 # a question about what the other side said ("What did you suggest?", "the third tip you gave me", "your list",
@@ -115,9 +115,8 @@ def recalls_a_reply(question: str) -> bool:
 def strip_instructions(query: str) -> str:
     """The query without sentences that instruct the answerer rather than describe what to find — "Answer in one
     word.", "Choose the correct option and reply with its letter only." — when some other sentence remains."""
-    instruction = _instruction_pattern()
     sentences = re.split(r"(?<=[.!?。！？])\s+|\n+", query.strip())
-    kept = [x for x in sentences if x and not _instruction(x, instruction)]
+    kept = [x for x in sentences if x and not _instruction(x)]
     return " ".join(kept) if kept else query
 
 
