@@ -10,7 +10,7 @@ named their label. Nicknames are read the same way ("Mel" for Melanie, "Deb" for
 shared sets' 15 conversations named the other speaker). A word the calls do not tie to one speaker, a word of a
 label, and a speaker's own frequent word are left alone; nothing changes for a question that names no one so.
 Chinese has no capitals: a Chinese-named speaker's nicknames are the forms Chinese speakers make of a name
-(:func:`han_names`).
+(:func:`han_names`), and a kinship word is the one the others call so ("妈，我到了": :func:`kin_label`).
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def _calls(word: str) -> re.Pattern[str]:
     )
 
 
-def labelled(index: TurnIndex, question: str) -> str:
+def labelled(index: TurnIndex, question: str, *, kin_of: bool = True) -> str:
     """``question`` with each name it gives a speaker other than their label replaced by the label ("Kate" → "Emi");
-    the question itself when it gives none."""
+    the question itself when it gives none. ``kin_of``: a Chinese kinship word a speaker is called by too
+    (:func:`kin_label`)."""
     out = question
     for word in dict.fromkeys(_named(question)):
         tokens = analyze(word)
@@ -70,6 +71,12 @@ def labelled(index: TurnIndex, question: str) -> str:
         for nickname, (label, unwritten) in han_names(index).items():
             if nickname in out and _han_alias(index, nickname, label, unwritten):
                 out = out.replace(nickname, label)
+        for kin in KIN:
+            asked = [form for form in kin if len(form) > 1 and form in out]
+            if asked and kin_of:
+                label = kin_label(index, kin)
+                if label is not None:
+                    out = re.sub("|".join(asked), label, out)  # (longest first, as KIN lists them)
     return out
 
 
@@ -120,6 +127,69 @@ def _han_alias(index: TurnIndex, nickname: str, label: str, unwritten: bool) -> 
         used = unwritten or len(positions) > own
         memo[nickname] = label if used and own <= max(1, OWN_SHARE * len(positions)) else None
     return memo[nickname] == label
+
+
+# kinship words Chinese speakers call one another by, each group one relation, longest form first: a question names
+# a relation by a form of two characters or more (妈妈 — a lone 妈 or 姐 is part of many words: 陈姐), a chat calls it
+# by any ("妈，我到了")
+KIN = (
+    ("妈妈", "老妈", "妈咪", "母亲", "妈"),
+    ("爸爸", "老爸", "父亲", "爸"),
+    ("儿子", "儿砸"),
+    ("女儿", "闺女"),
+    ("老公",),
+    ("老婆", "媳妇"),
+    ("哥哥", "老哥", "哥"),
+    ("姐姐", "老姐", "姐"),
+    ("弟弟", "老弟"),
+    ("妹妹", "老妹"),
+    ("爷爷",),
+    ("奶奶",),
+    ("外公", "姥爷"),
+    ("外婆", "姥姥"),
+)
+
+
+def kin_label(index: TurnIndex, kin: tuple[str, ...]) -> str | None:
+    """The label of the speaker the user's turns call by a form of the relation ``kin`` (one of :data:`KIN`), None
+    when they call no one so: a message opening with the form set off by punctuation or a space, or alone
+    ("妈，我到了", "妈 香肠到了", "老妈！", "儿子"), at least :data:`MIN_CALLS` times, :data:`SHARE` of them to one
+    speaker (who says the turns next to each), who makes at most :data:`OWN_SHARE` of the calls. Read from the first
+    :data:`SAMPLE` turns holding a form, memoised (``index.alias_memo``)."""
+    memo = index.alias_memo
+    key = "\0kin:" + kin[0]
+    if key not in memo:
+        memo[key] = _kin_label(index, kin)
+    return memo[key]
+
+
+def _kin_label(index: TurnIndex, kin: tuple[str, ...]) -> str | None:
+    import numpy as np
+
+    held = [holders(index, tokens[0]) for form in kin if len(tokens := analyze(form)) == 1]
+    positions = functools.reduce(np.union1d, held)[:SAMPLE] if held else np.zeros(0, np.intp)
+    if len(positions) < MIN_CALLS:
+        return None
+    prefetch = getattr(index.turns, "prefetch", None)  # (the maintained index reads their text in one query)
+    if prefetch is not None:
+        prefetch(positions, 0)
+    calls = re.compile(rf"^{_LABEL}\W*(?:{'|'.join(kin)})(?:\s*[，,！!。.？?~～…、]|\s|$)")
+    at = [pos for pos in positions.tolist() if any(calls.search(m.content) for m in index.turns[pos].messages)]
+    if len(at) < MIN_CALLS:
+        return None
+    voices = [label for _, label in index.speakers(np.asarray(at, dtype=np.intp))]
+    callers = Counter(voices)
+    called: Counter[str] = Counter()
+    for caller in callers:
+        if caller is not None:
+            mine = [pos for pos, said in zip(at, voices, strict=True) if said == caller]
+            called.update(other for other in _addressees(index, mine, caller) if other is not None)
+    if sum(called.values()) < MIN_CALLS:
+        return None
+    (label, times), *_ = called.most_common(1)
+    if times < SHARE * sum(called.values()) or callers[label] > OWN_SHARE * len(at):
+        return None
+    return label
 
 
 def _named(question: str) -> Iterator[str]:

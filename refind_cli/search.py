@@ -194,7 +194,7 @@ class UserIndex:
         if text != query and not analyze(text):
             text = query  # what looked like an instruction held every search word ("Only Al ... Who is it?")
         if cfg.aliases:  # "What does Kate cook?" of a chat labelled "Emi: …", where Emi is called Kate (aliases.py)
-            text = aliases.labelled(self.index, text)
+            text = aliases.labelled(self.index, text, kin_of=cfg.kin_aliases)
         question = text  # without the options: what kinds.py reads a category from
         if not cfg.defer_recalled and cfg.defer_chars is not None and recalls_a_reply(question):
             cfg = cfg.with_(defer_chars=None)  # its answer is a reply: a long anchor keeps its place (blocks.py)
@@ -252,8 +252,16 @@ class UserIndex:
                 scores = scores + bm25_scores(idx, more) * cfg.kinds_weight
         widened = scores
         if cfg.date_boost:  # a question naming a day prefers the matching turns said that day (query_dates.py)
+            years = functools.partial(query_dates.said_years, idx) if cfg.yearless_dates else None
+            days = query_dates.named_days(text, years)
+            dated = query_dates.day_words(days) if days and cfg.date_words_near and cfg.index_dates else ()
             scores = query_dates.date_boost(
-                idx, scores, query_dates.named_days(text), boost=cfg.date_boost, window_days=cfg.date_window_days
+                idx,
+                scores,
+                days,
+                boost=cfg.date_boost,
+                window_days=cfg.date_window_days,
+                words=[t for t in tokens if t in dated],
             )
         mask = eligible(
             idx,

@@ -71,6 +71,11 @@ class SearchConfig:
     kinds_max: int = MAX_KINDS  # … at most this many kinds per word, the nearest the user wrote
     date_boost: float = 1.0  # a matching turn said on a day the query names scores (1 + this) times more
     date_window_days: int = 1  # … or said within this many days of it
+    # … and, before that, scores as if it held the day's month and year words the query holds (query_dates.py: "31 Dec
+    # 2023" is also 1 January 2024's turns, indexed "january 2024"; False: only the turns holding them match them)
+    date_words_near: bool = True
+    yearless_dates: bool = True  # a day named without its year ("11月18日") is that day of each year the turns were
+    # said in (False: it names no day)
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # rendering
@@ -89,6 +94,7 @@ class SearchConfig:
     neighbour_match_df: float | None = None  # "match" ignores query words found in more than this share of turns
     # a name the user's turns call a speaker by is searched as their label ("Kate" → "Emi": aliases.py)
     aliases: bool = True
+    kin_aliases: bool = True  # … and a Chinese kinship word a speaker is called by (妈妈 for the one called "妈，…")
     # True: a neighbour sharing no query word but a month or year word joins "match" (every turn of the anchor's
     # session was said in its month: indexed with its date words, each shares them)
     date_neighbours: bool = False

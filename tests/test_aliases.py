@@ -172,3 +172,52 @@ def test_a_chinese_form_of_address_is_read_as_the_label_when_someone_writes_it(s
     index = _chat(store, lines * 2)
     assert aliases.labelled(index, "陈女士她们拿了第几名？") == "陈桂兰她们拿了第几名？"  # written by her son
     assert aliases.labelled(index, "周先生吃饭了吗？") == "周先生吃饭了吗？"  # written by nobody
+
+
+def _sessions(store, sessions):
+    """``sessions`` stored as user "u": a session a day, each of its lines "Who: text"."""
+    for i, lines in enumerate(sessions):
+        add(store, "u", f"k{i}", *(("user", f"{who}: {text}") for who, text in lines), at=T0 + i * DAY)
+    return S.user_index(store, "u").index
+
+
+MOTHER_SON = [
+    [("周子航", "腊肉煮好了"), ("陈桂兰", "好")],
+    [("陈桂兰", "腊肉煮好了"), ("周子航", "嗯")],
+    [("周子航", "妈，我到学校了"), ("陈桂兰", "注意安全")],
+    [("周子航", "妈 香肠到了！"), ("陈桂兰", "好吃吗")],
+    [("周子航", "妈！"), ("陈桂兰", "怎么了")],
+    [("陈桂兰", "儿子，吃饭没"), ("周子航", "吃了")],
+    *[[line] for line in ZH_FILLER],
+]
+
+
+def test_a_chinese_kinship_word_a_speaker_is_called_by_is_read_as_the_label(store):
+    index = _sessions(store, MOTHER_SON)
+    # her son calls her 妈 three times ("妈，", "妈 ", "妈！"), each answered by her
+    assert aliases.labelled(index, "妈妈的腊肉煮好了吗？") == "陈桂兰的腊肉煮好了吗？"
+    assert aliases.labelled(index, "老妈说了什么") == "陈桂兰说了什么"  # another form of the relation
+    assert aliases.labelled(index, "儿子吃饭了吗") == "儿子吃饭了吗"  # called so once: too seldom
+    assert aliases.labelled(index, "我妈说了什么") == "我妈说了什么"  # a lone 妈 is part of many words: not read
+    assert aliases.labelled(index, "妈妈说了什么", kin_of=False) == "妈妈说了什么"
+    # by hand: both 腊肉煮好了 lines hold the same words; the son's, said first, ranks first unless the question
+    # names his mother's label
+    question = "妈妈的腊肉煮好了吗？"
+    (plain,) = S.search(store, "u", question, top_k=1, config=NO_NEIGHBOURS.with_(kin_aliases=False))
+    assert "周子航: 腊肉煮好了" in plain.content
+    (top,) = S.search(store, "u", question, top_k=1, config=NO_NEIGHBOURS)
+    assert "陈桂兰: 腊肉煮好了" in top.content
+
+
+def test_a_kinship_word_called_to_no_one_speaker_is_nobodys(store):
+    # 妈 opens three messages, but as a word of a sentence ("妈妈做的菜") or called by both speakers to each other
+    sessions = [
+        [("周子航", "妈妈做的菜真好吃"), ("陈桂兰", "那多吃点")],
+        [("周子航", "妈，在吗"), ("陈桂兰", "在")],
+        [("陈桂兰", "妈，您身体好吗"), ("周子航", "嗯")],
+        [("周子航", "妈 到家了"), ("陈桂兰", "好")],
+        [("陈桂兰", "妈！"), ("周子航", "怎么")],
+        *[[line] for line in ZH_FILLER],
+    ]
+    index = _sessions(store, sessions)
+    assert aliases.labelled(index, "妈妈说了什么") == "妈妈说了什么"

@@ -59,10 +59,63 @@ def _index(spec):
         ("What happened in January 2024?", []),  # a month names no day (the index has month words)
         ("What happened on 31.02.2024 or on 30 February 2024?", []),  # impossible dates are ignored
         ("How many times in 2023?", []),
+        ("我2024年3月12日那天在做什么？", [(2024, 3, 12)]),  # Chinese, Japanese: no space, no \b beside 年
+        ("2023 年 12 月 31 号去了哪儿", [(2023, 12, 31)]),
+        ("2024년 1월 5일에 뭐 했어?", [(2024, 1, 5)]),  # Korean
+        ("在2024/3/12和2024-3-13之间", [(2024, 3, 12), (2024, 3, 13)]),  # year first, one-digit month and day
+        ("我在10.01.2024和1/12/2024做了什么", [(2024, 1, 10), (2024, 1, 12)]),
+        ("编号12024年3月12日", []),  # a longer number's last four digits are no year
+        ("3月12日那天呢", []),  # a day without a year: which year is not said
+        ("2024年2月30日", []),
+        ("2024-3/12", []),  # mixed separators are not a date
     ],
 )
 def test_named_days_reads_the_forms_questions_use(query, days):
     assert named_days(query) == [_day(*d) for d in days]
+
+
+@pytest.mark.parametrize(
+    ("query", "days"),
+    [
+        ("11月18日黄家乐在深圳都做了些什么？", [(2023, 11, 18), (2024, 11, 18)]),  # each year the turns were said in
+        ("11月18号呢", [(2023, 11, 18), (2024, 11, 18)]),
+        ("11월 18일에 뭐 했어?", [(2023, 11, 18), (2024, 11, 18)]),
+        ("What did Kate do on December 29th?", [(2023, 12, 29), (2024, 12, 29)]),
+        ("What did Kate do on the 3rd of January?", [(2023, 1, 3), (2024, 1, 3)]),
+        ("2024年11月18日和12月1日", [(2024, 11, 18), (2023, 12, 1), (2024, 12, 1)]),  # a year's date once, first
+        ("on 29 Dec 2023", [(2023, 12, 29)]),  # not also year-less
+        ("may 5 people come?", []),  # a month name written as a date is capitalised: "may" is a verb
+        ("2月30日", []),
+    ],
+)
+def test_a_day_named_without_its_year_is_that_day_of_each_year_said_in(query, days):
+    assert named_days(query, lambda: [2023, 2024]) == [_day(*d) for d in days]
+    written = [d for d in days if f"{d[0]}年{d[1]}月{d[2]}日" in query or f" {d[0]}" in query]
+    assert named_days(query) == [_day(*d) for d in written]  # without years: only the dates with theirs
+
+
+def test_said_years_are_the_years_from_the_first_turn_to_the_last():
+    from refind_cli.query_dates import MAX_YEARS, said_years
+
+    jan = _day(2021, 1, 1) * DAY
+    idx = _index([("a", "x", jan), ("a", "y", None), ("b", "z", _day(2023, 12, 31) * DAY + DAY - 1)])
+    assert said_years(idx) == range(2021, 2024)
+    assert said_years(_index([("a", "x", None)])) == range(0)  # no said-at known
+    wide = _index([("a", "x", _day(1990, 5, 1) * DAY), ("a", "y", jan)])
+    assert said_years(wide) == range(2021 - MAX_YEARS + 1, 2022)  # the last ones
+
+
+def test_search_prefers_the_turn_said_on_a_day_named_without_its_year(store):
+    # by hand: both turns say 深圳 and hold the same words; the question names 18 November, no year: the 18 November
+    # 2023 turn rises above the earlier one (1 November), as with the year written
+    add(store, "u", "first", ("user", "我在深圳吃了早茶"), at=_day(2023, 11, 1) * DAY)
+    add(store, "u", "other", ("user", "我在深圳吃了早茶"), at=_day(2023, 11, 18) * DAY + 3_600_000)
+    query = "11月18日我在深圳做了什么？"
+    off = S.SearchConfig(yearless_dates=False, neighbours=0)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=off)] == ["first", "other"]
+    on = off.with_(yearless_dates=True)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=on)] == ["other", "first"]
+    assert S.SearchConfig().yearless_dates
 
 
 def test_a_query_without_a_digit_names_no_day_and_compiles_no_pattern():
@@ -105,6 +158,41 @@ def test_search_prefers_the_turn_said_on_the_named_day(store):
     assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=off)] == ["first", "fifth"]
     on = off.with_(date_boost=1.0)
     assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=on)] == ["fifth", "first"]
+
+
+def test_a_turn_a_day_from_the_named_day_across_a_year_end_counts_as_holding_its_year(store):
+    # by hand: "dinner" is in all five turns (idf ~0.09), "2023" in one (idf ~1.4): 2 December's turn scores
+    # dinner + 2023; 1 January's, within a day of the named 31 December, scores dinner only, doubled by the boost —
+    # below 2 December, said four weeks away. Credited the year it lacks, it scores (dinner + 2023) × 2: first.
+    at = _day(2023, 12, 2) * DAY + 19 * 3_600_000
+    add(store, "u", "team", ("user", "dinner with the team"), at=at)
+    add(store, "u", "eve", ("user", "dinner with family"), at=_day(2024, 1, 1) * DAY + 3_600_000)
+    for i, text in enumerate(["dinner again", "dinner out", "cooked dinner"]):
+        add(store, "u", f"late{i}", ("user", text), at=_day(2024, 1, 20 + i) * DAY)
+    query = "Where was I for dinner on 31 Dec 2023?"
+    off = S.SearchConfig(date_words_near=False, neighbours=0)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=off)] == ["team", "eve"]
+    on = off.with_(date_words_near=True)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=on)] == ["eve", "team"]
+    assert S.SearchConfig().date_words_near  # the default
+
+
+def test_date_boost_credits_a_named_days_month_and_year_words_to_the_turns_near_it():
+    day = _day(2023, 12, 31)
+    idx = _index(
+        [
+            ("a", "dinner decemb 2023", day * DAY - 20 * DAY),  # holds the words, weeks away
+            ("b", "dinner januari 2024", day * DAY + DAY + 1),  # the next day, holds neither
+            ("b", "2023 2023 short", day * DAY + 1),  # that day, holds one
+            ("c", "dinner", None),  # said-at unknown: never near
+        ]
+    )
+    scores = np.array([2.0, 1.0, 1.0, 1.0], dtype=np.float32)
+    one = bm25_scores(idx, ["2023"])
+    median = float(np.median(one[one > 0]))
+    got = date_boost(idx, scores, [day], boost=1.0, window_days=1, words=["2023", "2023"])
+    np.testing.assert_allclose(got, [2.0, (1.0 + median) * 2, 2.0, 1.0], rtol=1e-6)  # credited once, if lacking
+    assert date_boost(idx, scores, [day], boost=1.0, window_days=1).tolist() == [2.0, 2.0, 2.0, 1.0]
 
 
 def _interleave_case():
