@@ -9,6 +9,7 @@ the block's other lines without the day and role they share with the lines next 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
@@ -191,7 +192,7 @@ def render_blocks(
         anchor = idx.turns[pos]
         if shown_in_full(anchor):
             continue
-        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and _chars(anchor) > cfg.defer_chars:
+        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and _long(anchor, cfg):
             deferred.append((pos, score))
             continue
         add(pos, score, anchor=anchor)
@@ -218,6 +219,23 @@ def _chars(turn: Turn) -> int:
     """The length of a turn's text."""
     messages = turn.messages
     return len(messages[0].content) if len(messages) == 1 else sum(len(m.content) for m in messages)
+
+
+# a Chinese, Japanese or Korean character (Hangul Jamo, CJK radicals to ideographs with kana, Hangul syllables,
+# compatibility ideographs, the supplementary ideographs): what one holds, 2–3 Latin letters of English do
+_WIDE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]")
+
+
+def _long(turn: Turn, cfg: SearchConfig) -> bool:
+    """Whether ``turn`` is longer than ``cfg.defer_chars``, each of its wide characters counted ``cfg.defer_wide``
+    times (counted only when that can decide it)."""
+    limit = cfg.defer_chars
+    assert limit is not None
+    chars = _chars(turn)
+    if chars > limit or cfg.defer_wide <= 1 or chars * cfg.defer_wide <= limit:
+        return chars > limit
+    wide = sum(0 if m.content.isascii() else len(_WIDE.findall(m.content)) for m in turn.messages)
+    return chars + wide * (cfg.defer_wide - 1) > limit
 
 
 def _plain_order(scores: np.ndarray, top_k: int) -> list[int]:

@@ -148,6 +148,15 @@ def said_years(index: TurnIndex) -> range:
     return range(max(first, last - MAX_YEARS + 1), last + 1)
 
 
+_CJK_DAY = re.compile(r"\d\s*[月월]\s*\d{1,2}\s*[日号號일]")
+
+
+def cjk_day(query: str) -> bool:
+    """Whether ``query`` writes a day in a Chinese, Japanese or Korean form ("3月12日", "2024년 1월 5일"), which holds
+    none of the month and year words each turn is indexed with ("March 2024")."""
+    return _CJK_DAY.search(query) is not None
+
+
 def day_words(days: list[int]) -> frozenset[str]:
     """The tokens of the month and year words each of ``days`` is indexed with (``index_store.date_words``)."""
     from .index_store import date_words
@@ -163,14 +172,21 @@ def date_boost(
     boost: float,
     window_days: int = 0,
     words: Collection[str] = (),
+    day_weight: float = 0.0,
 ) -> np.ndarray:
     """``scores`` with each positive score of a turn said within ``window_days`` of one of ``days`` multiplied by
     ``1 + boost`` (a new array; ``scores`` itself when there is nothing to boost). ``words``: the query's tokens that
     are a named day's month or year words (:func:`day_words`); each such turn lacking one first gains the median
-    BM25 score of that word over the turns holding it."""
+    BM25 score of that word over the turns holding it (a turn holds the words of its said-at day, ``index_dates``; a
+    word its text holds too is credited all the same). ``day_weight``: the named days are also a word that every turn
+    said within the window holds — matching or not — scoring BM25's idf of it (as a word of average length's turn
+    would: ``log(1 + (n − held + 0.5) / (held + 0.5))``) times this, before the boost (0: only matching turns
+    change)."""
     if not days or boost <= 0 or not len(index):
         return scores
-    matching = (scores > 0).nonzero()[0]  # (only these can change: the said-at of the rest is never read)
+    import numpy as np
+
+    matching = np.arange(len(index)) if day_weight else (scores > 0).nonzero()[0]  # (only these can change)
     said = index.said_at[matching]
     near = None
     for d in days:  # said within the window (NaN, an unknown said-at, never is: it compares false)
@@ -180,16 +196,22 @@ def date_boost(
         return scores
     boosted = matching[near]
     out = scores.copy()
+    if day_weight:  # the named day as a word every turn said within its window holds: BM25's idf of it
+        n, held = len(index), len(boosted)
+        out[boosted] += np.float32(day_weight * np.log(1 + (n - held + 0.5) / (held + 0.5)))
     if words:
-        import numpy as np
-
         from .index import bm25_scores
 
+        # which month and year words each boosted turn is indexed with: its said-at day's (a few days at most)
+        said_days = (index.said_at[boosted] // DAY_MS).astype(np.int64)
+        held_by_day = {int(d): day_words([int(d)]) for d in np.unique(said_days)}
         for word in dict.fromkeys(words):  # (a word twice in the query was scored twice: credited once, a median)
+            lacks = [word not in held for held in held_by_day.values()]
+            if not any(lacks):  # (most often: a named day's turns hold its month and year; nothing is scored)
+                continue
+            lacking = boosted[np.isin(said_days, [d for d, no in zip(held_by_day, lacks, strict=True) if no])]
             one = bm25_scores(index, [word])
-            holds = one > 0
-            if holds.any():
-                lacking = boosted[~holds[boosted]]
-                out[lacking] += np.float32(np.median(one[holds]))
+            if (one > 0).any():
+                out[lacking] += np.float32(np.median(one[one > 0]))
     out[boosted] = out[boosted] * (1.0 + boost)
     return out

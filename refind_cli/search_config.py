@@ -74,6 +74,9 @@ class SearchConfig:
     # … and, before that, scores as if it held the day's month and year words the query holds (query_dates.py: "31 Dec
     # 2023" is also 1 January 2024's turns, indexed "january 2024"; False: only the turns holding them match them)
     date_words_near: bool = True
+    # a day written in a Chinese, Japanese or Korean form ("3月12日": no word of it is one of the month and year words
+    # each turn is indexed with) is also a word every turn said within the window holds, weighing this much (0: off)
+    cjk_day_weight: float = 1.0
     yearless_dates: bool = True  # a day named without its year ("11月18日") is that day of each year the turns were
     # said in (False: it names no day)
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
@@ -100,6 +103,9 @@ class SearchConfig:
     date_neighbours: bool = False
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
+    # … each Chinese, Japanese or Korean character of it counted this many times: one holds about what three Latin
+    # letters do (an English word is ~5.5 characters with its space, a Chinese one ~1.7); 1: every character once
+    defer_wide: float = 3.0
     lead_blocks: int = 1  # the first N blocks are never deferred
     # False: a question about what was said to the user ("what was the third tip you gave me?", search.recalls_a_reply)
     # defers nothing — its answer is a reply, long or not (True: it defers as any other)

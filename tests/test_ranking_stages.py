@@ -118,6 +118,29 @@ def test_search_prefers_the_turn_said_on_a_day_named_without_its_year(store):
     assert S.SearchConfig().yearless_dates
 
 
+def test_a_day_written_in_chinese_is_a_word_the_turns_said_that_day_hold(store):
+    # by hand, 9 turns: "3月12日那天我做了什么" shares no character with 12 March's only turn, and the index's date words
+    # ("March 2024") are none of its words; 1 March's "我做了饭" shares 我做 and 做了. Without the day as a word, 12 March's
+    # turn scores 0 and is not found; as a word only it holds (idf log(1 + 8.5 / 1.5) ≈ 1.9), boosted twice (≈ 3.8),
+    # it ranks above 我做了饭 (我做 ≈ 1.9 + 做了 ≈ 1.4 at most)
+    add(store, "u", "vet", ("user", "请假带猫去打疫苗"), at=_day(2024, 3, 12) * DAY + 3_600_000)
+    add(store, "u", "cook", ("user", "我做了饭"), at=_day(2024, 3, 1) * DAY)
+    add(store, "u", "cake", ("user", "周末做了蛋糕"), at=_day(2024, 3, 20) * DAY)
+    for i, text in enumerate(["下雨", "加班到很晚", "看了电影", "跑步五公里", "买菜", "读书"]):
+        add(store, "u", f"f{i}", ("user", text), at=_day(2024, 3, 22 + i) * DAY)
+    query = "3月12日那天我做了什么？"
+    off = S.SearchConfig(cjk_day_weight=0.0, neighbours=0, backfill=False)
+    assert "vet" not in [b.session_id for b in S.search(store, "u", query, top_k=3, config=off)]
+    on = off.with_(cjk_day_weight=1.0)
+    assert [b.session_id for b in S.search(store, "u", query, top_k=2, config=on)] == ["vet", "cook"]
+    from refind_cli.query_dates import cjk_day
+
+    assert cjk_day(query) and cjk_day("2024년 3월 12일") and cjk_day("2024年3月12号")
+    assert not cjk_day("What did I do on 12 Mar 2024?")  # its month and year are words each turn is indexed with
+    assert not cjk_day("2024-03-12") and not cjk_day("3月的时候")
+    assert S.SearchConfig().cjk_day_weight == 1.0
+
+
 def test_a_query_without_a_digit_names_no_day_and_compiles_no_pattern():
     from refind_cli import query_dates
 
@@ -193,6 +216,26 @@ def test_date_boost_credits_a_named_days_month_and_year_words_to_the_turns_near_
     got = date_boost(idx, scores, [day], boost=1.0, window_days=1, words=["2023", "2023"])
     np.testing.assert_allclose(got, [2.0, (1.0 + median) * 2, 2.0, 1.0], rtol=1e-6)  # credited once, if lacking
     assert date_boost(idx, scores, [day], boost=1.0, window_days=1).tolist() == [2.0, 2.0, 2.0, 1.0]
+
+
+def test_a_long_anchor_is_measured_with_each_wide_character_counted_three_times():
+    # ranked by hand: 0 leads (never deferred), then 1, then 2; turn 1 is 406 characters, 400 of them Chinese —
+    # 1,206 when each counts three times, past the 800 that defer an anchor behind the shorter ones
+    idx = _index([("a", "kayak lead", None), ("b", "kayak " + "船" * 400, None), ("c", "kayak short", None)])
+    order, fused = np.array([0, 1, 2]), np.array([3.0, 2.0, 1.0], dtype=np.float32)
+    scores = fused.copy()
+    cfg = S.SearchConfig(neighbours=0)
+    assert [b.session_id for b in render_blocks(idx, order, fused, top_k=3, cfg=cfg, scores=scores)] == ["a", "c", "b"]
+    assert cfg.defer_wide == 3.0
+    for change, want in [
+        ({"defer_wide": 1.0}, ["a", "b", "c"]),  # each character once: 406, not deferred
+        ({"defer_chars": 1205}, ["a", "c", "b"]),  # the width is counted, not guessed: 1,206 > 1,205
+        ({"defer_chars": 1206}, ["a", "b", "c"]),
+        ({"defer_wide": 2.0}, ["a", "c", "b"]),  # 806
+        ({"defer_wide": 2.0, "defer_chars": 806}, ["a", "b", "c"]),
+    ]:
+        got = render_blocks(idx, order, fused, top_k=3, cfg=cfg.with_(**change), scores=scores)
+        assert [b.session_id for b in got] == want, change
 
 
 def _interleave_case():

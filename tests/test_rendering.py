@@ -300,6 +300,19 @@ def test_a_long_anchor_after_the_lead_block_goes_after_the_shorter_ones_whole(st
         ("Can you recommend some places to eat in Kyoto?", False),  # asks for a reply now, not one given
         ("What did Caroline research?", False),
         ("What would you add to my running playlist?", False),
+        ("你上次推荐的那本书叫什么？", True),  # Chinese: "you, last time"
+        ("你帮我排的学习计划里，周三做什么？", True),  # "the plan you drew up for me"
+        ("你推荐给我的播客里哪个最短？", True),
+        ("做红烧肉那次你说要炖多久？", True),  # "you said"
+        ("你让我每天背几个单词来着？", True),  # "you told me to"
+        ("帮我列的购物清单上第二样是什么？", True),
+        ("我们之前聊过的那家餐厅在哪？", True),  # "our earlier chat"
+        ("行程里最后一天你推荐去哪？", True),  # no tense in Chinese: a recommendation asked of a plan made
+        ("你能给我推荐几家杭州的餐厅吗？", False),  # a request made now
+        ("你帮我写一下请假邮件吧", False),
+        ("你推荐几家适合带娃的餐厅", False),
+        ("陈静的猫后来怎么了？", False),  # two other people: names, not 你
+        ("得提醒一下老婆明天去超市", False),  # someone else's reminder
     ],
 )
 def test_a_question_about_what_was_said_back_is_told_apart(question, recalls):
