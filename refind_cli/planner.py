@@ -345,7 +345,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
     )
     try:
         # waits for another process's write lock no longer than the search may still take (at least a moment)
-        with store.busy_timeout(_trace_wait(result.deadline_at)):
+        with store.busy_timeout(settings.lock_wait_s(result.deadline_at)):
             stored = record()
     except (sqlite3.Error, StorageError) as exc:
         from .store import storage_error
@@ -371,21 +371,11 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
     return _checked(store, result).raise_error()
 
 
-TRACE_MIN_WAIT_S = 1.0  # what a trace waits for the write lock even when its search's deadline has passed
 _UNRECORDED = {
     "locked": "the database is locked by another process",
     "no_space": "the disk is full",
     "read_only": "the database cannot be written",
 }
-
-
-def _trace_wait(deadline_at: float | None) -> float:
-    """Seconds a trace's write may wait for another process's write lock: the busy timeout, but no longer than the
-    search's deadline leaves (and at least :data:`TRACE_MIN_WAIT_S`)."""
-    busy = settings.busy_timeout_s()
-    if deadline_at is None:
-        return busy
-    return min(busy, max(TRACE_MIN_WAIT_S, deadline_at - time.monotonic()))
 
 
 def _checked(store: Store, result: AgentResult) -> AgentResult:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 from .errors import InvalidInput
@@ -154,6 +155,22 @@ ENV_BUSY_TIMEOUT = "REFIND_BUSY_TIMEOUT"  # seconds a write waits for another pr
 def busy_timeout_s() -> float:
     """How long a write waits for another process holding the database's write lock (REFIND_BUSY_TIMEOUT)."""
     return positive_number(ENV_BUSY_TIMEOUT, os.environ.get(ENV_BUSY_TIMEOUT), DEFAULT_BUSY_TIMEOUT_S, allow_zero=True)
+
+
+# What a wait for another process's lock is given inside an agent search even when its deadline is nearer or past:
+# the open (the search must read something to answer) and the trace's write (BENCHMARKS.md, "An agent search past
+# its deadline under another process's lock").
+MIN_LOCK_WAIT_S = 1.0
+
+
+def lock_wait_s(until: float | None, busy: float | None = None) -> float:
+    """Seconds a wait for another process's lock may take: the busy timeout (``busy``, else REFIND_BUSY_TIMEOUT) and,
+    inside an agent search whose deadline is ``until`` (``time.monotonic()``), no longer than it leaves — but at least
+    :data:`MIN_LOCK_WAIT_S` (never more than the busy timeout)."""
+    busy = busy_timeout_s() if busy is None else busy
+    if until is None:
+        return busy
+    return min(busy, max(MIN_LOCK_WAIT_S, until - time.monotonic()))
 
 
 def index_cache_bytes_from_env() -> int:
