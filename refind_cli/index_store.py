@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 DATE_WORDS = "%B %Y"  # how a message's said-at is indexed as words: "June 2023"
 CATCH_UP_CHUNK = 20_000  # messages per catch-up transaction
+CATCH_UP_CHUNK_BY_DEADLINE = 2_000  # the same inside an agent search's open: a chunk past its deadline is short
 MAX_SEGMENTS = 32  # more than this many segments for a user → merge them all
 Progress = Callable[[int, int], None]  # (messages indexed so far, messages to index)
 
@@ -929,10 +931,15 @@ def rebuild_user(conn: sqlite3.Connection, user_id: str) -> int:
     return len(rows)
 
 
-def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
-    """Index every message not indexed yet, CATCH_UP_CHUNK per transaction (resumable). Returns how many."""
+def catch_up(conn: sqlite3.Connection, progress: Progress | None = None, *, until: float | None = None) -> int:
+    """Index every message not indexed yet, CATCH_UP_CHUNK per transaction (resumable). Returns how many. ``until``
+    (``time.monotonic()``: an agent search's deadline): no transaction starts past it, and each indexes at most
+    CATCH_UP_CHUNK_BY_DEADLINE messages, so the catch-up ends soon after it; a later open indexes the rest."""
     done = 0
+    chunk = CATCH_UP_CHUNK if until is None else CATCH_UP_CHUNK_BY_DEADLINE
     while True:
+        if until is not None and time.monotonic() >= until:
+            return done
         conn.execute("BEGIN IMMEDIATE")
         try:
             if stale_analyzer(conn) is not None:
@@ -945,7 +952,7 @@ def catch_up(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
                 progress(0, total)  # indexing starts: a report before its first batch, which may take seconds
             rows = conn.execute(
                 f"SELECT {ROW_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
-                (mark, CATCH_UP_CHUNK),
+                (mark, chunk),
             ).fetchall()
             if rows:
                 _index_rows(conn, rows)

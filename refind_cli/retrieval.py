@@ -9,6 +9,7 @@ Python API / MCP server (``refind_cli.api``). So the choice between the modes, t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,6 +40,13 @@ class Planner:
     asked_at: float | None = None
     on_event: Callable[[Event], None] | None = None
     record: bool = True
+
+    def ends_at(self) -> float | None:
+        """When the search must end (``time.monotonic()``), counted from ``asked_at``; None before it was asked (the
+        planner counts from its own start). The CLI opens the database by it (``Store(until=)``)."""
+        if self.asked_at is None:
+            return None
+        return time.monotonic() - (time.perf_counter() - self.asked_at) + self.deadline_s
 
 
 @dataclass(frozen=True)

@@ -503,16 +503,22 @@ class Store:
         busy_timeout_s: float | None = None,
         index_progress: index_store.Progress | None = None,
         read_only: bool = False,
+        until: float | None = None,
     ) -> None:
         """Open (creating and migrating) the database; index messages not yet indexed (an upgraded database's, once),
         reporting to ``index_progress(done, total)``. ``read_only`` (``refind inspect``): open an existing refind
         database of this version and change nothing — no file created, no migration, no index catch-up, no write
         (``PRAGMA query_only``); NotFound for a missing or empty file, RefindError for another program's or another
-        version's."""
-        if busy_timeout_s is None:
-            from .settings import busy_timeout_s as configured
+        version's. ``until`` (``time.monotonic()``): an agent search's deadline — the open's waits for another
+        process's lock end by it (at least ``settings.MIN_LOCK_WAIT_S``; then DatabaseLocked, naming the deadline),
+        and the index catch-up stops there (resumable: a later open indexes the rest); the connection keeps the
+        busy timeout afterwards."""
+        from . import settings
 
-            busy_timeout_s = configured()
+        if busy_timeout_s is None:
+            busy_timeout_s = settings.busy_timeout_s()
+        configured = busy_timeout_s  # what the connection waits for a lock once open
+        busy_timeout_s = settings.lock_wait_s(until, configured)  # what the open itself may wait
         self.path = Path(path)
         self.clock = clock
         self.retention_days = retention_days
@@ -548,6 +554,7 @@ class Store:
                 raise type(exc)(f"cannot open database {self.path}: {exc.message}") from None
             if read_only:
                 conn.execute("PRAGMA query_only = ON")  # (read-write all the same: its close removes the -wal and -shm)
+                conn.execute(f"PRAGMA busy_timeout = {int(configured * 1000)}")
                 self._open_done(conn)
                 return
             _use_wal(conn, busy_timeout_s)
@@ -561,12 +568,23 @@ class Store:
             except RefindError as exc:  # a newer refind's schema: refused, nothing written
                 conn.close()
                 raise RefindError(f"cannot open database {self.path}: {exc.message}") from None
-            # a read-only file or a busy writer: searches build from the rows until a later open indexes them
+            # a read-only file or a busy writer: searches build from the rows until a later open indexes them. An
+            # agent search's open does not wait for another writer's lock to index (its deadline's time is the
+            # model's), and stops indexing at the deadline
             with contextlib.suppress(sqlite3.OperationalError):
                 if index_store.pending(conn):
-                    index_store.catch_up(conn, index_progress)
+                    if until is not None:
+                        conn.execute("PRAGMA busy_timeout = 0")
+                    index_store.catch_up(conn, index_progress, until=until)
+            if until is not None:
+                conn.execute(f"PRAGMA busy_timeout = {int(configured * 1000)}")
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
+            if isinstance(error, DatabaseLocked) and busy_timeout_s < configured:  # the deadline ended the wait
+                raise DatabaseLocked(
+                    f"cannot open database {self.path}: locked by another process until the search's deadline "
+                    f"({exc}); nothing was read or written — retry once the other process is done"
+                ) from exc
             raise type(error)(f"cannot open {error.message}") from exc
         self._open_done(conn)
 

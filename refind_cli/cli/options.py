@@ -51,10 +51,18 @@ def refuse_memory_db(db: Path) -> None:
         raise InvalidInput("--db: ':memory:' would be gone when this command ends, with all it stored; give a file")
 
 
-def open_store(db: Path, retention: str | None, *, writer: str | None = None, read_only: bool = False) -> Store:
+def open_store(
+    db: Path,
+    retention: str | None,
+    *,
+    writer: str | None = None,
+    read_only: bool = False,
+    until: float | None = None,
+) -> Store:
     """Open the store named by --db with the retention from --retention-days / REFIND_RETENTION_DAYS, else the one
     the database remembers, else the default; a ``writer`` (``"refind add"``) stores one given explicitly.
-    ``read_only``: an existing refind database, changed in nothing (``Store(read_only=True)``)."""
+    ``read_only``: an existing refind database, changed in nothing (``Store(read_only=True)``). ``until``: an agent
+    search's deadline (``time.monotonic()``), which the open's waits for a lock end by (``Store(until=)``)."""
     from .. import retention as policy
     from ..store import Store
     from .plain import index_progress
@@ -62,7 +70,7 @@ def open_store(db: Path, retention: str | None, *, writer: str | None = None, re
     days = policy.given(retention)  # (a bad value is refused before any file is created)
     remember_db(db)
     refuse_memory_db(db)
-    store = Store(db, index_progress=index_progress(), read_only=read_only)
+    store = Store(db, index_progress=index_progress(), read_only=read_only, until=until)
     try:
         policy.apply(store, days, writer=writer)
     except BaseException:
@@ -77,7 +85,7 @@ def retention_source(ctx: typer.Context) -> str:
     return settings.ENV_RETENTION_DAYS if getattr(source, "name", None) == "ENVIRONMENT" else "--retention-days"
 
 
-def open_existing(db: Path, retention: str | None, *, read_only: bool = False) -> Store:
+def open_existing(db: Path, retention: str | None, *, read_only: bool = False, until: float | None = None) -> Store:
     """open_store, refusing a path where no database is (a typo must not create an empty one), or a zero-byte file
     (search, export, forget and expire would write a whole schema into it, and find nothing)."""
     if not Path(db).exists():
@@ -88,7 +96,7 @@ def open_existing(db: Path, retention: str | None, *, read_only: bool = False) -
         from ..migrations import EMPTY
 
         raise NotFound(f"cannot open database {db}: {EMPTY}")
-    return open_store(db, retention, read_only=read_only)
+    return open_store(db, retention, read_only=read_only, until=until)
 
 
 # Agent mode (the planner)

@@ -54,7 +54,9 @@ def run_agent(
         asked_at=asked_at,
         on_event=on_event,
     )
-    with open_existing(db, retention) as store:
+    # the open's waits for another process's lock end by the deadline too (an upgraded file's migration or index
+    # catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)
+    with open_existing(db, retention, until=planner.ends_at()) as store:
         found = retrieve(store, request, planner=planner)
     result = found.agent
     assert result is not None  # an agent-mode request
