@@ -34,6 +34,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "lifecycle": ([], ["--users", "5", "--messages", "500"], False),
     "serve": ([], ["--seconds", "5"], False),
     "serve_agent": ([], ["--inflight", "32", "--model-seconds", "0.5"], False),
+    "deadline_under_lock": ([], ["--only", "lock_index_pending"], False),
     "mcp_startup": ([], ["--rounds", "2"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),
     "quality": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),
