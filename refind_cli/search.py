@@ -210,8 +210,13 @@ class UserIndex:
         if cfg.aliases:  # "What does Kate cook?" of a chat labelled "Emi: …", where Emi is called Kate (aliases.py)
             text = aliases.labelled(self.index, text, kin_of=cfg.kin_aliases)
         question = text  # without the options: what kinds.py reads a category from
-        if not cfg.defer_recalled and cfg.defer_chars is not None and recalls_a_reply(question):
-            cfg = cfg.with_(defer_chars=None)  # its answer is a reply: a long anchor keeps its place (blocks.py)
+        changes = not cfg.defer_recalled or cfg.recalled_neighbours is not None
+        if changes and recalls_a_reply(question):  # its answer is a reply: a long anchor keeps its place, alone
+            if not cfg.defer_recalled:
+                cfg = cfg.with_(defer_chars=None)
+            if cfg.recalled_neighbours is not None:
+                n = cfg.recalled_neighbours
+                cfg = cfg.with_(neighbours=n, late_neighbours=min(cfg.late_neighbours, n))
         if cfg.options_in_query and options:
             text = "\n".join([text, *options])
         tokens = analyze(text)

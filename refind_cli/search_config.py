@@ -110,6 +110,9 @@ class SearchConfig:
     # False: a question about what was said to the user ("what was the third tip you gave me?", search.recalls_a_reply)
     # defers nothing — its answer is a reply, long or not (True: it defers as any other)
     defer_recalled: bool = False
+    # … and its blocks show this many neighbours (None: as any other question's): the reply is the answer, the
+    # request before it and the thanks after it say what the question already knows
+    recalled_neighbours: int | None = 0
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbours' day (blocks.py)
     roles: str = "change"  # "every": each line names its role; "change": only where a neighbour's differs

@@ -335,6 +335,27 @@ def test_a_question_about_what_was_said_back_keeps_a_long_reply_in_its_place(sto
     assert [b.content for b in asked] == [{b.session_id: b.content for b in told}[s] for s in ("s1", "s2", "s4")]
 
 
+def test_a_question_about_what_was_said_back_shows_the_reply_alone(store):
+    # by hand: one session, a request, the reply naming the kayak, thanks; the reply is the best turn ("kayak" twice)
+    reply = ("assistant", "the Pelican kayak is a good kayak")
+    add(store, "u", "s1", ("user", "which kayak should I buy"), reply, ("user", "thanks!"), at=T0)
+    _session(store, "my kayak trip was fun", session="s2", at=T0 + 60 * MIN)
+    told = S.search(store, "u", "Which kayak was recommended?", top_k=2, config=ALL)
+    assert _lines(told[0]) == ["which kayak should I buy", "assistant: the Pelican kayak is a good kayak", "thanks!"]
+    asked = S.search(store, "u", "Which kayak did you recommend?", top_k=2, config=ALL)
+    # each block its anchor alone: the reply, then the request (no longer shown beside it; s2's line is later, longer)
+    assert [_lines(b) for b in asked] == [
+        ["assistant: the Pelican kayak is a good kayak"],
+        ["which kayak should I buy"],
+    ]
+    again = S.search(store, "u", "你上次推荐的kayak是哪个？", top_k=1, config=ALL)  # Chinese: the same
+    assert _lines(again[0]) == ["assistant: the Pelican kayak is a good kayak"]
+    context = S.search(
+        store, "u", "Which kayak did you recommend?", top_k=1, config=ALL.with_(recalled_neighbours=None)
+    )
+    assert _lines(context[0]) == _lines(told[0])
+
+
 def test_instructions_are_stripped_also_when_options_join_the_query(store):
     _session(store, "we went hiking at Rainier", session="trip")
     _session(store, "reply with the correct letter, only one option", session="quiz", at=T0 + MIN)
