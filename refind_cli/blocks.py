@@ -98,7 +98,39 @@ def render_blocks(
     """The first ``top_k`` blocks of the ranked anchors ``order``. An anchor's text is never cut: a block is made
     shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
     ``cfg.defer_chars`` after the first ``cfg.lead_blocks`` blocks goes after every shorter one. ``scores`` (each
-    turn's BM25 score for the query) lets ``cfg.neighbour_filter`` keep the neighbours that share a query word."""
+    turn's BM25 score for the query) lets ``cfg.neighbour_filter`` keep the neighbours that share a query word.
+    With ``cfg.fill_chars``, a list shorter than that with a block shorter than ``cfg.block_floor`` is made again,
+    its short blocks grown, best first, into what it left (:func:`_grow`)."""
+    spare = None if cfg.fill_chars is None else Spare(0)  # (the first pass only finds whether a block is short)
+    blocks = _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=spare)
+    if spare is not None and spare.short and cfg.fill_chars is not None:
+        total = sum(len(b.content) + 2 for b in blocks)  # (the joined contents, as a reader counts them)
+        if total < cfg.fill_chars:
+            again = Spare(cfg.fill_chars - total)
+            return _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=again)
+    return blocks
+
+
+class Spare:
+    """What a short list leaves of ``fill_chars``: the characters its blocks may still grow by, best block first."""
+
+    def __init__(self, chars: int) -> None:
+        self.chars = chars
+        self.short = False  # whether a block was shorter than ``block_floor``
+
+
+def _render(
+    idx: TurnIndex,
+    order: np.ndarray,
+    fused: np.ndarray,
+    *,
+    top_k: int,
+    cfg: SearchConfig,
+    scores: np.ndarray | None,
+    match: np.ndarray | None,
+    spare: Spare | None,
+) -> list[Block]:
+    """One pass of :func:`render_blocks`; ``spare``: what short blocks may grow by (:func:`compose`)."""
     blocks: list[Block] = []
     deferred: list[tuple[int, float]] = []
     shown: set[str] = set()  # message ids already shown (overlap="trim")
@@ -116,7 +148,7 @@ def render_blocks(
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
-        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=spare)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
         lead = 0  # how many come before the anchor's first
         for j in sorted(chosen):
@@ -274,16 +306,18 @@ def compose(
     *,
     n: int | None = None,
     anchor: Turn | None = None,
+    spare: Spare | None = None,
 ) -> dict[int, list[StoredMessage]]:
     """Which messages a block shows, by turn index: the anchor's (``anchor``: the turn at ``pos``, when the caller
     has it), whole, then neighbours (±``n``, default ``cfg.neighbours``) nearest first, each kept only if it passes
-    the role, filter, length, overlap and block-size rules. Returns {turn index: [message]}."""
+    the role, filter, length, overlap and block-size rules; then, with ``spare``, :func:`_grow`'s. Returns {turn
+    index: [message]}."""
     n = cfg.neighbours if n is None else n
     anchor = idx.turns[pos] if anchor is None else anchor
     chosen = {pos: list(anchor.messages)}
-    if n == 0:
-        return chosen
     size = _chars(anchor)
+    if n == 0:
+        return _grow(idx, pos, cfg, shown, chosen, size, spare)
     role = anchor.messages[0].role
     window = neighbours(idx, pos, n)
     before = n if cfg.neighbours_before is None else cfg.neighbours_before
@@ -313,6 +347,44 @@ def compose(
             kept.append(m)
         if kept:
             chosen[j] = kept
+    return _grow(idx, pos, cfg, shown, chosen, size, spare)
+
+
+def _grow(
+    idx: TurnIndex,
+    pos: int,
+    cfg: SearchConfig,
+    shown: set[str],
+    chosen: dict[int, list[StoredMessage]],
+    size: int,
+    spare: Spare | None,
+) -> dict[int, list[StoredMessage]]:
+    """``chosen`` (a block of ``size`` characters) with the nearest turns within ±``cfg.fill_reach`` of ``pos`` not
+    in it yet — any, sharing a query word or not; their messages not shown by a better block, each at most
+    ``cfg.neighbour_max_chars`` — while it is shorter than ``cfg.block_floor`` and ``spare`` lasts (none: as is)."""
+    if spare is None or size >= cfg.block_floor:
+        return chosen
+    spare.short = True
+    if spare.chars <= 0:
+        return chosen
+    window = neighbours(idx, pos, cfg.fill_reach)
+    reach = max(pos - window.start, window.stop - 1 - pos)
+    for j in (j for d in range(1, reach + 1) for j in (pos - d, pos + d) if window.start <= j < window.stop):
+        if size >= cfg.block_floor or spare.chars <= 0:
+            break
+        if j in chosen:
+            continue
+        kept = [
+            m
+            for m in idx.turns[j].messages
+            if not (cfg.overlap == "trim" and m.id in shown)
+            and (cfg.neighbour_max_chars is None or len(m.content) <= cfg.neighbour_max_chars)
+        ]
+        if kept:
+            chosen[j] = kept
+            added = sum(len(m.content) for m in kept)
+            size += added
+            spare.chars -= added
     return chosen
 
 

@@ -238,6 +238,33 @@ def test_a_long_anchor_is_measured_with_each_wide_character_counted_three_times(
         assert [b.session_id for b in got] == want, change
 
 
+def test_a_short_list_grows_its_short_blocks_into_what_it_leaves():
+    # by hand: one session of five turns; the only anchor, "kayak" (5 characters), renders as "user: kayak" — a list
+    # of 11 + 2 characters. Its nearest turns, the earlier first at each distance: t0 (13), t2 (13), t3, t4
+    idx = _index(
+        [("a", "one two three", None), ("a", "kayak", None), ("a", "four five six", None), ("a", "seven eight", None)]
+    )
+    order, fused = np.array([1]), np.array([1.0], dtype=np.float32)
+    scores = np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32)
+    cfg = S.SearchConfig(neighbours=0, block_floor=20)
+
+    def texts(**change):
+        (block,) = render_blocks(idx, order, fused, top_k=5, cfg=cfg.with_(**change), scores=scores)
+        return _lines_of(block)
+
+    assert cfg.with_(fill_chars=None).fill_chars is None and S.SearchConfig().fill_chars is None  # off by default
+    assert texts(fill_chars=None) == ["kayak"]
+    assert texts(fill_chars=30) == ["one two three", "kayak", "four five six"]  # 17 spare: 5 → 18 → 31, past 20
+    assert texts(fill_chars=20) == ["one two three", "kayak"]  # 7 spare: t0 (13) spends it
+    assert texts(fill_chars=13) == ["kayak"]  # the list is not shorter than 13: nothing grows
+    assert texts(fill_chars=1000, block_floor=5) == ["kayak"]  # no block shorter than the floor
+    assert texts(fill_chars=1000, fill_reach=0) == ["kayak"]
+
+
+def _lines_of(block):
+    return [line.split(": ", 1)[1] if line.startswith("user: ") else line for line in block.content.split("\n")]
+
+
 def _interleave_case():
     idx = _index(
         [
