@@ -103,9 +103,10 @@ class SearchConfig:
     date_neighbours: bool = False
     short_chars: int = 80  # a "short" neighbour: every message of it at most this long
     defer_chars: int | None = 800  # after the lead blocks, anchors longer than this go after the others (never cut)
-    # … each Chinese, Japanese or Korean character of it counted this many times: one holds about what three Latin
-    # letters do (an English word is ~5.5 characters with its space, a Chinese one ~1.7); 1: every character once
-    defer_wide: float = 3.0
+    # … each Chinese, Japanese or Korean character of it counted this many times (one holds about what three Latin
+    # letters do); 1: every character once. 3 won on one blind Chinese assistant set and lost on the next: 1
+    # (BENCHMARKS.md, "A second Chinese assistant set, written blind")
+    defer_wide: float = 1.0
     lead_blocks: int = 1  # the first N blocks are never deferred
     # False: a question about what was said to the user ("what was the third tip you gave me?", search.recalls_a_reply)
     # defers nothing — its answer is a reply, long or not (True: it defers as any other)
