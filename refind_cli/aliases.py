@@ -66,7 +66,7 @@ def labelled(index: TurnIndex, question: str, *, kin_of: bool = True) -> str:
             continue
         label = alias(index, tokens[0], word)
         if label is not None:
-            out = re.sub(rf"\b{re.escape(word)}\b", label, out)
+            out = re.sub(rf"\b{re.escape(word)}\b", _as_text(label), out)
     if HAN.search(question):
         for nickname, (label, unwritten) in han_names(index).items():
             if nickname in out and _han_alias(index, nickname, label, unwritten):
@@ -76,7 +76,7 @@ def labelled(index: TurnIndex, question: str, *, kin_of: bool = True) -> str:
             if asked and kin_of:
                 label = kin_label(index, kin)
                 if label is not None:
-                    out = re.sub("|".join(asked), label, out)  # (longest first, as KIN lists them)
+                    out = re.sub("|".join(asked), _as_text(label), out)  # (longest first, as KIN lists them)
     return out
 
 
@@ -127,6 +127,12 @@ def _han_alias(index: TurnIndex, nickname: str, label: str, unwritten: bool) -> 
         used = unwritten or len(positions) > own
         memo[nickname] = label if used and own <= max(1, OWN_SHARE * len(positions)) else None
     return memo[nickname] == label
+
+
+def _as_text(label: str) -> str:
+    """``label`` as ``re.sub``'s replacement, taken as written: a backslash in a speaker's label ("a\\1") is no
+    group reference."""
+    return label.replace("\\", "\\\\")
 
 
 # kinship words Chinese speakers call one another by, each group one relation, longest form first: a question names

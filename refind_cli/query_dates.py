@@ -98,38 +98,38 @@ def named_days(query: str, years: Callable[[], Iterable[int]] | None = None) -> 
     out: dict[int, None] = {}  # (in order, each once: a list's "not in" made 10**6 characters of dates quadratic)
     if not any(c.isdecimal() for c in query):  # every form has a day's number (\d matches what isdecimal() does):
         return []  # without a digit, nothing to find, and the patterns are not compiled (~5 ms of a cold search)
-    taken: list[tuple[int, int]] = []  # the spans of dates with a year: no year-less date inside one
+    taken = bytearray(len(query)) if years is not None else None  # where a date with its year is written
     for pattern in _patterns():
         for m in pattern.finditer(query):
-            taken.append(m.span())
-            day = _day(m, int(m.group("year")))
+            if taken is not None:
+                taken[m.start() : m.end()] = b"\1" * (m.end() - m.start())
+            day = _day(m.group("month"), m.group("day"), int(m.group("year")))
             if day is not None:
                 out[day] = None
-    if years is None:
+    if years is None or taken is None:
         return list(out)
-    found = [
-        m
-        for pattern in _yearless_patterns()
-        for m in pattern.finditer(query)
-        if not any(a < m.end() and m.start() < b for a, b in taken)
-    ]
+    found: dict[tuple[str, str], None] = {}  # each (month, day) once, in order: a long query repeats them
+    for pattern in _yearless_patterns():
+        for m in pattern.finditer(query):
+            if not any(taken[m.start() : m.end()]):  # (not a year's date's own day and month: "2024年3月12日")
+                found[m.group("month"), m.group("day")] = None
     if found:
         for year in years():
-            for m in found:
-                day = _day(m, year)
+            for month, day_of in found:
+                day = _day(month, day_of, year)
                 if day is not None:
                     out[day] = None
     return list(out)
 
 
-def _day(m: re.Match[str], year: int) -> int | None:
-    """The day (since the epoch) of a date pattern's match in ``year``; None when there is no such day."""
-    raw = m.group("month")
+def _day(raw: str, day: str, year: int) -> int | None:
+    """The day (since the epoch) of a date written with the month ``raw`` (a number or a name) and ``day`` in
+    ``year``; None when there is no such day."""
     # a name is folded as the analyzer folds words; IGNORECASE also matches "ſ" for "s" and "ı" for "i", which
     # folding turns into a month name ("Auguſt") or not ("Aprıl": no day named)
     month = int(raw) if raw.isdigit() else _MONTHS.get(fold(raw), 0)
     try:
-        return (date(year, month, int(m.group("day"))) - date(1970, 1, 1)).days
+        return (date(year, month, int(day)) - date(1970, 1, 1)).days
     except ValueError:
         return None
 

@@ -151,6 +151,16 @@ class SearchConfig:
             )
         if self.session_cap is not None and self.session_cap < 1:
             raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
+        for name in ("recalled_neighbours", "fill_reach", "block_floor", "fill_chars"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidInput(f"{name} must be 0 or more, got {value}")
+        if not self.defer_wide >= 1:  # (NaN too)
+            raise InvalidInput(
+                f"defer_wide must be 1 or more (a wide character counts at least once), got {self.defer_wide}"
+            )
+        if not self.cjk_day_weight >= 0:
+            raise InvalidInput(f"cjk_day_weight must be 0 or more, got {self.cjk_day_weight}")
 
     def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""

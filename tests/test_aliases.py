@@ -221,3 +221,14 @@ def test_a_kinship_word_called_to_no_one_speaker_is_nobodys(store):
     ]
     index = _sessions(store, sessions)
     assert aliases.labelled(index, "妈妈说了什么") == "妈妈说了什么"
+
+
+def test_a_label_with_a_backslash_is_put_in_the_question_as_written(store):
+    # re.sub reads "\1" in a replacement as a group: a label is text (the question became an error before)
+    label = "E\\1mi"
+    chat = [[(label if who == "Emi" else who, text) for who, text in lines] for lines in CHAT]
+    index = S.user_index(_stored(store, chat, "s"), "u").index
+    assert aliases.labelled(index, "What did Kate make?") == f"What did {label} make?"
+    mother = [[("陈\\g<0>兰" if who == "陈桂兰" else who, text) for who, text in lines] for lines in MOTHER_SON]
+    kin_index = _sessions(store, mother)
+    assert aliases.labelled(kin_index, "妈妈说了什么") == "陈\\g<0>兰说了什么"

@@ -4,6 +4,7 @@ rank's weight in the fusion and the neighbour filter that ignores common words."
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import date
 
@@ -384,6 +385,24 @@ def test_session_cap_changes_which_sessions_a_short_list_shows(store):
 def test_session_cap_below_one_is_refused():
     with pytest.raises(InvalidInput, match="session_cap must be 1 or more"):
         S.SearchConfig(session_cap=0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("recalled_neighbours", -1, "recalled_neighbours must be 0 or more, got -1"),
+        ("fill_reach", -2, "fill_reach must be 0 or more, got -2"),
+        ("block_floor", -1, "block_floor must be 0 or more, got -1"),
+        ("fill_chars", -5, "fill_chars must be 0 or more, got -5"),
+        ("defer_wide", 0.5, "defer_wide must be 1 or more"),
+        ("defer_wide", float("nan"), "defer_wide must be 1 or more"),
+        ("cjk_day_weight", -1.0, "cjk_day_weight must be 0 or more, got -1.0"),
+    ],
+)
+def test_this_rounds_fields_refuse_values_out_of_range(field, value, message):
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        S.SearchConfig(**{field: value})
+    S.SearchConfig(**{field: None if field in ("recalled_neighbours", "fill_chars") else 1})  # in range: accepted
 
 
 def test_a_block_s_neighbours_stop_at_its_session_however_many_are_asked():
