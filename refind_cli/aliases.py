@@ -71,9 +71,9 @@ def labelled(index: TurnIndex, question: str, *, kin_of: bool = True) -> str:
         for nickname, (label, unwritten) in han_names(index).items():
             if nickname in out and _han_alias(index, nickname, label, unwritten):
                 out = out.replace(nickname, label)
-        for kin in KIN:
+        for kin in KIN if kin_of else ():
             asked = [form for form in kin if len(form) > 1 and form in out]
-            if asked and kin_of:
+            if asked:
                 label = kin_label(index, kin)
                 if label is not None:
                     out = re.sub("|".join(asked), _as_text(label), out)  # (longest first, as KIN lists them)

@@ -371,6 +371,12 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
     return _checked(store, result).raise_error()
 
 
+def ends_at(t0: float, deadline_s: float) -> float:
+    """When a search asked at ``t0`` (``time.perf_counter()``) with ``deadline_s`` seconds must end, on
+    ``time.monotonic()``'s clock (the one lock waits and model calls are bounded by)."""
+    return time.monotonic() - (time.perf_counter() - t0) + deadline_s
+
+
 _UNRECORDED = {
     "locked": "the database is locked by another process",
     "no_space": "the disk is full",
@@ -450,8 +456,7 @@ class PlannerRun:
         self.started_at = started_at
         self.t0 = time.perf_counter() if t0 is None else t0
         self.ready_ms = (time.perf_counter() - self.t0) * 1000  # the model loaded and the index read, since asked
-        # when the run must end (time.monotonic()), counted from t0
-        self.deadline_at = time.monotonic() - (time.perf_counter() - self.t0) + budget.deadline_s
+        self.deadline_at = ends_at(self.t0, budget.deadline_s)  # when the run must end (time.monotonic())
         self.present = present  # the evidence as still stored (None: as the index held it)
         self.reread = reread  # the index read again, when what it holds changed under it (None: the error stands)
         self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)

@@ -9,7 +9,6 @@ Python API / MCP server (``refind_cli.api``). So the choice between the modes, t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,7 +45,9 @@ class Planner:
         planner counts from its own start). The CLI opens the database by it (``Store(until=)``)."""
         if self.asked_at is None:
             return None
-        return time.monotonic() - (time.perf_counter() - self.asked_at) + self.deadline_s
+        from .planner import ends_at
+
+        return ends_at(self.asked_at, self.deadline_s)
 
 
 @dataclass(frozen=True)

@@ -554,8 +554,7 @@ class Store:
                 raise type(exc)(f"cannot open database {self.path}: {exc.message}") from None
             if read_only:
                 conn.execute("PRAGMA query_only = ON")  # (read-write all the same: its close removes the -wal and -shm)
-                conn.execute(f"PRAGMA busy_timeout = {int(configured * 1000)}")
-                self._open_done(conn)
+                self._open_done(conn, configured)
                 return
             _use_wal(conn, busy_timeout_s)
             conn.execute("PRAGMA synchronous = FULL")
@@ -576,8 +575,6 @@ class Store:
                     if until is not None:
                         conn.execute("PRAGMA busy_timeout = 0")
                     index_store.catch_up(conn, index_progress, until=until)
-            if until is not None:
-                conn.execute(f"PRAGMA busy_timeout = {int(configured * 1000)}")
         except sqlite3.Error as exc:
             error = storage_error(exc, self.path)
             if isinstance(error, DatabaseLocked) and busy_timeout_s < configured:  # the deadline ended the wait
@@ -586,9 +583,10 @@ class Store:
                     f"({exc}); nothing was read or written — retry once the other process is done"
                 ) from exc
             raise type(error)(f"cannot open {error.message}") from exc
-        self._open_done(conn)
+        self._open_done(conn, configured)
 
-    def _open_done(self, conn: sqlite3.Connection) -> None:
+    def _open_done(self, conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")  # (the open's own may have been shorter)
         self.conn = conn
         self._drained = False  # _drain_wal ran
         self._db: sqlite_utils.Database | None = None

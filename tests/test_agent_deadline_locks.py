@@ -181,3 +181,18 @@ def test_the_index_catch_up_stops_at_a_deadline_and_resumes_whole(store):
     assert index_store.pending(conn) and not conn.in_transaction
     assert index_store.catch_up(conn, until=time.monotonic() + 60) == 1
     assert not index_store.pending(conn) and index_store.verify(conn) == []
+
+
+def test_a_store_opened_by_a_deadline_keeps_its_own_busy_timeout_afterwards(tmp_path):
+    # the open waits at most what the deadline leaves (here: none, so the 1 s floor); the connection, once open,
+    # waits the store's busy timeout again — a later write of the same process is not bound by the search's deadline
+    from refind_cli.store import Store
+
+    path = tmp_path / "m.db"
+    Store(path, retention_days=None).close()
+    for read_only in (False, True):
+        store = Store(path, retention_days=None, busy_timeout_s=7.5, read_only=read_only, until=time.monotonic() - 5)
+        try:
+            assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 7500
+        finally:
+            store.close()

@@ -232,3 +232,17 @@ def test_a_label_with_a_backslash_is_put_in_the_question_as_written(store):
     mother = [[("陈\\g<0>兰" if who == "陈桂兰" else who, text) for who, text in lines] for lines in MOTHER_SON]
     kin_index = _sessions(store, mother)
     assert aliases.labelled(kin_index, "妈妈说了什么") == "陈\\g<0>兰说了什么"
+
+
+def test_mom_in_an_english_question_is_read_as_any_name_a_speaker_is_called(store):
+    # no kinship list for English: "Mom" inside a question is a capitalised word, and the son's calls ("Hi Mom",
+    # "Mom, look", "thanks Mom!") each answered by Ann make it hers (BENCHMARKS.md, "A kinship word …")
+    sessions = [
+        [("Tom", "Hi Mom, I arrived"), ("Ann", "good")],
+        [("Tom", "Mom, look at this"), ("Ann", "nice")],
+        [("Tom", "thanks Mom!"), ("Ann", "welcome")],
+        [("Ann", "the soup is ready"), ("Tom", "ok")],
+        *[[("Ann", "work was long")], [("Tom", "gym today")]] * 4,
+    ]
+    index = _sessions(store, sessions)
+    assert aliases.labelled(index, "What soup did Mom make?") == "What soup did Ann make?"
