@@ -266,12 +266,16 @@ def flat_scores(index: TurnIndex, tokens: Sequence[str], share: float | None) ->
 
 
 def flat_and_rarer_scores(
-    index: TurnIndex, tokens: Sequence[str], share: float | None, *, names_only: bool = False
+    index: TurnIndex, tokens: Sequence[str], share: float | None, *, names_only: bool = False, lift: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`flat_scores`, and the scores of the other tokens alone (the *rarer* ones; every token when none counts
     by presence, or when no other one is in any turn). ``names_only``: a token found in more than ``share`` of the
     turns counts by presence only when it is a speaker's name (:func:`speaker_name`) — in a short history about one
-    topic ("the museums I visited") the topic's own words are in most turns too, and there BM25 tells the turns apart."""
+    topic ("the museums I visited") the topic's own words are in most turns too, and there BM25 tells the turns apart.
+
+    ``lift``: a turn holding such a word also scores ``lift`` times its rarer words' score more — of two turns that
+    say the same about sports, the one by the person the question names ("What sports does Kevin like?") first: in
+    REALTALK and LoCoMo 96% of the evidence of a question naming one speaker is that speaker's own turns."""
     import numpy as np
 
     if share is None:
@@ -293,6 +297,8 @@ def flat_and_rarer_scores(
         one = bm25_scores(index, [token])
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
+        if lift:
+            scores = scores + rarer * holds * np.float32(lift)
     return scores, rarer
 
 

@@ -230,7 +230,7 @@ class UserIndex:
             common = [t for t in tokens if t not in kept_set] if cfg.common_weight else []
             tokens = kept
         # a speaker's name counts by presence, not turn length; ``rarer``: the other words' scores alone
-        scores, rarer = flat_and_rarer_scores(idx, tokens, cfg.flat_df, names_only=cfg.flat_names)
+        scores, rarer = flat_and_rarer_scores(idx, tokens, cfg.flat_df, names_only=cfg.flat_names, lift=cfg.name_lift)
         if common:  # words in most turns (a speaker's name in every label of theirs) still count, but weakly
             scores = scores + bm25_scores(idx, common) * cfg.common_weight
         exact = scores  # (``widened - exact`` below: what the expansions add, for the neighbour filter)

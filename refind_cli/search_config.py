@@ -46,6 +46,9 @@ class SearchConfig:
     flat_df: float | None = 0.2  # query words in more than this share of turns count by presence (None: plain BM25)
     flat_names: bool = True  # … only when such a word is a speaker's name (a word of most of its turns' labels; the
     # label read is a turn's first message's, and with index_labels off a name counts only where it is written)
+    # … and a turn holding such a name scores this much more of its other words' score: the named speaker's own turns
+    # first among those saying the same (index.flat_and_rarer_scores; 0: off)
+    name_lift: float = 0.15
     shared_ranks: bool = True  # turns of equal score share a rank, so their sessions order them (False: earlier first)
     answer_weight: float = 0.35  # adjacent turns of two speakers that both match lift each other this much (0: off)
     answer_max_chars: int | None = 1000  # … except that a turn longer than this is not lifted (None: any length)
@@ -159,6 +162,8 @@ class SearchConfig:
             raise InvalidInput(
                 f"defer_wide must be 1 or more (a wide character counts at least once), got {self.defer_wide}"
             )
+        if not self.name_lift >= 0:
+            raise InvalidInput(f"name_lift must be 0 or more, got {self.name_lift}")
         if not self.cjk_day_weight >= 0:
             raise InvalidInput(f"cjk_day_weight must be 0 or more, got {self.cjk_day_weight}")
 

@@ -762,6 +762,60 @@ def test_only_a_speakers_name_counts_by_presence_not_a_topic_word_in_most_turns(
     assert np.allclose(scores, (kate > 0) * median + museum)
 
 
+def test_a_named_speakers_turns_are_lifted_by_their_other_words_score():
+    # the same toy chat: each turn holding the name "kate" also scores name_lift times its rarer words' score more;
+    # a turn without the name, and a turn with the name but no other word, gain nothing
+    idx = _index(
+        [
+            ("a", "Kate: the museum was closed", None),
+            ("a", "Kate: I went to the science museum with my brother and we stayed all day", None),
+            ("a", "Bob: which museum", None),
+            ("b", "Kate: lol", None),
+            ("b", "Kate: the art museum downtown has a new wing for modern sculpture", None),
+            ("b", "Bob: nice", None),
+        ]
+    )
+    kate = bm25_scores(idx, ["kate"])
+    plain, rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True)
+    lifted, same_rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True, lift=0.5)
+    assert np.allclose(same_rarer, rarer)
+    assert np.allclose(lifted, plain + (kate > 0) * rarer * 0.5)
+    assert lifted[2] == plain[2] and lifted[3] == plain[3]  # Bob's "which museum"; Kate's "lol" (no other word)
+    # a topic word in most turns is no name: nothing is lifted by it
+    assert np.allclose(
+        flat_and_rarer_scores(idx, ["museum", "art"], 0.2, names_only=True, lift=0.5)[0],
+        plain - (kate > 0) * np.median(kate[kate > 0]),
+    )
+
+
+def test_the_speaker_a_question_names_comes_first_among_turns_saying_the_same(store):
+    # "Does Kevin like football?": Paola's short turn about football outscores Kevin's longer one by BM25, and his
+    # name (in most turns: a small presence bonus) does not make up for it; lifted by the name, his own turn comes first
+    add(
+        store,
+        "u",
+        "s1",
+        ("user", "Kevin: hi"),
+        ("user", "Paola: football tonight"),
+        ("user", "Kevin: I watch football every weekend with friends from work, then we eat together"),
+        ("user", "Paola: sounds fun"),
+        ("user", "Kevin: yes it is"),
+        ("user", "Kevin: ok"),
+        ("user", "Kevin: see you"),
+        ("user", "Kevin: lol"),
+        at=T0,
+    )
+    cfg = S.SearchConfig(neighbours=0, backfill=False, answer_weight=0, session_fusion=False)
+
+    def first(c):
+        return S.search(store, "u", "Does Kevin like football?", top_k=1, config=c)[0].content
+
+    assert "Paola: football tonight" in first(cfg.with_(name_lift=0))
+    assert "Kevin: I watch football" in first(cfg)
+    with pytest.raises(InvalidInput, match="name_lift must be 0 or more"):
+        cfg.with_(name_lift=-0.1)
+
+
 def test_a_name_said_more_by_others_than_in_labels_is_not_a_speakers_name():
     # Bob talks about Kate in most of the turns that hold "kate": a person talked about, not the speaker
     idx = _index(
