@@ -20,6 +20,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,7 +36,7 @@ from .contract import (
     refuse_lone_surrogates,
     search_request,
 )
-from .errors import InvalidInput, RefindError
+from .errors import DatabaseLocked, InvalidInput, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
 from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
@@ -157,11 +158,19 @@ class Memory:
         self._lock = threading.RLock()
 
     @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
+    def _turn(self, until: float | None = None) -> Iterator[None]:
         """One call at a time, on the file this Memory opened (StorageError, nothing read or written, when that
         file was deleted or replaced since: its connection would go on with a file no later open sees), and a
-        storage fault (no space, locked, read-only, damaged) as its RefindError."""
-        with self._lock:
+        storage fault (no space, locked, read-only, damaged) as its RefindError. ``until`` (``time.monotonic()``):
+        an agent search's deadline bounds its wait for another thread's call on this Memory (DatabaseLocked)."""
+        if until is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=max(0.0, until - time.monotonic())):
+            raise DatabaseLocked(
+                f"{self.path}: busy with another call on this Memory until the search's deadline; nothing was read "
+                "or written — retry once that call is done"
+            )
+        try:
             self._store.check_file()
             try:
                 yield
@@ -174,6 +183,8 @@ class Memory:
                 raise InvalidInput(
                     f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
                 ) from None
+        finally:
+            self._lock.release()
 
     @property
     def path(self) -> str:
@@ -340,7 +351,7 @@ class Memory:
             on_event=on_event,
             record=record,
         )
-        with self._turn():
+        with self._turn(until=planner.ends_at()):
             found = retrieve(self._store, request, planner=planner)
         result = found.agent
         if result is None:  # retrieve answers an agent-mode request with the planner's result

@@ -196,3 +196,40 @@ def test_a_store_opened_by_a_deadline_keeps_its_own_busy_timeout_afterwards(tmp_
             assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 7500
         finally:
             store.close()
+
+
+def test_an_agent_search_waits_for_another_call_on_its_memory_only_until_its_deadline(tmp_path: Path) -> None:
+    # one Memory shared by two threads: the first agent search holds it while its model thinks (until released);
+    # the second, with a 1 s deadline, gives up at its deadline (DatabaseLocked, nothing read or written) instead of
+    # waiting for the first — before, it waited without limit (here: until the first's model was released, 30 s)
+    import threading
+
+    from refind_cli import Memory
+    from refind_cli.errors import DatabaseLocked
+    from refind_cli.model import Reply
+
+    memory = Memory(tmp_path / "m.db", retention_days="off")
+    memory.add("Bob: we went hiking in the Alps", user="u", session="s1")
+    thinking, release = threading.Event(), threading.Event()
+
+    def slow(messages: list[dict]) -> Reply:
+        thinking.set()
+        release.wait(30)
+        return Reply(FINISH, prompt_tokens=1, completion_tokens=1)
+
+    def fast(messages: list[dict]) -> Reply:
+        return Reply(FINISH, prompt_tokens=1, completion_tokens=1)
+
+    first = threading.Thread(target=lambda: memory.agent_search("hiking", user="u", model=slow, deadline=60))
+    first.start()
+    try:
+        assert thinking.wait(10)
+        started = time.monotonic()
+        with pytest.raises(DatabaseLocked, match="busy with another call on this Memory until the search's deadline"):
+            memory.agent_search("hiking", user="u", model=fast, deadline=1, record=False)
+        assert 0.9 <= time.monotonic() - started < 1 + SLACK_S
+    finally:
+        release.set()
+        first.join(30)
+    assert memory.agent_search("hiking", user="u", model=fast, deadline=5).llm_calls == 1  # free again: it runs
+    memory.close()
