@@ -731,19 +731,20 @@ def test_a_question_whose_answer_matched_outranks_a_turn_that_only_repeats_the_w
     assert order(cfg) == ["Kate: every ", "Bob: do you ", "Bob: ski sea", "Bob: and I b"]
 
 
+KATE_MUSEUM = [  # "kate" labels 4 of 6 turns, "museum" is in 4 of 6 but in no label
+    ("a", "Kate: the museum was closed", None),
+    ("a", "Kate: I went to the science museum with my brother and we stayed all day", None),
+    ("a", "Bob: which museum", None),
+    ("b", "Kate: lol", None),
+    ("b", "Kate: the art museum downtown has a new wing for modern sculpture", None),
+    ("b", "Bob: nice", None),
+]
+
+
 def test_only_a_speakers_name_counts_by_presence_not_a_topic_word_in_most_turns():
     # "kate" labels 4 of 6 turns; "museum" is in 4 of 6 turns too, but in no label (a short history about one
     # topic). With names_only, the name counts by presence and the topic word keeps its BM25 scores
-    idx = _index(
-        [
-            ("a", "Kate: the museum was closed", None),
-            ("a", "Kate: I went to the science museum with my brother and we stayed all day", None),
-            ("a", "Bob: which museum", None),
-            ("b", "Kate: lol", None),
-            ("b", "Kate: the art museum downtown has a new wing for modern sculpture", None),
-            ("b", "Bob: nice", None),
-        ]
-    )
+    idx = _index(KATE_MUSEUM)
     assert speaker_name(idx, "kate", np.array([0, 1, 3, 4]))
     assert not speaker_name(idx, "museum", np.array([0, 1, 2, 4]))
     assert not speaker_name(idx, "kate", np.array([], dtype=np.int64))
@@ -765,16 +766,7 @@ def test_only_a_speakers_name_counts_by_presence_not_a_topic_word_in_most_turns(
 def test_a_named_speakers_turns_are_lifted_by_their_other_words_score():
     # the same toy chat: each turn holding the name "kate" also scores name_lift times its rarer words' score more;
     # a turn without the name, and a turn with the name but no other word, gain nothing
-    idx = _index(
-        [
-            ("a", "Kate: the museum was closed", None),
-            ("a", "Kate: I went to the science museum with my brother and we stayed all day", None),
-            ("a", "Bob: which museum", None),
-            ("b", "Kate: lol", None),
-            ("b", "Kate: the art museum downtown has a new wing for modern sculpture", None),
-            ("b", "Bob: nice", None),
-        ]
-    )
+    idx = _index(KATE_MUSEUM)
     kate = bm25_scores(idx, ["kate"])
     plain, rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True)
     lifted, same_rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True, lift=0.5)
