@@ -99,8 +99,9 @@ def render_blocks(
     shorter only by leaving neighbours out, and the list only by leaving later blocks out — an anchor longer than
     ``cfg.defer_chars`` after the first ``cfg.lead_blocks`` blocks goes after every shorter one. ``scores`` (each
     turn's BM25 score for the query) lets ``cfg.neighbour_filter`` keep the neighbours that share a query word.
-    With ``cfg.fill_chars``, a list shorter than that with a block shorter than ``cfg.block_floor`` is made again,
-    its short blocks grown, best first, into what it left (:func:`_grow`)."""
+    With ``cfg.fill_chars``, a list shorter than that with a block shorter than ``cfg.block_floor`` that starts past
+    ``cfg.fill_after`` characters of it is made again, such blocks grown, best first, into what it left
+    (:func:`_grow`); the text before ``fill_after`` is the same in both passes."""
     spare = None if cfg.fill_chars is None else Spare(0)  # (the first pass only finds whether a block is short)
     blocks = _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=spare)
     if spare is not None and spare.short and cfg.fill_chars is not None:
@@ -117,6 +118,7 @@ class Spare:
     def __init__(self, chars: int) -> None:
         self.chars = chars
         self.short = False  # whether a block was shorter than ``block_floor``
+        self.used = 0  # characters of the list before the block being made
 
 
 def _render(
@@ -148,6 +150,8 @@ def _render(
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
+        if spare is not None:
+            spare.used = used
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=spare)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
         lead = 0  # how many come before the anchor's first
@@ -362,8 +366,8 @@ def _grow(
     """``chosen`` (a block of ``size`` characters) with the nearest turns within ±``cfg.fill_reach`` of ``pos`` not
     in it yet — any, sharing a query word or not; their messages not shown by a better block, each at most
     ``cfg.neighbour_max_chars`` — while it is shorter than ``cfg.block_floor`` and ``spare`` lasts (none: as is)."""
-    if spare is None or size >= cfg.block_floor:
-        return chosen
+    if spare is None or size >= cfg.block_floor or spare.used < cfg.fill_after:
+        return chosen  # (a block before ``fill_after`` is the same in both passes: only a later one asks for another)
     spare.short = True
     if spare.chars <= 0:
         return chosen

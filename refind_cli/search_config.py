@@ -117,14 +117,16 @@ class SearchConfig:
     # … and its blocks show this many neighbours (None: as any other question's): the reply is the answer, the
     # request before it and the thanks after it say what the question already knows
     recalled_neighbours: int | None = 0
-    # a list whose text is shorter than this grows (None: off): each block, best first, adds the nearest turns around
-    # its anchor — sharing a query word or not, within ±fill_reach turns, each message at most neighbour_max_chars —
-    # while it is shorter than block_floor characters and the list stays within this. A chat of short messages
-    # (texting, Chinese) fills 100 blocks with ~5,000 characters: the rest of a reader's budget went unused. Off:
-    # it makes such a list twice (1.33× at top_k 10: BENCHMARKS.md, "Short lists filled")
-    fill_chars: int | None = None
+    # a list whose text is shorter than this grows (None: off): each block that starts past fill_after characters of
+    # the list, best first, adds the nearest turns around its anchor — sharing a query word or not, within
+    # ±fill_reach turns, each message at most neighbour_max_chars — while it is shorter than block_floor characters
+    # and the list stays within this. A chat of short messages (texting, Chinese) fills 100 blocks with ~5,000
+    # characters: the rest of a reader's budget went unused. The first 2,000 characters (what the planner reads of its
+    # hits) are never changed: growing them cost up to 3.5 points at 2k (BENCHMARKS.md, "Short lists filled")
+    fill_chars: int | None = 8000
     block_floor: int = 100
     fill_reach: int = 5
+    fill_after: int = 2000
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbours' day (blocks.py)
     roles: str = "change"  # "every": each line names its role; "change": only where a neighbour's differs
@@ -154,7 +156,7 @@ class SearchConfig:
             )
         if self.session_cap is not None and self.session_cap < 1:
             raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
-        for name in ("recalled_neighbours", "fill_reach", "block_floor", "fill_chars"):
+        for name in ("recalled_neighbours", "fill_reach", "block_floor", "fill_chars", "fill_after"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InvalidInput(f"{name} must be 0 or more, got {value}")

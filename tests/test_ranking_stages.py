@@ -247,19 +247,47 @@ def test_a_short_list_grows_its_short_blocks_into_what_it_leaves():
     )
     order, fused = np.array([1]), np.array([1.0], dtype=np.float32)
     scores = np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32)
-    cfg = S.SearchConfig(neighbours=0, block_floor=20)
+    cfg = S.SearchConfig(neighbours=0, block_floor=20, fill_after=0)
 
     def texts(**change):
         (block,) = render_blocks(idx, order, fused, top_k=5, cfg=cfg.with_(**change), scores=scores)
         return _lines_of(block)
 
-    assert cfg.with_(fill_chars=None).fill_chars is None and S.SearchConfig().fill_chars is None  # off by default
+    assert (S.SearchConfig().fill_chars, S.SearchConfig().fill_after) == (8000, 2000)  # the defaults (BENCHMARKS.md)
     assert texts(fill_chars=None) == ["kayak"]
     assert texts(fill_chars=30) == ["one two three", "kayak", "four five six"]  # 17 spare: 5 → 18 → 31, past 20
     assert texts(fill_chars=20) == ["one two three", "kayak"]  # 7 spare: t0 (13) spends it
     assert texts(fill_chars=13) == ["kayak"]  # the list is not shorter than 13: nothing grows
     assert texts(fill_chars=1000, block_floor=5) == ["kayak"]  # no block shorter than the floor
     assert texts(fill_chars=1000, fill_reach=0) == ["kayak"]
+
+
+def test_only_blocks_that_start_past_fill_after_grow():
+    # by hand: two sessions; anchors "kayak" (a, 11 + 2 characters as a list's text) then "kayak canoe" (b). With
+    # fill_after 13 the first block starts at 0 and stays as it is; the second starts at 13 and grows by its
+    # nearest turn. With fill_after past the list's text (both start before it) nothing grows: the list of fill off
+    idx = _index(
+        [
+            ("a", "one two three", None),
+            ("a", "kayak", None),
+            ("b", "four five six", None),
+            ("b", "kayak canoe", None),
+        ]
+    )
+    order, fused = np.array([1, 3]), np.array([2.0, 1.0], dtype=np.float32)
+    scores = np.array([0.0, 1.0, 0.0, 1.0], dtype=np.float32)
+    cfg = S.SearchConfig(neighbours=0, block_floor=20, fill_chars=1000)
+
+    def texts(**change):
+        return [_lines_of(b) for b in render_blocks(idx, order, fused, top_k=5, cfg=cfg.with_(**change), scores=scores)]
+
+    off = texts(fill_chars=None)
+    assert off == [["kayak"], ["kayak canoe"]]
+    assert texts(fill_after=0) == [["one two three", "kayak"], ["four five six", "kayak canoe"]]
+    assert texts(fill_after=13) == [["kayak"], ["four five six", "kayak canoe"]]
+    assert texts(fill_after=14) == off  # the second block starts at 13: before it
+    with pytest.raises(InvalidInput, match="fill_after must be 0 or more, got -1"):
+        cfg.with_(fill_after=-1)
 
 
 def _lines_of(block):
