@@ -273,7 +273,7 @@ def flat_and_rarer_scores(
     turns counts by presence only when it is a speaker's name (:func:`speaker_name`) — in a short history about one
     topic ("the museums I visited") the topic's own words are in most turns too, and there BM25 tells the turns apart.
 
-    ``lift``: a turn holding such a word also scores ``lift`` times its rarer words' score more — of two turns that
+    ``lift``: a turn holding such a name also scores ``lift`` times its rarer words' score more — of two turns that
     say the same about sports, the one by the person the question names ("What sports does Kevin like?") first: in
     REALTALK and LoCoMo 96% of the evidence of a question naming one speaker is that speaker's own turns."""
     import numpy as np
@@ -297,7 +297,7 @@ def flat_and_rarer_scores(
         one = bm25_scores(index, [token])
         holds = one > 0
         scores = scores + holds * np.float32(np.median(one[holds]) * times[token])
-        if lift:
+        if lift and (names_only or index.is_name(token)):  # (without names_only a topic word counts by presence too)
             scores = scores + rarer * holds * np.float32(lift)
     return scores, rarer
 

@@ -801,6 +801,11 @@ def test_a_named_speakers_turns_are_lifted_by_their_other_words_score():
     assert np.allclose(same_rarer, rarer)
     assert np.allclose(lifted, plain + (kate > 0) * rarer * 0.5)
     assert lifted[2] == plain[2] and lifted[3] == plain[3]  # Bob's "which museum"; Kate's "lol" (no other word)
+    # without names_only "museum" counts by presence too, but lifts nothing: only the name does
+    plain, rarer = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2)
+    lifted, _ = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, lift=0.5)
+    assert np.allclose(lifted, plain + (kate > 0) * rarer * 0.5)
+    plain, _ = flat_and_rarer_scores(idx, ["kate", "museum", "art"], 0.2, names_only=True)
     # a topic word in most turns is no name: nothing is lifted by it
     assert np.allclose(
         flat_and_rarer_scores(idx, ["museum", "art"], 0.2, names_only=True, lift=0.5)[0],
