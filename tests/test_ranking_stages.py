@@ -923,3 +923,31 @@ def test_a_speaker_s_name_with_accents_counts_by_presence_once(store):
         return [b.id for b in S.search(store, "u", query, top_k=6, config=config)]
 
     assert ranked("What did José say about coffee?") == ranked("what did Jose say about coffee")
+
+
+def test_filling_never_changes_what_a_list_shows_before_fill_after(store):
+    # a real chat of short Chinese messages (fixtures/blind/chat_zh4, one of its two chats), stored in a real SQLite
+    # file; every question asked with filling on and off: each block that starts within the first fill_after
+    # characters of the joined list is the same block (what the planner reads of its hits), and filling did grow
+    # something later on most lists (else this would test nothing)
+    from conftest import ROOT
+
+    from refind_cli import datasets
+    from refind_cli.evaluate import JOIN, replay_sample
+
+    sample = next(iter(datasets.load(ROOT / "fixtures" / "blind" / "chat_zh4" / "Chat_1.json")))
+    replay_sample(store, sample)
+    on = S.SearchConfig()
+    off = on.with_(fill_chars=None)
+    grown = 0
+    for q in sample.questions:
+        filled = S.search(store, sample.user_id, q.text, top_k=100, config=on)
+        plain = S.search(store, sample.user_id, q.text, top_k=100, config=off)
+        start = 0
+        for a, b in zip(filled, plain, strict=False):
+            if start >= on.fill_after:
+                break
+            assert (a.id, a.content, a.message_ids) == (b.id, b.content, b.message_ids), q.text
+            start += len(a.content) + len(JOIN)
+        grown += len(JOIN.join(x.content for x in filled)) > len(JOIN.join(x.content for x in plain))
+    assert grown >= len(sample.questions) // 2
