@@ -35,6 +35,11 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
     "serve": ([], ["--seconds", "5"], False),
     "serve_agent": ([], ["--inflight", "32", "--model-seconds", "0.5"], False),
     "deadline_under_lock": ([], ["--only", "lock_index_pending"], False),
+    "fill_resume": (
+        [str(HERE.parent / "fixtures" / "blind" / n) for n in ("chat_zh", "chat_zh2", "chat_zh4")],
+        [str(HERE.parent / "fixtures" / "blind" / "chat_zh4"), "--rounds", "1"],
+        False,
+    ),
     "mcp_startup": ([], ["--rounds", "2"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),
     "quality": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),

@@ -101,24 +101,42 @@ def render_blocks(
     turn's BM25 score for the query) lets ``cfg.neighbour_filter`` keep the neighbours that share a query word.
     With ``cfg.fill_chars``, a list shorter than that with a block shorter than ``cfg.block_floor`` that starts past
     ``cfg.fill_after`` characters of it is made again, such blocks grown, best first, into what it left
-    (:func:`_grow`); the text before ``fill_after`` is the same in both passes."""
-    spare = None if cfg.fill_chars is None else Spare(0)  # (the first pass only finds whether a block is short)
+    (:func:`_grow`); the text before ``fill_after`` is the same in both passes, so the second starts where the first
+    reached it (:class:`Resume`)."""
+    spare = None if cfg.fill_chars is None else Spare(0, probe=True)  # (the first pass finds whether a block is short)
     blocks = _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=spare)
     if spare is not None and spare.short and cfg.fill_chars is not None:
         total = sum(len(b.content) + 2 for b in blocks)  # (the joined contents, as a reader counts them)
         if total < cfg.fill_chars:
             again = Spare(cfg.fill_chars - total)
-            return _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=again)
+            return _render(
+                idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=again, start=spare.resume
+            )
     return blocks
 
 
 class Spare:
     """What a short list leaves of ``fill_chars``: the characters its blocks may still grow by, best block first."""
 
-    def __init__(self, chars: int) -> None:
+    def __init__(self, chars: int, *, probe: bool = False) -> None:
         self.chars = chars
         self.short = False  # whether a block was shorter than ``block_floor``
         self.used = 0  # characters of the list before the block being made
+        self.probe = probe  # the first pass: it keeps where a second one may start (``resume``)
+        self.resume: Resume | None = None
+
+
+class Resume(NamedTuple):
+    """A pass's state before its first block that starts past ``fill_after``: every block before it is the same in
+    the pass that grows blocks, so that pass starts here (copies: the first pass goes on)."""
+
+    phase: int  # 0: the ranked anchors; 1: the deferred ones
+    at: int  # the anchor's place in that phase's sequence
+    blocks: list[Block]
+    shown: set[str]
+    deferred: list[tuple[int, float]]
+    last_score: float
+    used: int
 
 
 def _render(
@@ -131,8 +149,10 @@ def _render(
     scores: np.ndarray | None,
     match: np.ndarray | None,
     spare: Spare | None,
+    start: Resume | None = None,
 ) -> list[Block]:
-    """One pass of :func:`render_blocks`; ``spare``: what short blocks may grow by (:func:`compose`)."""
+    """One pass of :func:`render_blocks`; ``spare``: what short blocks may grow by (:func:`compose`); ``start``: a
+    first pass's state to go on from (its blocks before it are this pass's too)."""
     blocks: list[Block] = []
     deferred: list[tuple[int, float]] = []
     shown: set[str] = set()  # message ids already shown (overlap="trim")
@@ -141,6 +161,12 @@ def _render(
     plain = _plain_order(scores, top_k) if cfg.interleave_chars and scores is not None else []
     plain_next = 0
     interleaved: set[str] = set()  # message ids shown alone by the interleave
+    # a second pass may start where the first reached fill_after only when every block comes from the two loops below
+    resumable = spare is not None and spare.probe and not cfg.lead_chars and not cfg.interleave_chars
+    phase, index = 0, 0  # where the loops below are
+    if start is not None:
+        blocks, shown, deferred = list(start.blocks), set(start.shown), list(start.deferred)
+        last_score, used, phase = start.last_score, start.used, start.phase
 
     def add(pos: int, score: float, *, bare: bool = False, remember: bool = False, anchor: Turn | None = None) -> None:
         nonlocal last_score, used
@@ -152,6 +178,8 @@ def _render(
             n = cfg.late_neighbours
         if spare is not None:
             spare.used = used
+            if resumable and spare.resume is None and used >= cfg.fill_after:
+                spare.resume = Resume(phase, index, list(blocks), set(shown), list(deferred), last_score, used)
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=spare)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
         lead = 0  # how many come before the anchor's first
@@ -208,7 +236,7 @@ def _render(
             add(pos, score, bare=True, remember=True, anchor=turn)
             added += 1
 
-    if cfg.lead_chars and scores is not None and fused.size:
+    if cfg.lead_chars and scores is not None and fused.size and start is None:
         for pos in _lead(idx, scores, cfg.lead_chars, top_k):
             add(pos, float(fused[0]), bare=True)
 
@@ -222,7 +250,10 @@ def _render(
             return only in shown and only not in interleaved
         return all(m.id in shown and m.id not in interleaved for m in anchor.messages)
 
-    for pos, score in _ranked(order, fused, 4 * top_k + 16):
+    first = start.at if start is not None else 0
+    for index, (pos, score) in enumerate(_ranked(order, fused, 4 * top_k + 16) if phase == 0 else ()):
+        if index < first:
+            continue  # (shown by the first pass, before its blocks grew)
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]
@@ -233,7 +264,11 @@ def _render(
             continue
         add(pos, score, anchor=anchor)
         interleave(score)
-    for pos, score in deferred:
+    first = start.at if start is not None and phase == 1 else 0
+    phase = 1
+    for index, (pos, score) in enumerate(deferred):
+        if index < first:
+            continue
         if len(blocks) >= top_k:
             break
         anchor = idx.turns[pos]

@@ -951,3 +951,74 @@ def test_filling_never_changes_what_a_list_shows_before_fill_after(store):
             start += len(a.content) + len(JOIN)
         grown += len(JOIN.join(x.content for x in filled)) > len(JOIN.join(x.content for x in plain))
     assert grown >= len(sample.questions) // 2
+
+
+def _resumes(monkeypatch):
+    """Wrap blocks._render so that every filling pass that starts from the first pass's state is also made from
+    scratch, and the two must give the same list; returns the phases those passes started in."""
+    from refind_cli import blocks as B
+
+    seen = []
+    real = B._render
+
+    def both(*args, start=None, **kw):
+        if start is None:
+            return real(*args, **kw)
+        budget = kw["spare"].chars  # (a pass spends its Spare: the pass from scratch gets the same budget)
+        got = real(*args, start=start, **kw)
+        again = real(*args, **{**kw, "spare": B.Spare(budget)})
+        fields = [
+            [(b.id, b.content, b.score, b.message_ids, b.anchor_lines, b.message_lines) for b in x]
+            for x in (got, again)
+        ]
+        assert fields[0] == fields[1]
+        seen.append(start.phase)
+        return got
+
+    monkeypatch.setattr(B, "_render", both)
+    return seen
+
+
+def test_the_filling_pass_starts_where_the_first_reached_fill_after(store, monkeypatch):
+    # a real Chinese chat: every question, filling from the first pass's state and from scratch give the same list
+    from conftest import ROOT
+
+    from refind_cli import datasets
+    from refind_cli.evaluate import replay_sample
+
+    seen = _resumes(monkeypatch)
+    sample = next(iter(datasets.load(ROOT / "fixtures" / "blind" / "chat_zh4" / "Chat_1.json")))
+    replay_sample(store, sample)
+    for q in sample.questions:
+        S.search(store, sample.user_id, q.text, top_k=100)
+    assert seen.count(0) >= len(sample.questions) // 2  # (the state kept while the ranked anchors were shown)
+
+
+def test_the_filling_pass_can_start_among_the_deferred_anchors(monkeypatch):
+    # by hand: the lead block "kayak" (13 characters as a list's text), then three long anchors deferred
+    # (defer_chars 8); fill_after 20: the first deferred block starts at 13, the second past 20 — the state is kept
+    # there, in the deferred phase, and the list made from it is the one made from scratch
+    seen = _resumes(monkeypatch)
+    idx = _index(
+        [
+            ("a", "kayak", None),
+            ("a", "ok", None),
+            ("b", "kayak trip one", None),
+            ("b", "ok", None),
+            ("c", "kayak trip two", None),
+            ("c", "ok", None),
+            ("d", "kayak trip three", None),
+            ("d", "ok", None),
+        ]
+    )
+    order, fused = np.array([0, 2, 4, 6]), np.array([4.0, 3.0, 2.0, 1.0], dtype=np.float32)
+    scores = np.array([1.0, 0, 1.0, 0, 1.0, 0, 1.0, 0], dtype=np.float32)
+    cfg = S.SearchConfig(neighbours=0, defer_chars=8, fill_after=20, block_floor=30, fill_chars=1000)
+    got = render_blocks(idx, order, fused, top_k=10, cfg=cfg, scores=scores)
+    assert seen == [1]
+    assert [_lines_of(b) for b in got] == [
+        ["kayak"],
+        ["kayak trip one"],  # starts at 13: before fill_after, as it was
+        ["kayak trip two", "ok"],  # past it: grown
+        ["kayak trip three", "ok"],
+    ]
