@@ -172,7 +172,8 @@ def _render(
         nonlocal last_score, used
         anchor = idx.turns[pos] if anchor is None else anchor
         n = cfg.neighbours
-        if bare or len(blocks) < cfg.bare_blocks:
+        alone = bare or len(blocks) < cfg.bare_blocks  # (shown alone by design: a lead, an interleaved or a bare block)
+        if alone:
             n = 0
         elif cfg.context_blocks is not None and len(blocks) >= cfg.context_blocks:
             n = cfg.late_neighbours
@@ -180,7 +181,8 @@ def _render(
             spare.used = used
             if resumable and spare.resume is None and used >= cfg.fill_after:
                 spare.resume = Resume(phase, index, list(blocks), set(shown), list(deferred), last_score, used)
-        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=spare)
+        grows = None if alone else spare  # (a block shown alone never grows)
+        chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=grows)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
         lead = 0  # how many come before the anchor's first
         for j in sorted(chosen):

@@ -273,9 +273,10 @@ def flat_and_rarer_scores(
     turns counts by presence only when it is a speaker's name (:func:`speaker_name`) — in a short history about one
     topic ("the museums I visited") the topic's own words are in most turns too, and there BM25 tells the turns apart.
 
-    ``lift``: a turn holding such a name also scores ``lift`` times its rarer words' score more — of two turns that
-    say the same about sports, the one by the person the question names ("What sports does Kevin like?") first: in
-    REALTALK and LoCoMo 96% of the evidence of a question naming one speaker is that speaker's own turns."""
+    ``lift``: a turn holding such a name — that speaker's own turns (their label holds it) and turns that name them —
+    also scores ``lift`` times its rarer words' score more, once per name it holds: of two turns that say the same
+    about sports, Kevin's first when the question asks about Kevin. In REALTALK and LoCoMo 96% of the evidence of a
+    question naming one speaker is that speaker's own turns."""
     import numpy as np
 
     if share is None:

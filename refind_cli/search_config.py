@@ -5,6 +5,7 @@ Its own module so that the index, the blocks renderer and the search all read it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -126,7 +127,7 @@ class SearchConfig:
     fill_chars: int | None = 8000
     block_floor: int = 100
     fill_reach: int = 5
-    fill_after: int = 2000
+    fill_after: int = 2000  # (at or past fill_chars: nothing grows; a block shown alone by design never grows)
     block_chars: int | None = None  # add neighbours (nearest first) only while the block's text stays within this
     stamps: str = "day"  # "full": each line [YYYY-MM-DD HH:MM]; "day": [HH:MM] on its neighbours' day (blocks.py)
     roles: str = "change"  # "every": each line names its role; "change": only where a neighbour's differs
@@ -164,10 +165,10 @@ class SearchConfig:
             raise InvalidInput(
                 f"defer_wide must be 1 or more (a wide character counts at least once), got {self.defer_wide}"
             )
-        if not self.name_lift >= 0:
-            raise InvalidInput(f"name_lift must be 0 or more, got {self.name_lift}")
-        if not self.cjk_day_weight >= 0:
-            raise InvalidInput(f"cjk_day_weight must be 0 or more, got {self.cjk_day_weight}")
+        for name in ("name_lift", "cjk_day_weight"):  # (infinity would score a turn NaN: 0 × inf)
+            weight = getattr(self, name)
+            if not 0 <= weight < math.inf:
+                raise InvalidInput(f"{name} must be a number 0 or more, got {weight}")
 
     def index_key(self) -> tuple[Any, ...]:
         """The fields that shape the index (the rest only change how it is queried and rendered)."""

@@ -286,6 +286,8 @@ def test_only_blocks_that_start_past_fill_after_grow():
     assert texts(fill_after=0) == [["one two three", "kayak"], ["four five six", "kayak canoe"]]
     assert texts(fill_after=13) == [["kayak"], ["four five six", "kayak canoe"]]
     assert texts(fill_after=14) == off  # the second block starts at 13: before it
+    assert texts(fill_after=0, bare_blocks=2) == off  # a block shown alone by design never grows
+    assert texts(fill_after=0, bare_blocks=1) == [["kayak"], ["four five six", "kayak canoe"]]
     with pytest.raises(InvalidInput, match="fill_after must be 0 or more, got -1"):
         cfg.with_(fill_after=-1)
 
@@ -424,7 +426,10 @@ def test_session_cap_below_one_is_refused():
         ("fill_chars", -5, "fill_chars must be 0 or more, got -5"),
         ("defer_wide", 0.5, "defer_wide must be 1 or more"),
         ("defer_wide", float("nan"), "defer_wide must be 1 or more"),
-        ("cjk_day_weight", -1.0, "cjk_day_weight must be 0 or more, got -1.0"),
+        ("cjk_day_weight", -1.0, "cjk_day_weight must be a number 0 or more, got -1.0"),
+        ("cjk_day_weight", float("inf"), "cjk_day_weight must be a number 0 or more, got inf"),
+        ("name_lift", float("inf"), "name_lift must be a number 0 or more, got inf"),
+        ("name_lift", float("nan"), "name_lift must be a number 0 or more, got nan"),
     ],
 )
 def test_this_rounds_fields_refuse_values_out_of_range(field, value, message):
@@ -837,7 +842,7 @@ def test_the_speaker_a_question_names_comes_first_among_turns_saying_the_same(st
 
     assert "Paola: football tonight" in first(cfg.with_(name_lift=0))
     assert "Kevin: I watch football" in first(cfg)
-    with pytest.raises(InvalidInput, match="name_lift must be 0 or more"):
+    with pytest.raises(InvalidInput, match="name_lift must be a number 0 or more"):
         cfg.with_(name_lift=-0.1)
 
 

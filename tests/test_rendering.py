@@ -313,14 +313,21 @@ def test_a_long_anchor_after_the_lead_block_goes_after_the_shorter_ones_whole(st
         ("你推荐几家适合带娃的餐厅", False),
         ("陈静的猫后来怎么了？", False),  # two other people: names, not 你
         ("得提醒一下老婆明天去超市", False),  # someone else's reminder
-        ("端午成都那份攻略里，第二天一早安排去哪？", True),  # a thing the reply made, named without 你
+        ("端午成都那份攻略里，第二天一早安排去哪？", True),  # a thing only a reply makes, named without 你
         ("最早那版国庆五天自驾的安排，第三天晚上住哪儿？", True),
-        ("给诺诺推荐的那几部英文动画，排第三的是哪部？", True),
+        ("给我开的那份地铁阅读书单，排第三的是哪本？", True),
         ("起名那次给的备选里，意思是一辈子平安的是哪个？", True),
-        ("之前排的那几条路线，哪条最短？", True),
         ("朋友推荐的那个面膜用着也挺好的，我用的美妆怎么样？", False),  # MemDaily's asides: someone else's advice
         ("我家楼下新开的那家粤菜馆子也不错，那个活动持续多久？", False),
-        ("我那份工作的试用期是几个月？", False),  # 那份 without a thing a reply makes
+        ("我那份工作的试用期是几个月？", False),  # 那份 without a thing only a reply makes
+        ("医生给我开的药叫什么？", False),  # people's own plans, gifts, names and letters (a review's examples)
+        ("我给女儿起的名字叫什么？", False),
+        ("江屿给许念写的信里说了什么？", False),
+        ("公司安排的那次出差去了哪个城市？", False),
+        ("这套房子的装修方案是谁做的？", False),
+        ("那份体检报告里医生的建议是什么？", False),
+        ("那版本的电影好看吗？", False),
+        ("他给的那个地址是哪里？", False),
     ],
 )
 def test_a_question_about_what_was_said_back_is_told_apart(question, recalls):
