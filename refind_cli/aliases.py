@@ -27,6 +27,8 @@ from .index import doc_freq, holders
 from .tokenize import analyze
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .index import TurnIndex
 
 SAMPLE = 64  # turns holding a word read at most (the first ones: calls come early in a chat and stay)
@@ -176,11 +178,8 @@ def _kin_label(index: TurnIndex, kin: tuple[str, ...]) -> str | None:
     positions = functools.reduce(np.union1d, held)[:SAMPLE] if held else np.zeros(0, np.intp)
     if len(positions) < MIN_CALLS:
         return None
-    prefetch = getattr(index.turns, "prefetch", None)  # (the maintained index reads their text in one query)
-    if prefetch is not None:
-        prefetch(positions, 0)
     calls = re.compile(rf"^{_LABEL}\W*(?:{'|'.join(kin)})(?:\s*[，,！!。.？?~～…、]|\s|$)")
-    at = [pos for pos in positions.tolist() if any(calls.search(m.content) for m in index.turns[pos].messages)]
+    at = _calling(index, positions, calls)
     if len(at) < MIN_CALLS:
         return None
     voices = [label for _, label in index.speakers(np.asarray(at, dtype=np.intp))]
@@ -190,10 +189,8 @@ def _kin_label(index: TurnIndex, kin: tuple[str, ...]) -> str | None:
         if caller is not None:
             mine = [pos for pos, said in zip(at, voices, strict=True) if said == caller]
             called.update(other for other in _addressees(index, mine, caller) if other is not None)
-    if sum(called.values()) < MIN_CALLS:
-        return None
-    (label, times), *_ = called.most_common(1)
-    if times < SHARE * sum(called.values()) or callers[label] > OWN_SHARE * len(at):
+    label = _most_called(called)
+    if label is None or callers[label] > OWN_SHARE * len(at):
         return None
     return label
 
@@ -228,21 +225,31 @@ def alias_of(index: TurnIndex, token: str, word: str) -> str | None:
     (caller, says), *_ = said_by.most_common(1)
     if caller is None or says < SHARE * len(positions):  # a word both speakers say alike ("Italian"): read no text
         return None
-    mine = positions[[label == caller for _, label in voices]]
-    prefetch = getattr(index.turns, "prefetch", None)  # (the maintained index reads their text in one query)
-    if prefetch is not None:
-        prefetch(mine, 0)
-    calls = _calls(word)
-    at = [pos for pos in mine.tolist() if any(calls.search(m.content) for m in index.turns[pos].messages)]
+    at = _calling(index, positions[[label == caller for _, label in voices]], _calls(word))
     if len(at) < MIN_CALLS:
         return None
-    called = Counter(other for other in _addressees(index, at, caller) if other is not None)
-    if sum(called.values()) < MIN_CALLS:
-        return None
-    (label, times), *_ = called.most_common(1)
-    if times < SHARE * sum(called.values()) or said_by[label] > max(1, OWN_SHARE * len(positions)):
+    label = _most_called(Counter(other for other in _addressees(index, at, caller) if other is not None))
+    if label is None or said_by[label] > max(1, OWN_SHARE * len(positions)):
         return None
     return None if token in analyze(label) else label
+
+
+def _calling(index: TurnIndex, positions: np.ndarray, calls: re.Pattern[str]) -> list[int]:
+    """The turns among ``positions`` with a message ``calls`` matches — a call to someone (their text read in one
+    query where the index can)."""
+    prefetch = getattr(index.turns, "prefetch", None)  # (the maintained index reads their text in one query)
+    if prefetch is not None:
+        prefetch(positions, 0)
+    return [pos for pos in positions.tolist() if any(calls.search(m.content) for m in index.turns[pos].messages)]
+
+
+def _most_called(called: Counter[str]) -> str | None:
+    """The speaker at least :data:`SHARE` of the calls go to, when :data:`MIN_CALLS` or more do; else None."""
+    total = sum(called.values())
+    if total < MIN_CALLS:
+        return None
+    (label, times), *_ = called.most_common(1)
+    return label if times >= SHARE * total else None
 
 
 def _addressees(index: TurnIndex, calls: list[int], caller: str) -> list[str | None]:
