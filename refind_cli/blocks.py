@@ -106,7 +106,7 @@ def render_blocks(
     spare = None if cfg.fill_chars is None else Spare(0, probe=True)  # (the first pass finds whether a block is short)
     blocks = _render(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match, spare=spare)
     if spare is not None and spare.short and cfg.fill_chars is not None:
-        total = sum(len(b.content) + 2 for b in blocks)  # (the joined contents, as a reader counts them)
+        total = _text_chars(blocks)
         if total < cfg.fill_chars:
             again = Spare(cfg.fill_chars - total)
             return _render(
@@ -127,16 +127,21 @@ class Spare:
 
 
 class Resume(NamedTuple):
-    """A pass's state before its first block that starts past ``fill_after``: every block before it is the same in
-    the pass that grows blocks, so that pass starts here (copies: the first pass goes on)."""
+    """Where a pass reached its first block that starts past ``fill_after``: every block before it is the same in
+    the pass that grows blocks, so that pass starts here. The first pass's lists only grow, so their first ``made``
+    / ``waiting`` items are what it held then; the rest of its state follows from its blocks (:func:`_render`)."""
 
     phase: int  # 0: the ranked anchors; 1: the deferred ones
     at: int  # the anchor's place in that phase's sequence
-    blocks: list[Block]
-    shown: set[str]
-    deferred: list[tuple[int, float]]
-    last_score: float
-    used: int
+    blocks: list[Block]  # the first pass's blocks …
+    made: int  # … of which this many were made
+    deferred: list[tuple[int, float]]  # the first pass's deferred anchors …
+    waiting: int  # … of which this many were deferred
+
+
+def _text_chars(blocks: Sequence[Block]) -> int:
+    """The characters of the blocks' contents joined as a reader counts them (two between blocks, two after)."""
+    return sum(len(b.content) + 2 for b in blocks)
 
 
 def _render(
@@ -164,9 +169,11 @@ def _render(
     # a second pass may start where the first reached fill_after only when every block comes from the two loops below
     resumable = spare is not None and spare.probe and not cfg.lead_chars and not cfg.interleave_chars
     phase, index = 0, 0  # where the loops below are
-    if start is not None:
-        blocks, shown, deferred = list(start.blocks), set(start.shown), list(start.deferred)
-        last_score, used, phase = start.last_score, start.used, start.phase
+    if start is not None:  # (every message a block showed is shown: no lead or interleave when resumable)
+        blocks, deferred, phase = start.blocks[: start.made], start.deferred[: start.waiting], start.phase
+        shown = {i for b in blocks for i in b.message_ids}
+        last_score = blocks[-1].score if blocks else last_score
+        used = _text_chars(blocks)
 
     def add(pos: int, score: float, *, bare: bool = False, remember: bool = False, anchor: Turn | None = None) -> None:
         nonlocal last_score, used
@@ -180,7 +187,7 @@ def _render(
         if spare is not None:
             spare.used = used
             if resumable and spare.resume is None and used >= cfg.fill_after:
-                spare.resume = Resume(phase, index, list(blocks), set(shown), list(deferred), last_score, used)
+                spare.resume = Resume(phase, index, blocks, len(blocks), deferred, len(deferred))
         grows = None if alone else spare  # (a block shown alone never grows)
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=grows)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
