@@ -239,7 +239,7 @@ def _render(
             turn = idx.turns[pos]
             if all(m.id in shown for m in turn.messages):
                 continue
-            if cfg.interleave_max_chars is not None and _chars(turn) > cfg.interleave_max_chars:
+            if cfg.interleave_max_chars is not None and turn_chars(turn) > cfg.interleave_max_chars:
                 continue
             interleaved.update(m.id for m in turn.messages)
             add(pos, score, bare=True, remember=True, anchor=turn)
@@ -268,7 +268,7 @@ def _render(
         anchor = idx.turns[pos]
         if shown_in_full(anchor):
             continue
-        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and _long(anchor, cfg):
+        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and is_long(anchor, cfg):
             deferred.append((pos, score))
             continue
         add(pos, score, anchor=anchor)
@@ -295,7 +295,7 @@ def _ranked(order: np.ndarray, fused: np.ndarray, first: int) -> Iterator[tuple[
     yield from zip(order[first:].tolist(), fused[first:].tolist())
 
 
-def _chars(turn: Turn) -> int:
+def turn_chars(turn: Turn) -> int:
     """The length of a turn's text."""
     messages = turn.messages
     return len(messages[0].content) if len(messages) == 1 else sum(len(m.content) for m in messages)
@@ -306,12 +306,12 @@ def _chars(turn: Turn) -> int:
 _WIDE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]")
 
 
-def _long(turn: Turn, cfg: SearchConfig) -> bool:
+def is_long(turn: Turn, cfg: SearchConfig) -> bool:
     """Whether ``turn`` is longer than ``cfg.defer_chars``, each of its wide characters counted ``cfg.defer_wide``
     times (counted only when that can decide it)."""
     limit = cfg.defer_chars
     assert limit is not None
-    chars = _chars(turn)
+    chars = turn_chars(turn)
     if chars > limit or cfg.defer_wide <= 1 or chars * cfg.defer_wide <= limit:
         return chars > limit
     wide = sum(0 if m.content.isascii() else len(_WIDE.findall(m.content)) for m in turn.messages)
@@ -363,7 +363,7 @@ def compose(
     n = cfg.neighbours if n is None else n
     anchor = idx.turns[pos] if anchor is None else anchor
     chosen = {pos: list(anchor.messages)}
-    size = _chars(anchor)
+    size = turn_chars(anchor)
     if n == 0:
         return _grow(idx, pos, cfg, shown, chosen, size, spare)
     role = anchor.messages[0].role

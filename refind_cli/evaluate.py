@@ -38,13 +38,14 @@ from .datasets import Question, Sample, Skipped
 from .errors import InvalidInput, RefindError
 from .retrieval import Planner, retrieve
 from .settings import EVAL_BUDGETS as BUDGETS
+from .settings import EVAL_JOIN as JOIN
 from .settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .store import Store, StoredMessage
 
 if TYPE_CHECKING:
+    from .misses import Explainer, Miss
     from .search_config import SearchConfig
 
-JOIN = "\n\n"
 TOKENIZERS = ("analyze", "plain")  # refind's analyzer (CJK bigrams, Snowball) / the English-only word splitter
 
 
@@ -72,6 +73,7 @@ class EvalSettings:
     variants: tuple[tuple[str, str], ...] = ()  # SearchConfig overrides, KEY=VALUE as given
     baseline: bool = True
     warm_up: bool = True  # ask each user's first question once untimed (never in agent mode: it costs LLM calls)
+    misses_at: int | None = None  # explain refind's misses within this many characters (misses.py; bm25 mode)
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -195,20 +197,36 @@ class BaselineBM25:
     ) -> Hits:
         import numpy as np
 
-        retriever, messages = self._index(store, user_id)
-        tokens = self.tokenize(query_text(query, options))
-        if retriever is None or not tokens:
+        messages, scores = self._scores(store, user_id, query, options)
+        if scores is None:
             return Hits([])
-        vocab = retriever.vocab_dict
-        ids = [vocab[t] for t in tokens if t in vocab]
-        if not ids:
-            return Hits([])
-        scores = retriever.get_scores_from_ids(ids)
         k = min(top_k, len(messages))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(messages) else np.arange(len(messages))
         # highest score first; ties in arrival order
         ranked = sorted((i for i in top.tolist() if scores[i] > 0), key=lambda i: (-scores[i], i))
         return Hits([render_message(messages[i]) for i in ranked])
+
+    def rank(self, store: Store, *, user_id: str, query: str, options: Sequence[str] = (), content: str) -> int | None:
+        """Where the first message holding exactly ``content`` ranks for the query (1: first, as :meth:`__call__`
+        orders them); None when it matches nothing or no message holds it."""
+        messages, scores = self._scores(store, user_id, query, options)
+        at = next((i for i, m in enumerate(messages) if m.content == content), None)
+        if scores is None or at is None or not scores[at] > 0:
+            return None
+        above = (scores > scores[at]).sum() + (scores[:at] == scores[at]).sum()  # better, and as good but earlier
+        return int(above) + 1
+
+    def _scores(
+        self, store: Store, user_id: str, query: str, options: Sequence[str]
+    ) -> tuple[list[StoredMessage], Any]:
+        """The user's messages and each one's score for the query (None when no query word is in any of them)."""
+        retriever, messages = self._index(store, user_id)
+        tokens = self.tokenize(query_text(query, options))
+        if retriever is None or not tokens:
+            return messages, None
+        vocab = retriever.vocab_dict
+        ids = [vocab[t] for t in tokens if t in vocab]
+        return messages, (retriever.get_scores_from_ids(ids) if ids else None)
 
 
 def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze") -> SearchConfig:
@@ -309,6 +327,13 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
 def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
     if settings.mode not in SEARCH_MODES:
         raise InvalidInput(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
+    if settings.misses_at is not None and settings.mode != "bm25":
+        raise InvalidInput(
+            "--misses explains bm25 mode's ranking; agent mode's evidence is what its planner kept (read its trace: "
+            "refind inspect searches)"
+        )
+    if settings.misses_at is not None and settings.misses_at < 1:
+        raise InvalidInput(f"--misses-at must be 1 or more characters, got {settings.misses_at}")
     config = search_config(settings.variants, settings.tokenizer)
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
     systems = {"refind": main}
@@ -343,8 +368,13 @@ def evaluate(
     settings: EvalSettings = EvalSettings(),
     systems: dict[str, Searcher] | None = None,
     on_progress: Progress | None = None,
+    on_miss: Callable[[Miss], None] | None = None,
 ) -> dict[str, Any]:
-    """Replay PATH into a temporary database (deleted afterwards), ask every question of every system, score."""
+    """Replay PATH into a temporary database (deleted afterwards), ask every question of every system, score.
+
+    With ``settings.misses_at``, each labelled message refind (the search ``settings`` make: ``systems_for``'s)
+    misses within that budget is explained (misses.py), passed to ``on_miss``, and tallied by reason in the report's
+    ``misses``."""
     fmt = fmt or datasets.detect_format(path)
     skipped = Skipped()
     samples = take(
@@ -355,6 +385,8 @@ def evaluate(
     total = sum(len(s.questions) for s in samples)
     warm = settings.warm_up and settings.mode == "bm25"
     tallies = {name: Tally() for name in systems}
+    explainer, missed = _explainer(settings), []
+    baseline = systems.get("baseline")
     messages = done = 0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="refind-eval-") as tmp:
@@ -365,6 +397,7 @@ def evaluate(
                 for i, question in enumerate(sample.questions):
                     query = question.text + (" " + settings.query_suffix if settings.query_suffix else "")
                     options = question.options if settings.options else ()
+                    contents: dict[str, list[str]] = {}
                     for name, searcher in systems.items():
                         if i == 0 and warm:  # untimed: builds the user's index, so latency is that of a ready index
                             searcher(
@@ -375,6 +408,28 @@ def evaluate(
                             store, user_id=question.user_id, query=query, options=options, top_k=settings.top_k
                         )
                         tallies[name].record(question, hits, (time.perf_counter() - t0) * 1000)
+                        contents[name] = hits.contents
+                    if explainer is not None:
+                        plain = None
+                        if isinstance(baseline, BaselineBM25):
+                            plain = (
+                                JOIN.join(contents["baseline"]),
+                                _plain_rank(baseline, store, question, query, options),
+                            )
+                        for miss in explainer.explain(
+                            store,
+                            user_id=question.user_id,
+                            question=question.text,
+                            category=question.category,
+                            evidence=question.evidence,
+                            query=query,
+                            options=options,
+                            budget=settings.misses_at or 0,
+                            plain=plain,
+                        ):
+                            missed.append(miss)
+                            if on_miss is not None:
+                                on_miss(miss)
                     done += 1
                     if on_progress:
                         on_progress(done, total)
@@ -392,7 +447,30 @@ def evaluate(
         "join": JOIN,
         "seconds": round(time.perf_counter() - started, 1),
         "systems": {name: tally.summary() for name, tally in tallies.items()},
+        **({} if explainer is None else {"misses": _misses_report(settings, missed, total)}),
     }
+
+
+def _explainer(settings: EvalSettings) -> Explainer | None:
+    """What explains refind's misses, when asked for (``settings.misses_at``)."""
+    if settings.misses_at is None:
+        return None
+    from .misses import Explainer
+
+    return Explainer(search_config(settings.variants, settings.tokenizer), settings.top_k)
+
+
+def _plain_rank(
+    baseline: BaselineBM25, store: Store, question: Question, query: str, options: Sequence[str]
+) -> Callable[[str], int | None]:
+    """Plain BM25's rank of a labelled text for this question."""
+    return lambda text: baseline.rank(store, user_id=question.user_id, query=query, options=options, content=text)
+
+
+def _misses_report(settings: EvalSettings, missed: list[Miss], questions: int) -> dict[str, Any]:
+    from .misses import tally
+
+    return {"system": "refind", "budget": settings.misses_at, "by_reason": tally(missed, questions)}
 
 
 def warm_up() -> None:

@@ -20,7 +20,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import aliases, expand, feedback, index_cache, index_store, kinds, query_dates, variants
 from .blocks import Block, render_blocks
@@ -48,6 +48,16 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .store import Store, StoredMessage
+
+
+class Ranked(NamedTuple):
+    """A query's ranking (:meth:`UserIndex.rank`): what :func:`blocks.render_blocks` makes the blocks of."""
+
+    config: SearchConfig  # the search's own (a question about a reply changes what it defers and shows)
+    order: np.ndarray  # turn positions, best first: every matching turn (and, with backfill, context for a short list)
+    fused: np.ndarray  # their fused scores, in that order
+    scores: np.ndarray  # each turn's score for the query before fusion (0: it matches nothing the query asks)
+    match: np.ndarray | None  # which turns count as sharing a query word for the neighbour filter (None: scores)
 
 
 @dataclass(frozen=True)
@@ -204,12 +214,38 @@ class UserIndex:
 
         ``config`` may override the query-time and rendering fields; the index fields must match this index.
         """
+        ranked = self.rank(
+            query, top_k=top_k, date_from=date_from, date_to=date_to, skip=skip, options=options, config=config
+        )
+        return [] if ranked is None else self.render(ranked, top_k=top_k)
+
+    def render(self, ranked: Ranked, *, top_k: int) -> list[Block]:
+        """The blocks of a ranking (:meth:`rank`): the first ``top_k`` anchors with their neighbours."""
+        cfg, idx, order = ranked.config, self.index, ranked.order
+        prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
+        if prefetch is not None:
+            prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
+        return render_blocks(idx, order, ranked.fused, top_k=top_k, cfg=cfg, scores=ranked.scores, match=ranked.match)
+
+    def rank(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        date_from: str | int | None = None,
+        date_to: str | int | None = None,
+        skip: Skip | None = None,
+        options: Sequence[str] = (),
+        config: SearchConfig | None = None,
+    ) -> Ranked | None:
+        """Every turn the blocks of :meth:`search` may anchor on, best first, and what each scored (None for no
+        match). ``top_k`` matters only when fewer turns match: the rest of the list is spent on context."""
         cfg = config or self.config
         if cfg.index_key() != self.config.index_key():
             raise ValueError("config changes how the index is built: get another user_index for it")
         lo, hi = date_bound(date_from, end=False), date_bound(date_to, end=True)
         if top_k <= 0:
-            return []
+            return None
         text = strip_instructions(query) if cfg.strip_instructions else query
         if text != query and not analyze(text):
             text = query  # what looked like an instruction held every search word ("Only Al ... Who is it?")
@@ -227,7 +263,7 @@ class UserIndex:
             text = "\n".join([text, *options])
         tokens = analyze(text)
         if not tokens or len(self.index) == 0:
-            return []
+            return None
         idx = self.index
         common: list[str] = []
         if cfg.common_df is not None:
@@ -336,10 +372,7 @@ class UserIndex:
             # share another query word, or an expansion's (a spelling, a kind, a variant)
             undated = [t for t in matching if not _date_token(t)]
             match = (bm25_scores(idx, undated) + (widened - exact)) * mask
-        prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
-        if prefetch is not None:
-            prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
-        return render_blocks(idx, order, fused, top_k=top_k, cfg=cfg, scores=scores, match=match)
+        return Ranked(cfg, order, fused, scores, match)
 
 
 @functools.cache

@@ -216,3 +216,4 @@ ENV_SERVER_MAX_CONNECTIONS = "REFIND_SERVER_MAX_CONNECTIONS"
 
 EVAL_BUDGETS = (2_000, 8_000, 32_000)  # characters of returned content inside which evidence counts as found
 EVAL_TOP_K = 100  # what the contest's formal runs send
+EVAL_JOIN = "\n\n"  # what a reader joins a search's contents with: budgets count characters of the joined text

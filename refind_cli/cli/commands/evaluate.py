@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import contextlib
+import functools
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.table import Table
@@ -11,6 +15,11 @@ from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
 from ..options import DeadlineOption, JsonOption, MaxActionsOption, QuietOption
+
+if TYPE_CHECKING:
+    from ...misses import Miss
+
+MISSES_AT = 8000  # the budget --misses explains unless --misses-at says another
 
 EVAL_HELP = """\
 Measure retrieval quality on a labelled set: evidence recall inside context budgets, refind vs plain BM25.
@@ -59,13 +68,29 @@ def eval_command(
     tokenizer: Annotated[
         str, typer.Option("--baseline-tokenizer", help="analyze (refind's), or plain (English-only splitter).")
     ] = "analyze",
+    misses: Annotated[
+        Path | None,
+        typer.Option(
+            "--misses",
+            help="Write each labelled message refind missed within --misses-at characters to this file, one JSON "
+            "line each with why (bm25 mode), and print the recall each reason cost.",
+        ),
+    ] = None,
+    misses_at: Annotated[
+        int | None,
+        typer.Option("--misses-at", min=1, help="The budget --misses explains, in characters (default 8,000)."),
+    ] = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
+    from ...errors import InvalidInput
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
     from ...settings import parse_agent_deadline, parse_max_actions
+
+    if misses_at is not None and misses is None:
+        raise InvalidInput("--misses-at sets the budget --misses explains: give --misses FILE too")
 
     settings = EvalSettings(
         top_k=top_k,
@@ -76,6 +101,7 @@ def eval_command(
         query_suffix=append,
         tokenizer=tokenizer,
         variants=parse_variants(variant or ()),
+        misses_at=None if misses is None else (misses_at or MISSES_AT),
     )
     planner = (  # agent mode reads them
         {"max_actions": parse_max_actions(max_actions), "deadline_s": parse_agent_deadline(deadline)}
@@ -99,22 +125,41 @@ def eval_command(
             progress.update(task, completed=done, total=total)
 
     try:
-        report = evaluate(path, fmt=fmt, settings=settings, systems=systems, on_progress=on_progress)
+        with contextlib.ExitStack() as stack:
+            on_miss = None
+            if misses is not None:  # (whole or not at all: written beside it, renamed into place when the run ends)
+                from ...files import whole_file
+
+                out = stack.enter_context(whole_file(misses, option="--misses", example="misses.jsonl"))
+                on_miss = functools.partial(_write_miss, out)
+            report = evaluate(
+                path, fmt=fmt, settings=settings, systems=systems, on_progress=on_progress, on_miss=on_miss
+            )
     finally:
         if progress is not None:
             progress.stop()
     if as_json:
         render.print_json(report)
         return
-    out = render.console()
-    out.print(summary_table(report))
-    out.print(category_table(report))
+    console = render.console()
+    console.print(summary_table(report))
+    console.print(category_table(report))
+    if report.get("misses", {}).get("by_reason"):
+        console.print(misses_table(report))
+    elif "misses" in report:
+        console.print(f"refind missed no labelled message within {report['misses']['budget']:,} characters")
     skipped = ", ".join(f"{n} {reason}" for reason, n in report["skipped"].items())
-    out.print(
+    console.print(
         f"{report['users']} users · {report['messages']:,} messages · {report['questions']} questions · "
-        f"{report['seconds']} s" + (f"\nleft out (whole file): {skipped}" if skipped else ""),
+        f"{report['seconds']} s"
+        + (f"\nleft out (whole file): {skipped}" if skipped else "")
+        + (f"\nmisses written to {misses} (one JSON line per labelled message)" if misses is not None else ""),
         markup=False,
     )
+
+
+def _write_miss(out: TextIO, miss: Miss) -> None:
+    out.write(json.dumps(miss.as_dict(), ensure_ascii=False) + "\n")
 
 
 def _pct(x: float) -> str:
@@ -173,4 +218,18 @@ def category_table(report: dict[str, Any]) -> Table:
                 *(_pct(row["recall"][str(b)]) for b in BUDGETS),
                 end_section=j == len(systems) - 1 and i < len(categories) - 1,
             )
+    return table
+
+
+def misses_table(report: dict[str, Any]) -> Table:
+    """The recall each reason cost refind within the budget --misses explains (they sum to 1 − its recall there)."""
+    misses = report["misses"]
+    budget = misses["budget"]
+    table = Table(title=f"Why refind missed labelled messages within {budget:,} characters", title_justify="left")
+    table.add_column("reason", style="bold")
+    table.add_column("recall lost", justify="right")
+    table.add_column("messages", justify="right")
+    table.add_column("plain BM25 found", justify="right")
+    for reason, row in misses["by_reason"].items():
+        table.add_row(reason, _pct(row["recall"]), f"{row['messages']:,}", f"{row['plain_found']:,}")
     return table

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -162,12 +160,8 @@ def export(
 def _export_to_file(store: Store, user: str, session: str | None, output: Path) -> ExportResult:
     """Write next to the target and rename into place, so a failed export never leaves a partial file."""
     from ... import lifecycle
+    from ...files import whole_file
 
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise InvalidInput(f"--output: folder {folder} does not exist")
-    if output.is_dir():
-        raise InvalidInput(f"--output: {output} is a folder; name a file to write, e.g. {output / (user + '.jsonl')}")
     database = store.path.resolve()
     for suffix in ("", "-wal", "-shm", "-journal"):  # replacing one of them would destroy every user's memory
         if output.resolve() == database.with_name(database.name + suffix):
@@ -175,18 +169,5 @@ def _export_to_file(store: Store, user: str, session: str | None, output: Path) 
                 f"--output: {output} is the database{f' {suffix} file' if suffix else ''} itself; name another "
                 f"file, e.g. {user}.jsonl"
             )
-    if output.exists() and not output.is_file():  # /dev/stdout, a FIFO: a stream to write into, not a file to replace
-        with open(output, "w", encoding="utf-8", newline="\n") as stream:
-            return lifecycle.export(store, user, stream, session_id=session)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
-    except OSError as exc:
-        raise InvalidInput(f"--output: cannot write in folder {folder}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            result = lifecycle.export(store, user, out, session_id=session)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return result
+    with whole_file(output, option="--output", example=f"{user}.jsonl") as out:
+        return lifecycle.export(store, user, out, session_id=session)

@@ -1,0 +1,193 @@
+"""Why a labelled message was not found within a budget: what ``refind eval --misses`` writes and tallies.
+
+A search (bm25 mode) misses a labelled message within B characters for one of these reasons, checked in this order:
+
+* ``past the budget`` — the list holds it, but not wholly within its first B characters (where it starts, in which
+  block, as that block's anchor or as a neighbour);
+* ``not stored`` — no message of the user holds the labelled text (a label naming a message the set's replay never
+  stored, or one expired since);
+* ``no shared word`` — the turn holding it matches nothing the question asks: no word, nor a spelling, a kind or a
+  variant of one (BM25 cannot find it; only a search by meaning could);
+* ``deferred`` — ranked among the anchors the list reached, but longer than ``defer_chars``: it went behind the
+  shorter ones, and the list had its ``top_k`` blocks first;
+* ``ranked below the list`` — it matches, ranked R of the M turns that do; the list's blocks reached rank L;
+* ``left out`` — ranked within the list's reach and shown in no block (a rule of the list, not its length).
+
+Each missed message weighs ``1 / len(evidence)`` of its question, as in recall, so a set's tally per reason divided by
+its questions is the recall that reason costs: the reasons sum to ``1 − R@B``. With the plain BM25 baseline of the
+same run, each miss also says where plain BM25 ranked that message and whether it found it within B — a message both
+miss is a harder one than a message refind alone misses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .blocks import is_long, turn_chars
+from .settings import EVAL_JOIN as JOIN
+
+if TYPE_CHECKING:
+    from .blocks import Block
+    from .index import TurnIndex
+    from .search import Ranked
+    from .search_config import SearchConfig
+    from .store import Store
+
+REASONS = ("past the budget", "not stored", "no shared word", "deferred", "ranked below the list", "left out")
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One labelled message a search did not return within ``budget`` characters, and why."""
+
+    user_id: str
+    question: str
+    category: str
+    evidence: str  # the labelled message's text
+    budget: int
+    reason: str  # one of REASONS
+    detail: str  # the reason in a sentence, with its numbers
+    weight: float  # 1 / the question's labelled messages
+    offset: int | None = None  # where the list holds it (characters into the joined contents)
+    rank: int | None = None  # its turn's place among the ranked anchors (1: the best)
+    matching: int = 0  # how many turns matched the question
+    reached: int | None = None  # the rank of the last anchor the list showed
+    plain_rank: int | None = None  # its place in plain BM25's ranking (None: unranked, or no baseline)
+    plain_found: bool | None = None  # whether plain BM25 returned it within the budget (None: no baseline)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+class Explainer:
+    """Explains the misses of one system's searches; keeps the last user's map from a message's text to its turn."""
+
+    def __init__(self, config: SearchConfig, top_k: int) -> None:
+        self.config, self.top_k = config, top_k
+        self._turn_of: tuple[Any, dict[str, int]] | None = None
+
+    def explain(
+        self,
+        store: Store,
+        *,
+        user_id: str,
+        question: str,
+        category: str,
+        evidence: Sequence[str],
+        query: str,
+        options: Sequence[str] = (),
+        budget: int,
+        plain: tuple[str, Callable[[str], int | None]] | None = None,
+    ) -> list[Miss]:
+        """The misses of ``query``'s search within ``budget``: the search made again (its ranking, then its blocks)
+        and each labelled text it left out explained. ``plain``: the baseline's joined contents and its rank of a
+        text."""
+        from . import search
+
+        with store.reading():  # the index, the ranking and the text shown: one snapshot
+            ui = search.user_index(store, user_id, config=self.config, lazy=True)
+            ranked = ui.rank(query, top_k=self.top_k, options=options, config=self.config)
+            blocks = [] if ranked is None else ui.render(ranked, top_k=self.top_k)
+            text = JOIN.join(b.content for b in blocks)
+            missing = [e for e in evidence if e not in text[:budget]]
+            if not missing:
+                return []
+            turn_of = self._turns(user_id, ui.index)
+            out = []
+            for e in missing:
+                reason, detail, facts = _why(ui.index, ranked, blocks, text, turn_of.get(e), e, budget, self.top_k)
+                if plain is not None:
+                    facts["plain_rank"] = plain[1](e)
+                    facts["plain_found"] = e in plain[0][:budget]
+                out.append(Miss(user_id, question, category, e, budget, reason, detail, 1 / len(evidence), **facts))
+        return out
+
+    def _turns(self, user_id: str, index: TurnIndex) -> dict[str, int]:
+        key = (user_id, id(index), len(index))
+        if self._turn_of is None or self._turn_of[0] != key:
+            turn_of: dict[str, int] = {}
+            for pos, turn in enumerate(index.turns):
+                for m in turn.messages:
+                    turn_of.setdefault(m.content, pos)
+            self._turn_of = (key, turn_of)
+        return self._turn_of[1]
+
+
+def _why(
+    idx: TurnIndex,
+    ranked: Ranked | None,
+    blocks: Sequence[Block],
+    text: str,
+    pos: int | None,
+    evidence: str,
+    budget: int,
+    top_k: int,
+) -> tuple[str, str, dict[str, Any]]:
+    """The reason a labelled text is missed, its sentence, and the numbers a :class:`Miss` carries."""
+    offset = text.find(evidence)
+    facts: dict[str, Any] = {}
+    rank = reached = None
+    if pos is not None and ranked is not None and ranked.scores[pos] > 0:
+        order = ranked.order.tolist()
+        ranks = {p: i for i, p in enumerate(order)}
+        rank = ranks.get(pos)
+        shown = [ranks[p] for p in (idx.turn_pos.get(b.id) for b in blocks) if p is not None and p in ranks]
+        reached = max(shown) if shown else None
+        facts = {
+            "rank": None if rank is None else rank + 1,
+            "matching": int((ranked.scores > 0).sum()),
+            "reached": None if reached is None else reached + 1,
+        }
+    if offset >= 0:
+        where, end = 0, len(blocks[0].content)
+        while end <= offset:  # (the block it starts in: each ends where the next one's separator begins)
+            where += 1
+            end += len(JOIN) + len(blocks[where].content)
+        role = "its anchor" if pos is not None and idx.turns[pos].id == blocks[where].id else "a neighbour"
+        where_said = f"returned at character {offset:,} (block {where + 1}, {role}), past {budget:,}"
+        return "past the budget", where_said, {**facts, "offset": offset}
+    if pos is None:
+        return "not stored", "no stored message of the user holds this text", facts
+    if not facts:
+        return (
+            "no shared word",
+            "its turn matches no word of the question (nor a spelling, a kind or a variant of one)",
+            facts,
+        )
+    if rank is None:  # (matching, yet not ranked: a date bound or a skipped session left it out)
+        return "left out", "its turn matches the question but is not among the ranked ones", facts
+    matching = facts["matching"]
+    if reached is None or rank > reached:
+        return (
+            "ranked below the list",
+            f"ranked {rank + 1:,} of {matching:,} matching turns; the list's {len(blocks)} blocks reached rank "
+            f"{(reached or 0) + 1:,}",
+            facts,
+        )
+    assert ranked is not None  # (the facts are its)
+    turn, cfg = idx.turns[pos], ranked.config
+    if cfg.defer_chars is not None and is_long(turn, cfg):
+        return (
+            "deferred",
+            f"a long turn ({turn_chars(turn):,} characters, over defer_chars {cfg.defer_chars:,}) ranked {rank + 1:,}: "
+            f"it went behind the shorter anchors, and the list had its {top_k} blocks first",
+            facts,
+        )
+    return "left out", f"ranked {rank + 1:,}, within the list's reach, yet shown in no block", facts
+
+
+def tally(misses: Sequence[Miss], questions: int) -> dict[str, dict[str, float | int]]:
+    """Per reason (in :data:`REASONS` order, those that occur): the recall it costs (its misses' weights over
+    ``questions``), its labelled messages, and how many of them plain BM25 found within the budget."""
+    out: dict[str, dict[str, float | int]] = {}
+    for reason in REASONS:
+        mine = [m for m in misses if m.reason == reason]
+        if mine:
+            out[reason] = {
+                "recall": round(sum(m.weight for m in mine) / max(questions, 1), 4),
+                "messages": len(mine),
+                "plain_found": sum(1 for m in mine if m.plain_found),
+            }
+    return out
