@@ -95,9 +95,10 @@ class Explainer:
             if not missing:
                 return []
             turn_of = self._turns(user_id, ui.index)
+            shown = _Shown(ui.index, ranked, blocks, text, self.top_k)
             out = []
             for e in missing:
-                reason, detail, facts = _why(ui.index, ranked, blocks, text, turn_of.get(e), e, budget, self.top_k)
+                reason, detail, facts = shown.why(turn_of.get(e), e, budget)
                 if plain is not None:
                     facts["plain_rank"] = plain[1](e)
                     facts["plain_found"] = e in plain[0][:budget]
@@ -115,67 +116,64 @@ class Explainer:
         return self._turn_of[1]
 
 
-def _why(
-    idx: TurnIndex,
-    ranked: Ranked | None,
-    blocks: Sequence[Block],
-    text: str,
-    pos: int | None,
-    evidence: str,
-    budget: int,
-    top_k: int,
-) -> tuple[str, str, dict[str, Any]]:
-    """The reason a labelled text is missed, its sentence, and the numbers a :class:`Miss` carries."""
-    offset = text.find(evidence)
-    facts: dict[str, Any] = {}
-    rank = reached = None
-    if pos is not None and ranked is not None and ranked.scores[pos] > 0:
-        order = ranked.order.tolist()
-        ranks = {p: i for i, p in enumerate(order)}
-        rank = ranks.get(pos)
-        shown = [ranks[p] for p in (idx.turn_pos.get(b.id) for b in blocks) if p is not None and p in ranks]
-        reached = max(shown) if shown else None
-        facts = {
+class _Shown:
+    """One search's list as the reasons read it: its ranking, its blocks and their joined text."""
+
+    def __init__(self, idx: TurnIndex, ranked: Ranked | None, blocks: Sequence[Block], text: str, top_k: int) -> None:
+        self.idx, self.ranked, self.blocks, self.text, self.top_k = idx, ranked, blocks, text, top_k
+        self.ranks: dict[int, int] = {} if ranked is None else {p: i for i, p in enumerate(ranked.order.tolist())}
+        self.matching = 0 if ranked is None else int((ranked.scores > 0).sum())
+        anchors = (idx.turn_pos.get(b.id) for b in blocks)
+        places = [self.ranks[p] for p in anchors if p is not None and p in self.ranks]
+        self.reached = max(places) if places else None  # the place of the last anchor shown (0: the first)
+
+    def why(self, pos: int | None, evidence: str, budget: int) -> tuple[str, str, dict[str, Any]]:
+        """The reason a labelled text is missed, its sentence, and the numbers a :class:`Miss` carries."""
+        rank = None if pos is None else self.ranks.get(pos)  # (a turn no query word matched is ranked only as context)
+        facts: dict[str, Any] = {
             "rank": None if rank is None else rank + 1,
-            "matching": int((ranked.scores > 0).sum()),
-            "reached": None if reached is None else reached + 1,
+            "matching": self.matching,
+            "reached": None if self.reached is None else self.reached + 1,
         }
-    if offset >= 0:
+        offset = self.text.find(evidence)
+        if offset >= 0:
+            return "past the budget", self._where(offset, pos, budget), {**facts, "offset": offset}
+        if pos is None:
+            return "not stored", "no stored message of the user holds this text", facts
+        if self.ranked is None or not self.ranked.scores[pos] > 0:
+            return (
+                "no shared word",
+                "its turn matches no word of the question (nor a spelling, a kind or a variant of one)",
+                facts,
+            )
+        if rank is None:  # (matching, yet not ranked: a date bound or a skipped session left it out)
+            return "left out", "its turn matches the question but is not among the ranked ones", facts
+        if self.reached is None or rank > self.reached:
+            return (
+                "ranked below the list",
+                f"ranked {rank + 1:,} of {self.matching:,} matching turns; the list's {len(self.blocks)} blocks reached "
+                f"rank {(self.reached or 0) + 1:,}",
+                facts,
+            )
+        turn, cfg = self.idx.turns[pos], self.ranked.config
+        if cfg.defer_chars is not None and is_long(turn, cfg):
+            return (
+                "deferred",
+                f"a long turn ({turn_chars(turn):,} characters, over defer_chars {cfg.defer_chars:,}) ranked "
+                f"{rank + 1:,}: it went behind the shorter anchors, and the list had its {self.top_k} blocks first",
+                facts,
+            )
+        return "left out", f"ranked {rank + 1:,}, within the list's reach, yet shown in no block", facts
+
+    def _where(self, offset: int, pos: int | None, budget: int) -> str:
+        """Where the list holds a text that starts at ``offset``: which block, as its anchor or a neighbour."""
+        blocks = self.blocks
         where, end = 0, len(blocks[0].content)
         while end <= offset:  # (the block it starts in: each ends where the next one's separator begins)
             where += 1
             end += len(JOIN) + len(blocks[where].content)
-        role = "its anchor" if pos is not None and idx.turns[pos].id == blocks[where].id else "a neighbour"
-        where_said = f"returned at character {offset:,} (block {where + 1}, {role}), past {budget:,}"
-        return "past the budget", where_said, {**facts, "offset": offset}
-    if pos is None:
-        return "not stored", "no stored message of the user holds this text", facts
-    if not facts:
-        return (
-            "no shared word",
-            "its turn matches no word of the question (nor a spelling, a kind or a variant of one)",
-            facts,
-        )
-    if rank is None:  # (matching, yet not ranked: a date bound or a skipped session left it out)
-        return "left out", "its turn matches the question but is not among the ranked ones", facts
-    matching = facts["matching"]
-    if reached is None or rank > reached:
-        return (
-            "ranked below the list",
-            f"ranked {rank + 1:,} of {matching:,} matching turns; the list's {len(blocks)} blocks reached rank "
-            f"{(reached or 0) + 1:,}",
-            facts,
-        )
-    assert ranked is not None  # (the facts are its)
-    turn, cfg = idx.turns[pos], ranked.config
-    if cfg.defer_chars is not None and is_long(turn, cfg):
-        return (
-            "deferred",
-            f"a long turn ({turn_chars(turn):,} characters, over defer_chars {cfg.defer_chars:,}) ranked {rank + 1:,}: "
-            f"it went behind the shorter anchors, and the list had its {top_k} blocks first",
-            facts,
-        )
-    return "left out", f"ranked {rank + 1:,}, within the list's reach, yet shown in no block", facts
+        role = "its anchor" if pos is not None and self.idx.turns[pos].id == blocks[where].id else "a neighbour"
+        return f"returned at character {offset:,} (block {where + 1}, {role}), past {budget:,}"
 
 
 def tally(misses: Sequence[Miss], questions: int) -> dict[str, dict[str, float | int]]:

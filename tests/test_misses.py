@@ -132,3 +132,14 @@ def test_misses_flags_refused_with_one_line(cli, tmp_path):
     nowhere = cli("eval", path, "--misses", str(tmp_path / "no" / "m.jsonl"))
     assert nowhere.exit_code == 2 and f"--misses: folder {tmp_path / 'no'} does not exist" in nowhere.output
     assert not (tmp_path / "m.jsonl").exists()
+
+
+def test_a_turn_shown_as_context_for_a_short_list_keeps_its_place(toy):
+    # five turns match, a list of ten is asked for: the sixth, sharing no word, is shown after them (backfill)
+    config = search_config((("neighbours", "0"),))
+    misses = Explainer(config, top_k=10).explain(
+        toy, user_id="u", question="q", category="1", evidence=[TEXTS[5]], query="kayak trip", budget=60
+    )
+    (miss,) = misses
+    assert miss.reason == "past the budget" and "its anchor" in miss.detail
+    assert (miss.rank, miss.matching, miss.reached) == (6, 5, 6)
