@@ -80,8 +80,8 @@ class Parsed:
     request: AddRequest
     first_line: int
     last_line: int
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()  # values read leniently (seconds ×1000, digits as numbers): field names, no content
+    warnings: tuple[tuple[int, str], ...] = ()  # (the line at fault, what was ignored there)
+    notes: tuple[tuple[int, str], ...] = ()  # (line, a value read leniently: seconds ×1000, digits as numbers)
     auto: bool = False  # a group of message lines: its id derived from its messages (auto_ids)
     lines: tuple[int, ...] = ()  # (auto, of two messages or more) the line of each message
 
@@ -456,7 +456,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             except InvalidInput as exc:
                 yield LineError(n, exc.message)  # an Add request: its own request, never grouped
                 continue
-            yield Parsed(request, n, n, _warning(request.unknown_fields), request.normalized)
+            lenient = tuple((n, note) for note in request.normalized)
+            yield Parsed(request, n, n, _warning(n, request.unknown_fields), lenient)
             continue
         if not isinstance(obj, dict) or not ({"role", "content"} & obj.keys()):
             yield from flush()
@@ -629,22 +630,23 @@ def _group_request(
         # occurrence keeps the plain hash, and a re-run of the file derives the very same ids.
         rid = group_id(user_id, session_id, [(m.role, m.content, m.timestamp) for m in messages], seen_auto)
     unknown = sorted({f for _, _, fields, _ in group for f in fields})
-    notes = tuple(note for _, _, _, line_notes in group for note in line_notes)
+    notes = tuple((line, note) for line, _, _, line_notes in group for note in line_notes)  # each on its own line
     return Parsed(
-        AddRequest(rid, user_id, session_id, messages, tuple(unknown), notes),
+        AddRequest(rid, user_id, session_id, messages, tuple(unknown), tuple(note for _, note in notes)),
         group[0][0],
         group[-1][0],
-        _warning(tuple(unknown)),
+        tuple(w for line, _, fields, _ in group for w in _warning(line, tuple(fields))),
         notes,
         request_id is None,
         tuple(n for n, _, _, _ in group) if request_id is None and len(group) > 1 else (),
     )
 
 
-def _warning(unknown: tuple[str, ...]) -> tuple[str, ...]:
+def _warning(line: int, unknown: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """The warning of a line whose unknown fields were ignored (none when it had none)."""
     if not unknown:
         return ()
-    return (f"ignored unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",)
+    return ((line, f"ignored unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"),)
 
 
 def replay(
@@ -761,8 +763,8 @@ class Ready(NamedTuple):
     request: Prepared
     first_line: int
     last_line: int
-    warnings: tuple[str, ...]
-    notes: tuple[str, ...]
+    warnings: tuple[tuple[int, str], ...]  # as in Parsed
+    notes: tuple[tuple[int, str], ...]
     auto: bool = False  # as in Parsed
     lines: tuple[int, ...] = ()
     grown: int = 0  # 1: the new messages of a group grown since an earlier replay (auto_ids)
@@ -961,9 +963,9 @@ def _replay_stream(
                     _refused(summary, item, name, on_problem)
                     continue
                 if item.warnings:
-                    summary.warnings.extend(f"{name}:{item.first_line}: {w}" for w in item.warnings)
+                    summary.warnings.extend(f"{name}:{line}: {w}" for line, w in item.warnings)
                 if item.notes:
-                    summary.warnings.extend(f"{name}:{_where(item)}: {note}" for note in item.notes)
+                    summary.warnings.extend(f"{name}:{line}: {note}" for line, note in item.notes)
                     summary.normalized += len(item.notes)
                 batch.append(item)
             if batch:

@@ -466,6 +466,22 @@ def test_seconds_and_digit_strings_are_stored_as_milliseconds_and_said(cli, db_p
     assert "warning: --timestamp: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)" in one.output
 
 
+def test_a_warning_of_a_message_line_names_that_line_not_its_groups_first(cli, db_path, tmp_path) -> None:
+    # three message lines of one session are one group (one Add); only the third has an unknown field and seconds
+    lines = [
+        {"user_id": "u", "session_id": "s", "role": "user", "content": "one", "timestamp": 1_700_000_000_000},
+        {"user_id": "u", "session_id": "s", "role": "user", "content": "two", "timestamp": 1_700_000_001_000},
+        {"user_id": "u", "session_id": "s", "role": "user", "content": "three", "timestamp": 1_700_000_002, "mood": 1},
+    ]
+    path = jsonl(tmp_path / "w.jsonl", *lines)
+    summary = json.loads(cli("add", "--file", path, "--json").output)
+    assert summary["messages_added"] == 3
+    assert summary["warnings"] == [
+        f"{path}:3: ignored unknown field: mood",
+        f"{path}:3: timestamp: 1700000002 read as Unix seconds (×1000 = 1700000002000 ms)",
+    ]
+
+
 def test_after_invalid_lines_the_summary_says_to_replay_only_the_fixed_ones(cli, db_path, tmp_path) -> None:
     # message lines are grouped by their content: line 2 fixed and the whole file replayed would be another group,
     # storing lines 1 and 3 a second time; replaying the fixed line alone stores each message exactly once
