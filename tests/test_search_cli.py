@@ -46,6 +46,19 @@ def test_rich_output_shows_a_panel_per_block(filled):
     assert "#1" in r.output and "score" in r.output and "Lisbon" in r.output
 
 
+def test_a_narrow_terminal_shows_each_blocks_whole_id(filled, monkeypatch):
+    # the id is what `refind inspect turn` looks up: cut at the terminal's width, it finds nothing
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ("search", "Lisbon hotel", "--user", "alice", "--mode", "bm25", "--top-k", "3", "--retention-days", "off")
+    ids = [item["id"] for item in json.loads(filled(*args, "--json").output)["data"]]
+    shown = filled(*args).output
+    assert ids and all(len(i) > 12 for i in ids)
+    folded = "".join(line.strip("│ ") for line in shown.splitlines())  # (a panel wraps a long line at its width)
+    for turn_id in ids:
+        assert f"id{turn_id}" in folded.replace(" ", "")
+        assert filled("inspect", "turn", turn_id, "--retention-days", "off").exit_code == 0
+
+
 def test_no_match_and_unknown_user_print_empty_data(filled):
     for user, query in [("alice", "zeppelin"), ("nobody", "Lisbon")]:
         r = filled("search", query, "--user", user, "--mode", "bm25", "--json", "--retention-days", "off")

@@ -110,12 +110,13 @@ def print_blocks(blocks: Sequence[Block], *, query: str) -> None:
         start, end = block.anchor_lines
         for i, line in enumerate(block.content.split("\n")):
             body.append(printable(line) + "\n", style="bold yellow" if start <= i < end else "")
-        body.rstrip()
+        # the block's dates and id inside the panel, where a narrow terminal wraps them: a panel's subtitle is cut at
+        # its width, and an id cut short finds nothing in `refind inspect turn`
+        said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
+        body.append(f"{said}recorded {block.created_at} · id {printable(block.id)}", style="dim")
         # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
         title = Text(f"#{rank}  score {block.score:.4f}  session {printable(block.session_id)}")
-        said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
-        subtitle = Text(f"{said}recorded {block.created_at} · id {printable(block.id)}")
-        out.print(Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right"))
+        out.print(Panel(body, title=title, title_align="left"))
 
 
 def _minute(ms: int) -> str:
