@@ -1,4 +1,5 @@
-"""`make demo`: the main job, offline, on a fresh local database (demo.db in the repository root).
+"""`make demo`: the main job, offline, on a fresh local database (demo.db in the repository root, made anew each run:
+what was stored there before is removed first).
 
 Replays the fixture conversations, searches them in bm25 mode (English, Chinese, a date range, the contract's JSON),
 shows what the store holds, and scores retrieval on a small labelled fixture set against plain BM25. Every step is a
@@ -35,7 +36,9 @@ def main() -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     os.environ["REFIND_DB"] = str(db)
-    for argv in STEPS:
+    for step in STEPS:
+        # printed as run from the repository root: a command copied from here reads the same database
+        argv = step if step[0] == "eval" else [*step, "--db", "demo.db"]
         print(f"\n$ refind {shlex.join(argv)}", flush=True)
         try:
             app(argv, prog_name="refind", standalone_mode=False)
