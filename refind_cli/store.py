@@ -1118,6 +1118,14 @@ class Store:
                     known[by_first[mid]] = (int(stone), int(at))
         return known
 
+    def has_messages(self, user_id: str, *, as_of: int | None = None) -> bool:
+        """Whether the user has a visible message (retention and ``as_of`` as every read applies them)."""
+        predicate, params = self.visible(as_of=as_of)
+        row = self.conn.execute(
+            f"SELECT 1 FROM messages WHERE user_id = ? AND {predicate} LIMIT 1", [user_id, *params]
+        ).fetchone()
+        return row is not None
+
     def user_version(self, user_id: str) -> int:
         row = self.conn.execute("SELECT version FROM users WHERE user_id = ?", (user_id,)).fetchone()
         return row[0] if row else 0

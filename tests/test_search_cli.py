@@ -66,6 +66,21 @@ def test_no_match_and_unknown_user_print_empty_data(filled):
         assert json.loads(r.output) == {"data": []}
 
 
+def test_no_match_says_when_the_user_has_nothing_to_match(filled, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ("--mode", "bm25", "--retention-days", "off")
+    miss = filled("search", "zeppelin", "--user", "alice", *args)
+    assert miss.exit_code == 0 and miss.output.strip() == "no match for 'zeppelin'"  # alice exists: a plain miss
+    typo = filled("search", "Lisbon", "--user", "Alice", *args)  # the user is "alice"
+    assert typo.exit_code == 0
+    assert typo.output.strip() == (
+        "no match for 'Lisbon': user 'Alice' has no stored message (a user id is matched exactly, case and all; "
+        "`refind inspect users` lists them)"
+    )
+    before = filled("search", "Lisbon", "--user", "alice", "--as-of", "2000-01-01", *args)  # nothing stored by then
+    assert "user 'alice' has no stored message" in before.output
+
+
 def test_mode_from_environment(filled, monkeypatch):
     monkeypatch.setenv("REFIND_MODE", "bm25")
     r = filled("search", "Lisbon", "--user", "alice", "--json", "--retention-days", "off")

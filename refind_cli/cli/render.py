@@ -96,14 +96,21 @@ def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-def print_blocks(blocks: Sequence[Block], *, query: str) -> None:
-    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted."""
+def print_blocks(blocks: Sequence[Block], *, query: str, unknown_user: str | None = None) -> None:
+    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted. ``unknown_user``:
+    no match because that user has no visible message (said, with where the users are listed)."""
     from rich.panel import Panel
     from rich.text import Text
 
     out = console()
     if not blocks:
-        out.print(f"no match for {query!r}", markup=False)
+        why = ""
+        if unknown_user is not None:
+            why = (
+                f": user {printable(unknown_user)!r} has no stored message (a user id is matched exactly, case "
+                "and all; `refind inspect users` lists them)"
+            )
+        out.print(f"no match for {query!r}{why}", markup=False)
         return
     for rank, block in enumerate(blocks, 1):
         body = Text()

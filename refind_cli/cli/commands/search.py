@@ -100,6 +100,8 @@ def search(
 
     with open_existing(db, retention) as store:
         blocks = retrieve(store, request).blocks
+        # no match: say whether the user has anything to match (a mistyped "Alice" for "alice" finds nothing either)
+        unknown = not blocks and not as_json and not store.has_messages(request.user_id, as_of=request.as_of)
     if as_json:  # through plain: a scripted search never imports rich
         from ..plain import print_json
 
@@ -107,4 +109,4 @@ def search(
         return
     from .. import render
 
-    render.print_blocks(blocks, query=query)
+    render.print_blocks(blocks, query=query, unknown_user=request.user_id if unknown else None)
