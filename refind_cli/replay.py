@@ -722,7 +722,7 @@ def _replay(
                 refused = summary.conflicts + summary.forgotten
                 why = [f"{summary.invalid_lines:,} line(s) are invalid"] if summary.invalid_lines else []
                 why += [f"{refused:,} request(s) would be refused"] if refused else []
-                summary.problems.append(f"{name}: --strict: nothing stored because {' and '.join(why)}")
+                _problem(summary, f"{name}: --strict: nothing stored because {' and '.join(why)}", on_problem)
                 return summary
         if spool is not None:
             spool.seek(0)

@@ -266,6 +266,7 @@ def test_strict_checks_the_whole_file_first_and_stores_nothing(cli, db_path, tmp
     result = cli("add", "--file", path, "--strict")
     assert result.exit_code == 2
     assert f"{path}:2: unknown field (refused by --strict): metadata" in result.output
+    assert f"{path}: --strict: nothing stored because 1 line(s) are invalid" in result.output  # why 0 were added
     assert not db_path.exists()  # nothing stored: no database either
     lenient = cli("add", "--file", path)
     assert lenient.exit_code == 0
