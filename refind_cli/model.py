@@ -184,12 +184,13 @@ def litellm_complete(
                         else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
                     )
                     raise DeadlineReached(
-                        f"model {model}: {_describe(exc, api_key)} ({why}; {attempt} "
+                        f"model {model}: {_unreachable(exc, api_base) or _describe(exc, api_key)} ({why}; {attempt} "
                         f"attempt{'s' if attempt != 1 else ''})"
                     ) from None
                 if attempt > retries:
+                    said = _unreachable(exc, api_base) or _describe(exc, api_key)
                     raise ModelError(
-                        f"model {model}: {_describe(exc, api_key)} (gave up after {attempt} attempts)"
+                        f"model {model}: {said} (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
                     ) from None
                 sleep(wait)
         usage = getattr(response, "usage", None)
@@ -357,6 +358,18 @@ def _malformed(exc: BaseException) -> bool:
 
     answered = (httpx.HTTPStatusError, httpx.TransportError)  # a status the provider sent; no answer at all
     return getattr(exc, "status_code", None) == 500 and not any(isinstance(e, answered) for e in _chain(exc))
+
+
+def _unreachable(exc: BaseException, api_base: str | None) -> str | None:
+    """What to say of a call no server answered (refused, no route, no such host) — litellm calls it an HTTP 500
+    ("InternalServerError: OpenAIException - Connection error."), which reads as the server's own fault; None when a
+    server answered, or the call timed out."""
+    import httpx
+
+    if not any(isinstance(e, (httpx.ConnectError, ConnectionError)) for e in _chain(exc)):
+        return None
+    where = redact(api_base) if api_base else "the provider"
+    return f"could not connect to {where}: nothing answered there (is the server running, and is the address right?)"
 
 
 def _sent_status(exc: BaseException) -> int | None:

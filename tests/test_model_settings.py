@@ -179,5 +179,10 @@ def test_a_refused_connection_is_not_said_to_be_an_http_500(cli, store, monkeypa
     monkeypatch.setenv("REFIND_LLM_RETRIES", "0")
     r = agent(cli, f"http://127.0.0.1:{port}/v1")
     said = " ".join(r.output.split())
-    assert r.exit_code == 5 and "Connection error" in said, said
+    assert r.exit_code == 5, said
     assert "HTTP 500" not in said  # litellm's status_code of a connection no server answered
+    # … and its words, "InternalServerError: OpenAIException - Connection error.", named no server, nor the address
+    assert said == (
+        f"error: model openai/scripted: could not connect to http://127.0.0.1:{port}/v1: nothing answered there (is "
+        "the server running, and is the address right?) (gave up after 1 attempt)"
+    )
