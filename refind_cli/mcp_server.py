@@ -14,6 +14,7 @@ This module imports the SDK at its top; only ``refind mcp`` imports it, on a thr
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -51,6 +52,11 @@ SessionArg = Annotated[
     str | None,
     Field(description="Conversation session id (default: this server's session, one per launch)."),
 ]
+# Counts too: JSON's true, "2" and 2.0 are no count (pydantic's lax mode read them as 1, 2 and 2; its strict mode
+# refused them in its own words, with a link to its documentation); the schema still says integer
+_COUNT = {"type": "integer", "minimum": 1, "maximum": 1000}
+TopK = Annotated[Any, Field(description="At most this many evidence blocks (1-1000).", json_schema_extra=_COUNT)]
+Limit = Annotated[Any, Field(description="At most this many sessions (1-1000).", json_schema_extra=_COUNT)]
 AtArg = Annotated[  # strict: JSON's true is not the timestamp 1
     StrictStr | StrictInt | None,
     Field(description="When it was said: ISO 8601 (UTC unless it names a zone) or Unix ms; default now."),
@@ -96,7 +102,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
 
     def search_memory(
         query: Annotated[str, Field(description="What to look for: keywords or a question.")],
-        top_k: Annotated[StrictInt, Field(description="At most this many evidence blocks (1-1000).")] = 10,
+        top_k: TopK = 10,
         date_from: Annotated[
             str | None, Field(description="Only messages said on/after this date (YYYY-MM-DD, YYYY/MM/DD or ISO).")
         ] = None,
@@ -104,6 +110,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             str | None, Field(description="Only messages said on/before this date (inclusive of the whole day).")
         ] = None,
     ) -> dict[str, Any]:
+        top_k = _count("top_k", top_k)
         try:
             if cfg.mode == "agent":
                 answer = memory.agent_search(
@@ -129,8 +136,9 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
 
     def recent_sessions(
-        limit: Annotated[StrictInt, Field(description="At most this many sessions (1-1000).")] = 10,
+        limit: Limit = 10,
     ) -> dict[str, Any]:
+        limit = _count("limit", limit)
         if not 1 <= limit <= 1000:
             raise ToolError(f"limit: must be between 1 and 1000, got {limit}")
         try:
@@ -246,3 +254,10 @@ def runner(memory: Memory, cfg: McpSettings, on_running: Callable[[], None]) -> 
     server = build(memory, cfg, on_running)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
     return lambda: server.run("stdio")
+
+
+def _count(name: str, value: Any) -> int:
+    """A count argument as sent: a JSON integer (never true, "2" or 2.0), else a tool error naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"{name}: must be a whole number from 1 to 1000, got {json.dumps(value, ensure_ascii=False)}")
+    return value

@@ -101,9 +101,17 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
         )
         # read strictly, as the contract reads them (a probe of round 17: true was 1, "2" and 2.0 were 2, and an
         # empty session went to this server's own)
-        for lax in (True, "2", 2.0):
-            assert "top_k" in _error(await client.call_tool("search_memory", {"query": "cat", "top_k": lax}))
-            assert "limit" in _error(await client.call_tool("recent_sessions", {"limit": lax}))
+        # … in the CLI's words, not pydantic's ("Input should be a valid integer … errors.pydantic.dev/…")
+        for lax, sent in ((True, "true"), ("2", '"2"'), (2.0, "2.0")):
+            top_k = _error(await client.call_tool("search_memory", {"query": "cat", "top_k": lax}))
+            assert top_k.endswith(f"top_k: must be a whole number from 1 to 1000, got {sent}"), top_k
+            limit = _error(await client.call_tool("recent_sessions", {"limit": lax}))
+            assert limit.endswith(f"limit: must be a whole number from 1 to 1000, got {sent}"), limit
+            assert "pydantic" not in top_k + limit
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for tool, name in (("search_memory", "top_k"), ("recent_sessions", "limit")):  # the schema still says so
+            schema = tools[tool].input_schema["properties"][name]
+            assert (schema["type"], schema["minimum"], schema["maximum"], schema["default"]) == ("integer", 1, 1000, 10)
         assert "session: must be a non-empty string" in _error(
             await client.call_tool("remember", {"content": "x", "session": ""})
         )
