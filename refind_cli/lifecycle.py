@@ -221,13 +221,8 @@ class ForgetResult:
         return asdict(self)
 
 
-def forget(store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None) -> ForgetResult:
-    """Remove a user's messages — all, one session's, or one request's — and everything derived from them.
-
-    Removes the messages (whatever their age), their request rows, the stored planner searches that quote them (all
-    of the user's for the user scope), and the retrieval cache; scrubs the freed bytes and truncates the WAL; writes
-    a tombstone (scope, ids, counts, content hashes, when — never text). NotFound when nothing is in scope.
-    """
+def _scope(user_id: str, session_id: str | None, request_id: str | None) -> tuple[str, str, list[str]]:
+    """A forget's scope ("user", "session" or "request") and the rows it covers (an SQL condition and its values)."""
     if session_id is not None and request_id is not None:
         raise InvalidInput("forget one scope at a time: a session or a request id, not both")
     scope = "request" if request_id is not None else "session" if session_id is not None else "user"
@@ -236,6 +231,34 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         where, params = where + " AND session_id = ?", [*params, session_id]
     if request_id is not None:
         where, params = where + " AND request_id = ?", [*params, request_id]
+    return scope, where, params
+
+
+def nothing_to_forget(
+    store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None
+) -> str | None:
+    """Why :func:`forget` of this scope would find nothing (its NotFound message), or None when something is in it:
+    asked before a confirmation, which would otherwise ask to delete what is not there."""
+    scope, where, params = _scope(user_id, session_id, request_id)
+    q = store.conn.execute
+    with store.reading():
+        if q(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():
+            return None
+        if q(f"SELECT 1 FROM requests WHERE {where} LIMIT 1", params).fetchone():
+            return None
+        if scope == "user" and q("SELECT 1 FROM searches WHERE user_id = ? LIMIT 1", (user_id,)).fetchone():
+            return None
+        return _nothing_to_forget(store, scope, user_id, session_id, request_id)
+
+
+def forget(store: Store, user_id: str, *, session_id: str | None = None, request_id: str | None = None) -> ForgetResult:
+    """Remove a user's messages — all, one session's, or one request's — and everything derived from them.
+
+    Removes the messages (whatever their age), their request rows, the stored planner searches that quote them (all
+    of the user's for the user scope), and the retrieval cache; scrubs the freed bytes and truncates the WAL; writes
+    a tombstone (scope, ids, counts, content hashes, when — never text). NotFound when nothing is in scope.
+    """
+    scope, where, params = _scope(user_id, session_id, request_id)
     with scrubbing(store), store.write():
         q = store.conn.execute
         rows = q(

@@ -174,6 +174,14 @@ def test_forget_cli_needs_yes_off_a_terminal_and_reports(cli, filled: Store) -> 
     assert len(filled.user_messages("alice")) == 2
     missing = cli("forget", "--user", "alice", "--session", "s2", "--yes")
     assert missing.exit_code == 4
+    # without --yes too: what is not there is said before any confirmation is asked (it asked to delete it, then
+    # said it was not there)
+    unasked = cli("forget", "--user", "alice", "--session", "s2")
+    assert unasked.exit_code == 4 and "--yes" not in unasked.output
+    assert unasked.output == missing.output
+    for scope in (("--session", "nope"), ("--request-id", "nope"), ()):
+        absent = cli("forget", "--user", "nobody", *scope)
+        assert absent.exit_code == 4 and "nothing stored" in absent.output, absent.output
     stones = json.loads(cli("inspect", "tombstones", "--user", "alice", "--json").output)
     assert [(t["id"], t["scope"], t["session_id"], t["rows"]) for t in stones] == [
         (data["tombstone_id"], "session", "s2", 3)

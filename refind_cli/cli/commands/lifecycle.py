@@ -108,21 +108,25 @@ def forget(
     as_json: JsonOption = False,
 ) -> None:
     from ... import lifecycle
+    from ...errors import NotFound
 
     if session is not None and request_id is not None:
         raise InvalidInput("give --session or --request-id, not both (or neither, to forget the whole user)")
-    if not yes:
-        what = (
-            f"request {request_id!r} of user {user!r}"
-            if request_id is not None
-            else f"session {session!r} of user {user!r}"
-            if session is not None
-            else f"ALL memory of user {user!r}"
-        )
-        if not sys.stdin.isatty():
-            raise InvalidInput(f"refusing to forget {what} without confirmation: pass --yes")
-        typer.confirm(f"Permanently delete {what}?", abort=True, err=True)
     with open_existing(db, retention) as store:
+        if not yes:  # (nothing in scope is said first: no confirmation asked of what is not there)
+            nothing = lifecycle.nothing_to_forget(store, user, session_id=session, request_id=request_id)
+            if nothing is not None:
+                raise NotFound(nothing)
+            what = (
+                f"request {request_id!r} of user {user!r}"
+                if request_id is not None
+                else f"session {session!r} of user {user!r}"
+                if session is not None
+                else f"ALL memory of user {user!r}"
+            )
+            if not sys.stdin.isatty():
+                raise InvalidInput(f"refusing to forget {what} without confirmation: pass --yes")
+            typer.confirm(f"Permanently delete {what}?", abort=True, err=True)
         result = lifecycle.forget(store, user, session_id=session, request_id=request_id)
     data = result.as_dict()
     if as_json:
