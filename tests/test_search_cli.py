@@ -93,8 +93,12 @@ def test_bad_date_is_an_error_not_an_unfiltered_search(filled):
     assert "not a date" in r.output
 
 
-def test_unknown_mode_is_refused(filled):
-    assert filled("search", "Lisbon", "--user", "alice", "--mode", "vector").exit_code == 2
+def test_unknown_mode_is_refused(filled, monkeypatch):
+    flag = filled("search", "Lisbon", "--user", "alice", "--mode", "vector")
+    assert flag.exit_code == 2 and "--mode: must be agent or bm25, got 'vector'" in flag.output
+    monkeypatch.setenv("REFIND_MODE", "vector")  # said as what set it: the variable, not a flag never given
+    variable = filled("search", "Lisbon", "--user", "alice")
+    assert variable.exit_code == 2 and "REFIND_MODE: must be agent or bm25, got 'vector'" in variable.output
 
 
 def test_a_missing_database_is_an_error_and_is_not_created(runner, tmp_path):

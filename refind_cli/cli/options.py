@@ -79,10 +79,19 @@ def open_store(
     return store
 
 
+def source_name(ctx: typer.Context, param: str, flag: str, variable: str) -> str:
+    """Where a command's option came from, as an error names it: its flag, or the variable that set it."""
+    return variable if getattr(ctx.get_parameter_source(param), "name", None) == "ENVIRONMENT" else flag
+
+
 def retention_source(ctx: typer.Context) -> str:
     """Where the command's --retention-days came from: the flag or the variable (for what it says of it)."""
-    source = ctx.get_parameter_source("retention")
-    return settings.ENV_RETENTION_DAYS if getattr(source, "name", None) == "ENVIRONMENT" else "--retention-days"
+    return source_name(ctx, "retention", "--retention-days", settings.ENV_RETENTION_DAYS)
+
+
+def mode_source(ctx: typer.Context) -> str:
+    """Where the command's --mode came from: the flag or REFIND_MODE."""
+    return source_name(ctx, "mode", "--mode", settings.ENV_MODE)
 
 
 def open_existing(db: Path, retention: str | None, *, read_only: bool = False, until: float | None = None) -> Store:

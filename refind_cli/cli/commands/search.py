@@ -19,6 +19,7 @@ from ..options import (
     RetentionOption,
     TraceOption,
     UserOption,
+    mode_source,
 )
 
 SEARCH_HELP = """\
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
 
 
 def search(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for.")],
     user: UserOption,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="At most this many blocks.", min=1, max=1000)] = 10,
@@ -78,7 +80,7 @@ def search(
         as_of=as_of,
         options=tuple(options or ()),
         mode=mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE,
-        names=CLI_NAMES,
+        names={**CLI_NAMES, "mode": mode_source(ctx)},
     )
     if request.mode == "agent":
         from .agent import run_agent  # the planner's wiring: model check, live trace, stored search

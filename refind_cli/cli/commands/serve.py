@@ -16,6 +16,7 @@ from ..options import (
     DeadlineOption,
     MaxActionsOption,
     RetentionOption,
+    mode_source,
     refuse_memory_db,
     remember_db,
     retention_source,
@@ -150,7 +151,7 @@ def serve(
     refuse_memory_db(db)
     mode = (mode or os.environ.get(settings.ENV_MODE) or settings.DEFAULT_MODE).strip().lower()
     if mode not in SEARCH_MODES:
-        raise InvalidInput(f"--mode must be agent or bm25, got {mode!r}")
+        raise InvalidInput(f"{mode_source(ctx)}: must be agent or bm25, got {mode!r}")
     # the planner's budget, read (and checked) in agent mode only: REFIND_MAX_ACTIONS was ignored by the server
     budget = settings.parse_max_actions(max_actions) if mode == "agent" else settings.DEFAULT_MAX_ACTIONS
     deadline_s = settings.parse_agent_deadline(deadline) if mode == "agent" else settings.DEFAULT_AGENT_DEADLINE_S
