@@ -139,8 +139,6 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         limit: Limit = 10,
     ) -> dict[str, Any]:
         limit = _count("limit", limit)
-        if not 1 <= limit <= 1000:
-            raise ToolError(f"limit: must be between 1 and 1000, got {limit}")
         try:
             sessions = memory.sessions(user=cfg.user, limit=limit)
         except RefindError as exc:  # the database file replaced under the server, a storage fault
@@ -257,7 +255,8 @@ def runner(memory: Memory, cfg: McpSettings, on_running: Callable[[], None]) -> 
 
 
 def _count(name: str, value: Any) -> int:
-    """A count argument as sent: a JSON integer (never true, "2" or 2.0), else a tool error naming it."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A count argument as sent: a JSON integer from 1 to 1000 (never true, "2" or 2.0), else a tool error naming it
+    — one wording for a value of the wrong kind and one out of range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
         raise ToolError(f"{name}: must be a whole number from 1 to 1000, got {json.dumps(value, ensure_ascii=False)}")
     return value

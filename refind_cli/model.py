@@ -364,12 +364,19 @@ def _unreachable(exc: BaseException, api_base: str | None) -> str | None:
     """What to say of a call no server answered (refused, no route, no such host) — litellm calls it an HTTP 500
     ("InternalServerError: OpenAIException - Connection error."), which reads as the server's own fault; None when a
     server answered, or the call timed out."""
+    import socket
+
     import httpx
 
-    if not any(isinstance(e, (httpx.ConnectError, ConnectionError)) for e in _chain(exc)):
+    # (not any ConnectionError: a reset or a broken pipe is a server that answered, then failed mid-reply)
+    if not any(isinstance(e, (httpx.ConnectError, ConnectionRefusedError, socket.gaierror)) for e in _chain(exc)):
         return None
-    where = redact(api_base) if api_base else "the provider"
-    return f"could not connect to {where}: nothing answered there (is the server running, and is the address right?)"
+    if not api_base:
+        return "could not connect to the provider (is this machine online, and is the provider's address reachable?)"
+    return (
+        f"could not connect to {redact(api_base)}: nothing answered there (is the server running, and is the address "
+        "right?)"
+    )
 
 
 def _sent_status(exc: BaseException) -> int | None:

@@ -86,7 +86,7 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
 
         bad = _error(await client.call_tool("search_memory", {"query": "cat", "date_from": "2023/02/30"}))
         assert "date_from: date '2023/02/30' is not a date" in bad
-        assert "top_k: must be between 1 and 1000, got 0" in _error(
+        assert "top_k: must be a whole number from 1 to 1000, got 0" in _error(
             await client.call_tool("search_memory", {"query": "cat", "top_k": 0})
         )
         assert "top_k" in _error(await client.call_tool("search_memory", {"query": "cat", "top_k": "many"}))

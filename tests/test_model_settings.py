@@ -186,3 +186,38 @@ def test_a_refused_connection_is_not_said_to_be_an_http_500(cli, store, monkeypa
         f"error: model openai/scripted: could not connect to http://127.0.0.1:{port}/v1: nothing answered there (is "
         "the server running, and is the address right?) (gave up after 1 attempt)"
     )
+
+
+def test_a_server_that_answers_then_resets_is_not_said_to_be_absent():
+    # a reset mid-answer is a server that was there and failed: not "nothing answered there"
+    import socket
+    import struct
+    import threading
+
+    from refind_cli.errors import ModelError
+    from refind_cli.model import litellm_complete
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{")
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        complete = litellm_complete("openai/scripted", f"http://127.0.0.1:{port}/v1", retries=0, timeout_s=5)
+        with pytest.raises(ModelError) as failed:
+            complete([{"role": "user", "content": "hello"}])
+    finally:
+        listener.close()
+    assert "could not connect" not in failed.value.message and "nothing answered" not in failed.value.message
