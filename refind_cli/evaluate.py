@@ -374,7 +374,9 @@ def evaluate(
 
     With ``settings.misses_at``, each labelled message refind (the search ``settings`` make: ``systems_for``'s)
     misses within that budget is explained (misses.py), passed to ``on_miss``, and tallied by reason in the report's
-    ``misses``."""
+    ``misses`` — ``systems`` of one's own are scored, but the search explained is still that of ``settings``."""
+    if settings.misses_at is not None and settings.mode != "bm25":
+        systems_for(settings)  # (refuses it, in the CLI's words: the planner's evidence is not a ranking)
     fmt = fmt or datasets.detect_format(path)
     skipped = Skipped()
     samples = take(

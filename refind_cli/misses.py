@@ -98,7 +98,7 @@ class Explainer:
             shown = _Shown(ui.index, ranked, blocks, text, self.top_k)
             out = []
             for e in missing:
-                reason, detail, facts = shown.why(turn_of.get(e), e, budget)
+                reason, detail, facts = shown.why(_holder(ui.index, turn_of, e), e, budget)
                 if plain is not None:
                     facts["plain_rank"] = plain[1](e)
                     facts["plain_found"] = e in plain[0][:budget]
@@ -114,6 +114,15 @@ class Explainer:
                     turn_of.setdefault(m.content, pos)
             self._turn_of = (key, turn_of)
         return self._turn_of[1]
+
+
+def _holder(index: TurnIndex, turn_of: dict[str, int], text: str) -> int | None:
+    """The turn holding a labelled text: the first whose message is exactly it, else the first whose message holds it
+    (a label may quote part of a message, which recall counts as found wherever the list holds that part)."""
+    pos = turn_of.get(text)
+    if pos is not None:
+        return pos
+    return next((i for i, turn in enumerate(index.turns) if any(text in m.content for m in turn.messages)), None)
 
 
 class _Shown:
@@ -137,7 +146,7 @@ class _Shown:
         }
         offset = self.text.find(evidence)
         if offset >= 0:
-            return "past the budget", self._where(offset, pos, budget), {**facts, "offset": offset}
+            return "past the budget", self._where(offset, pos, budget, evidence), {**facts, "offset": offset}
         if pos is None:
             return "not stored", "no stored message of the user holds this text", facts
         if self.ranked is None or not self.ranked.scores[pos] > 0:
@@ -151,8 +160,8 @@ class _Shown:
         if self.reached is None or rank > self.reached:
             return (
                 "ranked below the list",
-                f"ranked {rank + 1:,} of {self.matching:,} matching turns; the list's {len(self.blocks)} blocks reached "
-                f"rank {(self.reached or 0) + 1:,}",
+                f"ranked {rank + 1:,} of {self.matching:,} matching turns; the list's {_blocks(len(self.blocks))} "
+                f"reached rank {(self.reached or 0) + 1:,}",
                 facts,
             )
         turn, cfg = self.idx.turns[pos], self.ranked.config
@@ -160,12 +169,20 @@ class _Shown:
             return (
                 "deferred",
                 f"a long turn ({turn_chars(turn):,} characters, over defer_chars {cfg.defer_chars:,}) ranked "
-                f"{rank + 1:,}: it went behind the shorter anchors, and the list had its {self.top_k} blocks first",
+                f"{rank + 1:,}: it went behind the shorter anchors, and the list had its {_blocks(self.top_k)} first",
+                facts,
+            )
+        if cfg.lead_chars or cfg.interleave_chars:  # (off by default) their blocks' anchors, plain BM25's best,
+            # may rank far below where the list's own anchors stop: the reach counts them
+            return (
+                "left out",
+                f"ranked {rank + 1:,}, within the reach of the list's blocks — a lead or interleaved block's anchor "
+                "among them — yet shown in no block",
                 facts,
             )
         return "left out", f"ranked {rank + 1:,}, within the list's reach, yet shown in no block", facts
 
-    def _where(self, offset: int, pos: int | None, budget: int) -> str:
+    def _where(self, offset: int, pos: int | None, budget: int, evidence: str) -> str:
         """Where the list holds a text that starts at ``offset``: which block, as its anchor or a neighbour."""
         blocks = self.blocks
         where, end = 0, len(blocks[0].content)
@@ -173,19 +190,27 @@ class _Shown:
             where += 1
             end += len(JOIN) + len(blocks[where].content)
         role = "its anchor" if pos is not None and self.idx.turns[pos].id == blocks[where].id else "a neighbour"
-        return f"returned at character {offset:,} (block {where + 1}, {role}), past {budget:,}"
+        end = offset + len(evidence)
+        at = f"at character {offset:,}" if offset >= budget else f"from character {offset:,} to {end:,}"
+        return f"returned {at} (block {where + 1}, {role}), past {budget:,}"
 
 
-def tally(misses: Sequence[Miss], questions: int) -> dict[str, dict[str, float | int]]:
+def _blocks(n: int) -> str:
+    return f"{n} block" if n == 1 else f"{n} blocks"
+
+
+def tally(misses: Sequence[Miss], questions: int) -> dict[str, dict[str, float | int | None]]:
     """Per reason (in :data:`REASONS` order, those that occur): the recall it costs (its misses' weights over
-    ``questions``), its labelled messages, and how many of them plain BM25 found within the budget."""
-    out: dict[str, dict[str, float | int]] = {}
+    ``questions``), its labelled messages, and how many of them plain BM25 found within the budget (None when no
+    baseline ran)."""
+    out: dict[str, dict[str, float | int | None]] = {}
     for reason in REASONS:
         mine = [m for m in misses if m.reason == reason]
         if mine:
+            ran = [m for m in mine if m.plain_found is not None]
             out[reason] = {
                 "recall": round(sum(m.weight for m in mine) / max(questions, 1), 4),
                 "messages": len(mine),
-                "plain_found": sum(1 for m in mine if m.plain_found),
+                "plain_found": sum(1 for m in ran if m.plain_found) if ran else None,
             }
     return out

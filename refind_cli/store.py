@@ -1118,9 +1118,10 @@ class Store:
                     known[by_first[mid]] = (int(stone), int(at))
         return known
 
-    def has_messages(self, user_id: str, *, as_of: int | None = None) -> bool:
-        """Whether the user has a visible message (retention and ``as_of`` as every read applies them)."""
-        predicate, params = self.visible(as_of=as_of)
+    def has_messages(self, user_id: str, *, as_of: int | None = None, hidden_too: bool = False) -> bool:
+        """Whether the user has a visible message (retention and ``as_of`` as every read applies them); with
+        ``hidden_too``, any message stored at all."""
+        predicate, params = ("1", []) if hidden_too else self.visible(as_of=as_of)
         row = self.conn.execute(
             f"SELECT 1 FROM messages WHERE user_id = ? AND {predicate} LIMIT 1", [user_id, *params]
         ).fetchone()

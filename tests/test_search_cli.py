@@ -78,7 +78,10 @@ def test_no_match_says_when_the_user_has_nothing_to_match(filled, monkeypatch):
         "`refind inspect users` lists them)"
     )
     before = filled("search", "Lisbon", "--user", "alice", "--as-of", "2000-01-01", *args)  # nothing stored by then
-    assert "user 'alice' has no stored message" in before.output
+    assert before.output.strip() == (
+        "no match for 'Lisbon': user 'alice' has no message this search may see (each was stored after --as-of, or is "
+        "older than the retention window)"
+    )
 
 
 def test_mode_from_environment(filled, monkeypatch):

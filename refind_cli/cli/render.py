@@ -96,19 +96,24 @@ def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-def print_blocks(blocks: Sequence[Block], *, query: str, unknown_user: str | None = None) -> None:
-    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted. ``unknown_user``:
-    no match because that user has no visible message (said, with where the users are listed)."""
+def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing: str | None = None) -> None:
+    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted. ``nothing``: no
+    match because ``user`` has no message stored ("none") or none this search may see ("hidden"), which is said."""
     from rich.panel import Panel
     from rich.text import Text
 
     out = console()
     if not blocks:
         why = ""
-        if unknown_user is not None:
+        if nothing == "none":
             why = (
-                f": user {printable(unknown_user)!r} has no stored message (a user id is matched exactly, case "
-                "and all; `refind inspect users` lists them)"
+                f": user {printable(user)!r} has no stored message (a user id is matched exactly, case and all; "
+                "`refind inspect users` lists them)"
+            )
+        elif nothing == "hidden":
+            why = (
+                f": user {printable(user)!r} has no message this search may see (each was stored after --as-of, or "
+                "is older than the retention window)"
             )
         out.print(f"no match for {query!r}{why}", markup=False)
         return

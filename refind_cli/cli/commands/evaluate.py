@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from rich.table import Table
 
+from ...errors import InvalidInput
 from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
@@ -85,7 +86,6 @@ def eval_command(
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    from ...errors import InvalidInput
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
     from ...settings import parse_agent_deadline, parse_max_actions
 
@@ -130,6 +130,8 @@ def eval_command(
             if misses is not None:  # (whole or not at all: written beside it, renamed into place when the run ends)
                 from ...files import whole_file
 
+                _not_the_set(misses, path)
+
                 out = stack.enter_context(whole_file(misses, option="--misses", example="misses.jsonl"))
                 on_miss = functools.partial(_write_miss, out)
             report = evaluate(
@@ -156,6 +158,16 @@ def eval_command(
         + (f"\nmisses written to {misses} (one JSON line per labelled message)" if misses is not None else ""),
         markup=False,
     )
+
+
+def _not_the_set(misses: Path, path: str) -> None:
+    """Refuse a --misses file that is the labelled set or inside its folder: the run would replace what it reads."""
+    target, source = misses.resolve(), Path(path).resolve()
+    if target == source or (source.is_dir() and source in target.parents):
+        raise InvalidInput(
+            f"--misses: {misses} is {'the labelled set itself' if target == source else 'inside the labelled set'}; "
+            "name a file outside it, e.g. misses.jsonl"
+        )
 
 
 def _write_miss(out: TextIO, miss: Miss) -> None:
@@ -230,6 +242,18 @@ def misses_table(report: dict[str, Any]) -> Table:
     table.add_column("recall lost", justify="right")
     table.add_column("messages", justify="right")
     table.add_column("plain BM25 found", justify="right")
+    rows = misses["by_reason"].values()
     for reason, row in misses["by_reason"].items():
-        table.add_row(reason, _pct(row["recall"]), f"{row['messages']:,}", f"{row['plain_found']:,}")
+        plain = "—" if row["plain_found"] is None else f"{row['plain_found']:,}"
+        table.add_row(reason, _pct(row["recall"]), f"{row['messages']:,}", plain)
+    found = [r["plain_found"] for r in rows if r["plain_found"] is not None]
+    table.add_section()
+    table.add_row(  # = 1 − refind's recall at this budget
+        "all",
+        _pct(sum(r["recall"] for r in rows)),
+        f"{sum(r['messages'] for r in rows):,}",
+        f"{sum(found):,}" if found else "—",
+        style="dim",
+        end_section=False,
+    )
     return table

@@ -103,7 +103,9 @@ def search(
     with open_existing(db, retention) as store:
         blocks = retrieve(store, request).blocks
         # no match: say whether the user has anything to match (a mistyped "Alice" for "alice" finds nothing either)
-        unknown = not blocks and not as_json and not store.has_messages(request.user_id, as_of=request.as_of)
+        unknown = None  # why nothing could match: the user has no message stored, or none visible to this search
+        if not blocks and not as_json and not store.has_messages(request.user_id, as_of=request.as_of):
+            unknown = "hidden" if store.has_messages(request.user_id, hidden_too=True) else "none"
     if as_json:  # through plain: a scripted search never imports rich
         from ..plain import print_json
 
@@ -111,4 +113,4 @@ def search(
         return
     from .. import render
 
-    render.print_blocks(blocks, query=query, unknown_user=request.user_id if unknown else None)
+    render.print_blocks(blocks, query=query, user=request.user_id, nothing=unknown)
