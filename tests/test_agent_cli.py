@@ -73,14 +73,21 @@ def test_json_includes_the_trace_and_the_contract_items(cli, filled, llm_server)
     assert stored["events"] == data["trace"] and stored["returned_ids"] == [d["id"] for d in data["data"]]
 
 
-def test_inspect_searches_lists_per_user(cli, filled, llm_server):
+def test_inspect_searches_lists_per_user(cli, filled, llm_server, monkeypatch):
     llm_server.play(FINISH)
     assert agent_cli(cli, llm_server, "--json").exit_code == 0
     mine = json.loads(cli("inspect", "searches", "--user", "alice", "--json").stdout)["searches"]
     assert len(mine) == 1 and mine[0]["query"] == "where did Caroline go hiking" and mine[0]["llm_calls"] == 1
     assert json.loads(cli("inspect", "searches", "--user", "bob", "--json").stdout)["searches"] == []
-    table = cli("inspect", "searches")
-    assert mine[0]["id"] in table.output
+    table = cli("inspect", "searches")  # (80 columns: what a row is found by, each column readable)
+    # it was ten columns, the query two letters a line ("wh", "er", "e", "di", …)
+    assert mine[0]["id"] in table.output and "where did Caroline" in table.output and "go hiking" in table.output
+    said = " ".join(table.output.split())
+    assert "narrow terminal: user, model, cost, ms and returned left out (--json lists every field)" in said
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = cli("inspect", "searches")
+    assert "where did Caroline go hiking" in wide.output and "openai/scripted" in wide.output
+    assert "narrow terminal" not in wide.output
     missing = cli("inspect", "search", "nope")
     assert missing.exit_code == 4 and "no stored search" in missing.output
 

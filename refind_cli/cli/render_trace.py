@@ -187,8 +187,20 @@ def print_trace(console: Console, events: Iterable[Event]) -> None:
         print_event(console, ev)
 
 
-def searches_table(rows: list[StoredSearch]) -> Table:
-    table = Table(title="stored agent searches (newest first)", title_justify="left")
+NARROW = 120  # below this many columns the searches table keeps only what a row is found by
+
+
+def searches_table(rows: list[StoredSearch], *, width: int = NARROW) -> Table:
+    """The stored searches, one a row. On a terminal narrower than :data:`NARROW`, ten columns left each a few
+    letters wide (a query read two letters a line): the id, time, query, calls and tokens only, and a caption saying
+    what was left out."""
+    narrow = width < NARROW
+    caption = (
+        "narrow terminal: user, model, cost, ms and returned left out (--json lists every field)" if narrow else None
+    )
+    table = Table(
+        title="stored agent searches (newest first)", title_justify="left", caption=caption, caption_justify="left"
+    )
     columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("id", "left"),
         ("when (UTC)", "left"),
@@ -201,7 +213,9 @@ def searches_table(rows: list[StoredSearch]) -> Table:
         ("ms", "right"),
         ("returned", "right"),
     )
-    for name, justify in columns:
+    kept = [i for i, (name, _) in enumerate(columns) if not narrow or name in _NARROW_COLUMNS]
+    for i in kept:
+        name, justify = columns[i]
         table.add_column(
             name,
             justify=justify,
@@ -210,7 +224,7 @@ def searches_table(rows: list[StoredSearch]) -> Table:
             ratio=2 if name == "query" else None,
         )
     for r in rows:
-        table.add_row(
+        cells = (
             Text(printable(r.id)),
             _day(r.at),
             Text(printable(r.user_id)),
@@ -222,7 +236,11 @@ def searches_table(rows: list[StoredSearch]) -> Table:
             f"{r.duration_ms:,.0f}",
             str(len(r.returned_ids)),
         )
+        table.add_row(*(cells[i] for i in kept))
     return table
+
+
+_NARROW_COLUMNS = frozenset({"id", "when (UTC)", "query", "calls", "tokens"})
 
 
 def search_header(s: StoredSearch) -> Text:

@@ -49,7 +49,8 @@ def searches(
         return
     from .. import render_trace
 
-    render.console().print(render_trace.searches_table(rows))
+    out = render.console()
+    out.print(render_trace.searches_table(rows, width=out.width))
 
 
 def search(
