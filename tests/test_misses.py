@@ -130,6 +130,8 @@ def test_misses_flags_refused_with_one_line(cli, tmp_path):
     assert "--misses-at sets the budget --misses explains: give --misses FILE too" in alone.output
     agent = cli("eval", path, "--mode", "agent", "--misses", str(tmp_path / "m.jsonl"))
     assert agent.exit_code == 2 and "--misses explains bm25 mode's ranking" in agent.output
+    dash = cli("eval", path, "--misses", "-")
+    assert dash.exit_code == 2 and "--misses: name a file to write (stdout prints the report)" in dash.output
     nowhere = cli("eval", path, "--misses", str(tmp_path / "no" / "m.jsonl"))
     assert nowhere.exit_code == 2 and f"--misses: folder {tmp_path / 'no'} does not exist" in nowhere.output
     assert not (tmp_path / "m.jsonl").exists()

@@ -162,6 +162,8 @@ def eval_command(
 
 def _not_the_set(misses: Path, path: str) -> None:
     """Refuse a --misses file that is the labelled set or inside its folder: the run would replace what it reads."""
+    if str(misses) == "-":  # (export's stdout: here stdout is the report's)
+        raise InvalidInput("--misses: name a file to write (stdout prints the report), e.g. misses.jsonl")
     target, source = misses.resolve(), Path(path).resolve()
     if target == source or (source.is_dir() and source in target.parents):
         raise InvalidInput(
