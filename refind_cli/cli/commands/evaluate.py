@@ -155,7 +155,7 @@ def eval_command(
         f"{report['users']} users · {report['messages']:,} messages · {report['questions']} questions · "
         f"{report['seconds']} s"
         + (f"\nleft out (whole file): {skipped}" if skipped else "")
-        + (f"\nmisses written to {misses} (one JSON line per labelled message)" if misses is not None else ""),
+        + (f"\nmisses written to {misses} (one JSON line per missed message)" if misses is not None else ""),
         markup=False,
     )
 
