@@ -5,8 +5,8 @@
 
 ``--only`` also takes ``oracle`` (LongMemEval's oracle split, 470 questions) and the project's chats written blind
 (``fixtures/blind/``, BENCHMARKS.md "Chats written blind"): ``blind-chat-en``, ``blind-chat-en2``, ``blind-chat-zh``,
-``blind-chat-en3``, ``blind-chat-en4``, ``blind-chat-en5``, ``blind-chat-zh2``, ``blind-chat-zh3``, ``blind-chat-zh4``,
-``blind-chat-zh5``, ``blind-chat-zh6``, ``blind-assistant``, ``blind-assistant-zh``, ``blind-assistant-zh2`` — choose a default by the worst of them all.
+``blind-chat-en3``, ``blind-chat-en4``, ``blind-chat-en5``, ``blind-chat-en6``, ``blind-chat-zh2``, ``blind-chat-zh3``,
+``blind-chat-zh4``, ``blind-chat-zh5``, ``blind-chat-zh6``, ``blind-chat-zh7``, ``blind-assistant``, ``blind-assistant-zh``, ``blind-assistant-zh2`` — choose a default by the worst of them all.
 
 Each dataset is replayed once (contest-style) into a temporary database; every question is then asked of every
 system in turn — the plain BM25 baseline, refind's defaults, one-field-at-a-time changes to SearchConfig, a few
@@ -153,8 +153,7 @@ def main() -> None:
         "--only",
         default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk",
         help="sets, comma-separated: also oracle (LongMemEval's oracle split) and the chats written blind under "
-        "fixtures/blind/ (blind-chat-en, blind-chat-en2, blind-chat-en3, blind-chat-en4, blind-chat-en5, blind-chat-zh, "
-        "blind-chat-zh2, blind-chat-zh3, blind-chat-zh4, blind-chat-zh5, blind-chat-zh6, blind-assistant, blind-assistant-zh, blind-assistant-zh2)",
+        "fixtures/blind/ (blind-chat-en … blind-chat-en6, blind-chat-zh … blind-chat-zh7, blind-assistant, blind-assistant-zh, blind-assistant-zh2)",
     )
     ap.add_argument("--out", default=None, help="also write the markdown here")
     ap.add_argument(

@@ -268,7 +268,7 @@ def _render(
         anchor = idx.turns[pos]
         if shown_in_full(anchor):
             continue
-        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and is_long(anchor, cfg):
+        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and defers(anchor, cfg):
             deferred.append((pos, score))
             continue
         add(pos, score, anchor=anchor)
@@ -316,6 +316,33 @@ def is_long(turn: Turn, cfg: SearchConfig) -> bool:
         return chars > limit
     wide = sum(0 if m.content.isascii() else len(_WIDE.findall(m.content)) for m in turn.messages)
     return chars + wide * (cfg.defer_wide - 1) > limit
+
+
+ROLE_LABELS = frozenset({"user", "assistant", "system"})  # a label naming a role, not a person
+
+
+def defers(turn: Turn, cfg: SearchConfig) -> bool:
+    """Whether ``turn``, as an anchor after the lead blocks, goes after the shorter ones: longer than
+    ``cfg.defer_chars`` (:func:`is_long`) and — unless ``cfg.defer_people`` — not said by a named person (an
+    assistant's turn, or one labelled by a role or by nothing, is)."""
+    if cfg.defer_chars is None or not is_long(turn, cfg):
+        return False
+    if cfg.defer_people:
+        return True
+    role, label = turn.voice
+    return role == "assistant" or not _a_name(label)
+
+
+def _a_name(label: str | None) -> bool:
+    """Whether a turn's ``Name: `` label names a person: not a role, at most four words, no sentence punctuation
+    ("Kate", "Fahim Khan", "李雷" — not "user", nor "Our trip, the whole story" of "Our trip, the whole story: …")."""
+    if label is None:
+        return False
+    words = label.split()
+    return 0 < len(words) <= 4 and label.strip().lower() not in ROLE_LABELS and not _SENTENCE.search(label)
+
+
+_SENTENCE = re.compile(r"[,.;!?，。；！？]")
 
 
 def _plain_order(scores: np.ndarray, top_k: int) -> list[int]:

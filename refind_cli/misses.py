@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .blocks import is_long, turn_chars
+from .blocks import defers, turn_chars
 from .settings import EVAL_JOIN as JOIN
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class _Shown:
                 facts,
             )
         turn, cfg = self.idx.turns[pos], self.ranked.config
-        if cfg.defer_chars is not None and is_long(turn, cfg):
+        if defers(turn, cfg):
             return (
                 "deferred",
                 f"a long turn ({turn_chars(turn):,} characters, over defer_chars {cfg.defer_chars:,}) ranked "

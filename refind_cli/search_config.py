@@ -111,6 +111,10 @@ class SearchConfig:
     # letters do); 1: every character once. 3 won on one blind Chinese assistant set and lost on the next: 1
     # (BENCHMARKS.md, "A second Chinese assistant set, written blind")
     defer_wide: float = 1.0
+    # False: a long anchor a named person said ("Kate: …", not "user: …" or an assistant's) is not deferred — in a chat
+    # between people a long message is its writer's own account, where an assistant's long reply or a pasted text is
+    # rarely the answer (True: deferred as any other; BENCHMARKS.md, "A person's long message keeps its place")
+    defer_people: bool = False
     lead_blocks: int = 1  # the first N blocks are never deferred
     # False: a question about what was said to the user ("what was the third tip you gave me?", search.recalls_a_reply)
     # defers nothing — its answer is a reply, long or not (True: it defers as any other)

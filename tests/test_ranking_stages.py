@@ -239,6 +239,39 @@ def test_a_long_anchor_is_measured_with_each_wide_character_counted_three_times(
         assert [b.session_id for b in got] == want, change
 
 
+def test_a_long_message_a_named_person_wrote_keeps_its_place():
+    # ranked by hand: 0 leads (never deferred), then 1 (over 800 characters), then 2. A long message that a named
+    # person wrote is their own account: it keeps its place. One labelled by a role ("user: …", "assistant: …"), by
+    # nothing, or said in the assistant's role goes behind the shorter anchor (deferred), as every long one did
+    long_text = "kayak " + "x" * 800
+    order, fused = np.array([0, 1, 2]), np.array([3.0, 2.0, 1.0], dtype=np.float32)
+    scores = fused.copy()
+    cfg = S.SearchConfig(neighbours=0)
+    assert cfg.defer_people is False  # the default (BENCHMARKS.md, "A person's long message keeps its place")
+
+    def sessions(idx, config):
+        return [b.session_id for b in render_blocks(idx, order, fused, top_k=3, cfg=config, scores=scores)]
+
+    for label, kept in [
+        ("Kate: ", True),
+        ("Fahim Khan: ", True),
+        ("李雷: ", True),
+        ("user: ", False),
+        ("Assistant: ", False),
+        ("", False),
+        ("Our kayak trip, the whole story: ", False),  # a sentence before a colon, not a name
+    ]:
+        idx = _index([("a", "kayak lead", None), ("b", label + long_text, None), ("c", "kayak short", None)])
+        assert sessions(idx, cfg) == (["a", "b", "c"] if kept else ["a", "c", "b"]), label
+        assert sessions(idx, cfg.with_(defer_people=True)) == ["a", "c", "b"], label  # as before: deferred
+    said = StoredMessage(2, "m1", "u", "b", "r", 1, "assistant", "Kate: " + long_text, None, 1_000)  # the role decides
+    idx = _index([("a", "kayak lead", None), ("b", "placeholder", None), ("c", "kayak short", None)])
+    turns = list(idx.turns)
+    turns[1] = Turn(said.id, "b", (said,))
+    idx = build_index(turns, tokenize=lambda t: analyze(t.messages[0].content))
+    assert sessions(idx, cfg) == ["a", "c", "b"]
+
+
 def test_a_short_list_grows_its_short_blocks_into_what_it_leaves():
     # by hand: one session of five turns; the only anchor, "kayak" (5 characters), renders as "user: kayak" — a list
     # of 11 + 2 characters. Its nearest turns, the earlier first at each distance: t0 (13), t2 (13), t3, t4
