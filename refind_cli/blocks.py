@@ -268,7 +268,7 @@ def _render(
         anchor = idx.turns[pos]
         if shown_in_full(anchor):
             continue
-        if cfg.defer_chars is not None and len(blocks) >= cfg.lead_blocks and defers(anchor, cfg):
+        if len(blocks) >= cfg.lead_blocks and defers(anchor, cfg):
             deferred.append((pos, score))
             continue
         add(pos, score, anchor=anchor)

@@ -327,13 +327,7 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
 def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
     if settings.mode not in SEARCH_MODES:
         raise InvalidInput(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
-    if settings.misses_at is not None and settings.mode != "bm25":
-        raise InvalidInput(
-            "--misses explains bm25 mode's ranking; agent mode's evidence is what its planner kept (read its trace: "
-            "refind inspect searches)"
-        )
-    if settings.misses_at is not None and settings.misses_at < 1:
-        raise InvalidInput(f"--misses-at must be 1 or more characters, got {settings.misses_at}")
+    _check_misses(settings)
     config = search_config(settings.variants, settings.tokenizer)
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
     systems = {"refind": main}
@@ -375,8 +369,7 @@ def evaluate(
     With ``settings.misses_at``, each labelled message refind (the search ``settings`` make: ``systems_for``'s)
     misses within that budget is explained (misses.py), passed to ``on_miss``, and tallied by reason in the report's
     ``misses`` — ``systems`` of one's own are scored, but the search explained is still that of ``settings``."""
-    if settings.misses_at is not None and settings.mode != "bm25":
-        systems_for(settings)  # (refuses it, in the CLI's words: the planner's evidence is not a ranking)
+    _check_misses(settings)
     fmt = fmt or datasets.detect_format(path)
     skipped = Skipped()
     samples = take(
@@ -428,6 +421,7 @@ def evaluate(
                             options=options,
                             budget=settings.misses_at or 0,
                             plain=plain,
+                            returned=JOIN.join(contents["refind"]) if "refind" in contents else None,
                         ):
                             missed.append(miss)
                             if on_miss is not None:
@@ -451,6 +445,17 @@ def evaluate(
         "systems": {name: tally.summary() for name, tally in tallies.items()},
         **({} if explainer is None else {"misses": _misses_report(settings, missed, total)}),
     }
+
+
+def _check_misses(settings: EvalSettings) -> None:
+    """Refuse misses asked of a search that is not a ranking (agent mode), or of a budget below one character."""
+    if settings.misses_at is not None and settings.mode != "bm25":
+        raise InvalidInput(
+            "--misses explains bm25 mode's ranking; agent mode's evidence is what its planner kept (read its trace: "
+            "refind inspect searches)"
+        )
+    if settings.misses_at is not None and settings.misses_at < 1:
+        raise InvalidInput(f"--misses-at must be 1 or more characters, got {settings.misses_at}")
 
 
 def _explainer(settings: EvalSettings) -> Explainer | None:

@@ -17,9 +17,9 @@ def whole_file(output: Path, *, option: str, example: str) -> Iterator[TextIO]:
     """A text stream that becomes ``output`` when the block ends without an error: written next to it and renamed
     into place, so a failed run never leaves a partial file (nor replaces the one that was there). Readable by its
     owner only, as the database is (what refind writes for a user quotes their conversations), also when it replaces
-    a file that others could read. ``output`` an
-    existing stream that is not a regular file (``/dev/stdout``, a FIFO) is written into directly. ``option`` names
-    the flag in errors; ``example``: a file name to suggest when ``output`` is a folder."""
+    a file that others could read. ``output`` an existing stream that is not a regular file (``/dev/stdout``, a FIFO)
+    is written into directly. ``option`` names the flag in errors; ``example``: a file name to suggest when
+    ``output`` is a folder."""
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise InvalidInput(f"{option}: folder {folder} does not exist")

@@ -178,3 +178,13 @@ def test_misses_never_replace_the_set_they_read(cli, tmp_path):
     inside = cli("eval", str(folder), "--misses", str(folder / "m.jsonl"))
     assert inside.exit_code == 2 and "is inside the labelled set" in inside.output
     assert copy.read_bytes() == before and not (folder / "m.jsonl").exists()
+
+
+def test_a_search_scored_with_nothing_missed_is_not_made_again(toy):
+    # evaluate passes the contents it scored: when they hold every label within the budget the search is not made
+    # again (here they are said to, though a list of two would leave TEXTS[3] out — so nothing is explained)
+    explainer = Explainer(search_config((("neighbours", "0"),)), top_k=2)
+    kwargs = {"user_id": "u", "question": "q", "category": "1", "evidence": [TEXTS[3]], "query": "kayak trip"}
+    assert explainer.explain(toy, budget=8000, returned=f"user: {TEXTS[3]}", **kwargs) == []
+    (miss,) = explainer.explain(toy, budget=8000, returned="user: something else", **kwargs)
+    assert miss.reason == "ranked below the list"

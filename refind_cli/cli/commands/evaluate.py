@@ -131,7 +131,6 @@ def eval_command(
                 from ...files import whole_file
 
                 _not_the_set(misses, path)
-
                 out = stack.enter_context(whole_file(misses, option="--misses", example="misses.jsonl"))
                 on_miss = functools.partial(_write_miss, out)
             report = evaluate(
@@ -256,6 +255,5 @@ def misses_table(report: dict[str, Any]) -> Table:
         f"{sum(r['messages'] for r in rows):,}",
         f"{sum(found):,}" if found else "—",
         style="dim",
-        end_section=False,
     )
     return table
