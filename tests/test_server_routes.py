@@ -112,6 +112,23 @@ def test_a_contract_path_with_a_trailing_slash_is_the_same_route_and_nothing_red
     assert other.status_code in (404, 405) and other.json()["error"]
 
 
+def test_forget_with_a_trailing_slash_deletes_as_without_it(client):
+    # DELETE /v1/memories/ answered 404 not_found — the contract's "nothing stored in that scope" — and deleted
+    # nothing: a client took the user's memory for gone while it stayed searchable (found by a probe)
+    assert _add(client, content="tess keeps a kiwi").json()["success"] is True
+    gone = client.delete("/v1/memories/", params={"user_id": "u"}, headers=AUTH, follow_redirects=False)
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["success"] is True and gone.json()["messages"] == 1, gone.json()
+    found = client.post(
+        "/v1/memories/search", headers=AUTH, content=json.dumps({"user_id": "u", "query": "kiwi", "top_k": 3})
+    )
+    assert found.status_code == 200 and found.json()["data"] == []
+    again = client.delete("/v1/memories/", params={"user_id": "u"}, headers=AUTH)
+    assert again.status_code == 404 and again.json()["error"]["type"] == "not_found"  # now truly nothing in scope
+    paths = client.get("/openapi.json", headers=AUTH).json()["paths"]
+    assert "/v1/memories" in paths and "/v1/memories/" not in paths  # documented once
+
+
 def test_health_with_a_trailing_slash_answers_without_a_token(client):
     # it was a redirect to /health; with redirects off it would be a 404 (401 with a token): a probe broke (review)
     for method in ("GET", "HEAD"):

@@ -502,18 +502,23 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         result = await anyio.to_thread.run_sync(rt.forget, user_id, session_id, request_id, limiter=rt.write_limiter)
         return JSONResponse(result)
 
-    app.add_api_route(
-        "/v1/memories",
-        forget,
-        methods=["DELETE"],
-        dependencies=deps,
-        response_class=JSONResponse,
-        summary="Forget a user's memory: all of it, one session, or one request",
-        responses={
-            404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
-            422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)},
-        },
-    )
+    # with a trailing slash it is the same route: a 404 there read as "nothing stored in that scope" while the user's
+    # memory stayed searchable (found by a probe)
+    for path, shown in (("/v1/memories", True), ("/v1/memories/", False)):
+        app.add_api_route(
+            path,
+            forget,
+            methods=["DELETE"],
+            dependencies=deps,
+            response_class=JSONResponse,
+            summary="Forget a user's memory: all of it, one session, or one request",
+            responses={
+                404: {"description": "Nothing stored in that scope", **json_content(ERROR_SCHEMA)},
+                422: {"description": "Bad scope", **json_content(ERROR_SCHEMA)},
+            },
+            include_in_schema=shown,
+            name=None if shown else "forget_slash",
+        )
 
     add_doc = operation(ADD_SCHEMA, ADD_RESPONSE, 401, 403, 409, 410, 413, 415, 422, 503, 507)
     search_doc = operation(SEARCH_SCHEMA, SEARCH_RESPONSE, 401, 403, 413, 415, 422, 502, 503)
