@@ -160,6 +160,28 @@ def test_cli_expire_counts_per_user(cli, db_path: Path) -> None:
     assert json.loads(cli("expire", "--days", "off", "--json").output)["retention_days"] is None
 
 
+def test_an_empty_retention_on_the_command_line_is_refused_and_sweeps_nothing(cli, db_path: Path, monkeypatch) -> None:
+    # `refind expire --days "$DAYS"` with DAYS unset read as no flag: a real sweep with the stored policy or 30 days
+    # (found by a probe); an empty REFIND_RETENTION_DAYS still counts as unset, as every REFIND_* variable does
+    old = Store(db_path, clock=lambda: 1_000_000_000_000, retention_days=None)  # recorded in 2001
+    _add(old, "r1", "alice", "s1", "from long ago", "also old")
+    old.close()
+    for args in (("--days", ""), ("--retention-days", " "), ("--dry-run", "--days", "")):
+        out = cli("expire", *args)
+        assert out.exit_code == 2, (args, out.output)
+        assert out.output.strip() == (
+            "error: --retention-days / --days: an empty value is not a number of days (or 'off'); leave the flag "
+            "out for the retention the database remembers, else 30 days"
+        )
+    out = cli("add", "new words", "--user", "alice", "--session", "s2", "--retention-days", "")
+    assert out.exit_code == 2 and "error: --retention-days: an empty value is not a number of days" in out.output
+    with Store(db_path, retention_days=None) as s:
+        assert [m.content for m in s.user_messages("alice")] == ["from long ago", "also old"]  # nothing swept, added
+    monkeypatch.setenv("REFIND_RETENTION_DAYS", "")
+    dry = json.loads(cli("expire", "--dry-run", "--json").output)
+    assert (dry["retention_days"], dry["messages"], dry["policy"]["source"]) == (30, 2, "default")
+
+
 def _stored_search(store: Store, sid: str, user: str, at: int, quoted: list[str]) -> None:
     from refind_cli import trace
 

@@ -23,11 +23,27 @@ UserOption = Annotated[str, typer.Option("--user", "-u", help="The user whose me
 OptionalUserOption = Annotated[str | None, typer.Option("--user", "-u", help="Limit to this user.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of rich output.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def not_empty_on_the_line(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """A retention given on the command line with an empty value is refused (exit 2): `--days "$DAYS"` with DAYS unset
+    was read as no flag at all, and `expire` swept with the stored policy or the default (found by a probe). An empty
+    variable still counts as unset, as every REFIND_* variable does."""
+    source = ctx.get_parameter_source(param.name or "")
+    if value is not None and not value.strip() and getattr(source, "name", None) == "COMMANDLINE":
+        raise InvalidInput(
+            f"{' / '.join(param.opts)}: an empty value is not a number of days (or 'off'); leave the flag out for the "
+            "retention the database remembers, else 30 days"
+        )
+    return value
+
+
 RetentionOption = Annotated[
     str | None,
     typer.Option(
         "--retention-days",
         envvar=settings.ENV_RETENTION_DAYS,
+        callback=not_empty_on_the_line,
         help=(
             "Hide and expire messages recorded more than this many days ago ('off' keeps everything). Default: what "
             "the database remembers (add, serve and mcp store a value given them), else 30."

@@ -11,7 +11,16 @@ import typer
 from ... import settings
 from ...errors import InvalidInput
 from .. import render
-from ..options import DEFAULT_DB, DbOption, JsonOption, OptionalUserOption, RetentionOption, UserOption, open_existing
+from ..options import (
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    OptionalUserOption,
+    RetentionOption,
+    UserOption,
+    not_empty_on_the_line,
+    open_existing,
+)
 from ..plain import writes_unicode
 
 if TYPE_CHECKING:
@@ -62,6 +71,7 @@ ExpireDaysOption = Annotated[
         "--retention-days",
         "--days",
         envvar=settings.ENV_RETENTION_DAYS,
+        callback=not_empty_on_the_line,
         help=(
             "Expire messages recorded more than this many days ago (at least 1; 'off': nothing). Default: the "
             "retention the database remembers, else 30. Applies to this run only; a shorter one than the stored "
