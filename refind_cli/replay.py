@@ -954,6 +954,7 @@ def _replay_stream(
 ) -> ReplaySummary:
     fresh: set[int] = set()  # sessions this replay began (_grown)
     repeats = Repeats()  # the file's auto ids so far, as its parser counts them (_grown)
+    last: dict[int, str] = {}  # each started session's last request so far, in file order (_grown)
     try:
         for chunk in chunks:
             summary.lines = chunk.lines
@@ -970,7 +971,7 @@ def _replay_stream(
                 batch.append(item)
             if batch:
                 added = summary.messages_added
-                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem, fresh, repeats):
+                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem, fresh, repeats, last):
                     if hint is not None:  # the rest is only counted: nothing to build ahead for
                         hint.value = 0
                     return _stopped(summary, batch, chunks)
@@ -1023,6 +1024,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
     bad: list[LineError | tuple[str, str, str]] = []
     fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
     repeats = Repeats()
+    last: dict[int, str] = {}
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -1034,7 +1036,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
                 bad.append(item)
                 continue
             ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
-            parts, known = _grown(store, [ready], fresh, repeats)  # the requests the writer will store of it
+            parts, known = _grown(store, [ready], fresh, repeats, last)  # the requests the writer will store of it
             for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
                 if piece.stone is not None:
                     bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
@@ -1104,13 +1106,14 @@ def _store_batch(
     on_problem: Callable[[str], None] | None,
     fresh: set[int],
     repeats: Repeats,
+    last: dict[int, str],
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
     import sqlite3
 
     try:
         with store.write():  # grown groups are looked up under the lock their new messages are stored under
-            batch, known = _grown(store, batch, fresh, repeats)
+            batch, known = _grown(store, batch, fresh, repeats, last)
             outcomes = store.add_prepared((item.request for item in batch), segments=segments)
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
@@ -1145,7 +1148,7 @@ def _store_batch(
 
 
 def _grown(
-    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats
+    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats, last: dict[int, str]
 ) -> tuple[list[Ready], list[tuple[Ready, Piece]]]:
     """The batch with every group that has grown since an earlier replay cut to the messages after what is known of
     it (:mod:`auto_ids`; marked ``grown``), and the pieces known already, each with its group. ``repeats`` counts
@@ -1156,8 +1159,17 @@ def _grown(
     No group of such a session can be a grown one: nothing of it was stored before, and the ids a group's prefixes
     would have are never ids this replay gives (their repeat suffixes differ). So a file replayed into a new database
     asks one question per session, one replayed again one per session and batch, and only a group whose own id is
-    unknown has its prefixes' ids derived and looked up."""
+    unknown has its prefixes' ids derived and looked up.
+
+    The other way round, a **shorter, older copy** of a log replayed after the longer one (a snapshot, a backup, a
+    second replay racing the first): its session's last group is the start of a group stored already, whose id it
+    cannot know. So a group (or what follows the known part of a grown one) that would be stored in a started session
+    is compared with the request stored next after what precedes it in the file (``last``: each session's last request
+    of this replay, in file order; the session's first request when nothing does — then only for messages with a
+    said-at, so that a new "ok" is never taken for an old one): when that request begins with exactly its messages
+    (role, content and said-at) and holds more, they are known as part of it and not stored again."""
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
+    opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
     stones: dict[str, bool] = {}
     started: set[int] = set()
     for place, item in enumerate(batch):
@@ -1172,6 +1184,7 @@ def _grown(
                 fresh.add(key)  # (before this batch stores anything of it)
                 continue
             started.add(key)
+        opened.add(place)
         if item.auto and len(item.request.messages) > 1:
             looked[place] = user
     by_user: dict[str, list[str]] = {}
@@ -1200,8 +1213,11 @@ def _grown(
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
+        key = hash((item.request.user_id, item.request.session_id))
         if not item.auto:
             out.append(item)
+            if place in opened:
+                last[key] = item.request.request_id
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
@@ -1227,17 +1243,50 @@ def _grown(
             else None
         )
         if split is None:
+            held = None
+            if place in opened and req.request_id not in known.get(req.user_id, {}):
+                held = _held_already(store, req.user_id, req.session_id, last.get(key), req.messages)
+            if held is not None:  # the start of a group stored already: a shorter, older copy of the log
+                pieces.append((item, Piece(0, len(req.messages), held, None)))
+                last[key] = held
+                continue
             out.append(item)
+            if place in opened:
+                last[key] = req.request_id
             continue
         pieces += [(item, piece) for piece in split.known]
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
             stop = split.again.stop
             head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
             out.append(Ready(prepare(head), item.first_line, item.lines[stop - 1], (), ()))
+        after = split.known[-1].request_id if split.known else None
+        held = after and _held_already(store, req.user_id, req.session_id, after, req.messages[split.start :])
+        if held:  # what follows the known part began a request stored already: an older copy of the log
+            pieces.append((item, Piece(split.start, len(req.messages), held, None)))
+            last[key] = held
+            continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
+        last[key] = split.request_id
     return out, pieces
+
+
+def _held_already(store: Store, user: str, session: str, after: str | None, said: Sequence[Said]) -> str | None:
+    """The id of the request stored next in this session after ``after`` (its first when None) when it begins with
+    exactly these messages and holds more — they were stored as part of it (:func:`_grown`); else None. With nothing
+    before them to place them, only messages that all carry a said-at are matched."""
+    if len(said) >= GROUP_SIZE or (after is None and any(m[2] is None for m in said)):
+        return None  # (no stored group is longer than a full one)
+    found = store.request_after(user, session, after, count=len(said))
+    if found is None:
+        return None
+    request_id, total, stored = found
+    if total <= len(said) or not request_id.startswith(("auto-", CHAINED)):
+        return None  # (the same length: its own id, known or not, says whether it is stored)
+    if [tuple(m) for m in said] != stored or request_id not in store.known_requests(user, [request_id]):
+        return None  # (stored past retention counts as not stored: stored again, as a whole group would be)
+    return request_id
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:

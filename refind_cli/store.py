@@ -1066,6 +1066,35 @@ class Store:
             is not None
         )
 
+    def request_after(
+        self, user_id: str, session_id: str, request_id: str | None, *, count: int
+    ) -> tuple[str, int, list[tuple[str, str, int | None]]] | None:
+        """The request stored next in this session after ``request_id``'s last message (the session's first when None;
+        None when ``request_id`` holds no message): its id, message count and first ``count`` messages as (role,
+        content, said-at). Where a replay looks for a group it holds the start of (a shorter, older copy of a log)."""
+        after = -1
+        if request_id is not None:
+            row = self.conn.execute(
+                "SELECT max(seq) FROM messages WHERE user_id = ? AND request_id = ?", (user_id, request_id)
+            ).fetchone()
+            if row is None or row[0] is None:
+                return None
+            after = row[0]
+        row = self.conn.execute(
+            "SELECT request_id FROM messages WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq LIMIT 1",
+            (user_id, session_id, after),
+        ).fetchone()
+        if row is None:
+            return None
+        total = self.conn.execute(
+            "SELECT message_count FROM requests WHERE user_id = ? AND request_id = ?", (user_id, row[0])
+        ).fetchone()
+        said = self.conn.execute(
+            "SELECT role, content, said_at FROM messages WHERE user_id = ? AND request_id = ? AND idx < ? ORDER BY idx",
+            (user_id, row[0], count),
+        ).fetchall()
+        return row[0], (total[0] if total else len(said)), [tuple(r) for r in said]
+
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
         """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,
         :mod:`auto_ids`), or held one that a tombstone names: one range of the messages-by-request index, one of the

@@ -360,3 +360,99 @@ def test_two_grown_groups_of_the_same_messages_keep_their_own_earlier_groups(db_
         replay(store, str(log), batch_size=2, parallel=False)
         stored = store.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
     assert stored == len(sessions) - gone
+
+
+def _timed(i: int, session: str = "s1") -> str:
+    return json.dumps(
+        {"user_id": "u1", "session_id": session, "role": "user", "content": f"line {i}", "timestamp": T0 + i * 1000}
+    )
+
+
+T0 = 1_683_554_160_000
+
+
+def test_an_older_shorter_copy_of_a_log_replayed_after_it_stores_nothing(cli, db_path, tmp_path) -> None:
+    # found by a probe: 17 lines replayed, then a 7-line snapshot of the same log, then 13 — the snapshots' groups
+    # were stored again beside the group they begin (37 messages for 17), exit 0 and no word of it
+    copies = {n: tmp_path / f"log{n}.jsonl" for n in (7, 13, 17)}
+    for n, path in copies.items():
+        _append(path, *(_timed(i) for i in range(n)))
+    assert json.loads(cli("add", "--file", str(copies[17]), "--json").output)["messages_added"] == 17
+    for n in (7, 13, 17, 7):
+        out = cli("add", "--file", str(copies[n]), "--json")
+        assert out.exit_code == 0, out.output
+        summary = json.loads(out.output)
+        assert (summary["messages_added"], summary["duplicates"]) == (0, 1), (n, summary)
+    assert _contents(db_path) == [f"line {i}" for i in range(17)]
+
+
+def test_an_older_copy_that_ends_inside_what_a_grown_group_chained_stores_nothing(db_path, tmp_path) -> None:
+    # 7 lines, grown to 45 (the first group is now the 7 and a chained request of 13; then 20 and 5), then a copy of
+    # 12 lines (the 7 known, the 5 after it the start of the chained request) and one of 30 (ends inside the second
+    # group of 20)
+    with Store(db_path) as store:
+        for n in (7, 45, 12, 30, 44):
+            log = _append(tmp_path / f"log{n}.jsonl", *(_timed(i) for i in range(n)))
+            summary = replay(store, log, batch_size=3)
+            assert summary.messages_added == (7 if n == 7 else 38 if n == 45 else 0), (n, summary)
+    assert _contents(db_path) == [f"line {i}" for i in range(45)]
+
+
+def test_a_new_first_group_without_timestamps_is_never_taken_for_the_start_of_a_stored_one(db_path, tmp_path) -> None:
+    """Nothing in the file before it to place it, and no said-at: "ok" (a new day's log) could be new, so it is
+    stored — a duplicate at worst, never a message lost. After a group the file shares with the store it is placed,
+    and an older copy's "ok" is known."""
+    ok, fine = _said("ok"), _said("fine")
+    with Store(db_path) as store:
+        replay(store, _append(tmp_path / "day1.jsonl", ok, fine))
+        assert replay(store, _append(tmp_path / "day2.jsonl", ok)).messages_added == 1  # new, or a copy: kept
+        s2 = [_said(f"m{i}", session="s2") for i in range(GROUP_SIZE)] + [_said("ok", session="s2")]
+        replay(store, _append(tmp_path / "long.jsonl", *s2, _said("fine", session="s2"), _said("bye", session="s2")))
+        summary = replay(store, _append(tmp_path / "older.jsonl", *s2))  # a copy cut after that "ok"
+        assert (summary.messages_added, summary.duplicates) == (0, 2)
+    assert _contents(db_path) == ["ok", "fine", "ok", *(f"m{i}" for i in range(GROUP_SIZE)), "ok", "fine", "bye"]
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_replays_of_a_log_and_its_older_copies_at_once_store_each_line_once(db_path, tmp_path, round_: int) -> None:
+    import subprocess
+    import sys
+
+    paths = []
+    for n in (7, 13, 17):
+        paths.append(_append(tmp_path / f"log{n}.jsonl", *(_timed(i) for i in range(n))))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "refind_cli", "add", "--file", p, "--db", str(db_path), "--quiet"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for p in (paths if round_ % 2 else reversed(paths))
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    assert _contents(db_path) == [f"line {i}" for i in range(17)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["s1", "s2"]), st.sampled_from(["ok", "yes"])), min_size=1, max_size=45),
+    st.lists(st.integers(1, 45), min_size=1, max_size=4),
+    st.integers(1, 4),
+)
+def test_every_line_is_stored_once_whatever_older_copies_are_replayed_after_it(
+    tmp_path_factory, lines: list[tuple[str, str]], cuts: list[int], batch_size: int
+) -> None:
+    """The whole log, then copies of it cut anywhere, in any order (lines with timestamps): each line stored once."""
+    tmp = tmp_path_factory.mktemp("log")
+    text = [
+        json.dumps({"user_id": "u1", "session_id": s, "role": "user", "content": c, "timestamp": T0 + i * 1000})
+        for i, (s, c) in enumerate(lines)
+    ]
+    with Store(tmp / "m.db") as store:
+        replay(store, _append(tmp / "full.jsonl", *text), batch_size=batch_size, parallel=False)
+        for k, cut in enumerate(cuts):
+            copy = _append(tmp / f"copy{k}.jsonl", *text[:cut])
+            assert replay(store, copy, batch_size=batch_size, parallel=False).messages_added == 0, cut
+        stored = sorted(store.conn.execute("SELECT session_id, content, said_at FROM messages"))
+    assert stored == sorted((s, c, T0 + i * 1000) for i, (s, c) in enumerate(lines))
