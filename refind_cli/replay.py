@@ -952,9 +952,8 @@ def _replay_stream(
     on_progress: Callable[[int, int | None], None] | None,
     on_problem: Callable[[str], None] | None,
 ) -> ReplaySummary:
-    fresh: set[int] = set()  # sessions this replay began (_grown)
+    seen = Seen()  # the sessions this replay began, and what precedes each group in the others (_grown)
     repeats = Repeats()  # the file's auto ids so far, as its parser counts them (_grown)
-    last: dict[int, str] = {}  # each started session's last request so far, in file order (_grown)
     try:
         for chunk in chunks:
             summary.lines = chunk.lines
@@ -971,7 +970,7 @@ def _replay_stream(
                 batch.append(item)
             if batch:
                 added = summary.messages_added
-                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem, fresh, repeats, last):
+                if not _store_batch(store, batch, chunk.segments, summary, name, on_problem, seen, repeats):
                     if hint is not None:  # the rest is only counted: nothing to build ahead for
                         hint.value = 0
                     return _stopped(summary, batch, chunks)
@@ -1022,9 +1021,8 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
     import sqlite3
 
     bad: list[LineError | tuple[str, str, str]] = []
-    fresh: set[int] = set()  # as the writer keeps them (_grown): this pass stores nothing, so they stay true
+    sessions = Seen()  # as the writer keeps them (_grown): this pass stores nothing
     repeats = Repeats()
-    last: dict[int, str] = {}
     seen = sqlite3.connect("")  # a private temporary database on disk
     try:
         seen.execute(
@@ -1036,7 +1034,7 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
                 bad.append(item)
                 continue
             ready = Ready(prepare(item.request), item.first_line, item.last_line, (), (), item.auto, item.lines)
-            parts, known = _grown(store, [ready], fresh, repeats, last)  # the requests the writer will store of it
+            parts, known = _grown(store, [ready], sessions, repeats)  # the requests the writer will store of it
             for _, piece in known:  # a group grown since an earlier replay: its known part is skipped
                 if piece.stone is not None:
                     bad.append((_piece_where(item, piece), _forgotten_piece(item, piece, piece.stone), "forgotten"))
@@ -1104,16 +1102,15 @@ def _store_batch(
     summary: ReplaySummary,
     name: str,
     on_problem: Callable[[str], None] | None,
-    fresh: set[int],
+    seen: Seen,
     repeats: Repeats,
-    last: dict[int, str],
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
     import sqlite3
 
     try:
         with store.write():  # grown groups are looked up under the lock their new messages are stored under
-            batch, known = _grown(store, batch, fresh, repeats, last)
+            batch, known = _grown(store, batch, seen, repeats)
             outcomes = store.add_prepared((item.request for item in batch), segments=segments)
     except sqlite3.Error as exc:
         summary.fault = storage_error(exc, store.path)
@@ -1147,15 +1144,25 @@ def _store_batch(
     return True
 
 
+@dataclass
+class Seen:
+    """What a replay keeps of the sessions between its batches (:func:`_grown`)."""
+
+    fresh: set[int] = field(default_factory=set)  # hashes of the sessions that held nothing when it first met them
+    last: dict[int, str] = field(default_factory=dict)  # each session's last request so far, in file order
+    version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
+
+
 def _grown(
-    store: Store, batch: list[Ready], fresh: set[int], repeats: Repeats, last: dict[int, str]
+    store: Store, batch: list[Ready], seen: Seen, repeats: Repeats
 ) -> tuple[list[Ready], list[tuple[Ready, Piece]]]:
     """The batch with every group that has grown since an earlier replay cut to the messages after what is known of
     it (:mod:`auto_ids`; marked ``grown``), and the pieces known already, each with its group. ``repeats`` counts
     the file's groups in order (a prefix's id carries the repeat suffix it got), as its parser did.
 
     Looked up only where something can be known: not in a session that had no stored message (and whose user had no
-    tombstone) when this replay first met it — ``fresh``, the hashes of those sessions, kept for the whole replay.
+    tombstone) when this replay first met it — ``seen.fresh``, the hashes of those sessions, kept until another
+    process writes to the database (its ``data_version`` changes: a replay of the same log may have stored them).
     No group of such a session can be a grown one: nothing of it was stored before, and the ids a group's prefixes
     would have are never ids this replay gives (their repeat suffixes differ). So a file replayed into a new database
     asks one question per session, one replayed again one per session and batch, and only a group whose own id is
@@ -1164,10 +1171,15 @@ def _grown(
     The other way round, a **shorter, older copy** of a log replayed after the longer one (a snapshot, a backup, a
     second replay racing the first): its session's last group is the start of a group stored already, whose id it
     cannot know. So a group (or what follows the known part of a grown one) that would be stored in a started session
-    is compared with the request stored next after what precedes it in the file (``last``: each session's last request
-    of this replay, in file order; the session's first request when nothing does — then only for messages with a
+    is compared with the request stored next after what precedes it in the file (``seen.last``: each session's last
+    request of this replay, in file order; the session's first request when nothing does — then only for messages with a
     said-at, so that a new "ok" is never taken for an old one): when that request begins with exactly its messages
     (role, content and said-at) and holds more, they are known as part of it and not stored again."""
+    fresh, last = seen.fresh, seen.last
+    version = store.conn.execute("PRAGMA data_version").fetchone()[0]
+    if version != seen.version:  # (also the first batch: nothing is fresh yet)
+        fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
+        seen.version = version
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
     stones: dict[str, bool] = {}
@@ -1216,8 +1228,7 @@ def _grown(
         key = hash((item.request.user_id, item.request.session_id))
         if not item.auto:
             out.append(item)
-            if place in opened:
-                last[key] = item.request.request_id
+            last[key] = item.request.request_id
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
@@ -1251,8 +1262,7 @@ def _grown(
                 last[key] = held
                 continue
             out.append(item)
-            if place in opened:
-                last[key] = req.request_id
+            last[key] = req.request_id
             continue
         pieces += [(item, piece) for piece in split.known]
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed

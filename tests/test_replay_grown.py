@@ -456,3 +456,26 @@ def test_every_line_is_stored_once_whatever_older_copies_are_replayed_after_it(
             assert replay(store, copy, batch_size=batch_size, parallel=False).messages_added == 0, cut
         stored = sorted(store.conn.execute("SELECT session_id, content, said_at FROM messages"))
     assert stored == sorted((s, c, T0 + i * 1000) for i, (s, c) in enumerate(lines))
+
+
+def test_an_older_copy_whose_session_another_replay_stored_between_its_batches_stores_nothing(
+    db_path, tmp_path
+) -> None:
+    # the copy's replay met s1 empty in its first batch and kept it "fresh" (never looked up) for the rest of the
+    # file; the full log's replay, in another process, stored s1 before the copy's second batch: its last group (the
+    # start of one the full replay stored) was stored again. Another writer's commit now ends "fresh".
+    full = _append(tmp_path / "full.jsonl", *(_timed(i) for i in range(2 * GROUP_SIZE + 5)))
+    copy = _append(tmp_path / "copy.jsonl", *(_timed(i) for i in range(GROUP_SIZE + 7)))
+    other = Store(db_path)
+    raced: list[int] = []
+
+    def the_other_replay(done: int, total: int | None) -> None:
+        if not raced and len(_contents(db_path)) == GROUP_SIZE:  # the copy's first group is stored, not its last
+            raced.append(replay(other, full, parallel=False).messages_added)
+
+    with Store(db_path) as store:
+        summary = replay(store, copy, batch_size=1, on_progress=the_other_replay, parallel=False)
+    other.close()
+    assert raced == [GROUP_SIZE + 5]
+    assert (summary.messages_added, summary.duplicates) == (GROUP_SIZE, 1)
+    assert _contents(db_path) == [f"line {i}" for i in range(2 * GROUP_SIZE + 5)]
