@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field
 
 from . import __version__
 from .api import Evidence, Memory, parse_said_at
@@ -48,18 +48,28 @@ INSTRUCTIONS = (
 # Checked by the contract, as the CLI's --role is (a Literal would have pydantic refuse a bad one in its own words);
 # the schema still lists the roles for the client.
 Role = Annotated[Any, Field(description="Who said it.", json_schema_extra={"type": "string", "enum": list(ROLES)})]
+# Text too: a number or true sent for a text argument was refused in pydantic's words ("2 validation errors for
+# rememberArguments … errors.pydantic.dev/…", found by a probe); each is checked as its count is (_text, _at)
+_TEXT = {"type": "string"}
+_MAYBE_TEXT = {"anyOf": [{"type": "string"}, {"type": "null"}]}
 SessionArg = Annotated[
-    str | None,
-    Field(description="Conversation session id (default: this server's session, one per launch)."),
+    Any,
+    Field(
+        description="Conversation session id (default: this server's session, one per launch).",
+        json_schema_extra=_MAYBE_TEXT,
+    ),
 ]
 # Counts too: JSON's true, "2" and 2.0 are no count (pydantic's lax mode read them as 1, 2 and 2; its strict mode
 # refused them in its own words, with a link to its documentation); the schema still says integer
 _COUNT = {"type": "integer", "minimum": 1, "maximum": 1000}
 TopK = Annotated[Any, Field(description="At most this many evidence blocks (1-1000).", json_schema_extra=_COUNT)]
 Limit = Annotated[Any, Field(description="At most this many sessions (1-1000).", json_schema_extra=_COUNT)]
-AtArg = Annotated[  # strict: JSON's true is not the timestamp 1
-    StrictStr | StrictInt | None,
-    Field(description="When it was said: ISO 8601 (UTC unless it names a zone) or Unix ms; default now."),
+AtArg = Annotated[  # JSON's true is not the timestamp 1, nor 1.5 a whole millisecond (_at)
+    Any,
+    Field(
+        description="When it was said: ISO 8601 (UTC unless it names a zone) or Unix ms; default now.",
+        json_schema_extra={"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+    ),
 ]
 
 
@@ -82,35 +92,52 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
     )
 
     def remember(
-        content: Annotated[str, Field(description="The message text, verbatim.")],
+        content: Annotated[Any, Field(description="The message text, verbatim.", json_schema_extra=_TEXT)],
         role: Role = "user",
         session: SessionArg = None,
         at: AtArg = None,
     ) -> dict[str, Any]:
         names = {"messages[0].content": "content", "messages[0].role": "role"}
-        return _added(memory, cfg, [{"role": role, "content": content}], session, at, names)
+        message = {"role": role, "content": _text("content", content)}
+        return _added(memory, cfg, [message], _text("session", session, optional=True), _at(at), names)
 
     def remember_exchange(
-        user_message: Annotated[str, Field(description="What the user said, verbatim.")],
-        assistant_reply: Annotated[str, Field(description="What the assistant answered, verbatim.")],
+        user_message: Annotated[Any, Field(description="What the user said, verbatim.", json_schema_extra=_TEXT)],
+        assistant_reply: Annotated[
+            Any, Field(description="What the assistant answered, verbatim.", json_schema_extra=_TEXT)
+        ],
         session: SessionArg = None,
         at: AtArg = None,
     ) -> dict[str, Any]:
-        messages = [{"role": "user", "content": user_message}, {"role": "assistant", "content": assistant_reply}]
+        messages = [
+            {"role": "user", "content": _text("user_message", user_message)},
+            {"role": "assistant", "content": _text("assistant_reply", assistant_reply)},
+        ]
         names = {"messages[0].content": "user_message", "messages[1].content": "assistant_reply"}
-        return _added(memory, cfg, messages, session, at, names)
+        return _added(memory, cfg, messages, _text("session", session, optional=True), _at(at), names)
 
     def search_memory(
-        query: Annotated[str, Field(description="What to look for: keywords or a question.")],
+        query: Annotated[Any, Field(description="What to look for: keywords or a question.", json_schema_extra=_TEXT)],
         top_k: TopK = 10,
         date_from: Annotated[
-            str | None, Field(description="Only messages said on/after this date (YYYY-MM-DD, YYYY/MM/DD or ISO).")
+            Any,
+            Field(
+                description="Only messages said on/after this date (YYYY-MM-DD, YYYY/MM/DD or ISO).",
+                json_schema_extra=_MAYBE_TEXT,
+            ),
         ] = None,
         date_to: Annotated[
-            str | None, Field(description="Only messages said on/before this date (inclusive of the whole day).")
+            Any,
+            Field(
+                description="Only messages said on/before this date (inclusive of the whole day).",
+                json_schema_extra=_MAYBE_TEXT,
+            ),
         ] = None,
     ) -> dict[str, Any]:
+        query = _text("query", query)
         top_k = _count("top_k", top_k)
+        date_from = _text("date_from", date_from, optional=True)
+        date_to = _text("date_to", date_to, optional=True)
         try:
             if cfg.mode == "agent":
                 answer = memory.agent_search(
@@ -157,8 +184,9 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         }
 
     def forget_session(
-        session: Annotated[str, Field(description="The session id to delete for good.")],
+        session: Annotated[Any, Field(description="The session id to delete for good.", json_schema_extra=_TEXT)],
     ) -> dict[str, Any]:
+        session = _text("session", session)
         try:
             result = memory.forget(user=cfg.user, session=session)
         except RefindError as exc:
@@ -252,6 +280,27 @@ def runner(memory: Memory, cfg: McpSettings, on_running: Callable[[], None]) -> 
     server = build(memory, cfg, on_running)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
     return lambda: server.run("stdio")
+
+
+def _sent(value: Any) -> str:
+    """A value as the caller sent it (JSON), at most 80 characters of it."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _text(name: str, value: Any, *, optional: bool = False) -> Any:
+    """A text argument as sent: a JSON string (or null where it may be left out), else a tool error naming it."""
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    either = " (or left out)" if optional else ""
+    raise ToolError(f"{name}: must be a string{either}, got {_sent(value)}")
+
+
+def _at(value: Any) -> str | int | None:
+    """``at`` as sent: an ISO 8601 string, Unix ms as a JSON integer (not true, not 1.5), or null."""
+    if value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ToolError(f"at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got {_sent(value)}")
 
 
 def _count(name: str, value: Any) -> int:

@@ -95,7 +95,36 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
         )
         # JSON's true is no timestamp: said as what was sent (pydantic's lax mode made it 1, "at: 1 is neither …")
         bad_at = _error(await client.call_tool("remember", {"content": "x", "at": True}))
-        assert "at" in bad_at and "input_value=True" in bad_at and "1 is neither" not in bad_at, bad_at
+        assert bad_at.endswith("at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got true"), bad_at
+        # every argument of the wrong kind in refind's words, not pydantic's ("2 validation errors for
+        # rememberArguments … errors.pydantic.dev/…", found by a probe)
+        for tool, arguments, said in (
+            ("remember", {"content": 5}, "content: must be a string, got 5"),
+            (
+                "remember",
+                {"content": "x", "at": 1683554160000.5},
+                "at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got 1683554160000.5",
+            ),
+            ("remember", {"content": "x", "session": 7}, "session: must be a string (or left out), got 7"),
+            (
+                "remember_exchange",
+                {"user_message": ["hi"], "assistant_reply": "yo"},
+                'user_message: must be a string, got ["hi"]',
+            ),
+            (
+                "remember_exchange",
+                {"user_message": "hi", "assistant_reply": None},
+                "assistant_reply: must be a string, got null",
+            ),
+            ("search_memory", {"query": 3}, "query: must be a string, got 3"),
+            (
+                "search_memory",
+                {"query": "cat", "date_to": 20230601},
+                "date_to: must be a string (or left out), got 20230601",
+            ),
+        ):
+            refused = _error(await client.call_tool(tool, arguments))
+            assert refused.endswith(said) and "pydantic" not in refused, (tool, refused)
         assert "assistant_reply: must be a non-empty string" in _error(
             await client.call_tool("remember_exchange", {"user_message": "hi", "assistant_reply": ""})
         )
@@ -112,6 +141,10 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
         for tool, name in (("search_memory", "top_k"), ("recent_sessions", "limit")):  # the schema still says so
             schema = tools[tool].input_schema["properties"][name]
             assert (schema["type"], schema["minimum"], schema["maximum"], schema["default"]) == ("integer", 1, 1000, 10)
+        remember = tools["remember"].input_schema  # the text arguments' types, though each is checked by refind
+        assert remember["properties"]["content"]["type"] == "string" and remember["required"] == ["content"]
+        assert remember["properties"]["at"]["anyOf"] == [{"type": "string"}, {"type": "integer"}, {"type": "null"}]
+        assert tools["search_memory"].input_schema["properties"]["date_from"]["anyOf"][0] == {"type": "string"}
         assert "session: must be a non-empty string" in _error(
             await client.call_tool("remember", {"content": "x", "session": ""})
         )
