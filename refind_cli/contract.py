@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 from collections import Counter
@@ -248,6 +249,13 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
     value = number
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
+    if isinstance(value, float) and not math.isfinite(value):  # infinity (1e400, past a float) or NaN: no time
+        said = (
+            "not a number"
+            if value != value
+            else f"{'minus ' if value < 0 else ''}infinity (a number past a float's range, such as 1e400)"
+        )
+        raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {said}")
     if MIN_TIMESTAMP_S <= value < MAX_TIMESTAMP_S:
         ms = round(value * 1000)
         if ms >= MAX_TIMESTAMP_MS:  # 9999999999.9996 s rounds to the first millisecond past the stored dates

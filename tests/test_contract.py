@@ -72,6 +72,20 @@ DROP = object()
             msg(timestamp=1.5e12 + 0.5),
             "messages[0].timestamp: must be a whole number of milliseconds, got 1500000000000.5",
         ),
+        (  # JSON's 1e400 reads as infinity: said so, not "a whole number of milliseconds, got inf" (a probe)
+            msg(timestamp=float("inf")),
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got infinity (a number past a "
+            "float's range, such as 1e400)",
+        ),
+        (
+            msg(timestamp=float("-inf")),
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got minus infinity (a number "
+            "past a float's range, such as 1e400)",
+        ),
+        (
+            msg(timestamp=float("nan")),
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got not a number",
+        ),
         (
             msg(timestamp=-1),
             "messages[0].timestamp: -1 is neither Unix milliseconds in [100000000000, 10000000000000) nor Unix "
