@@ -4,9 +4,9 @@ costs and what it stores, against another refind in the same run.
     .venv/bin/python bench/grown_log.py --baseline PYTHONPATH [--messages 100000] [--sessions 400] [--grow 7]
         [--steps 6] [--repeat 3]
 
-Writes a synthetic JSONL of message lines without request ids (each request's id is derived from its group of
-lines): ``--sessions`` sessions of 8 users, alternating roles, written in runs of 1-40 consecutive lines, so groups
-end at 20 messages and where another session's lines begin. Then each refind, in its own process (``python -P`` with
+Writes a synthetic JSONL of message lines without request ids, each with a timestamp (each request's id is derived
+from its group of lines): ``--sessions`` sessions of 8 users, alternating roles, written in runs of 1-40 consecutive
+lines, so groups end at 20 messages and where another session's lines begin. Then each refind, in its own process (``python -P`` with
 its checkout on PYTHONPATH), on a new database:
 
   first  — replays the log into the empty database (messages per second by the wall clock and by CPU time, the
@@ -15,7 +15,9 @@ its checkout on PYTHONPATH), on a new database:
   grown  — ``--steps`` times: appends ``--grow`` lines to the session written last (its last group grows, as an
            agent's log does) and replays the whole log again: seconds per replay, and messages added;
   next   — replays the next day's log (``--messages``/2 new lines in the same sessions: groups whose sessions are
-           stored already, each looked up as a possibly grown one).
+           stored already, each looked up as a possibly grown one);
+  older  — replays an older copy of the first log (its first nine tenths: a snapshot taken mid-group), which holds
+           nothing new: messages added (0 when an older copy is recognised) and seconds.
 
 At the end: how many messages are stored against the lines of both logs (stored twice = the difference). ``--repeat``
 alternates the two refinds (ABBA order); medians are printed last.
@@ -56,7 +58,7 @@ WORDS = [
 ]
 
 
-def write_log(path: Path, messages: int, sessions: int, seed: int = 7) -> None:
+def write_log(path: Path, messages: int, sessions: int, seed: int = 7, day: int = 0) -> None:
     rnd = random.Random(seed)
     left = messages
     counts = dict.fromkeys(range(sessions), 0)
@@ -64,12 +66,15 @@ def write_log(path: Path, messages: int, sessions: int, seed: int = 7) -> None:
         while left > 0:
             s = rnd.randrange(sessions)
             for _ in range(min(left, rnd.randint(1, 40))):
-                f.write(_line(s, counts[s], rnd) + "\n")
+                f.write(_line(s, counts[s], rnd, day) + "\n")
                 counts[s] += 1
                 left -= 1
 
 
-def _line(session: int, i: int, rnd: random.Random) -> str:
+T0 = 1_700_000_000_000  # each line's timestamp: a second per line of its session, a day per log
+
+
+def _line(session: int, i: int, rnd: random.Random, day: int = 0) -> str:
     content = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(4, 30)))
     return json.dumps(
         {
@@ -77,6 +82,7 @@ def _line(session: int, i: int, rnd: random.Random) -> str:
             "session_id": f"s{session}",
             "role": "user" if i % 2 == 0 else "assistant",
             "content": f"{content} ({session}.{i})",
+            "timestamp": T0 + day * 86_400_000 + i * 1000 + session,
         }
     )
 
@@ -118,6 +124,12 @@ def one(log: str, grow: int, steps: int, following: str) -> dict[str, Any]:
         summary = replay(store, following)
         out["next"] = {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu, "added": summary.messages_added}
         lines += Path(following).read_text(encoding="utf-8").count("\n")
+        older = Path(tmp) / "older.jsonl"
+        kept = Path(log).read_text(encoding="utf-8").splitlines(keepends=True)
+        older.write_text("".join(kept[: len(kept) * 9 // 10]), encoding="utf-8")
+        wall, cpu = time.perf_counter(), _cpu()
+        summary = replay(store, str(older))
+        out["older"] = {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu, "added": summary.messages_added}
         store.close()
         conn = sqlite3.connect(Path(tmp) / "m.db")
         out["stored"] = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
@@ -154,14 +166,14 @@ def main() -> None:
         log = Path(tmp) / "log.jsonl"
         write_log(log, args.messages, args.sessions)
         following = Path(tmp) / "next.jsonl"  # the next day's log: new lines in the same sessions
-        write_log(following, args.messages // 2, args.sessions, seed=8)
+        write_log(following, args.messages // 2, args.sessions, seed=8, day=1)
         common = [str(log), str(args.grow), str(args.steps), str(following)]
         runs: dict[str, list[dict[str, Any]]] = {"this refind": [], "baseline": []}
         print(
             "| run | refind | first: msg/s wall / CPU | again: s | grown: s per replay | added per grown replay "
-            "| next: s | stored / lines |"
+            "| next: s | older copy: added, s | stored / lines |"
         )
-        print("|---|---|---:|---:|---:|---|---:|---:|")
+        print("|---|---|---:|---:|---:|---|---:|---:|---:|")
         for r in range(args.repeat):
             order = [("this refind", str(HERE.parent)), ("baseline", args.baseline)]
             for name, where in order if r % 2 == 0 else order[::-1]:  # ABBA: neither always runs first
@@ -173,7 +185,7 @@ def main() -> None:
                     f"{args.messages / first['cpu_s']:,.0f} | {again['wall_s']:.2f} | "
                     f"{statistics.median(g['wall_s'] for g in grown):.2f} | "
                     f"{', '.join(str(g['added']) for g in grown)} | {res['next']['wall_s']:.2f} | "
-                    f"{res['stored']:,} / {res['lines']:,} |"
+                    f"{res['older']['added']}, {res['older']['wall_s']:.2f} | {res['stored']:,} / {res['lines']:,} |"
                 )
         print("\nmedians over the runs (this refind / baseline, ratio):")
         for label, pick in (
@@ -183,6 +195,7 @@ def main() -> None:
             ("grown, wall s per replay", lambda r: statistics.median(g["wall_s"] for g in r["grown"])),
             ("next, wall s", lambda r: r["next"]["wall_s"]),
             ("next, CPU s", lambda r: r["next"]["cpu_s"]),
+            ("older copy, wall s", lambda r: r["older"]["wall_s"]),
         ):
             mine = statistics.median(pick(r) for r in runs["this refind"])
             theirs = statistics.median(pick(r) for r in runs["baseline"])

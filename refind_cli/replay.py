@@ -1172,9 +1172,9 @@ def _grown(
     second replay racing the first): its session's last group is the start of a group stored already, whose id it
     cannot know. So a group (or what follows the known part of a grown one) that would be stored in a started session
     is compared with the request stored next after what precedes it in the file (``seen.last``: each session's last
-    request of this replay, in file order; the session's first request when nothing does — then only for messages with a
-    said-at, so that a new "ok" is never taken for an old one): when that request begins with exactly its messages
-    (role, content and said-at) and holds more, they are known as part of it and not stored again."""
+    request of this replay, in file order; the session's first request when nothing does): when that request begins
+    with exactly its messages (role, content and said-at, each said-at the only one of its millisecond in the session)
+    and holds more, they are known as part of it and not stored again."""
     fresh, last = seen.fresh, seen.last
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
@@ -1284,9 +1284,14 @@ def _grown(
 
 def _held_already(store: Store, user: str, session: str, after: str | None, said: Sequence[Said]) -> str | None:
     """The id of the request stored next in this session after ``after`` (its first when None) when it begins with
-    exactly these messages and holds more — they were stored as part of it (:func:`_grown`); else None. With nothing
-    before them to place them, only messages that all carry a said-at are matched."""
-    if len(said) >= GROUP_SIZE or (after is None and any(m[2] is None for m in said)):
+    exactly these messages and holds more — they were stored as part of it (:func:`_grown`); else None.
+
+    Only messages whose said-at tells them apart are matched: each carries one, and no other message of the session
+    was said at that millisecond. Without timestamps, or with coarse ones (a session's date on every line), a new "ok"
+    is the old "ok" word for word — a new day's log begun like the last (found by a review) — so such a group is
+    stored: a duplicate at worst, never a message lost."""
+    times = [m[2] for m in said if m[2] is not None]
+    if len(said) >= GROUP_SIZE or len(times) < len(said) or len(set(times)) < len(times):
         return None  # (no stored group is longer than a full one)
     found = store.request_after(user, session, after, count=len(said))
     if found is None:
@@ -1294,7 +1299,9 @@ def _held_already(store: Store, user: str, session: str, after: str | None, said
     request_id, total, stored = found
     if total <= len(said) or not request_id.startswith(("auto-", CHAINED)):
         return None  # (the same length: its own id, known or not, says whether it is stored)
-    if [tuple(m) for m in said] != stored or request_id not in store.known_requests(user, [request_id]):
+    if [tuple(m) for m in said] != stored or not store.said_once(user, session, times):
+        return None
+    if request_id not in store.known_requests(user, [request_id]):
         return None  # (stored past retention counts as not stored: stored again, as a whole group would be)
     return request_id
 

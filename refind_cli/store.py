@@ -13,7 +13,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -1094,6 +1094,17 @@ class Store:
             (user_id, row[0], count),
         ).fetchall()
         return row[0], (total[0] if total else len(said)), [tuple(r) for r in said]
+
+    def said_once(self, user_id: str, session_id: str, times: Sequence[int]) -> bool:
+        """Whether each of these said-at times is that of exactly one stored message of this session (so that a
+        message is told apart by its time: not a coarse one, a day's date on every line)."""
+        wanted = set(times)
+        rows = self.conn.execute(
+            "SELECT said_at, count(*) FROM messages WHERE user_id = ? AND session_id = ? "
+            f"AND said_at IN ({','.join('?' * len(wanted))}) GROUP BY said_at",
+            [user_id, session_id, *wanted],
+        ).fetchall()
+        return len(rows) == len(wanted) and all(n == 1 for _, n in rows)
 
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
         """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,
