@@ -306,6 +306,9 @@ def _dialogue_questions(
     for i, qa in enumerate(qas):
         with _at(f".qa[{i}]"):
             category = qa.get("category")
+            if category is not None and (isinstance(category, bool) or not isinstance(category, int)):
+                # ("1" is not 1: every question was left out as of an unscored category "1", exit 0 — a probe)
+                raise TypeError(f"a question's category is a whole number, got {json.dumps(category)[:40]}")
             if category not in categories:
                 skipped.add(unscored.format(category))
                 continue
@@ -398,7 +401,11 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
                 else:
                     role, content = "user", f"{turn['role']}: {turn['content']}"
                 messages.append(Message(role=role, content=content, timestamp=ts))
-                if turn.get("has_answer"):
+                marked = turn.get("has_answer", False)
+                if marked is not None and not isinstance(marked, bool):
+                    # ("false" is true to Python: every turn became evidence and recall silently wrong — a probe)
+                    raise TypeError(f"a turn's has_answer is true or false, got {json.dumps(marked)[:40]}")
+                if marked:
                     evidence.append(content)
         # a haystack can name the same session id twice: the position keeps request ids apart
         requests += chunked_requests(user_id, str(sid), f"{user_id}:{pos}:{sid}", messages)

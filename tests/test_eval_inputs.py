@@ -222,6 +222,23 @@ def _drop(mapping, key):
             "Chat_1_Ana_Ben.json.session_2[2]: KeyError: 'speaker'",
         ),
         ("realtalk", lambda d: d["qa"].__setitem__(4, None), "Chat_1_Ana_Ben.json.qa[4]: AttributeError"),
+        # a category as a string left every question out as of an unscored category "1", exit 0 (a probe)
+        (
+            "locomo_small.json",
+            lambda d: d[0]["qa"][0].__setitem__("category", "1"),
+            '[0].qa[0]: TypeError: a question\'s category is a whole number, got "1"',
+        ),
+        (
+            "realtalk",
+            lambda d: d["qa"][1].__setitem__("category", 2.0),
+            "Chat_1_Ana_Ben.json.qa[1]: TypeError: a question's category is a whole number, got 2.0",
+        ),
+        # has_answer "false" is true to Python: every turn became evidence, recall silently wrong (a probe)
+        (
+            "longmemeval_small.json",
+            lambda d: d[0]["haystack_sessions"][0][0].__setitem__("has_answer", "false"),
+            '[0].haystack_sessions[0][0]: TypeError: a turn\'s has_answer is true or false, got "false"',
+        ),
     ],
 )
 def test_a_misshapen_set_names_where_in_it(cli, tmp_path, name, damage, where):
