@@ -184,6 +184,31 @@ def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
     assert "\x1b" not in r.output and "\x07" not in r.output and "\\x1b]0;pwned\\x07" in r.output
 
 
+def test_a_line_break_in_an_id_never_draws_a_line_of_its_own(cli):
+    # a session "a\nb" (stored through MCP's remember) showed as two rows, "a" and an empty "b", and broke the
+    # header of `inspect session` across lines (found by a probe)
+    user, session = "u\nv", "a\nb\tc"
+    add = {
+        "request_id": "r\n1",
+        "user_id": user,
+        "session_id": session,
+        "messages": [{"role": "user", "content": "zebra"}],
+    }
+    assert cli("add", "--file", "-", input=json.dumps(add) + "\n").exit_code == 0
+    for args in (
+        ["search", "zebra", "--user", user, "--mode", "bm25"],
+        ["inspect", "users"],
+        ["inspect", "user", user],
+        ["inspect", "session", user, session],
+        ["inspect", "events", "--user", user],
+    ):
+        r = cli(*args)
+        assert r.exit_code == 0, (args, r.output)
+        assert "a\\x0ab\\x09c" in r.output or "u\\x0av" in r.output, (args, r.output)
+        lines = r.output.splitlines()
+        assert not any(line.strip(" │┃") in ("b", "v", "b\\x09c") for line in lines), (args, r.output)
+
+
 def test_terminal_control_sequences_in_stored_text_are_shown_escaped(cli):
     from rich.console import Console
 

@@ -49,7 +49,7 @@ def _escaped(m: re.Match[str]) -> str:
 
 def _id(text: str | None) -> Text:
     """An id (user, session, request) as stored — the server's callers choose them — safe for a terminal."""
-    return Text(printable(text or ""))
+    return Text(plain_id(text or ""))
 
 
 def _facts(title: str | Text, *, numbers: bool) -> Table:
@@ -125,9 +125,9 @@ def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing
         # the block's dates and id inside the panel, where a narrow terminal wraps them: a panel's subtitle is cut at
         # its width, and an id cut short finds nothing in `refind inspect turn`
         said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
-        body.append(f"{said}recorded {block.created_at} · id {printable(block.id)}", style="dim")
+        body.append(f"{said}recorded {block.created_at} · id {plain_id(block.id)}", style="dim")
         # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
-        title = Text(f"#{rank}  score {block.score:.4f}  session {printable(block.session_id)}")
+        title = Text(f"#{rank}  score {block.score:.4f}  session {plain_id(block.session_id)}")
         out.print(Panel(body, title=title, title_align="left"))
 
 
@@ -239,7 +239,7 @@ def forget_result(data: dict[str, Any]) -> Table:
         "session": f"session {data['session_id']} of user {data['user_id']}",
         "request": f"request {data['request_id']} of user {data['user_id']}",
     }[data["scope"]]
-    table = _facts(f"forgot {escape(printable(scope))}", numbers=True)
+    table = _facts(f"forgot {escape(plain_id(scope))}", numbers=True)
     table.add_row("messages removed", f"{data['messages']:,}")
     table.add_row("requests removed", f"{data['requests']:,}")
     table.add_row("stored searches removed", f"{data['searches']:,}")
@@ -298,7 +298,7 @@ def users_table(rows: list[dict[str, Any]]) -> Table:
 
 def user_sessions(data: dict[str, Any]) -> Table:
     table = Table(
-        title=f"user {escape(printable(data['user_id']))}: {len(data['sessions']):,} session(s), {data['messages']:,} "
+        title=f"user {escape(plain_id(data['user_id']))}: {len(data['sessions']):,} session(s), {data['messages']:,} "
         f"message(s), {data['tombstones']} tombstone(s)",
         title_justify="left",
     )
@@ -409,15 +409,13 @@ def print_turn(data: dict[str, Any], *, table: bool | None = None) -> None:
 
 
 def _session_title(data: dict[str, Any]) -> str:
-    return (
-        f"session {printable(data['session_id'])} of user {printable(data['user_id'])}: {len(data['turns']):,} turn(s)"
-    )
+    return f"session {plain_id(data['session_id'])} of user {plain_id(data['user_id'])}: {len(data['turns']):,} turn(s)"
 
 
 def _turn_title(data: dict[str, Any]) -> str:
     return (
-        f"turn {data['position'] + 1} of {data['of']} in session {printable(data['session_id'])} "
-        f"of user {printable(data['user_id'])}"
+        f"turn {data['position'] + 1} of {data['of']} in session {plain_id(data['session_id'])} "
+        f"of user {plain_id(data['user_id'])}"
     )
 
 

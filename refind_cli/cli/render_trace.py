@@ -45,7 +45,7 @@ def event(ev: Event) -> RenderableType:
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {printable(str(o))}")
         head.append(
-            f"\nuser {printable(str(d.get('user_id')))} · model {printable(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
+            f"\nuser {plain_id(str(d.get('user_id')))} · model {printable(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
             f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
             f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
             + (f" · latest {d['latest']}" if d.get("latest") else "")
@@ -111,7 +111,7 @@ def event(ev: Event) -> RenderableType:
                 body.append(f"({h['left_out_lines']} context lines left out of the planner's view)", style="dim")
             body.rstrip()
             table.add_row(
-                str(h.get("n")), Text(f"{printable(str(h.get('session_id')))}\n{_day(h.get('said_at'))}"), body
+                str(h.get("n")), Text(f"{plain_id(str(h.get('session_id')))}\n{_day(h.get('said_at'))}"), body
             )
         if not hits:
             return Text(title + " — nothing found", style="yellow")
@@ -225,9 +225,9 @@ def searches_table(rows: list[StoredSearch], *, width: int = NARROW) -> Table:
         )
     for r in rows:
         cells = (
-            Text(printable(r.id)),
+            Text(plain_id(r.id)),
             _day(r.at),
-            Text(printable(r.user_id)),
+            Text(plain_id(r.user_id)),
             Text(printable(_cut(r.query, 60))),
             Text(printable(r.model or "")),
             str(r.llm_calls),
@@ -245,5 +245,6 @@ _NARROW_COLUMNS = frozenset({"id", "when (UTC)", "query", "calls", "tokens"})
 
 def search_header(s: StoredSearch) -> Text:
     return Text(
-        printable(f"search {s.id} · user {s.user_id} · {_day(s.at)} UTC · model {s.model or '?'}"), style="bold"
+        f"search {plain_id(s.id)} · user {plain_id(s.user_id)} · {_day(s.at)} UTC · model {plain_id(s.model or '?')}",
+        style="bold",
     )
