@@ -20,11 +20,14 @@ MIN_SECRET_CHARS = 8  # a key refind sends shorter than this (a placeholder) is 
 # A provider's key (32 or more) and a generated token are longer; a shorter value of these variables is never sent
 # to a provider, so no reply or error can echo it.
 MIN_OTHER_SECRET_CHARS = 16
-# Shapes of provider keys and bearer credentials: OpenAI/Anthropic style "sk-…", Google "AIza…", GitHub, Slack,
-# AWS access key ids, HuggingFace, and whatever follows "Bearer " or an api_key=/"api_key": assignment.
+# Shapes of provider keys and bearer credentials: OpenAI/Anthropic style "sk-…", Stripe "sk_live_…" (and its
+# webhook "whsec_…"), Google "AIza…", GitHub, Slack, AWS access key ids, HuggingFace, and whatever follows "Bearer "
+# or an api_key=/"api_key": assignment.
 _SHAPES = re.compile(
     r"""(?x)
     \b(?:sk|rk|pk)-[A-Za-z0-9_\-]{16,}
+  | \b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}
+  | \bwhsec_[A-Za-z0-9]{16,}
   | \bAIza[0-9A-Za-z_\-]{30,}
   | \bgh[pousr]_[A-Za-z0-9]{20,}
   | \bxox[abposr]-[A-Za-z0-9\-]{10,}

@@ -63,6 +63,10 @@ def test_key_shapes_are_redacted_and_plain_text_is_not():
     assert redact("use Bearer abcdefghijklmnop0123 please") == "use [redacted] please"
     assert redact('{"api_key": "abcd1234efgh"}') == '{"[redacted]"}'
     assert redact("AIzaSyA0123456789abcdefghijklmnopqrstu") == "[redacted]"
+    # Stripe's keys join with underscores: "sk_live_…" stayed in the stored query and the trace (a probe)
+    assert redact("my stripe key sk_live_51HxYzABCDEFGHIJKLMNOPqrst ok") == "my stripe key [redacted] ok"
+    assert redact("rk_test_51HxYzABCDEFGHIJKLMNOP and whsec_0123456789abcdefABCD") == "[redacted] and [redacted]"
+    assert redact("sk_live_ is the prefix; task_test_plan stays") == "sk_live_ is the prefix; task_test_plan stays"
     assert redact("the skyline is 4417 m tall, ask-me anything") == "the skyline is 4417 m tall, ask-me anything"
 
 
