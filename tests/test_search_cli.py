@@ -154,9 +154,9 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
         assert "retention:" in r.output and "day" in r.output
 
 
-def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
-    # user, session and request ids are the server's callers' to choose: every table and title shows them escaped
-    user, session, request = "u\x1b]0;pwned\x07", "s\x1b[2J", "r\x9b31m"
+def _views_of_one_message(cli, user: str, session: str, request: str) -> list[list[str]]:
+    """One message stored under these ids (through a replay line, as the server's callers choose them), and the
+    commands that show the ids back."""
     add = {
         "request_id": request,
         "user_id": user,
@@ -164,12 +164,20 @@ def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
         "messages": [{"role": "user", "content": "zebra"}],
     }
     assert cli("add", "--file", "-", input=json.dumps(add) + "\n").exit_code == 0
-    for args in (
+    return [
         ["search", "zebra", "--user", user, "--mode", "bm25"],
         ["inspect", "users"],
         ["inspect", "user", user],
         ["inspect", "session", user, session],
         ["inspect", "events", "--user", user],
+    ]
+
+
+def test_terminal_control_sequences_in_ids_are_shown_escaped(cli):
+    # user, session and request ids are the server's callers' to choose: every table and title shows them escaped
+    user, session, request = "u\x1b]0;pwned\x07", "s\x1b[2J", "r\x9b31m"
+    for args in (
+        *_views_of_one_message(cli, user, session, request),
         ["forget", "--user", user, "--request-id", request, "--yes"],
         ["inspect", "tombstones"],
         ["add", "quagga", "--user", user, "--session", session, "--request-id", request + "2"],
@@ -188,20 +196,7 @@ def test_a_line_break_in_an_id_never_draws_a_line_of_its_own(cli):
     # a session "a\nb" (stored through MCP's remember) showed as two rows, "a" and an empty "b", and broke the
     # header of `inspect session` across lines (found by a probe)
     user, session = "u\nv", "a\nb\tc"
-    add = {
-        "request_id": "r\n1",
-        "user_id": user,
-        "session_id": session,
-        "messages": [{"role": "user", "content": "zebra"}],
-    }
-    assert cli("add", "--file", "-", input=json.dumps(add) + "\n").exit_code == 0
-    for args in (
-        ["search", "zebra", "--user", user, "--mode", "bm25"],
-        ["inspect", "users"],
-        ["inspect", "user", user],
-        ["inspect", "session", user, session],
-        ["inspect", "events", "--user", user],
-    ):
+    for args in _views_of_one_message(cli, user, session, "r\n1"):
         r = cli(*args)
         assert r.exit_code == 0, (args, r.output)
         assert "a\\x0ab\\x09c" in r.output or "u\\x0av" in r.output, (args, r.output)
