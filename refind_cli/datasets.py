@@ -256,7 +256,12 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
     order: dict[tuple[int, int], int] = {}
     for _number, key in sessions:
         turns = conv[key]
-        if not isinstance(turns, list) or not turns:
+        if not isinstance(
+            turns, list
+        ):  # (a session of another shape was left out, its turns with it, unsaid — a probe)
+            with _at(f".conversation.{key}"):
+                raise TypeError(f"a session is a list of turns, got {type(turns).__name__}")
+        if not turns:
             continue
         ts = _parse_time(conv.get(f"{key}_date_time", ""), LOCOMO_TIME)
         messages = []
@@ -537,8 +542,9 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
     order: dict[tuple[int, int], int] = {}
     for _number, key in sessions:
         turns = chat[key]
-        if not isinstance(turns, list):
-            continue
+        if not isinstance(turns, list):  # (left out, its messages with it, unsaid — a probe)
+            with _at(f".{key}"):
+                raise TypeError(f"a session is a list of messages, got {type(turns).__name__}")
         messages = []
         for j, turn in enumerate(turns):
             with _at(f".{key}[{j}]"):

@@ -233,6 +233,17 @@ def _drop(mapping, key):
             lambda d: d["qa"][1].__setitem__("category", 2.0),
             "Chat_1_Ana_Ben.json.qa[1]: TypeError: a question's category is a whole number, got 2.0",
         ),
+        # a session that is not a list was left out, its turns with it, and nothing said so (a probe)
+        (
+            "locomo_small.json",
+            lambda d: d[0]["conversation"].__setitem__("session_1", {"0": {"speaker": "A", "text": "hi"}}),
+            "[0].conversation.session_1: TypeError: a session is a list of turns, got dict",
+        ),
+        (
+            "realtalk",
+            lambda d: d.__setitem__("session_2", "see the other file"),
+            "Chat_1_Ana_Ben.json.session_2: TypeError: a session is a list of messages, got str",
+        ),
         # has_answer "false" is true to Python: every turn became evidence, recall silently wrong (a probe)
         (
             "longmemeval_small.json",
