@@ -256,9 +256,8 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
     order: dict[tuple[int, int], int] = {}
     for _number, key in sessions:
         turns = conv[key]
-        if not isinstance(
-            turns, list
-        ):  # (a session of another shape was left out, its turns with it, unsaid — a probe)
+        # (a session of another shape was left out, its turns with it, unsaid — a probe)
+        if not isinstance(turns, list):
             with _at(f".conversation.{key}"):
                 raise TypeError(f"a session is a list of turns, got {type(turns).__name__}")
         if not turns:

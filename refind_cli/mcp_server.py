@@ -307,5 +307,5 @@ def _count(name: str, value: Any) -> int:
     """A count argument as sent: a JSON integer from 1 to 1000 (never true, "2" or 2.0), else a tool error naming it
     — one wording for a value of the wrong kind and one out of range."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-        raise ToolError(f"{name}: must be a whole number from 1 to 1000, got {json.dumps(value, ensure_ascii=False)}")
+        raise ToolError(f"{name}: must be a whole number from 1 to 1000, got {_sent(value)}")
     return value

@@ -177,21 +177,18 @@ def litellm_complete(
                 # model's own timeout) failed because of it — but a provider that answered an error every time, retries
                 # spent, is a model error whatever the deadline (was: any deadline under the timeout said "deadline")
                 cut_short = timeout < timeout_s and isinstance(exc, litellm.Timeout)
-                if left is not None and left <= wait and (cut_short or attempt <= retries):
-                    why = (
-                        "the search's deadline passed"
-                        if left <= 0
-                        else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
-                    )
-                    raise DeadlineReached(
-                        f"model {model}: {_unreachable(exc, api_base) or _describe(exc, api_key)} ({why}; {attempt} "
-                        f"attempt{'s' if attempt != 1 else ''})"
-                    ) from None
-                if attempt > retries:
+                deadline = left is not None and left <= wait and (cut_short or attempt <= retries)
+                if deadline or attempt > retries:
                     said = _unreachable(exc, api_base) or _describe(exc, api_key)
-                    raise ModelError(
-                        f"model {model}: {said} (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
-                    ) from None
+                    attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
+                    if deadline:
+                        why = (
+                            "the search's deadline passed"
+                            if left is not None and left <= 0
+                            else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
+                        )
+                        raise DeadlineReached(f"model {model}: {said} ({why}; {attempts})") from None
+                    raise ModelError(f"model {model}: {said} (gave up after {attempts})") from None
                 sleep(wait)
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []

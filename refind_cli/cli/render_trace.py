@@ -45,7 +45,7 @@ def event(ev: Event) -> RenderableType:
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {printable(str(o))}")
         head.append(
-            f"\nuser {plain_id(str(d.get('user_id')))} · model {printable(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
+            f"\nuser {plain_id(str(d.get('user_id')))} · model {plain_id(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
             f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
             f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
             + (f" · latest {d['latest']}" if d.get("latest") else "")
