@@ -31,6 +31,7 @@ from .contract import (
     Message,
     SearchRequest,
     check_said_at,
+    empty_text,
     parse_add,
     parse_date,
     refuse_lone_surrogates,
@@ -399,7 +400,7 @@ class Memory:
 
         for name, value in (("user", user), ("session", session), ("request_id", request_id)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise InvalidInput(f"{name}: must be a non-empty string")
+                raise empty_text(name, value)
         with self._turn():
             return forget(self._store, user, session_id=session, request_id=request_id)
 

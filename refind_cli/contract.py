@@ -200,7 +200,7 @@ def _require_str(obj: dict[str, Any], key: str, where: str = "") -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{name}: must be a string, got {_json_type(value)}")
     if not value.strip():
-        raise InvalidInput(f"{name}: must be a non-empty string")
+        raise empty_text(name, value)
     return value
 
 
@@ -213,6 +213,15 @@ def check_id(name: str, value: str) -> str:
             "repeats its ids)"
         )
     return value
+
+
+def empty_text(name: str, value: Any, more: str = "") -> InvalidInput:
+    """The refusal of a text or id that is missing its words: a string of whitespace alone says so (a user reading
+    "must be a non-empty string" of "  " looks for an empty one), and a value that is no string names its type."""
+    if not isinstance(value, str):
+        return InvalidInput(f"{name}: must be a string, got {_json_type(value)}")
+    blank = ", got only whitespace" if value else ""
+    return InvalidInput(f"{name}: must be a non-empty string{more}{blank}")
 
 
 def _json_type(value: Any) -> str:
@@ -467,9 +476,9 @@ def search_request(
     if not isinstance(query, str):
         raise InvalidInput(f"{name('query')}: must be a string, got {_json_type(query)}")
     if not query.strip():
-        raise InvalidInput(f"{name('query')}: must be a non-empty string")
+        raise empty_text(name("query"), query)
     if not isinstance(user_id, str) or not user_id.strip():
-        raise InvalidInput(f"{name('user_id')}: must be a non-empty string")
+        raise empty_text(name("user_id"), user_id)
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise InvalidInput(f"{name('top_k')}: must be an integer, got {_json_type(top_k)}")
     if not 1 <= top_k <= max_top_k:

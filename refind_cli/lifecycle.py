@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from . import index_store
-from .contract import MAX_LINE_BYTES, request_line
+from .contract import MAX_LINE_BYTES, empty_text, request_line
 from .errors import InvalidInput, NotFound, RefindError
 from .store import CHECKPOINT_TIMEOUT_S, Store
 from .trace import quoting_searches
@@ -123,7 +123,7 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     the policy stored now (retention.unasked_window): it never deletes what that policy keeps.
     """
     if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):  # `--user "$U"`, U unset
-        raise InvalidInput("user: must be a non-empty string (leave it out to expire every user)")
+        raise empty_text("user", user_id, " (leave it out to expire every user)")
     from .retention import unasked_window
 
     # ``unasked``: the store's own window (for its reads) stays as it is; the longer one only decides what goes

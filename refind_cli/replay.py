@@ -58,6 +58,7 @@ from .contract import (
     Message,
     check_id,
     containers_over_limit,
+    empty_text,
     exported_bytes,
     long_number,
     parse_add,
@@ -601,12 +602,12 @@ def _parse_message_line(
         if value is None:
             raise InvalidInput(f"{name}: required")
         if not isinstance(value, str) or not value.strip():
-            raise InvalidInput(f"{name}: must be a non-empty string")
+            raise empty_text(name, value)
         ids.append(check_id(name, value))
     request_id = obj.get("request_id")
     if request_id is not None:
         if not isinstance(request_id, str) or not request_id.strip():
-            raise InvalidInput("request_id: must be a non-empty string when given")
+            raise empty_text("request_id", request_id, " when given")
         check_id("request_id", request_id)
     notes: list[str] = []
     message, _ = parse_message(obj, "", notes)

@@ -41,7 +41,7 @@ def test_dates_are_parsed_once_into_unix_ms() -> None:
         ({"as_of": "²"}, CLI_NAMES, "--as-of: date '²' is not a date"),  # a digit to isdigit, not to int
         ({"mode": "vector"}, None, "mode: must be agent or bm25, got 'vector'"),
         ({"options": "salmon"}, None, "options: must be a list of strings"),
-        ({"query": "  "}, None, "query: must be a non-empty string"),
+        ({"query": "  "}, None, "query: must be a non-empty string, got only whitespace"),
         ({"user_id": ""}, {"user_id": "user"}, "user: must be a non-empty string"),
     ],
 )

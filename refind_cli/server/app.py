@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from .. import settings as defaults
-from ..contract import SEARCH_MODES, SearchRequest, parse_add, parse_search
+from ..contract import SEARCH_MODES, SearchRequest, empty_text, parse_add, parse_search
 from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
@@ -237,7 +237,7 @@ class Runtime:
 
         for name, value in (("user_id", user_id), ("session_id", session_id), ("request_id", request_id)):
             if value is not None and not value.strip():
-                raise InvalidInput(f"{name}: must be a non-empty string")
+                raise empty_text(name, value)
         with self.pool.store() as store:
             result = forget(store, user_id, session_id=session_id, request_id=request_id)  # evicts the cache too
         if not result.checkpointed:

@@ -66,12 +66,12 @@ def mcp(
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
-    from ...contract import SEARCH_MODES, check_id
+    from ...contract import SEARCH_MODES, check_id, empty_text
 
     check_id("--user", user)  # at launch: every remember would be refused, naming an argument no tool has
     if session is not None:
         if not session.strip():
-            raise InvalidInput("--session: must be a non-empty string (leave it out for mcp-<launch time>)")
+            raise empty_text("--session", session, " (leave it out for mcp-<launch time>)")
         check_id("--session", session)
 
     mode = (mode or ("agent" if model else "bm25")).strip().lower()
