@@ -216,10 +216,15 @@ def _utc_ms(dt: datetime) -> int:
     return int(dt.replace(tzinfo=UTC).timestamp() * 1000)
 
 
-def _parse_time(value: Any, fmt: str) -> int | None:
+def _parse_time(value: Any, fmt: str, skipped: Skipped, what: str) -> int | None:
+    """``value`` read by ``fmt`` as UTC ms; None when there is none (a message may lack a said-at) — or when it is
+    there but no date of the set's format, which is counted as ``what`` (its messages kept, said-at unknown)."""
+    if value is None or not str(value).strip():
+        return None
     try:
         return _utc_ms(datetime.strptime(str(value).strip(), fmt))
     except ValueError:
+        skipped.add(f"{what} that is no date (its messages kept without a said-at)")
         return None
 
 
@@ -262,7 +267,7 @@ def load_locomo_sample(sample: dict[str, Any], skipped: Skipped) -> Sample:
                 raise TypeError(f"a session is a list of turns, got {type(turns).__name__}")
         if not turns:
             continue
-        ts = _parse_time(conv.get(f"{key}_date_time", ""), LOCOMO_TIME)
+        ts = _parse_time(conv.get(f"{key}_date_time"), LOCOMO_TIME, skipped, "locomo session date")
         messages = []
         for j, turn in enumerate(turns):
             with _at(f".conversation.{key}[{j}]"):
@@ -390,7 +395,11 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
     evidence: list[str] = []
     dates = item.get("haystack_dates") or []
     for pos, (sid, turns) in enumerate(zip(item["haystack_session_ids"], item["haystack_sessions"])):
-        ts = _parse_time(dates[pos], LONGMEMEVAL_TIME) if pos < len(dates) else None
+        ts = (
+            _parse_time(dates[pos], LONGMEMEVAL_TIME, skipped, "longmemeval haystack date")
+            if pos < len(dates)
+            else None
+        )
         messages = []
         for j, turn in enumerate(turns):
             with _at(f".haystack_sessions[{pos}][{j}]"):
@@ -492,9 +501,12 @@ def load_memdaily_group(user_id: str, timelines: list[dict[str, Any]], skipped: 
                 with _at(f".message_list[{j}]"):
                     text = str(msg.get("message", ""))
                     if not text.strip():
+                        skipped.add("memdaily message without text")
                         continue
                     content_of[msg["mid"]] = text
                     said_at = parse_memdaily_time(msg.get("time"))
+                    if said_at is None and str(msg.get("time") or "").strip():
+                        skipped.add("memdaily time that is no date (its messages kept without a said-at)")
                     messages.append(Message(role="user", content=text, timestamp=said_at))
             requests += chunked_requests(user_id, f"t{tid}", f"{user_id}:t{tid}", messages)
             for n, q in enumerate(timeline.get("question_list", [])):
@@ -552,7 +564,7 @@ def load_realtalk_chat(user_id: str, chat: dict[str, Any], skipped: Skipped) -> 
                     skipped.add("realtalk message without text")
                     continue
                 content = f"{turn['speaker']}: {text}"
-                said_at = _parse_time(turn.get("date_time"), REALTALK_TIME)
+                said_at = _parse_time(turn.get("date_time"), REALTALK_TIME, skipped, "realtalk date_time")
                 messages.append(Message(role="user", content=content, timestamp=said_at))
                 k = _dia_key(str(turn.get("dia_id", "")))
             if k is not None:
