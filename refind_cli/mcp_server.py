@@ -14,9 +14,11 @@ This module imports the SDK at its top; only ``refind mcp`` imports it, on a thr
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -211,7 +213,35 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             forget_session,
             description="Delete one session of this user's memory for good (scrubbed; a tombstone keeps ids only).",
         )
+    tools = (remember, remember_exchange, search_memory, recent_sessions, forget_session)
+    server.middleware.append(_missing_as_null({fn.__name__: _required(fn) for fn in tools}))
     return server
+
+
+def _required(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The arguments of a tool without a default: those its schema lists as required."""
+    return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.default is p.empty)
+
+
+def _missing_as_null(required: dict[str, tuple[str, ...]]) -> Callable[..., Any]:
+    """A middleware sending a tool call's missing required arguments on as null, so that the tool itself refuses it in
+    refind's words (``query: required``, as the HTTP contract says of a missing or null field) — the SDK's argument
+    model refused it first in pydantic's ("1 validation error for search_memoryArguments … Field required … visit
+    https://errors.pydantic.dev/…", found by a probe). Any other message passes as it came."""
+
+    async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            name, arguments = params.get("name"), params.get("arguments")
+            wanted = required.get(name, ()) if isinstance(name, str) else ()
+            if arguments is None or isinstance(arguments, Mapping):
+                missing = [arg for arg in wanted if arg not in (arguments or {})]
+                if missing:
+                    filled = {**(arguments or {}), **dict.fromkeys(missing)}
+                    ctx = replace(ctx, params={**params, "arguments": filled})
+        return await call_next(ctx)
+
+    return middleware
 
 
 def _added(
@@ -289,9 +319,12 @@ def _sent(value: Any) -> str:
 
 
 def _text(name: str, value: Any, *, optional: bool = False) -> Any:
-    """A text argument as sent: a JSON string (or null where it may be left out), else a tool error naming it."""
+    """A text argument as sent: a JSON string (or null where it may be left out), else a tool error naming it — a
+    required one missing or null is ``required``, as the HTTP contract says (:func:`_missing_as_null`)."""
     if isinstance(value, str) or (optional and value is None):
         return value
+    if value is None:
+        raise ToolError(f"{name}: required")
     either = " (or left out)" if optional else ""
     raise ToolError(f"{name}: must be a string{either}, got {_sent(value)}")
 
