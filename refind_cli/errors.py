@@ -59,7 +59,15 @@ class ModelError(RefindError):
 
 class DeadlineReached(ModelError):
     """An agent search's deadline passed during a model call (or before the next attempt could start). The planner
-    catches it and returns what it has; it reaches a user only from a ``complete`` called outside a planner."""
+    catches it and returns what it has; it reaches a user only from a ``complete`` called outside a planner.
+
+    ``gave_up``: set when the provider answered an error and the deadline left no time for a retry (not a call the
+    deadline cut short) — the message of the model failure it is when the provider has answered the search nothing
+    else (the planner raises it then: the same outage is a 502 whatever the deadline)."""
+
+    def __init__(self, message: str, *, gave_up: str | None = None) -> None:
+        super().__init__(message)
+        self.gave_up = gave_up
 
 
 class StorageError(RefindError):

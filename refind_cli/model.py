@@ -187,7 +187,10 @@ def litellm_complete(
                             if left is not None and left <= 0
                             else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
                         )
-                        raise DeadlineReached(f"model {model}: {said} ({why}; {attempts})") from None
+                        raise DeadlineReached(
+                            f"model {model}: {said} ({why}; {attempts})",
+                            gave_up=None if cut_short else f"model {model}: {said} (gave up after {attempts}: {why})",
+                        ) from None
                     raise ModelError(f"model {model}: {said} (gave up after {attempts})") from None
                 sleep(wait)
         usage = getattr(response, "usage", None)

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings, trace
 from .contract import date_bound
-from .errors import CorruptDatabase, DeadlineReached, FileReplaced, InvalidInput, RefindError, StorageError
+from .errors import CorruptDatabase, DeadlineReached, FileReplaced, InvalidInput, ModelError, RefindError, StorageError
 from .model import Complete, Reply, ToolCall, deadline
 from .redact import redact, redact_data
 from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
@@ -538,6 +538,11 @@ class PlannerRun:
             try:
                 reply = self._call()
             except DeadlineReached as exc:  # the deadline cut the call short: what was kept so far is the evidence
+                if exc.gave_up is not None and not self.stats.llm_calls:
+                    # … but a provider that has answered this search nothing but errors is a model failure, as it is
+                    # once its retries are spent: a 502, not BM25 on the question under a 200 (a probe of round 23:
+                    # the same outage answered both ways, by the deadline alone)
+                    raise ModelError(exc.gave_up) from None
                 self._stop(exc.message)
                 return
             said = _said(reply)

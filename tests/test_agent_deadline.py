@@ -74,18 +74,30 @@ def test_with_nothing_kept_the_deadline_returns_the_last_searchs_hits(cli, hikes
     assert "stopped at its 1.5 s deadline" in flat
 
 
-def test_no_retry_starts_past_the_deadline(cli, hikes, llm_server):
-    # a 503 is retried after 1 s of backoff (then 2 s, 4 s): with under a second left, none may start
+def test_no_retry_starts_past_the_deadline_and_only_errors_are_a_model_failure(cli, hikes, llm_server):
+    # a 503 is retried after 1 s of backoff (then 2 s, 4 s): with under a second left, none may start — and a
+    # provider that has answered the search nothing but errors is a model failure (exit 5, HTTP 502), as it is once
+    # its retries are spent under a longer deadline (a probe of round 23: this answered BM25 on the question, exit 0)
     llm_server.play(Fail(503, "overloaded"), Fail(503, "overloaded"), FINISH)
+    r = agent_cli(cli, llm_server, "--deadline", "1", "--json")
+    assert r.exit_code == 5, r.output
+    assert len(llm_server.requests) == 1
+    said = " ".join(r.output.split())
+    assert "HTTP 503" in said and "overloaded" in said
+    # the deadline has not passed yet: the retry would start past it, and the message says so
+    assert "(gave up after 1 attempt: a retry in 1 s would start past the search's deadline" in said
+
+
+def test_a_provider_error_near_the_deadline_after_a_reply_ends_with_what_the_planner_had(cli, hikes, llm_server):
+    # the model answered once, then a 503 with no time left for a retry: a deadline pass, not a model failure
+    llm_server.play(SEARCH, Fail(503, "overloaded"), FINISH)
     r = agent_cli(cli, llm_server, "--deadline", "1", "--json")
     assert r.exit_code == 0, r.output
     found = json.loads(r.stdout)
-    assert len(llm_server.requests) == 1
+    assert len(llm_server.requests) == 2 and found["deadline_passed"] is True
     (stop,) = (e["data"] for e in found["trace"] if e["kind"] == "deadline")
-    assert "HTTP 503" in stop["message"] and "overloaded" in stop["message"]
-    # the deadline has not passed yet: the retry would start past it, and the message says so
-    assert "a retry in 1 s would start past the search's deadline" in stop["message"]
-    assert found["path"] == "direct_bm25" and found["data"]  # nothing searched yet: BM25 on the question
+    assert "HTTP 503" in stop["message"] and "a retry in 1 s would start past the search's deadline" in stop["message"]
+    assert found["path"] == "last_search" and "Mount Rainier" in found["data"][0]["content"]
 
 
 def test_memory_and_the_server_keep_their_deadline(tmp_path, db_path, llm_server):
