@@ -248,8 +248,10 @@ def _digits(value: Any) -> Any:
 
 
 def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None = None) -> int | None:
-    """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a string of digits, and Unix
-    seconds in the accepted dates (1e8 ≤ v < 1e10, ×1000; a fraction of a second is kept as milliseconds)."""
+    """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a string of digits, Unix seconds
+    in the accepted dates (1e8 ≤ v < 1e10, ×1000; a fraction of a second is kept as milliseconds), milliseconds with a
+    fraction (``time.time() * 1000``: the fraction dropped), and 0 or -1 — placeholders for an unknown time — as no
+    said-at. Each was refused with a 422, which the platform does not retry: the whole Add was lost (a probe)."""
     if value is None:
         return None
     number = _digits(value)
@@ -265,6 +267,10 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
             else f"{'minus ' if value < 0 else ''}infinity (a number past a float's range, such as 1e400)"
         )
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {said}")
+    if value in (0, -1):
+        if notes is not None:
+            notes.append(f"{name}: {value!r} read as no said-at (a placeholder for an unknown time)")
+        return None
     if MIN_TIMESTAMP_S <= value < MAX_TIMESTAMP_S:
         ms = round(value * 1000)
         if ms >= MAX_TIMESTAMP_MS:  # 9999999999.9996 s rounds to the first millisecond past the stored dates
@@ -272,15 +278,17 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
         if notes is not None:
             notes.append(f"{name}: {value} read as Unix seconds (×1000 = {ms} ms)")
         return ms
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise InvalidInput(f"{name}: must be a whole number of milliseconds, got {value!r}")
-        value = int(value)
     if not MIN_TIMESTAMP_MS <= value < MAX_TIMESTAMP_MS:
         raise InvalidInput(
-            f"{name}: {_abbreviated(value)} is neither Unix milliseconds in [{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix "
-            f"seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) ({STORED_DATES})"
+            f"{name}: {_abbreviated(value) if isinstance(value, int) else repr(value)} is neither Unix milliseconds in "
+            f"[{MIN_TIMESTAMP_MS}, {MAX_TIMESTAMP_MS}) nor Unix seconds in [{MIN_TIMESTAMP_S}, {MAX_TIMESTAMP_S}) "
+            f"({STORED_DATES})"
         )
+    if isinstance(value, float) and not value.is_integer():
+        ms = math.floor(value)
+        if notes is not None:
+            notes.append(f"{name}: {value!r} read as {ms} ms (the fraction of a millisecond dropped)")
+        return ms
     return int(value)
 
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-from . import index_store
+from . import index_store, sealed
 from .contract import MAX_LINE_BYTES, empty_text, request_line
 from .errors import InvalidInput, NotFound, RefindError
 from .store import CHECKPOINT_TIMEOUT_S, Store
@@ -57,7 +57,23 @@ def _evict(user_ids: Iterable[str]) -> None:
 
 def tombstone_key(store: Store) -> bytes:
     """The database's secret for tombstone hashes (migration m003_security_tombstone_key): never leaves the file."""
-    return bytes(store.conn.execute("SELECT value FROM secrets WHERE name = 'tombstone_hmac'").fetchone()[0])
+    return sealed.key(store.conn)
+
+
+def seal_events(store: Store, user_id: str, removed: set[str] | None, secret: bytes) -> int:
+    """Seal the request ids derived from their text (:mod:`refind_cli.sealed`) in ``user_id``'s events, of the
+    ``removed`` requests (None: all of the user's, whose every request is gone): once the text is gone, such an id
+    would tell it to a guess. One pass over the user's events; the count sealed."""
+    rows = store.conn.execute(
+        "SELECT id, request_id FROM events WHERE user_id = ? AND request_id IS NOT NULL", (user_id,)
+    ).fetchall()
+    changes = [
+        (sealed.request_id(secret, rid), eid)
+        for eid, rid in rows
+        if sealed.text_derived(rid) and (removed is None or rid in removed)
+    ]
+    store.conn.executemany("UPDATE events SET request_id = ? WHERE id = ?", changes)
+    return len(changes)
 
 
 def content_hash(key: bytes, content: str) -> str:
@@ -143,7 +159,12 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
         cutoff = store.cutoff(days)
         plans = {} if cutoff is None else _expiry_plan(store, cutoff, user_id)
         counts = _counts(plans)
+        secret = tombstone_key(store) if plans else b""
         for uid, plan in plans.items():
+            gone = store.conn.execute(
+                "SELECT request_id FROM requests WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)
+            ).fetchall()
+            seal_events(store, uid, {r[0] for r in gone}, secret)  # their text goes: no id may tell it (sealed.py)
             expired = store.conn.execute(
                 "SELECT seq FROM messages WHERE user_id = ? AND recorded_at < ?", (uid, cutoff)
             ).fetchall()
@@ -264,6 +285,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         rows = q(
             f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq", params
         ).fetchall()
+        rids = [r[0] for r in q(f"SELECT request_id FROM requests WHERE {where}", params)]
         n_requests = q(f"SELECT count(*) FROM requests WHERE {where}", params).fetchone()[0]
         if scope == "user":
             searches = [r[0] for r in q("SELECT id FROM searches WHERE user_id = ?", (user_id,))]
@@ -283,6 +305,10 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         _delete_searches(store, searches)
         now = store.clock()
         key = tombstone_key(store)
+        # ids derived from the text, sealed wherever they are kept (the audit log included): a guess of the text
+        # must not be checkable against them (sealed.py); the request's own id in the tombstone and the event too
+        seal_events(store, user_id, None if scope == "user" else {*rids, *(r[2] for r in rows)}, key)
+        kept_id = None if request_id is None else sealed.request_id(key, request_id)
         cur = q(
             "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -291,9 +317,9 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
                 scope,
                 user_id,
                 session_id,
-                request_id,
+                kept_id,
                 len(rows),
-                json.dumps([r[0] for r in rows]),
+                json.dumps([sealed.seal(key, r[0]) for r in rows]),
                 json.dumps([content_hash(key, r[1]) for r in rows]),
             ),
         )
@@ -303,7 +329,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
             "forget",
             user_id=user_id,
             session_id=session_id,
-            request_id=request_id,
+            request_id=kept_id,
             rows=len(rows),
             detail={"scope": scope, "tombstone": tombstone_id, "requests": n_requests, "searches": len(searches)},
         )

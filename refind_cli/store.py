@@ -21,7 +21,7 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import index_store, migrations
+from . import index_store, migrations, sealed
 from .contract import MAX_LINE_BYTES, AddRequest, exported_bytes
 from .errors import (
     Conflict,
@@ -82,6 +82,16 @@ def message_ids(user_id: str, request_id: str, start: int, stop: int) -> list[st
 
 # json.dumps([...], ensure_ascii=True, separators=(",", ":")) writes a string exactly as this does
 _ascii_json = encode_basestring_ascii
+
+
+def _as_kept(secret: bytes, user_id: str, request_id: str) -> tuple[str, str, str]:
+    """A request id as a tombstone keeps it, and its first message's id in both derivations (the first one still in
+    tombstones of older databases), sealed (:mod:`refind_cli.sealed`)."""
+    return (
+        sealed.request_id(secret, request_id),
+        sealed.seal(secret, message_id(user_id, request_id, 0)),
+        sealed.seal(secret, legacy_message_id(user_id, request_id, 0)),
+    )
 
 
 def legacy_message_id(user_id: str, request_id: str, index: int) -> str:
@@ -1047,13 +1057,13 @@ class Store:
         return [StoredMessage(*row) for row in rows]
 
     def tombstone_for(self, user_id: str, request_id: str) -> tuple[int, int] | None:
-        """(id, at) of the newest tombstone that removed this request of this user, or None."""
-        first = json.dumps(message_id(user_id, request_id, 0))
-        legacy = json.dumps(legacy_message_id(user_id, request_id, 0))  # tombstones written before the change
+        """(id, at) of the newest tombstone that removed this request of this user, or None: named by its id or its
+        first message's (each as a tombstone keeps it, sealed: :mod:`refind_cli.sealed`)."""
+        kept, first, legacy = _as_kept(sealed.key(self.conn), user_id, request_id)
         row = self.conn.execute(
             "SELECT id, at FROM tombstones WHERE user_id = ? "
             "AND (request_id = ? OR instr(message_ids, ?) > 0 OR instr(message_ids, ?) > 0) ORDER BY id DESC LIMIT 1",
-            (user_id, request_id, first, legacy),
+            (user_id, kept, json.dumps(first), json.dumps(legacy)),
         ).fetchone()
         return (int(row[0]), int(row[1])) if row else None
 
@@ -1144,15 +1154,19 @@ class Store:
         rest = [rid for rid in wanted if rid not in known]
         if not rest or not self.has_tombstones(user_id):
             return known
-        # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id)
-        by_first = {message_id(user_id, rid, 0): rid for rid in rest}
-        by_first.update({legacy_message_id(user_id, rid, 0): rid for rid in rest})
-        named = set(rest)
-        for stone, at, rid, ids in self.conn.execute(
+        # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id,
+        # each as the tombstone keeps it: sealed)
+        secret = sealed.key(self.conn)
+        named: dict[str, str] = {}
+        by_first: dict[str, str] = {}
+        for rid in rest:
+            kept, first, legacy = _as_kept(secret, user_id, rid)
+            named[kept] = by_first[first] = by_first[legacy] = rid
+        for stone, at, kept_id, ids in self.conn.execute(
             "SELECT id, at, request_id, message_ids FROM tombstones WHERE user_id = ? ORDER BY id", (user_id,)
         ):
-            if rid in named:
-                known[rid] = (int(stone), int(at))
+            if kept_id in named:
+                known[named[kept_id]] = (int(stone), int(at))
             for mid in json.loads(ids):
                 if mid in by_first:
                     known[by_first[mid]] = (int(stone), int(at))

@@ -84,6 +84,17 @@ def test_one_message_with_explicit_request_id_conflicts_on_other_text(cli, db_pa
     assert rows(db_path) == [("u", "s", "user", "first")]
 
 
+def test_at_takes_unix_ms_as_digits_as_the_python_api_and_mcp_do(cli, db_path) -> None:
+    # a probe of round 24: `--at 1700000000000` was "not an ISO 8601 time", where Memory.add(at=) and MCP take it
+    assert cli("add", "a", "-u", "u", "-s", "s", "--at", "1700000000000").exit_code == 0
+    seconds = cli("add", "b", "-u", "u", "-s", "s", "--at", "1700000001")
+    assert seconds.exit_code == 0 and "--at: 1700000001 read as Unix seconds" in seconds.output
+    assert cli("add", "c", "-u", "u", "-s", "s", "--at", "20230508").exit_code == 0  # a compact ISO date first
+    said = rows(db_path, "SELECT said_at FROM messages ORDER BY seq")
+    assert said == [(1_700_000_000_000,), (1_700_000_001_000,), (1_683_504_000_000,)]
+    assert "is neither Unix milliseconds" in cli("add", "d", "-u", "u", "-s", "s", "--at", "17").output
+
+
 def test_one_message_faults(cli) -> None:
     assert "one message needs --user and --session" in cli("add", "x", "--user", "u").output
     bad_role = cli("add", "x", "-u", "u", "-s", "s", "--role", "robot")
@@ -108,7 +119,9 @@ def test_an_empty_at_or_request_id_is_refused_not_read_as_absent(cli) -> None:
     # `--at "$WHEN"` with WHEN unset stored the message without its date; `--request-id ""` under a hash id
     empty_at = cli("add", "x", "-u", "u", "-s", "s", "--at", "")
     assert empty_at.exit_code == 2
-    assert "error: --at: '' is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08" in empty_at.output
+    assert (
+        "error: --at: '' is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor Unix ms" in empty_at.output
+    )
     empty_id = cli("add", "x", "-u", "u", "-s", "s", "--request-id", "")
     assert empty_id.exit_code == 2
     assert "error: --request-id: must be a non-empty string" in empty_id.output

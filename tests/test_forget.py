@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import add_request as _add
 
-from refind_cli import lifecycle
+from refind_cli import lifecycle, sealed
 from refind_cli.contract import parse_add
 from refind_cli.errors import Forgotten, InvalidInput, NotFound
 from refind_cli.store import Store
@@ -118,8 +118,8 @@ def test_tombstone_keeps_ids_counts_and_hashes_never_text(filled: Store) -> None
         "a-secret-1",
         2,
     )
-    assert stone["message_ids"] == ids
     key = lifecycle.tombstone_key(filled)  # keyed (tests/security/test_tombstone_hash.py)
+    assert stone["message_ids"] == [sealed.seal(key, i) for i in ids]  # sealed (sealed.py)
     assert stone["content_hashes"] == [
         hmac.new(key, t.encode(), hashlib.sha256).hexdigest() for t in (SECRET_A, "Noted.")
     ]

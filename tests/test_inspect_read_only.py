@@ -146,6 +146,9 @@ def test_inspect_reads_a_database_on_a_read_only_file_system(cli, read_only_moun
 
 
 def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
+    from refind_cli.migrations import MIGRATIONS
+
+    NOW = len(MIGRATIONS)  # the schema version: one a migration
     with Store(db_path, retention_days=None) as store:
         add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
         with store.write():
@@ -155,7 +158,8 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     r = cli("inspect", "users", "--db", str(db_path))
     assert r.exit_code == 1, _said(r)
     assert _said(r) == (
-        f"error: cannot open database {db_path}: written by an older refind (schema version 8; this version's is 9); "
+        f"error: cannot open database {db_path}: written by an older refind (schema version {NOW - 1}; this version's "
+        f"is {NOW}); "
         "this command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "
         "export, expire, forget): refind backup copies it as it is first"
     )
