@@ -7,7 +7,9 @@
 (``fixtures/blind/``, BENCHMARKS.md "Chats written blind"): ``blind-chat-en``, ``blind-chat-en2``, ``blind-chat-zh``,
 ``blind-chat-en3``, ``blind-chat-en4``, ``blind-chat-en5``, ``blind-chat-en6``, ``blind-chat-en7``, ``blind-chat-zh2``,
 ``blind-chat-zh3``, ``blind-chat-zh4``, ``blind-chat-zh5``, ``blind-chat-zh6``, ``blind-chat-zh7``, ``blind-chat-zh8``,
-``blind-chat-zh9``, ``blind-assistant``, ``blind-assistant-zh``, ``blind-assistant-zh2`` — choose a default by the worst of them all.
+``blind-chat-zh9``, ``blind-assistant``, ``blind-assistant-zh``, ``blind-assistant-zh2``, and round 24's group chats and
+code-switching chat, ``blind-group-en``, ``blind-group-zh``, ``blind-chat-mix`` — choose a default by the worst of them
+all.
 
 Each dataset is replayed once (contest-style) into a temporary database; every question is then asked of every
 system in turn — the plain BM25 baseline, refind's defaults, one-field-at-a-time changes to SearchConfig, a few
@@ -192,7 +194,8 @@ def main() -> None:
         "--only",
         default="locomo,longmemeval,longmemeval-rf,memdaily,realtalk",
         help="sets, comma-separated: also oracle (LongMemEval's oracle split) and the chats written blind under "
-        "fixtures/blind/ (blind-chat-en … blind-chat-en7, blind-chat-zh … blind-chat-zh9, blind-assistant, blind-assistant-zh, blind-assistant-zh2)",
+        "fixtures/blind/ (blind-chat-en … blind-chat-en7, blind-chat-zh … blind-chat-zh9, blind-chat-mix, blind-group-en, "
+        "blind-group-zh, blind-assistant, blind-assistant-zh, blind-assistant-zh2)",
     )
     ap.add_argument("--out", default=None, help="also write the markdown here")
     ap.add_argument(

@@ -568,6 +568,39 @@ def test_ctrl_c_during_a_replay_prints_what_was_stored_and_exits_130(cli, db_pat
     assert len(rows(db_path)) == 10
 
 
+def test_a_ctrl_c_as_a_batch_commits_waits_for_its_counts(cli, db_path, tmp_path, monkeypatch) -> None:
+    # a probe of round 24: in 6 of 17 runs the summary was one batch short of what the database held — the Ctrl-C
+    # came between the batch's COMMIT and its counts; it is held back now until both are done
+    import os
+    import signal
+    from contextlib import contextmanager
+
+    chunks, write, add_prepared = replay._chunks, Store.write, Store.add_prepared
+    monkeypatch.setattr(replay, "_chunks", lambda lines, done, strict, _, hint: chunks(lines, done, strict, 2, hint))
+    batches: list[int] = []
+
+    def counted(self, *args, **kwargs):
+        batches.append(1)
+        return add_prepared(self, *args, **kwargs)
+
+    @contextmanager
+    def ctrl_c_as_the_second_batch_commits(self):
+        outer = not self.conn.in_transaction  # (add_prepared nests one)
+        with write(self) as db:
+            yield db
+        if outer and len(batches) == 2:  # the second batch just committed: the signal comes before its counts
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Store, "add_prepared", counted)
+    monkeypatch.setattr(Store, "write", ctrl_c_as_the_second_batch_commits)
+    path = jsonl(tmp_path / "ten.jsonl", *(add_line(f"r{i}", content=f"message {i}") for i in range(10)))
+    result = cli("add", "--file", path)
+    assert result.exit_code == 130, result.output
+    assert len(rows(db_path)) == 4  # two batches committed …
+    # … and counted (was: "2 requests (2 messages) were stored")
+    assert "interrupted: 4 requests (4 messages) were stored before Ctrl-C" in " ".join(result.output.split())
+
+
 def test_one_request_id_s_lines_past_one_add_are_refused_and_its_export_reads_back(
     cli, db_path, tmp_path, monkeypatch
 ) -> None:
