@@ -52,9 +52,9 @@ OFF_WORDS = frozenset({"off", "none", "never"})
 MAX_RETENTION_DAYS = 1_000_000  # ~2,700 years
 
 
-def parse_retention(value: str | float | None) -> float | None:
+def parse_retention(value: str | float | None, name: str = "retention") -> float | None:
     """Retention in days (default 30). ``off`` turns it off explicitly; values below 1 are refused (InvalidInput: a
-    flag's or variable's value, as every setting parsed here)."""
+    flag's or variable's value, as every setting parsed here, named ``name``: the flag or variable it came from)."""
     if value is None or value == "":
         return DEFAULT_RETENTION_DAYS
     if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
@@ -66,13 +66,12 @@ def parse_retention(value: str | float | None) -> float | None:
         if days != days:  # NaN: no number at all, neither below nor above a limit
             raise ValueError
     except (TypeError, ValueError):
-        raise InvalidInput(f"retention: {value!r} is not a number of days (or 'off')") from None
+        raise InvalidInput(f"{name}: {value!r} is not a number of days (or 'off')") from None
     if not days >= 1:
-        raise InvalidInput(f"retention: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
+        raise InvalidInput(f"{name}: {value!r} days is below the minimum of 1 day (use 'off' to keep everything)")
     if not days <= MAX_RETENTION_DAYS:  # also inf: the cutoff must stay a SQLite integer
         raise InvalidInput(
-            f"retention: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days "
-            "(use 'off' to keep everything)"
+            f"{name}: {value!r} days is above the maximum of {MAX_RETENTION_DAYS:,} days (use 'off' to keep everything)"
         )
     return days
 
@@ -130,9 +129,11 @@ def positive_number(
     integer: bool = False,
     allow_zero: bool = False,
     maximum: float | None = None,
+    why: str = "",
 ) -> float:
     """A positive (or, with ``allow_zero``, non-negative) number from a flag or variable, at most ``maximum`` when
-    given; ``default`` when unset. A bad value is InvalidInput (exit code 2), naming the setting."""
+    given (``why``: what sets that limit, said with it); ``default`` when unset. A bad value is InvalidInput (exit
+    code 2), naming the setting."""
     if value is None or value == "":
         return default
     try:
@@ -144,17 +145,27 @@ def positive_number(
     if number < 0 or (number == 0 and not allow_zero):
         raise InvalidInput(f"{name}: must be {'0 or more' if allow_zero else 'positive'}, got {value!r}")
     if maximum is not None and number > maximum:
-        raise InvalidInput(f"{name}: must be at most {maximum:,g}, got {value!r}")
+        raise InvalidInput(f"{name}: must be at most {maximum:,.15g}{why}, got {value!r}")
     return number
 
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 ENV_BUSY_TIMEOUT = "REFIND_BUSY_TIMEOUT"  # seconds a write waits for another process's write lock
+# SQLite takes a busy timeout as a 32-bit count of milliseconds: past 2^31 - 1 ms PRAGMA busy_timeout reads 0 and
+# Python's connect() a negative wait — no waiting at all, a write that meets a lock failing at once (found by a probe).
+MAX_BUSY_TIMEOUT_S = (2**31 - 1) // 1000  # 2,147,483 s, about 24.8 days
 
 
 def busy_timeout_s() -> float:
     """How long a write waits for another process holding the database's write lock (REFIND_BUSY_TIMEOUT)."""
-    return positive_number(ENV_BUSY_TIMEOUT, os.environ.get(ENV_BUSY_TIMEOUT), DEFAULT_BUSY_TIMEOUT_S, allow_zero=True)
+    return positive_number(
+        ENV_BUSY_TIMEOUT,
+        os.environ.get(ENV_BUSY_TIMEOUT),
+        DEFAULT_BUSY_TIMEOUT_S,
+        allow_zero=True,
+        maximum=MAX_BUSY_TIMEOUT_S,
+        why=" (SQLite's limit, 2^31 - 1 milliseconds: about 24.8 days)",
+    )
 
 
 # What a wait for another process's lock is given inside an agent search even when its deadline is nearer or past:
@@ -210,6 +221,22 @@ ENV_SERVER_MAX_INFLIGHT_MB = "REFIND_SERVER_MAX_INFLIGHT_MB"
 ENV_SERVER_HEADER_TIMEOUT_S = "REFIND_SERVER_HEADER_TIMEOUT_S"
 ENV_SERVER_BODY_TIMEOUT_S = "REFIND_SERVER_BODY_TIMEOUT_S"
 ENV_SERVER_MAX_CONNECTIONS = "REFIND_SERVER_MAX_CONNECTIONS"
+# A sweep more often than this does nothing the read-time filter does not (retention is whole days at least), and
+# REFIND_EXPIRE_INTERVAL_S=0.0001 kept a core two-thirds busy sweeping (found by a probe); past a year the sweep
+# thread's wait overflows (threading.TIMEOUT_MAX) and it would end.
+MIN_EXPIRE_INTERVAL_S = 10.0
+MAX_EXPIRE_INTERVAL_S = 365 * 86_400.0
+
+
+def check_expire_interval(value: float, name: str) -> float:
+    """The server's seconds between retention sweeps (--expire-interval / REFIND_EXPIRE_INTERVAL_S, named ``name``):
+    0 (no sweep), or from MIN_EXPIRE_INTERVAL_S to MAX_EXPIRE_INTERVAL_S."""
+    if not (value == 0 or MIN_EXPIRE_INTERVAL_S <= value <= MAX_EXPIRE_INTERVAL_S):  # nan too
+        raise InvalidInput(
+            f"{name} must be 0 (no sweep) or {MIN_EXPIRE_INTERVAL_S:g} to {MAX_EXPIRE_INTERVAL_S:,.15g} seconds (a "
+            f"year), got {value:g}"
+        )
+    return value
 
 
 # ---- `refind eval` -----------------------------------------------------------------------------------------------

@@ -150,6 +150,16 @@ def _create_private(path: Path) -> bool:
             "was interrupted (remove_if_unused), and may be the database that was at this path — rename it back to "
             f"{path.name} if it is, delete it if not; nothing was created"
         )
+    if os.path.islink(path) and not os.path.exists(path):
+        # a dangling symlink: O_EXCL refuses the link itself as existing, and SQLite would create its target with the
+        # umask's mode (0644) — the target is created private here instead. Not "created" at the path: removing an
+        # unused database removes the path, which is the user's link
+        try:
+            fd = os.open(os.path.realpath(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except OSError:  # (made meanwhile, or a loop of links: SQLite's open says what it finds)
+            return False
+        os.close(fd)
+        return False
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -158,6 +168,26 @@ def _create_private(path: Path) -> bool:
         raise sqlite3.DatabaseError(str(exc)) from exc
     os.close(fd)
     return True
+
+
+def _check_path(path: Path) -> None:
+    """Refuse a path that cannot name a database file: a directory (SQLite said only "unable to open database file",
+    as for a disk fault), or one whose folder does not exist — a symlink's target's folder for a link."""
+    import os
+
+    from .settings import DEFAULT_DB
+
+    if str(path) == ":memory:":
+        return
+    if path.is_dir():
+        raise InvalidInput(
+            f"cannot open database {path}: it is a directory, not a database file; give a file's path, e.g. "
+            f"{path / DEFAULT_DB}"
+        )
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.parent and not target.parent.exists():
+        link = f" ({path} is a symbolic link to {target})" if target is not path else ""
+        raise RefindError(f"cannot open database {path}: folder {target.parent} does not exist{link}")
 
 
 class Prepared(NamedTuple):
@@ -534,8 +564,7 @@ class Store:
         self.retention_days = retention_days
         self.write_until: float | None = None  # inside busy_timeout(): when a write must stop waiting (monotonic)
         self.created = False  # this Store created the file (none was at the path): remove_if_unused may remove it
-        if self.path.parent and not self.path.parent.exists():
-            raise RefindError(f"cannot open database {self.path}: folder {self.path.parent} does not exist")
+        _check_path(self.path)
         # every write checks that the path still names this file (check_file): no holder — a replay, the server, a
         # Memory — acknowledges writes into a file deleted or replaced under it. Taken before the connection opens
         # the file, so a replacement racing the open can only make a write refuse. Absolute: a chdir changes nothing.

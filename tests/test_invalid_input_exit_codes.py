@@ -19,12 +19,12 @@ LOCOMO = str(FIXTURES / "eval" / "locomo_small.json")
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("expire", "--days", "0"), "retention: '0' days is below the minimum of 1 day (use 'off' to keep everything)"),
-        (("expire", "--days", "abc"), "retention: 'abc' is not a number of days (or 'off')"),
-        (("expire", "--days", "0.5"), "retention: '0.5' days is below the minimum of 1 day"),
+        (("expire", "--days", "0"), "--days: '0' days is below the minimum of 1 day (use 'off' to keep everything)"),
+        (("expire", "--days", "abc"), "--days: 'abc' is not a number of days (or 'off')"),
+        (("expire", "--days", "0.5"), "--days: '0.5' days is below the minimum of 1 day"),
         (
             ("add", "hi", "--user", "u", "--session", "s", "--retention-days", "0"),
-            "retention: '0' days is below the minimum of 1 day",
+            "--retention-days: '0' days is below the minimum of 1 day",
         ),
         (("eval", LOCOMO, "--mode", "xyz"), "unknown mode 'xyz'; use one of agent, bm25"),
         (("eval", LOCOMO, "--format", "nope"), "unknown format 'nope'; use one of locomo, longmemeval, memdaily"),
@@ -51,7 +51,7 @@ def test_a_bad_flag_value_is_invalid_input(cli, store, args, message) -> None:
             "REFIND_RETENTION_DAYS",
             "0",
             ("--mode", "bm25"),
-            "retention: '0' days is below the minimum of 1 day (use 'off' to keep everything)",
+            "REFIND_RETENTION_DAYS: '0' days is below the minimum of 1 day (use 'off' to keep everything)",
         ),
     ],
 )

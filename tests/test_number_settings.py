@@ -24,8 +24,16 @@ def test_a_busy_timeout_that_is_not_a_finite_number_is_one_line(cli, monkeypatch
         ("--max-inflight-mb", "inf", "--max-inflight-mb must be a finite number above 0, got inf"),
         ("--header-timeout", "inf", "--header-timeout must be a finite number above 0, got inf"),
         ("--body-timeout", "inf", "--body-timeout must be a finite number above 0, got inf"),
-        ("--expire-interval", "nan", "--expire-interval must be 0 (no sweep) or a finite number of seconds, got nan"),
-        ("--expire-interval", "-1", "--expire-interval must be 0 (no sweep) or a finite number of seconds, got -1"),
+        (
+            "--expire-interval",
+            "nan",
+            "--expire-interval must be 0 (no sweep) or 10 to 31,536,000 seconds (a year), got nan",
+        ),
+        (
+            "--expire-interval",
+            "-1",
+            "--expire-interval must be 0 (no sweep) or 10 to 31,536,000 seconds (a year), got -1",
+        ),
     ],
 )
 def test_serve_refuses_a_limit_that_is_not_a_finite_number(cli, tmp_path: Path, flag, value, message) -> None:

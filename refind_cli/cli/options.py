@@ -15,9 +15,29 @@ if TYPE_CHECKING:
     from ..store import Store
 
 DEFAULT_DB = Path(settings.DEFAULT_DB)
+
+
+def db_path(value: str | Path) -> Path:
+    """--db's value as a path; an empty one is refused (Path("") is the current folder, which SQLite cannot open). An
+    empty REFIND_DB never gets here: an empty variable counts as unset, as every REFIND_* variable does."""
+    if isinstance(value, str) and not value.strip():
+        raise InvalidInput(
+            f"--db: an empty value is not a database file; leave the flag out for {settings.ENV_DB}, else "
+            f"{settings.DEFAULT_DB}"
+        )
+    return Path(value)
+
+
 DbOption = Annotated[
     Path,
-    typer.Option("--db", envvar=settings.ENV_DB, help="SQLite database file.", show_default=True),
+    typer.Option(
+        "--db",
+        envvar=settings.ENV_DB,
+        parser=db_path,
+        metavar="<path>",
+        help="SQLite database file.",
+        show_default=True,
+    ),
 ]
 UserOption = Annotated[str, typer.Option("--user", "-u", help="The user whose memory to use (the isolation key).")]
 OptionalUserOption = Annotated[str | None, typer.Option("--user", "-u", help="Limit to this user.")]
@@ -25,16 +45,32 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
+def given_as(ctx: typer.Context, param: typer.CallbackParam) -> str:
+    """Where an option's value came from, as an error names it: its variable, or the flag as the command line spelt
+    it (``--days`` or ``--retention-days``: one option), else all its flags."""
+    if getattr(ctx.get_parameter_source(param.name or ""), "name", None) == "ENVIRONMENT":
+        envvar = param.envvar
+        return envvar if isinstance(envvar, str) else " / ".join(envvar or param.opts)
+    from .root import ARGS
+
+    args = ctx.meta.get(ARGS, [])
+    used = [o for o in param.opts if any(a == o or a.startswith(f"{o}=") for a in args)]
+    return used[0] if len(used) == 1 else " / ".join(param.opts)
+
+
 def not_empty_on_the_line(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
     """A retention given on the command line with an empty value is refused (exit 2): `--days "$DAYS"` with DAYS unset
     was read as no flag at all, and `expire` swept with the stored policy or the default (found by a probe). An empty
-    variable still counts as unset, as every REFIND_* variable does."""
+    variable still counts as unset, as every REFIND_* variable does. A bad value is refused here, naming the flag or
+    the variable it came from (the error said only "retention:" whichever it was)."""
     source = ctx.get_parameter_source(param.name or "")
     if value is not None and not value.strip() and getattr(source, "name", None) == "COMMANDLINE":
         raise InvalidInput(
             f"{' / '.join(param.opts)}: an empty value is not a number of days (or 'off'); leave the flag out for the "
             "retention the database remembers, else 30 days"
         )
+    if value is not None and value.strip() and not ctx.resilient_parsing:
+        settings.parse_retention(value, given_as(ctx, param))
     return value
 
 

@@ -20,6 +20,7 @@ from ..options import (
     refuse_memory_db,
     remember_db,
     retention_source,
+    source_name,
 )
 
 SERVE_HELP = """\
@@ -96,7 +97,7 @@ def serve(
         typer.Option(
             "--expire-interval",
             envvar=settings.ENV_EXPIRE_INTERVAL_S,
-            help="Seconds between retention sweeps while serving (0: off).",
+            help=f"Seconds between retention sweeps while serving, at least {settings.MIN_EXPIRE_INTERVAL_S:g} (0: off).",
         ),
     ] = settings.DEFAULT_EXPIRE_INTERVAL_S,
     allow_host: Annotated[
@@ -161,18 +162,18 @@ def serve(
             "(loopback only)"
         )
     token = token.strip() if token else None  # what a header can carry: no surrounding whitespace
-    for name, value in (
-        ("--max-body-mb", max_body_mb),
-        ("--max-inflight-mb", max_inflight_mb),
-        ("--header-timeout", header_timeout),
-        ("--body-timeout", body_timeout),
+    for param, flag, variable, value in (
+        ("max_body_mb", "--max-body-mb", settings.ENV_SERVER_MAX_BODY_MB, max_body_mb),
+        ("max_inflight_mb", "--max-inflight-mb", settings.ENV_SERVER_MAX_INFLIGHT_MB, max_inflight_mb),
+        ("header_timeout", "--header-timeout", settings.ENV_SERVER_HEADER_TIMEOUT_S, header_timeout),
+        ("body_timeout", "--body-timeout", settings.ENV_SERVER_BODY_TIMEOUT_S, body_timeout),
     ):
         if not 0 < value < math.inf:  # nan and inf too: a traceback, or a limit silently gone
+            name = source_name(ctx, param, flag, variable)
             raise InvalidInput(f"{name} must be a finite number above 0, got {value:g}")
-    if not 0 <= expire_interval < math.inf:
-        raise InvalidInput(
-            f"--expire-interval must be 0 (no sweep) or a finite number of seconds, got {expire_interval:g}"
-        )
+    settings.check_expire_interval(
+        expire_interval, source_name(ctx, "expire_interval", "--expire-interval", settings.ENV_EXPIRE_INTERVAL_S)
+    )
     hosts = list(allow_host or [])
     if not hosts:
         hosts = [h for h in os.environ.get(settings.ENV_SERVER_ALLOW_HOSTS, "").split(",") if h.strip()]

@@ -1,0 +1,191 @@
+"""Settings at their edges (a probe of round 24): a busy timeout past SQLite's 32-bit limit, a new database reached
+through a dangling symlink, `--db` naming a directory or nothing, errors naming the flag or variable a value came
+from, and a retention sweep interval too short to be of use."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from refind_cli import settings
+from refind_cli.errors import InvalidInput
+from refind_cli.store import Store
+
+ADD = ("add", "hello", "--user", "u", "--session", "s")
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+# ---- REFIND_BUSY_TIMEOUT ------------------------------------------------------------------------------------------
+
+
+def test_a_busy_timeout_past_sqlites_limit_is_refused_not_read_as_no_wait(cli, db_path, monkeypatch) -> None:
+    # 2,147,484 s is 2^31 ms and more: PRAGMA busy_timeout read 0 and connect() a negative wait, so a write that met a
+    # lock failed in 0.15 s (exit 8, "REFIND_BUSY_TIMEOUT waits longer")
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "2147484")
+    r = cli(*ADD)
+    assert r.exit_code == 2, r.output
+    assert r.output == (
+        "error: REFIND_BUSY_TIMEOUT: must be at most 2,147,483 (SQLite's limit, 2^31 - 1 milliseconds: about 24.8 "
+        "days), got '2147484'\n"
+    )
+    assert not db_path.exists()
+
+
+def test_the_longest_busy_timeout_is_the_wait_sqlite_keeps(db_path, monkeypatch) -> None:
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "2147483")
+    with Store(db_path, retention_days=None) as store:
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 2_147_483_000
+
+
+# ---- --db: a dangling symlink, a directory, an empty value ------------------------------------------------------------
+
+
+def test_a_new_database_through_a_dangling_symlink_is_created_private(cli, tmp_path, umask_022) -> None:
+    # O_EXCL took the dangling link for an existing file, and SQLite created its target with the umask's 0644
+    target = tmp_path / "elsewhere" / "target.db"
+    target.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(target)
+    r = cli(*ADD, "--db", str(link))
+    assert r.exit_code == 0, r.output
+    assert _mode(target) == 0o600
+    assert link.is_symlink()  # the link kept, pointing at the database
+
+
+def test_the_wal_and_shm_beside_a_symlinked_new_database_are_private(tmp_path, umask_022) -> None:
+    target = tmp_path / "target.db"
+    link = tmp_path / "link.db"
+    link.symlink_to(target)
+    with Store(link, retention_days=None) as store:
+        store.conn.execute("INSERT INTO settings (id, retention_days, set_by, set_at) VALUES (1, NULL, 't', 0)")
+        assert [_mode(p) for p in (target, Path(f"{target}-wal"), Path(f"{target}-shm"))] == [0o600] * 3
+
+
+def test_a_dangling_symlink_into_a_missing_folder_names_the_folder(cli, tmp_path) -> None:
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "missing" / "t.db")
+    r = cli(*ADD, "--db", str(link))
+    assert r.exit_code == 1, r.output
+    assert " ".join(r.output.split()) == (
+        f"error: cannot open database {link}: folder {tmp_path / 'missing'} does not exist ({link} is a symbolic "
+        f"link to {tmp_path / 'missing' / 't.db'})"
+    )
+
+
+@pytest.mark.parametrize("args", [ADD, ("search", "hello", "--user", "u", "--mode", "bm25"), ("inspect",)])
+def test_a_directory_as_the_database_is_invalid_input_saying_so(cli, tmp_path, args) -> None:
+    # "cannot be opened (unable to open database file)", exit 7: the code of a full disk or a disk error
+    folder = tmp_path / "somedir"
+    folder.mkdir()
+    r = cli(*args, "--db", str(folder))
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == (
+        f"error: cannot open database {folder}: it is a directory, not a database file; give a file's path, e.g. "
+        f"{folder / 'refind.db'}"
+    )
+    assert os.listdir(folder) == []
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_db_on_the_command_line_is_refused(cli, tmp_path, monkeypatch, value) -> None:
+    monkeypatch.chdir(tmp_path)  # "" was the current folder: "cannot open database ."
+    r = cli(*ADD, "--db", value)
+    assert r.exit_code == 2, r.output
+    assert (
+        r.output
+        == "error: --db: an empty value is not a database file; leave the flag out for REFIND_DB, else refind.db\n"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_empty_refind_db_variable_counts_as_unset(cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REFIND_DB", "")
+    r = cli(*ADD)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "refind.db").is_file()
+
+
+# ---- errors name the flag or variable a value came from --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "name"),
+    [
+        (ADD, {"REFIND_RETENTION_DAYS": "abc"}, "REFIND_RETENTION_DAYS"),
+        ((*ADD, "--retention-days", "abc"), {}, "--retention-days"),
+        (("expire", "--days", "abc"), {}, "--days"),
+        (("expire", "--days=abc"), {}, "--days"),
+        (("expire", "--retention-days", "abc"), {}, "--retention-days"),
+        (("expire",), {"REFIND_RETENTION_DAYS": "abc"}, "REFIND_RETENTION_DAYS"),
+    ],
+)
+def test_a_bad_retention_names_where_it_came_from(cli, store, monkeypatch, args, env, name) -> None:
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    r = cli(*args)
+    assert r.exit_code == 2, r.output
+    assert r.output == f"error: {name}: 'abc' is not a number of days (or 'off')\n"
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable"),
+    [
+        ("--max-body-mb", "REFIND_SERVER_MAX_BODY_MB"),
+        ("--max-inflight-mb", "REFIND_SERVER_MAX_INFLIGHT_MB"),
+        ("--header-timeout", "REFIND_SERVER_HEADER_TIMEOUT_S"),
+        ("--body-timeout", "REFIND_SERVER_BODY_TIMEOUT_S"),
+    ],
+)
+def test_a_bad_server_limit_names_the_variable_it_came_from(cli, tmp_path, monkeypatch, flag, variable) -> None:
+    missing = tmp_path / "missing" / "refind.db"  # never starts listening here
+    serve = ("serve", "--mode", "bm25", "--db", str(missing), "--port", "0")
+    monkeypatch.setenv(variable, "-1")
+    r = cli(*serve)
+    assert r.exit_code == 2, r.output
+    assert r.output == f"error: {variable} must be a finite number above 0, got -1\n"
+    r = cli(*serve, flag, "-2")  # the flag wins over the variable, and is named
+    assert r.output == f"error: {flag} must be a finite number above 0, got -2\n"
+
+
+# ---- the server's retention sweep interval ---------------------------------------------------------------------------
+
+INTERVAL = "must be 0 (no sweep) or 10 to 31,536,000 seconds (a year), got"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ((), {"REFIND_EXPIRE_INTERVAL_S": "0.0001"}, f"REFIND_EXPIRE_INTERVAL_S {INTERVAL} 0.0001"),
+        (("--expire-interval", "9.5"), {}, f"--expire-interval {INTERVAL} 9.5"),
+        (("--expire-interval", "1e10"), {}, f"--expire-interval {INTERVAL} 1e+10"),  # past threading.TIMEOUT_MAX
+    ],
+)
+def test_a_sweep_interval_out_of_its_range_is_refused(cli, tmp_path, monkeypatch, args, env, message) -> None:
+    # REFIND_EXPIRE_INTERVAL_S=0.0001 was accepted, and the server spent two thirds of a core sweeping
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    missing = tmp_path / "missing" / "refind.db"
+    r = cli("serve", "--mode", "bm25", "--db", str(missing), "--port", "0", *args)
+    assert r.exit_code == 2, r.output
+    assert r.output == f"error: {message}\n"
+
+
+def test_the_sweep_intervals_range_is_inclusive() -> None:
+    for value in (0.0, 10.0, 365 * 86_400.0):
+        assert settings.check_expire_interval(value, "--expire-interval") == value
+    with pytest.raises(InvalidInput):
+        settings.check_expire_interval(365 * 86_400.0 + 1, "--expire-interval")
