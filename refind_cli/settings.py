@@ -239,6 +239,26 @@ def check_expire_interval(value: float, name: str) -> float:
     return value
 
 
+ENV_DATASETS = "REFIND_DATASETS"  # bench/: the folder of the shared datasets
+
+
+def misspelt_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """A warning for each REFIND_* variable set that refind does not read but that is close to one it does
+    (``REFIND_RETENTIONDAYS``: silently ignored until now). One far from every setting is left alone (another
+    program's), as are the internal ``REFIND__*`` ones (``serve --workers`` hands its settings on in them)."""
+    import difflib
+
+    known = {value for name, value in globals().items() if name.startswith("ENV_") and isinstance(value, str)}
+    warnings = []
+    for name in sorted(environ):
+        if not name.startswith("REFIND_") or name.startswith("REFIND__") or name in known or not name.isascii():
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close:
+            warnings.append(f"{name} is not a refind setting and is ignored; did you mean {close[0]}?")
+    return warnings
+
+
 # ---- `refind eval` -----------------------------------------------------------------------------------------------
 
 EVAL_BUDGETS = (2_000, 8_000, 32_000)  # characters of returned content inside which evidence counts as found

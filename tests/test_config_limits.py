@@ -5,7 +5,10 @@ from, and a retention sweep interval too short to be of use."""
 from __future__ import annotations
 
 import os
+import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,3 +192,36 @@ def test_the_sweep_intervals_range_is_inclusive() -> None:
         assert settings.check_expire_interval(value, "--expire-interval") == value
     with pytest.raises(InvalidInput):
         settings.check_expire_interval(365 * 86_400.0 + 1, "--expire-interval")
+
+
+# ---- a misspelt REFIND_* variable ------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _refind(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    return subprocess.run(
+        [sys.executable, "-m", "refind_cli", *args], env={**base, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_misspelt_variable_is_named_with_the_setting_it_is_close_to() -> None:
+    # REFIND_RETENTIONDAYS=5 was silently ignored: 30 days applied
+    r = _refind({"REFIND_RETENTIONDAYS": "5", "REFIND_SOMETHING_ELSE": "1"}, "--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == (
+        "warning: REFIND_RETENTIONDAYS is not a refind setting and is ignored; did you mean REFIND_RETENTION_DAYS?\n"
+    )
+
+
+def test_no_variable_refind_or_its_tests_and_benchmarks_read_is_warned_about() -> None:
+    used = set()
+    for folder in ("refind_cli", "tests", "bench"):
+        for source in (ROOT / folder).rglob("*.py"):
+            used |= set(re.findall(r'"(REFIND_[A-Z][A-Z0-9_]*[A-Z0-9])"', source.read_text(encoding="utf-8")))
+    used -= {"REFIND_RETENTIONDAYS", "REFIND_SOMETHING_ELSE"}  # this file's own misspellings
+    assert "REFIND_BUSY_TIMEOUT" in used and "REFIND_DATASETS" in used
+    assert settings.misspelt_variables(dict.fromkeys(used, "1")) == []
+    r = _refind(dict.fromkeys(sorted(used), ""), "--version")  # (empty: each reads as unset)
+    assert (r.returncode, r.stderr) == (0, "")

@@ -218,6 +218,11 @@ def main() -> None:
     # by the user is kept; the Python API, which runs in someone else's process, leaves it alone.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     escape_what_cannot_be_written()  # a Latin-1 console shown Chinese text: escapes, not a traceback
+    if any(name.startswith("REFIND_") for name in os.environ):
+        from ..settings import misspelt_variables
+
+        for warning in misspelt_variables(os.environ):
+            print(f"warning: {warning}", file=sys.stderr)
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         (command_app(name) if name in ONE_COMMAND else full_app())()
