@@ -151,7 +151,7 @@ def test_retention_out_of_range_is_an_error_not_a_traceback(filled, days):
     for args in (["search", "Lisbon", "--user", "alice", "--mode", "bm25"], ["expire", "--dry-run"]):
         r = filled(*args, "--retention-days", days)
         assert r.exit_code == 2, (args, r.output)  # invalid input
-        assert "retention:" in r.output and "day" in r.output
+        assert "error: --retention-days:" in r.output and "day" in r.output
 
 
 def _views_of_one_message(cli, user: str, session: str, request: str) -> list[list[str]]:

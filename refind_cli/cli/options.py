@@ -45,14 +45,15 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
+ARGS = "refind.args"  # ctx.meta key of the command line's arguments (RefindGroup.parse_args keeps them)
+
+
 def given_as(ctx: typer.Context, param: typer.CallbackParam) -> str:
     """Where an option's value came from, as an error names it: its variable, or the flag as the command line spelt
     it (``--days`` or ``--retention-days``: one option), else all its flags."""
     if getattr(ctx.get_parameter_source(param.name or ""), "name", None) == "ENVIRONMENT":
         envvar = param.envvar
         return envvar if isinstance(envvar, str) else " / ".join(envvar or param.opts)
-    from .root import ARGS
-
     args = ctx.meta.get(ARGS, [])
     used = [o for o in param.opts if any(a == o or a.startswith(f"{o}=") for a in args)]
     return used[0] if len(used) == 1 else " / ".join(param.opts)

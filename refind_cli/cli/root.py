@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InvalidInput, RefindError, StorageError
-from .options import CURRENT_DB
+from .options import ARGS, CURRENT_DB
 from .plain import escape_what_cannot_be_written
 
 HELP = """\
@@ -107,7 +107,6 @@ def _refuse_repeats(ctx: Any, name: str | None, command: Any, args: list[str]) -
             sub.fail(f"{option.opts[0]} given {times} times; give it once (the last one would win)")
 
 
-ARGS = "refind.args"  # ctx.meta key of the command line's arguments
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})  # a write the device refused
 
 
