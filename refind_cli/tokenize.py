@@ -2,6 +2,14 @@
 
 ``analyze(text)``:
 
+0. drop the invisible characters that only say where a line may break or must not (:func:`visible`): a soft hyphen
+   (U+00AD, in text pasted from web pages and PDFs: "doc\u00adu\u00adment" is "document"), a zero-width space
+   (U+200B), a word joiner (U+2060), a zero-width no-break space (U+FEFF), and a zero-width non-joiner (U+200C)
+   but after an Arabic-script letter, where Persian, Urdu and Kurdish write it between a word's parts and it keeps
+   splitting them (Lucene's Persian analyzer reads it as a space) — as ICU and Lucene fold default-ignorable
+   characters away. A reader sees one word where one of them stands; in Thai, Lao, Khmer or Myanmar a zero-width
+   space marks a word's end, but those runs become bigrams (step 3), so the text without it gives every token the
+   text with it gave (and a lone cluster's unigram, which a query's matches in the bigrams holding it);
 1. NFKC-normalise (full-width Latin letters and digits become ASCII) and fold case with Unicode case folding
    (``str.casefold``, as search engines do: "Straße" matches "STRASSE", a final "ς" matches "σ"), then drop the
    combining dot above that folding leaves after an ``i`` (Turkish "İ" folds to "i" + U+0307): "İstanbul" matches
@@ -67,7 +75,9 @@ from .folding import table as character_folds
 # 8: a number written in groups ("1,450", "1.450.000", "10 000", "12,50,000") also gives its digits ("1450");
 #    Malayalam's atomic chillu letters fold to the older spelling's; the Arabic thousands and decimal separators fold
 #    to ASCII; a Latin word with ı, ğ or ş is stemmed by the Turkish stemmer.
-ANALYZER_VERSION = 8
+# 9: a soft hyphen, zero-width space, word joiner, zero-width no-break space, and a zero-width non-joiner but after an
+#    Arabic-script letter, no longer split a word: they are dropped (step 0).
+ANALYZER_VERSION = 9
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana (+ phonetic extensions, half-width forms),
 # Hangul syllables and jamo, CJK symbols such as 々 and 〆.
@@ -192,6 +202,12 @@ _PRESENTATION = dict.fromkeys((0xFE0E, 0xFE0F, *range(0x1F3FB, 0x1F400)))
 # slower on punctuation); a run that holds one is split again by _EXACT_WORD (_uncommon_tokens), which gives the
 # same words.
 _ZWJ = "\u200d"
+# Step 0: the invisible characters dropped from a text (:func:`visible`); a ZWNJ after a letter or mark of the Arabic
+# script (its blocks and presentation forms, as the raw text holds them) is kept.
+_INVISIBLE = re.compile("[\u00ad\u200b\u200c\u2060\ufeff]")
+_DROPPED = re.compile(
+    "[\u00ad\u200b\u2060\ufeff]|(?<![\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufefc])\u200c"
+)
 _WORD = re.compile(f"[\\w{_MARKS_BMP}{_ZWJ}\U00010000-\U0010ffff]+")
 _EXACT_WORD = f"[\\w{_MARKS}{_ZWJ}]+"
 # A grapheme cluster of a spaceless script: a character and the marks after it, and the consonant that a Myanmar
@@ -673,9 +689,9 @@ def _case_folded(text: str) -> str:
 
 
 def normalise(text: str) -> str:
-    """Step 1 (NFKC and case folding): what another reader of a text's words (kinds.category_words) applies first,
-    so that it reads the words the analyzer reads."""
-    return _normalise(text)
+    """Steps 0 and 1 (invisible characters, NFKC and case folding): what another reader of a text's words
+    (kinds.category_words, the query-time variants) applies first, so that it reads the words the analyzer reads."""
+    return _normalise(text if text.isascii() else visible(text))
 
 
 def fold(text: str) -> str:
@@ -754,8 +770,16 @@ def _uncommon_tokens(word: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def visible(text: str) -> str:
+    """Step 0: ``text`` without the invisible characters that only say where a line may break or must not (see the
+    module docstring); most texts hold none, which one search tells."""
+    return text if _INVISIBLE.search(text) is None else _DROPPED.sub("", text)
+
+
 def analyze(text: str) -> list[str]:
     """The tokens of ``text``, as indexed and as queried (see the module docstring)."""
+    if not text.isascii():
+        text = visible(text)  # (what remains may be ASCII: "key\u200bboard" is analysed as "keyboard" is)
     if text.isascii():
         raw = text.encode("ascii")
         raw += _camel_parts(raw) + _grouped_numbers(raw)
@@ -993,6 +1017,8 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
     (the benchmark passes the stem cache to time the analyzer as it was before its fast paths)."""
     stem = stem or _stemmer().stemWord
     out: list[str] = []
+    text = re.sub("[\u00ad\u200b\u2060\ufeff]", "", text)  # step 0
+    text = "".join(c for i, c in enumerate(text) if c != "\u200c" or (i and _arabic_script(text[i - 1])))
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i"))
     folded = folded.translate(character_folds())
     words, pieces, cluster = _reference_patterns()
@@ -1010,6 +1036,20 @@ def reference_analyze(text: str, *, stem: Callable[[str], str] | None = None) ->
             out.extend(stem(w) for w in map(str.lower, parts) if w not in STOPWORDS_EN)
     out.extend(grouped_numbers(folded))  # step 7
     return out
+
+
+def _arabic_script(char: str) -> bool:
+    """Whether ``char`` is of the Arabic script's blocks or presentation forms (reference_analyze's step 0)."""
+    return any(low <= char <= high for low, high in _ARABIC_BLOCKS)
+
+
+_ARABIC_BLOCKS = (
+    ("\u0600", "\u06ff"),
+    ("\u0750", "\u077f"),
+    ("\u08a0", "\u08ff"),
+    ("\ufb50", "\ufdff"),
+    ("\ufe70", "\ufefc"),
+)
 
 
 def _reference_words(

@@ -13,6 +13,9 @@ a toy corpus ranked by hand:
   "ongoing"), at weight 1/2; and, when the user never wrote one of the two, two such words in the other order or with
   one word between ("Termin beim Zahnarzt" finds "Zahnarzttermin"), at weight 1; a word the user never wrote that
   types an umlaut as ae, oe or ue is joined with it too ("Steuer Erklaerung" finds "Steuererklärung");
+* :func:`initial_umlauts` — such a word that starts with one ("Aepfel", "Oel", "Uebung"), which fuzzy matching never
+  reaches (it keeps a word's first two letters), also matches its spellings with that umlaut written ä, ö, ü, weighted
+  as a one-edit fuzzy match ("aepfel" finds "Äpfel");
 * :func:`glued` — a number and a word beside it in the question that the user wrote as one ("at 3 pm" finds "3pm",
   "iphone 15" finds "iphone15"), at weight 1; and :func:`number_cuts` the other way: a question's glued token that no
   turn holds, its number and its word in the turns holding both, at weight 1/2 each ("3pm" finds "3 pm");
@@ -235,6 +238,27 @@ def typed_umlauts(word: str) -> list[str]:
     return out
 
 
+def initial_umlauts(
+    found: Sequence[re.Match[str]], held: Collection[str], owns: Sequence[str | None]
+) -> list[tuple[str, float]]:
+    """The tokens of the spellings with typed umlauts (:func:`typed_umlauts`) that write the first two letters as
+    one, of each of ``words`` whose own token the user never wrote (not in ``held``; ``owns``: their
+    :func:`word_tokens`) and that starts with "ae", "oe" or "ue" ("aepfel" → "äpfel", "uebergroesse" → "übergroesse"
+    and "übergrösse"): fuzzy matching finds an umlaut typed further in, one edit from the word's accent-free twin, but
+    keeps the first two letters. Each is asked only where the user wrote it, as every variant is, so an English word
+    ("aerobic", "oedema") asks spellings nobody wrote. Each weighs what fuzzy matching gives one edit of the word's
+    token."""
+    out: list[tuple[str, float]] = []
+    for w, own in zip(found, owns, strict=True):
+        word = w[0]
+        if own and own not in held and word[1:2] == "e" and word[:1] in "aou":
+            weight = 1.0 - 1.0 / len(own)
+            for other in typed_umlauts(word):
+                if other[0] in "äöü" and (token := _spaced_token(other)) and token != own:
+                    out.append((token, weight))
+    return out
+
+
 def _written_apart(a: re.Match[str], b: re.Match[str]) -> bool:
     """Whether only spaces, hyphens or a ZWNJ stand between two words of a text (one word, perhaps, written apart)."""
     between = a.string[a.end() : b.start()]
@@ -435,6 +459,7 @@ class _Question(NamedTuple):
 def _variant_terms(q: _Question, tokens: Sequence[str]) -> list[tuple[str, float]]:
     present = q.present
     candidates = joined(q.found, q.held, q.owns)
+    candidates.extend(initial_umlauts(q.found, q.held, q.owns))
     if q.digits:
         candidates.extend((*glued(q.normalised), *padded(q.normalised)))
     if max(tokens, default="")[:1] >= "\u05d0":  # (a token of Hebrew, Arabic or Devanagari: the greatest first letter)

@@ -110,6 +110,29 @@ CORPUS = {
         ["الجو حار اليوم", "سأذهب إلى المدرسة"],  # it is hot today; I will go to school
         "سيارة",  # car, without the article
     ),
+    # before analyzer 9 an invisible character split the word it stood in: "doc", "u", "ment"; "key", "board"
+    "soft-hyphen": (
+        "the doc\u00adu\u00adment is ready",  # pasted from a web page that hyphenates
+        ["the report is late", "send me the file"],
+        "document",
+    ),
+    "zero-width-space": (
+        "I bought a new keyboard",
+        ["my old board game", "the key is under the mat"],  # each holds one half of the split query
+        "key\u200bboard",  # a query pasted with a zero-width space in it
+    ),
+    # a German word that starts with an umlaut, typed with "ae", "oe", "ue" (fuzzy matching keeps the first two
+    # letters, so before the query-time variant nothing found it)
+    "german-typed-umlaut": (
+        "Die Äpfel aus dem Garten sind reif",  # the apples from the garden are ripe
+        ["Die Birnen sind noch grün", "Wir kaufen morgen Brot"],  # the pears are still green; we buy bread tomorrow
+        "aepfel",
+    ),
+    "german-typed-umlaut-short": (
+        "Das Öl für das Auto ist teuer",  # the oil for the car is expensive
+        ["Das Auto ist neu", "Die Werkstatt ist zu"],  # the car is new; the garage is closed
+        "oel",
+    ),
 }
 
 
@@ -211,6 +234,24 @@ def test_a_database_indexed_by_analyzer_4_is_indexed_again_and_then_finds_emoji_
     with indexed_again(db_path, 4) as store:
         assert sessions(store, "🎂") == ["s0"]
         assert sessions(store, "ꦩꦔꦤ꧀") == ["s3"]
+
+
+def test_a_database_indexed_by_analyzer_8_is_indexed_again_and_then_finds_a_word_with_a_soft_hyphen(
+    db_path, monkeypatch
+):
+    sentence, others, word = CORPUS["soft-hyphen"]
+    with monkeypatch.context() as old:  # the analyzer as it was: version 8, a soft hyphen split its word
+        old.setattr(tokenize, "ANALYZER_VERSION", 8)
+        old.setattr(tokenize, "visible", lambda text: text)
+        clear_caches()
+        assert tokenize.analyze(sentence) == ["doc", "u", "ment", "readi"]
+        with Store(db_path, retention_days=None) as store:
+            for i, text in enumerate([*others, sentence]):
+                add(store, "somchai", f"s{i}", ("user", text), at=T0)
+            assert sessions(store, word) == []  # what the old analyzer missed
+    with indexed_again(db_path, 8) as store:
+        assert sessions(store, word) == ["s2"]
+        assert sessions(store, "doc\u00adu\u00adment") == ["s2"]
 
 
 def test_a_database_indexed_by_analyzer_5_is_indexed_again_and_then_finds_a_skin_tone(db_path, monkeypatch):

@@ -99,6 +99,26 @@ def test_characters_are_folded_where_a_reader_takes_both_spellings_for_one_word(
     assert analyze("١٬٤٥٠ ٣٫٥") == analyze("1,450 3.5") == ["1", "450", "3", "5", "1450"]
 
 
+def test_invisible_characters_inside_a_word_are_dropped_but_a_persian_zwnj():
+    # a soft hyphen, zero-width space, word joiner, zero-width no-break space, zero-width non-joiner (analyzer 9):
+    # a reader sees one word, and so does the analyzer, on either path ("keyboard" is then ASCII)
+    for invisible in "\u00ad\u200b\u2060\ufeff\u200c":
+        assert analyze(f"a new key{invisible}board") == analyze("a new keyboard") == ["new", "keyboard"]
+        assert analyze(f"Schlüssel{invisible}bund") == analyze("Schlüsselbund")
+    assert analyze("super\u00adcali\u00adfragilistic") == ["supercalifragilist"]
+    assert analyze("\ufeffhello") == ["hello"]  # a byte-order mark before a text
+    # a ZWNJ in an Indic word only keeps a conjunct from forming: the word is one either way
+    assert analyze("क्\u200cष") == analyze("क्ष")
+    # after an Arabic-script letter a ZWNJ parts a Persian word's pieces, as Lucene's Persian analyzer reads it: the
+    # plural ending and the compound's parts stay tokens ("کتاب" finds "کتاب‌ها", books, and "کتاب‌خانه", library)
+    assert analyze("کتاب\u200cخانه") == analyze("کتاب خانه") == ["كتاب", "خان"]
+    assert analyze("کتاب\u200cها")[0] == analyze("کتاب")[0]
+    # a Thai run with a zero-width space at a word's end gives every bigram the run without it gives
+    assert analyze("ฉันชอบกิน\u200bข้าวผัด") == analyze("ฉันชอบกินข้าวผัด")
+    # the camelCase parts are read from the visible word
+    assert analyze("get\u200bUserProfile") == analyze("getUserProfile")
+
+
 def test_the_plain_baseline_folds_and_stems_nothing_more_than_before():
     assert plain_tokenize("電費 ٣٥٠ café Москву") == ["電費", "٣٥٠", "café", "москву"]
 
@@ -126,6 +146,7 @@ def test_query_and_corpus_share_the_tokenizer():
 _ALPHABET = (
     "aAbBzZ09 _-.,'\n\tÉéñßẞſİıiΣσςŉΐᾼ\u0307\u0301ＧＰＴ４ﬁ我去北京東京にタワーﾊﾝ서울ПриветΕλληνικάनमस्ते🙂"
     "ข้าวเำ๑ຂ້ອຳខ្ញុំကျွန်္བོད་ශ්\u200dරී\ufe0f\u20e3"  # Thai, Lao, Khmer, Myanmar, Tibetan, Sinhala, ZWJ, VS16, keycap
+    "\u00ad\u200b\u200c\u2060\ufeffکتﻙ"  # the invisible characters of step 0, Persian letters (one a presentation form)
     "\U0001e900\U0001e944\U00011103\U00011127\U00020000"  # beyond the BMP: Adlam and Chakma letters and marks, Han
     "ꦲꦏ꧀ꦶᬓ᭄ᬾ#*❤©🎂\U0001f1ef\U0001f1f5\U0001f3fd\U0001f3f4\U000e0067\U000e007f\ufe0e"  # Javanese, Balinese, emoji parts
 )

@@ -74,6 +74,19 @@ def test_a_join_also_asks_its_spellings_with_umlauts_typed_as_two_letters():
     assert _terms([*texts, "Die Erklaerung"], "Steuer Erklaerung") == []
 
 
+def test_a_word_that_starts_with_an_umlaut_typed_as_two_letters_matches_the_umlaut():
+    texts = ["Die Äpfel sind reif", "Das Öl ist teuer", "Übung macht den Meister", "Die Übergröße passt", "Apfel"]
+    assert _terms(texts, "aepfel") == [("äpfel", 1 - 1 / 6)]  # (weighted as one edit of "aepfel")
+    assert _terms(texts, "wo ist das Oel") == [("öl", 1 - 1 / 3)]
+    assert _terms(texts, "Uebung") == [("übung", 1 - 1 / 6)]
+    assert _terms(texts, "uebergroesse") == [("übergröss", 1 - 1 / 11)]  # (with the other pairs, each choice)
+    # only a word the user never wrote: one who types "Aepfel" themselves is not asked for "Äpfel"
+    assert _terms([*texts, "Aepfel kaufen"], "aepfel") == []
+    # an English word: its spelling with an umlaut is no word the user wrote, and "queue", "toe" start with none
+    english = ["the Ärger was real", "Öl", "que sera", "to be", "aerob"]
+    assert _terms(english, "aerobic queue toe oedema") == []
+
+
 def test_a_hindi_compound_is_joined_and_split_between_whole_clusters():
     assert [m.group() for m in variants.words("मेरी नोट बुक कहाँ है।")] == ["मेरी", "नोट", "बुक", "कहां", "है"]
     assert _terms(["मेरी नोटबुक कहाँ है"], "नोट बुक") == [("नोटबुक", 1.0)]
