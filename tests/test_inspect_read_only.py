@@ -214,3 +214,20 @@ def test_inspect_shows_an_index_of_an_earlier_analyzer_stale_and_does_not_index_
     assert r.exit_code == 0, _said(r)
     assert json.loads(r.stdout)["index"]["state"] == "stale"  # was "ready": inspect indexed it again, writing
     assert _folder(db_path) == before
+
+
+def test_search_and_export_read_a_database_on_a_read_only_file_system(cli, read_only_mount, tmp_path):
+    # a probe of round 24: inspect read such a backup, search and export answered exit 9 "cannot be written"
+    folder, remount_read_only = read_only_mount
+    path = folder / "backup.db"
+    with Store(path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+    remount_read_only()
+    before = _folder(path)
+    found = cli("search", "hiking", "--user", "alice", "--mode", "bm25", "--db", str(path), "--json")
+    assert found.exit_code == 0, _said(found)
+    assert "Caroline: I went hiking" in found.output
+    exported = cli("export", "--user", "alice", "--db", str(path), "--output", str(tmp_path / "alice.jsonl"))
+    assert exported.exit_code == 0, _said(exported)
+    assert "Caroline: I went hiking" in (tmp_path / "alice.jsonl").read_text(encoding="utf-8")
+    assert _folder(path) == before

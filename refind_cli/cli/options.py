@@ -147,6 +147,19 @@ def mode_source(ctx: typer.Context) -> str:
     return source_name(ctx, "mode", "--mode", settings.ENV_MODE)
 
 
+def open_to_read(db: Path, retention: str | None) -> Store:
+    """:func:`open_existing` for a command that only reads (``search`` in bm25 mode, ``export``): where the database
+    cannot be written — a backup on read-only media, a file of another account — it is read as ``refind inspect``
+    reads it (``Store(read_only=True)``, changed in nothing) instead of refused (exit 9, "cannot be written": a
+    probe of round 24). A database that can be written is opened as before (an older one is upgraded)."""
+    from ..errors import ReadOnlyDatabase
+
+    try:
+        return open_existing(db, retention)
+    except ReadOnlyDatabase:
+        return open_existing(db, retention, read_only=True)
+
+
 def open_existing(db: Path, retention: str | None, *, read_only: bool = False, until: float | None = None) -> Store:
     """open_store, refusing a path where no database is (a typo must not create an empty one), or a zero-byte file
     (search, export, forget and expire would write a whole schema into it, and find nothing)."""

@@ -20,6 +20,7 @@ from ..options import (
     UserOption,
     not_empty_on_the_line,
     open_existing,
+    open_to_read,
 )
 from ..plain import writes_unicode
 
@@ -155,7 +156,7 @@ def export(
 ) -> None:
     from ... import lifecycle
 
-    with open_existing(db, retention) as store:
+    with open_to_read(db, retention) as store:  # (a backup on read-only media too)
         if output is None or str(output) == "-":
             lifecycle.export(store, user, sys.stdout, session_id=session, ascii_only=not writes_unicode(sys.stdout))
             sys.stdout.flush()

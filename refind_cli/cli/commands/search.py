@@ -98,9 +98,9 @@ def search(
         )
         return
     from ...retrieval import retrieve
-    from ..options import open_existing  # a typo in --db must not create an empty database and answer "no match"
+    from ..options import open_to_read  # a typo in --db must not create an empty database and answer "no match"
 
-    with open_existing(db, retention) as store:
+    with open_to_read(db, retention) as store:
         blocks = retrieve(store, request).blocks
         # no match: say whether the user has anything to match (a mistyped "Alice" for "alice" finds nothing either)
         unknown = None  # why nothing could match: the user has no message stored, or none visible to this search
