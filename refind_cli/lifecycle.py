@@ -63,15 +63,22 @@ def tombstone_key(store: Store) -> bytes:
 def seal_events(store: Store, user_id: str, removed: set[str] | None, secret: bytes) -> int:
     """Seal the request ids derived from their text (:mod:`refind_cli.sealed`) in ``user_id``'s events, of the
     ``removed`` requests (None: all of the user's, whose every request is gone): once the text is gone, such an id
-    would tell it to a guess. One pass over the user's events; the count sealed."""
-    rows = store.conn.execute(
-        "SELECT id, request_id FROM events WHERE user_id = ? AND request_id IS NOT NULL", (user_id,)
-    ).fetchall()
-    changes = [
-        (sealed.request_id(secret, rid), eid)
-        for eid, rid in rows
-        if sealed.text_derived(rid) and (removed is None or rid in removed)
-    ]
+    would tell it to a guess. The count sealed."""
+    q = store.conn.execute
+    if removed is None:
+        rows = q(
+            "SELECT id, request_id FROM events WHERE user_id = ? AND request_id IS NOT NULL", (user_id,)
+        ).fetchall()
+    else:  # (filtered by SQLite: a session's forget read all of a user's 50,000 events into Python, +60 ms)
+        ids = [rid for rid in removed if sealed.text_derived(rid)]
+        rows = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows += q(
+                f"SELECT id, request_id FROM events WHERE user_id = ? AND request_id IN ({','.join('?' * len(part))})",
+                [user_id, *part],
+            ).fetchall()
+    changes = [(sealed.request_id(secret, rid), eid) for eid, rid in rows if sealed.text_derived(rid)]
     store.conn.executemany("UPDATE events SET request_id = ? WHERE id = ?", changes)
     return len(changes)
 

@@ -356,10 +356,17 @@ def m008_write_log(conn: sqlite3.Connection) -> None:
 
 # What an older refind that writes this database is told (inside its own error): refind before fe18529 did not refuse a
 # newer refind's schema on open, so its writes reach the triggers of m009.
-OLDER_WRITER = (
-    "written by a newer refind (migration m009_older_writers_refused unknown to this version); upgrade refind to "
-    "change it — nothing was changed"
-)
+def _older_writer(migration: str) -> str:
+    return (
+        f"written by a newer refind (migration {migration} unknown to this version); upgrade refind to change it — "
+        "nothing was changed"
+    )
+
+
+OLDER_WRITER = _older_writer("m010_sealed_ids")  # what the guard says now (m010); m009's own said m009
+# The migration a grant speaks for (write_grant.version, m010): a refind that knows m009 but not a later migration
+# that changes what a write must do inserts its grant without it, and is refused as m009 refuses one before it.
+GRANT_VERSION = 10
 # What m009's triggers refuse without a grant: every change of requests and tombstones, and of messages but an
 # insert (a message's row needs its request's, which its Add inserts first: FOREIGN KEY, on in every refind
 # connection; a trigger on each message inserted made a replay's inserts ~1.9× as slow, measured).
@@ -385,13 +392,15 @@ def m009_older_writers_refused(conn: sqlite3.Connection) -> None:
         for op in ops:
             conn.execute(
                 f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
-                f"WHEN NOT EXISTS (SELECT 1 FROM write_grant) BEGIN SELECT RAISE(ABORT, '{OLDER_WRITER}'); END"
+                "WHEN NOT EXISTS (SELECT 1 FROM write_grant) "
+                f"BEGIN SELECT RAISE(ABORT, '{_older_writer('m009_older_writers_refused')}'); END"
             )
 
 
 def grant(conn: sqlite3.Connection) -> None:
-    """Allow this transaction to change the GUARDED tables (m009); :func:`revoke` before it commits."""
-    conn.execute("INSERT INTO write_grant (id) VALUES (1)")
+    """Allow this transaction to change the GUARDED tables (m009; a grant of this version's writes, m010);
+    :func:`revoke` before it commits."""
+    conn.execute("INSERT INTO write_grant (id, version) VALUES (1, ?)", (GRANT_VERSION,))
 
 
 def revoke(conn: sqlite3.Connection) -> None:
@@ -407,10 +416,24 @@ def m010_sealed_ids(conn: sqlite3.Connection) -> None:
     # requests is sealed now (sealed.py): the tombstones' message ids all, their text-derived request ids, and the
     # text-derived request ids of events whose request is stored no more. A replay is refused as before: its ids are
     # sealed the same way and compared.
+    #
+    # A refind that knows m009 but not this migration, left running while this one upgrades the file, would go on
+    # writing unsealed ids and comparing a replay's plain ids with sealed tombstones — storing a forgotten request
+    # again (found by a review with a fuzzer). Its grant (m009's write_grant row) is refused now: a grant names the
+    # migration it speaks for (write_grant.version, GRANT_VERSION), an older writer's row holds the default 9.
     import json
 
     from . import sealed
 
+    conn.execute("ALTER TABLE write_grant ADD COLUMN version INTEGER NOT NULL DEFAULT 9")
+    for table, ops in GUARDED.items():
+        for op in ops:
+            conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
+            conn.execute(
+                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
+                f"WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= {GRANT_VERSION}) "
+                f"BEGIN SELECT RAISE(ABORT, '{OLDER_WRITER}'); END"
+            )
     secret = sealed.key(conn)
     grant(conn)
     stones = conn.execute("SELECT id, request_id, message_ids FROM tombstones").fetchall()

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import sqlite3
 
 TEXT_DERIVED = ("auto-", "auto+", "cli-", "api-")  # the kinds of request id derived from the request's own text
 SEALED = "sealed:"  # follows the kind in a sealed request id: ``cli-sealed:<24 hex>``
+# such an id as refind makes it: the kind, 20 hex digits of the hash, a replay's repeat suffix (an id the caller
+# gave that merely begins so, "api-order-17", is the caller's own: kept as it is)
+_DERIVED = re.compile(r"(?:auto-|auto\+|cli-|api-)[0-9a-f]{20}(?:-[0-9]+)?")
 
 
 def key(conn: sqlite3.Connection) -> bytes:
@@ -36,8 +40,8 @@ def seal(secret: bytes, value: str) -> str:
 
 
 def text_derived(request_id: str) -> bool:
-    """Whether a request id was derived from its request's text (and not sealed already)."""
-    return request_id.startswith(TEXT_DERIVED) and SEALED not in request_id
+    """Whether a request id is one refind derived from its request's text (not sealed, not the caller's own)."""
+    return _DERIVED.fullmatch(request_id) is not None
 
 
 def request_id(secret: bytes, rid: str) -> str:

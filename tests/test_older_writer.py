@@ -185,6 +185,21 @@ def test_an_older_refinds_write_is_refused_and_leaves_the_database_as_it_was(upg
 
 
 @pytest.mark.parametrize("write", list(OLD_WRITES))
+def test_a_writer_that_knows_m009_but_not_m010_is_refused_too(upgraded: Path, write: str) -> None:
+    # round 23's refind grants its writes (m009's row, no version): left running while this version upgraded the
+    # file, it compared a replay's plain ids with sealed tombstones and stored a forgotten request again (a review's
+    # fuzzer, round 24) — its grant is refused now, whatever it writes
+    def granted_as_round_23(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO write_grant (id) VALUES (1)")
+        OLD_WRITES[write](conn)
+
+    before = _contents(upgraded)
+    refused = run_old(upgraded, granted_as_round_23)
+    assert refused is not None and str(refused) == migrations.OLDER_WRITER and "m010_sealed_ids" in str(refused)
+    assert _contents(upgraded) == before
+
+
+@pytest.mark.parametrize("write", list(OLD_WRITES))
 def test_whatever_an_older_refind_writes_the_index_agrees_and_tombstones_stay_keyed(upgraded: Path, write: str) -> None:
     # the harm itself, whatever the guard: after the older writer ran (refused, or committed without it), this
     # version's index agrees with the messages (the seq of a forgotten message given again is found at its next
