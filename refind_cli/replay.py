@@ -1107,74 +1107,71 @@ def _store_batch(
     repeats: Repeats,
 ) -> bool:
     """Store one batch (one transaction). False when a storage fault rolled it back: ``summary.fault`` says which."""
-    held: list[Any] = []  # the SIGINT handler that was, and the Ctrl-Cs held back meanwhile
+    import sqlite3
+
+    with _ctrl_c_held() as hold:
+        try:
+            with store.write():  # grown groups are looked up under the lock their new messages are stored under
+                batch, known = _grown(store, batch, seen, repeats)
+                outcomes = store.add_prepared((item.request for item in batch), segments=segments)
+                hold()  # a Ctrl-C from here waits for the commit and its counts
+        except sqlite3.Error as exc:
+            summary.fault = storage_error(exc, store.path)
+            return False
+        except FileReplaced as exc:  # the database file was deleted or replaced under the replay (Store.check_file)
+            summary.fault = exc
+            return False
+        for item, piece in known:
+            if piece.stone is None:
+                summary.duplicates += 1
+            else:
+                summary.forgotten += 1
+                _problem(
+                    summary,
+                    f"{name}:{_piece_where(item, piece)}: {_forgotten_piece(item, piece, piece.stone)}",
+                    on_problem,
+                )
+        for item, outcome in zip(batch, outcomes):
+            if isinstance(outcome, Forgotten):
+                summary.forgotten += 1
+                _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
+            elif isinstance(outcome, InvalidInput):  # a request export could not write back: its lines are invalid
+                _refused(summary, _invalid(item, outcome), name, on_problem)
+            elif isinstance(outcome, RefindError):
+                summary.conflicts += 1
+                _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
+            elif outcome.status == "duplicate":
+                summary.duplicates += 1
+            else:
+                summary.requests_added += 1
+                summary.messages_added += outcome.messages
+                summary.grown += item.grown
+        return True
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[Callable[[], None]]:
+    """A block where a Ctrl-C that comes after ``hold()`` waits for the block's end (in the main thread, where Python
+    runs signal handlers): a batch's commit and its counts. An interrupt between the COMMIT and the counts left a
+    stored batch uncounted, the summary one batch short of what the database held (a probe of round 24: 6 of 17
+    runs). A block that raises raises that, the Ctrl-C with it gone."""
+    held: list[Any] = []  # the SIGINT handler that was, and the Ctrl-Cs caught
+
+    def hold() -> None:
+        if threading.current_thread() is threading.main_thread():
+            caught: list[int] = []
+            held.extend((signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum)), caught))
+
     try:
-        stored = _store_held(store, batch, segments, summary, name, on_problem, seen, repeats, held)
+        yield hold
     finally:
         if held:
             signal.signal(signal.SIGINT, held[0])
-    if held and held[1]:  # a Ctrl-C came meanwhile: now, after the commit and its counts
+    if held and held[1]:  # a Ctrl-C came meanwhile: now
         if callable(held[0]):
             held[0](signal.SIGINT, None)  # (Python's own raises KeyboardInterrupt)
         elif held[0] != signal.SIG_IGN:
             raise KeyboardInterrupt
-    return stored
-
-
-def _store_held(
-    store: Store,
-    batch: list[Ready],
-    segments: dict[str, index_store.Segment] | None,
-    summary: ReplaySummary,
-    name: str,
-    on_problem: Callable[[str], None] | None,
-    seen: Seen,
-    repeats: Repeats,
-    held: list[Any],
-) -> bool:
-    """:func:`_store_batch`, holding Ctrl-C back from the end of the batch's work until its commit is counted (in
-    the main thread, where Python runs signal handlers; ``held``: the handler that was and the Ctrl-Cs caught): an
-    interrupt between the COMMIT and the counts left a stored batch uncounted, the summary one batch short of what
-    the database held (a probe of round 24: 6 of 17 runs)."""
-    import sqlite3
-
-    try:
-        with store.write():  # grown groups are looked up under the lock their new messages are stored under
-            batch, known = _grown(store, batch, seen, repeats)
-            outcomes = store.add_prepared((item.request for item in batch), segments=segments)
-            if threading.current_thread() is threading.main_thread():
-                caught: list[int] = []
-                held += [signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum)), caught]
-    except sqlite3.Error as exc:
-        summary.fault = storage_error(exc, store.path)
-        return False
-    except FileReplaced as exc:  # the database file was deleted or replaced under the replay (Store.check_file)
-        summary.fault = exc
-        return False
-    for item, piece in known:
-        if piece.stone is None:
-            summary.duplicates += 1
-        else:
-            summary.forgotten += 1
-            _problem(
-                summary, f"{name}:{_piece_where(item, piece)}: {_forgotten_piece(item, piece, piece.stone)}", on_problem
-            )
-    for item, outcome in zip(batch, outcomes):
-        if isinstance(outcome, Forgotten):
-            summary.forgotten += 1
-            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
-        elif isinstance(outcome, InvalidInput):  # a request export could not write back: its lines are invalid
-            _refused(summary, _invalid(item, outcome), name, on_problem)
-        elif isinstance(outcome, RefindError):
-            summary.conflicts += 1
-            _problem(summary, f"{name}:{_where(item)}: {outcome.message}", on_problem)
-        elif outcome.status == "duplicate":
-            summary.duplicates += 1
-        else:
-            summary.requests_added += 1
-            summary.messages_added += outcome.messages
-            summary.grown += item.grown
-    return True
 
 
 @dataclass

@@ -129,15 +129,20 @@ def read_only_mount(tmp_path):
         subprocess.run(["umount", "--lazy", str(folder)], check=False)  # (a failed test may still hold a file there)
 
 
-def test_inspect_reads_a_database_on_a_read_only_file_system(cli, read_only_mount):
-    # a backup on read-only media: SQLite opens a WAL database read-only only through its -shm file, which nothing
-    # can make there (exit 9, 'cannot be written', from every subcommand and --check): read as immutable instead
+def _backup_on_read_only_media(read_only_mount):
+    """A database of one message on a file system remounted read-only, and its folder's bytes as they are."""
     folder, remount_read_only = read_only_mount
     path = folder / "backup.db"
     with Store(path, retention_days=None) as store:
         add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
     remount_read_only()
-    before = _folder(path)
+    return path, _folder(path)
+
+
+def test_inspect_reads_a_database_on_a_read_only_file_system(cli, read_only_mount):
+    # a backup on read-only media: SQLite opens a WAL database read-only only through its -shm file, which nothing
+    # can make there (exit 9, 'cannot be written', from every subcommand and --check): read as immutable instead
+    path, before = _backup_on_read_only_media(read_only_mount)
     for sub in SUBCOMMANDS:
         r = cli("inspect", *sub, "--db", str(path))
         assert r.exit_code in (0, 4), (sub, _said(r))  # 4: no turn or search "x"
@@ -218,12 +223,7 @@ def test_inspect_shows_an_index_of_an_earlier_analyzer_stale_and_does_not_index_
 
 def test_search_and_export_read_a_database_on_a_read_only_file_system(cli, read_only_mount, tmp_path):
     # a probe of round 24: inspect read such a backup, search and export answered exit 9 "cannot be written"
-    folder, remount_read_only = read_only_mount
-    path = folder / "backup.db"
-    with Store(path, retention_days=None) as store:
-        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
-    remount_read_only()
-    before = _folder(path)
+    path, before = _backup_on_read_only_media(read_only_mount)
     found = cli("search", "hiking", "--user", "alice", "--mode", "bm25", "--db", str(path), "--json")
     assert found.exit_code == 0, _said(found)
     assert "Caroline: I went hiking" in found.output

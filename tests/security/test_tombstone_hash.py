@@ -42,15 +42,21 @@ def test_each_database_has_its_own_key(tmp_path) -> None:
     assert len(keys[0]) == 32 and keys[0] != keys[1]
 
 
-def test_unkeyed_hashes_of_an_older_database_are_dropped(db_path) -> None:
+def _before(db_path, migration: str) -> sqlite3.Connection:
+    """A database as a refind that knew every migration before ``migration`` left it, in an open transaction."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
     conn.execute("BEGIN")
     for name, fn in migrations.MIGRATIONS:
-        if name == "m003_security_tombstone_key":
+        if name == migration:
             break
         fn(conn)
         conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    return conn
+
+
+def test_unkeyed_hashes_of_an_older_database_are_dropped(db_path) -> None:
+    conn = _before(db_path, "m003_security_tombstone_key")
     old = json.dumps([hashlib.sha256(b"yes").hexdigest()])
     conn.execute(
         "INSERT INTO tombstones (at, scope, user_id, rows, message_ids, content_hashes) "
@@ -123,14 +129,7 @@ def test_expire_seals_the_ids_of_what_it_removed(db_path) -> None:
 
 def test_an_older_databases_tombstones_and_events_are_sealed_and_still_refuse(db_path) -> None:
     rid = _cli_id(PIN)
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
-    conn.execute("BEGIN")
-    for name, fn in migrations.MIGRATIONS:
-        if name == "m010_sealed_ids":
-            break
-        fn(conn)
-        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    conn = _before(db_path, "m010_sealed_ids")
     conn.execute("INSERT INTO write_grant (id) VALUES (1)")  # the grant as m009 made it
     first = message_id("tess", rid, 0)
     conn.execute(
