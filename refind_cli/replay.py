@@ -178,10 +178,12 @@ class _Counting:
 
 
 def open_lines(
-    path: str, *, source: IO[bytes] | None = None
+    path: str, *, source: IO[bytes] | None = None, check: bool = True
 ) -> tuple[Iterator[tuple[int, bytes]], Callable[[], int], int | None]:
     """(numbered raw lines, bytes-consumed probe, total bytes or None). ``-`` reads stdin; ``source``, an open binary
-    file read from where it stands and left open (named ``path`` in messages)."""
+    file read from where it stands and left open (named ``path`` in messages). A .gz is first read whole and checked
+    (:func:`_check_gzip`; ``check=False`` skips that, for a file checked already): a damaged one raises here, before
+    a line is read."""
     owned = source is None and path != "-"  # a file opened here, closed here
     if source is not None:
         raw: Any = _Counting(source)
@@ -206,7 +208,20 @@ def open_lines(
             raw.raw.close()
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
+    spool: IO[bytes] | None = None  # a .gz read once (stdin, a pipe): its bytes, kept for the second pass
     if head.startswith(GZIP_MAGIC):
+        if check:
+            try:
+                spool = _check_gzip(path, raw, head)
+            except BaseException:
+                if owned:
+                    raw.raw.close()
+                raise
+            if spool is not None:  # read on from the copy
+                if owned:
+                    raw.raw.close()
+                owned, raw = True, _Counting(spool)
+                head = _peek(raw)
         stream = cast("IO[bytes]", _Gunzip(_Prefixed(head, raw)))
     else:
         stream = cast("IO[bytes]", _Prefixed(head, raw))
@@ -214,7 +229,7 @@ def open_lines(
     def numbered() -> Iterator[tuple[int, bytes]]:
         try:
             yield from enumerate(_iter_lines(stream), start=1)
-        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz (when not checked first)
             raise RefindError(f"{path}: cannot read: {exc}") from exc
         finally:
             if owned:
@@ -240,7 +255,7 @@ def _peek(raw: _Counting) -> bytes:
 
 
 class _Prefixed:
-    def __init__(self, head: bytes, raw: _Counting) -> None:
+    def __init__(self, head: bytes, raw: _Counting | _Tee) -> None:
         self.head = head
         self.raw = raw
 
@@ -263,19 +278,114 @@ GZIP_MAGIC = b"\x1f\x8b"
 GZIP_TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"  # gzip's own words
 
 
+def _check_gzip(path: str, raw: _Counting, head: bytes) -> IO[bytes] | None:
+    """Decompress the .gz whole, keeping nothing, before a line of it is stored: gzip checks a member's CRC-32 and
+    length only at its end, and a replay commits batches as it reads, so text altered by a damaged byte would be
+    stored (and its request id taken) before the check failed. A damaged file (a member failing its check, corrupt
+    deflate data, bytes after the last member that are not one) raises :class:`RefindError` and nothing is stored.
+    A truncated file passes: the replay stores every whole line before the cut, then stops at it with its error.
+
+    A seekable file is read again from where it stood; what cannot be read twice (stdin from a pipe, a named pipe)
+    is copied while it is checked to an unnamed temporary file (the compressed bytes), returned to be read instead."""
+    seekable = getattr(raw.raw, "seekable", lambda: False)()
+    start = raw.raw.tell() - len(head) if seekable else 0
+    name = "<stdin>" if path == "-" else path
+    spool: IO[bytes] | None = None
+    if not seekable:
+        spool = tempfile.TemporaryFile(prefix="refind-replay-")  # noqa: SIM115  returned: the lines close it
+        spool.write(head)
+    reader = _Gunzip(_Prefixed(head, raw if spool is None else _Tee(raw, spool, name)), chunk=1 << 20)
+    try:
+        while reader.read(1 << 20):
+            pass
+    except EOFError:
+        pass  # truncated: the replay stores what precedes the cut and reports it
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        if spool is not None:
+            spool.close()
+        raise RefindError(f"{name}: damaged .gz file: {_damage(exc, reader)}") from exc
+    except OSError as exc:
+        if spool is not None:
+            spool.close()
+        raise RefindError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    except BaseException:
+        if spool is not None:
+            spool.close()
+        raise
+    if spool is not None:
+        spool.seek(0)
+        return spool
+    raw.raw.seek(start + len(head))
+    raw.done = len(head)
+    return None
+
+
+def _damage(exc: Exception, reader: _Gunzip) -> str:
+    """What is wrong with a damaged .gz, in words (zlib's own in parentheses where they add something)."""
+    nothing = "nothing from it was stored — replay an intact copy"
+    if isinstance(exc, gzip.BadGzipFile):
+        return (
+            f"the bytes from byte {reader.at:,} on are not gzip data (trailing garbage, or a gzip member whose header "
+            f"is damaged); {nothing}, or what precedes those bytes (`gzip -dc` decompresses and checks it)"
+        )
+    member = f"the gzip member at byte {reader.started:,}"
+    detail = str(exc).removeprefix("Error -3 while decompressing data: ")
+    if detail == "incorrect data check":
+        return f"the data of {member} does not match its CRC-32 checksum; {nothing}"
+    if detail == "incorrect length check":
+        return f"the data of {member} does not match its recorded length; {nothing}"
+    return f"the compressed data of {member} is corrupt (zlib: {detail}); {nothing}"
+
+
+class _Tee:
+    """Reads ``raw``, writing what it reads to ``copy`` (an unnamed temporary file; ``name``: the input's, for
+    messages)."""
+
+    def __init__(self, raw: _Counting, copy: IO[bytes], name: str) -> None:
+        self.raw = raw
+        self.copy = copy
+        self.name = name
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        try:
+            self.copy.write(data)
+        except OSError as exc:  # a full disk, most likely
+            raise RefindError(
+                f"{self.name}: cannot copy the .gz to a temporary file to check it before storing it "
+                f"({exc.strerror or exc}); free space there or point TMPDIR at a folder with room"
+            ) from exc
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
 class _Gunzip:
     """A .gz file's content, read as ``gzip`` reads it (every member of a concatenated file, the zero bytes that may
     pad one skipped, each member's CRC and length checked), but each ``read`` answers what was decompressed so far:
     a truncated file gives every byte before the cut, then EOFError. (``gzip.GzipFile`` lost what the read that met
     the cut had decompressed: up to a MiB of whole lines, never stored.) zlib, unlike ``gzip``, also checks a header
-    CRC (FHCRC) and refuses reserved flag bits: such rare files are refused with a "cannot read" error."""
+    CRC (FHCRC) and refuses reserved flag bits: such rare files are refused as damaged (:func:`_check_gzip`)."""
 
-    def __init__(self, raw: _Prefixed | IO[bytes], chunk: int = 1 << 17) -> None:
+    def __init__(self, raw: _Prefixed | _Tee | IO[bytes], chunk: int = 1 << 17) -> None:
         self.raw = raw
         self.chunk = chunk
         self.member: Any = None  # the current member's zlib decompressor; None between members
         self.input = b""  # compressed bytes read and not yet decompressed
         self.full = False  # the last decompress stopped at its output limit: it may hold more output
+        self.consumed = 0  # bytes read from ``raw``
+        self.started = 0  # the offset of the current (or last) member's header
+
+    @property
+    def at(self) -> int:
+        """The offset of the first compressed byte not yet decompressed (for messages)."""
+        return self.consumed - len(self.input)
+
+    def _more(self) -> bytes:
+        data = self.raw.read(self.chunk)
+        self.consumed += len(data)
+        return data
 
     def read(self, n: int = -1) -> bytes:
         if n == 0:
@@ -285,7 +395,7 @@ class _Gunzip:
             if self.member is None and not self._next_member():
                 return b""
             if not self.input and not self.full:
-                self.input = self.raw.read(self.chunk)
+                self.input = self._more()
                 if not self.input:
                     raise EOFError(GZIP_TRUNCATED)
             out: bytes = self.member.decompress(self.input, limit)
@@ -302,15 +412,16 @@ class _Gunzip:
         that is not a member's header refused."""
         data = self.input.lstrip(b"\x00")
         while len(data) < len(GZIP_MAGIC):
-            more = self.raw.read(self.chunk)
+            more = self._more()
             if not more:
                 break
             data = (data + more).lstrip(b"\x00")
+        self.input = data
         if not data:
             return False
         if not data.startswith(GZIP_MAGIC):
             raise gzip.BadGzipFile(f"Not a gzipped file ({data[:2]!r})")
-        self.member, self.input = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), data
+        self.member, self.started = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), self.at
         return True
 
     def readable(self) -> bool:
@@ -727,7 +838,7 @@ def _replay(
                 return summary
         if spool is not None:
             spool.seek(0)
-        lines, done, total = open_lines(path, source=spool)
+        lines, done, total = open_lines(path, source=spool, check=not strict)  # (--strict read it whole)
         if on_progress:
             on_progress(0, total)
         if parallel is None:

@@ -305,7 +305,7 @@ def test_an_unreadable_or_corrupt_file_is_one_line_not_a_traceback(cli, tmp_path
     corrupt = tmp_path / "corrupt.jsonl.gz"
     corrupt.write_bytes(gzip.compress(b'{"x": 1}\n' * 50)[:12] + bytes(range(256)) * 2)
     r = cli("add", "--file", str(corrupt))
-    assert r.exit_code == 1 and "cannot read" in r.output, r.output
+    assert r.exit_code == 1 and "corrupt.jsonl.gz: damaged .gz file: the compressed data" in r.output, r.output
     assert "a folder, not a file" in cli("add", "--file", str(tmp_path)).output
 
     locked = tmp_path / "locked.jsonl"
