@@ -9,9 +9,9 @@ Two line shapes, detected per line:
   a repeat of a group later in the file), so replaying the same file again (or again after an interruption) stores
   nothing twice, and a message said twice is stored twice.
 
-The file is read line by line (``-`` for stdin, ``.gz`` decompressed on the fly), so its size does not matter.
-Requests are written in batches, one transaction each and one savepoint per request: a bad request never takes a
-good one down with it, and a killed replay re-run stores each message exactly once.
+The file is read line by line (``-`` for stdin, ``.gz`` decompressed on the fly once checked whole), so its size
+does not matter. Requests are written in batches, one transaction each and one savepoint per request: a bad request
+never takes a good one down with it, and a killed replay re-run stores each message exactly once.
 """
 
 from __future__ import annotations
