@@ -427,3 +427,19 @@ def test_a_number_past_4300_digits_is_refused_in_refind_s_words(client):
     raw = b'{"query": "q", "user_id": "u", "top_k": ' + b"1" * 5_000 + b"}"
     response = client.post("/v1/memories/search", content=raw, headers={"content-type": "application/json"})
     assert response.json()["error"]["message"] == "request: the body holds a number of more than 4,300 digits"
+
+
+def test_a_timestamp_note_is_logged_as_what_was_done() -> None:
+    # a probe of round 24: a fraction dropped or a placeholder read as no said-at was logged "(clamped)"
+    from refind_cli.server.app import _fields
+
+    notes = (
+        "messages[0].timestamp: 1700000000000.5 read as 1700000000000 ms (the fraction of a millisecond dropped)",
+        "messages[1].timestamp: 0 read as no said-at (a placeholder for an unknown time)",
+        "top_k: 5000 clamped to 1000",
+    )
+    assert _fields(notes) == [
+        "messages[0].timestamp (fraction dropped)",
+        "messages[1].timestamp (no said-at)",
+        "top_k (clamped)",
+    ]

@@ -304,7 +304,17 @@ def _fields(notes: tuple[str, ...]) -> list[str]:
     out = []
     for note in notes[:LOGGED_NOTES]:
         name, _, how = note.partition(": ")
-        kind = "seconds ×1000" if "seconds" in how else "digits" if "digits" in how else "clamped"
+        kind = (
+            "seconds ×1000"
+            if "seconds" in how
+            else "digits"
+            if "digits" in how
+            else "fraction dropped"
+            if "fraction" in how
+            else "no said-at"
+            if "no said-at" in how
+            else "clamped"
+        )
         out.append(f"{name} ({kind})")
     if len(notes) > LOGGED_NOTES:
         out.append(f"and {len(notes) - LOGGED_NOTES:,} more")
