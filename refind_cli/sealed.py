@@ -22,11 +22,10 @@ import hmac
 import re
 import sqlite3
 
-TEXT_DERIVED = ("auto-", "auto+", "cli-", "api-")  # the kinds of request id derived from the request's own text
 SEALED = "sealed:"  # follows the kind in a sealed request id: ``cli-sealed:<24 hex>``
-# such an id as refind makes it: the kind, 20 hex digits of the hash, a replay's repeat suffix (an id the caller
-# gave that merely begins so, "api-order-17", is the caller's own: kept as it is)
-_DERIVED = re.compile(r"(?:auto-|auto\+|cli-|api-)[0-9a-f]{20}(?:-[0-9]+)?")
+# a request id derived from its request's text, as refind makes it: its kind, 20 hex digits of the hash, a replay's
+# repeat suffix (an id the caller gave that merely begins so, "api-order-17", is the caller's own: kept as it is)
+_DERIVED = re.compile(r"(auto-|auto\+|cli-|api-)[0-9a-f]{20}(?:-[0-9]+)?")
 
 
 def key(conn: sqlite3.Connection) -> bytes:
@@ -47,7 +46,5 @@ def text_derived(request_id: str) -> bool:
 def request_id(secret: bytes, rid: str) -> str:
     """``rid`` as a removed request keeps it: sealed, its kind kept (``auto+`` ranges are looked up by kind), when
     derived from its text; else as it is."""
-    if not text_derived(rid):
-        return rid
-    kind = next(k for k in TEXT_DERIVED if rid.startswith(k))
-    return f"{kind}{SEALED}{seal(secret, rid)}"
+    derived = _DERIVED.fullmatch(rid)
+    return rid if derived is None else f"{derived[1]}{SEALED}{seal(secret, rid)}"
