@@ -41,6 +41,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         False,
     ),
     "mcp_startup": ([], ["--rounds", "2"], False),
+    "backfill_size": (["--repeat", "9"], ["--pages", "40", "--repeat", "2"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),
     "quality": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),
     "ceiling": (

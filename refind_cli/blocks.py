@@ -115,6 +115,20 @@ def render_blocks(
     return blocks
 
 
+def within_fill(blocks: Sequence[Block], filled: set[str], chars: int) -> list[Block]:
+    """The blocks less those anchored on a turn that only fills the list (backfill; ``filled`` holds their ids) and
+    would start once the list holds ``chars`` characters (as a reader counts them): past ``chars`` nothing is left out
+    that matched the query, and nothing before it moves."""
+    out: list[Block] = []
+    used = 0
+    for block in blocks:
+        if used >= chars and block.id in filled:
+            continue
+        out.append(block)
+        used += len(block.content) + 2
+    return out
+
+
 class Spare:
     """What a short list leaves of ``fill_chars``: the characters its blocks may still grow by, best block first."""
 

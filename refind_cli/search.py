@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import aliases, expand, feedback, index_cache, index_store, kinds, query_dates, variants
-from .blocks import Block, render_blocks
+from .blocks import Block, render_blocks, within_fill
 from .contract import date_bound
 from .index import (
     TurnIndex,
@@ -58,6 +58,7 @@ class Ranked(NamedTuple):
     fused: np.ndarray  # their fused scores, in that order
     scores: np.ndarray  # each turn's score for the query before fusion (0: it matches nothing the query asks)
     match: np.ndarray | None  # which turns count as sharing a query word for the neighbour filter (None: scores)
+    matched: int = -1  # how many of ``order`` match the query (the rest: backfill); -1: all of them
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,11 @@ class UserIndex:
         prefetch = getattr(idx.turns, "prefetch", None)  # the maintained index reads the text it will show, at once
         if prefetch is not None:
             prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
-        return render_blocks(idx, order, ranked.fused, top_k=top_k, cfg=cfg, scores=ranked.scores, match=ranked.match)
+        blocks = render_blocks(idx, order, ranked.fused, top_k=top_k, cfg=cfg, scores=ranked.scores, match=ranked.match)
+        if 0 <= ranked.matched < order.size and cfg.backfill_chars is not None:
+            filled = {idx.turns[int(p)].id for p in order[ranked.matched :]}
+            blocks = within_fill(blocks, filled, cfg.backfill_chars)
+        return blocks
 
     def rank(
         self,
@@ -359,6 +364,7 @@ class UserIndex:
         )
         if cfg.session_cap is not None:  # spread the list over more sessions
             order, fused = spread_sessions(order, fused, idx.session_ix, cfg.session_cap)
+        matched = int(order.size)
         if cfg.backfill and 0 < order.size < top_k:  # few turns matched: spend the rest of the list on context
             order, fused = expand.backfill(idx, order, fused, mask, top_k)
         match = None  # which turns count as sharing a query word for the neighbour filter
@@ -372,7 +378,7 @@ class UserIndex:
             # share another query word, or an expansion's (a spelling, a kind, a variant)
             undated = [t for t in matching if not _date_token(t)]
             match = (bm25_scores(idx, undated) + (widened - exact)) * mask
-        return Ranked(cfg, order, fused, scores, match)
+        return Ranked(cfg, order, fused, scores, match, matched)
 
 
 @functools.cache

@@ -85,6 +85,10 @@ class SearchConfig:
     # said in (False: it names no day)
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
+    # … but a block of such a turn that would start once the list holds this many characters is left out (None: fill
+    # to top_k whatever the size): a session of 37 KB pages filled 99 blocks past one match, 3.9 MB of text that
+    # matches nothing, past what the platform's answer model reads (~118k tokens)
+    backfill_chars: int | None = 32_000
     # rendering
     neighbours: int = 2  # ±N turns of context within the session
     neighbours_before: int | None = None  # turns shown before the anchor (None: as neighbours)

@@ -219,6 +219,30 @@ def test_search_backfills_only_when_something_matched(store):
     assert S.search(store, "u", "zeppelin", top_k=4, config=cfg) == []  # nothing matched: nothing made up
 
 
+def test_backfill_stops_once_the_list_holds_backfill_chars(store):
+    # ten pages in one session; by hand, a block is its page and the prefix "[2023-06-01 08:00] user: " (25
+    # characters): the match 5,025, each filler 5,019, and two between blocks — they start at 0, 5,027, 10,048,
+    # 15,069 … so a cap of 12,000 keeps the blocks that start before it (the match and two fillers) and leaves the
+    # seven fillers after it out
+    page = "filler words " * 384  # 4,992 characters
+    add(store, "u", "a", ("user", page + "zeppelin"), *[("user", page + f"p{i}") for i in range(9)], at=T0)
+    cfg = S.SearchConfig(neighbours=0, late_neighbours=0, fill_chars=None)
+    whole = S.search(store, "u", "zeppelin", top_k=10, config=cfg.with_(backfill_chars=None))
+    assert len(whole) == 10 and [len(b.content) for b in whole[:2]] == [5_025, 5_019]
+    capped = S.search(store, "u", "zeppelin", top_k=10, config=cfg.with_(backfill_chars=12_000))
+    assert capped == whole[:3]
+    assert len(S.search(store, "u", "zeppelin", top_k=10, config=cfg.with_(backfill_chars=10_048))) == 2
+
+
+def test_backfill_chars_never_leaves_out_a_turn_that_matched(store):
+    # four matching pages fill 20,108 characters, past a cap of 6,000: all four are kept, no filler after them
+    page = "filler words " * 384
+    add(store, "u", "a", *[("user", page + "zeppelin") for _ in range(4)], ("user", page + "other"), at=T0)
+    cfg = S.SearchConfig(neighbours=0, late_neighbours=0, fill_chars=None, backfill_chars=6_000)
+    got = S.search(store, "u", "zeppelin", top_k=10, config=cfg)
+    assert len(got) == 4 and all(b.content.endswith("zeppelin") for b in got)
+
+
 def test_rm3_adds_the_words_the_best_turns_share():
     # by hand: "ski" matches turns 0 and 1 (equal length, equal score); both also hold "aspen", turn 0 holds
     # "vail": P(aspen) = .5·1/3 + .5·1/3 > P(vail) = .5·1/3. "snow" is in every turn (df share 1.0 > max_df).
