@@ -19,7 +19,15 @@ def test_a_deleted_database_file_is_refused_until_a_restart(make_client, db_path
     ):
         answer = client.post(path, json=body)
         assert answer.status_code == 503, answer.text
-        assert "the file was deleted or replaced while the server had it open" in answer.json()["error"]["message"]
+        message = answer.json()["error"]["message"]
+        assert message.startswith(f"database {db_path.absolute()}: the file was deleted or replaced while the server")
+    # /health says so too: a supervisor watching it restarts the server (it answered 200 while all else was a 503)
+    for path in ("/health", "/health/"):
+        health = client.get(path)
+        assert health.status_code == 503  # (unauthenticated: the database's path is not said)
+        assert health.json()["error"]["message"] == (
+            "the database file was deleted or replaced while the server had it open: restart the server"
+        )
     assert not db_path.exists()  # no new, empty file beside the old -wal
 
 
@@ -31,3 +39,4 @@ def test_a_database_file_replaced_by_a_copy_is_refused(make_client, db_path, tmp
     copy.replace(db_path)  # a restore by rename while serving (README: stop the server first)
     answer = client.post("/v1/memories/add", json={**ADD, "request_id": "r2"})
     assert answer.status_code == 503 and "deleted or replaced" in answer.json()["error"]["message"]
+    assert client.get("/health").status_code == 503

@@ -40,10 +40,10 @@ from starlette.types import Scope
 from .. import settings as defaults
 from ..contract import SEARCH_MODES, SearchRequest, empty_text, parse_add, parse_search
 from ..errors import InvalidInput, RefindError, StorageError
-from ..store import Store, storage_error
+from ..store import Store, iso_time, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, failure, load_json
-from .dbpool import GroupWriter, SerialStore, StorePool, open_anew
+from .dbpool import GroupWriter, SerialStore, StorePool, check_same_file, file_key, open_anew
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
 from .warm import Warmer
@@ -61,6 +61,7 @@ T = TypeVar("T")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 FORGET_PARAMETERS = frozenset({"user_id", "session_id", "request_id"})
 HEALTH_BODY = b'{"status": "ok"}'  # byte for byte as the contract and README write it: smoke tests compare it exactly
+HEALTH_REPLACED = "the database file was deleted or replaced while the server had it open: restart the server"
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,17 @@ class Runtime:
         from ..lifecycle import expire
 
         with self.cfg.open_store() as store:
-            expire(store, unasked=True)
+            result = expire(store, unasked=True)
+        if result.messages:  # what the sweep removed, in counts only (a probe of round 25: 200,000 went unsaid)
+            log.info(
+                "retention sweep: %d message%s of %d user%s recorded before %s removed (retention %g days)",
+                result.messages,
+                "" if result.messages == 1 else "s",
+                len(result.users),
+                "" if len(result.users) == 1 else "s",
+                iso_time(result.cutoff) if result.cutoff is not None else "?",
+                result.retention_days or 0,
+            )
 
     def _sweep_loop(self) -> None:
         wait = 0.0  # once at startup, then every interval
@@ -429,6 +440,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         description="Agent memory over raw chat logs: the Agent Memory Leaderboard Add/Search contract.",
     )
     app.state.runtime = rt
+    db_key = file_key(cfg.db)
     digest = cfg.digest()
     deps = [Depends(token_check(digest))] if digest else []
 
@@ -477,6 +489,12 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         responses={200: {"description": "OK", **json_content({"type": "object"})}},
     )
     async def health() -> Response:
+        # alive is not enough: with its database file deleted or replaced, every Add and Search is a 503 until a
+        # restart, so /health says so too — a supervisor watching it restarts the server (a probe of round 25)
+        try:
+            check_same_file(cfg.db, db_key)
+        except StorageError as exc:  # (unauthenticated: the path is not said)
+            return error_response(type(exc)(HEALTH_REPLACED))
         return Response(HEALTH_BODY, media_type="application/json")
 
     app.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False, name="health_head")

@@ -42,7 +42,7 @@ _WRITE_LOCKS_GUARD = threading.Lock()
 
 
 def _write_lock(path: Path) -> threading.RLock:
-    key = _key(path)
+    key = file_key(path)
     with _WRITE_LOCKS_GUARD:
         return _WRITE_LOCKS.setdefault(key, threading.RLock())
 
@@ -55,8 +55,9 @@ def _write_lock(path: Path) -> threading.RLock:
 _GENERATIONS: dict[str, int] = {}
 
 
-def _key(path: Path) -> str:
-    return str(path.resolve())
+def file_key(path: str | Path) -> str:
+    """What this process knows a database file by (its resolved path)."""
+    return str(Path(path).resolve())
 
 
 def _generation(key: str) -> int:
@@ -85,7 +86,7 @@ def heal_lost_wal(store: Store) -> bool:
             return False
         if there is None:
             store.checkpoint()
-        key = _key(store.path)
+        key = file_key(store.path)
         _GENERATIONS[key] = _GENERATIONS.get(key, 0) + 1
     if there is None:
         log.warning("the database's -wal file was deleted while open: its content was checkpointed; reconnecting")
@@ -104,12 +105,13 @@ _FILES: dict[str, FileIdentity] = {}
 
 def open_anew(path: Path) -> None:
     """A new server of this process (an app built again) takes whatever file is at ``path`` now."""
-    _FILES.pop(_key(path), None)
+    _FILES.pop(file_key(path), None)
 
 
 def check_same_file(path: Path, key: str) -> None:
     """Raise StorageError when ``path`` no longer names the database file this process opened first."""
-    check_opened_file(path, _FILES.get(key), holder=SerialStore.holder, remedy=SerialStore.remedy)
+    # (named by its absolute path: an Add's check was given the relative one, a search's the absolute)
+    check_opened_file(Path(path).absolute(), _FILES.get(key), holder=SerialStore.holder, remedy=SerialStore.remedy)
 
 
 class SerialStore(Store):
@@ -122,7 +124,7 @@ class SerialStore(Store):
     remedy = "restart the server"
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
-        key = _key(Path(path))
+        key = file_key(Path(path))
         check_same_file(Path(path), key)  # never create a new file where this process's one was
         super().__init__(path, **kwargs)
         self._key = key  # resolved once: every lend asks `retired`, and resolving costs syscalls
