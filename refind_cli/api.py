@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import settings
@@ -30,13 +30,12 @@ from .contract import (
     AddRequest,
     Message,
     SearchRequest,
-    check_said_at,
     empty_text,
     parse_add,
-    parse_date,
     refuse_lone_surrogates,
     search_request,
 )
+from .contract import parse_said_at as said_at
 from .errors import DatabaseLocked, InvalidInput, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
@@ -210,30 +209,44 @@ class Memory:
         user: str,
         session: str,
         role: str = "user",
-        at: int | str | None = None,
+        at: int | float | str | None = None,
         request_id: str | None = None,
     ) -> AddOutcome:
-        """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms or ISO 8601, UTC) or an
+        """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms, read as an Add's ``timestamp``
+        is, or ISO 8601, UTC) or an
         exchange (``content`` a list of ``{"role", "content", "timestamp"?}``) as ONE Add request, all-or-nothing.
 
-        Without ``request_id`` the id is ``api-`` plus a hash of the payload, so adding the same thing again is an
-        identical replay (status ``duplicate``, nothing written). ``Conflict``: the id is stored with another
+        Without ``request_id`` the id is ``api-`` plus a hash of the payload as read (user, session, each message's
+        role, content and said-at in Unix ms), so adding the same thing again — its time spelt another way too — is
+        an identical replay (status ``duplicate``, nothing written). ``Conflict``: the id is stored with another
         payload; ``Forgotten``: it was removed by :meth:`forget`.
         """
         if not isinstance(content, (str, Sequence)) or isinstance(content, (bytes, bytearray)):
             raise InvalidInput(f"content: must be a string or a list of messages, got {type(content).__name__}")
         if isinstance(content, str):
             messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
+            # what an earlier refind hashed: the number as given (1700000000 and -1 were hashed so, then read)
+            legacy = [{**messages[0], "timestamp": at}] if _is_number(at) else messages
         else:
             if at is not None:
                 raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
-            messages = [_message_dict(m, i) for i, m in enumerate(content)]
-        body = {"request_id": request_id, "user_id": user, "session_id": session, "messages": messages}
-        if request_id is None:
-            body["request_id"] = _auto_id(body)
+            messages = legacy = [_message_dict(m, i) for i, m in enumerate(content)]
+        rid = "api-" if request_id is None else request_id  # (the derived id is set once the payload is read)
+        body = {"request_id": rid, "user_id": user, "session_id": session, "messages": messages}
         refuse_lone_surrogates(body, "request")  # Python strings may hold them; the payload's hash cannot
         request = parse_add(body)
+        if request_id is not None:
+            with self._turn():
+                return self._store.add(request)
+        request = replace(request, request_id=auto_id(request))
+        old = _auto_id(user, session, legacy)  # the id an earlier refind gave this call: the payload as sent
         with self._turn():
+            if old is not None and old != request.request_id:
+                # stored by an earlier refind under the id of the payload as sent (another spelling of its time, its
+                # keys in another order): a replay of it, not a new request (and refused if it was forgotten)
+                known = self._store.known_requests(request.user_id, [request.request_id, old])
+                if request.request_id not in known and old in known:
+                    request = replace(request, request_id=old)
             return self._store.add(request)
 
     def add_many(
@@ -438,17 +451,16 @@ def _request(
     )
 
 
-def parse_said_at(at: int | str | None) -> int | None:
-    """``at`` of an Add: Unix ms (checked by the contract), an ISO 8601 time or a date (UTC unless it names a zone)."""
-    if at is None or (isinstance(at, int) and not isinstance(at, bool)):
-        return at
-    if not isinstance(at, str):
+def parse_said_at(at: int | float | str | None) -> int | None:
+    """``at`` of an Add: a number (or a string of one) read as an Add's ``timestamp`` is, or an ISO 8601 time or a
+    date (UTC unless it names a zone): :func:`refind_cli.contract.parse_said_at`."""
+    if at is not None and not isinstance(at, str) and not _is_number(at):
         raise InvalidInput(f"at: must be Unix milliseconds or an ISO 8601 time, got {type(at).__name__}")
-    try:
-        ms = parse_date(at)
-    except InvalidInput as exc:
-        raise InvalidInput(f"at: {exc.message}") from None
-    return check_said_at(ms, "at", at)
+    return said_at(at, "at")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _message_dict(message: MessageLike, i: int) -> dict[str, Any]:
@@ -459,17 +471,26 @@ def _message_dict(message: MessageLike, i: int) -> dict[str, Any]:
     raise InvalidInput(f"messages[{i}]: must be a mapping with role and content, got {type(message).__name__}")
 
 
-def _auto_id(body: dict[str, Any]) -> str:
-    """``api-`` and a hash of the payload (as ``refind add`` derives ``cli-…``): adding it again is a replay."""
+def auto_id(request: AddRequest) -> str:
+    """``api-`` and a hash of the request as read — ``[user, session, [{"role", "content", "timestamp"}, …]]`` as
+    compact JSON, the timestamp in Unix ms or null — so every spelling of the same message (its time as seconds, as
+    a string, as null or left out) is one request (as ``refind add`` derives ``cli-…``): adding it again is a
+    replay. A payload sent in that shape already gets the id an earlier refind gave it."""
+    messages = [{"role": m.role, "content": m.content, "timestamp": m.timestamp} for m in request.messages]
+    hashed = _auto_id(request.user_id, request.session_id, messages)
+    if hashed is None:  # (a parsed request holds only text and integers)
+        raise RefindError("the request could not be hashed")
+    return hashed
+
+
+def _auto_id(user: Any, session: Any, messages: list[Any]) -> str | None:
     import hashlib
     import json
 
     try:
-        data = json.dumps(
-            [body["user_id"], body["session_id"], body["messages"]], ensure_ascii=False, separators=(",", ":")
-        )
+        data = json.dumps([user, session, messages], ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
-        return "api-unhashable"  # parse_add refuses the payload and names the bad field
+        return None
     return "api-" + hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 

@@ -247,17 +247,31 @@ def _digits(value: Any) -> Any:
     return value
 
 
+_NUMBER_TEXT = re.compile(r"[+-]?[0-9]{1,20}(?:\.[0-9]{1,20})?")
+
+
+def number_text(text: str) -> int | float | None:
+    """The number a string spells — ASCII digits, a sign and a fraction allowed, spaces around them ignored — or None
+    (an exponent, a comma, a word: not read as a number)."""
+    stripped = text.strip()
+    if not _NUMBER_TEXT.fullmatch(stripped):
+        return None
+    return float(stripped) if "." in stripped else int(stripped)
+
+
 def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None = None) -> int | None:
-    """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a string of digits, Unix seconds
+    """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a number written as a string
+    (digits; a sign, a fraction, spaces around it too: "-1", " 1700000000000 "), Unix seconds
     in the accepted dates (1e8 ≤ v < 1e10, ×1000; a fraction of a second is kept as milliseconds), milliseconds with a
     fraction (``time.time() * 1000``: the fraction dropped), and 0 or -1 — placeholders for an unknown time — as no
     said-at. Each was refused with a 422, which the platform does not retry: the whole Add was lost (a probe)."""
     if value is None:
         return None
-    number = _digits(value)
-    if number is not value and notes is not None:
-        notes.append(f"{name}: a string of digits read as a number")
-    value = number
+    if isinstance(value, str) and (number := number_text(value)) is not None:
+        if notes is not None:
+            plain = value.isascii() and value.isdigit()
+            notes.append(f"{name}: {'a string of digits' if plain else f'the string {value!r}'} read as a number")
+        value = number
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
     if isinstance(value, float) and not math.isfinite(value):  # infinity (1e400, past a float) or NaN: no time
@@ -305,6 +319,32 @@ def check_said_at(ms: int, name: str, given: str) -> int:
     if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:
         raise InvalidInput(f"{name}: {given!r} is outside the dates refind stores, {STORED_DATES}")
     return ms
+
+
+def parse_said_at(value: int | float | str | None, name: str, notes: list[str] | None = None) -> int | None:
+    """When a message was said, given by a flag or an argument (``refind add --at``, ``Memory.add(at=)``, MCP's
+    ``at``), named ``name``: a number — or a string of one — read exactly as an Add's ``timestamp`` is
+    (:func:`parse_timestamp`: Unix ms, seconds ×1000, a fraction dropped, 0 and -1 no said-at; noted in ``notes``),
+    or a date or ISO 8601 time (:func:`parse_date`, UTC unless it names a zone). A string of digits is a date only as
+    YYYYMMDD (8 digits): "20230508" is 8 May 2023, "1700000000000" Unix ms."""
+    if not isinstance(value, str):
+        return parse_timestamp(value, name, notes)
+    text = value.strip()
+    number = number_text(text)
+    date_like = text.isdigit() and 6 <= len(text) <= 8  # (too few digits to be a time in seconds or ms)
+    if number is not None and not date_like:
+        return parse_timestamp(number, name, notes)
+    try:
+        ms = parse_date(text)
+    except InvalidInput:
+        if date_like:  # 202311 was read as 2023-01-01
+            raise InvalidInput(
+                f"{name}: {value!r} is not a date (in digits a date is YYYYMMDD, such as 20231101) nor Unix ms"
+            ) from None
+        raise InvalidInput(
+            f"{name}: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor Unix ms"
+        ) from None
+    return check_said_at(ms, name, value)
 
 
 def parse_message(obj: Any, where: str, notes: list[str] | None = None) -> tuple[Message, list[str]]:
@@ -428,11 +468,15 @@ def parse_date(text: str, *, end: bool = False) -> int:
     raw = (text or "").strip() if isinstance(text, str) else text
     if not isinstance(raw, str) or not raw:
         raise InvalidInput(f"date {text!r}: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time")
-    day = _bare_day(raw)
+    # digits alone are a date only as YYYYMMDD: strptime read "202311" as 2023-01-01, and Python's ISO parsers read
+    # "2023050812" as 2023-05-08 and "2023050812345" as 2023-05-08T23:45
+    day = None if raw.isdigit() and len(raw) != 8 else _bare_day(raw)
     if day is not None:
         ms = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)  # (a whole second: exact)
         return ms + 86_400_000 - 1 if end else ms
     try:
+        if raw.isdigit():
+            raise ValueError(raw)
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(

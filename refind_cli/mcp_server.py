@@ -26,8 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from . import __version__
-from .api import Evidence, Memory, parse_said_at
-from .contract import ROLES
+from .api import Evidence, Memory
+from .contract import ROLES, parse_said_at
 from .errors import Forgotten, RefindError
 from .mcp_start import McpSettings
 from .store import system_clock
@@ -66,11 +66,11 @@ SessionArg = Annotated[
 _COUNT = {"type": "integer", "minimum": 1, "maximum": 1000}
 TopK = Annotated[Any, Field(description="At most this many evidence blocks (1-1000).", json_schema_extra=_COUNT)]
 Limit = Annotated[Any, Field(description="At most this many sessions (1-1000).", json_schema_extra=_COUNT)]
-AtArg = Annotated[  # JSON's true is not the timestamp 1, nor 1.5 a whole millisecond (_at)
+AtArg = Annotated[  # JSON's true is not the timestamp 1 (_at)
     Any,
     Field(
         description="When it was said: ISO 8601 (UTC unless it names a zone) or Unix ms; default now.",
-        json_schema_extra={"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        json_schema_extra={"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
     ),
 ]
 
@@ -249,11 +249,12 @@ def _added(
     cfg: McpSettings,
     messages: list[dict[str, Any]],
     session: str | None,
-    at: str | int | None,
+    at: str | int | float | None,
     names: dict[str, str],
 ) -> dict[str, Any]:
     try:
-        said_at = system_clock() if at is None else parse_said_at(at.strip() if isinstance(at, str) else at)
+        # a number goes on as sent: the contract reads it as an Add's timestamp (1700000000: seconds; 0, -1: none)
+        said_at = system_clock() if at is None else parse_said_at(at, "at") if isinstance(at, str) else at
         for m in messages:
             m["timestamp"] = said_at
         # (an empty session is refused, as the CLI's --session is: not read as "this server's")
@@ -329,11 +330,11 @@ def _text(name: str, value: Any, *, optional: bool = False) -> Any:
     raise ToolError(f"{name}: must be a string{either}, got {_sent(value)}")
 
 
-def _at(value: Any) -> str | int | None:
-    """``at`` as sent: an ISO 8601 string, Unix ms as a JSON integer (not true, not 1.5), or null."""
-    if value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+def _at(value: Any) -> str | int | float | None:
+    """``at`` as sent: an ISO 8601 string, Unix ms as a JSON number (not true), or null."""
+    if value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool)):
         return value
-    raise ToolError(f"at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got {_sent(value)}")
+    raise ToolError(f"at: must be an ISO 8601 time (a string) or Unix ms (a number), got {_sent(value)}")
 
 
 def _count(name: str, value: Any) -> int:

@@ -89,7 +89,7 @@ def test_bad_search_arguments_raise_invalid_input_naming_the_field(memory: Memor
 def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
     with pytest.raises(InvalidInput, match=r"^messages\[0\]\.role: must be one of user, assistant, system"):
         memory.add("hi", user="alice", session="s1", role="robot")
-    with pytest.raises(InvalidInput, match=r"^at: date 'noon' is not a date"):
+    with pytest.raises(InvalidInput, match=r"^at: 'noon' is not an ISO 8601 time such as 2023-05-08T13:56 or "):
         memory.add("hi", user="alice", session="s1", at="noon")
     with pytest.raises(
         InvalidInput, match=r"^at: '1969-12-31' is outside the dates refind stores, 1973-03-03T09:46:40Z to"

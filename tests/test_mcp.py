@@ -90,20 +90,20 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
             await client.call_tool("search_memory", {"query": "cat", "top_k": 0})
         )
         assert "top_k" in _error(await client.call_tool("search_memory", {"query": "cat", "top_k": "many"}))
-        assert "at: date 'someday' is not a date" in _error(
+        assert "at: 'someday' is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor Unix ms" in _error(
             await client.call_tool("remember", {"content": "x", "at": "someday"})
         )
         # JSON's true is no timestamp: said as what was sent (pydantic's lax mode made it 1, "at: 1 is neither …")
         bad_at = _error(await client.call_tool("remember", {"content": "x", "at": True}))
-        assert bad_at.endswith("at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got true"), bad_at
+        assert bad_at.endswith("at: must be an ISO 8601 time (a string) or Unix ms (a number), got true"), bad_at
         # every argument of the wrong kind in refind's words, not pydantic's ("2 validation errors for
         # rememberArguments … errors.pydantic.dev/…", found by a probe)
         for tool, arguments, said in (
             ("remember", {"content": 5}, "content: must be a string, got 5"),
             (
                 "remember",
-                {"content": "x", "at": 1683554160000.5},
-                "at: must be an ISO 8601 time (a string) or Unix ms (a whole number), got 1683554160000.5",
+                {"content": "x", "at": [1]},
+                "at: must be an ISO 8601 time (a string) or Unix ms (a number), got [1]",
             ),
             ("remember", {"content": "x", "session": 7}, "session: must be a string (or left out), got 7"),
             (
@@ -145,7 +145,7 @@ def test_tools_remember_search_and_clean_errors(tmp_path: Path) -> None:
             assert (schema["type"], schema["minimum"], schema["maximum"], schema["default"]) == ("integer", 1, 1000, 10)
         remember = tools["remember"].input_schema  # the text arguments' types, though each is checked by refind
         assert remember["properties"]["content"]["type"] == "string" and remember["required"] == ["content"]
-        assert remember["properties"]["at"]["anyOf"] == [{"type": "string"}, {"type": "integer"}, {"type": "null"}]
+        assert remember["properties"]["at"]["anyOf"] == [{"type": "string"}, {"type": "number"}, {"type": "null"}]
         assert tools["search_memory"].input_schema["properties"]["date_from"]["anyOf"][0] == {"type": "string"}
         assert "session: must be a non-empty string" in _error(
             await client.call_tool("remember", {"content": "x", "session": ""})
@@ -198,6 +198,40 @@ def test_the_same_message_again_says_why_it_is_not_stored(tmp_path: Path) -> Non
         assert _data(await client.call_tool("remember", {**said, "at": "2024-01-01T10:01"}))["stored"] is True
 
     _drive(_params(db, "--allow-forget"), script)
+
+
+def test_at_is_read_as_the_contract_reads_a_timestamp_and_one_message_is_stored_once(tmp_path: Path) -> None:
+    # `at` refused a fraction HTTP floors (1700000000000.5), and a message sent again with its time spelt another
+    # way (seconds, a string of digits) was stored again: its request id hashed the arguments as sent
+    db = tmp_path / "m.db"
+    ms = 1_700_000_000_000
+
+    async def script(client: Any) -> None:
+        spellings = (ms + 0.5, ms, ms // 1000, str(ms), f" {ms} ", "1700000000", "2023-11-14T22:13:20Z")
+        stored = [
+            _data(await client.call_tool("remember", {"content": "kayak", "at": at}))["stored"] for at in spellings
+        ]
+        assert stored == [True] + [False] * (len(spellings) - 1)
+        placeholders = (-1, "-1", 0)  # no said-at, as over HTTP (left out, `at` is now)
+        stored = [
+            _data(await client.call_tool("remember", {"content": "canoe", "at": at}))["stored"] for at in placeholders
+        ]
+        assert stored == [True, False, False]
+        exchange = {"user_message": "hi", "assistant_reply": "hello", "at": ms + 1.75}
+        assert _data(await client.call_tool("remember_exchange", exchange))["stored"] is True
+        refused = _error(await client.call_tool("remember", {"content": "x", "at": "202311"}))
+        assert refused.endswith(
+            "at: '202311' is not a date (in digits a date is YYYYMMDD, such as 20231101) nor Unix ms"
+        )
+        refused = _error(await client.call_tool("remember_exchange", {**exchange, "at": 17.5}))
+        assert refused.endswith(
+            ": at: 17.5 is neither Unix milliseconds in [100000000000, 10000000000000) nor Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)"
+        ), refused
+
+    _drive(_params(db), script)
+    with Memory(db, retention_days=None) as memory:
+        stored = memory.export(user="alice")
+    assert [[m["timestamp"] for m in r["messages"]] for r in stored] == [[ms], [None], [ms + 1, ms + 1]]
 
 
 def test_the_sdks_client_drives_a_launch_that_answers_from_its_record(tmp_path: Path) -> None:

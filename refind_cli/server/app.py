@@ -320,6 +320,8 @@ def _fields(notes: tuple[str, ...]) -> list[str]:
             if "seconds" in how
             else "digits"
             if "digits" in how
+            else "string"
+            if "string" in how
             else "fraction dropped"
             if "fraction" in how
             else "no said-at"

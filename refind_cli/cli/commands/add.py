@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ...contract import check_said_at, parse_add, parse_date, parse_timestamp
+from ...contract import number_text, parse_add, parse_said_at, parse_timestamp
 from ...errors import Conflict, Forgotten, InvalidInput
 from .. import render
 from ..options import DEFAULT_DB, DbOption, JsonOption, QuietOption, RetentionOption, open_store, retention_source
@@ -58,7 +58,7 @@ def add(
     session: Annotated[str | None, typer.Option("--session", "-s", help="Session id (one message).")] = None,
     role: Annotated[str, typer.Option("--role", help="user, assistant or system.")] = "user",
     timestamp: Annotated[
-        int | None, typer.Option("--timestamp", help="When it was said, Unix ms (Unix seconds are read ×1000).")
+        str | None, typer.Option("--timestamp", help="When it was said, Unix ms (Unix seconds are read ×1000).")
     ] = None,
     at: Annotated[
         str | None,
@@ -115,7 +115,7 @@ def _one_request(
     user: str | None,
     session: str | None,
     role: str,
-    timestamp: int | None,
+    timestamp: str | None,
     at: str | None,
     request_id: str | None,
 ) -> AddRequest:
@@ -126,7 +126,7 @@ def _one_request(
     if timestamp is not None and at is not None:
         raise InvalidInput("give --timestamp or --at, not both")
     notes: list[str] = []
-    ts = _parse_at(at, notes) if at is not None else parse_timestamp(timestamp, "--timestamp", notes)
+    ts = parse_said_at(at, "--at", notes) if at is not None else _parse_timestamp(timestamp, notes)
     for note in notes:
         render.error_console().print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     from ...auto_ids import auto_request_id
@@ -162,19 +162,15 @@ _FLAGS = {
 }
 
 
-def _parse_at(value: str, notes: list[str]) -> int | None:
-    """``--at``: an ISO 8601 time or date, or Unix ms (seconds) as digits — what ``at`` takes in the Python API and
-    over MCP (a probe of round 24 found the shell's alone refusing ``--at 1700000000000``). A date first: 20230508 is
-    8 May 2023, a compact ISO date."""
-    try:
-        ms = parse_date(value)
-    except InvalidInput:
-        if value.strip().isascii() and value.strip().isdigit():
-            return parse_timestamp(int(value), "--at", notes)
-        raise InvalidInput(
-            f"--at: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor Unix ms"
-        ) from None
-    return check_said_at(ms, "--at", value)
+def _parse_timestamp(value: str | None, notes: list[str]) -> int | None:
+    """``--timestamp``: a number read as an Add's ``timestamp`` is (:func:`parse_timestamp`: ``-1`` no said-at,
+    ``1700000000000.5`` the fraction dropped, as over HTTP); a date is ``--at``'s."""
+    if value is None:
+        return None
+    number = number_text(value)
+    if number is None:
+        raise InvalidInput(f"--timestamp: {value!r} is not Unix milliseconds; give a date or ISO 8601 time with --at")
+    return parse_timestamp(number, "--timestamp", notes)
 
 
 def _remember(store: Store, retention: str | None, source: str, *, as_json: bool) -> dict[str, Any]:
