@@ -243,20 +243,46 @@ ENV_DATASETS = "REFIND_DATASETS"  # bench/: the folder of the shared datasets
 
 
 def misspelt_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
-    """A warning for each REFIND_* variable set that refind does not read but that is close to one it does
-    (``REFIND_RETENTIONDAYS``: silently ignored until now). One far from every setting is left alone (another
-    program's), as are the internal ``REFIND__*`` ones (``serve --workers`` hands its settings on in them)."""
-    import difflib
-
+    """A warning for each REFIND_* variable set that refind does not read (``REFIND_RETENTIONDAYS``: silently ignored
+    until then), naming the setting it was likely meant for when one is (:func:`meant_for`). The internal
+    ``REFIND__*`` ones (``serve --workers`` hands its settings on in them) are left alone."""
     known = {value for name, value in globals().items() if name.startswith("ENV_") and isinstance(value, str)}
     warnings = []
     for name in sorted(environ):
         if not name.startswith("REFIND_") or name.startswith("REFIND__") or name in known or not name.isascii():
             continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
-        if close:
-            warnings.append(f"{name} is not a refind setting and is ignored; did you mean {close[0]}?")
+        meant = meant_for(name, known)
+        hint = f"; did you mean {' or '.join(meant)}?" if meant else ""
+        warnings.append(f"{name} is not a refind setting and is ignored{hint}")
     return warnings
+
+
+def meant_for(name: str, known: set[str]) -> list[str]:
+    """The settings ``name`` (REFIND_…) was likely meant for, compared without the ``REFIND_`` they share (which made
+    REFIND_X "close" to REFIND_DB): those whose words hold all of its words, or whose words it holds all of
+    (REFIND_TOKEN → REFIND_SERVER_TOKEN, REFIND_DB_PATH → REFIND_DB) — none when more than three do (REFIND_TIMEOUT)
+    — else the closest misspellings (difflib, a stricter cutoff for a short name: REFIND_MODLE → REFIND_MODE or
+    REFIND_MODEL); none when nothing is close."""
+    import difflib
+
+    given = name.removeprefix("REFIND_")
+    suffixes = {k.removeprefix("REFIND_"): k for k in known}
+    words = given.split("_")
+    held = [
+        full
+        for suffix, full in sorted(suffixes.items())
+        if min(len(given), len(suffix)) >= 2 and (_runs(words, suffix.split("_")) or _runs(suffix.split("_"), words))
+    ]
+    if held:
+        return held if len(held) <= 3 else []
+    close = difflib.get_close_matches(given, suffixes, n=2, cutoff=0.8 if len(given) < 6 else 0.75)
+    return [suffixes[c] for c in close]
+
+
+def _runs(part: list[str], whole: list[str]) -> bool:
+    """Whether ``part`` appears in ``whole`` as consecutive words."""
+    n = len(part)
+    return any(whole[i : i + n] == part for i in range(len(whole) - n + 1))
 
 
 # ---- `refind eval` -----------------------------------------------------------------------------------------------

@@ -212,7 +212,28 @@ def test_a_misspelt_variable_is_named_with_the_setting_it_is_close_to() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stderr == (
         "warning: REFIND_RETENTIONDAYS is not a refind setting and is ignored; did you mean REFIND_RETENTION_DAYS?\n"
+        "warning: REFIND_SOMETHING_ELSE is not a refind setting and is ignored\n"
     )
+
+
+MEANT = [  # a variable set by mistake, and the setting its warning names
+    # a probe of round 24: REFIND_X was told "did you mean REFIND_DB?" (the REFIND_ they share made them close)
+    ("REFIND_X", None),
+    # … and REFIND_TOKEN, surely the server's token, was told nothing at all
+    ("REFIND_TOKEN", "REFIND_SERVER_TOKEN"),
+    ("REFIND_DB_PATH", "REFIND_DB"),
+    ("REFIND_RETENTION", "REFIND_RETENTION_DAYS"),
+    ("REFIND_LLM_TIMOUT", "REFIND_LLM_TIMEOUT"),
+    ("REFIND_MODLE", "REFIND_MODE or REFIND_MODEL"),
+    ("REFIND_TIMEOUT", None),  # four settings hold the word: none is named
+    ("REFIND_PORT", None),
+]
+
+
+@pytest.mark.parametrize(("name", "meant"), MEANT)
+def test_a_misspelt_variable_is_told_the_setting_it_was_likely_meant_for(name, meant) -> None:
+    hint = f"; did you mean {meant}?" if meant else ""
+    assert settings.misspelt_variables({name: "1"}) == [f"{name} is not a refind setting and is ignored{hint}"]
 
 
 def test_no_variable_refind_or_its_tests_and_benchmarks_read_is_warned_about() -> None:
@@ -220,7 +241,7 @@ def test_no_variable_refind_or_its_tests_and_benchmarks_read_is_warned_about() -
     for folder in ("refind_cli", "tests", "bench"):
         for source in (ROOT / folder).rglob("*.py"):
             used |= set(re.findall(r'"(REFIND_[A-Z][A-Z0-9_]*[A-Z0-9])"', source.read_text(encoding="utf-8")))
-    used -= {"REFIND_RETENTIONDAYS", "REFIND_SOMETHING_ELSE"}  # this file's own misspellings
+    used -= {"REFIND_RETENTIONDAYS", "REFIND_SOMETHING_ELSE", *(name for name, _ in MEANT)}  # this file's own
     assert "REFIND_BUSY_TIMEOUT" in used and "REFIND_DATASETS" in used
     assert settings.misspelt_variables(dict.fromkeys(used, "1")) == []
     r = _refind(dict.fromkeys(sorted(used), ""), "--version")  # (empty: each reads as unset)
