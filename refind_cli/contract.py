@@ -259,6 +259,21 @@ def number_text(text: str) -> int | float | None:
     return float(stripped) if "." in stripped else int(stripped)
 
 
+_ZONED = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?(?:Z|[+-]\d\d:?\d\d)", re.ASCII)
+
+
+def _zoned_time(text: str) -> int | None:
+    """Unix ms of an ISO 8601 time that names its zone (``Z`` or an offset) — one instant, whoever reads it — else
+    None (a bare date or a time without its zone says no instant: refused as before)."""
+    raw = text.strip()
+    if len(raw) > 40 or not _ZONED.fullmatch(raw):
+        return None
+    try:
+        return parse_date(raw)
+    except InvalidInput:  # (a month 13, a 25th hour)
+        return None
+
+
 def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None = None) -> int | None:
     """Unix milliseconds as an integer, or None. Also read, and noted in ``notes``: a number written as a string
     (digits; a sign, a fraction, spaces around it too: "-1", " 1700000000000 "), Unix seconds
@@ -272,6 +287,17 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
             plain = value.isascii() and value.isdigit()
             notes.append(f"{name}: {'a string of digits' if plain else f'the string {value!r}'} read as a number")
         value = number
+    elif isinstance(value, str) and (ms := _zoned_time(value)) is not None:  # "2024-03-10T10:00:00Z": one instant
+        if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:
+            raise InvalidInput(f"{name}: {value!r} is outside the dates refind stores, {STORED_DATES}")
+        if notes is not None:
+            notes.append(f"{name}: the ISO 8601 time {value!r} read as {ms} ms")
+        return ms
+    if isinstance(value, str):
+        raise InvalidInput(
+            f"{name}: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO "
+            "8601 time that names its zone such as 2024-03-10T10:00:00Z)"
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{name}: must be Unix milliseconds (an integer) or null, got {_json_type(value)}")
     if isinstance(value, float) and not math.isfinite(value):  # infinity (1e400, past a float) or NaN: no time

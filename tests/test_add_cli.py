@@ -251,7 +251,7 @@ def test_every_kind_of_bad_line_names_file_and_line(cli, db_path, tmp_path) -> N
         f"{path}:4: messages[0].content: must be a non-empty string",
         f"{path}:5: content: required",
         f"{path}:6: session_id: required",
-        f"{path}:7: timestamp: must be Unix milliseconds (an integer) or null, got string",
+        f"{path}:7: timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
         f"{path}:9: not valid UTF-8",
     ]
     assert summary["requests_added"] == 2 and summary["invalid_lines"] == 7

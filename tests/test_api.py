@@ -111,7 +111,10 @@ def test_add_refuses_bad_input_and_stores_nothing(memory: Memory) -> None:
         (("user", 5, None), "content: must be a string, got number"),
         (("user", "", None), "content: must be a non-empty string"),
         ((None, "x", None), "role: required"),
-        (("user", "x", "yesterday"), "timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (
+            ("user", "x", "yesterday"),
+            "timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
+        ),
         (("user", "x", -5), "timestamp: -5 is neither Unix milliseconds"),
     ],
 )

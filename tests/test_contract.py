@@ -65,7 +65,7 @@ DROP = object()
         (msg(content=""), "messages[0].content: must be a non-empty string"),
         (
             msg(timestamp="2023-01-01"),
-            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string",
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
         ),
         (msg(timestamp=True), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got boolean"),
         (  # JSON's 1e400 reads as infinity: said so, not "a whole number of milliseconds, got inf" (a probe)
@@ -97,7 +97,10 @@ DROP = object()
             "messages[0].timestamp: 50000000000 is neither Unix milliseconds in [100000000000, 10000000000000) "
             "nor Unix seconds in [100000000, 10000000000) (1973-03-03T09:46:40Z to 2286-11-20T17:46:39.999Z)",
         ),
-        (msg(timestamp="1.7e12"), "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (
+            msg(timestamp="1.7e12"),
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
+        ),
         (  # seconds that round to the first millisecond past the stored dates (was stored, then unexportable)
             msg(timestamp=9_999_999_999.9996),
             "messages[0].timestamp: 9999999999.9996 Unix seconds is past the dates refind stores, "

@@ -197,9 +197,13 @@ def test_memory_add_reads_at_as_a_timestamp_is_read(tmp_path: Path) -> None:
         ("-1", None, "messages[0].timestamp (string); messages[0].timestamp (no said-at)"),
         (f" {MS} ", MS, "messages[0].timestamp (string)"),
         (f"{MS}.5", MS, "messages[0].timestamp (string); messages[0].timestamp (fraction dropped)"),
+        ("2023-11-14T22:13:20Z", MS, "messages[0].timestamp (ISO time)"),  # one instant: read (a probe of round 25)
+        ("2023-11-15 06:13:20.000+08:00", MS, "messages[0].timestamp (ISO time)"),
     ],
 )
-def test_http_reads_a_number_sent_as_a_string(make_client, db_path, caplog, timestamp, stored, logged) -> None:
+def test_http_reads_a_number_or_a_zoned_time_sent_as_a_string(
+    make_client, db_path, caplog, timestamp, stored, logged
+) -> None:
     # a 422 loses the whole Add (the platform does not retry): a number as a string is read, as digits were
     caplog.set_level(logging.INFO)
     body = {
@@ -218,9 +222,21 @@ def test_http_reads_a_number_sent_as_a_string(make_client, db_path, caplog, time
 @pytest.mark.parametrize(
     ("timestamp", "message"),
     [
-        ("1.7e12", "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
-        ("soon", "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        (
+            "1.7e12",
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
+        ),
+        (
+            "soon",
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
+        ),
         ("-5", "messages[0].timestamp: -5 is neither Unix milliseconds in [100000000000, 10000000000000)"),
+        (  # a time without its zone, or a bare date, names no instant: refused as before
+            "2023-11-14T22:13:20",
+            "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string (read too: a number as a string, an ISO 8601 time that names its zone such as 2024-03-10T10:00:00Z)",
+        ),
+        ("2023-11-14", "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
+        ("9999-01-01T00:00Z", "messages[0].timestamp: '9999-01-01T00:00Z' is outside the dates refind stores"),
     ],
 )
 def test_http_still_refuses_what_is_no_number(make_client, timestamp, message) -> None:

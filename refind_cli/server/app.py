@@ -316,7 +316,9 @@ def _fields(notes: tuple[str, ...]) -> list[str]:
     for note in notes[:LOGGED_NOTES]:
         name, _, how = note.partition(": ")
         kind = (
-            "seconds ×1000"
+            "ISO time"
+            if "ISO 8601" in how
+            else "seconds ×1000"
             if "seconds" in how
             else "digits"
             if "digits" in how
