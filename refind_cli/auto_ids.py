@@ -24,6 +24,13 @@ earlier group). The writer therefore numbers the repeats itself (:func:`renumber
 is what its parser gave it unless a grown group came before it. A group is split the same way at every replay once
 it has grown (its pieces stay known: stored, or named by a tombstone), so the numbering holds; a piece expired by
 retention and swept is no longer known, and the file's later groups may then be stored again.
+
+A chained id is computed here as it always was — a hash of the text without a key, chained on the computed id of the
+piece before it — but never stored so: the request is stored as :func:`stored_chained`, that id keyed under the
+database's secret (:mod:`refind_cli.sealed`). Computed alone, a kept chained id (and its messages' ids) would confirm
+a guess of a forgotten piece before it in milliseconds — a hash of the forgotten piece's id, itself a hash of its text.
+The replay translates between the two at one seam (``replay._Chains``: every lookup of a computed id asks for its
+stored form, and for the unkeyed form a tombstone of an older refind holds).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
+
+from . import sealed
 
 Said = tuple[str, str, int | None]  # (role, content, said-at) of one message
 CHAINED = "auto+"  # the start of a chained request's id (what follows a known prefix): ``auto+<hash>``
@@ -52,6 +61,14 @@ def prefix_ids(user_id: str, session_id: str, messages: Sequence[Said], *, after
         digest.update((("," if i else "") + _message(said)).encode("utf-8"))
         ids.append(_closed(digest, tag))
     return ids
+
+
+def stored_chained(secret: bytes, rid: str) -> str:
+    """The id a chained request ``rid`` (as :func:`prefix_ids` computes it) is stored under: ``auto+`` and 20 hex
+    digits of its HMAC under the database's secret (:func:`refind_cli.sealed.seal`), so that a kept chained id tells
+    nothing of the pieces it is chained on. The same shape as ``rid``: looked up by kind (``auto+``), sealed as any
+    text-derived id when it is forgotten."""
+    return CHAINED + sealed.seal(secret, rid)[:20]
 
 
 def auto_request_id(user_id: str, session_id: str, messages: Sequence[Said]) -> str:
@@ -172,7 +189,8 @@ def split_grown(
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
-    follows a known prefix. ``after_expired`` (the store has a retention and the session a chained request, stored or
+    follows a known prefix (computed ids, answered under them: the caller finds their stored forms). The split's ids
+    are computed ids too. ``after_expired`` (the store has a retention and the session a chained request, stored or
     forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix that
     expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets,
     and what was chained on it and is kept, or was forgotten, is recognised.

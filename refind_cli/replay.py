@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
-from . import index_store
+from . import index_store, sealed
 from .auto_ids import (
     CHAINED,
     Known,
@@ -46,6 +46,7 @@ from .auto_ids import (
     prefix_ids,
     renumbered,
     split_grown,
+    stored_chained,
 )
 from .contract import (
     MAX_CONTAINERS,
@@ -1363,6 +1364,7 @@ def _grown(
         if store.retention_cutoff() is not None
         else {}
     )
+    chains = _Chains(store) if looked else None
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
@@ -1381,6 +1383,7 @@ def _grown(
         split = (
             _split(
                 store,
+                chains,
                 req.user_id,
                 req.session_id,
                 rid,
@@ -1391,7 +1394,7 @@ def _grown(
                 hashed=hashed.get(place),
                 chained=req.session_id in chained.get(req.user_id, ()),
             )
-            if place in looked
+            if chains is not None and place in looked
             else None
         )
         if split is None:
@@ -1451,8 +1454,47 @@ def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
     return tuple(Message(*m) for m in said)
 
 
+class _Chains:
+    """The one seam between the chained ids a replay computes (:mod:`auto_ids`: unkeyed hashes of the text, each
+    chained on the computed id of the piece before it) and the ids the store holds: a chained request is stored keyed
+    under the database's secret (:func:`auto_ids.stored_chained`), so that a kept id confirms no guess of a forgotten
+    piece. :meth:`lookup` asks the store for the stored form of each computed id and for the id itself (what a
+    tombstone written by an older refind seals, or a request imported as an older refind's export gave it) and answers
+    under the computed id; :meth:`stored` is the id a computed one is stored, shown and followed under. Only computed
+    ids come here: a stored id is never translated again."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.secret = sealed.key(store.conn)
+        self.found: dict[str, str] = {}  # computed id → the form the store knows it by
+
+    def lookup(self, user: str, ids: Sequence[str]) -> Known:
+        keyed = {rid: stored_chained(self.secret, rid) for rid in ids}
+        found = self.store.known_requests(user, [*keyed.values(), *ids])
+        known: Known = {}
+        for rid, key in keyed.items():
+            form = key if key in found else rid if rid in found else None
+            if form is not None:
+                known[rid] = found[form]
+                self.found[rid] = form
+        return known
+
+    def stored(self, rid: str) -> str:
+        """The id a computed one is stored under: an ``auto-`` id as it is; a chained one in the form the store knows
+        it by, keyed when it knows none."""
+        if not rid.startswith(CHAINED):
+            return rid
+        return self.found.get(rid) or stored_chained(self.secret, rid)
+
+    def split(self, split: Split) -> Split:
+        """The split with its computed ids in their stored forms."""
+        known = tuple(Piece(p.start, p.stop, self.stored(p.request_id), p.stone) for p in split.known)
+        return Split(known, split.start, self.stored(split.request_id), split.again)
+
+
 def _split(
     store: Store,
+    chains: _Chains,
     user: str,
     session: str,
     rid: str,
@@ -1464,7 +1506,8 @@ def _split(
     hashed: Sequence[str] | None,
     chained: bool,
 ) -> Split | None:
-    """How a group that may have grown is stored (:func:`auto_ids.split_grown`), ``known`` holding its own id if it
+    """How a group that may have grown is stored (:func:`auto_ids.split_grown`; its ids in their stored forms,
+    ``chains``), ``known`` holding its own id if it
     is known, and whichever of the ``asked`` ids are (those not asked are looked up here); ``hashed``: its prefixes'
     ids, derived already; ``chained``: the store has a retention and the session a chained request, stored or forgotten
     (one may follow an expired prefix). A grown group's prefixes are counted in ``repeats``."""
@@ -1473,11 +1516,14 @@ def _split(
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(user, session, said, rid, candidates, found, store.known_requests, after_expired=chained)
-    if split is not None:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
-        for candidate in candidates:
-            repeats.count(candidate)
-    return split
+    split = split_grown(user, session, said, rid, candidates, found, chains.lookup, after_expired=chained)
+    if split is None:
+        return None
+    for (
+        candidate
+    ) in candidates:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+        repeats.count(candidate)
+    return chains.split(split)
 
 
 def _piece_where(item: Ready | Parsed, piece: Piece) -> str:
