@@ -363,10 +363,11 @@ def _older_writer(migration: str) -> str:
     )
 
 
-OLDER_WRITER = _older_writer("m010_sealed_ids")  # what the guard says now (m010); m009's own said m009
+OLDER_WRITER = _older_writer("m011_keyed_chains")  # what the guard says now (m011); m009's and m010's own named theirs
 # The migration a grant speaks for (write_grant.version, m010): a refind that knows m009 but not a later migration
-# that changes what a write must do inserts its grant without it, and is refused as m009 refuses one before it.
-GRANT_VERSION = 10
+# that changes what a write must do inserts its grant without it (or with its own, lower), and is refused as m009
+# refuses one before it.
+GRANT_VERSION = 11
 # What m009's triggers refuse without a grant: every change of requests and tombstones, and of messages but an
 # insert (a message's row needs its request's, which its Add inserts first: FOREIGN KEY, on in every refind
 # connection; a trigger on each message inserted made a replay's inserts ~1.9× as slow, measured).
@@ -431,8 +432,8 @@ def m010_sealed_ids(conn: sqlite3.Connection) -> None:
             conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
             conn.execute(
                 f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
-                f"WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= {GRANT_VERSION}) "
-                f"BEGIN SELECT RAISE(ABORT, '{OLDER_WRITER}'); END"
+                "WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= 10) "
+                f"BEGIN SELECT RAISE(ABORT, '{_older_writer('m010_sealed_ids')}'); END"
             )
     secret = sealed.key(conn)
     grant(conn)
@@ -456,4 +457,89 @@ def m010_sealed_ids(conn: sqlite3.Connection) -> None:
         "UPDATE events SET request_id = ? WHERE id = ?",
         [(sealed.request_id(secret, rid), eid) for eid, rid in gone if sealed.text_derived(rid)],
     )
+    revoke(conn)
+
+
+@migration
+def m011_keyed_chains(conn: sqlite3.Connection) -> None:
+    # A replay's chained request (auto+, what a grown log adds after a known group: auto_ids.py) had an id hashed,
+    # without a key, from the id of the piece before it — itself a hash of that piece's text. Kept after that piece
+    # was forgotten (or expired), the id and its messages' ids (shown by search results, `inspect events`, export)
+    # confirmed a guess of the removed text offline in milliseconds (a probe of round 24). A chained request is stored
+    # keyed now (auto_ids.stored_chained: the computed id's HMAC under the database's secret); the ones stored before
+    # are renamed here, with their messages' ids and wherever those are quoted: the audit log's events, the stored
+    # planner runs (returned ids, trace). The index segments hold neither ids (messages keep their seq). A tombstone
+    # keeps what it sealed (the replay still finds it: it asks for the unkeyed form too).
+    #
+    # A refind that knows m010 but not this one, left running, would compute unkeyed chained ids and find none of the
+    # renamed requests (storing their messages again): its grant (version 10) is refused now.
+    import json
+    import re
+
+    from . import index_store, sealed
+    from .auto_ids import CHAINED, stored_chained
+    from .store import message_id
+
+    for table, ops in GUARDED.items():
+        for op in ops:
+            conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
+            conn.execute(
+                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
+                "WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= 11) "
+                f"BEGIN SELECT RAISE(ABORT, '{_older_writer('m011_keyed_chains')}'); END"
+            )
+    secret = sealed.key(conn)
+    chained = [
+        (user, rid)
+        for user, rid in conn.execute(
+            "SELECT user_id, request_id FROM requests WHERE request_id >= ? AND request_id < ?",
+            (CHAINED, CHAINED[:-1] + chr(ord(CHAINED[-1]) + 1)),
+        ).fetchall()
+        if sealed.text_derived(rid)
+    ]
+    if not chained:
+        return
+    grant(conn)
+    renamed: dict[str, str] = {}  # old id → new, message ids and request ids alike
+    users: dict[str, int] = {}
+    for user, rid in chained:
+        new = stored_chained(secret, rid)
+        renamed[rid] = new
+        users[user] = users.get(user, 0) + 1
+        # the new row first, the messages moved onto it, the old row last (FOREIGN KEY ... ON DELETE CASCADE)
+        conn.execute(
+            "INSERT INTO requests (user_id, request_id, session_id, payload_hash, message_count, recorded_at) "
+            "SELECT user_id, ?, session_id, payload_hash, message_count, recorded_at FROM requests "
+            "WHERE user_id = ? AND request_id = ?",
+            (new, user, rid),
+        )
+        messages = conn.execute(
+            "SELECT seq, id, idx FROM messages WHERE user_id = ? AND request_id = ?", (user, rid)
+        ).fetchall()
+        moved = [(new, message_id(user, new, idx), seq) for seq, _, idx in messages]
+        renamed.update((old, mid) for (_, old, _), (_, mid, _) in zip(messages, moved))
+        conn.executemany("UPDATE messages SET request_id = ?, id = ? WHERE seq = ?", moved)
+        conn.execute("DELETE FROM requests WHERE user_id = ? AND request_id = ?", (user, rid))
+        conn.execute("UPDATE events SET request_id = ? WHERE user_id = ? AND request_id = ?", (new, user, rid))
+    quoted = re.compile(r"(?<![0-9a-z+])(?:auto\+[0-9a-f]{20}|[0-9a-f]{24})(?![0-9a-f])")
+
+    def requoted(text: str) -> str:
+        return quoted.sub(lambda m: renamed.get(m[0], m[0]), text)
+
+    for user in users:
+        searches = conn.execute("SELECT id, returned_ids, trace FROM searches WHERE user_id = ?", (user,)).fetchall()
+        conn.executemany(
+            "UPDATE searches SET returned_ids = ?, trace = ? WHERE id = ?",
+            [
+                (json.dumps([renamed.get(i, i) for i in json.loads(returned)]), requoted(trace), sid)
+                for sid, returned, trace in searches
+                if requoted(returned) != returned or requoted(trace) != trace
+            ],
+        )
+    conn.executemany(  # every cache keyed on a user's version (a process's turns, their ids) is stale
+        "INSERT INTO users (user_id, version) VALUES (?, ?) "
+        "ON CONFLICT (user_id) DO UPDATE SET version = version + excluded.version",
+        users.items(),
+    )
+    index_store.mark_written(conn)
     revoke(conn)

@@ -184,18 +184,26 @@ def test_an_older_refinds_write_is_refused_and_leaves_the_database_as_it_was(upg
         assert not store.conn.execute("SELECT count(*) FROM write_grant").fetchone()[0]
 
 
+# round 23's refind grants its writes (m009's row, no version): left running while this version upgraded the file,
+# it compared a replay's plain ids with sealed tombstones and stored a forgotten request again (a review's fuzzer,
+# round 24). Round 24's grants version 10 (m010): left running, it computes a grown log's chained ids unkeyed, finds
+# none of the requests m011 renamed, and stores their messages again. Each grant is refused now, whatever it writes.
+GRANTS = {
+    "round 23 (m009)": "INSERT INTO write_grant (id) VALUES (1)",
+    "round 24 (m010)": "INSERT INTO write_grant (id, version) VALUES (1, 10)",
+}
+
+
+@pytest.mark.parametrize("grant", list(GRANTS))
 @pytest.mark.parametrize("write", list(OLD_WRITES))
-def test_a_writer_that_knows_m009_but_not_m010_is_refused_too(upgraded: Path, write: str) -> None:
-    # round 23's refind grants its writes (m009's row, no version): left running while this version upgraded the
-    # file, it compared a replay's plain ids with sealed tombstones and stored a forgotten request again (a review's
-    # fuzzer, round 24) — its grant is refused now, whatever it writes
-    def granted_as_round_23(conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO write_grant (id) VALUES (1)")
+def test_a_writer_that_knows_m009_or_m010_but_not_m011_is_refused_too(upgraded: Path, write: str, grant: str) -> None:
+    def granted_as_then(conn: sqlite3.Connection) -> None:
+        conn.execute(GRANTS[grant])
         OLD_WRITES[write](conn)
 
     before = _contents(upgraded)
-    refused = run_old(upgraded, granted_as_round_23)
-    assert refused is not None and str(refused) == migrations.OLDER_WRITER and "m010_sealed_ids" in str(refused)
+    refused = run_old(upgraded, granted_as_then)
+    assert refused is not None and str(refused) == migrations.OLDER_WRITER and "m011_keyed_chains" in str(refused)
     assert _contents(upgraded) == before
 
 

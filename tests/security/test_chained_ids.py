@@ -144,3 +144,74 @@ def test_a_kept_chained_request_confirms_no_guess_of_the_forgotten_one_it_follow
     with Store(db_path, retention_days=None) as store:  # replayed again: the forgotten pin does not come back
         again = replay(store, str(log))
         assert (again.messages_added, again.forgotten, again.duplicates) == (0, 1, 2)
+
+
+def test_an_older_databases_chained_ids_are_renamed_keyed_and_a_replay_still_knows_them(cli, db_path, tmp_path) -> None:
+    # a database as round 24 left it (every migration before m011; chained requests stored under their computed ids):
+    # a grown log's chain, its middle piece forgotten, a stored planner run quoting the kept request's messages
+    from refind_cli import migrations, trace
+    from refind_cli import replay as replay_module
+    from refind_cli.store import message_id
+
+    with pytest.MonkeyPatch.context() as old:
+        old.setattr(migrations, "MIGRATIONS", [m for m in migrations.MIGRATIONS if m[0] < "m011"])
+        old.setattr(replay_module, "stored_chained", lambda secret, rid: rid)
+        log = tmp_path / "agent.jsonl"
+        with Store(db_path, retention_days=None) as store:
+            replay(store, _append(log, _line("user", "kayak plans for friday")))
+            replay(store, _append(log, _line("assistant", PIN)))
+            replay(store, _append(log, _line("user", "bring the kayak paddle"), _line("user", "ok")))
+            head, middle, kept = [
+                r[0] for r in store.conn.execute("SELECT DISTINCT request_id FROM messages ORDER BY seq")
+            ]
+            lifecycle.forget(store, USER, request_id=middle)
+            old_ids = message_ids(USER, kept, 0, 2)
+            events = [trace.Event("search", 1, 2.0, {"hits": [{"n": 1, "id": old_ids[0], "message_ids": old_ids}]})]
+            run = trace.StoredSearch(
+                "s-1", USER, int(time.time() * 1000), "kayak?", "agent", "m", 1.0, 1, 10, 5, None, old_ids, events
+            )
+            assert trace.save(store, run)
+        pin = prefix_ids(USER, SESSION, [("assistant", PIN, None)], after=head)[-1]
+        assert (
+            kept
+            == prefix_ids(USER, SESSION, [("user", "bring the kayak paddle", None), ("user", "ok", None)], after=pin)[
+                -1
+            ]
+        )
+
+    started = time.perf_counter()
+    with Store(db_path, retention_days=None) as store:  # this version's open: m011
+        assert time.perf_counter() - started < 5
+        key = sealed.key(store.conn)
+        renamed = stored_chained(key, kept)
+        requests = [r[0] for r in store.conn.execute("SELECT request_id FROM requests ORDER BY request_id")]
+        assert requests == sorted([head, renamed])
+        new_ids = [message_id(USER, renamed, i) for i in range(2)]
+        rows = store.conn.execute("SELECT id FROM messages WHERE request_id = ? ORDER BY idx", (renamed,))
+        assert [r[0] for r in rows] == new_ids
+        adds = [r[0] for r in store.conn.execute("SELECT request_id FROM events WHERE kind = 'add' ORDER BY id")]
+        assert adds == [head, f"auto+sealed:{sealed.seal(key, middle)}", renamed]  # (the forgotten one sealed: m010)
+        assert store.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # the stored planner run quotes the renamed messages: its returned ids resolve
+    result = cli("inspect", "--json", "search", "s-1")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["returned_ids"] == new_ids
+    assert shown["events"][0]["data"]["hits"] == [{"n": 1, "id": new_ids[0], "message_ids": new_ids}]
+    # the attack on the old file no longer confirms the pin; the old ids are nowhere in the file
+    [_, kept_request] = _exported(cli)
+    guesses = _chained_guesses(
+        lambda guess: prefix_ids(USER, SESSION, [("assistant", guess, None)], after=head)[-1], kept_request
+    )
+    assert guesses[PIN][0] == kept  # (what round 24 stored)
+    assert _confirmed(guesses, _shown(cli), _stored_ids(db_path)) == []
+    held = db_path.read_bytes()
+    assert not [i for i in (kept, *old_ids) if i.encode() in held]
+    # the log replayed again, and grown again: nothing stored twice, the forgotten pin refused
+    with Store(db_path, retention_days=None) as store:
+        again = replay(store, str(log))
+        assert (again.messages_added, again.forgotten, again.duplicates) == (0, 1, 2)
+        grown = replay(store, _append(log, _line("assistant", "the tent too")))
+        assert (grown.messages_added, grown.forgotten, grown.grown) == (1, 1, 1)
+        contents = [r[0] for r in store.conn.execute("SELECT content FROM messages ORDER BY seq")]
+    assert contents == ["kayak plans for friday", "bring the kayak paddle", "ok", "the tent too"]
