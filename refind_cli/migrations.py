@@ -478,7 +478,7 @@ def m011_keyed_chains(conn: sqlite3.Connection) -> None:
 
     from . import index_store, sealed
     from .auto_ids import CHAINED, stored_chained
-    from .store import message_id
+    from .derived_ids import message_id
 
     for table, ops in GUARDED.items():
         for op in ops:

@@ -2,7 +2,7 @@
 
 A request stored without an id of its own gets one derived from its text — ``auto-…`` / ``auto+…`` (a replay's
 groups, :mod:`refind_cli.auto_ids`), ``cli-…`` (``refind add TEXT``), ``api-…`` (``Memory.add``, MCP) — and its
-messages' ids derive from it (:func:`refind_cli.store.message_id`). Such an id is a hash of the text without a key
+messages' ids derive from it (:func:`refind_cli.derived_ids.message_id`). Such an id is a hash of the text without a key
 (a chained ``auto+…`` is keyed under the secret below since m011, being chained on the piece before it, and is sealed
 as the others all the same):
 once forget or expire has removed the text, anyone reading ``refind inspect events`` or ``inspect tombstones`` could

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
-from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import index_store, migrations, sealed
 from .contract import MAX_LINE_BYTES, AddRequest, exported_bytes
+from .derived_ids import message_id, message_ids
 from .errors import (
     Conflict,
     CorruptDatabase,
@@ -55,33 +55,6 @@ def iso_time(ms: int) -> str:
     from datetime import datetime
 
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def message_id(user_id: str, request_id: str, index: int) -> str:
-    """A message's stable id: derived from its source, never from how turns are grouped when read.
-
-    The source is encoded as a JSON array, so no choice of ids can make two sources encode alike (the first
-    derivation joined them with ``\\x1f``: user ``a\\x1fb`` + request ``c`` met user ``a`` + request ``b\\x1fc``).
-    Stored ids are never re-derived: a database written before keeps its ids, and a replay is matched by its
-    (user, request) row and payload hash, not by ids."""
-    return message_ids(user_id, request_id, index, index + 1)[0]
-
-
-def message_ids(user_id: str, request_id: str, start: int, stop: int) -> list[str]:
-    """``[message_id(user_id, request_id, i) for i in range(start, stop)]``, the same bytes hashed: the JSON array's
-    prefix ``["user","request",`` is encoded and hashed once, then each index is appended to a copy of that hash
-    (a replay derives one id per message; json.dumps per id was an eighth of its time)."""
-    prefix = hashlib.sha256(f"[{_ascii_json(user_id)},{_ascii_json(request_id)},".encode())
-    out = []
-    for i in range(start, stop):
-        h = prefix.copy()
-        h.update(b"%d]" % i)
-        out.append(h.hexdigest()[:24])
-    return out
-
-
-# json.dumps([...], ensure_ascii=True, separators=(",", ":")) writes a string exactly as this does
-_ascii_json = encode_basestring_ascii
 
 
 def _as_kept(secret: bytes, user_id: str, request_id: str) -> tuple[str, str, str]:
