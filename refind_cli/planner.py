@@ -23,7 +23,9 @@ entry point, kept with its signature).
 
 * ``notes`` — the planner kept something: the kept blocks (deduplicated), grouped by session, sessions in
   chronological order, blocks chronological inside each; at most ``min(top_k, hits_per_search × searches that
-  showed hits)``, since a note can only keep hits of the last search;
+  showed hits)``, since a note can only keep hits of the last search. When more were kept, those that make the limit
+  are chosen by rank, not by date: the first result of every search, then the second, … (ties in the order kept);
+  the ``evidence`` event lists the rest in ``left_out``;
 * ``last_search`` — nothing kept: the hits of the last search that showed any, at most
   ``min(top_k, hits_per_search)``;
 * ``direct_bm25`` — no search showed any hit (or none ran, or the user has nothing stored): BM25 on the question
@@ -474,6 +476,7 @@ class PlannerRun:
         self.seen_sessions: set[str] = set()
         self.seen_turns: set[str] = set()
         self.kept: dict[str, Block] = {}
+        self.kept_rank: dict[str, int] = {}  # each kept block's result number in the search it was kept from
 
     def run(self) -> AgentResult:
         """The loop, then the evidence. A RefindError (a model failure) ends the run: it is traced and returned in
@@ -721,6 +724,7 @@ class PlannerRun:
         for n in good:
             block = self.last_hits[n - 1]
             self.kept.setdefault(block.id, block)
+            self.kept_rank[block.id] = min(n, self.kept_rank.get(block.id, n))
             ids.append(block.id)
         self.emit("note", results=good, ids=ids, kept=len(self.kept))
         said = f"Kept {len(ids)} result{'s' if len(ids) != 1 else ''} ({len(self.kept)} in all)."
@@ -734,10 +738,12 @@ class PlannerRun:
     # ---- the evidence ------------------------------------------------------------------------------------
     def result(self) -> AgentResult:
         per_search = min(self.top_k, self.hits_per_search)
+        left_out: list[str] = []
         if self.kept:
             path = "notes"
             limit = min(self.top_k, self.hits_per_search * max(1, self.searches_with_hits))
-            blocks = _chronological(list(self.kept.values()))[:limit]
+            chosen, left_out = _best_kept(self.kept, self.kept_rank, limit)
+            blocks = _chronological(chosen)
         elif self.last_shown:
             path, limit = "last_search", per_search
             self.emit("fallback", reason="the planner kept nothing", path=path)
@@ -767,6 +773,7 @@ class PlannerRun:
             ids=[b.id for b in blocks],
             sessions=[b.session_id for b in blocks],
             stats=self.stats.as_dict(),
+            **({"left_out": left_out} if left_out else {}),
         )
         return self._result(blocks, path)
 
@@ -943,6 +950,15 @@ def _view_anchor(b: Block, view: HitView) -> list[int]:
     shown = (view.text or "").split("\n")
     start = next(i for i in range(len(shown)) if shown[i : i + (e - a)] == lines[a:e])
     return [start, start + (e - a)]
+
+
+def _best_kept(kept: dict[str, Block], rank: dict[str, int], limit: int) -> tuple[list[Block], list[str]]:
+    """The kept blocks that make the limit by the planner's judgement, not by date: the best-ranked hits of every
+    search first (rank 1 of each search, then rank 2, …; ties in the order they were kept). Returns those chosen (in
+    the order kept) and the ids of those left out."""
+    ids = list(kept)  # in the order kept
+    chosen = set(sorted(ids, key=lambda k: rank[k])[:limit])  # (a stable sort: ties stay in the order kept)
+    return [kept[k] for k in ids if k in chosen], [k for k in ids if k not in chosen]
 
 
 def _chronological(blocks: list[Block]) -> list[Block]:

@@ -23,7 +23,8 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
 ``withheld``    messages left out of a search's hits before the planner saw them (``at: search``) or of the evidence
                 (``at: evidence``): no longer stored (forgotten or expired while the search ran) or past retention —
                 how many, of how many blocks, and why
-``evidence``    the path taken (notes | last_search | direct_bm25), the limit, the returned ids
+``evidence``    the path taken (notes | last_search | direct_bm25), the limit, the returned ids, and the kept notes
+                the limit left out (``left_out``, ids; only when any were)
 ``error``       the failure that ended the search (the search raised it after recording)
 """
 

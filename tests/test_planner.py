@@ -464,3 +464,26 @@ def test_the_planners_view_leaves_a_neighbour_out_whole_never_part_of_it(store):
     assert view.text == lines[3] and view.left_out == 3
     (whole,) = planner.views([block], len(block.content))
     assert whole.text == block.content and whole.left_out == 0
+
+
+def test_kept_notes_past_the_limit_are_chosen_by_rank_not_by_date_and_traced(store, llm_server, cli):
+    """12 kept, limit 10: the first and second results of every search make it, then third results in the order
+    kept; the two left out are the third results of the last two searches — not the two latest sessions."""
+    fruit = {"apple": (11, 10, 0), "banana": (1, 2, 3), "cherry": (4, 5, 6), "grape": (7, 8, 9)}
+    for word, days in fruit.items():
+        for day in days:
+            add(store, "alice", f"{word}{day}", ("user", f"Caroline: a {word} story from day {day}", T0 + day * DAY))
+    script = [step for word in fruit for step in (search_(word), note(1, 2, 3))]
+    llm_server.play(*script, FINISH)
+    result = run(store, llm_server, top_k=10, hits_per_search=3, max_actions=9)
+    assert result.path == "notes" and len(result.blocks) == 10
+    searches = events(result, "search")
+    thirds = [s.data["hits"][2]["id"] for s in searches]
+    (evidence,) = events(result, "evidence")
+    assert evidence.data["left_out"] == thirds[2:]  # cherry's and grape's third results
+    assert {b.session_id for b in result.blocks} >= {"apple10", "apple11"}  # the latest sessions are kept
+    assert not {b.id for b in result.blocks} & set(thirds[2:])
+    said = [b.said_at for b in result.blocks]
+    assert said == sorted(said)  # the chosen ones still come back chronologically
+    shown = " ".join(cli("inspect", "search", result.search_id).output.split())
+    assert "2 kept notes left out (limit 10)" in shown

@@ -170,6 +170,13 @@ def event(ev: Event) -> RenderableType:
             f"{s.get('completion_tokens', 0):,} tokens · {_cost(s.get('cost'))} · "
             f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)"
         )
+        if d.get("left_out"):
+            n = len(d["left_out"])
+            body.append(
+                f"\n{n} kept note{'s' if n != 1 else ''} left out (limit {d.get('limit')}): the best-ranked hits of "
+                "each search were kept first",
+                style="yellow",
+            )
         for i, (bid, sid) in enumerate(zip(ids, d.get("sessions") or []), 1):
             body.append(f"\n  {i}. {plain_id(str(bid))}  session {plain_id(str(sid))}", style="dim")
         return Group(Rule("evidence", align="left"), body)
