@@ -686,11 +686,12 @@ class PlannerRun:
         if hits:
             self.last_shown = hits
             self.searches_with_hits += 1
+        searched, asked = _searched_dates(action.args, bounds, lo, hi)
         self.emit(
             "search",
             keywords=keywords,
-            date_from=action.args.get("date_from"),
-            date_to=action.args.get("date_to"),
+            **searched,  # what was searched: the planner's dates, or the caller's bound that narrowed them
+            **asked,  # the planner's own dates, when a caller's bound narrowed them
             skipped=len(ids),
             skip=skip_mode,
             hits=[_hit(i, b, v) for i, (b, v) in enumerate(zip(hits, shown), 1)],
@@ -698,7 +699,10 @@ class PlannerRun:
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
         self.shown += [b.message_ids for b, v in zip(hits, shown) if v.text is not None]
-        self._say(_results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left())
+        said = _results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left()
+        if asked:  # the planner is told, as it is when the caller's bounds leave its range no day
+            said = _narrowed(asked, searched) + "\n" + said
+        self._say(said)
 
     def _note(self, action: Action) -> None:
         if not self.last_hits:
@@ -997,6 +1001,28 @@ def _empty_range(args: dict[str, Any], lo: int, hi: int, own: list[int | None]) 
     if hi == own[1]:
         return f"date_to {args['date_to']} is before {_when(lo)}, the earliest {caller}"
     return f"the dates this search may cover (its caller set them) hold no day: {_when(lo)} to {_when(hi)}"
+
+
+def _searched_dates(
+    args: dict[str, Any], own: list[int | None], lo: int | None, hi: int | None
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The dates a search covered (each the planner's own as it gave it, or the caller's bound that replaced or
+    narrowed it), and the planner's own (``asked_from``/``asked_to``) when a caller's bound narrowed either."""
+    searched: dict[str, str | None] = {}
+    for key, mine, bound in (("date_from", own[0], lo), ("date_to", own[1], hi)):
+        searched[key] = args.get(key) if bound == mine else _when(bound) if bound is not None else None
+    narrowed = any(mine is not None and mine != bound for mine, bound in ((own[0], lo), (own[1], hi)))
+    asked = {"asked_from": args.get("date_from"), "asked_to": args.get("date_to")} if narrowed else {}
+    return searched, asked
+
+
+def _narrowed(asked: dict[str, str | None], searched: dict[str, str | None]) -> str:
+    """What the planner is told when a caller's bound narrowed its dates."""
+    return (
+        f"Your dates {asked['asked_from'] or '…'} to {asked['asked_to'] or '…'} were narrowed to "
+        f"{searched['date_from'] or '…'} to {searched['date_to'] or '…'}, the dates this search may cover (its "
+        "caller set them)."
+    )
 
 
 def _when(ms: int) -> str:

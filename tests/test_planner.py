@@ -180,6 +180,32 @@ def test_caller_date_bounds_apply_to_every_search_and_a_bad_one_calls_no_model(m
     assert len(llm_server.requests) == 2
 
 
+def test_a_planner_range_narrowed_by_the_callers_bounds_is_traced_as_searched_and_told(memory, llm_server, cli):
+    llm_server.play(
+        search_("hiking Mount", date_from="2023/06/01", date_to="2023/06/30"),
+        search_("Rex dog", date_to="2023/06/30"),
+        FINISH,
+    )
+    result = run(memory, llm_server, date_from="2023/06/05")
+    narrowed, within = (e.data for e in events(result, "search"))
+    assert {h["session_id"] for h in narrowed["hits"]} == {"hike2"}
+    assert (narrowed["date_from"], narrowed["date_to"]) == ("2023-06-05T00:00:00.000Z", "2023/06/30")
+    assert (narrowed["asked_from"], narrowed["asked_to"]) == ("2023/06/01", "2023/06/30")
+    assert (within["date_from"], within["date_to"]) == ("2023-06-05T00:00:00.000Z", "2023/06/30")
+    assert "asked_from" not in within and "asked_to" not in within  # the planner gave no date_from to narrow
+    told = llm_server.requests[1]["messages"][-1]["content"]
+    assert told.startswith(
+        "Your dates 2023/06/01 to 2023/06/30 were narrowed to 2023-06-05T00:00:00.000Z to 2023/06/30, the dates "
+        "this search may cover (its caller set them).\n"
+    )
+    assert "narrowed" not in llm_server.requests[2]["messages"][-1]["content"]
+    shown = " ".join(cli("inspect", "search", result.search_id).output.split())
+    assert (
+        "for 'hiking Mount' · dates 2023-06-05T00:00:00.000Z → 2023/06/30 (narrowed to the search's bounds from the "
+        "planner's 2023/06/01 → 2023/06/30)" in shown
+    )
+
+
 @pytest.mark.parametrize("mode", ["session", "turn"])
 def test_skip_set_hides_what_earlier_searches_showed(memory, llm_server, mode):
     llm_server.play(search_("hiking Mount"), search_("hiking Mount"), FINISH)

@@ -89,6 +89,13 @@ def event(ev: Event) -> RenderableType:
     if k == "search":
         hits = d.get("hits") or []
         title = f"{len(hits)} hit{'s' if len(hits) != 1 else ''} for {d.get('keywords')!r}"
+        if d.get("date_from") or d.get("date_to"):
+            title += printable(f" · dates {d.get('date_from') or '…'} → {d.get('date_to') or '…'}")
+        if d.get("asked_from") or d.get("asked_to"):  # (the planner's own, as it wrote them)
+            title += printable(
+                f" (narrowed to the search's bounds from the planner's "
+                f"{d.get('asked_from') or '…'} → {d.get('asked_to') or '…'})"
+            )
         if d.get("skipped"):
             title += f" · {d['skipped']} seen {d.get('skip', 'session')}s skipped"
         table = Table(title=Text(title), title_justify="left", show_lines=True, expand=False)
