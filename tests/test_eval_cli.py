@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import FIXTURES
 
 from refind_cli import datasets
@@ -100,3 +101,23 @@ def test_eval_title_on_one_line_where_the_terminal_is_wide(cli, monkeypatch):
     result = cli("eval", str(EVAL / "locomo_small.json"), "--quiet")
     assert result.exit_code == 0, result.output
     assert "(locomo, top_k 100, mode bm25)" in result.output.splitlines()[0]
+
+
+@pytest.mark.usefixtures("no_model_env")
+def test_eval_agent_mode_takes_model_and_api_base_as_search_does(cli, llm_server, monkeypatch):
+    """`refind eval --mode agent` names --model in its advice: it takes --model and --api-base (and their
+    variables), checked as `refind search` checks them, before anything is replayed."""
+    llm_server.default = '{"thought": "enough", "action": "finish_search"}'
+    path = str(EVAL / "locomo_small.json")
+    flags = ("--mode", "agent", "--limit", "2", "--json")
+    result = cli("eval", path, *flags, "--model", "openai/scripted", "--api-base", llm_server.url)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["questions"] == 2 and report["systems"]["refind"]["llm_calls"] == 2
+    assert all(r["model"] == "scripted" for r in llm_server.requests) and len(llm_server.requests) == 2
+    bad = cli("eval", path, *flags, "--model", "openai/scripted", "--api-base", "ftp://127.0.0.1/v1")
+    assert bad.exit_code == 2 and "give --api-base / REFIND_API_BASE" in bad.output
+    monkeypatch.setenv("REFIND_MODEL", "openai/scripted")
+    monkeypatch.setenv("REFIND_API_BASE", llm_server.url)
+    assert cli("eval", path, *flags).exit_code == 0
+    assert len(llm_server.requests) == 4

@@ -15,7 +15,7 @@ from ...errors import InvalidInput
 from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
-from ..options import DeadlineOption, JsonOption, MaxActionsOption, QuietOption
+from ..options import ApiBaseOption, DeadlineOption, JsonOption, MaxActionsOption, ModelOption, QuietOption
 
 if TYPE_CHECKING:
     from ...misses import Miss
@@ -81,6 +81,8 @@ def eval_command(
         int | None,
         typer.Option("--misses-at", min=1, help="The budget --misses explains, in characters (default 8,000)."),
     ] = None,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
     as_json: JsonOption = False,
@@ -103,11 +105,17 @@ def eval_command(
         variants=parse_variants(variant or ()),
         misses_at=None if misses is None else (misses_at or MISSES_AT),
     )
-    planner = (  # agent mode reads them
-        {"max_actions": parse_max_actions(max_actions), "deadline_s": parse_agent_deadline(deadline)}
-        if mode == "agent"
-        else {}
-    )
+    planner: dict[str, Any] = {}
+    if mode == "agent":  # agent mode reads them; a model that cannot answer fails here, before anything is replayed
+        from ...model import from_env
+
+        complete, model_name = from_env(model, api_base)
+        planner = {
+            "model": complete,
+            "model_name": model_name,
+            "max_actions": parse_max_actions(max_actions),
+            "deadline_s": parse_agent_deadline(deadline),
+        }
     systems = systems_for(settings, **planner)  # checks mode, variants and tokenizer before anything is replayed
     err = render.error_console()
     progress = task = None
