@@ -404,7 +404,8 @@ def load_longmemeval_question(item: dict[str, Any], role_faithful: bool, skipped
         for j, turn in enumerate(turns):
             with _at(f".haystack_sessions[{pos}][{j}]"):
                 if not str(turn.get("content", "")).strip():
-                    continue  # the contract refuses empty content
+                    skipped.add("longmemeval message without text")  # the contract refuses empty content
+                    continue
                 if not isinstance(turn["content"], str) or not isinstance(turn["role"], str):
                     # (as --role-faithful: 123 raised TypeError inside the index, a null role "ids collide"; without
                     # it, "user: 123" and "None: …" were stored as if written)
