@@ -59,6 +59,34 @@ class Retrieval:
     agent: AgentResult | None = None
 
 
+@dataclass(frozen=True)
+class NoMatch:
+    """Why a search found nothing, when that is known (``refind search`` says it beside "no match"): the user has
+    no message stored (``none``) or none this search may see (``hidden``); the query holds no word a search matches
+    (``no_words``: only stop words); or a date range left out ``undated`` turns without a said-at that match it."""
+
+    reason: str  # none | hidden | no_words | undated
+    undated: int = 0
+
+
+def no_match(store: Store, request: SearchRequest, *, config: SearchConfig | None = None) -> NoMatch | None:
+    """Why ``request`` (a search that found nothing) found nothing, when refind can tell; None when it cannot."""
+    from .search import undated_matches
+    from .tokenize import analyze
+
+    if not store.has_messages(request.user_id, as_of=request.as_of):
+        return NoMatch("hidden" if store.has_messages(request.user_id, hidden_too=True) else "none")
+    if not any(analyze(text) for text in (request.query, *request.options)):
+        return NoMatch("no_words")
+    if request.date_from is not None or request.date_to is not None:
+        n = undated_matches(
+            store, request.user_id, request.query, options=request.options, as_of=request.as_of, config=config
+        )
+        if n:
+            return NoMatch("undated", n)
+    return None
+
+
 def retrieve(
     store: Store,
     request: SearchRequest,

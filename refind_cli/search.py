@@ -505,6 +505,30 @@ def search(
     raise AssertionError("unreachable")
 
 
+def undated_matches(
+    store: Store,
+    user_id: str,
+    query: str,
+    *,
+    options: Sequence[str] = (),
+    as_of: int | None = None,
+    config: SearchConfig | None = None,
+) -> int:
+    """How many of the user's turns without a said-at match ``query``: a date range leaves each of them out (a turn
+    said at no known time is in no range). 0 when the index changed under the count (it only explains a no match)."""
+    import numpy as np
+
+    with store.reading():
+        ui = user_index(store, user_id, as_of=as_of, config=config, lazy=True)
+        try:
+            ranked = ui.rank(query, top_k=1, options=options)
+        except IndexChanged:
+            return 0
+    if ranked is None:
+        return 0
+    return int(np.isnan(ui.index.said_at[ranked.order[: ranked.matched]]).sum())
+
+
 def _rebuild_index(store: Store, user_id: str) -> None:
     """Read twice in fresh snapshots, the user's index still names messages the database does not hold: not a forget
     racing the search (a snapshot cannot see one) but an index a writer did not keep — an older refind (before the

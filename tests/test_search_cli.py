@@ -84,6 +84,30 @@ def test_no_match_says_when_the_user_has_nothing_to_match(filled, monkeypatch):
     )
 
 
+def test_no_match_says_when_the_query_has_no_word_or_the_dates_left_out_undated_turns(cli, store, monkeypatch):
+    from helpers import T0, add
+
+    monkeypatch.setenv("COLUMNS", "200")
+    add(store, "alice", "dated", ("user", "Caroline: the Lisbon hotel was lovely", T0))
+    add(store, "alice", "undated", ("user", "Caroline: my zeppelin ride over Lake Constance"), ("user", "zeppelin!"))
+    args = ("--user", "alice", "--mode", "bm25", "--retention-days", "off")
+    words = cli("search", "the and of", *args)
+    assert words.exit_code == 0 and words.output.strip() == (
+        "no match for 'the and of': it has no word a search matches (words as common as 'the' or 'of' are not searched)"
+    )
+    dates = cli("search", "zeppelin", *args, "--date-from", "2023/01/01")
+    assert dates.exit_code == 0 and dates.output.strip() == (
+        "no match for 'zeppelin': 2 turns matching it have no said-at, and --date-from/--date-to leave out every "
+        "turn without one"
+    )
+    plain = cli("search", "Constance", *args, "--date-to", "2020/01/01")  # one undated turn matches
+    assert "1 turn matching it has no said-at" in plain.output
+    miss = cli("search", "Lisbon", *args, "--date-to", "2020/01/01")  # the match is dated: a plain miss
+    assert miss.output.strip() == "no match for 'Lisbon'"
+    for query, extra in (("the and of", ()), ("zeppelin", ("--date-from", "2023/01/01"))):
+        assert json.loads(cli("search", query, *args, *extra, "--json").output) == {"data": []}  # the contract
+
+
 def test_mode_from_environment(filled, monkeypatch):
     monkeypatch.setenv("REFIND_MODE", "bm25")
     r = filled("search", "Lisbon", "--user", "alice", "--json", "--retention-days", "off")

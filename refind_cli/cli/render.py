@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from ..blocks import Block
+    from ..retrieval import NoMatch
 
 
 def console() -> Console:
@@ -92,30 +93,42 @@ def check_report(report: dict[str, Any]) -> Table:
     return table
 
 
+def _why(nothing: NoMatch | None, user: str) -> str:
+    """Why a search found nothing, as the end of its "no match" line ("" when unknown)."""
+    if nothing is None:
+        return ""
+    if nothing.reason == "none":
+        return (
+            f": user {printable(user)!r} has no stored message (a user id is matched exactly, case and all; "
+            "`refind inspect users` lists them)"
+        )
+    if nothing.reason == "hidden":
+        return (
+            f": user {printable(user)!r} has no message this search may see (each was stored after --as-of, or "
+            "is older than the retention window)"
+        )
+    if nothing.reason == "no_words":
+        return ": it has no word a search matches (words as common as 'the' or 'of' are not searched)"
+    n = nothing.undated
+    return (
+        f": {n:,} turn{'s' if n != 1 else ''} matching it {'have' if n != 1 else 'has'} no said-at, and "
+        "--date-from/--date-to leave out every turn without one"
+    )
+
+
 def _bad(n: int) -> str:
     return f"[red]{n:,}[/red]" if n else "0"
 
 
-def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing: str | None = None) -> None:
-    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted. ``nothing``: no
-    match because ``user`` has no message stored ("none") or none this search may see ("hidden"), which is said."""
+def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing: NoMatch | None = None) -> None:
+    """Evidence blocks as panels: rank, score, session, dates; the anchor turn's lines highlighted. ``nothing``: why
+    there is no match, when it is known (:func:`refind_cli.retrieval.no_match`), which is said."""
     from rich.panel import Panel
     from rich.text import Text
 
     out = console()
     if not blocks:
-        why = ""
-        if nothing == "none":
-            why = (
-                f": user {printable(user)!r} has no stored message (a user id is matched exactly, case and all; "
-                "`refind inspect users` lists them)"
-            )
-        elif nothing == "hidden":
-            why = (
-                f": user {printable(user)!r} has no message this search may see (each was stored after --as-of, or "
-                "is older than the retention window)"
-            )
-        out.print(f"no match for {query!r}{why}", markup=False)
+        out.print(f"no match for {query!r}{_why(nothing, user)}", markup=False)
         return
     for rank, block in enumerate(blocks, 1):
         body = Text()

@@ -97,15 +97,13 @@ def search(
             as_json=as_json,
         )
         return
-    from ...retrieval import retrieve
+    from ...retrieval import no_match, retrieve
     from ..options import open_to_read  # a typo in --db must not create an empty database and answer "no match"
 
     with open_to_read(db, retention) as store:
         blocks = retrieve(store, request).blocks
-        # no match: say whether the user has anything to match (a mistyped "Alice" for "alice" finds nothing either)
-        unknown = None  # why nothing could match: the user has no message stored, or none visible to this search
-        if not blocks and not as_json and not store.has_messages(request.user_id, as_of=request.as_of):
-            unknown = "hidden" if store.has_messages(request.user_id, hidden_too=True) else "none"
+        # no match: say why when refind can tell (a mistyped "Alice" for "alice" finds nothing either)
+        why = no_match(store, request) if not blocks and not as_json else None
     if as_json:  # through plain: a scripted search never imports rich
         from ..plain import print_json
 
@@ -113,4 +111,4 @@ def search(
         return
     from .. import render
 
-    render.print_blocks(blocks, query=query, user=request.user_id, nothing=unknown)
+    render.print_blocks(blocks, query=query, user=request.user_id, nothing=why)
