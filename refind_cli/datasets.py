@@ -35,6 +35,7 @@ from .contract import AddRequest, Message, long_number
 from .errors import InvalidInput, RefindError
 
 FORMATS = ("locomo", "longmemeval", "memdaily", "realtalk")
+NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval", "memdaily": "MemDaily", "realtalk": "REALTALK"}
 SESSION_CHUNK = 20
 MEMDAILY_GROUP = 20
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) unscored
@@ -50,7 +51,7 @@ class Question:
     evidence: tuple[str, ...]  # stored contents of the labelled messages (distinct, in conversation order)
     options: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:  # a TypeError here is the loader's "not a … file as expected"
+    def __post_init__(self) -> None:  # a TypeError here is the loader's "… is this a … file?"
         for name in ("text", "category"):
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -88,11 +89,11 @@ def detect_format(path: str | Path) -> str:
     ``haystack_sessions``, a REALTALK chat is one object with ``name``, ``qa`` and ``session_N`` lists."""
     p = Path(path)
     if not p.exists():
-        raise RefindError(f"{p}: no such file or folder")
+        raise InvalidInput(f"{p}: no such file or folder")
     if p.is_dir():
         files = _memdaily_files(p)
         if not files:
-            raise RefindError(f"{p}: a folder must hold MemDaily or REALTALK *.json files; none found")
+            raise InvalidInput(f"{p}: a folder must hold MemDaily or REALTALK *.json files; none found")
         return "realtalk" if _is_realtalk(_read_json(files[0])) else "memdaily"
     data = _read_json(p)
     if _is_realtalk(data):
@@ -105,16 +106,24 @@ def detect_format(path: str | Path) -> str:
             return "longmemeval"
         if "message_list" in first and "question_list" in first:
             return "memdaily"
-    raise RefindError(
+    raise InvalidInput(
         f"{p}: cannot tell its format (expected a list of LoCoMo samples, LongMemEval questions or MemDaily "
         "timelines, or a REALTALK chat); pass --format"
     )
 
 
 def load(
-    path: str | Path, fmt: str | None = None, *, role_faithful: bool = False, skipped: Skipped | None = None
+    path: str | Path,
+    fmt: str | None = None,
+    *,
+    role_faithful: bool = False,
+    skipped: Skipped | None = None,
+    detected: bool = False,
 ) -> Iterator[Sample]:
-    """Samples of the set at PATH, one at a time. ``skipped`` (if given) counts what was left out and why."""
+    """Samples of the set at PATH, one at a time. ``skipped`` (if given) counts what was left out and why. A set
+    that is missing, not JSON, or not of the format it is read as raises InvalidInput naming where (``detected``:
+    ``fmt`` is what :func:`detect_format` said, not what the user asked for; the refusal says which)."""
+    given = fmt is not None and not detected
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -129,7 +138,7 @@ def load(
         samples = _realtalk(p, skipped)
     else:
         samples = _memdaily(p, skipped)
-    return _checked(samples, p, fmt)
+    return _checked(samples, p, fmt, given=given)
 
 
 # what reading a set of the wrong shape raises (ValueError: int() of an id, or a number past the digit limit)
@@ -156,24 +165,61 @@ def _at(part: str) -> Iterator[None]:
         raise _Misshapen([part], exc) from exc
 
 
-def _checked(samples: Iterator[Sample], path: Path, fmt: str) -> Iterator[Sample]:
-    """A file that is not of the format it was read as fails with a message naming where, not a traceback."""
+def _checked(samples: Iterator[Sample], path: Path, fmt: str, *, given: bool) -> Iterator[Sample]:
+    """A file that is not of the format it was read as fails with a message naming where and what it lacks, in
+    words (no Python exception names), and asking whether it is of that format."""
+    hint = f"--format {fmt}" if given else "its shape says so; --format reads it as another"
     try:
         yield from samples
     except _Misshapen as bad:
-        where = "".join(bad.where)
-        raise RefindError(f"{path}: not a {fmt} file as expected (at {where}: {_why(bad.exc)}); check --format") from (
-            bad.exc
-        )
+        raise InvalidInput(
+            f"{path}: {_wrong(_place(bad.where), bad.exc)}: is this a {NAMES[fmt]} file? ({hint})"
+        ) from (bad.exc)
     except _SHAPE_ERRORS as exc:
-        raise RefindError(f"{path}: not a {fmt} file as expected ({_why(exc)}); check --format") from exc
+        raise InvalidInput(f"{path}: {_wrong('the set', exc)}: is this a {NAMES[fmt]} file? ({hint})") from exc
 
 
-def _why(exc: Exception) -> str:
-    """An exception as a refusal names it: Python's digit limit in refind's words (not its advice to raise it)."""
-    if isinstance(exc, ValueError) and "digits" in str(exc) and "int" in str(exc):
-        return long_number()
-    return f"{type(exc).__name__}: {exc}"
+def _place(where: list[str]) -> str:
+    """Where in a set, in words: ``["[0]", ".qa[3]"]`` is "item 0's qa[3]"; a folder's file leads ("x.json item 3")."""
+    parts = list(where)
+    head = [parts.pop(0)] if parts and not parts[0].startswith(("[", ".")) else []
+    if parts and parts[0].startswith("["):
+        head.append(f"item {parts.pop(0)[1:-1]}")
+    tail = "".join(parts).lstrip(".")
+    if head and tail:
+        return f"{' '.join(head)}'s {tail}"
+    return " ".join(head) or tail or "the set"
+
+
+def _wrong(place: str, exc: Exception) -> str:
+    """What is wrong at ``place``, in words."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"{place} has no {exc.args[0]}"
+    if isinstance(exc, AttributeError):
+        held = getattr(exc, "obj", ...)
+        return f"{place} is {_json_kind(held)}, not an object" if held is not ... else f"{place} is not an object"
+    if isinstance(exc, IndexError):
+        return f"{place} has fewer entries than expected"
+    if _digits(exc):
+        return f"{place} holds {long_number()}"
+    return f"{place}: {exc}"  # (refind's own TypeErrors and ValueErrors say what is wrong in words)
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _digits(exc: Exception) -> bool:
+    """Whether ``exc`` is Python's refusal of an integer past its digit limit (its advice to raise it unsaid)."""
+    return isinstance(exc, ValueError) and "digits" in str(exc) and "int" in str(exc)
 
 
 def _read_json(path: Path) -> Any:
@@ -181,12 +227,14 @@ def _read_json(path: Path) -> Any:
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             return json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:  # the file could not be read (a permission, a damaged .gz): not the set's shape
         raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{path}: cannot read it as JSON: {exc}") from exc
     except RecursionError:  # json recurses once per level of nesting
-        raise RefindError(f"{path}: cannot read it as JSON: it nests deeper than Python's JSON reader goes") from None
+        raise InvalidInput(f"{path}: cannot read it as JSON: it nests deeper than Python's JSON reader goes") from None
     except ValueError as exc:  # an integer past Python's digit limit (a plain ValueError, not a JSONDecodeError)
-        raise RefindError(f"{path}: cannot read it as JSON: {_why(exc)}") from None
+        raise InvalidInput(f"{path}: cannot read it as JSON: {long_number() if _digits(exc) else exc}") from None
 
 
 def _is_realtalk(data: Any) -> bool:
@@ -195,7 +243,7 @@ def _is_realtalk(data: Any) -> bool:
 
 def _expect_list(data: Any, path: Path) -> list[Any]:
     if not isinstance(data, list):
-        raise RefindError(f"{path}: expected a JSON list at the top level")
+        raise InvalidInput(f"{path}: expected a JSON list at the top level")
     return data
 
 
@@ -471,7 +519,7 @@ def _memdaily_files(folder: Path) -> list[Path]:
     for file in files:
         stem = file.name.split(".")[0]
         if stem in seen:
-            raise RefindError(f"{folder}: {seen[stem].name} and {file.name} would be one user ({stem!r}); keep one")
+            raise InvalidInput(f"{folder}: {seen[stem].name} and {file.name} would be one user ({stem!r}); keep one")
         seen[stem] = file
     return files
 
@@ -539,7 +587,7 @@ def _realtalk(path: Path, skipped: Skipped) -> Iterator[Sample]:
     for file in _memdaily_files(path) if path.is_dir() else [path]:
         data = _read_json(file)
         if not isinstance(data, dict):
-            raise RefindError(f"{file}: expected one REALTALK chat (a JSON object) per file")
+            raise InvalidInput(f"{file}: expected one REALTALK chat (a JSON object) per file")
         with _at(file.name):
             sample = load_realtalk_chat(file.name.split(".")[0], data, skipped)
         yield sample

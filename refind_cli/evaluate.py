@@ -370,10 +370,12 @@ def evaluate(
     misses within that budget is explained (misses.py), passed to ``on_miss``, and tallied by reason in the report's
     ``misses`` — ``systems`` of one's own are scored, but the search explained is still that of ``settings``."""
     _check_misses(settings)
+    detected = fmt is None
     fmt = fmt or datasets.detect_format(path)
     skipped = Skipped()
     samples = take(
-        list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped)), settings.limit
+        list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped, detected=detected)),
+        settings.limit,
     )
     systems = systems if systems is not None else systems_for(settings)
     warm_up()
@@ -497,11 +499,11 @@ def replay_sample(store: Store, sample: Sample) -> int:
     except UnicodeEncodeError as exc:  # the CLI read it as an argument's bytes ("pass them in UTF-8")
         bad = exc.object[exc.start : exc.end]
         if bad in sample.user_id:  # MemDaily's and REALTALK's user ids are file names: bytes that are not UTF-8
-            raise RefindError(
+            raise InvalidInput(
                 f"replaying user {sample.user_id!a}: the user id, the name of a file of the set or an id in it, is "
                 f"not Unicode text (it holds {bad!a}); rename the file or fix the id"
             ) from None
-        raise RefindError(
+        raise InvalidInput(
             f"replaying user {sample.user_id}: the set holds text that is not Unicode (an unpaired UTF-16 surrogate, "
             f"{bad!a}, escaped in its JSON); fix the file"
         ) from None

@@ -80,11 +80,19 @@ def test_eval_errors_are_one_line(cli):
     bad = cli("eval", str(EVAL / "locomo_small.json"), "--variant", "nope=1")
     assert bad.exit_code == 2 and "no such field" in bad.output  # invalid input
     wrong = cli("eval", str(EVAL / "locomo_small.json"), "--format", "memdaily")
-    assert wrong.exit_code == 1 and "check --format" in wrong.output
+    assert wrong.exit_code == 2 and "is this a MemDaily file? (--format memdaily)" in wrong.output  # invalid input
     missing = cli("eval", str(EVAL / "nope.json"))
-    assert missing.exit_code == 1 and "no such file" in missing.output
+    assert missing.exit_code == 2 and missing.output == f"error: {EVAL / 'nope.json'}: no such file or folder\n"
     mode = cli("eval", str(EVAL / "locomo_small.json"), "--mode", "fast")
     assert mode.exit_code == 2 and "unknown mode" in mode.output
+
+
+def test_a_set_read_as_another_format_is_invalid_input_naming_the_item_and_field_in_words(cli):
+    # exit 1 with "at [0]: KeyError: 'question_id'"; the README's exit codes say invalid input is 2
+    path = EVAL / "locomo_small.json"
+    r = cli("eval", str(path), "--format", "longmemeval")
+    assert r.exit_code == 2
+    assert r.output == f"error: {path}: item 0 has no question_id: is this a LongMemEval file? (--format longmemeval)\n"
 
 
 def test_eval_realtalk_folder_by_format(cli):

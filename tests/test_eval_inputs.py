@@ -1,4 +1,5 @@
-"""`refind eval` on labelled sets that are not what they claim: one error line and exit 1, never a traceback."""
+"""`refind eval` on labelled sets that are not what they claim: one error line and exit 2 (invalid input), never a
+traceback, naming where in the set and what is wrong in words."""
 
 from __future__ import annotations
 
@@ -29,14 +30,16 @@ def _longmemeval(tmp_path, *types):
 @pytest.mark.parametrize("question", [5, None, ["where"]])
 def test_a_question_that_is_not_text_is_one_error_line(cli, tmp_path, question):
     r = cli("eval", str(_locomo(tmp_path, question)), "--json")
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output
     assert r.output.startswith("error: ") and r.output.count("\n") == 1
-    assert "its text must be a string" in r.output and "check --format" in r.output
+    assert "item 0's qa[0]: question conv-a:q0: its text must be a string" in r.output
+    assert r.output.endswith(": is this a LoCoMo file? (its shape says so; --format reads it as another)\n")
+    assert "Error" not in r.output
 
 
 def test_question_types_of_two_kinds_are_one_error_line_and_a_null_one_is_unknown(cli, tmp_path):
     r = cli("eval", str(_longmemeval(tmp_path, "single-session-user", 3)), "--json")
-    assert r.exit_code == 1 and "its category must be a string, got int" in r.output  # sorting them raised
+    assert r.exit_code == 2 and "its category must be a string, got int" in r.output  # sorting them raised
     r = cli("eval", str(_longmemeval(tmp_path, None)), "--json")
     assert r.exit_code == 0, r.output
     assert list(json.loads(r.output)["systems"]["refind"]["by_category"]) == ["?"]
@@ -46,7 +49,7 @@ def test_json_nested_past_the_readers_depth_is_one_error_line(cli, tmp_path):
     path = tmp_path / "deep.json"
     path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
     r = cli("eval", str(path), "--format", "locomo")
-    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert r.exit_code == 2 and r.output.count("\n") == 1
     assert "cannot read it as JSON: it nests deeper than Python's JSON reader goes" in r.output
 
 
@@ -57,7 +60,7 @@ def test_a_set_holding_an_unpaired_surrogate_names_the_file_not_an_argument(cli,
     path = tmp_path / "set.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     r = cli("eval", str(path), "--json")
-    assert r.exit_code == 1, r.output  # exit 2: "an argument holds bytes that are not UTF-8 text"
+    assert r.exit_code == 2, r.output  # invalid input (once "an argument holds bytes that are not UTF-8 text")
     assert "the set holds text that is not Unicode (an unpaired UTF-16 surrogate, '\\ud800'" in r.output
 
 
@@ -68,7 +71,7 @@ def test_a_file_name_that_is_not_utf8_is_named_as_the_file_name(cli, tmp_path):
     (folder / "simple\udcff.json").write_bytes((EVAL / "memdaily" / "01_simple_items.json").read_bytes())
     r = cli("eval", str(folder), "--format", "memdaily", "--limit", "1")
     said = " ".join(r.output.split())
-    assert r.exit_code == 1 and r.output.count("\n") == 1, said
+    assert r.exit_code == 2 and r.output.count("\n") == 1, said
     assert "escaped in its JSON" not in said  # it is in no JSON: the file's name holds it
     assert (
         "replaying user 'simple\\udcff:0': the user id, the name of a file of the set or an id in it, is not " in said
@@ -85,12 +88,12 @@ def test_a_number_past_4300_digits_is_one_error_line(cli, tmp_path):
     path.write_text(raw, encoding="utf-8")
     r = cli("eval", str(path), "--json")
     assert (
-        r.exit_code == 1 and r.output == f"error: {path}: cannot read it as JSON: a number of more than 4,300 digits\n"
+        r.exit_code == 2 and r.output == f"error: {path}: cannot read it as JSON: a number of more than 4,300 digits\n"
     )
     data[0]["conversation"]["session_" + "1" * 5_000] = []  # int() of a session's number
     path.write_text(json.dumps(data), encoding="utf-8")
     r = cli("eval", str(path), "--json")
-    assert r.exit_code == 1 and "(at [0]: a number of more than 4,300 digits); check --format" in r.output
+    assert r.exit_code == 2 and f"{path}: item 0 holds a number of more than 4,300 digits: is this a LoCoMo" in r.output
 
 
 def test_a_user_whose_turns_hold_no_word_is_found_by_nobody_not_a_traceback(cli, tmp_path):
@@ -114,8 +117,11 @@ def test_a_longmemeval_turn_that_is_not_text_is_one_error_line(cli, tmp_path, ro
     path = tmp_path / "set.json"
     path.write_text(json.dumps([item]), encoding="utf-8")
     r = cli("eval", str(path), "--json", *(["--role-faithful"] if role_faithful else []))
-    assert r.exit_code == 1, r.output
-    assert "(at [0].haystack_sessions[0][0]: TypeError: a turn's role and content are strings)" in r.output
+    assert r.exit_code == 2, r.output
+    assert (
+        f"{path}: item 0's haystack_sessions[0][0]: a turn's role and content are strings: is this a LongMemEval file?"
+        in " ".join(r.output.split())
+    )
 
 
 def test_a_memdaily_target_given_as_one_string_is_that_message_not_its_letters(tmp_path):
@@ -156,7 +162,7 @@ def test_two_files_of_one_name_in_a_folder_are_refused_naming_both(cli, tmp_path
     shutil.copy(chat, folder / "chat.json")
     (folder / "chat.json.gz").write_bytes(gzip.compress(chat.read_bytes()))
     r = cli("eval", str(folder), "--format", "realtalk", "--json")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert " ".join(r.output.split()) == (
         f"error: {folder}: chat.json and chat.json.gz would be one user ('chat'); keep one"
     )
@@ -193,62 +199,62 @@ def _drop(mapping, key):
         (
             "locomo_small.json",
             lambda d: _drop(d[0]["conversation"]["session_1"][1], "speaker"),
-            "[0].conversation.session_1[1]: KeyError: 'speaker'",
+            "item 0's conversation.session_1[1] has no speaker",
         ),
-        ("locomo_small.json", lambda d: _drop(d[0]["qa"][2], "question"), "[0].qa[2]: KeyError: 'question'"),
+        ("locomo_small.json", lambda d: _drop(d[0]["qa"][2], "question"), "item 0's qa[2] has no question"),
         (
             "longmemeval_small.json",
             lambda d: _drop(d[0]["haystack_sessions"][2][2], "role"),
-            "[0].haystack_sessions[2][2]: KeyError: 'role'",
+            "item 0's haystack_sessions[2][2] has no role",
         ),
         (
             "longmemeval_small.json",
             lambda d: d[0]["haystack_sessions"][1].__setitem__(0, {"role": "user", "content": 5}),
-            "[0].haystack_sessions[1][0]: TypeError: a turn's role and content are strings",
+            "item 0's haystack_sessions[1][0]: a turn's role and content are strings",
         ),
         (
             "memdaily",
             lambda d: _drop(d[3]["message_list"][1], "mid"),
-            "01_simple_items.json[3].message_list[1]: KeyError: 'mid'",
+            "01_simple_items.json item 3's message_list[1] has no mid",
         ),
         (
             "memdaily",
             lambda d: _drop(d[21]["question_list"][0], "question"),
-            "01_simple_items.json[21].question_list[0]: KeyError: 'question'",
+            "01_simple_items.json item 21's question_list[0] has no question",
         ),
         (
             "realtalk",
             lambda d: _drop(d["session_2"][2], "speaker"),
-            "Chat_1_Ana_Ben.json.session_2[2]: KeyError: 'speaker'",
+            "Chat_1_Ana_Ben.json's session_2[2] has no speaker",
         ),
-        ("realtalk", lambda d: d["qa"].__setitem__(4, None), "Chat_1_Ana_Ben.json.qa[4]: AttributeError"),
+        ("realtalk", lambda d: d["qa"].__setitem__(4, None), "Chat_1_Ana_Ben.json's qa[4] is null, not an object"),
         # a category as a string left every question out as of an unscored category "1", exit 0 (a probe)
         (
             "locomo_small.json",
             lambda d: d[0]["qa"][0].__setitem__("category", "1"),
-            '[0].qa[0]: TypeError: a question\'s category is a whole number, got "1"',
+            "item 0's qa[0]: a question's category is a whole number, got \"1\"",
         ),
         (
             "realtalk",
             lambda d: d["qa"][1].__setitem__("category", 2.0),
-            "Chat_1_Ana_Ben.json.qa[1]: TypeError: a question's category is a whole number, got 2.0",
+            "Chat_1_Ana_Ben.json's qa[1]: a question's category is a whole number, got 2.0",
         ),
         # a session that is not a list was left out, its turns with it, and nothing said so (a probe)
         (
             "locomo_small.json",
             lambda d: d[0]["conversation"].__setitem__("session_1", {"0": {"speaker": "A", "text": "hi"}}),
-            "[0].conversation.session_1: TypeError: a session is a list of turns, got dict",
+            "item 0's conversation.session_1: a session is a list of turns, got dict",
         ),
         (
             "realtalk",
             lambda d: d.__setitem__("session_2", "see the other file"),
-            "Chat_1_Ana_Ben.json.session_2: TypeError: a session is a list of messages, got str",
+            "Chat_1_Ana_Ben.json's session_2: a session is a list of messages, got str",
         ),
         # has_answer "false" is true to Python: every turn became evidence, recall silently wrong (a probe)
         (
             "longmemeval_small.json",
             lambda d: d[0]["haystack_sessions"][0][0].__setitem__("has_answer", "false"),
-            '[0].haystack_sessions[0][0]: TypeError: a turn\'s has_answer is true or false, got "false"',
+            "item 0's haystack_sessions[0][0]: a turn's has_answer is true or false, got \"false\"",
         ),
     ],
 )
@@ -256,5 +262,6 @@ def test_a_misshapen_set_names_where_in_it(cli, tmp_path, name, damage, where):
     # (it named only the file: "not a locomo file as expected (KeyError: 'speaker')", in a set of 10,000 turns)
     path = _broken_copy(tmp_path, name, damage)
     r = cli("eval", str(path), "--json")
-    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
-    assert r.output.startswith(f"error: {path}: not a ") and f"file as expected (at {where}" in r.output, r.output
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith(f"error: {path}: {where}: is this a "), r.output
+    assert r.output.endswith(" file? (its shape says so; --format reads it as another)\n"), r.output

@@ -8,7 +8,7 @@ from helpers import T0, add
 
 from refind_cli import datasets, search
 from refind_cli.blocks import render_line
-from refind_cli.errors import RefindError
+from refind_cli.errors import InvalidInput, RefindError
 from refind_cli.evaluate import (
     BUDGETS,
     JOIN,
@@ -213,7 +213,7 @@ def test_evaluate_default_systems_on_fixture():
 
 
 def test_wrong_format_is_an_error_not_a_traceback():
-    with pytest.raises(RefindError, match="not a memdaily file"):
+    with pytest.raises(InvalidInput, match=r"is this a MemDaily file\? \(--format memdaily\)"):
         evaluate(LOCOMO, fmt="memdaily", systems={})
     with pytest.raises(RefindError, match="unknown format"):
         evaluate(LOCOMO, fmt="csv", systems={})
