@@ -324,11 +324,18 @@ def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
     return refind_searcher("agent", config, Planner(**planner_kwargs))
 
 
-def systems_for(settings: EvalSettings, **planner_kwargs: Any) -> dict[str, Searcher]:
+def systems_for(
+    settings: EvalSettings, *, model_from: Callable[[], tuple[Any, str]] | None = None, **planner_kwargs: Any
+) -> dict[str, Searcher]:
+    """The systems a run asks: refind in ``settings.mode`` and the baseline. Every setting is checked first; then,
+    in agent mode, ``model_from`` (``model.from_env`` with the flags) gives the planner its model and name — so a
+    model that cannot answer is refused after the settings and before anything is replayed."""
     if settings.mode not in SEARCH_MODES:
         raise InvalidInput(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
     _check_misses(settings)
     config = search_config(settings.variants, settings.tokenizer)
+    if settings.mode == "agent" and model_from is not None:
+        planner_kwargs["model"], planner_kwargs["model_name"] = model_from()
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
     systems = {"refind": main}
     if settings.baseline:

@@ -89,6 +89,7 @@ def eval_command(
     quiet: QuietOption = False,
 ) -> None:
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
+    from ...model import from_env
     from ...settings import parse_agent_deadline, parse_max_actions
 
     if misses_at is not None and misses is None:
@@ -105,18 +106,13 @@ def eval_command(
         variants=parse_variants(variant or ()),
         misses_at=None if misses is None else (misses_at or MISSES_AT),
     )
-    planner: dict[str, Any] = {}
-    if mode == "agent":  # agent mode reads them; a model that cannot answer fails here, before anything is replayed
-        from ...model import from_env
-
-        complete, model_name = from_env(model, api_base)
-        planner = {
-            "model": complete,
-            "model_name": model_name,
-            "max_actions": parse_max_actions(max_actions),
-            "deadline_s": parse_agent_deadline(deadline),
-        }
-    systems = systems_for(settings, **planner)  # checks mode, variants and tokenizer before anything is replayed
+    planner = (  # agent mode reads them
+        {"max_actions": parse_max_actions(max_actions), "deadline_s": parse_agent_deadline(deadline)}
+        if mode == "agent"
+        else {}
+    )
+    # checks mode, variants and tokenizer, then (agent mode) the model, as `search` does, before anything is replayed
+    systems = systems_for(settings, model_from=functools.partial(from_env, model, api_base), **planner)
     err = render.error_console()
     progress = task = None
     if not quiet and not as_json and err.is_terminal:
