@@ -398,6 +398,19 @@ def m009_older_writers_refused(conn: sqlite3.Connection) -> None:
             )
 
 
+def _grants_from(conn: sqlite3.Connection, version: int, migration: str) -> None:
+    """m009's guards made again to refuse a grant older than ``version``, naming ``migration`` (each migration that
+    changes what a write must do passes its own, as it shipped)."""
+    for table, ops in GUARDED.items():
+        for op in ops:
+            conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
+            conn.execute(
+                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
+                f"WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= {version}) "
+                f"BEGIN SELECT RAISE(ABORT, '{_older_writer(migration)}'); END"
+            )
+
+
 def grant(conn: sqlite3.Connection) -> None:
     """Allow this transaction to change the GUARDED tables (m009; a grant of this version's writes, m010);
     :func:`revoke` before it commits."""
@@ -427,14 +440,7 @@ def m010_sealed_ids(conn: sqlite3.Connection) -> None:
     from . import sealed
 
     conn.execute("ALTER TABLE write_grant ADD COLUMN version INTEGER NOT NULL DEFAULT 9")
-    for table, ops in GUARDED.items():
-        for op in ops:
-            conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
-            conn.execute(
-                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
-                "WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= 10) "
-                f"BEGIN SELECT RAISE(ABORT, '{_older_writer('m010_sealed_ids')}'); END"
-            )
+    _grants_from(conn, 10, "m010_sealed_ids")
     secret = sealed.key(conn)
     grant(conn)
     stones = conn.execute("SELECT id, request_id, message_ids FROM tombstones").fetchall()
@@ -480,14 +486,7 @@ def m011_keyed_chains(conn: sqlite3.Connection) -> None:
     from .auto_ids import CHAINED, stored_chained
     from .derived_ids import message_id
 
-    for table, ops in GUARDED.items():
-        for op in ops:
-            conn.execute(f"DROP TRIGGER {table}_{op.lower()}_granted")
-            conn.execute(
-                f"CREATE TRIGGER {table}_{op.lower()}_granted BEFORE {op} ON {table} "
-                "WHEN NOT EXISTS (SELECT 1 FROM write_grant WHERE version >= 11) "
-                f"BEGIN SELECT RAISE(ABORT, '{_older_writer('m011_keyed_chains')}'); END"
-            )
+    _grants_from(conn, 11, "m011_keyed_chains")
     secret = sealed.key(conn)
     span = (CHAINED, CHAINED[:-1] + chr(ord(CHAINED[-1]) + 1))  # the ids that begin with auto+
     chained = {
