@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import AddRequest
-from ..errors import RefindError, StorageError
+from ..errors import FileReplaced, RefindError, StorageError
 from ..store import AddOutcome, FileIdentity, Store, file_identity
 from ..store import check_same_file as check_opened_file
 
@@ -175,15 +175,29 @@ def _usable(store: Store) -> bool:
 class StorePool:
     """Stores lent to one thread at a time; at most ``max_idle`` are kept open between requests."""
 
-    def __init__(self, open_store: StoreFactory, *, max_idle: int = 64) -> None:
+    def __init__(
+        self, open_store: StoreFactory, *, max_idle: int = 64, on_replaced: Callable[[], None] | None = None
+    ) -> None:
         self._open = open_store
         self._max_idle = max_idle
+        self._on_replaced = on_replaced  # told when a lend finds the file deleted or replaced (the writer drains)
         self._idle: list[Store] = []
         self._lock = threading.Lock()
         self._closed = False
 
     @contextmanager
     def store(self) -> Iterator[Store]:
+        try:
+            with self._lend() as store:
+                yield store
+        except FileReplaced:
+            self.close_idle()  # all of the old file: each drains what it wrote into it as it closes (Store.close)
+            if self._on_replaced is not None:
+                self._on_replaced()
+            raise
+
+    @contextmanager
+    def _lend(self) -> Iterator[Store]:
         with self._lock:
             store = self._idle.pop() if self._idle else None
         if store is not None:
@@ -221,12 +235,16 @@ class StorePool:
         for store in retired:
             store.close()
 
-    def close(self) -> None:
+    def close_idle(self) -> None:
         with self._lock:
-            self._closed = True
             idle, self._idle = self._idle, []
         for store in idle:
             store.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.close_idle()
 
 
 class _Job:
@@ -238,6 +256,7 @@ class _Job:
 
 
 _STOP = object()
+_CHECK = object()  # GroupWriter.recheck: check the file now
 # Messages committed in one batch at most (a single bigger Add is a batch alone): bounds how long an Add waits for
 # the writer behind others' big Adds (README "Security").
 MAX_BATCH_MESSAGES = 5_000
@@ -278,6 +297,15 @@ class GroupWriter:
             self._queue.put(_STOP)
             thread.join(timeout)
 
+    def recheck(self) -> None:
+        """The file was found deleted or replaced elsewhere (/health, a search): the writer's connection checks it now
+        and, the change confirmed, drains what it wrote into the old file and closes (``Store.close``). Its log, named
+        after the path, would otherwise wait for the next Add — and a kill -9 before it would let the next open replay
+        the old file's pages over the new one (a probe of round 25)."""
+        with self._lock:
+            if self._thread is not None and not self._stopped:
+                self._queue.put(_CHECK)
+
     def _submit(self, job: _Job) -> Future[Any]:
         with self._lock:
             if self._stopped:
@@ -299,6 +327,14 @@ class GroupWriter:
             pending = None
             if first is _STOP:
                 break
+            if first is _CHECK:
+                if store is not None:
+                    try:
+                        _usable(store)
+                    except StorageError:
+                        store.close()  # (drains the moved file's log: Store.close)
+                        store = None
+                continue
             jobs = [first]
             size = len(first.request.messages)
             while len(jobs) < self._max_batch and size < self._max_batch_messages:
@@ -309,6 +345,8 @@ class GroupWriter:
                 if job is _STOP:
                     stopping = True
                     break
+                if job is _CHECK:  # (the batch checks its store first)
+                    continue
                 if size + len(job.request.messages) > self._max_batch_messages:
                     pending = job  # one huge Add is a batch of its own: the small ones behind it do not wait longer
                     break
