@@ -227,8 +227,10 @@ def _read_json(path: Path) -> Any:
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             return json.load(fh)
+    except (FileNotFoundError, IsADirectoryError):  # (a --format given skips detect_format, which says so first)
+        raise InvalidInput(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such file or folder'}") from None
     except OSError as exc:  # the file could not be read (a permission, a damaged .gz): not the set's shape
-        raise RefindError(f"{path}: cannot read it as JSON: {exc}") from exc
+        raise RefindError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read it as JSON: {exc}") from exc
     except RecursionError:  # json recurses once per level of nesting

@@ -265,3 +265,11 @@ def test_a_misshapen_set_names_where_in_it(cli, tmp_path, name, damage, where):
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert r.output.startswith(f"error: {path}: {where}: is this a "), r.output
     assert r.output.endswith(" file? (its shape says so; --format reads it as another)\n"), r.output
+
+
+@pytest.mark.parametrize("fmt", [None, "locomo", "longmemeval", "memdaily", "realtalk"])
+def test_a_missing_set_is_invalid_input_whether_or_not_its_format_is_given(cli, tmp_path, fmt):
+    # a probe of round 25: with --format the file was read without detect_format's check (exit 1, Python's errno text)
+    missing = tmp_path / "nope.json"
+    r = cli("eval", str(missing), "--mode", "bm25", *(["--format", fmt] if fmt else []))
+    assert r.exit_code == 2 and r.output == f"error: {missing}: no such file or folder\n", r.output
