@@ -218,7 +218,8 @@ class Memory:
 
         Without ``request_id`` the id is ``api-`` plus a hash of the payload as read (user, session, each message's
         role, content and said-at in Unix ms), so adding the same thing again — its time spelt another way too — is
-        an identical replay (status ``duplicate``, nothing written). ``Conflict``: the id is stored with another
+        an identical replay (status ``duplicate``, nothing written). (A message stored by a refind before round 25,
+        whose id hashed the payload as sent, is recognised when sent again in the same spelling only.) ``Conflict``: the id is stored with another
         payload; ``Forgotten``: it was removed by :meth:`forget`.
         """
         if not isinstance(content, (str, Sequence)) or isinstance(content, (bytes, bytearray)):

@@ -265,7 +265,7 @@ def meant_for(name: str, known: set[str]) -> list[str]:
     REFIND_MODEL); none when nothing is close."""
     import difflib
 
-    given = name.removeprefix("REFIND_")
+    given = name.removeprefix("REFIND_").upper()  # (REFIND_db: variable names are case-sensitive, settings upper case)
     suffixes = {k.removeprefix("REFIND_"): k for k in known}
     words = given.split("_")
     held = [

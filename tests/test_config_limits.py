@@ -227,6 +227,8 @@ MEANT = [  # a variable set by mistake, and the setting its warning names
     ("REFIND_MODLE", "REFIND_MODE or REFIND_MODEL"),
     ("REFIND_TIMEOUT", None),  # four settings hold the word: none is named
     ("REFIND_PORT", None),
+    ("REFIND_db", "REFIND_DB"),  # a probe of round 25: a setting in lower case was told nothing close
+    ("REFIND_Mode", "REFIND_MODE"),
 ]
 
 
