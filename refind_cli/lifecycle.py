@@ -89,6 +89,14 @@ def content_hash(key: bytes, content: str) -> str:
     return hmac.new(key, content.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
+def said_hash(key: bytes, role: str, content: str, said_at: int | None) -> str:
+    """HMAC-SHA256 of a message's role, text and said-at (compact JSON ``["said", role, content, said_at]``) under the
+    database's key (m012): what a replay matches an older copy of a forgotten log against, told apart from a new
+    message of the same words by its said-at (replay._copy_of_forgotten)."""
+    said = json.dumps(["said", role, content, said_at], ensure_ascii=False, separators=(",", ":"))
+    return hmac.new(key, said.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
 def _delete_searches(store: Store, ids: list[str]) -> int:
     store.conn.executemany("DELETE FROM searches WHERE id = ?", [(i,) for i in ids])
     return len(ids)
@@ -290,7 +298,8 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
     with scrubbing(store), store.write():
         q = store.conn.execute
         rows = q(
-            f"SELECT id, content, request_id, session_id FROM messages WHERE {where} ORDER BY seq", params
+            f"SELECT id, content, request_id, session_id, role, said_at FROM messages WHERE {where} ORDER BY seq",
+            params,
         ).fetchall()
         rids = [r[0] for r in q(f"SELECT request_id FROM requests WHERE {where}", params)]
         n_requests = q(f"SELECT count(*) FROM requests WHERE {where}", params).fetchone()[0]
@@ -317,8 +326,8 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         seal_events(store, user_id, None if scope == "user" else {*rids, *(r[2] for r in rows)}, key)
         kept_id = None if request_id is None else sealed.request_id(key, request_id)
         cur = q(
-            "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes, "
+            "said_hashes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 now,
                 scope,
@@ -328,6 +337,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
                 len(rows),
                 json.dumps([sealed.seal(key, r[0]) for r in rows]),
                 json.dumps([content_hash(key, r[1]) for r in rows]),
+                json.dumps([said_hash(key, r[4], r[1], r[5]) for r in rows]),
             ),
         )
         tombstone_id = int(cur.lastrowid or 0)
@@ -364,16 +374,28 @@ def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, An
     """The tombstones (newest first): what forget removed, as ids, counts and hashes."""
     where, params = ("WHERE user_id = ?", [user_id]) if user_id else ("", [])
     rows = store.conn.execute(
-        "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes "
+        "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes, said_hashes "
         f"FROM tombstones {where} ORDER BY id DESC",
         params,
     )
-    keys = ("id", "at", "scope", "user_id", "session_id", "request_id", "rows", "message_ids", "content_hashes")
+    keys = (
+        "id",
+        "at",
+        "scope",
+        "user_id",
+        "session_id",
+        "request_id",
+        "rows",
+        "message_ids",
+        "content_hashes",
+        "said_hashes",
+    )
     out = []
     for row in rows:
         item = dict(zip(keys, row))
         item["message_ids"] = json.loads(item["message_ids"])
         item["content_hashes"] = json.loads(item["content_hashes"])
+        item["said_hashes"] = json.loads(item["said_hashes"])
         out.append(item)
     return out
 

@@ -551,3 +551,16 @@ def m011_keyed_chains(conn: sqlite3.Connection) -> None:
     index_store.mark_written(conn)
     revoke(conn)
     conn.execute(f"PRAGMA cache_size = {int(cache)}")
+
+
+@migration
+def m012_said_hashes(conn: sqlite3.Connection) -> None:
+    # A tombstone kept a keyed hash of each forgotten message's text only: a shorter, older copy of a log replayed
+    # after a forget (a backup restored) makes a group whose id no tombstone names, and brought the text back. A
+    # tombstone now keeps, per message, a keyed hash of its role, text and said-at too (lifecycle.said_hash), which a
+    # replay matches such a group against (replay._copy_of_forgotten). The text of what was forgotten before is gone:
+    # those tombstones keep '[]' and are matched by their content hashes alone, more cautiously.
+    #
+    # No grant version: a refind that knows m011 but not this one, left running, writes tombstones with the default
+    # '[]' (matched as those written before) and replays as it did before; nothing it writes is wrong for this one.
+    conn.execute("ALTER TABLE tombstones ADD COLUMN said_hashes TEXT NOT NULL DEFAULT '[]'")

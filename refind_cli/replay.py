@@ -1293,6 +1293,27 @@ class Seen:
     fresh: set[int] = field(default_factory=set)  # hashes of the sessions that held nothing when it first met them
     last: dict[int, str] = field(default_factory=dict)  # each session's last request so far, in file order
     version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
+    stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
+
+
+@dataclass
+class _Stone:
+    """A tombstone that covers a session (:meth:`Store.session_tombstones`), its hashes' places found once."""
+
+    stone: tuple[int, int]  # (id, at)
+    contents: list[str]  # keyed hashes of the forgotten messages' text, in their order
+    said: list[str]  # … of their role, text and said-at (m012; [] in one written before)
+    places: dict[bool, dict[str, list[int]]] = field(default_factory=dict)  # said? → hash → its places
+
+    def holds(self, hashes: list[str], *, said: bool) -> bool:
+        """Whether ``hashes`` are a contiguous run of this tombstone's said (or content) hashes."""
+        kept = self.said if said else self.contents
+        if said not in self.places:
+            found: dict[str, list[int]] = {}
+            for i, h in enumerate(kept):
+                found.setdefault(h, []).append(i)
+            self.places[said] = found
+        return any(kept[i : i + len(hashes)] == hashes for i in self.places[said].get(hashes[0], ()))
 
 
 def _grown(
@@ -1321,6 +1342,7 @@ def _grown(
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
         fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
+        seen.stones.clear()  # (and a forget may have written a tombstone)
         seen.version = version
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
@@ -1405,6 +1427,10 @@ def _grown(
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
                 last[key] = held
                 continue
+            stone = _copy_of_forgotten(store, seen, req) if place in opened and stones[req.user_id] else None
+            if stone is not None and req.request_id not in store.known_requests(req.user_id, [req.request_id]):
+                pieces.append((item, Piece(0, len(req.messages), COPY, stone)))  # messages forgotten: a copy's
+                continue
             out.append(item)
             last[key] = req.request_id
             continue
@@ -1448,6 +1474,48 @@ def _held_already(store: Store, user: str, session: str, after: str | None, said
     if request_id not in store.known_requests(user, [request_id]):
         return None  # (stored past retention counts as not stored: stored again, as a whole group would be)
     return request_id
+
+
+COPY = ""  # a Piece's request id where its messages are a copy of forgotten ones (_copy_of_forgotten): no id known
+
+
+def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, int] | None:
+    """(id, at) of the newest tombstone covering the group's session (its user's, the session's, a request's of it)
+    whose messages hold the group's as a contiguous run — a shorter, older copy of a log cut inside what was forgotten
+    (its group's id is then one no tombstone names) — or None (:func:`_grown`, for a group whose id is unknown).
+
+    As for a group stored already (:func:`_held_already`), only messages whose said-at tells them apart are matched:
+    each carries one, no two the same. A tombstone of m012 or later keeps a keyed hash of each message's role, text
+    and said-at: matched on those, a group of any length (a message said again, at another time, is new). One written
+    before keeps the text's hash alone: matched only by a group of two messages or more — one message alone ("ok",
+    "thanks") is said again word for word too often to refuse; two or more in the same order, in a session a forget
+    covered, are a copy far more often than not; a refusal is reported, and a request_id on the lines stores them."""
+    from .lifecycle import content_hash, said_hash
+
+    said = req.messages
+    times = [m[2] for m in said]
+    if None in times or len(set(times)) < len(times):
+        return None
+    where = (req.user_id, req.session_id)
+    stones = seen.stones.get(where)
+    if stones is None:
+        rows = store.session_tombstones(*where)
+        stones = seen.stones[where] = [
+            _Stone(stone=(i, at), contents=c, said=s if len(s) == len(c) else []) for i, at, c, s in rows
+        ]
+    secret = sealed.key(store.conn) if stones else b""
+    said_hashes: list[str] = []
+    content_hashes: list[str] = []
+    for stone in stones:
+        if stone.said:
+            said_hashes = said_hashes or [said_hash(secret, m[0], m[1], m[2]) for m in said]
+            if stone.holds(said_hashes, said=True):
+                return stone.stone
+        elif len(said) >= 2 and stone.contents:
+            content_hashes = content_hashes or [content_hash(secret, m[1]) for m in said]
+            if stone.holds(content_hashes, said=False):
+                return stone.stone
+    return None
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
@@ -1527,10 +1595,18 @@ def _split(
 
 
 def _piece_where(item: Ready | Parsed, piece: Piece) -> str:
+    if not item.lines:  # a group of one line
+        return _where(item)
     return _span(item.lines[piece.start], item.lines[piece.stop - 1])
 
 
 def _forgotten_piece(item: Ready | Parsed, piece: Piece, stone: tuple[int, int]) -> str:
+    if piece.request_id == COPY:
+        return (
+            f"these messages are a copy of messages of user {item.request.user_id!r} that were forgotten (tombstone "
+            f"{stone[0]}, {iso_time(stone[1])}): not stored again (an older copy of the log, cut inside what was "
+            "forgotten); to store them as new messages said again, give their lines a request_id"
+        )
     return (
         f"these messages were stored as request_id {piece.request_id!r} of user {item.request.user_id!r}, which was "
         f"forgotten (tombstone {stone[0]}, {iso_time(stone[1])}): not stored again (their group of "

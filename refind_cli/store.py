@@ -1132,6 +1132,17 @@ class Store:
             sessions.update(row[0] for row in rows)
         return sessions
 
+    def session_tombstones(self, user_id: str, session_id: str) -> list[tuple[int, int, list[str], list[str]]]:
+        """(id, at, content hashes, said hashes) of the tombstones that cover this session of this user — the user's,
+        the session's, its requests' — newest first: each message's keyed hashes, in the messages' order (said
+        hashes ``[]`` in a tombstone written before m012)."""
+        rows = self.conn.execute(
+            "SELECT id, at, content_hashes, said_hashes FROM tombstones WHERE user_id = ? "
+            "AND (scope = 'user' OR session_id = ?) ORDER BY id DESC",
+            (user_id, session_id),
+        )
+        return [(int(i), int(at), json.loads(content), json.loads(said)) for i, at, content, said in rows]
+
     def has_tombstones(self, user_id: str) -> bool:
         return (
             self.conn.execute("SELECT 1 FROM tombstones WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None

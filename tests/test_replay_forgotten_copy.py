@@ -1,0 +1,126 @@
+"""A shorter, older copy of a log (a backup restored) replayed after a forget: its last group is the start of a group
+forgotten since, under an id no tombstone names. It is recognised by the tombstone's keyed hashes of the messages
+(role, text and said-at; text alone in a tombstone written before m012) and not stored (replay._copy_of_forgotten)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from refind_cli import migrations
+from refind_cli.store import Store
+
+SECRET = "my secret pineapple code is 4417"
+T0 = 1_700_000_000_000
+
+
+def _line(content: str, at: int | None, role: str = "user", session: str = "s1", **extra: object) -> str:
+    line = {"user_id": "alice", "session_id": session, "role": role, "content": content, **extra}
+    if at is not None:
+        line["timestamp"] = at
+    return json.dumps(line)
+
+
+def _write(path: Path, *lines: str) -> str:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+FULL = [_line("hello there", T0), _line(SECRET, T0 + 1000, "assistant"), _line("thanks, noted", T0 + 2000)]
+
+
+def _contents(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] for r in conn.execute("SELECT content FROM messages ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("scope", [["--user", "alice"], ["--user", "alice", "--session", "s1"]])
+def test_an_older_copy_of_a_forgotten_log_brings_nothing_back(cli, db_path, tmp_path, scope) -> None:
+    full = _write(tmp_path / "full.jsonl", *FULL)
+    older = _write(tmp_path / "older.jsonl", *FULL[:2])
+    assert cli("add", "--file", full).exit_code == 0
+    assert cli("forget", *scope, "--yes").exit_code == 0
+    result = cli("add", "--file", older, "--json")
+    assert result.exit_code == 6, result.output  # (was 0: both messages stored again, the secret searchable)
+    summary = json.loads(result.output)
+    with Store(db_path) as store:
+        (stone,) = store.conn.execute("SELECT id, at FROM tombstones").fetchall()
+    from refind_cli.store import iso_time
+
+    assert summary["problems"] == [
+        f"{older}:1-2: these messages are a copy of messages of user 'alice' that were forgotten (tombstone "
+        f"{stone[0]}, {iso_time(stone[1])}): not stored again (an older copy of the log, cut inside what was "
+        "forgotten); to store them as new messages said again, give their lines a request_id"
+    ]
+    assert (summary["requests_added"], summary["forgotten"]) == (0, 1)
+    assert _contents(db_path) == []
+    assert SECRET not in cli("search", "pineapple code", "--user", "alice", "--mode", "bm25").output
+    # --strict says the same before storing anything
+    strict = cli("add", "--file", older, "--strict", "--json")
+    assert strict.exit_code == 6, strict.output
+    assert json.loads(strict.output)["problems"][0] == summary["problems"][0]
+
+
+def test_one_line_cut_from_the_middle_is_a_copy_too_and_a_request_id_stores_it(cli, db_path, tmp_path) -> None:
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    middle = _write(tmp_path / "middle.jsonl", FULL[1])  # said hashes: one message is matched with its said-at
+    result = cli("add", "--file", middle, "--json")
+    assert result.exit_code == 6, result.output
+    assert json.loads(result.output)["problems"][0].startswith(f"{middle}:1: these messages are a copy of messages")
+    named = _write(tmp_path / "named.jsonl", _line(SECRET, T0 + 1000, "assistant", request_id="again"))
+    assert cli("add", "--file", named).exit_code == 0  # deliberately, under a request id
+    assert _contents(db_path) == [SECRET]
+
+
+def test_the_same_words_said_again_are_new_messages(cli, db_path, tmp_path) -> None:
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    # a session the tombstone does not cover (a session's forget): stored
+    assert cli("forget", "--user", "alice", "--session", "s1", "--yes").exit_code == 0
+    other = [_line("hello there", T0, session="s2"), _line(SECRET, T0 + 1000, "assistant", session="s2")]
+    later = [_line(line["content"], line["timestamp"] + 86_400_000, line["role"]) for line in map(json.loads, FULL)]
+    untimed = [_line("hello there", None), _line(SECRET, None, "assistant")]  # no said-at to tell them apart
+    for name, lines in (("other", other), ("later", later[:2]), ("untimed", untimed)):
+        result = cli("add", "--file", _write(tmp_path / f"{name}.jsonl", *lines), "--json")
+        assert result.exit_code == 0, (name, result.output)
+        assert json.loads(result.output)["messages_added"] == 2
+
+
+def _as_written_before_m012(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        migrations.grant(conn)
+        conn.execute("UPDATE tombstones SET said_hashes = '[]'")
+        migrations.revoke(conn)
+    conn.close()
+
+
+def test_a_tombstone_written_before_m012_matches_two_messages_or_more_by_text(cli, db_path, tmp_path) -> None:
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    _as_written_before_m012(db_path)
+    older = cli("add", "--file", _write(tmp_path / "older.jsonl", *FULL[:2]), "--json")
+    assert older.exit_code == 6, older.output
+    assert "are a copy of messages of user 'alice'" in json.loads(older.output)["problems"][0]
+    # one message alone is not matched by its text (an "ok" is said again): stored
+    one = cli("add", "--file", _write(tmp_path / "one.jsonl", FULL[2]), "--json")
+    assert one.exit_code == 0, one.output
+    assert _contents(db_path) == ["thanks, noted"]
+
+
+def test_m012_adds_said_hashes_to_the_tombstones_of_a_database_written_before(db_path, monkeypatch) -> None:
+    with monkeypatch.context() as old:
+        old.setattr(migrations, "MIGRATIONS", [m for m in migrations.MIGRATIONS if m[0] < "m012"])
+        with Store(db_path, retention_days=None) as store:
+            assert "said_hashes" not in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
+    with Store(db_path, retention_days=None) as store:
+        from refind_cli import lifecycle
+
+        assert "said_hashes" in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
+        assert lifecycle.tombstones(store) == []
