@@ -617,9 +617,9 @@ def _apart(key: tuple[str, str, str | None], first: tuple[int, int], again: tupl
     """Why message lines of a request_id met earlier in the file, with other messages, are not stored."""
     return (
         f"request_id {key[2]!r} of user {key[0]!r}: {_lines(again)} {'is' if again[0] == again[1] else 'are'} not "
-        f"next to its {_lines(first)}, and message "
-        "lines make one request only while consecutive, so these would be a second request with other messages "
-        "under the same id; put one request's lines together, or give these another request_id"
+        f"next to its {_lines(first)}, which alone made that request (message lines make one request only while "
+        "consecutive), so these are not stored: only another request_id stores them (moved next to the first "
+        "lines, they would be another payload under an id already taken: a conflict)"
     )
 
 

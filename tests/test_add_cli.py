@@ -672,13 +672,19 @@ def test_a_request_id_s_lines_apart_are_refused_as_apart_and_the_same_lines_agai
     assert result.exit_code == 2, result.output
     summary = json.loads(result.output)
     assert summary["problems"] == [
-        f"{path}:{n}: request_id '{rid}' of user 'a': line {n} is not next to its line {m}, and message lines make "
-        "one request only while consecutive, so these would be a second request with other messages under the same "
-        "id; put one request's lines together, or give these another request_id"
+        f"{path}:{n}: request_id '{rid}' of user 'a': line {n} is not next to its line {m}, which alone made that "
+        "request (message lines make one request only while consecutive), so these are not stored: only another "
+        "request_id stores them (moved next to the first lines, they would be another payload under an id already "
+        "taken: a conflict)"
         for n, m, rid in ((3, 1, "r1"), (4, 2, "r2"))
     ]
     assert (summary["requests_added"], summary["duplicates"], summary["conflicts"]) == (2, 2, 0)
     assert [r[3] for r in rows(db_path)] == ["hi", "yo"]
+    # as the message says: the lines put together are a conflict now (the old advice), another request_id stores them
+    together = jsonl(tmp_path / "together.jsonl", first[0], line("r1", "s1", "assistant", "hello"))
+    assert cli("add", "--file", together).exit_code == 3
+    renamed = jsonl(tmp_path / "renamed.jsonl", line("r1b", "s1", "assistant", "hello"))
+    assert cli("add", "--file", renamed).exit_code == 0
 
 
 def test_a_request_id_s_next_line_in_another_session_is_refused_naming_both_sessions(cli, db_path, tmp_path) -> None:

@@ -55,9 +55,10 @@ def test_lines_apart_from_their_request_count_as_the_lines_the_problem_names(cli
     summary = json.loads(result.output)
     assert summary["lines"] == 5 and summary["invalid_lines"] == 2
     assert summary["problems"] == [
-        f"{path}:4-5: request_id 'r1' of user 'u': lines 4–5 are not next to its lines 1–2, and message lines make "
-        "one request only while consecutive, so these would be a second request with other messages under the same "
-        "id; put one request's lines together, or give these another request_id"
+        f"{path}:4-5: request_id 'r1' of user 'u': lines 4–5 are not next to its lines 1–2, which alone made that "
+        "request (message lines make one request only while consecutive), so these are not stored: only another "
+        "request_id stores them (moved next to the first lines, they would be another payload under an id already "
+        "taken: a conflict)"
     ]
 
 
