@@ -127,7 +127,10 @@ class ReplaySummary:
     warnings: list[str] = field(default_factory=list)  # "FILE:LINE: ignored unknown field(s) ..."
     fault: RefindError | None = None  # the storage fault (disk full, locked, …) or read error that stopped the replay
     requests_in_file: int | None = None  # counted when a fault stopped the replay: what "the rest" is out of
-    interrupted: bool = False  # Ctrl-C stopped it: the counts are of the batches committed before
+    interrupted: bool = False  # Ctrl-C (or SIGTERM) stopped it: the counts are of the batches committed before
+    stopped_by: str = "Ctrl-C"  # what interrupted it: "Ctrl-C" or "SIGTERM"
+    once: bool = False  # the input is read once (stdin, a pipe): the same command cannot read its lines again
+    handled: int = 0  # the file's lines up to this one are handled (stored, skipped or reported): committed batches
 
     @property
     def refused(self) -> int:
@@ -153,24 +156,52 @@ class ReplaySummary:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a replay. ``summary`` counts what was stored before it: every batch committed (a batch is one
-    transaction; the one in progress was rolled back). Replaying the same file again stores the rest."""
+    """Ctrl-C (or SIGTERM) stopped a replay. ``summary`` counts what was stored before it: every batch committed (a
+    batch is one transaction; the one in progress was rolled back). Replaying the same file again stores the rest."""
 
-    def __init__(self, summary: ReplaySummary) -> None:
+    def __init__(self, summary: ReplaySummary, stopped_by: str = "Ctrl-C") -> None:
         super().__init__()
         summary.interrupted = True
+        summary.stopped_by = stopped_by
         self.summary = summary
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (timeout, systemd, docker stop) during a replay: handled as Ctrl-C is."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM raises as Ctrl-C does while a replay runs (in the main thread, where Python runs signal handlers; a
+    process that handles SIGTERM itself keeps its handler): the batch in progress rolls back, the reader process is
+    ended and reaped, the summary says what was stored. (Python's default for SIGTERM ended the process at once: no
+    summary, the reader left a zombie until reaped.)"""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
+        signal.SIG_DFL,
+        None,
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Counting:
     """Wraps a binary stream to report how many bytes of the underlying file were consumed."""
 
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw = raw
+    def __init__(self, raw: IO[bytes] | _Live) -> None:
+        self.raw: Any = raw
         self.done = 0
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n)
+        data: bytes = self.raw.read(n)
         self.done += len(data)
         return data
 
@@ -186,11 +217,13 @@ def open_lines(
     (:func:`_check_gzip`; ``check=False`` skips that, for a file checked already): a damaged one raises here, before
     a line is read."""
     owned = source is None and path != "-"  # a file opened here, closed here
+    live: _Live | None = None  # a stream read as it comes (stdin, a pipe): idle reads are said (_Live)
     if source is not None:
         raw: Any = _Counting(source)
         total = os.fstat(source.fileno()).st_size - source.tell()
     elif path == "-":
-        raw = _Counting(sys.stdin.buffer)
+        live = _Live.of(sys.stdin)
+        raw = _Counting(sys.stdin.buffer if live is None else live)
         total = None
     else:
         p = Path(path)
@@ -202,6 +235,8 @@ def open_lines(
             total = p.stat().st_size if p.is_file() else None  # (a pipe's size is not known ahead)
         except OSError as exc:  # permission denied and the like: one line, not a traceback
             raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        if total is None and (live := _Live.of(raw.raw)) is not None:
+            raw = _Counting(live)  # (closing it closes the file)
     try:
         head = _peek(raw)
     except OSError as exc:
@@ -210,6 +245,8 @@ def open_lines(
         raise RefindError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     stream: IO[bytes]
     spool: IO[bytes] | None = None  # a .gz read once (stdin, a pipe): its bytes, kept for the second pass
+    if live is not None and not head.startswith(GZIP_MAGIC):
+        live.idle = True  # (a .gz is read whole first, as it comes)
     if head.startswith(GZIP_MAGIC):
         if check:
             try:
@@ -229,7 +266,10 @@ def open_lines(
 
     def numbered() -> Iterator[tuple[int, bytes]]:
         try:
-            yield from enumerate(_iter_lines(stream), start=1)
+            if live is not None and live.idle:
+                yield from _numbered_live(_iter_lines(stream))
+            else:
+                yield from enumerate(_iter_lines(stream), start=1)
         except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz (when not checked first)
             raise RefindError(f"{path}: cannot read: {exc}") from exc
         finally:
@@ -237,6 +277,66 @@ def open_lines(
                 raw.raw.close()
 
     return numbered(), (lambda: raw.done), total
+
+
+IDLE_S = 1.0  # a live input (a pipe) with no complete line for this long: the batch read so far is committed
+
+
+class _Idle(bytes):
+    """What a live input's read answers when nothing came for IDLE_S seconds: not a line (:data:`IDLE`)."""
+
+
+IDLE = _Idle()
+
+
+class _Live:
+    """Stdin or a pipe, read as it comes: each read answers the bytes there (one ``read`` of the descriptor), or
+    :data:`IDLE` once ``idle`` is set and nothing came for IDLE_S seconds — so a producer's lines (``tail -f log |
+    refind add --file -``) are committed while it waits, not only once a batch fills or the input ends (a buffered
+    read of 1 MiB waited for a whole MiB). ``file``: the file object the descriptor belongs to."""
+
+    def __init__(self, fd: int, file: Any) -> None:
+        self.fd = fd
+        self.file = file
+        self.idle = False  # set once the input is known not to be a .gz (read whole first: no idle reads)
+
+    @classmethod
+    def of(cls, file: Any) -> _Live | None:
+        """A live reader of ``file``'s descriptor, or None where there is none to wait on (a test's stdin, Windows)."""
+        if sys.platform.startswith("win"):
+            return None
+        try:
+            fd = file.fileno()
+        except (AttributeError, OSError, ValueError):
+            return None
+        return cls(fd, file)
+
+    def read(self, n: int = -1) -> bytes:
+        import select
+
+        if n is None or n < 0:
+            n = 1 << 20
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], IDLE_S if self.idle else None)
+            if ready:
+                return os.read(self.fd, n)
+            if self.idle:
+                return IDLE
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _numbered_live(lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
+    """A live input's lines numbered, :data:`IDLE` passed on (with the last line's number) and not counted."""
+    n = 0
+    for line in lines:
+        if line is not IDLE:
+            n += 1
+        yield n, line
 
 
 def is_stream(path: str) -> bool:
@@ -252,7 +352,13 @@ def is_stream(path: str) -> bool:
 
 
 def _peek(raw: _Counting) -> bytes:
-    return raw.read(2)
+    head = raw.read(2)
+    while 0 < len(head) < 2 and isinstance(raw.raw, _Live):  # (a live read answers what is there: one byte, say)
+        more = raw.read(1)
+        if not more:
+            break
+        head += more
+    return head
 
 
 class _Prefixed:
@@ -455,6 +561,9 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
     while True:
         data = stream.read(chunk)
         if not data:
+            if data is IDLE:  # a live input waiting: said, and read on
+                yield IDLE
+                continue
             break
         pieces = data.split(b"\n")
         if len(pieces) > 1:
@@ -475,8 +584,9 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
         yield finish()
 
 
-def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError]:
-    """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order."""
+def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> Iterator[Parsed | LineError | _Idle]:
+    """Turn numbered raw lines into requests (grouping message lines) and line errors, in file order; a live input's
+    :data:`IDLE` is passed on (a group of lines in progress stays open: its next line may belong to it)."""
     group: list[tuple[int, Message, list[str], list[str]]] = []
     key: tuple[str, str, str | None] | None = None
     size = 0  # the group's lines' bytes: an Add line of its messages (refind export) is about as long
@@ -509,6 +619,9 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         group, key, size, refused = [], None, 0, 0
 
     for n, raw in lines:
+        if raw is IDLE:
+            yield IDLE
+            continue
         if isinstance(raw, Overlong):
             yield from flush()
             yield LineError(
@@ -780,13 +893,14 @@ def replay(
     (or is stdin). The stored bytes are the same either way. Ctrl-C raises :class:`Interrupted`, which carries
     the summary of what was stored before it."""
     name = "<stdin>" if path == "-" else path
-    summary = ReplaySummary(source=name)
+    summary = ReplaySummary(source=name, once=path == "-" or is_stream(path))
     try:
-        return _replay(store, path, name, summary, strict, batch_size, on_progress, on_problem, parallel)
+        with _sigterm_as_ctrl_c():
+            return _replay(store, path, name, summary, strict, batch_size, on_progress, on_problem, parallel)
     except KeyboardInterrupt as exc:  # after the reader process and the transaction in progress were ended
         if isinstance(exc, Interrupted):
             raise
-        raise Interrupted(summary) from exc
+        raise Interrupted(summary, "SIGTERM" if isinstance(exc, _Terminated) else "Ctrl-C") from exc
 
 
 def _replay(
@@ -914,6 +1028,11 @@ def _chunks(
 
     try:
         for item in parse_lines(_counted(lines, count), strict=strict):
+            if isinstance(item, _Idle):  # a live input waiting: what was read whole is committed now
+                if items:
+                    yield cut()
+                    items, requests = [], 0
+                continue
             if isinstance(item, LineError):
                 items.append(item)
                 continue
@@ -1007,7 +1126,7 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
             try:
                 message = receive.recv()
             except EOFError:
-                raise RefindError(f"the replay's reader process ended unexpectedly (exit code {wait()})") from None
+                raise _ReaderGone(wait()) from None
             if message is None:  # the file's end: the reader exits now
                 wait()
                 return
@@ -1023,6 +1142,17 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # done already (then this is a no-op on a zombie), or stopped early
             wait()
+
+
+class _ReaderGone(RefindError):
+    """The replay's reader process ended before the file did (killed: the OOM killer, a kill of its pid)."""
+
+    def __init__(self, code: int) -> None:
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in _SIGNALS else f"exit code {code}"
+        super().__init__(f"the replay's reader process (which reads the file ahead of the writer) ended ({how})")
+
+
+_SIGNALS = {s.value for s in signal.Signals}
 
 
 def _end_with(writer: int) -> None:
@@ -1042,6 +1172,7 @@ def _reader(chunks: Iterator[Chunk], send: Any) -> None:
     """The reader process: send each chunk, then None (or the error that stopped it). Ctrl-C is the writer's to
     handle (it kills the reader); a writer gone (a closed pipe) ends the reader."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (as Ctrl-C: sent to the process group by timeout, systemd)
     try:
         for chunk in chunks:
             send.send(chunk)
@@ -1089,16 +1220,38 @@ def _replay_stream(
                     return _stopped(summary, batch, chunks)
                 if hint is not None:  # tell the reader whether building index segments ahead pays
                     hint.value = 1 if summary.messages_added > added else 0
+            summary.handled = max(
+                [
+                    summary.handled,
+                    *(i.last or i.line for i in chunk.items if isinstance(i, LineError)),
+                    *(i.last_line for i in batch),
+                ]
+            )
             if on_progress:
                 on_progress(chunk.done, total)
     except RefindError as exc:  # reading stopped (a truncated .gz, the reader process gone): say what was stored
         if summary.fault is None:  # (a storage fault met first is the one to report)
+            if isinstance(exc, _ReaderGone):  # the file was not the problem
+                rest = "; " + rest_advice(summary)
+            else:
+                rest = "; the same command stores the rest once the file can be read whole (what is stored is skipped)"
             summary.fault = RefindError(
                 f"{exc.message}; stored before it: {summary.requests_added:,} requests ({summary.messages_added:,} "
-                "messages), kept; the same command stores the rest once the file can be read whole (what is stored "
-                "is skipped)"
+                f"messages), kept{rest}"
             )
     return summary
+
+
+def rest_advice(summary: ReplaySummary) -> str:
+    """What stores the rest of a replay stopped early (Ctrl-C, SIGTERM, its reader killed): the same command, for a
+    file; for an input read once (stdin, a pipe), its lines after those handled, given again."""
+    if not summary.once:
+        return "the same command stores the rest (what is stored is skipped)"
+    after = f"after line {summary.handled:,} " if summary.handled else ""
+    return (
+        f"{summary.source} cannot be read again, and its lines {after}were not stored: give refind add those lines "
+        "again (or the whole input: what is stored is skipped)"
+    )
 
 
 def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) -> ReplaySummary:
@@ -1125,7 +1278,7 @@ def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) 
     return summary
 
 
-def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[LineError | tuple[str, str, str]]:
+def _strict_check(store: Store, items: Iterable[Parsed | LineError | _Idle]) -> list[LineError | tuple[str, str, str]]:
     """--strict's first pass: every line that is invalid, or whose request would be refused — by the store (another
     payload under a stored id, a forgotten id) or by an earlier line of the file with the same id and another
     payload. Returns the invalid lines' LineErrors and, for requests, (line or line range, reason, kind: conflict |
@@ -1143,6 +1296,8 @@ def _strict_check(store: Store, items: Iterable[Parsed | LineError]) -> list[Lin
             "PRIMARY KEY (user_id, request_id)) WITHOUT ROWID"
         )
         for item in items:
+            if isinstance(item, _Idle):  # (never: --strict reads a copy of a live input)
+                continue
             if isinstance(item, LineError):
                 bad.append(item)
                 continue
@@ -1263,26 +1418,30 @@ def _store_batch(
 
 @contextlib.contextmanager
 def _ctrl_c_held() -> Iterator[Callable[[], None]]:
-    """A block where a Ctrl-C that comes after ``hold()`` waits for the block's end (in the main thread, where Python
-    runs signal handlers): a batch's commit and its counts. An interrupt between the COMMIT and the counts left a
-    stored batch uncounted, the summary one batch short of what the database held (a probe of round 24: 6 of 17
-    runs). A block that raises raises that, the Ctrl-C with it gone."""
-    held: list[Any] = []  # the SIGINT handler that was, and the Ctrl-Cs caught
+    """A block where a Ctrl-C (or SIGTERM) that comes after ``hold()`` waits for the block's end (in the main thread,
+    where Python runs signal handlers): a batch's commit and its counts. An interrupt between the COMMIT and the counts
+    left a stored batch uncounted, the summary one batch short of what the database held (a probe of round 24: 6 of 17
+    runs). A block that raises raises that, the signal with it gone."""
+    held: dict[int, Any] = {}  # each signal's handler that was
+    caught: list[int] = []
 
     def hold() -> None:
         if threading.current_thread() is threading.main_thread():
-            caught: list[int] = []
-            held.extend((signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum)), caught))
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                held[signum] = signal.signal(signum, lambda signum, _frame: caught.append(signum))
 
     try:
         yield hold
     finally:
-        if held:
-            signal.signal(signal.SIGINT, held[0])
-    if held and held[1]:  # a Ctrl-C came meanwhile: now
-        if callable(held[0]):
-            held[0](signal.SIGINT, None)  # (Python's own raises KeyboardInterrupt)
-        elif held[0] != signal.SIG_IGN:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
+    for signum in dict.fromkeys(caught):  # a signal came meanwhile: now (its handler's way)
+        handler = held[signum]
+        if callable(handler):
+            handler(signum, None)  # (Python's own raises KeyboardInterrupt; the replay's SIGTERM, as Ctrl-C)
+        elif handler == signal.SIG_DFL and signum == signal.SIGTERM:
+            signal.raise_signal(signum)
+        elif handler != signal.SIG_IGN:
             raise KeyboardInterrupt
 
 

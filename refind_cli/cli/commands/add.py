@@ -251,7 +251,7 @@ def _replay(
                 render.printable(line), markup=False, highlight=False, soft_wrap=True
             )
 
-    from ...replay import Interrupted, replay
+    from ...replay import Interrupted, replay, rest_advice
 
     try:
         summary = replay(store, file, strict=strict, on_progress=on_progress, on_problem=on_problem)
@@ -286,12 +286,12 @@ def _replay(
     if summary.interrupted:
         err.print(
             f"interrupted: {summary.requests_added:,} requests ({summary.messages_added:,} messages) were stored "
-            "before Ctrl-C; the same command stores the rest (what is stored is skipped)",
+            f"before {summary.stopped_by}; {render.printable(rest_advice(summary))}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(130)
+        raise typer.Exit(143 if summary.stopped_by == "SIGTERM" else 130)
     if summary.fault is not None:  # disk full, locked, …: one red line saying what was stored, its exit code
         raise summary.fault
     if summary.invalid_lines:

@@ -1,0 +1,150 @@
+"""`producer | refind add --file -`: a live input's lines are committed when it goes idle (not only once 500 requests
+or its end came), SIGTERM is handled as Ctrl-C (the summary, exit 143, the reader process ended), and the advice for
+what was not stored is true of an input that cannot be read again; a reader process killed says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a forked reader, /proc: Linux's")
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def _line(i: int) -> str:  # an Add request a line (message lines group: the last group waits for the next line)
+    message = {"role": "user", "content": f"m {i}"}
+    return json.dumps({"request_id": f"r{i}", "user_id": "u", "session_id": "s", "messages": [message]})
+
+
+def _stored(db: Path) -> int:
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    except sqlite3.OperationalError:  # (not created yet)
+        return 0
+    finally:
+        conn.close()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def _wait_for(check, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_live_pipe_is_committed_when_idle_and_sigterm_prints_the_summary(tmp_path: Path) -> None:
+    db = tmp_path / "live.db"
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "refind_cli", "add", "--file", "-", "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    assert writer.stdin is not None
+    try:
+        writer.stdin.write("".join(_line(i) + "\n" for i in range(3)) + _line(3)[:20])  # and half a line
+        writer.stdin.flush()  # left open: the producer is waiting
+        # committed once the input was idle ~1 s (was: nothing before 500 requests or the input's end)
+        assert _wait_for(lambda: _stored(db) == 3), "the lines read were not committed while the input was idle"
+        (reader,) = _children(writer.pid)
+        writer.send_signal(signal.SIGTERM)
+        out, err = writer.communicate(timeout=30)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert writer.returncode == 143, (writer.returncode, err)  # (was -15: killed, no summary)
+    assert "requests added │ 3" in " ".join(out.split())
+    assert (
+        "interrupted: 3 requests (3 messages) were stored before SIGTERM; <stdin> cannot be read again, and its lines "
+        "after line 3 were not stored: give refind add those lines again (or the whole input: what is stored is "
+        "skipped)"
+    ) in " ".join(err.split()), err
+    assert _wait_for(lambda: _ended(reader), 5) and _ended(reader)
+    assert _stored(db) == 3
+
+
+KILLED_READER = """
+import os, signal, sys, time
+from refind_cli import replay as replay_module
+from refind_cli.store import Store
+
+real_fork = os.fork
+
+def fork():
+    pid = real_fork()
+    if pid:
+        print(pid, flush=True)
+    return pid
+
+os.fork = fork
+with Store(sys.argv[1], retention_days=None) as store:
+    summary = replay_module.replay(store, "-", parallel=True)
+print(summary.fault.message, flush=True)
+"""
+
+
+def test_a_reader_process_killed_is_said_so_not_blamed_on_the_file(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_READER), str(tmp_path / "k.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        child.stdin.write("".join(_line(i) + "\n" for i in range(2)))
+        child.stdin.flush()
+        reader = int(child.stdout.readline())
+        assert _wait_for(lambda: _stored(tmp_path / "k.db") == 2)
+        os.kill(reader, signal.SIGKILL)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out.strip() == (
+        "the replay's reader process (which reads the file ahead of the writer) ended (was killed by SIGKILL); stored "
+        "before it: 2 requests (2 messages), kept; <stdin> cannot be read again, and its lines after line 2 were not "
+        "stored: give refind add those lines again (or the whole input: what is stored is skipped)"
+    ), out + err
