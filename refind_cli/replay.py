@@ -1604,6 +1604,11 @@ def _grown(
             pieces.append((item, Piece(split.start, len(req.messages), held, None)))
             last[key] = held
             continue
+        tail = req._replace(messages=req.messages[split.start :], ids=None)
+        stone = _copy_of_forgotten(store, seen, tail) if stones.get(req.user_id) else None
+        if stone is not None:  # what follows the known part is a copy of forgotten messages (an older copy, again)
+            pieces.append((item, Piece(split.start, len(req.messages), COPY, stone)))
+            continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))

@@ -124,3 +124,21 @@ def test_m012_adds_said_hashes_to_the_tombstones_of_a_database_written_before(db
 
         assert "said_hashes" in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
         assert lifecycle.tombstones(store) == []
+
+
+def test_an_older_copy_cut_inside_a_forgotten_chained_request_brings_nothing_back(cli, db_path, tmp_path) -> None:
+    # the log grew twice (its second part stored as a chained request), then the session was forgotten; a copy cut
+    # inside the chained part: its first group is the forgotten prefix (known by its id), what follows it — the start
+    # of the forgotten chained request, under an id no tombstone names — was stored again (the last probe's gap)
+    lines = [_line(f"line {i} of the plan", T0 + i * 1000) for i in range(2)]
+    lines += [_line(SECRET, T0 + 2000, "assistant"), _line("one more", T0 + 3000), _line("and the last", T0 + 4000)]
+    assert cli("add", "--file", _write(tmp_path / "a.jsonl", *lines[:2])).exit_code == 0
+    assert cli("add", "--file", _write(tmp_path / "b.jsonl", *lines)).exit_code == 0
+    assert len(_contents(db_path)) == 5
+    assert cli("forget", "--user", "alice", "--session", "s1", "--yes").exit_code == 0
+    result = cli("add", "--file", _write(tmp_path / "c.jsonl", *lines[:4]), "--json")
+    assert result.exit_code == 6, result.output
+    assert _contents(db_path) == []  # (was: the secret and "one more" stored again)
+    new = [_line(SECRET, T0 + 2500, "assistant")]  # the same words said at another time: new, stored
+    assert cli("add", "--file", _write(tmp_path / "d.jsonl", *lines[:2], *new)).exit_code == 6
+    assert _contents(db_path) == [SECRET]
