@@ -1148,11 +1148,11 @@ class _ReaderGone(RefindError):
     """The replay's reader process ended before the file did (killed: the OOM killer, a kill of its pid)."""
 
     def __init__(self, code: int) -> None:
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in _SIGNALS else f"exit code {code}"
+        how = f"exit code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):  # (a signal Python does not name)
+                how = f"was killed by {signal.Signals(-code).name}"
         super().__init__(f"the replay's reader process (which reads the file ahead of the writer) ended ({how})")
-
-
-_SIGNALS = {s.value for s in signal.Signals}
 
 
 def _end_with(writer: int) -> None:
@@ -1751,9 +1751,8 @@ def _split(
     split = split_grown(user, session, said, rid, candidates, found, chains.lookup, after_expired=chained)
     if split is None:
         return None
-    for (
-        candidate
-    ) in candidates:  # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+    # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+    for candidate in candidates:
         repeats.count(candidate)
     return chains.split(split)
 

@@ -58,7 +58,7 @@ class Ranked(NamedTuple):
     fused: np.ndarray  # their fused scores, in that order
     scores: np.ndarray  # each turn's score for the query before fusion (0: it matches nothing the query asks)
     match: np.ndarray | None  # which turns count as sharing a query word for the neighbour filter (None: scores)
-    matched: int = -1  # how many of ``order`` match the query (the rest: backfill); -1: all of them
+    matched: int  # how many of ``order`` match the query (the rest, if any: backfill)
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,7 @@ class UserIndex:
         if prefetch is not None:
             prefetch(order[: top_k + 2], max(cfg.neighbours, cfg.neighbours_before or 0))
         blocks = render_blocks(idx, order, ranked.fused, top_k=top_k, cfg=cfg, scores=ranked.scores, match=ranked.match)
-        if 0 <= ranked.matched < order.size and cfg.backfill_chars is not None:
+        if ranked.matched < order.size and cfg.backfill_chars is not None:
             filled = {idx.turns[int(p)].id for p in order[ranked.matched :]}
             blocks = within_fill(blocks, filled, cfg.backfill_chars)
         return blocks

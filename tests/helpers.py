@@ -128,3 +128,29 @@ def cached_words() -> set[str]:
         return set()
 
     return set().union(*(words_in(v) for v in term_groups.GROUPS.values()))
+
+
+# The start of a script run with `python -c` whose replay forks its reader process: it prints the reader's pid
+PRINTS_READER_PID = """
+import os, signal, sys, time
+
+real_fork = os.fork
+
+def fork():
+    pid = real_fork()
+    if pid:
+        print(pid, flush=True)
+    return pid
+
+os.fork = fork
+"""
+
+
+def ended(pid: int) -> bool:
+    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
+    from pathlib import Path
+
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import PRINTS_READER_PID, ended
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a forked reader, /proc: Linux's")
 
@@ -49,14 +50,6 @@ def _children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
-
-
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def _wait_for(check, seconds: float = 20.0) -> bool:
@@ -98,28 +91,21 @@ def test_a_live_pipe_is_committed_when_idle_and_sigterm_prints_the_summary(tmp_p
         "after line 3 were not stored: give refind add those lines again (or the whole input: what is stored is "
         "skipped)"
     ) in " ".join(err.split()), err
-    assert _wait_for(lambda: _ended(reader), 5) and _ended(reader)
+    assert _wait_for(lambda: ended(reader), 5) and ended(reader)
     assert _stored(db) == 3
 
 
-KILLED_READER = """
-import os, signal, sys, time
+KILLED_READER = (
+    PRINTS_READER_PID
+    + """
 from refind_cli import replay as replay_module
 from refind_cli.store import Store
 
-real_fork = os.fork
-
-def fork():
-    pid = real_fork()
-    if pid:
-        print(pid, flush=True)
-    return pid
-
-os.fork = fork
 with Store(sys.argv[1], retention_days=None) as store:
     summary = replay_module.replay(store, "-", parallel=True)
 print(summary.fault.message, flush=True)
 """
+)
 
 
 def test_a_reader_process_killed_is_said_so_not_blamed_on_the_file(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import Clock
+from helpers import PRINTS_READER_PID, Clock, ended
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -282,32 +282,16 @@ def test_segments_built_ahead_are_the_segments_of_the_written_rows(
         assert index_store.encode(replace(seg, meta=None)) == index_store.encode(reference)
 
 
-READER_PID = """
-import os, sys
+READER_PID = (
+    PRINTS_READER_PID
+    + """
 from refind_cli.replay import replay
 from refind_cli.store import Store
 
-real_fork = os.fork
-
-def fork():
-    pid = real_fork()
-    if pid:
-        print(pid, flush=True)
-    return pid
-
-os.fork = fork
 with Store(sys.argv[1], retention_days=None) as store:
     replay(store, "-", parallel=True)
 """
-
-
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie (dead, not yet reaped by whoever inherited it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
+)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
@@ -331,13 +315,13 @@ def test_the_reader_dies_with_a_writer_killed_outright(tmp_path: Path) -> None:
         writer.send_signal(signal.SIGKILL)
         writer.wait(30)
         for _ in range(100):
-            if _ended(reader):
+            if ended(reader):
                 break
             time.sleep(0.1)
-        assert _ended(reader), "the reader outlived its writer"
+        assert ended(reader), "the reader outlived its writer"
     finally:
         writer.stdin.close()
-        if not _ended(reader):
+        if not ended(reader):
             os.kill(reader, signal.SIGKILL)
 
 

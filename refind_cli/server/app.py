@@ -152,13 +152,6 @@ class Runtime:
         self._warming: asyncio.Task[None] | None = None
         self.complete, self.model_name = model
 
-    def replaced(self) -> None:
-        """The database file was found deleted or replaced (/health): the old file's log is drained now — by the
-        idle connections and the writer, whichever wrote to it — not at the next Add; a kill -9 before that would let
-        the next open replay the old file's pages over the new one (a probe of round 25)."""
-        self.pool.close_idle()
-        self.writer.recheck()
-
     def start(self) -> None:
         self._warming = asyncio.get_running_loop().create_task(_warm_threads())
         if self.cfg.expire_interval_s > 0:
@@ -505,7 +498,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         try:
             check_same_file(cfg.db, db_key)
         except StorageError as exc:  # (unauthenticated: the path is not said)
-            await asyncio.get_running_loop().run_in_executor(None, rt.replaced)
+            await asyncio.get_running_loop().run_in_executor(None, rt.pool.replaced)
             return error_response(type(exc)(HEALTH_REPLACED))
         return Response(HEALTH_BODY, media_type="application/json")
 

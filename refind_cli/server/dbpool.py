@@ -191,10 +191,17 @@ class StorePool:
             with self._lend() as store:
                 yield store
         except FileReplaced:
-            self.close_idle()  # all of the old file: each drains what it wrote into it as it closes (Store.close)
-            if self._on_replaced is not None:
-                self._on_replaced()
+            self.replaced()
             raise
+
+    def replaced(self) -> None:
+        """The database file was found deleted or replaced (a lend, /health): the old file's log is drained now — by
+        the idle connections, which are all of the old file (each drains what it wrote as it closes: Store.close),
+        and by whoever ``on_replaced`` tells (the writer) — not at the next Add: a kill -9 before that would let the
+        next open replay the old file's pages over the new one (a probe of round 25)."""
+        self.close_idle()
+        if self._on_replaced is not None:
+            self._on_replaced()
 
     @contextmanager
     def _lend(self) -> Iterator[Store]:
