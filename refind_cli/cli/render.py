@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sys
 from datetime import UTC
@@ -21,8 +23,16 @@ if TYPE_CHECKING:
     from ..retrieval import NoMatch
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader of stdout closed it (`refind inspect | head`): raised to the CLI's one handler (root.py: exit
+        141, nothing said) rather than rich's own exit 1."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return _Console(highlight=False, soft_wrap=False)
 
 
 def error_console() -> Console:

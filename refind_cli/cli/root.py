@@ -61,6 +61,9 @@ class RefindGroup(TyperGroup):
             try:
                 return super().invoke(ctx)
             except OSError as exc:  # the output could not be written (a full disk, /dev/full): said, not a traceback
+                if exc.errno == errno.EPIPE and _reader_left():
+                    _drop_stdout()
+                    raise typer.Exit(READER_LEFT) from None
                 if exc.errno not in WRITE_FAULTS:
                     raise
                 _drop_stdout()
@@ -108,6 +111,41 @@ def _refuse_repeats(ctx: Any, name: str | None, command: Any, args: list[str]) -
 
 
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})  # a write the device refused
+
+# The exit status of a command whose reader closed its end early (`refind export --user alice | head -1`): the 141
+# (128 + SIGPIPE) a shell reports for cat, grep or git there, with nothing said. `set -o pipefail` treats it as it
+# treats theirs; 0 would tell a script that an export whose reader died was whole, and 1 (what click and Python's
+# own handling give) is refind's "any other error".
+READER_LEFT = 141
+
+
+def _reader_left() -> bool:
+    """Whether standard output is a pipe or socket whose reader has closed it: an EPIPE from anything else (a
+    replay's reader, a model's connection) is not this. Where poll() is missing (Windows) the EPIPE is trusted."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # (CliRunner's stdout has no file descriptor)
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+
+
+def _flushed() -> bool:
+    """Flush standard output (what a command left buffered is written at exit); False, with stdout dropped, when its
+    reader has left — else the interpreter's own flush at exit says "Exception ignored … BrokenPipeError", exit 120."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return False
+    except (OSError, ValueError):  # (another fault was said by the command; a closed stdout has nothing to flush)
+        pass
+    return True
 
 
 def _drop_stdout() -> None:
@@ -223,12 +261,35 @@ def main() -> None:
         for warning in misspelt_variables(os.environ):
             print(f"warning: {warning}", file=sys.stderr)
     name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name not in ("mcp", "serve"):  # (servers: the MCP SDK claims stdout itself; serve logs to stderr)
+        _buffer_unbuffered_stdout()
+    code: str | int | None = 0
     try:
         (command_app(name) if name in ONE_COMMAND else full_app())()
     except SystemExit as exc:  # (click ends every command so, in standalone mode)
-        _end_now_if_a_model_call_runs(exc.code)
-        raise
-    _end_now_if_a_model_call_runs(0)
+        code = exc.code
+    if not _flushed():
+        code = READER_LEFT
+    _end_now_if_a_model_call_runs(code)
+    sys.exit(code)
+
+
+def _buffer_unbuffered_stdout() -> None:
+    """Under ``PYTHONUNBUFFERED`` (``python -u``, many Docker images) stdout's text layer writes straight to the file
+    and drops what a partial write leaves: when a pipe's reader closed mid-write the rest was lost unsaid and the
+    command exited 0. A buffered layer that writes every line at once (line buffering) writes all or raises."""
+    import io
+
+    raw = getattr(sys.stdout, "buffer", None)
+    if not isinstance(sys.stdout, io.TextIOWrapper) or not isinstance(raw, io.FileIO):
+        return
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=sys.stdout.encoding,
+        errors=sys.stdout.errors,
+        line_buffering=True,
+        write_through=True,
+    )
 
 
 def _end_now_if_a_model_call_runs(code: object) -> None:
