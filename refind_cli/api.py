@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import date
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import settings
@@ -209,7 +210,7 @@ class Memory:
         user: str,
         session: str,
         role: str = "user",
-        at: int | float | str | None = None,
+        at: int | float | str | date | None = None,
         request_id: str | None = None,
     ) -> AddOutcome:
         """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms, read as an Add's ``timestamp``
@@ -283,14 +284,15 @@ class Memory:
         *,
         user: str,
         top_k: int = 10,
-        date_from: str | int | None = None,
-        date_to: str | int | None = None,
+        date_from: str | int | date | None = None,
+        date_to: str | int | date | None = None,
         options: Sequence[str] = (),
-        as_of: str | int | None = None,
+        as_of: str | int | date | None = None,
     ) -> list[Evidence]:
         """BM25 over ``user``'s turns alone (no model, no network): at most ``top_k`` evidence blocks, best first;
-        ``[]`` when nothing matches or the user is unknown. Dates: YYYY/MM/DD, YYYY-MM-DD, ISO 8601 or Unix ms
-        (``date_to`` includes its whole day); ``as_of``: only what was stored by then."""
+        ``[]`` when nothing matches or the user is unknown. Dates: YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, ISO 8601 (UTC
+        unless it names a zone), Unix ms or seconds, a ``datetime`` that names its zone (a naive one is refused) or a
+        ``date`` (``date_to`` includes its whole day); ``as_of``: only what was stored by then."""
         from .retrieval import retrieve
 
         request = _request("bm25", query, user, top_k, date_from, date_to, options, as_of)
@@ -309,10 +311,10 @@ class Memory:
         max_actions: int = settings.DEFAULT_MAX_ACTIONS,
         deadline: float = settings.DEFAULT_AGENT_DEADLINE_S,
         top_k: int = 10,
-        date_from: str | int | None = None,
-        date_to: str | int | None = None,
+        date_from: str | int | date | None = None,
+        date_to: str | int | date | None = None,
         options: Sequence[str] = (),
-        as_of: str | int | None = None,
+        as_of: str | int | date | None = None,
         on_event: Callable[[Event], None] | None = None,
         record: bool = True,
     ) -> AgentAnswer:
@@ -433,10 +435,10 @@ def _request(
     query: str,
     user: str,
     top_k: int,
-    date_from: str | int | None,
-    date_to: str | int | None,
+    date_from: str | int | date | None,
+    date_to: str | int | date | None,
     options: Sequence[str],
-    as_of: str | int | None,
+    as_of: str | int | date | None,
 ) -> SearchRequest:
     """The search's values checked and parsed once, as ``refind search`` does, naming the API's keywords."""
     return search_request(
@@ -452,11 +454,14 @@ def _request(
     )
 
 
-def parse_said_at(at: int | float | str | None) -> int | None:
-    """``at`` of an Add: a number (or a string of one) read as an Add's ``timestamp`` is, or an ISO 8601 time or a
-    date (UTC unless it names a zone): :func:`refind_cli.contract.parse_said_at`."""
-    if at is not None and not isinstance(at, str) and not _is_number(at):
-        raise InvalidInput(f"at: must be Unix milliseconds or an ISO 8601 time, got {type(at).__name__}")
+def parse_said_at(at: int | float | str | date | None) -> int | None:
+    """``at`` of an Add: a number (or a string of one) read as an Add's ``timestamp`` is, an ISO 8601 time or a
+    date (UTC unless it names a zone), or a ``datetime`` that names its zone or a ``date``:
+    :func:`refind_cli.contract.parse_said_at`."""
+    if at is not None and not isinstance(at, (str, date)) and not _is_number(at):
+        raise InvalidInput(
+            f"at: must be Unix milliseconds, an ISO 8601 time or a datetime that names its zone, got {type(at).__name__}"
+        )
     return said_at(at, "at")
 
 

@@ -347,12 +347,15 @@ def check_said_at(ms: int, name: str, given: str) -> int:
     return ms
 
 
-def parse_said_at(value: int | float | str | None, name: str, notes: list[str] | None = None) -> int | None:
+def parse_said_at(value: int | float | str | date | None, name: str, notes: list[str] | None = None) -> int | None:
     """When a message was said, given by a flag or an argument (``refind add --at``, ``Memory.add(at=)``, MCP's
     ``at``), named ``name``: a number — or a string of one — read exactly as an Add's ``timestamp`` is
     (:func:`parse_timestamp`: Unix ms, seconds ×1000, a fraction dropped, 0 and -1 no said-at; noted in ``notes``),
     or a date or ISO 8601 time (:func:`parse_date`, UTC unless it names a zone). A string of digits is a date only as
-    YYYYMMDD (8 digits): "20230508" is 8 May 2023, "1700000000000" Unix ms."""
+    YYYYMMDD (8 digits): "20230508" is 8 May 2023, "1700000000000" Unix ms. A Python ``datetime`` that names its
+    zone is its instant, a ``date`` its first millisecond (UTC); a naive datetime is refused (:func:`_calendar_ms`)."""
+    if isinstance(value, date):
+        return check_said_at(_calendar_ms(value, name), name, value.isoformat())
     if not isinstance(value, str):
         return parse_timestamp(value, name, notes)
     text = value.strip()
@@ -533,9 +536,9 @@ def search_request(
     user_id: str,
     *,
     top_k: int,
-    date_from: str | int | None = None,
-    date_to: str | int | None = None,
-    as_of: str | int | None = None,
+    date_from: str | int | date | None = None,
+    date_to: str | int | date | None = None,
+    as_of: str | int | date | None = None,
     options: Sequence[str] = (),
     mode: str = "bm25",
     max_top_k: int = MAX_TOP_K,
@@ -543,8 +546,8 @@ def search_request(
 ) -> SearchRequest:
     """Check and parse one search's values ONCE (dates to Unix ms) into a :class:`SearchRequest`.
 
-    Dates are YYYY/MM/DD, YYYY-MM-DD, an ISO 8601 time or Unix ms; ``date_to`` as a bare date includes its whole
-    day; ``as_of`` is an ISO time or Unix ms (a bare date: the end of that day). Every fault raises
+    Dates and ``as_of`` are read by :func:`parse_when` (YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, ISO 8601, Unix ms or
+    seconds, an aware ``datetime`` or a ``date``); ``date_to`` and ``as_of`` as a bare date include its whole day. Every fault raises
     :class:`InvalidInput` naming the field — by ``names[field]`` when given (the CLI passes :data:`CLI_NAMES`).
     """
 
@@ -561,8 +564,8 @@ def search_request(
         raise InvalidInput(f"{name('top_k')}: must be an integer, got {_json_type(top_k)}")
     if not 1 <= top_k <= max_top_k:
         raise InvalidInput(f"{name('top_k')}: must be between 1 and {max_top_k}, got {top_k}")
-    lo = _date_value(date_from, name("date_from"), end=False)
-    hi = _date_value(date_to, name("date_to"), end=True)
+    lo = parse_when(date_from, name("date_from"), end=False)
+    hi = parse_when(date_to, name("date_to"), end=True)
     if lo is not None and hi is not None and lo > hi:
         raise InvalidInput(f"{name('date_from')} {date_from} is after {name('date_to')} {date_to}: nothing can match")
     if options is None:  # (no options, as () says: None raised TypeError)
@@ -602,19 +605,66 @@ def _check_length(query: str, options: Sequence[str], name: str) -> None:
         )
 
 
-def _date_value(value: str | int | None, name: str, *, end: bool) -> int | None:
+def parse_when(value: object, name: str, *, end: bool = False) -> int | None:
+    """A search's ``date_from``, ``date_to`` or ``as_of`` as Unix ms (None: no bound), read one way wherever it is
+    given — a flag, a Python argument, a tool call, the planner's reply:
+
+    * an int, or a string of digits: Unix ms, or Unix seconds ×1000 from 10^8 to below 10^10 (as an Add's
+      ``timestamp`` reads them) — except 8 digits in a string, YYYYMMDD (6 or 7 are refused: no date, no time);
+    * a string: YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time, UTC unless it names a zone (:func:`parse_date`);
+    * a ``datetime`` that names its zone; a ``date`` (a whole day, UTC).
+
+    A bare day is its first millisecond, or with ``end`` its last (``date_to`` and ``as_of`` include their day)."""
     if value is None:
         return None
+    if isinstance(value, (date, datetime)):
+        return _calendar_ms(value, name, end=end)
     if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value <= MAX_AS_OF_MS:
-            raise InvalidInput(f"{name}: {value} is not a time in Unix milliseconds (0 to {MAX_AS_OF_MS})")
-        return value
+        return _bound_ms(value, name, str(value))
     if not isinstance(value, str):
-        raise InvalidInput(f"{name}: must be a date string such as 2023-05-08, got {_json_type(value)}")
+        raise InvalidInput(
+            f"{name}: must be a date (such as 2023-05-08), an ISO 8601 time or Unix milliseconds, got "
+            f"{type(value).__name__ if isinstance(value, (date, float, bool)) else _json_type(value)}"
+        )
+    text = value.strip()
+    if text.isascii() and text.isdigit():  # ("²" is a digit to isdigit, not to int)
+        if 6 <= len(text) <= 7:
+            raise InvalidInput(
+                f"{name}: {value!r} is not a date (in digits a date is YYYYMMDD, such as 20231101) nor Unix ms"
+            )
+        if len(text) != 8:
+            return _bound_ms(int(text), name, text)
     try:
-        return parse_date(value, end=end)
+        return parse_date(text, end=end)
     except InvalidInput as exc:
         raise InvalidInput(f"{name}: {exc.message}") from None
+
+
+def _bound_ms(number: int, name: str, given: str) -> int:
+    if MIN_TIMESTAMP_S <= number < MAX_TIMESTAMP_S:
+        return number * 1000
+    if number < 0:
+        raise InvalidInput(f"{name}: {given} is not a time in Unix milliseconds (0 to {MAX_AS_OF_MS})")
+    if number > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
+        raise InvalidInput(f"{name} {_abbreviated(number)}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
+    return number
+
+
+def _calendar_ms(value: date, name: str, *, end: bool = False) -> int:
+    """A Python ``datetime`` that names its zone as the instant it is; a ``date`` as its first millisecond (with
+    ``end`` its last), UTC. A naive datetime is refused: Python reads it as local time and refind reads times as UTC
+    — either guess shifts it by the machine's offset without a word."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidInput(
+                f"{name}: {value.isoformat()} names no time zone; give an aware datetime "
+                "(datetime(..., tzinfo=datetime.UTC), or datetime.now(datetime.UTC)), a date or Unix milliseconds"
+            )
+        return (value - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    ms = (datetime(value.year, value.month, value.day, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+        milliseconds=1
+    )
+    return ms + 86_400_000 - 1 if end else ms
 
 
 def date_bound(value: str | int | None, *, end: bool) -> int | None:
@@ -629,22 +679,6 @@ def date_bound(value: str | int | None, *, end: bool) -> int | None:
     return parse_date(value, end=end)
 
 
-def parse_as_of(value: str | int | None, name: str = "as_of") -> int | None:
-    """A search's ``as_of``: Unix ms (digits or an int) or an ISO time / date (a bare date: its last millisecond)."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        text = str(value)
-    elif isinstance(value, str):
-        text = value.strip()
-    else:
-        raise InvalidInput(f"{name}: must be an ISO 8601 time or Unix milliseconds, got {_json_type(value)}")
-    if text.isascii() and text.isdigit():  # "²" is a digit to isdigit, not to int
-        ms = int(text)
-        if ms > MAX_AS_OF_MS:  # SQLite integers stop at 2**63 - 1: refuse rather than crash in the query
-            raise InvalidInput(f"{name} {text}: Unix milliseconds must be at most {MAX_AS_OF_MS}")
-        return ms
-    try:
-        return parse_date(text, end=True)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{name}: {exc.message}") from None
+def parse_as_of(value: object, name: str = "as_of") -> int | None:
+    """A search's ``as_of``: read as :func:`parse_when` reads every bound (a bare date: its last millisecond)."""
+    return parse_when(value, name, end=True)

@@ -652,7 +652,7 @@ class PlannerRun:
         self._say(message)
 
     def _search(self, action: Action, skip_mode: str) -> None:
-        from .contract import parse_date
+        from .contract import parse_when
         from .search import Skip
 
         keywords = action.args["keywords"]  # (under MAX_REPLY_CHARS with its reply: below a query's limit over HTTP)
@@ -663,9 +663,9 @@ class PlannerRun:
                 bounds.append(None)
                 continue
             try:
-                bounds.append(parse_date(value, end=end))
+                bounds.append(parse_when(value, key, end=end))
             except InvalidInput as exc:
-                raise ReplyError(f"{key}: {exc.message}") from None
+                raise ReplyError(exc.message) from None
         lo = _max(bounds[0], self.outer[0])
         hi = _min(bounds[1], self.outer[1])
         if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came

@@ -186,7 +186,10 @@ def test_memory_add_reads_at_as_a_timestamp_is_read(tmp_path: Path) -> None:
         memory.add("placeholder", user="u", session="s", at="-1")
         with pytest.raises(InvalidInput, match=r"^at: '202311' is not a date \(in digits a date is YYYYMMDD"):
             memory.add("month", user="u", session="s", at="202311")
-        with pytest.raises(InvalidInput, match=r"^at: must be Unix milliseconds or an ISO 8601 time, got bool$"):
+        with pytest.raises(
+            InvalidInput,
+            match=r"^at: must be Unix milliseconds, an ISO 8601 time or a datetime that names its zone, got bool$",
+        ):
             memory.add("true", user="u", session="s", at=True)  # type: ignore[arg-type]
     assert _said(db) == [MS, MS, None]
 

@@ -45,10 +45,16 @@ def search(
     user: UserOption,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="At most this many blocks.", min=1, max=1000)] = 10,
     date_from: Annotated[
-        str | None, typer.Option("--date-from", help="Only turns said on/after this date (YYYY/MM/DD or ISO).")
+        str | None,
+        typer.Option(
+            "--date-from", help="Only turns said on/after this date (YYYY/MM/DD, YYYYMMDD, ISO 8601 or Unix ms)."
+        ),
     ] = None,
     date_to: Annotated[
-        str | None, typer.Option("--date-to", help="Only turns said on/before this date (YYYY/MM/DD or ISO).")
+        str | None,
+        typer.Option(
+            "--date-to", help="Only turns said on/before this date (YYYY/MM/DD, YYYYMMDD, ISO 8601 or Unix ms)."
+        ),
     ] = None,
     mode: Annotated[
         str | None,
