@@ -25,7 +25,8 @@ entry point, kept with its signature).
   chronological order, blocks chronological inside each; at most ``min(top_k, hits_per_search × searches that
   showed hits)``, since a note can only keep hits of the last search. When more were kept, those that make the limit
   are chosen by rank, not by date: the first result of every search, then the second, … (ties in the order kept);
-  the ``evidence`` event lists the rest in ``left_out``;
+  the ``evidence`` event lists the rest in ``left_out``. A note forgotten or expired while the planner ran is
+  withheld before the limit is applied, so the best note left out takes its place;
 * ``last_search`` — nothing kept: the hits of the last search that showed any, at most
   ``min(top_k, hits_per_search)``;
 * ``direct_bm25`` — no search showed any hit (or none ran, or the user has nothing stored): BM25 on the question
@@ -743,10 +744,15 @@ class PlannerRun:
     def result(self) -> AgentResult:
         per_search = min(self.top_k, self.hits_per_search)
         left_out: list[str] = []
+        checked = False  # whether the blocks were checked against what is still stored
         if self.kept:
             path = "notes"
             limit = min(self.top_k, self.hits_per_search * max(1, self.searches_with_hits))
-            chosen, left_out = _best_kept(self.kept, self.kept_rank, limit)
+            # every kept note is checked before the limit is applied: one a forget or expire took while the planner
+            # ran leaves its place to the best-ranked note left out, as if it had never been kept
+            still, self.withheld = self._still_stored(list(self.kept.values()), "evidence")
+            checked = True
+            chosen, left_out = _best_kept({b.id: b for b in still}, self.kept_rank, limit)
             blocks = _chronological(chosen)
         elif self.last_shown:
             path, limit = "last_search", per_search
@@ -765,7 +771,8 @@ class PlannerRun:
             blocks = self._index_search(
                 self.question, top_k=limit, options=self.options, date_from=self.outer[0], date_to=self.outer[1]
             )
-        blocks, self.withheld = self._still_stored(blocks, "evidence")
+        if not checked:
+            blocks, self.withheld = self._still_stored(blocks, "evidence")
         if self.forgotten is not None:  # what it prints and returns beside the evidence quotes none of it either
             self.events[:] = self.forgotten(self.events)
         blocks = _ranked(blocks)

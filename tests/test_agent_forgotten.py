@@ -284,3 +284,26 @@ def test_a_provider_error_quoting_a_hit_forgotten_while_it_ran_is_withheld(cli, 
     llm_server.play(SEARCH, echo)  # nothing forgotten: the provider's message as ever
     r = agent_cli(cli, llm_server, "--json")
     assert r.exit_code == 5 and "content policy on" in " ".join(r.output.split())
+
+
+def test_a_kept_note_forgotten_while_the_planner_ran_leaves_its_place_to_the_best_note_left_out(
+    cli, store, db_path, llm_server
+):
+    """Three hikes kept, room for two (-k 2): the best-ranked one is forgotten while the planner waits on the model.
+    The note left out takes its place — before, the evidence held one block and a slot stayed empty."""
+    add(store, "alice", "rainier", ("user", "Caroline: hiking hiking hiking at Mount Rainier", T0))
+    add(store, "alice", "tahoe", ("user", "Caroline: hiking hiking by the lake at Tahoe", T0 + DAY))
+    add(store, "alice", "zion", ("user", "Caroline: hiking once, at Zion in the canyon", T0 + 2 * DAY))
+    llm_server.play(SEARCH, '{"action": "take_note", "results": [1, 2, 3]}', forgetting(db_path, session_id="rainier"))
+    r = agent_cli(cli, llm_server, "-k", "2", "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    trace = {e["kind"]: e for e in found["trace"]}
+    shown = [h["session_id"] for h in trace["search"]["data"]["hits"]]
+    assert shown == ["rainier", "tahoe", "zion"]  # (the ranks the test is about: the first is forgotten)
+    assert [b["content"].split("] ", 1)[1] for b in found["data"]] == [
+        "user: Caroline: hiking hiking by the lake at Tahoe",
+        "user: Caroline: hiking once, at Zion in the canyon",
+    ]
+    assert trace["evidence"]["data"]["limit"] == 2 and "left_out" not in trace["evidence"]["data"]
+    assert found["withheld"]["blocks"] == 1
