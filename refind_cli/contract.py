@@ -636,8 +636,11 @@ def parse_when(value: object, name: str, *, end: bool = False) -> int | None:
             return _bound_ms(int(text), name, text)
     try:
         return parse_date(text, end=end)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{name}: {exc.message}") from None
+    except InvalidInput:
+        raise InvalidInput(
+            f"{name}: date {text!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, an ISO 8601 time such "
+            "as 2023-05-08T13:56, or Unix ms"
+        ) from None
 
 
 def _bound_ms(number: int, name: str, given: str) -> int:

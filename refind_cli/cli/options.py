@@ -39,8 +39,23 @@ DbOption = Annotated[
         show_default=True,
     ),
 ]
-UserOption = Annotated[str, typer.Option("--user", "-u", help="The user whose memory to use (the isolation key).")]
-OptionalUserOption = Annotated[str | None, typer.Option("--user", "-u", help="Limit to this user.")]
+
+
+def a_user(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """An empty or blank --user is refused (exit 2) by every command, as `search` and `expire` refused it: `export`
+    and `forget` answered "nothing … for user ''" (exit 4) of `--user "$U"` with U unset, and `inspect searches`
+    listed every user's."""
+    if value is not None and not value.strip() and not ctx.resilient_parsing:
+        from ..contract import empty_text
+
+        raise empty_text("--user", value, "" if param.required else " (leave the flag out for every user)")
+    return value
+
+
+UserOption = Annotated[
+    str, typer.Option("--user", "-u", callback=a_user, help="The user whose memory to use (the isolation key).")
+]
+OptionalUserOption = Annotated[str | None, typer.Option("--user", "-u", callback=a_user, help="Limit to this user.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of rich output.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 

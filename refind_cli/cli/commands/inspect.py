@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import render
-from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, open_existing
+from ..options import DEFAULT_DB, DbOption, JsonOption, RetentionOption, a_user, open_existing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -197,7 +197,9 @@ def turn(
 @inspect_app.command("events")
 def events(
     ctx: typer.Context,
-    user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's events.")] = None,
+    user_id: Annotated[
+        str | None, typer.Option("--user", "-u", callback=a_user, help="Only this user's events.")
+    ] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: add, forget, expire, migrate.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Newest N events (0 = all).")] = 100,
     db: DbOption = DEFAULT_DB,
@@ -215,7 +217,9 @@ def events(
 @inspect_app.command("tombstones")
 def tombstones(
     ctx: typer.Context,
-    user_id: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's tombstones.")] = None,
+    user_id: Annotated[
+        str | None, typer.Option("--user", "-u", callback=a_user, help="Only this user's tombstones.")
+    ] = None,
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
