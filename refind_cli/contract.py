@@ -192,6 +192,37 @@ def refuse_lone_surrogates(value: Any, at: str) -> None:
             refuse_lone_surrogates(item, key if at == "request" else f"{at}.{key}")
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in decoded text a surrogate is always unpaired (pairs decode whole)
+
+
+def mend_lone_surrogates(obj: Any) -> tuple[Any, tuple[str, ...]]:
+    """``obj`` (an Add request, or a replay's message line) with each unpaired UTF-16 surrogate in a message's text
+    as U+FFFD, as a WHATWG encoder writes one, and a note per message so mended; anything else holding one (an id, a
+    role, a key) is refused by :func:`refuse_lone_surrogates`. A sender that cuts long messages by UTF-16 units (the
+    platform's ~8,000-character cut; JavaScript's ``slice``) leaves half an emoji at the cut, which its JSON escapes
+    ("\\ud83d"): a refusal lost the whole Add, which the platform does not retry. ``obj`` itself is not changed."""
+    notes: list[str] = []
+
+    def mended(message: Any, at: str) -> Any:
+        text = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(text, str) or not (lone := LONE_SURROGATE.findall(text)):
+            return message
+        seen = list(dict.fromkeys(lone))
+        halves = ", ".join(f"\\u{ord(c):04x}" for c in seen[:3]) + (", …" if len(seen) > 3 else "")
+        notes.append(
+            f"{at}content: {len(lone)} unpaired UTF-16 surrogate{'s' if len(lone) > 1 else ''} ({halves}: half a "
+            f"character{' each' if len(lone) > 1 else ''}) stored as U+FFFD"
+        )
+        return {**message, "content": LONE_SURROGATE.sub("\ufffd", text)}
+
+    if isinstance(obj, dict) and isinstance(messages := obj.get("messages"), list):
+        obj = {**obj, "messages": [mended(m, f"messages[{i}].") for i, m in enumerate(messages)]}
+    elif isinstance(obj, dict):
+        obj = mended(obj, "")
+    refuse_lone_surrogates(obj, "request")
+    return obj, tuple(notes)
+
+
 def _require_str(obj: dict[str, Any], key: str, where: str = "") -> str:
     name = f"{where}{key}"
     if key not in obj or obj[key] is None:
@@ -394,8 +425,9 @@ def parse_message(obj: Any, where: str, notes: list[str] | None = None) -> tuple
     return Message(role=role, content=content, timestamp=ts), unknown
 
 
-def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
-    """Validate one Add request body. Unknown fields are kept as names in ``unknown_fields`` (refused if strict)."""
+def parse_add(obj: Any, *, strict: bool = False, notes: Sequence[str] = ()) -> AddRequest:
+    """Validate one Add request body. Unknown fields are kept as names in ``unknown_fields`` (refused if strict);
+    ``notes``: what was read leniently before (:func:`mend_lone_surrogates`), kept first in ``normalized``."""
     if not isinstance(obj, dict):
         raise InvalidInput(f"request: must be a JSON object, got {_json_type(obj)}")
     request_id = check_id("request_id", _require_str(obj, "request_id"))
@@ -415,7 +447,7 @@ def parse_add(obj: Any, *, strict: bool = False) -> AddRequest:
         )
     unknown = [k for k in obj if k not in ADD_FIELDS]
     messages = []
-    notes: list[str] = []
+    notes = list(notes)
     for i, item in enumerate(raw):
         if type(item) is dict and item.keys() <= MESSAGE_FIELDS:  # the usual message, checked in one go
             role, content, ts = item.get("role"), item.get("content"), item.get("timestamp")

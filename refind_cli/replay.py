@@ -62,9 +62,9 @@ from .contract import (
     empty_text,
     exported_bytes,
     long_number,
+    mend_lone_surrogates,
     parse_add,
     parse_message,
-    refuse_lone_surrogates,
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
@@ -666,9 +666,10 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except ValueError:  # an integer past Python's digit limit
             yield LineError(n, long_number(), regroups=True)
             continue
+        mended: tuple[str, ...] = ()
         if SURROGATE_ESCAPE.search(text):
             try:
-                refuse_lone_surrogates(obj, "request")
+                obj, mended = mend_lone_surrogates(obj)  # half an emoji in a message's text: U+FFFD, noted
             except InvalidInput as exc:
                 yield LineError(n, exc.message, regroups=_regroups(obj))
                 continue
@@ -678,7 +679,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         if isinstance(obj, dict) and "messages" in obj:
             yield from flush()
             try:
-                request = parse_add(obj, strict=strict)
+                request = parse_add(obj, strict=strict, notes=mended)
             except InvalidInput as exc:
                 yield LineError(n, exc.message)  # an Add request: its own request, never grouped
                 continue
@@ -695,6 +696,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             continue
         try:
             line_key, message, unknown, notes = _parse_message_line(obj, strict=strict)
+            notes[:0] = mended
         except InvalidInput as exc:
             yield LineError(n, exc.message, regroups=_regroups(obj))
             continue

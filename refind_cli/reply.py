@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contract import LONE_SURROGATE
 from .model import ToolCall
 
 ACTIONS = ("search_chatrecord", "take_note", "finish_search")
@@ -157,14 +158,11 @@ def _decode(text: str, start: int, form: str | None) -> Any:
 _LONG_NUMBER = "a number too long to read"
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def unicode(value: Any) -> Any:
     """``value`` with each unpaired UTF-16 surrogate in its text as U+FFFD. JSON may escape one ("\\ud800"), which
     decodes to a string that is not Unicode: neither the trace (UTF-8 in SQLite) nor the next request could hold it."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
         return [unicode(v) for v in value]
     if isinstance(value, dict):

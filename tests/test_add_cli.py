@@ -332,22 +332,41 @@ def test_message_lines_group_by_session_in_runs_of_twenty(cli, db_path, tmp_path
     assert sorted(s[0] for s in sizes) == [1, 5, 20, 20]
 
 
-def test_unpaired_surrogate_escape_is_a_line_error_not_a_crash(cli, db_path, tmp_path) -> None:
+def test_half_an_emoji_in_a_message_is_stored_as_a_replacement_character_and_noted(cli, db_path, tmp_path) -> None:
+    """A sender cutting long messages by UTF-16 units leaves half an emoji at the cut, which JSON escapes: the line
+    was refused, and every message of its request lost with it. Message text is mended (U+FFFD, as a WHATWG encoder
+    writes one) and warned about; an id holding one is still refused (mending could make two ids one)."""
     path = jsonl(
         tmp_path / "u.jsonl",
         add_line("ok"),
-        '{"request_id": "r2", "user_id": "u1", "session_id": "s1", '
-        '"messages": [{"role": "user", "content": "broken \\udc80 text"}]}',
-        '{"request_id": "r3", "user_id": "u1", "session_id": "s1", '
+        '{"request_id": "r2", "user_id": "u1", "session_id": "s1", "messages": [{"role": "user", "content": '
+        '"I live in Lisbon"}, {"role": "assistant", "content": "cut here \\ud83d"}]}',
+        '{"user_id": "u1", "session_id": "s2", "role": "assistant", "content": "\\ude00 and on \\udc80 \\udc81"}',
+        '{"request_id": "r3", "user_id": "u\\ud800", "session_id": "s1", "messages": [{"role": "user", "content": "x"}]}',
+        '{"request_id": "r4", "user_id": "u1", "session_id": "s1", '
         '"messages": [{"role": "user", "content": "paired \\ud83d\\ude00 emoji"}]}',
     )
     result = cli("add", "--file", path, "--json")
     summary = json.loads(result.output)
     assert result.exit_code == 2
     assert summary["problems"] == [
-        f"{path}:2: messages[0].content: contains an unpaired UTF-16 surrogate (\\udc80), which is not Unicode text"
+        f"{path}:4: user_id: contains an unpaired UTF-16 surrogate (\\ud800), which is not Unicode text"
     ]
-    assert sorted(r[3] for r in rows(db_path)) == ["hello", "paired 😀 emoji"]
+    assert summary["warnings"] == [
+        f"{path}:2: messages[1].content: 1 unpaired UTF-16 surrogate (\\ud83d: half a character) stored as U+FFFD",
+        f"{path}:3: content: 3 unpaired UTF-16 surrogates (\\ude00, \\udc80, \\udc81: half a character each) stored "
+        "as U+FFFD",
+    ]
+    assert summary["normalized"] == 2
+    assert sorted(r[3] for r in rows(db_path)) == [
+        "I live in Lisbon",
+        "cut here \ufffd",
+        "hello",
+        "paired 😀 emoji",
+        "\ufffd and on \ufffd \ufffd",
+    ]
+    again = json.loads(cli("add", "--file", path, "--json").output)  # the same line again: an identical replay
+    assert (again["requests_added"], again["duplicates"]) == (0, 4)
 
 
 def test_a_message_said_again_in_a_later_group_is_stored_again_and_a_rerun_stores_nothing(

@@ -398,18 +398,33 @@ def test_the_retention_sweep_deletes_expired_rows_while_serving(make_client, db_
     assert remaining == ["new"]
 
 
-def test_an_unpaired_surrogate_is_a_precise_422_and_a_real_pair_is_stored(client):
-    lone = (
-        b'{"request_id": "r", "user_id": "u", "session_id": "s", '
-        b'"messages": [{"role": "user", "content": "a \\udc00"}]}'
+def test_half_an_emoji_is_stored_as_a_replacement_character_and_an_id_holding_one_is_a_precise_422(client, caplog):
+    """The platform cuts messages over ~8,000 characters; a cut by UTF-16 units leaves half an emoji, escaped in the
+    JSON. A 422 lost the whole Add (the platform does not retry one): the text is stored with U+FFFD, and logged."""
+    json_type = {"content-type": "application/json"}
+    cut = (
+        b'{"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": '
+        b'"I live in Lisbon"}, {"role": "assistant", "content": "cut here \\ud83d"}, {"role": "assistant", '
+        b'"content": "\\ude00 and on"}]}'
     )
-    response = client.post("/v1/memories/add", content=lone, headers={"content-type": "application/json"})
+    with caplog.at_level(logging.INFO, logger="refind.server"):
+        assert client.post("/v1/memories/add", content=cut, headers=json_type).status_code == 200
+    assert "add normalized 2 value(s): messages[1].content (half a character as U+FFFD); messages[2].content" in (
+        caplog.text
+    )
+    found = [r["content"] for r in search(client, "Lisbon cut here and on", user_id="u", top_k=5).json()["data"]]
+    assert "I live in Lisbon" in "".join(found) and "cut here \ufffd" in "".join(found)
+    assert "\ufffd and on" in "".join(found)
+    pair = cut.replace(b'"r"', b'"r2"').replace(b"\\ud83d", b"\\ud83d\\ude00")
+    assert client.post("/v1/memories/add", content=pair, headers=json_type).status_code == 200
+    lone_id = cut.replace(b'"user_id": "u"', b'"user_id": "u\\udc00"')
+    response = client.post("/v1/memories/add", content=lone_id, headers=json_type)
     assert response.status_code == 422
-    assert response.json()["error"]["message"].startswith("messages[0].content: contains an unpaired UTF-16 surrogate")
-    pair = lone.replace(b"\\udc00", b"\\ud83d\\ude00")
-    assert (
-        client.post("/v1/memories/add", content=pair, headers={"content-type": "application/json"}).status_code == 200
-    )
+    assert response.json()["error"]["message"].startswith("user_id: contains an unpaired UTF-16 surrogate (\\udc00)")
+    lone_query = b'{"user_id": "u", "query": "Lisbon \\ud800", "top_k": 5}'
+    response = client.post("/v1/memories/search", content=lone_query, headers=json_type)
+    assert response.status_code == 422
+    assert response.json()["error"]["message"].startswith("query: contains an unpaired UTF-16 surrogate (\\ud800)")
     assert client.head("/health").status_code == 200
 
 

@@ -38,11 +38,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from .. import settings as defaults
-from ..contract import SEARCH_MODES, SearchRequest, empty_text, parse_add, parse_search
+from ..contract import SEARCH_MODES, SearchRequest, empty_text
 from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, iso_time, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, failure, load_json
+from .asgi import MB, BodyLimit, RequestLog, error_response, failure, read_add, read_search
 from .dbpool import GroupWriter, SerialStore, StorePool, check_same_file, file_key, open_anew
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
@@ -171,16 +171,16 @@ class Runtime:
 
     # -- what the routes do --
 
-    async def parse(self, parse: Callable[[Any], T], body: bytes) -> T:
+    async def parse(self, read: Callable[[bytes], T], body: bytes) -> T:
         """Small bodies are parsed on the event loop (no thread hop); big ones in a worker thread."""
         if len(body) <= INLINE_PARSE_BYTES:
-            return parse(load_json(body))
+            return read(body)
         import anyio.to_thread
 
-        return await anyio.to_thread.run_sync(lambda: parse(load_json(body)), limiter=self.parse_limiter)
+        return await anyio.to_thread.run_sync(lambda: read(body), limiter=self.parse_limiter)
 
     async def add(self, body: bytes) -> dict[str, Any]:
-        request = await self.parse(parse_add, body)
+        request = await self.parse(read_add, body)
         if request.normalized:  # field names and how they were read; never content, ids or values of text
             log.info("add normalized %d value(s): %s", len(request.normalized), "; ".join(_fields(request.normalized)))
         outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
@@ -195,7 +195,7 @@ class Runtime:
 
     async def search(self, body: bytes) -> bytes:
         """The search response, already encoded (top_k 100 blocks can be megabytes: not on the event loop)."""
-        request = await self.parse(parse_search, body)
+        request = await self.parse(read_search, body)
         if request.normalized:
             log.info("search normalized: %s", "; ".join(_fields(request.normalized)))
         asked_at = time.perf_counter()  # agent mode's deadline counts from here: a wait for a searcher thread too
@@ -328,6 +328,8 @@ def _fields(notes: tuple[str, ...]) -> list[str]:
             if "fraction" in how
             else "no said-at"
             if "no said-at" in how
+            else "half a character as U+FFFD"
+            if "U+FFFD" in how
             else "clamped"
         )
         out.append(f"{name} ({kind})")

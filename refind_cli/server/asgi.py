@@ -21,9 +21,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..contract import (
     MAX_CONTAINERS,
     SURROGATE_ESCAPE,
+    AddRequest,
     DuplicateKey,
+    SearchRequest,
     containers_over_limit,
     long_number,
+    mend_lone_surrogates,
+    parse_add,
+    parse_search,
     refuse_lone_surrogates,
     unique_keys,
 )
@@ -78,9 +83,25 @@ def load_json(body: bytes) -> Any:
         raise InvalidInput("request: the body nests too deeply") from None
     except ValueError:  # an integer past Python's limit on digits (int_max_str_digits)
         raise InvalidInput(f"request: the body holds {long_number()}") from None
+    return data
+
+
+def read_add(body: bytes) -> AddRequest:
+    """An Add request body read: half an emoji in a message's text (a cut) mended and noted, as a replay does."""
+    data = load_json(body)
+    mended: tuple[str, ...] = ()
+    if SURROGATE_ESCAPE.search(body):
+        data, mended = mend_lone_surrogates(data)
+    return parse_add(data, notes=mended)
+
+
+def read_search(body: bytes) -> SearchRequest:
+    """A Search request body read (a query holding half a character is refused: nothing is lost, the caller asks
+    again)."""
+    data = load_json(body)
     if SURROGATE_ESCAPE.search(body):
         refuse_lone_surrogates(data, "request")
-    return data
+    return parse_search(data)
 
 
 def error_body(kind: str, message: str) -> dict[str, Any]:
