@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import InvalidInput
+from .signals import sigterm_as_ctrl_c
 
 
 @contextmanager
@@ -34,9 +35,10 @@ def whole_file(output: Path, *, option: str, example: str) -> Iterator[TextIO]:
     except OSError as exc:
         raise InvalidInput(f"{option}: cannot write in folder {folder}: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            yield out
-        os.replace(tmp, output)
-    except BaseException:
+        with sigterm_as_ctrl_c():
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+                yield out
+            os.replace(tmp, output)
+    except BaseException:  # (SIGTERM too: a partial copy of a user's messages left hidden, out of a forget's reach)
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -19,6 +19,7 @@ from typing import Any
 from . import index_store, migrations, tokenize, trace
 from .errors import CorruptDatabase, DiskFull, RefindError
 from .settings import busy_timeout_s
+from .signals import sigterm_as_ctrl_c
 from .store import no_database, reading_uri, sqlite_filename, storage_error
 
 
@@ -118,6 +119,12 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
     for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads, truncates or deletes these on the next open
         if target.resolve() == database.with_name(database.name + suffix):
             raise RefindError(f"{target} is the name of the database's {suffix} file; give another path")
+    with sigterm_as_ctrl_c():  # a SIGTERM's exit left the partial copy, every user's messages, hidden beside target
+        return _copy(path, target)
+
+
+def _copy(path: Path, target: Path) -> dict[str, Any]:
+    """The checked copy of :func:`backup`, made under a hidden name and published, or nothing left behind."""
     try:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     except OSError as exc:

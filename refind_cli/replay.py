@@ -68,6 +68,7 @@ from .contract import (
     unique_keys,
 )
 from .errors import FileReplaced, Forgotten, InvalidInput, RefindError
+from .signals import Terminated, sigterm_as_ctrl_c
 from .store import Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
@@ -164,33 +165,6 @@ class Interrupted(KeyboardInterrupt):
         summary.interrupted = True
         summary.stopped_by = stopped_by
         self.summary = summary
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (timeout, systemd, docker stop) during a replay: handled as Ctrl-C is."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated
-
-
-@contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM raises as Ctrl-C does while a replay runs (in the main thread, where Python runs signal handlers; a
-    process that handles SIGTERM itself keeps its handler): the batch in progress rolls back, the reader process is
-    ended and reaped, the summary says what was stored. (Python's default for SIGTERM ended the process at once: no
-    summary, the reader left a zombie until reaped.)"""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
-        signal.SIG_DFL,
-        None,
-    ):
-        yield
-        return
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Counting:
@@ -897,12 +871,12 @@ def replay(
     name = "<stdin>" if path == "-" else path
     summary = ReplaySummary(source=name, once=path == "-" or is_stream(path))
     try:
-        with _sigterm_as_ctrl_c():
+        with sigterm_as_ctrl_c():
             return _replay(store, path, name, summary, strict, batch_size, on_progress, on_problem, parallel)
     except KeyboardInterrupt as exc:  # after the reader process and the transaction in progress were ended
         if isinstance(exc, Interrupted):
             raise
-        raise Interrupted(summary, "SIGTERM" if isinstance(exc, _Terminated) else "Ctrl-C") from exc
+        raise Interrupted(summary, "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C") from exc
 
 
 def _replay(

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InvalidInput, RefindError, StorageError
+from ..signals import Terminated
 from .options import ARGS, CURRENT_DB
 from .plain import escape_what_cannot_be_written
 
@@ -86,6 +87,9 @@ class RefindGroup(TyperGroup):
             message = escape(printable(exc.message))  # an id or a value it quotes must not drive the terminal
             error_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
+        except Terminated:  # (signals.py: a file being written was removed, as on Ctrl-C; click said "Aborted!", 1)
+            print("stopped by SIGTERM; the file it was writing was removed", file=sys.stderr)
+            raise typer.Exit(143) from None
 
 
 def _refuse_repeats(ctx: Any, name: str | None, command: Any, args: list[str]) -> None:

@@ -1,0 +1,41 @@
+"""SIGTERM handled as Ctrl-C while refind writes something a kill must not leave half-done.
+
+Python's default for SIGTERM (``timeout``, systemd, ``docker stop``) ends the process at once: no ``finally`` runs,
+so a replay left no summary and a zombie reader, and ``export --output`` / ``backup`` left their hidden partial file
+beside the target — a copy of a user's messages that a later ``forget`` never reaches. While a block runs under
+:func:`sigterm_as_ctrl_c`, SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``), and every cleanup runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a block under :func:`sigterm_as_ctrl_c` ran: handled as Ctrl-C is (exit status 143)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while the block runs — in the main thread, where Python runs signal
+    handlers; elsewhere, or in a process that handles SIGTERM itself (a server, an embedding program), nothing
+    changes. Nested blocks keep the outer one's handler."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
+        signal.SIG_DFL,
+        None,
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
