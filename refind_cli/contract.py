@@ -290,7 +290,12 @@ def number_text(text: str) -> int | float | None:
     return float(stripped) if "." in stripped else int(stripped)
 
 
-_ZONED = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?(?:Z|[+-]\d\d:?\d\d)", re.ASCII)
+# RFC 3339's form (its T and Z in either case, §5.6) and ISO 8601's basic one (20240310T100000Z), each with its zone
+_ZONED = re.compile(
+    r"(?:\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?|\d{8}[Tt]\d{4}(?:\d\d(?:\.\d{1,9})?)?)"
+    r"(?:[Zz]|[+-]\d\d:?\d\d)",
+    re.ASCII,
+)
 
 
 def _zoned_time(text: str) -> int | None:
@@ -300,8 +305,8 @@ def _zoned_time(text: str) -> int | None:
     if len(raw) > 40 or not _ZONED.fullmatch(raw):
         return None
     try:
-        return parse_date(raw)
-    except InvalidInput:  # (a month 13, a 25th hour)
+        return parse_date(raw.upper())
+    except InvalidInput:  # (a month 13, a 25th hour; a leap second, :60, which Python's datetime cannot hold)
         return None
 
 

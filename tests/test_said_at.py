@@ -202,6 +202,9 @@ def test_memory_add_reads_at_as_a_timestamp_is_read(tmp_path: Path) -> None:
         (f"{MS}.5", MS, "messages[0].timestamp (string); messages[0].timestamp (fraction dropped)"),
         ("2023-11-14T22:13:20Z", MS, "messages[0].timestamp (ISO time)"),  # one instant: read (a probe of round 25)
         ("2023-11-15 06:13:20.000+08:00", MS, "messages[0].timestamp (ISO time)"),
+        ("2023-11-14t22:13:20z", MS, "messages[0].timestamp (ISO time)"),  # RFC 3339 §5.6: either case (a probe)
+        ("20231114T221320Z", MS, "messages[0].timestamp (ISO time)"),  # ISO 8601's basic form
+        ("20231115T061320.000+0800", MS, "messages[0].timestamp (ISO time)"),
     ],
 )
 def test_http_reads_a_number_or_a_zoned_time_sent_as_a_string(
