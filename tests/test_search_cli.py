@@ -269,3 +269,15 @@ def test_characters_that_reorder_text_on_screen_and_a_lone_carriage_return_are_s
         assert "\u200c" in r.output and "\u200d" in r.output, args
     r = cli("inspect", "events", "--user", "u")
     assert "\u202e" not in r.output and "s\\u202e1" in r.output
+
+
+def test_ids_that_differ_by_white_space_at_an_end_are_shown_apart(cli):
+    # "alice " and "alice" are two users (ids are exact): a table showed both rows alike (a probe)
+    for user in ("bob", "bob ", "\u3000bob"):
+        assert cli("add", "quagga", "--user", user, "--session", "s").exit_code == 0
+    r = cli("inspect", "users")
+    assert r.exit_code == 0, r.output
+    rows = [line.split("│")[1].strip() for line in r.output.splitlines() if "quagga" not in line and "│" in line]
+    assert {"bob", "bob\\x20", "\\u3000bob"} <= set(rows), rows
+    r = cli("inspect", "searches", "--user", "a\nb")  # (the one line that showed an id unescaped)
+    assert r.exit_code == 0 and r.output == "no stored agent searches for user a\\x0ab\n", r.output

@@ -368,10 +368,15 @@ TABLE_MAX_MESSAGES = 1_000  # … or more messages than this: each row costs ~0.
 _LINE_BREAKS = re.compile(r"[\n\r\t]")
 
 
+_EDGE_SPACES = re.compile(r"^\s+|\s+$")
+
+
 def plain_id(text: str) -> str:
     """An id on a plain-text line: every control character escaped, line breaks and tabs too (an id never spans
-    lines, so a stored "\r" or "\n" cannot draw a line of its own)."""
-    return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", printable(text))
+    lines, so a stored "\r" or "\n" cannot draw a line of its own), and white space at either end ("alice " and
+    "alice" are two users, which a table showed alike)."""
+    shown = _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", printable(text))
+    return _EDGE_SPACES.sub(lambda m: re.sub(r"\s", _escaped, m.group()), shown)
 
 
 def _plain_content(text: str) -> str:

@@ -45,7 +45,9 @@ def searches(
         render.print_json({"searches": [r.summary() for r in rows]})
         return
     if not rows:
-        render.console().print("no stored agent searches" + (f" for user {user}" if user else ""), markup=False)
+        render.console().print(
+            "no stored agent searches" + (f" for user {render.plain_id(user)}" if user else ""), markup=False
+        )
         return
     from .. import render_trace
 
