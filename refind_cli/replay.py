@@ -1101,7 +1101,7 @@ def _read_ahead(chunks: Iterator[Chunk], parallel: bool) -> Iterator[Iterator[Ch
         while True:
             try:
                 message = receive.recv()
-            except EOFError:
+            except (EOFError, OSError):  # (OSError: it died inside a message, "got end of file during message")
                 raise _ReaderGone(wait()) from None
             if message is None:  # the file's end: the reader exits now
                 wait()

@@ -134,3 +134,28 @@ def test_a_reader_process_killed_is_said_so_not_blamed_on_the_file(tmp_path: Pat
         "before it: 2 requests (2 messages), kept; <stdin> cannot be read again, and its lines after line 2 were not "
         "stored: give refind add those lines again (or the whole input: what is stored is skipped)"
     ), out + err
+
+
+def test_a_reader_process_that_dies_inside_a_message_is_said_so_not_a_traceback(tmp_path: Path) -> None:
+    """Killed while it sent a batch (a probe's kill -9, 2 of 4 tries), the reader left half a message in the pipe:
+    the writer's receive raised OSError, which escaped as a traceback with no summary. Here the reader writes half a
+    message itself and exits, so the test does not depend on when a kill lands."""
+    import gc
+    import struct
+    from multiprocessing.connection import Connection
+
+    from refind_cli import replay as replay_module
+
+    def chunks():
+        yield ["a whole chunk"]
+        (send,) = [c for c in gc.get_objects() if isinstance(c, Connection) and not c.closed and c.writable]
+        send._send(struct.pack("!i", 1000) + b"half a message")  # (the reader process: Connection's own framing)
+        os._exit(9)
+
+    with replay_module._read_ahead(chunks(), parallel=True) as received:
+        assert next(received) == ["a whole chunk"]
+        with pytest.raises(replay_module._ReaderGone) as gone:
+            next(received)
+    assert gone.value.message == (
+        "the replay's reader process (which reads the file ahead of the writer) ended (exit code 9)"
+    )
