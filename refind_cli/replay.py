@@ -1472,7 +1472,9 @@ def _grown(
     is compared with the request stored next after what precedes it in the file (``seen.last``: each session's last
     request of this replay, in file order; the session's first request when nothing does): when that request begins
     with exactly its messages (role, content and said-at, each said-at the only one of its millisecond in the session)
-    and holds more, they are known as part of it and not stored again."""
+    and holds more, they are known as part of it and not stored again. Where nothing stored precedes it in the file (it
+    is its session's first there, or follows a piece forgotten since), its messages are looked up by their said-ats
+    (:func:`_held_already`)."""
     fresh, last = seen.fresh, seen.last
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
@@ -1524,11 +1526,13 @@ def _grown(
     chains = _Chains(store) if looked else None
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
+    batched: set[str] = set()  # the ids of the requests of ``out``: stored with this batch, none of them yet
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
         key = hash((item.request.user_id, item.request.session_id))
         if not item.auto:
             out.append(item)
             last[key] = item.request.request_id
+            batched.add(last[key])
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
@@ -1557,8 +1561,10 @@ def _grown(
         if split is None:
             held = None
             if place in opened and req.request_id not in known.get(req.user_id, {}):
-                held = _held_already(store, req.user_id, req.session_id, last.get(key), req.messages)
-            if held is not None:  # the start of a group stored already: a shorter, older copy of the log
+                held = _held_already(
+                    store, req.user_id, req.session_id, last.get(key), req.messages, batched, stones[req.user_id]
+                )
+            if held is not None:  # messages stored already: a shorter, older copy of the log
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
                 last[key] = held
                 continue
@@ -1568,15 +1574,19 @@ def _grown(
                 continue
             out.append(item)
             last[key] = req.request_id
+            batched.add(last[key])
             continue
         pieces += [(item, piece) for piece in split.known]
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
             stop = split.again.stop
             head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
             out.append(Ready(prepare(head), item.first_line, item.lines[stop - 1], (), ()))
+            batched.add(head.request_id)
         after = split.known[-1].request_id if split.known else None
-        held = after and _held_already(store, req.user_id, req.session_id, after, req.messages[split.start :])
-        if held:  # what follows the known part began a request stored already: an older copy of the log
+        held = after and _held_already(
+            store, req.user_id, req.session_id, after, req.messages[split.start :], batched, stones[req.user_id]
+        )
+        if held:  # what follows the known part (stored or forgotten) is stored already: an older copy of the log
             pieces.append((item, Piece(split.start, len(req.messages), held, None)))
             last[key] = held
             continue
@@ -1589,31 +1599,60 @@ def _grown(
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
         last[key] = split.request_id
+        batched.add(last[key])
     return out, pieces
 
 
-def _held_already(store: Store, user: str, session: str, after: str | None, said: Sequence[Said]) -> str | None:
-    """The id of the request stored next in this session after ``after`` (its first when None) when it begins with
-    exactly these messages and holds more — they were stored as part of it (:func:`_grown`); else None.
+def _held_already(
+    store: Store, user: str, session: str, after: str | None, said: Sequence[Said], batched: set[str], stones: bool
+) -> str | None:
+    """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
+    next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
+    more — they were stored as part of it. When it does not and no message of ``after`` is stored, nor will be with
+    this batch (``batched``, less what a tombstone names — ``stones``: the user has one), the group is its session's
+    first in the file or follows a piece forgotten since: then the request each message is stored in, found by
+    its said-at (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, or a copy of a second log that
+    went on with a session. (Only there: that looks through the session's messages, the other at one request.)
 
     Only messages whose said-at tells them apart are matched: each carries one, and no other message of the session
     was said at that millisecond. Without timestamps, or with coarse ones (a session's date on every line), a new "ok"
     is the old "ok" word for word — a new day's log begun like the last (found by a review) — so such a group is
     stored: a duplicate at worst, never a message lost."""
     times = [m[2] for m in said if m[2] is not None]
-    if len(said) >= GROUP_SIZE or len(times) < len(said) or len(set(times)) < len(times):
-        return None  # (no stored group is longer than a full one)
-    found = store.request_after(user, session, after, count=len(said))
-    if found is None:
+    if len(set(times)) < len(said):
         return None
-    request_id, total, stored = found
-    if total <= len(said) or not request_id.startswith(("auto-", CHAINED)):
-        return None  # (the same length: its own id, known or not, says whether it is stored)
-    if [tuple(m) for m in said] != stored or not store.said_once(user, session, times):
+    found = store.request_after(user, session, after, count=len(said)) if len(said) < GROUP_SIZE else None
+    if found is not None:  # (no stored group is longer than a full one)
+        request_id, total, stored = found
+        if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
+            # (the same length: its own id, known or not, says whether it is stored)
+            return _stored_by_said_at(store, user, session, said, times)
+    if after is not None:
+        if after in batched:  # stored with this batch, unless it was forgotten (refused)
+            if not stones or store.known_requests(user, [after]).get(after) is None:
+                return None
+        elif store.holds_request(user, after):
+            return None
+    return _stored_by_said_at(store, user, session, said, times)
+
+
+def _stored_by_said_at(store: Store, user: str, session: str, said: Sequence[Said], times: list[int]) -> str | None:
+    """The id of the request the last of these messages is stored in when each is stored — the only message of the
+    session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
+    kept (stored past retention counts as not stored: stored again, as a whole group would be); else None."""
+    stored = store.said_at_times(user, session, times)
+    if len(stored) < len(said):
         return None
-    if request_id not in store.known_requests(user, [request_id]):
-        return None  # (stored past retention counts as not stored: stored again, as a whole group would be)
-    return request_id
+    held: list[str] = []
+    for (role, content, _), at in zip(said, times):
+        n, request_id, kept_role, kept = stored[at]
+        if n != 1 or kept_role != role or kept != content or not request_id.startswith(("auto-", CHAINED)):
+            return None
+        held.append(request_id)
+    requests = list(dict.fromkeys(held))
+    if len(store.known_requests(user, requests)) < len(requests):
+        return None
+    return held[-1]
 
 
 COPY = ""  # a Piece's request id where its messages are a copy of forgotten ones (_copy_of_forgotten): no id known

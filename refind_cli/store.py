@@ -1107,16 +1107,26 @@ class Store:
         ).fetchall()
         return row[0], (total[0] if total else len(said)), [tuple(r) for r in said]
 
-    def said_once(self, user_id: str, session_id: str, times: Sequence[int]) -> bool:
-        """Whether each of these said-at times is that of exactly one stored message of this session (so that a
-        message is told apart by its time: not a coarse one, a day's date on every line)."""
-        wanted = set(times)
+    def holds_request(self, user_id: str, request_id: str) -> bool:
+        """Whether a message of this request of this user is stored."""
+        row = self.conn.execute(
+            "SELECT 1 FROM messages WHERE user_id = ? AND request_id = ? LIMIT 1", (user_id, request_id)
+        ).fetchone()
+        return row is not None
+
+    def said_at_times(
+        self, user_id: str, session_id: str, times: Sequence[int]
+    ) -> dict[int, tuple[int, str, str, str]]:
+        """The stored messages of this session said at these times: said-at → (how many were said then, and one's
+        request id, role and content). Where a replay looks for a group's messages stored already (a shorter, older
+        copy of a log): a message is told apart by its said-at when it is the only one of its session said then."""
+        wanted = sorted(set(times))
         rows = self.conn.execute(
-            "SELECT said_at, count(*) FROM messages WHERE user_id = ? AND session_id = ? "
+            "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
             f"AND said_at IN ({','.join('?' * len(wanted))}) GROUP BY said_at",
             [user_id, session_id, *wanted],
-        ).fetchall()
-        return len(rows) == len(wanted) and all(n == 1 for _, n in rows)
+        )
+        return {int(t): (int(n), rid, role, content) for t, n, rid, role, content in rows}
 
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
         """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,

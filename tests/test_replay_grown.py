@@ -501,3 +501,73 @@ def test_an_older_copy_whose_session_another_replay_stored_between_its_batches_s
     assert raced == [GROUP_SIZE + 5]
     assert (summary.messages_added, summary.duplicates) == (GROUP_SIZE, 1)
     assert _contents(db_path) == [f"line {i}" for i in range(2 * GROUP_SIZE + 5)]
+
+
+def test_an_older_copy_cut_after_a_forgotten_first_piece_stores_nothing_twice(cli, db_path, tmp_path) -> None:
+    # a review of round 25: a log replayed (3 lines), grown (7: a chained request of 4), its first piece forgotten;
+    # then a copy cut after line 5 stored lines 4 and 5 a second time — the chained request was looked for as "the
+    # request after" the forgotten piece, which holds no message any more
+    short = _append(tmp_path / "short.jsonl", *(_timed(i) for i in range(3)))
+    full = _append(tmp_path / "full.jsonl", *(_timed(i) for i in range(7)))
+    assert cli("add", "--file", short).exit_code == 0
+    assert cli("add", "--file", full).exit_code == 0
+    with Store(db_path) as store:
+        (first,) = store.conn.execute("SELECT request_id FROM requests WHERE request_id LIKE 'auto-%'").fetchone()
+    assert cli("forget", "--user", "u1", "--request-id", first, "--yes").exit_code == 0
+    copy = _append(tmp_path / "copy.jsonl", *(_timed(i) for i in range(5)))
+    result = cli("add", "--file", copy, "--json")
+    assert result.exit_code == 6, result.output  # lines 1-3 forgotten: refused, as before
+    summary = json.loads(result.output)
+    assert (summary["messages_added"], summary["duplicates"], summary["forgotten"]) == (0, 1, 1)
+    assert _contents(db_path) == [f"line {i}" for i in range(3, 7)]  # (was: lines 3 and 4 twice)
+
+
+def test_an_older_copy_of_a_second_log_of_a_session_stores_nothing(cli, db_path, tmp_path) -> None:
+    # a review of round 25: log1 holds lines 1-3 of session s1, log2 goes on with 4-6; a copy of log2 cut after line
+    # 5 was stored again — only the session's first request was looked at. The same for the copy's lines in any order.
+    log1 = _append(tmp_path / "log1.jsonl", *(_timed(i) for i in range(3)))
+    log2 = _append(tmp_path / "log2.jsonl", *(_timed(i) for i in range(3, 6)))
+    for log in (log1, log2):
+        assert cli("add", "--file", log).exit_code == 0
+    for name, lines in (("cut", [3, 4]), ("reordered", [4, 3]), ("inside", [4])):
+        copy = _append(tmp_path / f"{name}.jsonl", *(_timed(i) for i in lines))
+        result = cli("add", "--file", copy, "--json")
+        assert result.exit_code == 0, result.output
+        assert (json.loads(result.output)["messages_added"], json.loads(result.output)["duplicates"]) == (0, 1), name
+    assert _contents(db_path) == [f"line {i}" for i in range(6)]
+    # a line said at a time no stored message was: new, stored (with the group it came in)
+    new = _append(tmp_path / "new.jsonl", _timed(4), _timed(9))
+    assert json.loads(cli("add", "--file", new, "--json").output)["messages_added"] == 2
+
+
+def test_an_older_copy_cut_after_a_forgotten_full_group_stores_nothing_twice(cli, db_path, tmp_path) -> None:
+    # the same without a chain: a full group of 20 (forgotten) and the group of 5 after it; a copy cut after line 22
+    full = _append(tmp_path / "full.jsonl", *(_timed(i) for i in range(GROUP_SIZE + 5)))
+    assert cli("add", "--file", full).exit_code == 0
+    with Store(db_path) as store:
+        (first,) = store.conn.execute("SELECT request_id FROM messages ORDER BY seq LIMIT 1").fetchone()
+    assert cli("forget", "--user", "u1", "--request-id", first, "--yes").exit_code == 0
+    copy = _append(tmp_path / "copy.jsonl", *(_timed(i) for i in range(GROUP_SIZE + 2)))
+    result = cli("add", "--file", copy, "--json")
+    assert result.exit_code == 6, result.output
+    assert (json.loads(result.output)["messages_added"], json.loads(result.output)["duplicates"]) == (0, 1)
+    assert _contents(db_path) == [f"line {i}" for i in range(GROUP_SIZE, GROUP_SIZE + 5)]
+
+
+def test_a_growing_log_looks_no_message_up_by_its_time(db_path, tmp_path, monkeypatch) -> None:
+    # what looks through a session's messages (Store.said_at_times) is asked only where nothing stored precedes a group
+    # in the file: never for the new groups of a log that grew, whatever the batches
+    calls: list[int] = []
+    said_at_times = Store.said_at_times
+
+    def counted(self, user_id, session_id, times):
+        calls.append(len(times))
+        return said_at_times(self, user_id, session_id, times)
+
+    monkeypatch.setattr(Store, "said_at_times", counted)
+    with Store(db_path) as store:
+        for n in (3, 5 * GROUP_SIZE + 3, 7 * GROUP_SIZE):
+            log = _append(tmp_path / f"log{n}.jsonl", *(_timed(i) for i in range(n)))
+            replay(store, log, batch_size=2, parallel=False)
+    assert calls == []
+    assert _contents(db_path) == [f"line {i}" for i in range(7 * GROUP_SIZE)]
