@@ -325,9 +325,10 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
         # must not be checkable against them (sealed.py); the request's own id in the tombstone and the event too
         seal_events(store, user_id, None if scope == "user" else {*rids, *(r[2] for r in rows)}, key)
         kept_id = None if request_id is None else sealed.request_id(key, request_id)
+        sessions = {sid: sealed.seal(key, sid) for sid in {r[3] for r in rows}}  # each message's, sealed (m013)
         cur = q(
             "INSERT INTO tombstones (at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes, "
-            "said_hashes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "said_hashes, said_sessions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 now,
                 scope,
@@ -338,6 +339,7 @@ def forget(store: Store, user_id: str, *, session_id: str | None = None, request
                 json.dumps([sealed.seal(key, r[0]) for r in rows]),
                 json.dumps([content_hash(key, r[1]) for r in rows]),
                 json.dumps([said_hash(key, r[4], r[1], r[5]) for r in rows]),
+                json.dumps([sessions[r[3]] for r in rows]),
             ),
         )
         tombstone_id = int(cur.lastrowid or 0)
@@ -374,7 +376,8 @@ def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, An
     """The tombstones (newest first): what forget removed, as ids, counts and hashes."""
     where, params = ("WHERE user_id = ?", [user_id]) if user_id else ("", [])
     rows = store.conn.execute(
-        "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes, said_hashes "
+        "SELECT id, at, scope, user_id, session_id, request_id, rows, message_ids, content_hashes, said_hashes, "
+        "said_sessions "
         f"FROM tombstones {where} ORDER BY id DESC",
         params,
     )
@@ -389,6 +392,7 @@ def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, An
         "message_ids",
         "content_hashes",
         "said_hashes",
+        "said_sessions",
     )
     out = []
     for row in rows:
@@ -396,6 +400,7 @@ def tombstones(store: Store, *, user_id: str | None = None) -> list[dict[str, An
         item["message_ids"] = json.loads(item["message_ids"])
         item["content_hashes"] = json.loads(item["content_hashes"])
         item["said_hashes"] = json.loads(item["said_hashes"])
+        item["said_sessions"] = json.loads(item["said_sessions"])
         out.append(item)
     return out
 

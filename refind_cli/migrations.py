@@ -564,3 +564,16 @@ def m012_said_hashes(conn: sqlite3.Connection) -> None:
     # No grant version: a refind that knows m011 but not this one, left running, writes tombstones with the default
     # '[]' (matched as those written before) and replays as it did before; nothing it writes is wrong for this one.
     conn.execute("ALTER TABLE tombstones ADD COLUMN said_hashes TEXT NOT NULL DEFAULT '[]'")
+
+
+@migration
+def m013_said_sessions(conn: sqlite3.Connection) -> None:
+    # A user's tombstone covers every session of the user, and its said hashes (m012) name no session: a new message
+    # of the same role, text and millisecond in another session was refused as a copy of a forgotten one (a review of
+    # round 25). A tombstone now keeps, per forgotten message, its session id sealed (sealed.seal, in the order of
+    # said_hashes), and a replay matches a group only against the messages forgotten from its own session. A
+    # tombstone written before keeps '[]': its said hashes are matched in any session it covers, as before.
+    #
+    # No grant version: a refind that knows m012 but not this one, left running, writes tombstones with the default
+    # '[]' (matched as those written before) and replays as it did before; nothing it writes is wrong for this one.
+    conn.execute("ALTER TABLE tombstones ADD COLUMN said_sessions TEXT NOT NULL DEFAULT '[]'")

@@ -1437,18 +1437,17 @@ class _Stone:
 
     stone: tuple[int, int]  # (id, at)
     contents: list[str]  # keyed hashes of the forgotten messages' text, in their order
-    said: list[str]  # … of their role, text and said-at (m012; [] in one written before)
-    places: dict[bool, dict[str, list[int]]] = field(default_factory=dict)  # said? → hash → its places
+    said: set[str] | None  # … of the role, text and said-at of this session's (m012; None in one written before)
+    places: dict[str, list[int]] | None = None  # a content hash → its places
 
-    def holds(self, hashes: list[str], *, said: bool) -> bool:
-        """Whether ``hashes`` are a contiguous run of this tombstone's said (or content) hashes."""
-        kept = self.said if said else self.contents
-        if said not in self.places:
-            found: dict[str, list[int]] = {}
-            for i, h in enumerate(kept):
-                found.setdefault(h, []).append(i)
-            self.places[said] = found
-        return any(kept[i : i + len(hashes)] == hashes for i in self.places[said].get(hashes[0], ()))
+    def holds(self, hashes: list[str]) -> bool:
+        """Whether ``hashes`` are a contiguous run of this tombstone's content hashes."""
+        if self.places is None:
+            self.places = {}
+            for i, h in enumerate(self.contents):
+                self.places.setdefault(h, []).append(i)
+        kept = self.contents
+        return any(kept[i : i + len(hashes)] == hashes for i in self.places.get(hashes[0], ()))
 
 
 def _grown(
@@ -1660,15 +1659,19 @@ COPY = ""  # a Piece's request id where its messages are a copy of forgotten one
 
 def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, int] | None:
     """(id, at) of the newest tombstone covering the group's session (its user's, the session's, a request's of it)
-    whose messages hold the group's as a contiguous run — a shorter, older copy of a log cut inside what was forgotten
-    (its group's id is then one no tombstone names) — or None (:func:`_grown`, for a group whose id is unknown).
+    that holds one of the group's messages, when tombstones hold them all — a shorter, older copy of a log cut inside
+    what was forgotten (its group's id is then one no tombstone names) — or None (:func:`_grown`, for a group whose id
+    is unknown).
 
     As for a group stored already (:func:`_held_already`), only messages whose said-at tells them apart are matched:
     each carries one, no two the same. A tombstone of m012 or later keeps a keyed hash of each message's role, text
-    and said-at: matched on those, a group of any length (a message said again, at another time, is new). One written
-    before keeps the text's hash alone: matched only by a group of two messages or more — one message alone ("ok",
-    "thanks") is said again word for word too often to refuse; two or more in the same order, in a session a forget
-    covered, are a copy far more often than not; a refusal is reported, and a request_id on the lines stores them."""
+    and said-at (and, since m013, its session sealed: only the messages forgotten from the group's own session
+    count): each of the group's messages is looked up among those, in any order (a message said again, at another
+    time, is new; a copy's lines reordered are the same messages), also across tombstones (two requests forgotten one
+    by one). One written before keeps the text's hash alone: matched only by a group of two messages or more, as a
+    contiguous run — one message alone ("ok", "thanks") is said again word for word too often to refuse; two or
+    more in the same order, in a session a forget covered, are a copy far more often than not; a refusal is
+    reported, and a request_id on the lines stores them."""
     from .lifecycle import content_hash, said_hash
 
     said = req.messages
@@ -1680,19 +1683,24 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, in
     if stones is None:
         rows = store.session_tombstones(*where)
         stones = seen.stones[where] = [
-            _Stone(stone=(i, at), contents=c, said=s if len(s) == len(c) else []) for i, at, c, s in rows
+            _Stone(stone=(i, at), contents=c, said=None if s is None else set(s)) for i, at, c, s in rows
         ]
     secret = sealed.key(store.conn) if stones else b""
-    said_hashes: list[str] = []
+    missing: set[str] | None = None  # the group's said hashes no tombstone seen so far holds
+    first: tuple[int, int] | None = None  # the newest tombstone that holds one of them
     content_hashes: list[str] = []
     for stone in stones:
-        if stone.said:
-            said_hashes = said_hashes or [said_hash(secret, m[0], m[1], m[2]) for m in said]
-            if stone.holds(said_hashes, said=True):
-                return stone.stone
+        if stone.said is not None:
+            if missing is None:
+                missing = {said_hash(secret, m[0], m[1], m[2]) for m in said}
+            if not missing.isdisjoint(stone.said):
+                first = first or stone.stone
+                missing -= stone.said
+                if not missing:
+                    return first
         elif len(said) >= 2 and stone.contents:
             content_hashes = content_hashes or [content_hash(secret, m[1]) for m in said]
-            if stone.holds(content_hashes, said=False):
+            if stone.holds(content_hashes):
                 return stone.stone
     return None
 

@@ -1142,16 +1142,28 @@ class Store:
             sessions.update(row[0] for row in rows)
         return sessions
 
-    def session_tombstones(self, user_id: str, session_id: str) -> list[tuple[int, int, list[str], list[str]]]:
+    def session_tombstones(self, user_id: str, session_id: str) -> list[tuple[int, int, list[str], list[str] | None]]:
         """(id, at, content hashes, said hashes) of the tombstones that cover this session of this user — the user's,
-        the session's, its requests' — newest first: each message's keyed hashes, in the messages' order (said
-        hashes ``[]`` in a tombstone written before m012)."""
+        the session's, its requests' — newest first: each message's keyed hashes, in the messages' order; the said
+        hashes of this session's messages only (a user's tombstone covers all its sessions; one written before m013
+        keeps no session per message: all of them), None in a tombstone written before m012."""
         rows = self.conn.execute(
-            "SELECT id, at, content_hashes, said_hashes FROM tombstones WHERE user_id = ? "
+            "SELECT id, at, content_hashes, said_hashes, said_sessions FROM tombstones WHERE user_id = ? "
             "AND (scope = 'user' OR session_id = ?) ORDER BY id DESC",
             (user_id, session_id),
         )
-        return [(int(i), int(at), json.loads(content), json.loads(said)) for i, at, content, said in rows]
+        out: list[tuple[int, int, list[str], list[str] | None]] = []
+        mine: str | None = None
+        for i, at, content, said_json, sessions_json in rows:
+            contents, said, sessions = json.loads(content), json.loads(said_json), json.loads(sessions_json)
+            if len(said) != len(contents):
+                out.append((int(i), int(at), contents, None))
+                continue
+            if len(sessions) == len(said):
+                mine = mine or sealed.seal(sealed.key(self.conn), session_id)
+                said = [h for h, s in zip(said, sessions) if s == mine]
+            out.append((int(i), int(at), contents, said))
+        return out
 
     def has_tombstones(self, user_id: str) -> bool:
         return (

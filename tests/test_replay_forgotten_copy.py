@@ -142,3 +142,74 @@ def test_an_older_copy_cut_inside_a_forgotten_chained_request_brings_nothing_bac
     new = [_line(SECRET, T0 + 2500, "assistant")]  # the same words said at another time: new, stored
     assert cli("add", "--file", _write(tmp_path / "d.jsonl", *lines[:2], *new)).exit_code == 6
     assert _contents(db_path) == [SECRET]
+
+
+def test_a_users_tombstone_refuses_a_copy_only_in_the_session_it_was_forgotten_from(cli, db_path, tmp_path) -> None:
+    # a review of round 25: after `forget --user`, a new "ok" said at the same millisecond in another session was
+    # refused (exit 6) — the said hashes named no session. m013 keeps each forgotten message's session, sealed.
+    ok = {"content": "ok", "at": T0}
+    assert cli("add", "--file", _write(tmp_path / "s1.jsonl", _line(session="s1", **ok))).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    other = cli("add", "--file", _write(tmp_path / "s2.jsonl", _line(session="s2", **ok)), "--json")
+    assert other.exit_code == 0, other.output  # (was 6: "these messages are a copy of messages … forgotten")
+    assert (json.loads(other.output)["messages_added"], _contents(db_path)) == (1, ["ok"])
+    same = cli("add", "--file", _write(tmp_path / "again.jsonl", _line(session="s1", **ok)), "--json")
+    assert same.exit_code == 6, same.output  # its own session: a copy of what was forgotten, as before
+    assert json.loads(same.output)["forgotten"] == 1
+    with Store(db_path) as store:
+        (sessions,) = store.conn.execute("SELECT said_sessions FROM tombstones").fetchone()
+        from refind_cli import sealed
+
+        assert json.loads(sessions) == [sealed.seal(sealed.key(store.conn), "s1")]  # never the id itself
+
+
+def test_a_users_tombstone_written_before_m013_still_refuses_a_copy_in_any_session(cli, db_path, tmp_path) -> None:
+    ok = {"content": "ok", "at": T0}
+    assert cli("add", "--file", _write(tmp_path / "s1.jsonl", _line(session="s1", **ok))).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    conn = sqlite3.connect(db_path)
+    with conn:
+        migrations.grant(conn)
+        conn.execute("UPDATE tombstones SET said_sessions = '[]'")  # as a refind before m013 writes it
+        migrations.revoke(conn)
+    conn.close()
+    result = cli("add", "--file", _write(tmp_path / "s2.jsonl", _line(session="s2", **ok)))
+    assert result.exit_code == 6, result.output  # no session kept: every session the tombstone covers, as before
+    assert _contents(db_path) == []
+
+
+def test_a_reordered_copy_of_forgotten_lines_brings_nothing_back(cli, db_path, tmp_path) -> None:
+    # a review of round 25: lines b, a of a forgotten a, b, c were stored (matched as a run, not as messages)
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    reordered = _write(tmp_path / "reordered.jsonl", FULL[2], FULL[0], FULL[1])
+    result = cli("add", "--file", reordered, "--json")
+    assert result.exit_code == 6, result.output
+    assert json.loads(result.output)["problems"][0].startswith(f"{reordered}:1-3: these messages are a copy of")
+    assert _contents(db_path) == []
+    # one of them said at another time is new: the group is stored (what was said before with it too — a copy that
+    # grew lines of its own is a new history)
+    moved = _line("thanks, noted", T0 + 5000)
+    assert cli("add", "--file", _write(tmp_path / "moved.jsonl", FULL[1], moved)).exit_code == 0
+    assert _contents(db_path) == [SECRET, "thanks, noted"]
+
+
+def test_a_copy_of_messages_forgotten_by_two_requests_is_refused(cli, db_path, tmp_path) -> None:
+    lines = [_line(SECRET, T0, request_id="r1"), _line("and the pin", T0 + 1000, request_id="r2")]
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *lines)).exit_code == 0
+    for rid in ("r1", "r2"):
+        assert cli("forget", "--user", "alice", "--request-id", rid, "--yes").exit_code == 0
+    copy = _write(tmp_path / "copy.jsonl", _line("and the pin", T0 + 1000), _line(SECRET, T0))
+    result = cli("add", "--file", copy, "--json")
+    assert result.exit_code == 6, result.output
+    assert "(tombstone 2, " in json.loads(result.output)["problems"][0]  # the newest that holds one of them
+    assert _contents(db_path) == []
+
+
+def test_m013_adds_said_sessions_to_the_tombstones_of_a_database_written_before(db_path, monkeypatch) -> None:
+    with monkeypatch.context() as old:
+        old.setattr(migrations, "MIGRATIONS", [m for m in migrations.MIGRATIONS if m[0] < "m013"])
+        with Store(db_path, retention_days=None) as store:
+            assert "said_sessions" not in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
+    with Store(db_path, retention_days=None) as store:
+        assert "said_sessions" in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}

@@ -82,8 +82,8 @@ def contents(db: Path) -> dict[str, list[tuple[object, ...]]]:
             # a random secret, a random db id, applied-at, random write ids (one per write transaction)
             if t not in ("secrets", "index_meta", "_migrations", "write_log")
         }
-        # message ids sealed, content and said hashes keyed by the random secret (sealed.py): how many
-        out["tombstones"] = [(*row[:-3], *(len(json.loads(h)) for h in row[-3:])) for row in out["tombstones"]]
+        # message ids and sessions sealed, content and said hashes keyed by the random secret (sealed.py): how many
+        out["tombstones"] = [(*row[:-4], *(len(json.loads(h)) for h in row[-4:])) for row in out["tombstones"]]
         out["index_meta"] = conn.execute("SELECT * FROM index_meta WHERE key != 'db_id'").fetchall()
         return out
     finally:
