@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import aliases, expand, feedback, index_cache, index_store, kinds, query_dates, variants
+from . import aliases, expand, feedback, index_cache, index_store, kinds, proximity, query_dates, variants
 from .blocks import Block, render_blocks, within_fill
 from .contract import date_bound
 from .index import (
@@ -30,6 +30,7 @@ from .index import (
     answer_scores,
     bm25_scores,
     build_index,
+    doc_freq,
     drop_common,
     eligible,
     flat_and_rarer_scores,
@@ -351,6 +352,20 @@ class UserIndex:
             scores = scores if extra is None else scores + extra
         if not mask.all():  # (most searches bound no date and skip nothing: no product to make)
             scores, rarer = scores * mask, rarer * mask
+        if cfg.proximity_weight:  # the question's adjacent words near each other in a turn (proximity.py)
+            n, share = len(idx), cfg.flat_df  # (a word counted by presence, a speaker's name, pairs with none)
+            pairs = proximity.query_pairs(analyze(question), lambda t: share is None or doc_freq(idx, t) <= share * n)
+            scores = proximity.proximity_scores(
+                idx,
+                scores,
+                rarer,
+                pairs,
+                turn_tokenizer(cfg),
+                weight=cfg.proximity_weight,
+                window=cfg.proximity_window,
+                pool=cfg.proximity_pool,
+                max_chars=cfg.proximity_max_chars,
+            )
         if cfg.answer_weight:  # a question and its answer, said one after the other, lift each other
             scores = answer_scores(idx, scores, rarer, cfg.answer_weight, max_chars=cfg.answer_max_chars)
         order, fused = fuse(

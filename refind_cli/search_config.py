@@ -83,6 +83,14 @@ class SearchConfig:
     cjk_day_weight: float = 1.0
     yearless_dates: bool = True  # a day named without its year ("11月18日") is that day of each year the turns were
     # said in (False: it names no day)
+    # a turn where two words adjacent in the question stand within proximity_window tokens of each other scores up to
+    # this much more of its rarer words' score (proximity.py; 0: off — 1 was the best measured, and it is not taken:
+    # BENCHMARKS.md, "Ideas measured and not taken (round 26)"), read on the proximity_pool best turns (200 ranked
+    # every set as 50 did, at 3× the cost) …
+    proximity_weight: float = 0.0
+    proximity_window: int = 5
+    proximity_pool: int = 50
+    proximity_max_chars: int | None = 1000  # … of at most this many characters (None: any length)
     session_cap: int | None = None  # at most N anchors of one session before every other session's (None: any)
     backfill: bool = True  # fewer than top_k turns matched: fill with the matched sessions' other turns, then latest
     # … but a block of such a turn that would start once the list holds this many characters is left out (None: fill
@@ -165,7 +173,15 @@ class SearchConfig:
             )
         if self.session_cap is not None and self.session_cap < 1:
             raise InvalidInput(f"session_cap must be 1 or more (or none), got {self.session_cap}")
-        for name in ("recalled_neighbours", "fill_reach", "block_floor", "fill_chars", "fill_after"):
+        for name in (
+            "recalled_neighbours",
+            "fill_reach",
+            "block_floor",
+            "fill_chars",
+            "fill_after",
+            "proximity_pool",
+            "proximity_window",
+        ):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InvalidInput(f"{name} must be 0 or more, got {value}")
@@ -173,7 +189,7 @@ class SearchConfig:
             raise InvalidInput(
                 f"defer_wide must be 1 or more (a wide character counts at least once), got {self.defer_wide}"
             )
-        for name in ("name_lift", "cjk_day_weight"):  # (infinity would score a turn NaN: 0 × inf)
+        for name in ("name_lift", "cjk_day_weight", "proximity_weight"):  # (infinity would score a turn NaN: 0 × inf)
             weight = getattr(self, name)
             if not 0 <= weight < math.inf:
                 raise InvalidInput(f"{name} must be a number 0 or more, got {weight}")
