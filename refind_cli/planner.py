@@ -304,10 +304,10 @@ def plan(
         on_event=on_event,
         started_at=started_at,
         t0=t0,
-        present=functools.partial(present, store, user_id, as_of=as_of),
+        present=functools.partial(present, store, user_id, as_of=as_of, since=started_at),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
-        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of),
-        gone=functools.partial(gone, store, user_id, as_of=as_of),
+        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of, since=started_at),
+        gone=functools.partial(gone, store, user_id, as_of=as_of, since=started_at),
     )
     return run.run()
 
@@ -393,7 +393,7 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
     fallback's neighbours)."""
     from .withhold import forgotten_hits, present
 
-    events = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of)
+    events = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of, since=result.at)
     if events is not result.events and result.error is not None:
         # a provider's error can quote the prompt it refused (a content filter's, a validation's): with a hit it was
         # sent now forgotten, its message is withheld — in the error and in the trace's error event alike
@@ -406,7 +406,7 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
         ]
     result.events[:] = events
     if result.blocks:
-        blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of)
+        blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of, since=result.at)
         if withheld is not None:
             result.blocks = _ranked(blocks)
             result.withheld = withheld if result.withheld is None else result.withheld + withheld

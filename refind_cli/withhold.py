@@ -73,12 +73,12 @@ class Withheld:
 
 
 def present(
-    store: Store, user_id: str, blocks: Sequence[Block], *, as_of: int | None = None
+    store: Store, user_id: str, blocks: Sequence[Block], *, as_of: int | None = None, since: int | None = None
 ) -> tuple[list[Block], Withheld | None]:
-    """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of``, and what was left out
-    (None, and the blocks themselves, when nothing was)."""
+    """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of`` that began at ``since``
+    (:func:`_rows`), and what was left out (None, and the blocks themselves, when nothing was)."""
     wanted = {i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids}
-    rows, gone = _gone(store, user_id, wanted, as_of)
+    rows, gone = _gone(store, user_id, wanted, as_of, since)
     if not gone:
         return list(blocks), None
     kept: list[Block] = []
@@ -94,14 +94,16 @@ def present(
     return kept, Withheld(dropped, len(gone), removed, len(gone) - removed)
 
 
-def forgotten_hits(store: Store, user_id: str, events: list[Event], *, as_of: int | None = None) -> list[Event]:
+def forgotten_hits(
+    store: Store, user_id: str, events: list[Event], *, as_of: int | None = None, since: int | None = None
+) -> list[Event]:
     """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
     is None (``forgotten``: true), and every word of the planner's after it was shown such a hit (the model's
     replies, thoughts, keywords; the messages that repeat them) is :data:`WORDS_WITHHELD`: they can quote it (a
     probe's model replied "user has jackcanary syndrome"). ``events`` itself when nothing is gone. A trace quoting
     removed messages is never stored (``trace.save``); this is what its caller prints."""
     wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
-    _, gone = _gone(store, user_id, wanted, as_of)
+    _, gone = _gone(store, user_id, wanted, as_of, since)
     if not gone:
         return events
     shown = False  # whether a forgotten hit was shown before this event
@@ -145,10 +147,12 @@ def _without_words(e: Event) -> Event:
     return replace(e, data=data)
 
 
-def gone(store: Store, user_id: str, shown: Sequence[Sequence[str]], *, as_of: int | None = None) -> bool:
+def gone(
+    store: Store, user_id: str, shown: Sequence[Sequence[str]], *, as_of: int | None = None, since: int | None = None
+) -> bool:
     """Whether a hit the planner was ``shown`` (each its message ids) shows a message no longer visible: a forget or
     expire since, after which the planner asks the model nothing more (its replies could quote what was removed)."""
-    _, missing = _gone(store, user_id, {i for ids in shown for i in ids}, as_of)
+    _, missing = _gone(store, user_id, {i for ids in shown for i in ids}, as_of, since)
     return bool(missing)
 
 
@@ -156,23 +160,32 @@ def _hits(event: Event) -> list[dict[str, Any]]:
     return [h for h in event.data.get("hits") or () if isinstance(h, dict)]
 
 
-def _gone(store: Store, user_id: str, ids: set[str], as_of: int | None) -> tuple[dict[str, tuple[Any, ...]], set[str]]:
+def _gone(
+    store: Store, user_id: str, ids: set[str], as_of: int | None, since: int | None = None
+) -> tuple[dict[str, tuple[Any, ...]], set[str]]:
     """The stored rows of ``ids`` (:func:`_rows`), and which of them a search at ``as_of`` can no longer see."""
-    rows = _rows(store, user_id, ids, as_of)
+    rows = _rows(store, user_id, ids, as_of, since)
     return rows, {i for i in ids if i not in rows or not rows[i][3]}
 
 
-def _rows(store: Store, user_id: str, ids: set[str], as_of: int | None) -> dict[str, tuple[Any, ...]]:
-    """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored."""
+def _rows(
+    store: Store, user_id: str, ids: set[str], as_of: int | None, since: int | None = None
+) -> dict[str, tuple[Any, ...]]:
+    """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored.
+
+    A message stored after ``since`` (the search's start, on the store's clock) is not the one the search showed: a
+    message id is derived from its user, request and place, so a request expired while the search ran and stored
+    again with other text (a log replayed under the same request ids) reuses the ids. It counts as removed."""
     wanted = sorted(ids)
     predicate, params = store.visible(as_of=as_of)
+    newer, after = ("AND recorded_at <= ?", [since]) if since is not None else ("", [])
     rows: dict[str, tuple[Any, ...]] = {}
     for start in range(0, len(wanted), CHUNK):
         chunk = wanted[start : start + CHUNK]
         for mid, role, content, said_at, shown in store.conn.execute(
             f"SELECT id, role, content, said_at, ({predicate}) FROM messages "
-            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
-            [*params, user_id, *chunk],
+            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))}) {newer}",
+            [*params, user_id, *chunk, *after],
         ):
             rows[mid] = (role, content, said_at, bool(shown))
     return rows

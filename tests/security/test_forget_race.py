@@ -77,6 +77,45 @@ def test_a_trace_quoting_what_a_racing_expire_removed_is_not_stored(db_path) -> 
         assert store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize("when", ["while it ran", "before its record"])
+def test_a_request_expired_and_stored_again_with_other_text_leaves_the_old_text_out(db_path, when: str) -> None:
+    # a probe of round 26: the request passes retention while the planner runs and a replay of the log stores it again
+    # under the same request id with other text; message ids are derived from (user, request, place), so the new
+    # message carried the old one's id and the check by id let the expired text out as evidence and into the trace
+    now = [T0 + 100 * DAY_MS]
+    with Store(db_path, retention_days=30, clock=lambda: now[0]) as store:
+        add(store, "alice", "s1", ("user", SECRET, T0 + 100 * DAY_MS), request_id="r1")
+
+        def stored_again() -> None:
+            now[0] += 31 * DAY_MS
+            with Store(db_path, retention_days=30, clock=lambda: now[0]) as other:
+                add(
+                    other,
+                    "alice",
+                    "s1",
+                    ("user", "Caroline: my locker is on the second floor", now[0]),
+                    request_id="r1",
+                )
+
+        if when == "while it ran":
+            model = scripted([SEARCH, NOTE, FINISH], {2: stored_again})
+            result = agent_search(store, "alice", "my locker code", top_k=5, model=model, model_name="scripted")
+        else:
+            from refind_cli.planner import plan, record_search
+
+            model = scripted([SEARCH, NOTE, FINISH], {})
+            result = plan(store, "alice", "my locker code", top_k=5, model=model, model_name="scripted")
+            assert any("walrus-4417" in b.content for b in result.blocks)  # still stored when the planner checked
+            stored_again()
+            result = record_search(store, result)
+        assert [m.content for m in store.user_messages("alice")] == ["Caroline: my locker is on the second floor"]
+        assert not any("walrus-4417" in b.content for b in result.blocks)
+        assert result.withheld is not None and result.withheld.removed == 1
+        assert result.search_id is None  # its trace shows the expired text: not stored
+        assert store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0
+        assert "walrus-4417" not in json.dumps([e.as_dict() for e in result.events])
+
+
 def test_a_search_that_no_forget_touched_is_stored(db_path) -> None:
     with Store(db_path, retention_days=None) as store:
         add(store, "alice", "s1", ("user", SECRET, T0), request_id="r1")
