@@ -254,12 +254,14 @@ class Quotes:
     """Whether a stored trace quotes any of many messages (id, content), in one pass over the trace.
 
     Testing each needle with ``in`` costs needles × trace length: an expire of 16,000 messages against 400 stored
-    traces of 13 KB took 45 s inside the write lock. Every needle is at least ``QUOTE_MIN_CHARS`` long (an id is 24
+    traces of 13 KB took 45–205 s inside the write lock. Every needle is at least ``QUOTE_MIN_CHARS`` long (an id is 24
     hex digits), so a trace's substrings of that length are gathered once and met with the needles' heads; only a
     needle whose head the trace holds is then looked for whole. A few needles are cheaper tested one by one."""
 
     _WIDTH = QUOTE_MIN_CHARS
-    _FEW = 64  # up to this many needles, ``in`` for each is quicker than gathering a trace's substrings
+    # up to this many needles, ``in`` for each is about as quick as gathering a trace's substrings (each ~2.5 ms for a
+    # trace of 13 KB at 1,024 needles: bench/quoting.py --crossover)
+    _FEW = 1024
     _CHUNK = 1 << 16  # substrings gathered per piece of a long trace, to bound the memory a set of them takes
 
     def __init__(self, messages: Iterable[tuple[str, str]]) -> None:

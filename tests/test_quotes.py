@@ -43,7 +43,8 @@ def test_one_pass_finds_exactly_what_each_needle_finds(monkeypatch, chunk: int) 
     assert 50 < found < 350  # both answers were asked for many times
 
 
-def test_a_quote_across_the_boundary_of_two_pieces_of_a_long_trace_is_found() -> None:
+def test_a_quote_across_the_boundary_of_two_pieces_of_a_long_trace_is_found(monkeypatch) -> None:
+    monkeypatch.setattr(Quotes, "_FEW", 0)
     messages = [(f"{i:024x}", f"message number {i} says something of its own") for i in range(200)]
     quote = json.dumps(messages[137][1][:QUOTE_PREFIX_CHARS])[1:-1]
     for at in range((1 << 16) - len(quote) + 1, (1 << 16) + 1):  # the quote ends at, or crosses, the first piece's end
@@ -52,9 +53,11 @@ def test_a_quote_across_the_boundary_of_two_pieces_of_a_long_trace_is_found() ->
     assert not Quotes(messages).found_in("x" * (1 << 17))
 
 
-def test_expire_of_many_messages_removes_each_trace_quoting_one_and_keeps_the_rest(db_path) -> None:
-    # past Quotes._FEW needles the one-pass path decides: a trace quoting one expired message by its text alone (no
-    # id) and one by its id alone are removed; a trace quoting a message still within retention is kept
+@pytest.mark.parametrize("few", [0, 10**9])
+def test_expire_of_many_messages_removes_each_trace_quoting_one_and_keeps_the_rest(db_path, monkeypatch, few) -> None:
+    # through the one-pass path and the needle-by-needle one alike: a trace quoting one expired message by its text
+    # alone (no id) and one by its id alone are removed; a trace quoting a message still within retention is kept
+    monkeypatch.setattr(Quotes, "_FEW", few)
     clock = Clock(CLOCK_T0)
     store = Store(db_path, clock=clock, retention_days=30)
     _add(store, "old", "alice", "s1", *[f"old message {i} about the lake house, day zero" for i in range(100)])
