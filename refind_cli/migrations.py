@@ -576,4 +576,5 @@ def m013_said_sessions(conn: sqlite3.Connection) -> None:
     #
     # No grant version: a refind that knows m012 but not this one, left running, writes tombstones with the default
     # '[]' (matched as those written before) and replays as it did before; nothing it writes is wrong for this one.
+    # (Started anew, such a refind refuses the file, as every refind refuses a schema newer than its own.)
     conn.execute("ALTER TABLE tombstones ADD COLUMN said_sessions TEXT NOT NULL DEFAULT '[]'")
