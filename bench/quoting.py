@@ -6,8 +6,10 @@ same run.
     .venv/bin/python bench/quoting.py --crossover   # where one pass begins to pay: Quotes._FEW
 
 
-One user with ``--messages`` messages recorded 40 days ago (retention 30 days) and ``--traces`` stored planner traces
-of about ``--trace-chars`` characters each that quote none of them (the planner's searches of a busy user). Times
+One user with ``--messages`` messages recorded 40 days ago (retention 30 days), each opening with its speaker's name
+as a chat's do ("Caroline: …"), and ``--traces`` stored planner traces of about ``--trace-chars`` characters each:
+hits of other messages of the same speakers, quoting none of the expired ones (the planner's searches of a busy
+user). Times
 ``refind expire --dry-run``'s plan (``lifecycle.expire(dry_run=True)``: the same search for quoting traces a real
 expire runs inside the write lock, without deleting) and ``refind inspect searches`` (``trace.recent``: its
 retention check looks for the expired, unswept messages in every trace it shows), each setting in turn.
@@ -31,7 +33,12 @@ from refind_cli.contract import AddRequest, Message
 from refind_cli.store import DAY_MS, Store
 
 T0 = 1_700_000_000_000
-WORDS = ["alpha", "beta", "gamma", "delta", "hiking", "rainier", "lake", "tahoe", "camping", "dog", "cat", "pizza"]
+SPEAKERS = ["Caroline: ", "Melanie: "]
+
+
+def said(rng: random.Random, i: int) -> str:
+    """A message as a chat's lines read: its speaker's name, then 15 words of 5,000 (its number keeps it unique)."""
+    return rng.choice(SPEAKERS) + " ".join(f"w{rng.randrange(5000)}" for _ in range(15)) + f" {i}"
 
 
 def build(path: Path, messages: int, traces: int, trace_chars: int) -> list[int]:
@@ -40,14 +47,13 @@ def build(path: Path, messages: int, traces: int, trace_chars: int) -> list[int]
     rng = random.Random(1)
     with Store(path, clock=lambda: now[0], retention_days=None) as store:
         for r in range(0, messages, 1000):
-            msgs = tuple(
-                Message("user", f"msg {i} " + " ".join(rng.choice(WORDS) for _ in range(15)), T0 + i)
-                for i in range(r, min(r + 1000, messages))
-            )
+            msgs = tuple(Message("user", said(rng, i), T0 + i) for i in range(r, min(r + 1000, messages)))
             store.add(AddRequest(f"b{r}", "alice", "s", msgs))
         now[0] = T0 + 40 * DAY_MS
-        hit = {"content": "".join(rng.choice("xyz ") for _ in range(trace_chars))}
-        events = [trace.Event("search", 1, 1.0, {"hits": [hit]})]
+        hits: list[dict[str, object]] = []
+        while sum(len(str(h["content"])) + 20 for h in hits) < trace_chars:
+            hits.append({"n": len(hits) + 1, "content": said(rng, 10**9 + len(hits))})
+        events = [trace.Event("search", 1, 1.0, {"hits": hits})]
         for i in range(traces):
             run = trace.StoredSearch(f"t{i:05d}", "alice", now[0], "q", "agent", "m", 1.0, 1, 0, 0, None, [], events)
             assert trace.save(store, run)
@@ -57,12 +63,15 @@ def build(path: Path, messages: int, traces: int, trace_chars: int) -> list[int]
 def crossover(trace_chars: int) -> None:
     """ms per trace of ``trace_chars`` quoting nothing, each needle in turn against one pass, by number of needles."""
     rng = random.Random(1)
-    texts = ["".join(rng.choice("xyz abc") for _ in range(trace_chars)) for _ in range(100)]
+    texts = []
+    for _ in range(100):
+        hits = [{"n": k, "content": said(rng, 10**9 + k)} for k in range(trace_chars // 130)]
+        texts.append(json.dumps([{"kind": "search", "data": {"hits": hits}}], ensure_ascii=False))
     print("| messages | needles | each needle in turn (ms a trace) | one pass (ms a trace) |")
     print("|---|---|---|---|")
     default = trace.Quotes._FEW
     for n in (16, 64, 128, 256, 512, 1024, 4096):
-        msgs = [(f"{i:024x}", f"msg {i} " + " ".join(rng.choice(WORDS) for _ in range(15))) for i in range(n)]
+        msgs = [(f"{rng.getrandbits(96):024x}", said(rng, i)) for i in range(n)]
         quotes = trace.Quotes(msgs)
         ms = []
         for few in (10**12, 0):

@@ -39,6 +39,7 @@ class Block(NamedTuple):  # a NamedTuple, not a frozen dataclass: a third of the
     anchor_ids: tuple[str, ...]  # the anchor turn's message ids
     anchor_lines: tuple[int, int] = (0, 0)  # [start, end) of the anchor's lines in content (for highlighting)
     message_lines: tuple[int, ...] = ()  # the line each message of message_ids starts on (a message may span lines)
+    message_seqs: tuple[int, ...] = ()  # each message's seq (a message id is reused when its request is stored again)
 
     def as_contract(self) -> dict[str, Any]:
         """The contract's search item."""
@@ -237,6 +238,7 @@ def _render(
                 anchor_ids=tuple(ids[lead:after]),
                 anchor_lines=anchor_lines,
                 message_lines=tuple(starts),
+                message_seqs=tuple(m.seq for m in messages),
             )
         )
 

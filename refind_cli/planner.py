@@ -51,7 +51,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -156,6 +156,7 @@ class AgentResult:
     as_of: int | None = None  # the search read only what was stored by then (Unix ms)
     deadline_at: float | None = None  # when the search must end (time.monotonic()); its trace waits no longer
     unrecorded: str | None = None  # why its trace was not stored, when record_search did not store it
+    seqs: dict[str, set[int]] = field(default_factory=dict)  # message id → the seqs its searches showed (withhold)
 
     @property
     def deadline_passed(self) -> bool:
@@ -290,6 +291,7 @@ def plan(
             on_event(event)
         stats = Stats(duration_ms=event.t_ms)
         return AgentResult([], [event], stats, "", user_id, question, started_at, model_name, error=exc, as_of=as_of)
+    seqs: dict[str, set[int]] = {}  # every message a search showed: its seqs (filled by the run, read by the checks)
     run = PlannerRun(
         index,
         question,
@@ -304,10 +306,11 @@ def plan(
         on_event=on_event,
         started_at=started_at,
         t0=t0,
-        present=functools.partial(present, store, user_id, as_of=as_of, since=started_at),
+        present=functools.partial(present, store, user_id, as_of=as_of, seqs=seqs),
         reread=functools.partial(_reread, store, user_id, as_of=as_of, config=config),
-        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of, since=started_at),
-        gone=functools.partial(gone, store, user_id, as_of=as_of, since=started_at),
+        forgotten=functools.partial(forgotten_hits, store, user_id, as_of=as_of, seqs=seqs),
+        gone=functools.partial(gone, store, user_id, as_of=as_of, seqs=seqs),
+        seqs=seqs,
     )
     return run.run()
 
@@ -345,6 +348,7 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
             returned_ids=[b.id for b in result.blocks],
             events=result.events,
         ),
+        seqs=result.seqs,
     )
     try:
         # waits for another process's write lock no longer than the search may still take (at least a moment)
@@ -393,7 +397,7 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
     fallback's neighbours)."""
     from .withhold import forgotten_hits, present
 
-    events = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of, since=result.at)
+    events = forgotten_hits(store, result.user_id, result.events, as_of=result.as_of, seqs=result.seqs)
     if events is not result.events and result.error is not None:
         # a provider's error can quote the prompt it refused (a content filter's, a validation's): with a hit it was
         # sent now forgotten, its message is withheld — in the error and in the trace's error event alike
@@ -406,7 +410,7 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
         ]
     result.events[:] = events
     if result.blocks:
-        blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of, since=result.at)
+        blocks, withheld = present(store, result.user_id, result.blocks, as_of=result.as_of, seqs=result.seqs)
         if withheld is not None:
             result.blocks = _ranked(blocks)
             result.withheld = withheld if result.withheld is None else result.withheld + withheld
@@ -445,6 +449,7 @@ class PlannerRun:
         reread: Callable[[], UserIndex] | None = None,
         forgotten: Callable[[list[Event]], list[Event]] | None = None,
         gone: Callable[[list[tuple[str, ...]]], bool] | None = None,
+        seqs: dict[str, set[int]] | None = None,
     ) -> None:
         self.index, self.question, self.user_id = index, question, user_id
         self.model, self.model_name = model, model_name
@@ -465,6 +470,8 @@ class PlannerRun:
         self.forgotten = forgotten  # the trace without the text of hits removed since (None: as it ran)
         self.gone = gone  # whether a hit shown (its message ids) lost a message since (None: never asked)
         self.shown: list[tuple[str, ...]] = []  # each hit the model was sent: its message ids
+        # message id → each seq a search showed under it: an id is reused when its request is stored again (withhold)
+        self.seqs: dict[str, set[int]] = {} if seqs is None else seqs
         self.withheld: Withheld | None = None
         self.events: list[Event] = []
         self.stats = Stats()
@@ -794,12 +801,16 @@ class PlannerRun:
         from .index_store import IndexChanged
 
         try:
-            return self.index.search(query, **kw)
+            blocks = self.index.search(query, **kw)
         except IndexChanged:
             if self.reread is None:
                 raise
             self.index = self.reread()
-            return self.index.search(query, **kw)
+            blocks = self.index.search(query, **kw)
+        for b in blocks:
+            for i, seq in zip(b.message_ids, b.message_seqs, strict=False):
+                self.seqs.setdefault(i, set()).add(seq)
+        return blocks
 
     def _still_stored(self, blocks: list[Block], at: str) -> tuple[list[Block], Withheld | None]:
         """The blocks without what a forget or expire removed since the index was read (traced when anything was):
@@ -826,6 +837,7 @@ class PlannerRun:
             withheld=self.withheld,
             as_of=self.as_of,
             deadline_at=self.deadline_at,
+            seqs=self.seqs,
         )
 
 

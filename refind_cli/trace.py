@@ -42,7 +42,7 @@ from .errors import CorruptDatabase, NotFound
 from .redact import redact, redact_data
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable, Mapping
 
     from .store import Store
 
@@ -125,20 +125,19 @@ def quoted_ids(search: StoredSearch) -> set[str]:
     return ids
 
 
-def _outdated(store: Store, search: StoredSearch) -> bool:
+def _outdated(store: Store, search: StoredSearch, seqs: Mapping[str, Collection[int]]) -> bool:
     """True when a forget or expire that completed while the search ran removed what the trace quotes: a message it
-    shows is gone (or stored again since the search began: another text under a reused id, ``withhold._rows``), or
+    shows is gone (or stored again under its id since it was shown: ``seqs``, as ``withhold._rows`` reads them), or
     the whole user was forgotten since the search began. Runs inside the insert transaction, so no forget can commit
     between this check and the insert."""
     ids = sorted(quoted_ids(search))
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        present = store.conn.execute(
-            f"SELECT count(*) FROM messages WHERE user_id = ? AND id IN ({marks}) AND recorded_at <= ?",
-            (search.user_id, *chunk, search.at),
-        ).fetchone()[0]
-        if present < len(chunk):
+        rows = store.conn.execute(
+            f"SELECT id, seq FROM messages WHERE user_id = ? AND id IN ({marks})", (search.user_id, *chunk)
+        ).fetchall()
+        if len(rows) < len(chunk) or any(s != seq for mid, seq in rows for s in seqs.get(mid, ())):
             return True
     forgotten = store.conn.execute(
         "SELECT 1 FROM tombstones WHERE user_id = ? AND scope = 'user' AND at >= ? LIMIT 1",
@@ -147,10 +146,11 @@ def _outdated(store: Store, search: StoredSearch) -> bool:
     return forgotten is not None
 
 
-def save(store: Store, search: StoredSearch) -> bool:
-    """Store a search's trace; False (nothing stored) when a forget or expire removed what it quotes meanwhile."""
+def save(store: Store, search: StoredSearch, *, seqs: Mapping[str, Collection[int]] | None = None) -> bool:
+    """Store a search's trace; False (nothing stored) when a forget or expire removed what it quotes meanwhile
+    (``seqs``: message id → the seqs the search showed under it)."""
     with store.write():
-        if _outdated(store, search):
+        if _outdated(store, search, seqs or {}):
             return False
         store.conn.execute(
             "INSERT INTO searches (id, user_id, at, query, mode, model, duration_ms, llm_calls, prompt_tokens, "
@@ -255,25 +255,41 @@ class Quotes:
 
     Testing each needle with ``in`` costs needles × trace length: an expire of 16,000 messages against 400 stored
     traces of 13 KB took 45–205 s inside the write lock. Every needle is at least ``QUOTE_MIN_CHARS`` long (an id is 24
-    hex digits), so a trace's substrings of that length are gathered once and met with the needles' heads; only a
-    needle whose head the trace holds is then looked for whole. A few needles are cheaper tested one by one."""
+    hex digits), so each is filed under one of its substrings of that length, its key — one few other needles share
+    (messages of a chat begin alike: "Caroline: …") — and a trace's substrings of that length are read once and met
+    with the keys; only the needles of a key the trace holds are looked for whole, each once. A few needles are cheaper
+    tested one by one."""
 
     _WIDTH = QUOTE_MIN_CHARS
-    # up to this many needles, ``in`` for each is about as quick as gathering a trace's substrings (each ~2.5 ms for a
-    # trace of 13 KB at 1,024 needles: bench/quoting.py --crossover)
-    _FEW = 1024
-    _CHUNK = 1 << 16  # substrings gathered per piece of a long trace, to bound the memory a set of them takes
+    # up to this many needles, ``in`` for each is about as quick as reading a trace's substrings (~1.3 ms each for a
+    # trace of 13 KB of chat lines at 256 needles; 2.9 against 1.2 at 512: bench/quoting.py --crossover)
+    _FEW = 256
+    _CHUNK = 1 << 16  # substrings read per piece of a long trace
 
     def __init__(self, messages: Iterable[tuple[str, str]]) -> None:
         wanted: set[str] = set()
         for mid, content in messages:
             wanted |= needles(mid, content)
-        self._short = [n for n in wanted if len(n) < self._WIDTH]
-        self._long = [n for n in wanted if len(n) >= self._WIDTH]
-        self._by_head: dict[str, list[str]] = {}
+        w = self._WIDTH
+        self._short = [n for n in wanted if len(n) < w]
+        self._long = sorted(n for n in wanted if len(n) >= w)  # (sorted: the keys chosen do not depend on hashing)
+        self._by_key: dict[str, list[str]] = {}
         for n in self._long:
-            self._by_head.setdefault(n[: self._WIDTH], []).append(n)
-        self._heads = frozenset(self._by_head)
+            self._by_key.setdefault(self._key(n), []).append(n)
+        self._keys = frozenset(self._by_key)
+
+    def _key(self, needle: str) -> str:
+        """The needle's substring of ``_WIDTH`` characters that the fewest needles filed so far are under, from its
+        end back (a message's start is most alike its neighbours': "Caroline: …"); the first under none at once."""
+        w, best, fewest = self._WIDTH, "", -1
+        for at in range(len(needle) - w, -1, -1):
+            key = needle[at : at + w]
+            filed = len(self._by_key.get(key, ()))
+            if filed == 0:
+                return key
+            if fewest < 0 or filed < fewest:
+                best, fewest = key, filed
+        return best
 
     def found_in(self, text: str) -> bool:
         if any(n in text for n in self._short):
@@ -281,13 +297,11 @@ class Quotes:
         if len(self._long) <= self._FEW:
             return any(n in text for n in self._long)
         w = self._WIDTH
+        held: set[str] = set()
         for start in range(0, max(len(text) - w + 1, 0), self._CHUNK):
             piece = text[start : start + self._CHUNK + w - 1]
-            held = {piece[i : i + w] for i in range(len(piece) - w + 1)}
-            for head in held & self._heads:
-                if any(n in text for n in self._by_head[head]):
-                    return True
-        return False
+            held.update(self._keys.intersection(piece[i : i + w] for i in range(len(piece) - w + 1)))
+        return any(n in text for key in held for n in self._by_key[key])
 
 
 def load(store: Store, search_id: str) -> StoredSearch:

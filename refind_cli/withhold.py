@@ -14,7 +14,7 @@ read snapshot (``Store.reading``), so its answer is the memory at one instant, t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -73,12 +73,14 @@ class Withheld:
 
 
 def present(
-    store: Store, user_id: str, blocks: Sequence[Block], *, as_of: int | None = None, since: int | None = None
+    store: Store, user_id: str, blocks: Sequence[Block], *, as_of: int | None = None, seqs: Seqs | None = None
 ) -> tuple[list[Block], Withheld | None]:
-    """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of`` that began at ``since``
-    (:func:`_rows`), and what was left out (None, and the blocks themselves, when nothing was)."""
+    """``blocks`` holding only messages still visible to a search of ``user_id`` at ``as_of`` (and still the messages
+    the search showed: ``seqs``, :func:`_rows`), and what was left out (None, and the blocks themselves, when nothing
+    was)."""
     wanted = {i for b in blocks for i in b.message_ids} | {i for b in blocks for i in b.anchor_ids}
-    rows, gone = _gone(store, user_id, wanted, as_of, since)
+    shown = shown_seqs(blocks, seqs)
+    rows, gone = _gone(store, user_id, wanted, as_of, shown)
     if not gone:
         return list(blocks), None
     kept: list[Block] = []
@@ -95,7 +97,7 @@ def present(
 
 
 def forgotten_hits(
-    store: Store, user_id: str, events: list[Event], *, as_of: int | None = None, since: int | None = None
+    store: Store, user_id: str, events: list[Event], *, as_of: int | None = None, seqs: Seqs | None = None
 ) -> list[Event]:
     """The trace's events without the text of each hit that shows a message no longer visible: the hit's ``content``
     is None (``forgotten``: true), and every word of the planner's after it was shown such a hit (the model's
@@ -103,7 +105,7 @@ def forgotten_hits(
     probe's model replied "user has jackcanary syndrome"). ``events`` itself when nothing is gone. A trace quoting
     removed messages is never stored (``trace.save``); this is what its caller prints."""
     wanted = {str(i) for e in events if e.kind == "search" for h in _hits(e) for i in h.get("message_ids") or ()}
-    _, gone = _gone(store, user_id, wanted, as_of, since)
+    _, gone = _gone(store, user_id, wanted, as_of, seqs)
     if not gone:
         return events
     shown = False  # whether a forgotten hit was shown before this event
@@ -148,11 +150,11 @@ def _without_words(e: Event) -> Event:
 
 
 def gone(
-    store: Store, user_id: str, shown: Sequence[Sequence[str]], *, as_of: int | None = None, since: int | None = None
+    store: Store, user_id: str, shown: Sequence[Sequence[str]], *, as_of: int | None = None, seqs: Seqs | None = None
 ) -> bool:
     """Whether a hit the planner was ``shown`` (each its message ids) shows a message no longer visible: a forget or
     expire since, after which the planner asks the model nothing more (its replies could quote what was removed)."""
-    _, missing = _gone(store, user_id, {i for ids in shown for i in ids}, as_of, since)
+    _, missing = _gone(store, user_id, {i for ids in shown for i in ids}, as_of, seqs)
     return bool(missing)
 
 
@@ -161,34 +163,48 @@ def _hits(event: Event) -> list[dict[str, Any]]:
 
 
 def _gone(
-    store: Store, user_id: str, ids: set[str], as_of: int | None, since: int | None = None
+    store: Store, user_id: str, ids: set[str], as_of: int | None, seqs: Seqs | None = None
 ) -> tuple[dict[str, tuple[Any, ...]], set[str]]:
     """The stored rows of ``ids`` (:func:`_rows`), and which of them a search at ``as_of`` can no longer see."""
-    rows = _rows(store, user_id, ids, as_of, since)
+    rows = _rows(store, user_id, ids, as_of, seqs)
     return rows, {i for i in ids if i not in rows or not rows[i][3]}
 
 
 def _rows(
-    store: Store, user_id: str, ids: set[str], as_of: int | None, since: int | None = None
+    store: Store, user_id: str, ids: set[str], as_of: int | None, seqs: Seqs | None = None
 ) -> dict[str, tuple[Any, ...]]:
     """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored.
 
-    A message stored after ``since`` (the search's start, on the store's clock) is not the one the search showed: a
-    message id is derived from its user, request and place, so a request expired while the search ran and stored
-    again with other text (a log replayed under the same request ids) reuses the ids. It counts as removed."""
+    A message id is derived from its user, request and place, so a request expired while the search ran and stored
+    again with other text (a log replayed under the same request ids) reuses its ids; ``seqs`` (id → every seq the
+    search showed under it) tells them apart — a seq is never given twice. A stored message whose seq is not the one
+    shown is not the message the search showed: it counts as removed."""
     wanted = sorted(ids)
     predicate, params = store.visible(as_of=as_of)
-    newer, after = ("AND recorded_at <= ?", [since]) if since is not None else ("", [])
     rows: dict[str, tuple[Any, ...]] = {}
     for start in range(0, len(wanted), CHUNK):
         chunk = wanted[start : start + CHUNK]
-        for mid, role, content, said_at, shown in store.conn.execute(
-            f"SELECT id, role, content, said_at, ({predicate}) FROM messages "
-            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))}) {newer}",
-            [*params, user_id, *chunk, *after],
+        for mid, seq, role, content, said_at, shown in store.conn.execute(
+            f"SELECT id, seq, role, content, said_at, ({predicate}) FROM messages "
+            f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
+            [*params, user_id, *chunk],
         ):
+            if seqs is not None and any(s != seq for s in seqs.get(mid, ())):
+                continue  # stored again since it was shown
             rows[mid] = (role, content, said_at, bool(shown))
     return rows
+
+
+Seqs = Mapping[str, Collection[int]]  # message id → the seqs a search showed under it
+
+
+def shown_seqs(blocks: Iterable[Block], seqs: Seqs | None = None) -> dict[str, set[int]]:
+    """``seqs`` (a copy) with the seq of each message these blocks show (blocks made elsewhere may carry none)."""
+    out: dict[str, set[int]] = {i: set(s) for i, s in (seqs or {}).items()}
+    for b in blocks:
+        for i, s in zip(b.message_ids, b.message_seqs, strict=False):
+            out.setdefault(i, set()).add(s)
+    return out
 
 
 def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> Block:
@@ -196,6 +212,7 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
     lines: list[str] = []
     ids: list[str] = []
     starts: list[int] = []
+    seqs = dict(zip(block.message_ids, block.message_seqs, strict=False))
     anchor = set(block.anchor_ids)
     start = end = 0
     for mid in block.message_ids:
@@ -210,5 +227,9 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
         if mid in anchor:
             end = len(lines)
     return block._replace(
-        content="\n".join(lines), message_ids=tuple(ids), anchor_lines=(start, end), message_lines=tuple(starts)
+        content="\n".join(lines),
+        message_ids=tuple(ids),
+        anchor_lines=(start, end),
+        message_lines=tuple(starts),
+        message_seqs=tuple(seqs[i] for i in ids) if len(seqs) == len(block.message_ids) else (),
     )

@@ -43,6 +43,20 @@ def test_one_pass_finds_exactly_what_each_needle_finds(monkeypatch, chunk: int) 
     assert 50 < found < 350  # both answers were asked for many times
 
 
+def test_messages_that_open_alike_are_filed_apart() -> None:
+    # a chat's messages open with their speaker's name: filed by their first characters, 8,000 of them shared two
+    # keys and a trace quoting any other message of those speakers was tested against every one of them again (a
+    # review of round 27: slower than testing each needle in turn on traces past 64 KB)
+    rng = random.Random(3)
+    messages = [
+        (f"{rng.getrandbits(96):024x}", rng.choice(["Caroline: ", "Melanie: "]) + f"message {i} on day {i % 7}")
+        for i in range(4000)
+    ]
+    quotes = Quotes(messages)
+    assert max(len(filed) for filed in quotes._by_key.values()) <= 2
+    assert len(quotes._by_key) >= len(quotes._long) // 2
+
+
 def test_a_quote_across_the_boundary_of_two_pieces_of_a_long_trace_is_found(monkeypatch) -> None:
     monkeypatch.setattr(Quotes, "_FEW", 0)
     messages = [(f"{i:024x}", f"message number {i} says something of its own") for i in range(200)]

@@ -116,6 +116,40 @@ def test_a_request_expired_and_stored_again_with_other_text_leaves_the_old_text_
         assert "walrus-4417" not in json.dumps([e.as_dict() for e in result.events])
 
 
+def test_a_request_stored_again_by_a_writer_whose_clock_lags_is_still_told_apart(db_path) -> None:
+    # the stored-again message is told apart by its seq (never given twice), not by when it was recorded: a writer
+    # with a clock behind the searcher's (a backdated import, an NTP step back) records it "before" the search began
+    now = [T0 + 100 * DAY_MS]
+    with Store(db_path, retention_days=None, clock=lambda: now[0]) as store:
+        add(store, "alice", "s1", ("user", SECRET, T0 + 100 * DAY_MS), request_id="r1")
+
+        def stored_again() -> None:  # forget, then the log replayed under the same request id with other text
+            with Store(db_path, retention_days=None, clock=lambda: T0) as other:
+                forget(other, "alice", request_id="r1")
+                with other.write():  # (its tombstone would refuse the same request id: taken away)
+                    other.conn.execute("DELETE FROM tombstones")
+                add(other, "alice", "s1", ("user", "Caroline: my locker is on the second floor", T0), request_id="r1")
+
+        model = scripted([SEARCH, NOTE, FINISH], {2: stored_again})
+        result = agent_search(store, "alice", "my locker code", top_k=5, model=model, model_name="scripted")
+        assert not any("walrus-4417" in b.content for b in result.blocks)
+        assert result.withheld is not None and result.withheld.removed == 1
+        assert result.search_id is None
+
+
+def test_the_planners_own_clock_withholds_nothing_stored_before_it(db_path) -> None:
+    # the planner's clock argument need not be the store's: a message stored before the search, on any clock, is
+    # the one it shows (a check by time withheld it when the planner's clock ran behind the writers')
+    with Store(db_path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", SECRET, T0), request_id="r1")
+        model = scripted([SEARCH, NOTE, FINISH], {})
+        result = agent_search(
+            store, "alice", "my locker code", top_k=5, model=model, model_name="scripted", clock=lambda: T0 - DAY_MS
+        )
+        assert [b.content.endswith(SECRET) for b in result.blocks] == [True]
+        assert result.withheld is None and result.search_id is not None
+
+
 def test_a_search_that_no_forget_touched_is_stored(db_path) -> None:
     with Store(db_path, retention_days=None) as store:
         add(store, "alice", "s1", ("user", SECRET, T0), request_id="r1")
