@@ -8,7 +8,7 @@ import time
 
 import pytest
 from helpers import DAY, T0, add
-from llm_server import Fail, Slow
+from llm_server import Fail, Slow, Tools
 
 from refind_cli import planner, trace
 from refind_cli import search as S
@@ -167,6 +167,24 @@ def test_bad_date_is_corrected_not_searched_unfiltered(memory, llm_server):
     assert len(searches) == 1 and searches[0].step == 2  # the bad-date step ran no search
     # the good date bound applies: only the later hike (Mount Hood, day 10) is found
     assert {h["session_id"] for h in searches[0].data["hits"]} == {"hike2"}
+
+
+@pytest.mark.parametrize("form", ["json", "tool_call"])
+def test_a_date_given_as_a_json_number_is_read_as_unix_ms_or_as_its_digits(memory, llm_server, form):
+    # a JSON number is read as the same digits in a string (contract.parse_when): Unix ms, or YYYYMMDD in 8 digits
+    ms = T0 + 4 * DAY  # 2023-06-05: only the later hike (Mount Hood, day 10) is said after it
+    args = [{"keywords": "hiking Mount", "date_from": ms}, {"keywords": "nurse job", "date_to": 20230603}]
+    if form == "json":
+        llm_server.play(*(search_(a.pop("keywords"), **a) for a in args), FINISH)
+    else:
+        llm_server.play(*(Tools(("search_chatrecord", a)) for a in args), FINISH)
+    result = run(memory, llm_server)
+    assert not events(result, "correction")
+    by_ms, by_day = (e.data for e in events(result, "search"))
+    assert {h["session_id"] for h in by_ms["hits"]} == {"hike2"} and by_ms["date_from"] == str(ms)
+    # 20230603 as Unix ms would be 1970: the job, said on 2023-06-03, is found by the day the digits name
+    assert {h["session_id"] for h in by_day["hits"]} == {"job"} and by_day["date_to"] == "20230603"
+    assert [e.data["form"] for e in events(result, "action")][:2] == [form, form]
 
 
 def test_caller_date_bounds_apply_to_every_search_and_a_bad_one_calls_no_model(memory, llm_server):
@@ -427,7 +445,11 @@ def test_agent_mode_isolation_even_with_a_shared_session_id(store, llm_server):
         ("[1, 2]", "no JSON object"),
         ('{"action": "delete_everything"}', "must be one of"),
         ('{"action": "search_chatrecord"}', "keywords"),
-        ('{"action": "search_chatrecord", "keywords": "x", "date_from": 20230101}', "date string"),
+        (
+            '{"action": "search_chatrecord", "keywords": "x", "date_from": 1.5}',
+            '"date_from" must be a date such as "2023/05/08" \\(a string\\) or Unix ms \\(a whole number\\), got 1.5',
+        ),
+        ('{"action": "search_chatrecord", "keywords": "x", "date_to": true}', "or Unix ms"),
         ('{"action": "take_note", "results": ["one"]}', "result numbers"),
         ('{"action": "take_note", "results": []}', "at least one"),
         ('{"action": "finish_search"', "not valid JSON"),
