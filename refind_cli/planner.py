@@ -162,6 +162,17 @@ class AgentResult:
         """The deadline stopped the planner (its evidence is what it had by then)."""
         return any(e.kind == "deadline" for e in self.events)
 
+    def stopped(self, deadline_s: float) -> str | None:
+        """Why the deadline stopped the planner, for a summary line (None: it did not): its deadline passed, or a
+        provider asked to wait past it (a Retry-After longer than the time left)."""
+        event = next((e for e in self.events if e.kind == "deadline"), None)
+        if event is None:
+            return None
+        asked = event.data.get("retry_after_s")
+        if isinstance(asked, int | float):
+            return f"stopped: the provider asked to wait {asked:g} s, past its {deadline_s:g} s deadline"
+        return f"stopped at its {deadline_s:g} s deadline"
+
     @property
     def llm_calls(self) -> int:
         return self.stats.llm_calls
@@ -547,7 +558,7 @@ class PlannerRun:
                     # once its retries are spent: a 502, not BM25 on the question under a 200 (a probe of round 23:
                     # the same outage answered both ways, by the deadline alone)
                     raise ModelError(exc.gave_up) from None
-                self._stop(exc.message)
+                self._stop(exc.message, exc.retry_after)
                 return
             said = _said(reply)
             if len(said) > MAX_REPLY_CHARS:  # not read: a reply of megabytes held the search past its deadline
@@ -582,12 +593,14 @@ class PlannerRun:
                 self._correct(str(exc))
         self.emit("budget", max_actions=self.max_actions)
 
-    def _stop(self, cut: str | None) -> None:
+    def _stop(self, cut: str | None, retry_after: float | None = None) -> None:
         """The deadline passed: between actions (``cut`` None) or during a model call (``cut``: what the model
-        seam said)."""
+        seam said; ``retry_after``: the seconds a provider asked to wait, past the deadline, before a retry)."""
         data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "llm_calls": self.stats.llm_calls}
         if cut is not None:
             data["message"] = cut
+        if retry_after is not None:
+            data["retry_after_s"] = retry_after
         if self.ready_ms >= 100:  # what the deadline spent before the planner began (litellm's import: seconds)
             data["ready_ms"] = round(self.ready_ms)
         self.emit("deadline", **data)

@@ -16,7 +16,8 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
 ``correction``  why the reply was refused, and the message sent back to the planner (with the reply's form when
                 it was recognised as one)
 ``budget``      the action budget ran out before ``finish_search``
-``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); the
+``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); or
+                a provider asked to wait past it before a retry (``retry_after_s``: its Retry-After, seconds); the
                 planner stopped and the evidence is what it had by then. The deadline counts from the question:
                 ``ready_ms`` (when 100 ms or more) says how much of it passed before the planner began (loading
                 the model — litellm's import takes seconds in a new process — and reading the index)

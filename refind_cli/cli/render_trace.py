@@ -141,7 +141,13 @@ def event(ev: Event) -> RenderableType:
     if k == "deadline":
         secs = d.get("deadline_s")
         secs = f"{secs:g}" if isinstance(secs, int | float) else printable(str(secs))
-        t = Text(f"deadline of {secs} s passed: the planner stopped", style="bold yellow")
+        asked = d.get("retry_after_s")
+        t = Text(
+            f"the provider asked to wait {asked:g} s, past the deadline of {secs} s: the planner stopped"
+            if isinstance(asked, int | float)
+            else f"deadline of {secs} s passed: the planner stopped",
+            style="bold yellow",
+        )
         if d.get("message"):
             t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
         if isinstance(d.get("ready_ms"), int | float):

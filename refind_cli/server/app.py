@@ -227,7 +227,7 @@ class Runtime:
             log.info(
                 "agent search %s%s%s%s",
                 agent.search_id or "(not stored)",
-                f": stopped at its {self.cfg.deadline_s:g} s deadline" if agent.deadline_passed else "",
+                f": {agent.stopped(self.cfg.deadline_s)}" if agent.deadline_passed else "",
                 f": {agent.withheld.line()}" if agent.withheld is not None else "",
                 f": trace not stored ({fault})" if fault else "",
             )

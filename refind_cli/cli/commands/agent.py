@@ -86,7 +86,7 @@ def run_agent(
     render.console().print(
         f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
         f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
-        + (f" · stopped at its {deadline_s:g} s deadline" if result.deadline_passed else "")
+        + (f" · {result.stopped(deadline_s)}" if result.deadline_passed else "")
         + f" — {stored}",
         markup=False,
         highlight=False,
