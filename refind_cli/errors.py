@@ -13,6 +13,7 @@ class RefindError(Exception):
     status = 400
     exit_code = 1
     kind = "error"
+    search_id: str | None = None  # the stored agent search that failed with it, for `refind inspect search ID`
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -382,7 +382,10 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         if not stored:
             result.unrecorded = "a forget or expire removed what it quotes while it ran"
     result.search_id = search_id if stored else None
-    return _checked(store, result).raise_error()
+    result = _checked(store, result)
+    if result.error is not None:  # named by the error, so that a caller it is raised to can show the stored trace
+        result.error.search_id = result.search_id
+    return result.raise_error()
 
 
 def ends_at(t0: float, deadline_s: float) -> float:

@@ -114,6 +114,55 @@ def test_provider_401_is_one_red_line(cli, filled, llm_server):
     assert r.exit_code == 5 and "Incorrect API key provided" in r.output and "Traceback" not in r.output
 
 
+def test_a_failed_search_names_its_stored_id_and_with_json_prints_the_error_on_stdout(cli, filled, llm_server):
+    from llm_server import Fail
+
+    llm_server.play(Fail(401, "Incorrect API key provided"))
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 5  # as without --json
+    failed = json.loads(r.stdout)
+    (stored,) = json.loads(cli("inspect", "searches", "--json").stdout)["searches"]
+    message = failed["error"]["message"]
+    assert failed == {"error": {"type": "model", "message": message}, "search_id": stored["id"]}
+    assert message.startswith("model openai/scripted: the provider refused the credentials: HTTP 401: ")
+    assert "Incorrect API key provided" in message
+    said = " ".join(r.stderr.split())
+    assert said.startswith(f"error: {message} agent search {stored['id']} failed — `refind inspect search ")
+    shown = json.loads(cli("inspect", "search", failed["search_id"], "--json").stdout)
+    assert shown["events"][-1]["kind"] == "error" and shown["events"][-1]["data"]["message"] == message
+
+    llm_server.play(Fail(401, "Incorrect API key provided"))
+    r = agent_cli(cli, llm_server)  # the human output names the stored search too
+    (second,) = {row["id"] for row in json.loads(cli("inspect", "searches", "--json").stdout)["searches"]} - {
+        stored["id"]
+    }
+    assert r.exit_code == 5 and r.stdout == ""
+    assert f"agent search {second} failed — `refind inspect search {second}` shows its trace" in r.stderr
+
+    r = cli("search", "hiking", "--user", "alice", "--model", "no-such-provider-model", "--json")
+    assert r.exit_code == 5 and json.loads(r.stdout)["search_id"] is None  # failed before anything was stored
+    assert json.loads(r.stdout)["error"]["type"] == "model" and "failed —" not in r.stderr
+
+
+def test_the_python_apis_error_of_a_failed_search_carries_its_stored_id(tmp_path, llm_server):
+    from llm_server import Fail
+
+    from refind_cli.api import Memory
+    from refind_cli.errors import ModelError
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        llm_server.play(Fail(401, "Incorrect API key provided"))
+        with pytest.raises(ModelError) as failed:
+            memory.agent_search("hiking", user="alice", model="openai/scripted", api_base=llm_server.url)
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    with Store(tmp_path / "m.db", retention_days=None) as store:
+        stored = trace.load(store, failed.value.search_id)  # the failed search, stored under the id its error names
+    assert stored.user_id == "alice" and stored.events[-1].kind == "error"
+
+
 def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
     llm_server.play(SEARCH, SEARCH, SEARCH)
     data = json.loads(agent_cli(cli, llm_server, "--json", "--max-actions", "2").stdout)
