@@ -193,7 +193,7 @@ class AgentResult:
 
 SKIP_RULES = {
     "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
-    "conversations.",
+    "conversations; when every hit is in a session already shown, the hits not shown before are shown instead.",
     "turn": "Hits already shown by an earlier search are skipped, so a later search always shows new messages.",
 }
 
@@ -688,14 +688,22 @@ class PlannerRun:
         if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
             raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self._index_search(
+        search = functools.partial(
+            self._index_search,
             keywords,
             top_k=self.hits_per_search,
             date_from=lo,
             date_to=hi,
-            skip=Skip(skip_mode, ids),
             config=self.index.config.with_(lead_chars=0, backfill=False),  # a planner search shows what matched
         )
+        hits = search(skip=Skip(skip_mode, ids))
+        fallback: dict[str, Any] = {}
+        if not hits and skip_mode == "session" and ids:
+            # every hit is in a session shown before (a user with one session: every search after the first): the
+            # hits not shown before are shown instead, where skipping whole sessions showed nothing at all
+            hits = search(skip=Skip("turn", frozenset(self.seen_turns)))
+            if hits:
+                fallback = {"fallback_skip": "turn", "fallback_skipped": len(self.seen_turns)}
         hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
         shown = views(hits, self.hit_chars)
@@ -711,12 +719,13 @@ class PlannerRun:
             **asked,  # the planner's own dates, when a caller's bound narrowed them
             skipped=len(ids),
             skip=skip_mode,
+            **fallback,  # every hit was in a session shown before: the turns shown before were skipped instead
             hits=[_hit(i, b, v) for i, (b, v) in enumerate(zip(hits, shown), 1)],
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
         self.shown += [b.message_ids for b, v in zip(hits, shown) if v.text is not None]
-        said = _results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left()
+        said = _results_message(keywords, hits, len(ids), skip_mode, shown, bool(fallback)) + " " + self._left()
         if asked:  # the planner is told, as it is when the caller's bounds leave its range no day
             said = _narrowed(asked, searched) + "\n" + said
         self._say(said)
@@ -932,13 +941,20 @@ def _shown(view: HitView) -> str:
     return view.text
 
 
-def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, shown: list[HitView]) -> str:
+def _results_message(
+    keywords: str, hits: list[Block], skipped: int, skip_mode: str, shown: list[HitView], fallback: bool = False
+) -> str:
     unit = "session" if skip_mode == "session" else "result"
     seen = (
         (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} skipped)")
         if skipped
         else ""
     )
+    if fallback:  # (skip mode session: every hit was in a session shown before)
+        seen = (
+            " in sessions shown before (no other session holds a hit; results shown before were skipped — try other "
+            "keywords to find other conversations)"
+        )
     if not hits:
         return (
             f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "

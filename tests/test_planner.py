@@ -233,12 +233,72 @@ def test_skip_set_hides_what_earlier_searches_showed(memory, llm_server, mode):
     if mode == "session":
         seen = {h["session_id"] for h in first.data["hits"]}
         assert first.data["skipped"] == 0 and second.data["skipped"] == len(seen)
-        assert not seen & {h["session_id"] for h in second.data["hits"]}
+        if "fallback_skip" in second.data:  # every hit was in a session shown before: the hits shown are new turns
+            assert second.data["fallback_skipped"] == len(first.data["hits"])
+            assert not {h["id"] for h in first.data["hits"]} & {h["id"] for h in second.data["hits"]}
+        else:
+            assert not seen & {h["session_id"] for h in second.data["hits"]}
     else:
         seen = {h["id"] for h in first.data["hits"]}
         assert second.data["skipped"] == len(seen)
         assert not seen & {h["id"] for h in second.data["hits"]}
     assert "skipped" in llm_server.requests[2]["messages"][-1]["content"]
+
+
+def anchor(hit):
+    """The text of a hit's anchor message as the planner saw it (its stamp and role left out)."""
+    start, end = hit["anchor_lines"]
+    return "\n".join(hit["content"].split("\n")[start:end]).split(": ", 1)[-1]
+
+
+@pytest.fixture
+def one_session(store):
+    """alice: one session, two turns on hiking and two on her dog among others (a minute apart)."""
+    said = [
+        "I went hiking at Mount Rainier",
+        "the weather was sunny",
+        "my dog Rex loves the beach",
+        "I cooked pasta for dinner",
+        "another hiking trip to Mount Hood",
+        "work was busy this week",
+        "Rex the dog chewed my shoe",
+        "I read a novel about ships",
+    ]
+    add(store, "alice", "life", *(("user", text, T0 + i * 60_000) for i, text in enumerate(said)))
+    return store
+
+
+def test_with_every_hit_in_a_session_shown_before_the_turns_shown_before_are_skipped_instead(
+    one_session, llm_server, cli
+):
+    # skip mode session, one session: every search after the first found nothing, and the planner could keep at most
+    # one search's hits; now such a search shows the hits not shown before, traced and told as such
+    llm_server.play(search_("hiking"), note(1, 2), search_("dog Rex"), note(1, 2), search_("hiking"), FINISH)
+    result = run(one_session, llm_server, hits_per_search=2, max_actions=6)
+    hiking, dog, again = (e.data for e in events(result, "search"))
+    assert hiking["skipped"] == 0 and "fallback_skip" not in hiking
+    assert sorted(anchor(h) for h in hiking["hits"]) == [
+        "I went hiking at Mount Rainier",
+        "another hiking trip to Mount Hood",
+    ]
+    assert dog["skip"] == "session" and dog["skipped"] == 1  # the one session, shown before: nothing else holds a hit
+    assert (dog["fallback_skip"], dog["fallback_skipped"]) == ("turn", 2)
+    assert sorted(anchor(h) for h in dog["hits"]) == ["Rex the dog chewed my shoe", "my dog Rex loves the beach"]
+    told = llm_server.requests[3]["messages"][-1]["content"]
+    assert told.startswith(
+        'Search "dog Rex" found 2 results in sessions shown before (no other session holds a hit; results shown '
+        "before were skipped — try other keywords to find other conversations):"
+    )
+    # both hiking turns were shown: skipping them too leaves nothing, said as before
+    assert again["hits"] == [] and "fallback_skip" not in again
+    assert llm_server.requests[5]["messages"][-1]["content"].startswith(
+        'Search "hiking" found nothing (1 session shown before was skipped).'
+    )
+    # two searches' notes are the evidence (was: the first search's 2 hits at most)
+    assert result.path == "notes" and len(result.blocks) == 4
+    assert "when every hit is in a session already shown" in llm_server.requests[0]["messages"][0]["content"]
+    shown = " ".join(cli("inspect", "search", result.search_id).output.split())
+    assert "2 hits for 'dog Rex' · 1 seen sessions skipped — every hit in one, so 2 seen turns skipped instead" in shown
 
 
 def test_budget_exhaustion_stops_the_loop_and_falls_back_within_the_limit(memory, llm_server):
