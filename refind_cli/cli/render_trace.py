@@ -99,9 +99,7 @@ def event(ev: Event) -> RenderableType:
         if d.get("skipped"):
             title += f" · {d['skipped']} seen {d.get('skip', 'session')}s skipped"
         if d.get("fallback_skip"):  # every hit was in a seen session: the seen turns were skipped instead
-            title += (
-                f" — every hit in one, so {d.get('fallback_skipped')} seen {d['fallback_skip']}s skipped instead"
-            )
+            title += f" — every hit in one, so {d.get('fallback_skipped')} seen {d['fallback_skip']}s skipped instead"
         table = Table(title=Text(title), title_justify="left", show_lines=True, expand=False)
         table.add_column("#", justify="right", style="bold")
         table.add_column("session / said")
