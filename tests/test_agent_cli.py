@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import FIXTURES
-from helpers import DAY, T0, add, agent_cli
+from helpers import DAY, T0, add, agent_app, agent_cli
 
 SEARCH = '{"thought": "look for the hike", "action": "search_chatrecord", "keywords": "hiking Rainier"}'
 NOTE = '{"thought": "this answers it", "action": "take_note", "results": [1]}'
@@ -171,6 +171,62 @@ def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
     llm_server.play(SEARCH, SEARCH)
     data = json.loads(agent_cli(cli, llm_server, "--json").stdout)
     assert data["stats"]["llm_calls"] == 1
+
+
+def test_skip_flag_and_variable_set_what_later_searches_skip(cli, filled, llm_server, monkeypatch, db_path):
+    def skips(*extra):
+        llm_server.play(SEARCH, SEARCH, FINISH)
+        llm_server.requests.clear()
+        data = json.loads(agent_cli(cli, llm_server, "--json", *extra).stdout)
+        (start,) = (e["data"] for e in data["trace"] if e["kind"] == "start")
+        second = [e["data"] for e in data["trace"] if e["kind"] == "search"][1]
+        assert second["skip"] == start["skip"]
+        return start["skip"], llm_server.requests[0]["messages"][0]["content"]
+
+    skip, prompt = skips()
+    assert skip == "session" and "Sessions already shown by an earlier search are skipped" in prompt
+    skip, prompt = skips("--skip", "turn")
+    assert skip == "turn" and "Hits already shown by an earlier search are skipped" in prompt
+    monkeypatch.setenv("REFIND_AGENT_SKIP", "turn")
+    assert skips()[0] == "turn"
+    assert skips("--skip", "session")[0] == "session"  # the flag wins over the variable
+
+    monkeypatch.setenv("REFIND_AGENT_SKIP", "sessions")  # a planner setting: bm25 mode has no planner
+    assert cli("search", "hiking Rainier", "--user", "alice", "--mode", "bm25").exit_code == 0
+    llm_server.requests.clear()
+    r = agent_cli(cli, llm_server)
+    assert r.exit_code == 2 and llm_server.requests == []  # refused before any model call
+    assert "error: --skip / REFIND_AGENT_SKIP: must be session or turn, got 'sessions'" in r.stderr
+    monkeypatch.delenv("REFIND_AGENT_SKIP")
+
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+
+    with Memory(db_path) as memory:
+        llm_server.play(SEARCH, SEARCH, FINISH)
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, skip="turn"
+        )
+        assert answer.trace[0]["data"]["skip"] == "turn"
+        with pytest.raises(InvalidInput, match="skip: must be 'session' or 'turn' \\(or None\\), got 'all'"):
+            memory.agent_search("hiking", user="alice", model="openai/scripted", api_base=llm_server.url, skip="all")
+
+
+def test_the_server_passes_its_skip_setting_to_the_planner(tmp_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    db = tmp_path / "s.db"
+    app = agent_app(db, llm_server, skip="turn")
+    llm_server.play(SEARCH, FINISH)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    with Store(db, retention_days=None) as store:
+        (stored,) = trace.recent(store, user_id="alice")
+    assert stored.events[0].data["skip"] == "turn"
 
 
 def _imports_after(args_list, tmp_path):

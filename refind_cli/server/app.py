@@ -78,6 +78,7 @@ class ServerSettings:
     api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
     max_actions: int = defaults.DEFAULT_MAX_ACTIONS  # agent mode: the planner's budget of replies per search
     deadline_s: float = defaults.DEFAULT_AGENT_DEADLINE_S  # agent mode: seconds one search may take in all
+    skip: str | None = None  # agent mode: what later searches skip, "session" | "turn" (None: session)
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
     search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
     parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
@@ -216,6 +217,7 @@ class Runtime:
             model_name=self.model_name,
             max_actions=self.cfg.max_actions,
             deadline_s=self.cfg.deadline_s,
+            skip=self.cfg.skip,
             asked_at=asked_at,
         )
         found = retrieve(store, replace(req, mode=self.cfg.mode), planner=planner)

@@ -23,6 +23,7 @@ def run_agent(
     api_base: str | None,
     max_actions: int,
     deadline_s: float,
+    skip: str | None,
     show_trace: bool,
     as_json: bool,
 ) -> None:
@@ -53,6 +54,7 @@ def run_agent(
         deadline_s=deadline_s,
         asked_at=asked_at,
         on_event=on_event,
+        skip=skip,
     )
     # the open's waits for another process's lock end by the deadline too (an upgraded file's migration or index
     # catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)

@@ -20,6 +20,7 @@ from ..options import (
     MaxActionsOption,
     ModelOption,
     RetentionOption,
+    SkipOption,
     TraceOption,
     UserOption,
     mode_source,
@@ -77,6 +78,7 @@ def search(
     api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
+    skip: SkipOption = None,
     show_trace: TraceOption = False,
 ) -> None:
     from ...contract import CLI_NAMES, search_request
@@ -104,6 +106,7 @@ def search(
                 api_base=api_base,
                 max_actions=settings.parse_max_actions(max_actions),
                 deadline_s=settings.parse_agent_deadline(deadline),
+                skip=settings.parse_agent_skip(skip),
                 show_trace=show_trace,
                 as_json=as_json,
             )
