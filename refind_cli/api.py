@@ -310,6 +310,7 @@ class Memory:
         api_base: str | None = None,
         max_actions: int = settings.DEFAULT_MAX_ACTIONS,
         deadline: float = settings.DEFAULT_AGENT_DEADLINE_S,
+        skip: str | None = None,
         top_k: int = 10,
         date_from: str | int | date | None = None,
         date_to: str | int | date | None = None,
@@ -324,8 +325,9 @@ class Memory:
         OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
         record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
         ``deadline``: seconds the whole search may take (default 120): past it the planner stops and returns what it
-        kept (``deadline_passed``). The evidence never holds a message forgotten or expired while the search ran
-        (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
+        kept (``deadline_passed``). ``skip``: what later searches skip of what earlier ones showed, ``"session"``
+        (every session shown; the default) or ``"turn"`` (only the hits shown). The evidence never holds a message
+        forgotten or expired while the search ran (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
         answer.
         """
         import time
@@ -352,6 +354,8 @@ class Memory:
                 f"deadline: must be a number of seconds above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g}, "
                 f"got {deadline!r}"
             )
+        if skip is not None and skip not in settings.AGENT_SKIPS:
+            raise InvalidInput(f"skip: must be 'session' or 'turn' (or None), got {skip!r}")
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
@@ -364,6 +368,7 @@ class Memory:
             model_name=model_name,
             max_actions=max_actions,
             deadline_s=float(deadline),
+            skip=skip,
             asked_at=asked_at,
             on_event=on_event,
             record=record,

@@ -13,6 +13,7 @@ class RefindError(Exception):
     status = 400
     exit_code = 1
     kind = "error"
+    search_id: str | None = None  # the stored agent search that failed with it, for `refind inspect search ID`
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -63,11 +64,13 @@ class DeadlineReached(ModelError):
 
     ``gave_up``: set when the provider answered an error and the deadline left no time for a retry (not a call the
     deadline cut short) — the message of the model failure it is when the provider has answered the search nothing
-    else (the planner raises it then: the same outage is a 502 whatever the deadline)."""
+    else (the planner raises it then: the same outage is a 502 whatever the deadline). ``retry_after``: the seconds
+    the provider asked to wait (its Retry-After) when that wait alone would end past the deadline."""
 
-    def __init__(self, message: str, *, gave_up: str | None = None) -> None:
+    def __init__(self, message: str, *, gave_up: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.gave_up = gave_up
+        self.retry_after = retry_after
 
 
 class StorageError(RefindError):

@@ -320,7 +320,7 @@ def refind_bm25(config: Any) -> Searcher:
 
 def refind_agent(config: Any, **planner_kwargs: Any) -> Searcher:
     """The searcher behind ``refind search --mode agent`` (the LLM planner); ``planner_kwargs`` are
-    :class:`~refind_cli.retrieval.Planner` fields (model, model_name, max_actions, deadline_s, record)."""
+    :class:`~refind_cli.retrieval.Planner` fields (model, model_name, max_actions, deadline_s, skip, record)."""
     return refind_searcher("agent", config, Planner(**planner_kwargs))
 
 

@@ -149,6 +149,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                     model_name=cfg.model_name,
                     max_actions=cfg.max_actions,
                     deadline=cfg.deadline_s,
+                    skip=cfg.skip,
                     top_k=top_k,
                     date_from=date_from,
                     date_to=date_to,

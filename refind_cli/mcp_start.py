@@ -58,6 +58,7 @@ class McpSettings:
     model_name: str | None = None
     max_actions: int = 4
     deadline_s: float = 120.0  # agent mode: seconds one search may take in all
+    skip: str | None = None  # agent mode: what later searches skip, "session" | "turn" (None: session)
     allow_forget: bool = False
 
 

@@ -182,14 +182,20 @@ def litellm_complete(
                     said = _unreachable(exc, api_base) or _describe(exc, api_key)
                     attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
                     if deadline:
+                        asked = _retry_after(exc)  # the provider's own wait, when it alone ends past the deadline
+                        asked_past = asked if left is not None and 0 < left < asked < math.inf else None
                         why = (
                             "the search's deadline passed"
                             if left is not None and left <= 0
+                            else f"the provider asked to wait {asked:g} s (Retry-After), past the search's deadline, "
+                            f"{left:.1f} s away"
+                            if asked_past is not None
                             else f"a retry in {wait:g} s would start past the search's deadline, {left:.1f} s away"
                         )
                         raise DeadlineReached(
                             f"model {model}: {said} ({why}; {attempts})",
                             gave_up=None if cut_short else f"model {model}: {said} (gave up after {attempts}: {why})",
+                            retry_after=asked_past,
                         ) from None
                     raise ModelError(f"model {model}: {said} (gave up after {attempts})") from None
                 sleep(wait)

@@ -163,6 +163,17 @@ class AgentResult:
         """The deadline stopped the planner (its evidence is what it had by then)."""
         return any(e.kind == "deadline" for e in self.events)
 
+    def stopped(self, deadline_s: float) -> str | None:
+        """Why the deadline stopped the planner, for a summary line (None: it did not): its deadline passed, or a
+        provider asked to wait past it (a Retry-After longer than the time left)."""
+        event = next((e for e in self.events if e.kind == "deadline"), None)
+        if event is None:
+            return None
+        asked = event.data.get("retry_after_s")
+        if isinstance(asked, int | float):
+            return f"stopped: the provider asked to wait {asked:g} s, past its {deadline_s:g} s deadline"
+        return f"stopped at its {deadline_s:g} s deadline"
+
     @property
     def llm_calls(self) -> int:
         return self.stats.llm_calls
@@ -183,7 +194,7 @@ class AgentResult:
 
 SKIP_RULES = {
     "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
-    "conversations.",
+    "conversations; when every hit is in a session already shown, the hits not shown before are shown instead.",
     "turn": "Hits already shown by an earlier search are skipped, so a later search always shows new messages.",
 }
 
@@ -375,7 +386,10 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         if not stored:
             result.unrecorded = "a forget or expire removed what it quotes while it ran"
     result.search_id = search_id if stored else None
-    return _checked(store, result).raise_error()
+    result = _checked(store, result)
+    if result.error is not None:  # named by the error, so that a caller it is raised to can show the stored trace
+        result.error.search_id = result.search_id
+    return result.raise_error()
 
 
 def ends_at(t0: float, deadline_s: float) -> float:
@@ -554,7 +568,7 @@ class PlannerRun:
                     # once its retries are spent: a 502, not BM25 on the question under a 200 (a probe of round 23:
                     # the same outage answered both ways, by the deadline alone)
                     raise ModelError(exc.gave_up) from None
-                self._stop(exc.message)
+                self._stop(exc.message, exc.retry_after)
                 return
             said = _said(reply)
             if len(said) > MAX_REPLY_CHARS:  # not read: a reply of megabytes held the search past its deadline
@@ -589,12 +603,14 @@ class PlannerRun:
                 self._correct(str(exc))
         self.emit("budget", max_actions=self.max_actions)
 
-    def _stop(self, cut: str | None) -> None:
+    def _stop(self, cut: str | None, retry_after: float | None = None) -> None:
         """The deadline passed: between actions (``cut`` None) or during a model call (``cut``: what the model
-        seam said)."""
+        seam said; ``retry_after``: the seconds a provider asked to wait, past the deadline, before a retry)."""
         data: dict[str, Any] = {"deadline_s": self.budget.deadline_s, "llm_calls": self.stats.llm_calls}
         if cut is not None:
             data["message"] = cut
+        if retry_after is not None:
+            data["retry_after_s"] = retry_after
         if self.ready_ms >= 100:  # what the deadline spent before the planner began (litellm's import: seconds)
             data["ready_ms"] = round(self.ready_ms)
         self.emit("deadline", **data)
@@ -679,14 +695,22 @@ class PlannerRun:
         if lo is not None and hi is not None and lo > hi:  # name each bound as the planner gave it, or whence it came
             raise ReplyError(_empty_range(action.args, lo, hi, bounds))
         ids = frozenset(self.seen_sessions if skip_mode == "session" else self.seen_turns)
-        hits = self._index_search(
+        search = functools.partial(
+            self._index_search,
             keywords,
             top_k=self.hits_per_search,
             date_from=lo,
             date_to=hi,
-            skip=Skip(skip_mode, ids),
             config=self.index.config.with_(lead_chars=0, backfill=False),  # a planner search shows what matched
         )
+        hits = search(skip=Skip(skip_mode, ids))
+        fallback: dict[str, Any] = {}
+        if not hits and skip_mode == "session" and ids:
+            # every hit is in a session shown before (a user with one session: every search after the first): the
+            # hits not shown before are shown instead, where skipping whole sessions showed nothing at all
+            hits = search(skip=Skip("turn", frozenset(self.seen_turns)))
+            if hits:
+                fallback = {"fallback_skip": "turn", "fallback_skipped": len(self.seen_turns)}
         hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
         shown = views(hits, self.hit_chars)
@@ -702,12 +726,13 @@ class PlannerRun:
             **asked,  # the planner's own dates, when a caller's bound narrowed them
             skipped=len(ids),
             skip=skip_mode,
+            **fallback,  # every hit was in a session shown before: the turns shown before were skipped instead
             hits=[_hit(i, b, v) for i, (b, v) in enumerate(zip(hits, shown), 1)],
         )
         self.seen_sessions.update(b.session_id for b in hits)
         self.seen_turns.update(b.id for b in hits)
         self.shown += [b.message_ids for b, v in zip(hits, shown) if v.text is not None]
-        said = _results_message(keywords, hits, len(ids), skip_mode, shown) + " " + self._left()
+        said = _results_message(keywords, hits, len(ids), skip_mode, shown, bool(fallback)) + " " + self._left()
         if asked:  # the planner is told, as it is when the caller's bounds leave its range no day
             said = _narrowed(asked, searched) + "\n" + said
         self._say(said)
@@ -928,13 +953,20 @@ def _shown(view: HitView) -> str:
     return view.text
 
 
-def _results_message(keywords: str, hits: list[Block], skipped: int, skip_mode: str, shown: list[HitView]) -> str:
+def _results_message(
+    keywords: str, hits: list[Block], skipped: int, skip_mode: str, shown: list[HitView], fallback: bool = False
+) -> str:
     unit = "session" if skip_mode == "session" else "result"
     seen = (
         (f" ({skipped} {unit}{'s' if skipped != 1 else ''} shown before {'were' if skipped != 1 else 'was'} skipped)")
         if skipped
         else ""
     )
+    if fallback:  # (skip mode session: every hit was in a session shown before)
+        seen = (
+            " in sessions shown before (no other session holds a hit; results shown before were skipped — try other "
+            "keywords to find other conversations)"
+        )
     if not hits:
         return (
             f"Search {json.dumps(keywords, ensure_ascii=False)} found nothing{seen}. Try other keywords, a "

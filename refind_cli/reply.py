@@ -248,8 +248,14 @@ def _args(name: str, fields: dict[str, Any], form: str) -> dict[str, Any]:
             value = fields.get(key)
             if value is None or (isinstance(value, str) and not value.strip()):
                 continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # a JSON number is read as its digits are in a string (contract.parse_when)
             if not isinstance(value, str):
-                raise ReplyError(f'"{key}" must be a date string YYYY/MM/DD, got {_show(value)}', form=form)
+                raise ReplyError(
+                    f'"{key}" must be a date such as "2023/05/08" (a string) or Unix ms (a whole number), got '
+                    f"{_show(value)}",
+                    form=form,
+                )
             args[key] = value.strip()
     elif name == "take_note":
         raw = fields.get("results")

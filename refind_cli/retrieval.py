@@ -39,6 +39,7 @@ class Planner:
     asked_at: float | None = None
     on_event: Callable[[Event], None] | None = None
     record: bool = True
+    skip: str | None = None  # what later searches skip: "session" | "turn" (None: the search config's, session)
 
     def ends_at(self) -> float | None:
         """When the search must end (``time.monotonic()``), counted from ``asked_at``; None before it was asked (the
@@ -103,6 +104,10 @@ def retrieve(
         from .planner import agent_search
 
         p = planner or Planner()
+        if p.skip is not None:
+            from .search import DEFAULTS
+
+            config = (config or DEFAULTS).with_(skip=p.skip)
         result = agent_search(  # the planner never writes: agent_search stores the trace (a failed run's too)
             store,
             request.user_id,

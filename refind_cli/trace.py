@@ -11,12 +11,15 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
                 form the reply was parsed from (json | react | tool_call; older traces have none: json)
 ``search``      keywords, the dates searched (the planner's, or the caller's bound that replaced or narrowed them;
                 ``asked_from``/``asked_to``: the planner's own, when narrowed — older traces hold the planner's
-                dates alone), how many ids were skipped, the hits (number, id, session, said-at, content)
+                dates alone), how many ids were skipped, the hits (number, id, session, said-at, content);
+                ``fallback_skip: turn`` and ``fallback_skipped`` when every hit was in a session shown before and
+                the turns shown before were skipped instead (skip mode session; only where it found nothing)
 ``note``        the result numbers kept, their ids, how many are kept in all
 ``correction``  why the reply was refused, and the message sent back to the planner (with the reply's form when
                 it was recognised as one)
 ``budget``      the action budget ran out before ``finish_search``
-``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); the
+``deadline``    the search's deadline (seconds) passed: between actions, or during a model call (its message); or
+                a provider asked to wait past it before a retry (``retry_after_s``: its Retry-After, seconds); the
                 planner stopped and the evidence is what it had by then. The deadline counts from the question:
                 ``ready_ms`` (when 100 ms or more) says how much of it passed before the planner began (loading
                 the model — litellm's import takes seconds in a new process — and reading the index)

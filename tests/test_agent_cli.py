@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import FIXTURES
-from helpers import DAY, T0, add, agent_cli
+from helpers import DAY, T0, add, agent_app, agent_cli
 
 SEARCH = '{"thought": "look for the hike", "action": "search_chatrecord", "keywords": "hiking Rainier"}'
 NOTE = '{"thought": "this answers it", "action": "take_note", "results": [1]}'
@@ -114,6 +114,55 @@ def test_provider_401_is_one_red_line(cli, filled, llm_server):
     assert r.exit_code == 5 and "Incorrect API key provided" in r.output and "Traceback" not in r.output
 
 
+def test_a_failed_search_names_its_stored_id_and_with_json_prints_the_error_on_stdout(cli, filled, llm_server):
+    from llm_server import Fail
+
+    llm_server.play(Fail(401, "Incorrect API key provided"))
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 5  # as without --json
+    failed = json.loads(r.stdout)
+    (stored,) = json.loads(cli("inspect", "searches", "--json").stdout)["searches"]
+    message = failed["error"]["message"]
+    assert failed == {"error": {"type": "model", "message": message}, "search_id": stored["id"]}
+    assert message.startswith("model openai/scripted: the provider refused the credentials: HTTP 401: ")
+    assert "Incorrect API key provided" in message
+    said = " ".join(r.stderr.split())
+    assert said.startswith(f"error: {message} agent search {stored['id']} failed — `refind inspect search ")
+    shown = json.loads(cli("inspect", "search", failed["search_id"], "--json").stdout)
+    assert shown["events"][-1]["kind"] == "error" and shown["events"][-1]["data"]["message"] == message
+
+    llm_server.play(Fail(401, "Incorrect API key provided"))
+    r = agent_cli(cli, llm_server)  # the human output names the stored search too
+    (second,) = {row["id"] for row in json.loads(cli("inspect", "searches", "--json").stdout)["searches"]} - {
+        stored["id"]
+    }
+    assert r.exit_code == 5 and r.stdout == ""
+    assert f"agent search {second} failed — `refind inspect search {second}` shows its trace" in r.stderr
+
+    r = cli("search", "hiking", "--user", "alice", "--model", "no-such-provider-model", "--json")
+    assert r.exit_code == 5 and json.loads(r.stdout)["search_id"] is None  # failed before anything was stored
+    assert json.loads(r.stdout)["error"]["type"] == "model" and "failed —" not in r.stderr
+
+
+def test_the_python_apis_error_of_a_failed_search_carries_its_stored_id(tmp_path, llm_server):
+    from llm_server import Fail
+
+    from refind_cli.api import Memory
+    from refind_cli.errors import ModelError
+
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("Caroline: I went hiking at Mount Rainier", user="alice", session="hike")
+        llm_server.play(Fail(401, "Incorrect API key provided"))
+        with pytest.raises(ModelError) as failed:
+            memory.agent_search("hiking", user="alice", model="openai/scripted", api_base=llm_server.url)
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    with Store(tmp_path / "m.db", retention_days=None) as store:
+        stored = trace.load(store, failed.value.search_id)  # the failed search, stored under the id its error names
+    assert stored.user_id == "alice" and stored.events[-1].kind == "error"
+
+
 def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
     llm_server.play(SEARCH, SEARCH, SEARCH)
     data = json.loads(agent_cli(cli, llm_server, "--json", "--max-actions", "2").stdout)
@@ -122,6 +171,62 @@ def test_budget_flag_and_variable(cli, filled, llm_server, monkeypatch):
     llm_server.play(SEARCH, SEARCH)
     data = json.loads(agent_cli(cli, llm_server, "--json").stdout)
     assert data["stats"]["llm_calls"] == 1
+
+
+def test_skip_flag_and_variable_set_what_later_searches_skip(cli, filled, llm_server, monkeypatch, db_path):
+    def skips(*extra):
+        llm_server.play(SEARCH, SEARCH, FINISH)
+        llm_server.requests.clear()
+        data = json.loads(agent_cli(cli, llm_server, "--json", *extra).stdout)
+        (start,) = (e["data"] for e in data["trace"] if e["kind"] == "start")
+        second = [e["data"] for e in data["trace"] if e["kind"] == "search"][1]
+        assert second["skip"] == start["skip"]
+        return start["skip"], llm_server.requests[0]["messages"][0]["content"]
+
+    skip, prompt = skips()
+    assert skip == "session" and "Sessions already shown by an earlier search are skipped" in prompt
+    skip, prompt = skips("--skip", "turn")
+    assert skip == "turn" and "Hits already shown by an earlier search are skipped" in prompt
+    monkeypatch.setenv("REFIND_AGENT_SKIP", "turn")
+    assert skips()[0] == "turn"
+    assert skips("--skip", "session")[0] == "session"  # the flag wins over the variable
+
+    monkeypatch.setenv("REFIND_AGENT_SKIP", "sessions")  # a planner setting: bm25 mode has no planner
+    assert cli("search", "hiking Rainier", "--user", "alice", "--mode", "bm25").exit_code == 0
+    llm_server.requests.clear()
+    r = agent_cli(cli, llm_server)
+    assert r.exit_code == 2 and llm_server.requests == []  # refused before any model call
+    assert "error: --skip / REFIND_AGENT_SKIP: must be session or turn, got 'sessions'" in r.stderr
+    monkeypatch.delenv("REFIND_AGENT_SKIP")
+
+    from refind_cli.api import Memory
+    from refind_cli.errors import InvalidInput
+
+    with Memory(db_path) as memory:
+        llm_server.play(SEARCH, SEARCH, FINISH)
+        answer = memory.agent_search(
+            "hiking", user="alice", model="openai/scripted", api_base=llm_server.url, skip="turn"
+        )
+        assert answer.trace[0]["data"]["skip"] == "turn"
+        with pytest.raises(InvalidInput, match="skip: must be 'session' or 'turn' \\(or None\\), got 'all'"):
+            memory.agent_search("hiking", user="alice", model="openai/scripted", api_base=llm_server.url, skip="all")
+
+
+def test_the_server_passes_its_skip_setting_to_the_planner(tmp_path, llm_server):
+    from fastapi.testclient import TestClient
+
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    db = tmp_path / "s.db"
+    app = agent_app(db, llm_server, skip="turn")
+    llm_server.play(SEARCH, FINISH)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        r = client.post("/v1/memories/search", json={"query": "hiking", "user_id": "alice", "top_k": 5})
+    assert r.status_code == 200, r.text
+    with Store(db, retention_days=None) as store:
+        (stored,) = trace.recent(store, user_id="alice")
+    assert stored.events[0].data["skip"] == "turn"
 
 
 def _imports_after(args_list, tmp_path):

@@ -100,6 +100,38 @@ def test_a_provider_error_near_the_deadline_after_a_reply_ends_with_what_the_pla
     assert found["path"] == "last_search" and "Mount Rainier" in found["data"][0]["content"]
 
 
+def test_a_retry_after_past_the_deadline_is_said_as_the_providers_wait_not_as_the_deadline(cli, hikes, llm_server):
+    # a 429 asking 25 s with 10 s left: the planner stops at once, long before its deadline — the summary, the trace
+    # and `refind inspect search` say the provider asked to wait past it (was: "stopped at its 10 s deadline")
+    llm_server.play(SEARCH, Fail(429, "slow down", retry_after=25))
+    began = time.monotonic()
+    r = agent_cli(cli, llm_server, "--deadline", "10")
+    assert r.exit_code == 0, r.output
+    assert time.monotonic() - began < 9  # it did not wait for the deadline
+    flat = " ".join(r.output.split())
+    assert "stopped: the provider asked to wait 25 s, past its 10 s deadline —" in flat
+    assert "stopped at its" not in flat
+    llm_server.play(SEARCH, Fail(429, "slow down", retry_after=25))
+    found = json.loads(agent_cli(cli, llm_server, "--deadline", "10", "--json").stdout)
+    assert found["deadline_passed"] is True and found["path"] == "last_search"
+    (stop,) = (e["data"] for e in found["trace"] if e["kind"] == "deadline")
+    assert stop["retry_after_s"] == 25
+    assert re.search(
+        r"HTTP 429: .*slow down \(the provider asked to wait 25 s \(Retry-After\), past the search's deadline, "
+        r"\d+\.\d s away; 1 attempt\)$",
+        stop["message"],
+    )
+    shown = " ".join(cli("inspect", "search", found["search_id"]).output.split())
+    assert "the provider asked to wait 25 s, past the deadline of 10 s: the planner stopped" in shown
+    # a provider that answered nothing but the 429 is a model failure, its message saying the same
+    llm_server.play(Fail(429, "slow down", retry_after=25))
+    r = agent_cli(cli, llm_server, "--deadline", "10")
+    assert r.exit_code == 5
+    assert "(gave up after 1 attempt: the provider asked to wait 25 s (Retry-After), past the search's deadline" in (
+        " ".join(r.output.split())
+    )
+
+
 def test_memory_and_the_server_keep_their_deadline(tmp_path, db_path, llm_server):
     from fastapi.testclient import TestClient
 

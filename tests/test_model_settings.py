@@ -182,10 +182,11 @@ def test_a_refused_connection_is_not_said_to_be_an_http_500(cli, store, monkeypa
     assert r.exit_code == 5, said
     assert "HTTP 500" not in said  # litellm's status_code of a connection no server answered
     # … and its words, "InternalServerError: OpenAIException - Connection error.", named no server, nor the address
-    assert said == (
+    assert said.startswith(
         f"error: model openai/scripted: could not connect to http://127.0.0.1:{port}/v1: nothing answered there (is "
-        "the server running, and is the address right?) (gave up after 1 attempt)"
+        "the server running, and is the address right?) (gave up after 1 attempt) agent search "
     )
+    assert said.endswith(" shows its trace")  # the failed search, stored: `refind inspect search ID`
 
 
 def test_a_server_that_answers_then_resets_is_not_said_to_be_absent():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from helpers import DAY, T0, add
-from llm_server import Fail, Slow
+from llm_server import Fail, Slow, Tools
 
 from refind_cli import planner, trace
 from refind_cli import search as S
@@ -169,6 +169,24 @@ def test_bad_date_is_corrected_not_searched_unfiltered(memory, llm_server):
     assert {h["session_id"] for h in searches[0].data["hits"]} == {"hike2"}
 
 
+@pytest.mark.parametrize("form", ["json", "tool_call"])
+def test_a_date_given_as_a_json_number_is_read_as_unix_ms_or_as_its_digits(memory, llm_server, form):
+    # a JSON number is read as the same digits in a string (contract.parse_when): Unix ms, or YYYYMMDD in 8 digits
+    ms = T0 + 4 * DAY  # 2023-06-05: only the later hike (Mount Hood, day 10) is said after it
+    args = [{"keywords": "hiking Mount", "date_from": ms}, {"keywords": "nurse job", "date_to": 20230603}]
+    if form == "json":
+        llm_server.play(*(search_(a.pop("keywords"), **a) for a in args), FINISH)
+    else:
+        llm_server.play(*(Tools(("search_chatrecord", a)) for a in args), FINISH)
+    result = run(memory, llm_server)
+    assert not events(result, "correction")
+    by_ms, by_day = (e.data for e in events(result, "search"))
+    assert {h["session_id"] for h in by_ms["hits"]} == {"hike2"} and by_ms["date_from"] == str(ms)
+    # 20230603 as Unix ms would be 1970: the job, said on 2023-06-03, is found by the day the digits name
+    assert {h["session_id"] for h in by_day["hits"]} == {"job"} and by_day["date_to"] == "20230603"
+    assert [e.data["form"] for e in events(result, "action")][:2] == [form, form]
+
+
 def test_caller_date_bounds_apply_to_every_search_and_a_bad_one_calls_no_model(memory, llm_server):
     llm_server.play(search_("hiking Mount"), FINISH)
     result = run(memory, llm_server, date_from="2023/06/05")
@@ -215,12 +233,72 @@ def test_skip_set_hides_what_earlier_searches_showed(memory, llm_server, mode):
     if mode == "session":
         seen = {h["session_id"] for h in first.data["hits"]}
         assert first.data["skipped"] == 0 and second.data["skipped"] == len(seen)
-        assert not seen & {h["session_id"] for h in second.data["hits"]}
+        if "fallback_skip" in second.data:  # every hit was in a session shown before: the hits shown are new turns
+            assert second.data["fallback_skipped"] == len(first.data["hits"])
+            assert not {h["id"] for h in first.data["hits"]} & {h["id"] for h in second.data["hits"]}
+        else:
+            assert not seen & {h["session_id"] for h in second.data["hits"]}
     else:
         seen = {h["id"] for h in first.data["hits"]}
         assert second.data["skipped"] == len(seen)
         assert not seen & {h["id"] for h in second.data["hits"]}
     assert "skipped" in llm_server.requests[2]["messages"][-1]["content"]
+
+
+def anchor(hit):
+    """The text of a hit's anchor message as the planner saw it (its stamp and role left out)."""
+    start, end = hit["anchor_lines"]
+    return "\n".join(hit["content"].split("\n")[start:end]).split(": ", 1)[-1]
+
+
+@pytest.fixture
+def one_session(store):
+    """alice: one session, two turns on hiking and two on her dog among others (a minute apart)."""
+    said = [
+        "I went hiking at Mount Rainier",
+        "the weather was sunny",
+        "my dog Rex loves the beach",
+        "I cooked pasta for dinner",
+        "another hiking trip to Mount Hood",
+        "work was busy this week",
+        "Rex the dog chewed my shoe",
+        "I read a novel about ships",
+    ]
+    add(store, "alice", "life", *(("user", text, T0 + i * 60_000) for i, text in enumerate(said)))
+    return store
+
+
+def test_with_every_hit_in_a_session_shown_before_the_turns_shown_before_are_skipped_instead(
+    one_session, llm_server, cli
+):
+    # skip mode session, one session: every search after the first found nothing, and the planner could keep at most
+    # one search's hits; now such a search shows the hits not shown before, traced and told as such
+    llm_server.play(search_("hiking"), note(1, 2), search_("dog Rex"), note(1, 2), search_("hiking"), FINISH)
+    result = run(one_session, llm_server, hits_per_search=2, max_actions=6)
+    hiking, dog, again = (e.data for e in events(result, "search"))
+    assert hiking["skipped"] == 0 and "fallback_skip" not in hiking
+    assert sorted(anchor(h) for h in hiking["hits"]) == [
+        "I went hiking at Mount Rainier",
+        "another hiking trip to Mount Hood",
+    ]
+    assert dog["skip"] == "session" and dog["skipped"] == 1  # the one session, shown before: nothing else holds a hit
+    assert (dog["fallback_skip"], dog["fallback_skipped"]) == ("turn", 2)
+    assert sorted(anchor(h) for h in dog["hits"]) == ["Rex the dog chewed my shoe", "my dog Rex loves the beach"]
+    told = llm_server.requests[3]["messages"][-1]["content"]
+    assert told.startswith(
+        'Search "dog Rex" found 2 results in sessions shown before (no other session holds a hit; results shown '
+        "before were skipped — try other keywords to find other conversations):"
+    )
+    # both hiking turns were shown: skipping them too leaves nothing, said as before
+    assert again["hits"] == [] and "fallback_skip" not in again
+    assert llm_server.requests[5]["messages"][-1]["content"].startswith(
+        'Search "hiking" found nothing (1 session shown before was skipped).'
+    )
+    # two searches' notes are the evidence (was: the first search's 2 hits at most)
+    assert result.path == "notes" and len(result.blocks) == 4
+    assert "when every hit is in a session already shown" in llm_server.requests[0]["messages"][0]["content"]
+    shown = " ".join(cli("inspect", "search", result.search_id).output.split())
+    assert "2 hits for 'dog Rex' · 1 seen sessions skipped — every hit in one, so 2 seen turns skipped instead" in shown
 
 
 def test_budget_exhaustion_stops_the_loop_and_falls_back_within_the_limit(memory, llm_server):
@@ -427,7 +505,11 @@ def test_agent_mode_isolation_even_with_a_shared_session_id(store, llm_server):
         ("[1, 2]", "no JSON object"),
         ('{"action": "delete_everything"}', "must be one of"),
         ('{"action": "search_chatrecord"}', "keywords"),
-        ('{"action": "search_chatrecord", "keywords": "x", "date_from": 20230101}', "date string"),
+        (
+            '{"action": "search_chatrecord", "keywords": "x", "date_from": 1.5}',
+            '"date_from" must be a date such as "2023/05/08" \\(a string\\) or Unix ms \\(a whole number\\), got 1.5',
+        ),
+        ('{"action": "search_chatrecord", "keywords": "x", "date_to": true}', "or Unix ms"),
         ('{"action": "take_note", "results": ["one"]}', "result numbers"),
         ('{"action": "take_note", "results": []}', "at least one"),
         ('{"action": "finish_search"', "not valid JSON"),

@@ -229,6 +229,17 @@ DeadlineOption = Annotated[
         ),
     ),
 ]
+SkipOption = Annotated[
+    str | None,
+    typer.Option(
+        "--skip",
+        envvar=settings.ENV_AGENT_SKIP,
+        help=(
+            "Agent mode: what a later search of the planner skips of what earlier ones showed: session (every "
+            "session shown; default) or turn (only the hits shown). Read in agent mode only."
+        ),
+    ),
+]
 TraceOption = Annotated[
     bool,
     typer.Option("--trace", help="Show every planner step live (stderr with --json); stored either way."),

@@ -98,6 +98,8 @@ def event(ev: Event) -> RenderableType:
             )
         if d.get("skipped"):
             title += f" · {d['skipped']} seen {d.get('skip', 'session')}s skipped"
+        if d.get("fallback_skip"):  # every hit was in a seen session: the seen turns were skipped instead
+            title += f" — every hit in one, so {d.get('fallback_skipped')} seen {d['fallback_skip']}s skipped instead"
         table = Table(title=Text(title), title_justify="left", show_lines=True, expand=False)
         table.add_column("#", justify="right", style="bold")
         table.add_column("session / said")
@@ -141,7 +143,13 @@ def event(ev: Event) -> RenderableType:
     if k == "deadline":
         secs = d.get("deadline_s")
         secs = f"{secs:g}" if isinstance(secs, int | float) else printable(str(secs))
-        t = Text(f"deadline of {secs} s passed: the planner stopped", style="bold yellow")
+        asked = d.get("retry_after_s")
+        t = Text(
+            f"the provider asked to wait {asked:g} s, past the deadline of {secs} s: the planner stopped"
+            if isinstance(asked, int | float)
+            else f"deadline of {secs} s passed: the planner stopped",
+            style="bold yellow",
+        )
         if d.get("message"):
             t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
         if isinstance(d.get("ready_ms"), int | float):

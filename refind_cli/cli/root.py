@@ -86,6 +86,13 @@ class RefindGroup(TyperGroup):
                 exc = storage_error(exc, CURRENT_DB.get())
             message = escape(printable(exc.message))  # an id or a value it quotes must not drive the terminal
             error_console().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+            if exc.search_id is not None:  # a failed agent search is stored: its trace says what happened
+                error_console().print(
+                    f"agent search {exc.search_id} failed — `refind inspect search {exc.search_id}` shows its trace",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
             raise typer.Exit(exc.exit_code) from None
         except Terminated:  # (signals.py: a file being written was removed, as on Ctrl-C; click said "Aborted!", 1)
             print("stopped by SIGTERM; the file it was writing was removed", file=sys.stderr)

@@ -78,6 +78,7 @@ class ServerSettings:
     api_base: str | None = None  # agent mode: an OpenAI-compatible base URL (None: REFIND_API_BASE)
     max_actions: int = defaults.DEFAULT_MAX_ACTIONS  # agent mode: the planner's budget of replies per search
     deadline_s: float = defaults.DEFAULT_AGENT_DEADLINE_S  # agent mode: seconds one search may take in all
+    skip: str | None = None  # agent mode: what later searches skip, "session" | "turn" (None: session)
     max_body_bytes: int = int(defaults.DEFAULT_MAX_BODY_MB * MB)
     search_threads: int | None = None  # searches running at once, the rest queue (None: auto_search_threads)
     parse_threads: int = 8  # big bodies parsed at once off the event loop (writes are group-committed on one thread)
@@ -216,6 +217,7 @@ class Runtime:
             model_name=self.model_name,
             max_actions=self.cfg.max_actions,
             deadline_s=self.cfg.deadline_s,
+            skip=self.cfg.skip,
             asked_at=asked_at,
         )
         found = retrieve(store, replace(req, mode=self.cfg.mode), planner=planner)
@@ -227,7 +229,7 @@ class Runtime:
             log.info(
                 "agent search %s%s%s%s",
                 agent.search_id or "(not stored)",
-                f": stopped at its {self.cfg.deadline_s:g} s deadline" if agent.deadline_passed else "",
+                f": {agent.stopped(self.cfg.deadline_s)}" if agent.deadline_passed else "",
                 f": {agent.withheld.line()}" if agent.withheld is not None else "",
                 f": trace not stored ({fault})" if fault else "",
             )

@@ -23,6 +23,7 @@ def run_agent(
     api_base: str | None,
     max_actions: int,
     deadline_s: float,
+    skip: str | None,
     show_trace: bool,
     as_json: bool,
 ) -> None:
@@ -53,6 +54,7 @@ def run_agent(
         deadline_s=deadline_s,
         asked_at=asked_at,
         on_event=on_event,
+        skip=skip,
     )
     # the open's waits for another process's lock end by the deadline too (an upgraded file's migration or index
     # catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)
@@ -86,7 +88,7 @@ def run_agent(
     render.console().print(
         f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
         f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
-        + (f" · stopped at its {deadline_s:g} s deadline" if result.deadline_passed else "")
+        + (f" · {result.stopped(deadline_s)}" if result.deadline_passed else "")
         + f" — {stored}",
         markup=False,
         highlight=False,

@@ -15,7 +15,15 @@ from ...errors import InvalidInput
 from ...settings import EVAL_BUDGETS as BUDGETS
 from ...settings import EVAL_TOP_K as DEFAULT_TOP_K
 from .. import render
-from ..options import ApiBaseOption, DeadlineOption, JsonOption, MaxActionsOption, ModelOption, QuietOption
+from ..options import (
+    ApiBaseOption,
+    DeadlineOption,
+    JsonOption,
+    MaxActionsOption,
+    ModelOption,
+    QuietOption,
+    SkipOption,
+)
 
 if TYPE_CHECKING:
     from ...misses import Miss
@@ -85,12 +93,13 @@ def eval_command(
     api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
+    skip: SkipOption = None,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> None:
     from ...evaluate import EvalSettings, evaluate, parse_variants, systems_for
     from ...model import from_env
-    from ...settings import parse_agent_deadline, parse_max_actions
+    from ...settings import parse_agent_deadline, parse_agent_skip, parse_max_actions
 
     if misses_at is not None and misses is None:
         raise InvalidInput("--misses-at sets the budget --misses explains: give --misses FILE too")
@@ -107,7 +116,11 @@ def eval_command(
         misses_at=None if misses is None else (misses_at or MISSES_AT),
     )
     planner = (  # agent mode reads them
-        {"max_actions": parse_max_actions(max_actions), "deadline_s": parse_agent_deadline(deadline)}
+        {
+            "max_actions": parse_max_actions(max_actions),
+            "deadline_s": parse_agent_deadline(deadline),
+            "skip": parse_agent_skip(skip),
+        }
         if mode == "agent"
         else {}
     )

@@ -18,6 +18,7 @@ from ..options import (
     MaxActionsOption,
     ModelOption,
     RetentionOption,
+    SkipOption,
     refuse_memory_db,
 )
 
@@ -63,6 +64,7 @@ def mcp(
     api_base: ApiBaseOption = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
+    skip: SkipOption = None,
 ) -> None:
     if user is None or not user.strip():
         raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
@@ -78,12 +80,13 @@ def mcp(
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
     complete, model_name, budget = None, None, settings.DEFAULT_MAX_ACTIONS
-    deadline_s = settings.DEFAULT_AGENT_DEADLINE_S
+    deadline_s, agent_skip = settings.DEFAULT_AGENT_DEADLINE_S, None
     if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
         from ...model import from_env
 
         budget = settings.parse_max_actions(max_actions)
         deadline_s = settings.parse_agent_deadline(deadline)
+        agent_skip = settings.parse_agent_skip(skip)
         complete, model_name = from_env(model, api_base)
     from datetime import UTC, datetime
     from importlib.util import find_spec
@@ -101,6 +104,7 @@ def mcp(
         model_name=model_name,
         max_actions=budget,
         deadline_s=deadline_s,
+        skip=agent_skip,
         allow_forget=allow_forget,
     )
     refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has

@@ -16,6 +16,7 @@ from ..options import (
     DeadlineOption,
     MaxActionsOption,
     RetentionOption,
+    SkipOption,
     mode_source,
     refuse_memory_db,
     remember_db,
@@ -67,6 +68,7 @@ def serve(
     ] = None,
     max_actions: MaxActionsOption = None,
     deadline: DeadlineOption = None,
+    skip: SkipOption = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -156,6 +158,7 @@ def serve(
     # the planner's budget, read (and checked) in agent mode only: REFIND_MAX_ACTIONS was ignored by the server
     budget = settings.parse_max_actions(max_actions) if mode == "agent" else settings.DEFAULT_MAX_ACTIONS
     deadline_s = settings.parse_agent_deadline(deadline) if mode == "agent" else settings.DEFAULT_AGENT_DEADLINE_S
+    agent_skip = settings.parse_agent_skip(skip) if mode == "agent" else None
     if token is not None and not token.strip():
         raise InvalidInput(
             f"--token / {settings.ENV_SERVER_TOKEN} is blank: set a real token, or unset it to serve without one "
@@ -199,6 +202,7 @@ def serve(
         api_base=api_base,
         max_actions=budget,
         deadline_s=deadline_s,
+        skip=agent_skip,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         search_threads=search_threads,
         expire_interval_s=expire_interval,
