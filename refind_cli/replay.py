@@ -1771,12 +1771,26 @@ def _split(
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(user, session, said, rid, candidates, found, chains.lookup, after_expired=chained)
+    split = split_grown(
+        user,
+        session,
+        said,
+        rid,
+        candidates,
+        found,
+        chains.lookup,
+        after_expired=chained,
+        counted=lambda own: repeats.so_far(own) > 0,
+    )
     if split is None:
         return None
-    # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+    # counted as each of its shorter groups too (auto_ids), and as the groups of their own it holds after its first
+    # piece (two logs concatenated): later groups never take their ids
     for candidate in candidates:
         repeats.count(candidate)
+    for own in [*(p.request_id for p in split.known if p.start > 0), split.request_id]:
+        if own.startswith("auto-"):
+            repeats.count(own)
     return chains.split(split)
 
 

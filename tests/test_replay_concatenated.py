@@ -1,0 +1,115 @@
+"""Logs of one session replayed one by one, then concatenated into one file and replayed (auto_ids._chain): the lines
+where the first log ends and the next begins form one group of the concatenation, whose first piece is the first
+log's last group and whose rest is the second log's first group — stored under its own id, chained on nothing. The
+concatenation stores nothing new; a log that goes on after them stores only its new lines, once."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+T0 = 1_700_000_000_000
+
+
+def _line(content: str, at: int | None, role: str = "user", session: str = "s") -> str:
+    line = {"user_id": "u", "session_id": session, "role": role, "content": content}
+    if at is not None:
+        line["timestamp"] = at
+    return json.dumps(line)
+
+
+L1 = [_line("a", T0 + 1000), _line("b", T0 + 2000, "assistant")]
+L2 = [_line("c", T0 + 4000), _line("d", T0 + 5000, "assistant")]
+L3 = [_line("e", T0 + 7000), _line("f", T0 + 8000, "assistant")]
+
+
+def _write(path: Path, *lines: str) -> str:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def _stored(db: Path) -> Counter[tuple[str, str, int | None]]:
+    conn = sqlite3.connect(db)
+    try:
+        return Counter(conn.execute("SELECT role, content, said_at FROM messages"))
+    finally:
+        conn.close()
+
+
+def _said(*lines: str) -> Counter[tuple[str, str, int | None]]:
+    return Counter((m["role"], m["content"], m.get("timestamp")) for m in map(json.loads, lines))
+
+
+def _add(cli, path: str) -> dict:
+    result = cli("add", "--file", path, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_two_logs_replayed_then_concatenated_store_nothing_again(cli, db_path, tmp_path) -> None:
+    _add(cli, _write(tmp_path / "l1.jsonl", *L1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *L2))
+    summary = _add(cli, _write(tmp_path / "l12.jsonl", *L1, *L2))
+    assert summary["messages_added"] == 0  # (was 2: c and d stored a second time, as a grown group's new messages)
+    assert summary["grown"] == 0
+    assert _stored(db_path) == _said(*L1, *L2)
+
+
+def test_a_third_log_after_the_concatenated_two_stores_only_its_lines(cli, db_path, tmp_path) -> None:
+    _add(cli, _write(tmp_path / "l1.jsonl", *L1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *L2))
+    l123 = _write(tmp_path / "l123.jsonl", *L1, *L2, *L3)
+    summary = _add(cli, l123)
+    assert (summary["messages_added"], summary["grown"]) == (2, 1)  # e and f, once (was 4: c and d again)
+    assert _add(cli, l123)["messages_added"] == 0
+    assert _add(cli, _write(tmp_path / "l3.jsonl", *L3))["messages_added"] == 0
+    assert _stored(db_path) == _said(*L1, *L2, *L3)
+
+
+def test_three_logs_replayed_one_by_one_then_concatenated_store_nothing_again(cli, db_path, tmp_path) -> None:
+    for name, lines in (("l3", L3), ("l1", L1), ("l2", L2)):  # in any order
+        _add(cli, _write(tmp_path / f"{name}.jsonl", *lines))
+    assert _add(cli, _write(tmp_path / "l123.jsonl", *L1, *L2, *L3))["messages_added"] == 0
+    assert _stored(db_path) == _said(*L1, *L2, *L3)
+
+
+def test_without_timestamps_the_second_log_is_stored_again(cli, db_path, tmp_path) -> None:
+    # the ids of lines without a said-at hash their text alone: a new day's "c" would be taken for the old one, so the
+    # second log's group is not looked up as a group of its own (a duplicate at worst, never a message lost)
+    l1 = [_line("a", None), _line("b", None, "assistant")]
+    l2 = [_line("c", None), _line("d", None, "assistant")]
+    _add(cli, _write(tmp_path / "l1.jsonl", *l1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *l2))
+    assert _add(cli, _write(tmp_path / "l12.jsonl", *l1, *l2))["messages_added"] == 2
+
+
+@pytest.mark.parametrize("between", [[], [_line("x", T0 + 3000, session="other")]])
+def test_a_log_concatenated_after_its_own_copy_is_stored_again(cli, db_path, tmp_path, between) -> None:
+    # README: a group without request_id that comes again in the file is another group, stored again — also when the
+    # stored second log is what it repeats
+    _add(cli, _write(tmp_path / "l1.jsonl", *L1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *L2))
+    fresh = tmp_path / "fresh.db"
+    twice = _write(tmp_path / "twice.jsonl", *L1, *L2, *between, *L2)
+    result = cli("add", "--file", twice, "--db", str(fresh), "--json")
+    assert result.exit_code == 0, result.output
+    _add(cli, twice)
+    assert _stored(db_path) == _stored(fresh)  # what one replay of the file into a new database stores
+    assert _add(cli, twice)["messages_added"] == 0
+
+
+def test_the_second_log_forgotten_is_not_brought_back_by_the_concatenation(cli, db_path, tmp_path) -> None:
+    _add(cli, _write(tmp_path / "l1.jsonl", *L1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *L2))
+    conn = sqlite3.connect(db_path)
+    (l2_id,) = conn.execute("SELECT DISTINCT request_id FROM messages WHERE content = 'c'").fetchone()
+    conn.close()
+    assert cli("forget", "--user", "u", "--request-id", l2_id, "--yes").exit_code == 0
+    result = cli("add", "--file", _write(tmp_path / "l12.jsonl", *L1, *L2), "--json")
+    assert result.exit_code == 6, result.output
+    assert json.loads(result.output)["forgotten"] == 1
+    assert _stored(db_path) == _said(*L1)
