@@ -1429,6 +1429,7 @@ class Seen:
     last: dict[int, str] = field(default_factory=dict)  # each session's last request so far, in file order
     version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
+    copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
 
 
 @dataclass
@@ -1474,7 +1475,7 @@ def _grown(
     and holds more, they are known as part of it and not stored again. Where nothing stored precedes it in the file (it
     is its session's first there, or follows a piece forgotten since), its messages are looked up by their said-ats
     (:func:`_held_already`)."""
-    fresh, last = seen.fresh, seen.last
+    fresh, last, copies = seen.fresh, seen.last, seen.copies
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
         fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
@@ -1532,6 +1533,7 @@ def _grown(
             out.append(item)
             last[key] = item.request.request_id
             batched.add(last[key])
+            copies.discard(key)
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
@@ -1561,11 +1563,19 @@ def _grown(
             held = None
             if place in opened and req.request_id not in known.get(req.user_id, {}):
                 held = _held_already(
-                    store, req.user_id, req.session_id, last.get(key), req.messages, batched, stones[req.user_id]
+                    store,
+                    req.user_id,
+                    req.session_id,
+                    last.get(key),
+                    req.messages,
+                    batched,
+                    stones[req.user_id],
+                    copied=key in copies,
                 )
             if held is not None:  # messages stored already: a shorter, older copy of the log
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
                 last[key] = held
+                copies.add(key)
                 continue
             stone = _copy_of_forgotten(store, seen, req) if place in opened and stones[req.user_id] else None
             if stone is not None and req.request_id not in store.known_requests(req.user_id, [req.request_id]):
@@ -1574,6 +1584,7 @@ def _grown(
             out.append(item)
             last[key] = req.request_id
             batched.add(last[key])
+            copies.discard(key)
             continue
         pieces += [(item, piece) for piece in split.known]
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
@@ -1588,6 +1599,7 @@ def _grown(
         if held:  # what follows the known part (stored or forgotten) is stored already: an older copy of the log
             pieces.append((item, Piece(split.start, len(req.messages), held, None)))
             last[key] = held
+            copies.add(key)
             continue
         tail = req._replace(messages=req.messages[split.start :], ids=None)
         stone = _copy_of_forgotten(store, seen, tail) if stones.get(req.user_id) else None
@@ -1599,19 +1611,30 @@ def _grown(
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
         last[key] = split.request_id
         batched.add(last[key])
+        copies.discard(key)
     return out, pieces
 
 
 def _held_already(
-    store: Store, user: str, session: str, after: str | None, said: Sequence[Said], batched: set[str], stones: bool
+    store: Store,
+    user: str,
+    session: str,
+    after: str | None,
+    said: Sequence[Said],
+    batched: set[str],
+    stones: bool,
+    *,
+    copied: bool = False,
 ) -> str | None:
     """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
     next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
     more — they were stored as part of it. When it does not and no message of ``after`` is stored, nor will be with
     this batch (``batched``, less what a tombstone names — ``stones``: the user has one), the group is its session's
-    first in the file or follows a piece forgotten since: then the request each message is stored in, found by
-    its said-at (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, or a copy of a second log that
-    went on with a session. (Only there: that looks through the session's messages, the other at one request.)
+    first in the file or follows a piece forgotten since — or ``copied``: the group before it in the file was stored
+    already, a copy too — then the request each message is stored in, found by its said-at
+    (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, a copy of a second log that went on with a
+    session, a log's groups of 20 cut elsewhere in a file that holds another log before it. (Only there: that looks
+    through the session's messages, the other at one request; a growing log's new groups follow no copy.)
 
     Only messages whose said-at tells them apart are matched: each carries one, and no other message of the session
     was said at that millisecond. Without timestamps, or with coarse ones (a session's date on every line), a new "ok"
@@ -1626,7 +1649,7 @@ def _held_already(
         if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
             # (the same length: its own id, known or not, says whether it is stored)
             return _stored_by_said_at(store, user, session, said, times)
-    if after is not None:
+    if after is not None and not copied:
         if after in batched:  # stored with this batch, unless it was forgotten (refused)
             if not stones or store.known_requests(user, [after]).get(after) is None:
                 return None

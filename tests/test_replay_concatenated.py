@@ -77,6 +77,19 @@ def test_three_logs_replayed_one_by_one_then_concatenated_store_nothing_again(cl
     assert _stored(db_path) == _said(*L1, *L2, *L3)
 
 
+def test_a_long_second_log_cut_into_other_groups_of_20_stores_nothing_again(cli, db_path, tmp_path) -> None:
+    # 5 + 30 lines: the concatenation's groups of 20 end elsewhere than the second log's did (5-25 and 25-35 there,
+    # 0-20 and 20-35 here), so its second group follows a group stored already (a copy) and is looked up by its
+    # messages' said-ats
+    l1 = [_line(f"first {i}", T0 + i * 1000) for i in range(5)]
+    l2 = [_line(f"second {i}", T0 + (10 + i) * 1000, ("user", "assistant")[i % 2]) for i in range(30)]
+    _add(cli, _write(tmp_path / "l1.jsonl", *l1))
+    _add(cli, _write(tmp_path / "l2.jsonl", *l2))
+    summary = _add(cli, _write(tmp_path / "l12.jsonl", *l1, *l2))
+    assert summary["messages_added"] == 0  # (was 15: lines 20-34 stored again)
+    assert _stored(db_path) == _said(*l1, *l2)
+
+
 def test_without_timestamps_the_second_log_is_stored_again(cli, db_path, tmp_path) -> None:
     # the ids of lines without a said-at hash their text alone: a new day's "c" would be taken for the old one, so the
     # second log's group is not looked up as a group of its own (a duplicate at worst, never a message lost)
