@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -1430,6 +1431,7 @@ class Seen:
     version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
     copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
+    said_at: dict[tuple[str, str], dict[int, tuple[int, str, str, bytes]]] = field(default_factory=dict)  # (_SaidAt)
 
 
 @dataclass
@@ -1480,6 +1482,7 @@ def _grown(
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
         fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
         seen.stones.clear()  # (and a forget may have written a tombstone)
+        seen.said_at.clear()
         seen.version = version
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
@@ -1570,7 +1573,7 @@ def _grown(
                     req.messages,
                     batched,
                     stones[req.user_id],
-                    copied=key in copies,
+                    copied=_SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None,
                 )
             if held is not None:  # messages stored already: a shorter, older copy of the log
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
@@ -1624,7 +1627,7 @@ def _held_already(
     batched: set[str],
     stones: bool,
     *,
-    copied: bool = False,
+    copied: _SaidAt | None = None,
 ) -> str | None:
     """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
     next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
@@ -1634,7 +1637,8 @@ def _held_already(
     already, a copy too — then the request each message is stored in, found by its said-at
     (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, a copy of a second log that went on with a
     session, a log's groups of 20 cut elsewhere in a file that holds another log before it. (Only there: that looks
-    through the session's messages, the other at one request; a growing log's new groups follow no copy.)
+    through the session's messages, the other at one request; a growing log's new groups follow no copy. After a copy
+    the session's messages are read once, :class:`_SaidAt`, not once per group.)
 
     Only messages whose said-at tells them apart are matched: each carries one, and no other message of the session
     was said at that millisecond. Without timestamps, or with coarse ones (a session's date on every line), a new "ok"
@@ -1648,33 +1652,66 @@ def _held_already(
         request_id, total, stored = found
         if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
             # (the same length: its own id, known or not, says whether it is stored)
-            return _stored_by_said_at(store, user, session, said, times)
-    if after is not None and not copied:
+            return _stored_by_said_at(store, user, session, said, times, copied)
+    if after is not None and copied is None:
         if after in batched:  # stored with this batch, unless it was forgotten (refused)
             if not stones or store.known_requests(user, [after]).get(after) is None:
                 return None
         elif store.holds_request(user, after):
             return None
-    return _stored_by_said_at(store, user, session, said, times)
+    return _stored_by_said_at(store, user, session, said, times, copied)
 
 
-def _stored_by_said_at(store: Store, user: str, session: str, said: Sequence[Said], times: list[int]) -> str | None:
+def _stored_by_said_at(
+    store: Store, user: str, session: str, said: Sequence[Said], times: list[int], read: _SaidAt | None = None
+) -> str | None:
     """The id of the request the last of these messages is stored in when each is stored — the only message of the
     session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
-    kept (stored past retention counts as not stored: stored again, as a whole group would be); else None."""
-    stored = store.said_at_times(user, session, times)
+    kept (stored past retention counts as not stored: stored again, as a whole group would be); else None. ``read``:
+    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here."""
+    if read is not None:
+        stored = read.said_at(times)
+    else:
+        stored = {
+            t: (n, rid, role, _digest(text))
+            for t, (n, rid, role, text) in store.said_at_times(user, session, times).items()
+        }
     if len(stored) < len(said):
         return None
     held: list[str] = []
     for (role, content, _), at in zip(said, times):
         n, request_id, kept_role, kept = stored[at]
-        if n != 1 or kept_role != role or kept != content or not request_id.startswith(("auto-", CHAINED)):
+        if n != 1 or kept_role != role or kept != _digest(content) or not request_id.startswith(("auto-", CHAINED)):
             return None
         held.append(request_id)
     requests = list(dict.fromkeys(held))
     if len(store.known_requests(user, requests)) < len(requests):
         return None
     return held[-1]
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class _SaidAt:
+    """A session's stored messages by said-at (:meth:`Store.said_at_times` of them all), read once per replay —
+    ``seen.said_at``, dropped when another process writes — where groups follow a copy: a log concatenated behind
+    another, its groups of 20 cut elsewhere, would read them all once per group. Each message's text is kept as a
+    digest. Messages this replay stores after the read are not in it: their copies later in the same file are stored
+    again, as a group that comes again in a file is (a duplicate at worst, never a message lost)."""
+
+    def __init__(self, store: Store, seen: Seen, user: str, session: str) -> None:
+        self.store, self.seen, self.where = store, seen, (user, session)
+
+    def said_at(self, times: Sequence[int]) -> dict[int, tuple[int, str, str, bytes]]:
+        kept = self.seen.said_at.get(self.where)
+        if kept is None:
+            rows = self.store.said_at_times(*self.where, None)
+            kept = self.seen.said_at[self.where] = {
+                t: (n, rid, role, _digest(text)) for t, (n, rid, role, text) in rows.items()
+            }
+        return {t: kept[t] for t in times if t in kept}
 
 
 COPY = ""  # a Piece's request id where its messages are a copy of forgotten ones (_copy_of_forgotten): no id known
