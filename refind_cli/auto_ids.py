@@ -186,6 +186,7 @@ def split_grown(
     lookup: Lookup,
     *,
     after_expired: bool = False,
+    counted: Callable[[str], bool] = lambda rid: False,
 ) -> Split | None:
     """How a group whose id and prefixes' ids were looked up (``known``) is stored: None when it is stored as it is
     (its id known, or none of its prefixes), else the :class:`Split`. ``lookup`` looks up the chained ids of what
@@ -193,7 +194,8 @@ def split_grown(
     are computed ids too. ``after_expired`` (the store has a retention and the session a chained request, stored or
     forgotten): when no prefix is known, the requests chained on each prefix are looked up too — a prefix that
     expired since (swept, or awaiting the sweep) is stored again (``again``), as any expired request a replay meets,
-    and what was chained on it and is kept, or was forgotten, is recognised.
+    and what was chained on it and is kept, or was forgotten, is recognised. ``counted``: whether a group of the file
+    before this one got that id (its repeat suffix given; then it is not taken for a group of this one's messages).
 
     The known prefix whose chain covers the most of the group is taken (the longest of those that cover as much): a
     group replayed again after it grew was stored as its earlier group and chained requests, all known; a later group
@@ -206,7 +208,7 @@ def split_grown(
     for k in range(len(prefixes), 0, -1):
         if prefixes[k - 1] in known:
             split, cover = _chain(
-                user_id, session_id, messages, Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]]), lookup
+                user_id, session_id, messages, Piece(0, k, prefixes[k - 1], known[prefixes[k - 1]]), lookup, counted
             )
             if cover > covered:
                 best, covered = split, cover
@@ -215,7 +217,7 @@ def split_grown(
     if best is None and after_expired and prefixes:
         head = _after_expired(user_id, session_id, messages, prefixes, lookup)
         if head is not None:
-            split, _ = _chain(user_id, session_id, messages, head, lookup)
+            split, _ = _chain(user_id, session_id, messages, head, lookup, counted)
             return Split(split.known[1:], split.start, split.request_id, head)
     return best
 
@@ -230,18 +232,52 @@ def _after_expired(
     return None if k is None else Piece(0, k, prefixes[k - 1], None)
 
 
-def _chain(user_id: str, session_id: str, messages: Sequence[Said], first: Piece, lookup: Lookup) -> tuple[Split, int]:
+def _chain(
+    user_id: str,
+    session_id: str,
+    messages: Sequence[Said],
+    first: Piece,
+    lookup: Lookup,
+    counted: Callable[[str], bool] = lambda rid: False,
+) -> tuple[Split, int]:
     """The split that begins with the known prefix ``first`` and follows the requests chained on it, and how many of
-    the group's messages it finds known (all of them when the request after the last piece is known too)."""
+    the group's messages it finds known (all of them when the request after the last piece is known too).
+
+    Where no request is chained on the last piece, what follows it may be a group of its own stored already: two logs
+    of one session replayed one by one, then concatenated (the second log's first group was stored as
+    ``auto-<hash of its messages>``, chained on nothing). So the ids the messages after the piece would have as a
+    group of their own are looked up too (:func:`_own_ids`: only messages that each carry a said-at, which their ids
+    hash, so a new "ok" is never taken for an old one; none a group of the file before took: ``counted``), the longest
+    known taken as the next piece; the chain goes on from it."""
     pieces = [first]
     start = first.stop
     while True:
         ids = prefix_ids(user_id, session_id, messages[start:], after=pieces[-1].request_id)
-        known = lookup(user_id, ids)
+        own = _own_ids(user_id, session_id, messages[start:], pieces, counted)
+        known = lookup(user_id, [*ids, *(rid for rid in own if rid)])
         if ids[-1] in known:  # all that follows is known too: the store says stored or forgotten
             return Split(tuple(pieces), start, ids[-1]), len(messages)
         found = next((k for k in range(len(ids) - 1, 0, -1) if ids[k - 1] in known), None)
+        if found is not None:
+            pieces.append(Piece(start, start + found, ids[found - 1], known[ids[found - 1]]))
+            start += found
+            continue
+        found = next((k for k in range(len(own), 0, -1) if own[k - 1] in known), None)
         if found is None:
             return Split(tuple(pieces), start, ids[-1]), start
-        pieces.append(Piece(start, start + found, ids[found - 1], known[ids[found - 1]]))
+        if start + found == len(messages):  # all that follows is that group: it is the request (stored, or forgotten)
+            return Split(tuple(pieces), start, own[found - 1]), len(messages)
+        pieces.append(Piece(start, start + found, own[found - 1], known[own[found - 1]]))
         start += found
+
+
+def _own_ids(
+    user_id: str, session_id: str, said: Sequence[Said], pieces: Sequence[Piece], counted: Callable[[str], bool]
+) -> list[str]:
+    """The ids the first messages of ``said`` would have as a group of their own (:func:`prefix_ids`, no repeat
+    suffix): as many as lead it carrying a said-at; "" for one that is already one of ``pieces`` or that a group of
+    the file before got (``counted``): a log concatenated twice is another group, stored again."""
+    timed = next((i for i, m in enumerate(said) if m[2] is None), len(said))
+    taken = {p.request_id for p in pieces}
+    ids = prefix_ids(user_id, session_id, said[:timed])
+    return [rid if rid not in taken and not counted(rid) else "" for rid in ids]

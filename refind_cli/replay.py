@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -1429,6 +1430,8 @@ class Seen:
     last: dict[int, str] = field(default_factory=dict)  # each session's last request so far, in file order
     version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
+    copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
+    said_at: dict[tuple[str, str], dict[int, tuple[int, str, str, bytes]]] = field(default_factory=dict)  # (_SaidAt)
 
 
 @dataclass
@@ -1474,11 +1477,12 @@ def _grown(
     and holds more, they are known as part of it and not stored again. Where nothing stored precedes it in the file (it
     is its session's first there, or follows a piece forgotten since), its messages are looked up by their said-ats
     (:func:`_held_already`)."""
-    fresh, last = seen.fresh, seen.last
+    fresh, last, copies = seen.fresh, seen.last, seen.copies
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
         fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
         seen.stones.clear()  # (and a forget may have written a tombstone)
+        seen.said_at.clear()
         seen.version = version
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
@@ -1532,6 +1536,7 @@ def _grown(
             out.append(item)
             last[key] = item.request.request_id
             batched.add(last[key])
+            copies.discard(key)
             continue
         req = item.request
         rid = renumbered(req.request_id, repeats)
@@ -1561,11 +1566,19 @@ def _grown(
             held = None
             if place in opened and req.request_id not in known.get(req.user_id, {}):
                 held = _held_already(
-                    store, req.user_id, req.session_id, last.get(key), req.messages, batched, stones[req.user_id]
+                    store,
+                    req.user_id,
+                    req.session_id,
+                    last.get(key),
+                    req.messages,
+                    batched,
+                    stones[req.user_id],
+                    copied=_SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None,
                 )
             if held is not None:  # messages stored already: a shorter, older copy of the log
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
                 last[key] = held
+                copies.add(key)
                 continue
             stone = _copy_of_forgotten(store, seen, req) if place in opened and stones[req.user_id] else None
             if stone is not None and req.request_id not in store.known_requests(req.user_id, [req.request_id]):
@@ -1574,6 +1587,7 @@ def _grown(
             out.append(item)
             last[key] = req.request_id
             batched.add(last[key])
+            copies.discard(key)
             continue
         pieces += [(item, piece) for piece in split.known]
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
@@ -1588,6 +1602,7 @@ def _grown(
         if held:  # what follows the known part (stored or forgotten) is stored already: an older copy of the log
             pieces.append((item, Piece(split.start, len(req.messages), held, None)))
             last[key] = held
+            copies.add(key)
             continue
         tail = req._replace(messages=req.messages[split.start :], ids=None)
         stone = _copy_of_forgotten(store, seen, tail) if stones.get(req.user_id) else None
@@ -1599,19 +1614,31 @@ def _grown(
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
         last[key] = split.request_id
         batched.add(last[key])
+        copies.discard(key)
     return out, pieces
 
 
 def _held_already(
-    store: Store, user: str, session: str, after: str | None, said: Sequence[Said], batched: set[str], stones: bool
+    store: Store,
+    user: str,
+    session: str,
+    after: str | None,
+    said: Sequence[Said],
+    batched: set[str],
+    stones: bool,
+    *,
+    copied: _SaidAt | None = None,
 ) -> str | None:
     """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
     next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
     more — they were stored as part of it. When it does not and no message of ``after`` is stored, nor will be with
     this batch (``batched``, less what a tombstone names — ``stones``: the user has one), the group is its session's
-    first in the file or follows a piece forgotten since: then the request each message is stored in, found by
-    its said-at (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, or a copy of a second log that
-    went on with a session. (Only there: that looks through the session's messages, the other at one request.)
+    first in the file or follows a piece forgotten since — or ``copied``: the group before it in the file was stored
+    already, a copy too — then the request each message is stored in, found by its said-at
+    (:func:`_stored_by_said_at`): a copy cut after a forgotten first piece, a copy of a second log that went on with a
+    session, a log's groups of 20 cut elsewhere in a file that holds another log before it. (Only there: that looks
+    through the session's messages, the other at one request; a growing log's new groups follow no copy. After a copy
+    the session's messages are read once, :class:`_SaidAt`, not once per group.)
 
     Only messages whose said-at tells them apart are matched: each carries one, and no other message of the session
     was said at that millisecond. Without timestamps, or with coarse ones (a session's date on every line), a new "ok"
@@ -1625,33 +1652,66 @@ def _held_already(
         request_id, total, stored = found
         if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
             # (the same length: its own id, known or not, says whether it is stored)
-            return _stored_by_said_at(store, user, session, said, times)
-    if after is not None:
+            return _stored_by_said_at(store, user, session, said, times, copied)
+    if after is not None and copied is None:
         if after in batched:  # stored with this batch, unless it was forgotten (refused)
             if not stones or store.known_requests(user, [after]).get(after) is None:
                 return None
         elif store.holds_request(user, after):
             return None
-    return _stored_by_said_at(store, user, session, said, times)
+    return _stored_by_said_at(store, user, session, said, times, copied)
 
 
-def _stored_by_said_at(store: Store, user: str, session: str, said: Sequence[Said], times: list[int]) -> str | None:
+def _stored_by_said_at(
+    store: Store, user: str, session: str, said: Sequence[Said], times: list[int], read: _SaidAt | None = None
+) -> str | None:
     """The id of the request the last of these messages is stored in when each is stored — the only message of the
     session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
-    kept (stored past retention counts as not stored: stored again, as a whole group would be); else None."""
-    stored = store.said_at_times(user, session, times)
+    kept (stored past retention counts as not stored: stored again, as a whole group would be); else None. ``read``:
+    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here."""
+    if read is not None:
+        stored = read.said_at(times)
+    else:
+        stored = {
+            t: (n, rid, role, _digest(text))
+            for t, (n, rid, role, text) in store.said_at_times(user, session, times).items()
+        }
     if len(stored) < len(said):
         return None
     held: list[str] = []
     for (role, content, _), at in zip(said, times):
         n, request_id, kept_role, kept = stored[at]
-        if n != 1 or kept_role != role or kept != content or not request_id.startswith(("auto-", CHAINED)):
+        if n != 1 or kept_role != role or kept != _digest(content) or not request_id.startswith(("auto-", CHAINED)):
             return None
         held.append(request_id)
     requests = list(dict.fromkeys(held))
     if len(store.known_requests(user, requests)) < len(requests):
         return None
     return held[-1]
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class _SaidAt:
+    """A session's stored messages by said-at (:meth:`Store.said_at_times` of them all), read once per replay —
+    ``seen.said_at``, dropped when another process writes — where groups follow a copy: a log concatenated behind
+    another, its groups of 20 cut elsewhere, would read them all once per group. Each message's text is kept as a
+    digest. Messages this replay stores after the read are not in it: their copies later in the same file are stored
+    again, as a group that comes again in a file is (a duplicate at worst, never a message lost)."""
+
+    def __init__(self, store: Store, seen: Seen, user: str, session: str) -> None:
+        self.store, self.seen, self.where = store, seen, (user, session)
+
+    def said_at(self, times: Sequence[int]) -> dict[int, tuple[int, str, str, bytes]]:
+        kept = self.seen.said_at.get(self.where)
+        if kept is None:
+            rows = self.store.said_at_times(*self.where, None)
+            kept = self.seen.said_at[self.where] = {
+                t: (n, rid, role, _digest(text)) for t, (n, rid, role, text) in rows.items()
+            }
+        return {t: kept[t] for t in times if t in kept}
 
 
 COPY = ""  # a Piece's request id where its messages are a copy of forgotten ones (_copy_of_forgotten): no id known
@@ -1771,12 +1831,26 @@ def _split(
     candidates = prefix_candidates(user, session, said, repeats, hashed=hashed)
     missed = [c for c in candidates if c not in asked]
     found = (known | store.known_requests(user, missed)) if missed else known
-    split = split_grown(user, session, said, rid, candidates, found, chains.lookup, after_expired=chained)
+    split = split_grown(
+        user,
+        session,
+        said,
+        rid,
+        candidates,
+        found,
+        chains.lookup,
+        after_expired=chained,
+        counted=lambda own: repeats.so_far(own) > 0,
+    )
     if split is None:
         return None
-    # counted as each of its shorter groups too (auto_ids): later groups never take their ids
+    # counted as each of its shorter groups too (auto_ids), and as the groups of their own it holds after its first
+    # piece (two logs concatenated): later groups never take their ids
     for candidate in candidates:
         repeats.count(candidate)
+    for own in [*(p.request_id for p in split.known if p.start > 0), split.request_id]:
+        if own.startswith("auto-"):
+            repeats.count(own)
     return chains.split(split)
 
 

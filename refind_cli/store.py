@@ -1115,11 +1115,19 @@ class Store:
         return row is not None
 
     def said_at_times(
-        self, user_id: str, session_id: str, times: Sequence[int]
+        self, user_id: str, session_id: str, times: Sequence[int] | None
     ) -> dict[int, tuple[int, str, str, str]]:
-        """The stored messages of this session said at these times: said-at → (how many were said then, and one's
-        request id, role and content). Where a replay looks for a group's messages stored already (a shorter, older
-        copy of a log): a message is told apart by its said-at when it is the only one of its session said then."""
+        """The stored messages of this session said at these times (None: at any): said-at → (how many were said then,
+        and one's request id, role and content). Where a replay looks for a group's messages stored already (a
+        shorter, older copy of a log): a message is told apart by its said-at when it is the only one of its session
+        said then."""
+        if times is None:
+            rows = self.conn.execute(
+                "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
+                "AND said_at IS NOT NULL GROUP BY said_at",
+                (user_id, session_id),
+            )
+            return {int(t): (int(n), rid, role, content) for t, n, rid, role, content in rows}
         wanted = sorted(set(times))
         rows = self.conn.execute(
             "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
