@@ -238,7 +238,7 @@ def _render(
                 anchor_ids=tuple(ids[lead:after]),
                 anchor_lines=anchor_lines,
                 message_lines=tuple(starts),
-                message_seqs=tuple(m.seq for m in messages),
+                message_seqs=tuple([m.seq for m in messages]),
             )
         )
 
