@@ -162,7 +162,8 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                 return found
             evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
         except RefindError as exc:
-            raise ToolError(_field_message(exc)) from None
+            stored = f" (agent search {exc.search_id}: `refind inspect search {exc.search_id}`)" if exc.search_id else ""
+            raise ToolError(_field_message(exc) + stored) from None
         return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
 
     def recent_sessions(

@@ -368,6 +368,28 @@ def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, ll
     assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
 
 
+def test_a_failed_agent_search_names_its_stored_trace(tmp_path: Path, llm_server: Any) -> None:
+    from llm_server import Fail
+
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier last weekend", user="alice", session="a1", at="2023-05-02")
+    llm_server.play(Fail(400, "the provider says: model quota exceeded"))
+    said: list[str] = []
+
+    async def script(client: Any) -> None:
+        said.append(_error(await client.call_tool("search_memory", {"query": "where did we go hiking"})))
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+    assert "model quota exceeded" in said[0]
+    search_id = said[0].rsplit("`refind inspect search ", 1)[1].rstrip("`)")
+    with Store(db, retention_days=None) as store:
+        assert trace.load(store, search_id).events[-1].kind == "error"
+
+
 def test_agent_mode_says_what_it_withheld_when_a_forget_came_while_it_ran(tmp_path: Path, llm_server: Any) -> None:
     from refind_cli.lifecycle import forget
     from refind_cli.store import Store

@@ -256,8 +256,13 @@ def test_agent_searches_in_flight_never_block_adds_or_health_and_model_failures_
         assert failed.status_code == 502
         assert failed.json()["error"]["type"] == "model"
         assert "model quota exceeded" in failed.json()["error"]["message"]
+        search_id = failed.json()["search_id"]  # the failed search is stored: its trace says what happened
     finally:
         server.stop()
+    from refind_cli import trace
+
+    with Store(db_path, retention_days=None) as store:
+        assert trace.load(store, search_id).events[-1].kind == "error"
     log = "".join(server.lines)
     assert "POST /search 502" in log and "where did Caroline" not in log and "Traceback" not in log
 

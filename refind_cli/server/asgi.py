@@ -111,7 +111,10 @@ def error_body(kind: str, message: str) -> dict[str, Any]:
 
 def error_response(exc: RefindError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(error_body(exc.kind, exc.message), status_code=exc.status, headers=headers)
+    body = error_body(exc.kind, exc.message)
+    if exc.search_id is not None:  # a failed agent search, stored: `refind inspect search ID` shows its trace
+        body["search_id"] = exc.search_id
+    return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
 # ---- ASGI middleware ---------------------------------------------------------------------------------------------
