@@ -162,7 +162,9 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                 return found
             evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
         except RefindError as exc:
-            stored = f" (agent search {exc.search_id}: `refind inspect search {exc.search_id}`)" if exc.search_id else ""
+            stored = (
+                f" (agent search {exc.search_id}: `refind inspect search {exc.search_id}`)" if exc.search_id else ""
+            )
             raise ToolError(_field_message(exc) + stored) from None
         return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
 
