@@ -1,7 +1,7 @@
 """Differential check: does this refind return exactly the same evidence as another one, on every shared set?
 
     .venv/bin/python bench/differential.py --baseline PYTHONPATH [--sets locomo,longmemeval,memdaily,realtalk]
-        [--limit N] [--parts N]
+        [--limit N] [--parts N] [--ignore FIELD,…]
 
 Each set is replayed contest-style (as ``refind eval`` does) into a temporary database, once by this refind and
 once by the refind found on ``--baseline`` (its checkout, run with ``python -P`` so the working directory's package
@@ -38,7 +38,9 @@ SETS = {
 }
 
 
-def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[int, str, list[str], list[str]]:
+def digest(
+    path: str, fmt: str, limit: int | None, parts: int | None, ignore: frozenset[str] = frozenset()
+) -> tuple[int, str, list[str], list[str]]:
     """(searches, hash of every answer, each answer's own hash, each answer's evidence's hash) for one set, with the
     refind this process imports."""
     from refind_cli import datasets, index_cache, index_store
@@ -64,6 +66,7 @@ def digest(path: str, fmt: str, limit: int | None, parts: int | None) -> tuple[i
                         blocks = S.search(store, q.user_id, q.text, top_k=top_k, options=q.options)
                         # score, ids, dates, lines too (a Block is a NamedTuple since round 16, a dataclass before)
                         answer = [b._asdict() if hasattr(b, "_asdict") else dataclasses.asdict(b) for b in blocks]
+                        answer = [{k: v for k, v in a.items() if k not in ignore} for a in answer]
                         encoded = json.dumps(answer, ensure_ascii=False).encode()
                         h.update(encoded)
                         each.append(hashlib.sha256(encoded).hexdigest()[:12])
@@ -89,10 +92,14 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--limit", type=int, default=None, help="questions per set")
     ap.add_argument("--parts", type=int, default=None, help="postings per part in this refind's index")
+    ap.add_argument(
+        "--ignore", default="", metavar="FIELD,…", help="block fields left out of the hash (one the baseline lacks)"
+    )
     ap.add_argument("--one", nargs=2, metavar=("PATH", "FORMAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    ignore = frozenset(f for f in args.ignore.split(",") if f)
     if args.one:
-        n, h, each, evidence = digest(args.one[0], args.one[1], args.limit, args.parts)
+        n, h, each, evidence = digest(args.one[0], args.one[1], args.limit, args.parts, ignore)
         print(json.dumps({"searches": n, "hash": h, "each": each, "evidence": evidence}))
         return
     if not args.baseline:
@@ -106,6 +113,7 @@ def main() -> None:
     for name in args.sets.split(","):
         file, fmt = SETS[name]
         common = [str(DATASETS / file), fmt] + (["--limit", str(args.limit)] if args.limit else [])
+        common += ["--ignore", args.ignore] if ignore else []
         mine = _run(str(HERE.parent), common + (["--parts", str(args.parts)] if args.parts else []))  # this checkout
         theirs = _run(args.baseline, common)
         same = mine["hash"] == theirs["hash"]
