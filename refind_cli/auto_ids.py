@@ -247,13 +247,19 @@ def _chain(
     of one session replayed one by one, then concatenated (the second log's first group was stored as
     ``auto-<hash of its messages>``, chained on nothing). So the ids the messages after the piece would have as a
     group of their own are looked up too (:func:`_own_ids`: only messages that each carry a said-at, which their ids
-    hash, so a new "ok" is never taken for an old one; none a group of the file before took: ``counted``), the longest
-    known taken as the next piece; the chain goes on from it."""
+    hash, in a group where no two different messages share a said-at, so a new "ok" is never taken for an old one —
+    with a session's date on every line, a later "ok" matched an earlier one's group and was lost; none a group of the
+    file before took: ``counted``), the longest known taken as the next piece; the chain goes on from it."""
     pieces = [first]
     start = first.stop
+    said_then: dict[int, set[tuple[str, str]]] = {}
+    for role, content, at in messages:
+        if at is not None:
+            said_then.setdefault(at, set()).add((role, content))
+    told_apart = all(len(v) == 1 for v in said_then.values())  # each said-at names one message (a repeat is its copy)
     while True:
         ids = prefix_ids(user_id, session_id, messages[start:], after=pieces[-1].request_id)
-        own = _own_ids(user_id, session_id, messages[start:], pieces, counted)
+        own = _own_ids(user_id, session_id, messages[start:], pieces, counted) if told_apart else []
         known = lookup(user_id, [*ids, *(rid for rid in own if rid)])
         if ids[-1] in known:  # all that follows is known too: the store says stored or forgotten
             return Split(tuple(pieces), start, ids[-1]), len(messages)

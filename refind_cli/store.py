@@ -1115,19 +1115,11 @@ class Store:
         return row is not None
 
     def said_at_times(
-        self, user_id: str, session_id: str, times: Sequence[int] | None
+        self, user_id: str, session_id: str, times: Sequence[int]
     ) -> dict[int, tuple[int, str, str, str]]:
-        """The stored messages of this session said at these times (None: at any): said-at → (how many were said then,
-        and one's request id, role and content). Where a replay looks for a group's messages stored already (a
-        shorter, older copy of a log): a message is told apart by its said-at when it is the only one of its session
-        said then."""
-        if times is None:
-            rows = self.conn.execute(
-                "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
-                "AND said_at IS NOT NULL GROUP BY said_at",
-                (user_id, session_id),
-            )
-            return {int(t): (int(n), rid, role, content) for t, n, rid, role, content in rows}
+        """The stored messages of this session said at these times: said-at → (how many were said then, and one's
+        request id, role and content). Where a replay looks for a group's messages stored already (a shorter, older
+        copy of a log): a message is told apart by its said-at when it is the only one of its session said then."""
         wanted = sorted(set(times))
         rows = self.conn.execute(
             "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
@@ -1135,6 +1127,17 @@ class Store:
             [user_id, session_id, *wanted],
         )
         return {int(t): (int(n), rid, role, content) for t, n, rid, role, content in rows}
+
+    def said_at_all(self, user_id: str, session_id: str) -> Iterator[tuple[int, int, str, str, str]]:
+        """:meth:`said_at_times` of every said-at of the session, as rows (said-at, count, request id, role, content)
+        read one at a time: a session's text is never all in memory at once."""
+        rows = self.conn.execute(
+            "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
+            "AND said_at IS NOT NULL GROUP BY said_at",
+            (user_id, session_id),
+        )
+        for t, n, rid, role, content in rows:
+            yield int(t), int(n), rid, role, content
 
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
         """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,

@@ -135,11 +135,15 @@ def test_a_long_concatenation_reads_the_session_once(db_path, tmp_path, monkeypa
     from refind_cli.store import Store
 
     calls: list[object] = []
-    said_at_times = Store.said_at_times
+    said_at_times, said_at_all = Store.said_at_times, Store.said_at_all
 
     def counted(self, user_id, session_id, times):
-        calls.append(None if times is None else len(times))
+        calls.append(len(times))
         return said_at_times(self, user_id, session_id, times)
+
+    def counted_all(self, user_id, session_id):
+        calls.append(None)
+        return said_at_all(self, user_id, session_id)
 
     l1 = [_line(f"first {i}", T0 + i * 1000) for i in range(5)]
     l2 = [_line(f"second {i}", T0 + (10 + i) * 1000, ("user", "assistant")[i % 2]) for i in range(400)]
@@ -147,6 +151,7 @@ def test_a_long_concatenation_reads_the_session_once(db_path, tmp_path, monkeypa
         replay(store, _write(tmp_path / "l1.jsonl", *l1), parallel=False)
         replay(store, _write(tmp_path / "l2.jsonl", *l2), parallel=False)
         monkeypatch.setattr(Store, "said_at_times", counted)
+        monkeypatch.setattr(Store, "said_at_all", counted_all)
         summary = replay(store, _write(tmp_path / "l12.jsonl", *l1, *l2), batch_size=3, parallel=False)
     assert summary.messages_added == 0
     assert calls == [15, None]  # the rest of the first group (after l1's lines), then the whole session once
@@ -200,3 +205,17 @@ def test_logs_and_their_concatenations_in_random_orders_store_each_line_once(db_
         assert _stored(db) == _said(*covered), (seed, bounds, runs)
         checked += 1
     assert checked > 30
+
+
+def test_a_later_message_said_at_a_coarse_time_is_not_taken_for_an_earlier_one(cli, db_path, tmp_path) -> None:
+    # a review of round 27: with a session's date on every line, a new "ok" said after "b" matched the group an
+    # earlier "ok" was stored as on its own (its id hashes role, text and said-at: the same), and was lost; a group
+    # whose said-ats do not tell its messages apart is never matched against groups of their own
+    day = T0
+    _add(
+        cli,
+        _write(tmp_path / "a.jsonl", _line("ok", day), _line("foo", day, session="x"), _line("b", day, "assistant")),
+    )
+    summary = _add(cli, _write(tmp_path / "b.jsonl", _line("b", day, "assistant"), _line("ok", day)))
+    assert summary["messages_added"] == 1
+    assert _stored(db_path)[("user", "ok", day)] == 2  # the earlier "ok" and the later one
