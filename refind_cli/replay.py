@@ -1432,6 +1432,7 @@ class Seen:
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
     copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
     said_at: dict[tuple[str, str], dict[int, tuple[int, str, str, bytes]]] = field(default_factory=dict)  # (_SaidAt)
+    held: dict[int, set[Said]] = field(default_factory=dict)  # per session, the messages found stored already (copies)
 
 
 @dataclass
@@ -1575,6 +1576,8 @@ def _grown(
                     stones[req.user_id],
                     copied=_SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None,
                 )
+            if held is not None and not _first_in_file(seen, key, req.messages):
+                held = None  # found stored already earlier in this file: it comes again, and is stored again
             if held is not None:  # messages stored already: a shorter, older copy of the log
                 pieces.append((item, Piece(0, len(req.messages), held, None)))
                 last[key] = held
@@ -1599,6 +1602,8 @@ def _grown(
         held = after and _held_already(
             store, req.user_id, req.session_id, after, req.messages[split.start :], batched, stones[req.user_id]
         )
+        if held and not _first_in_file(seen, key, req.messages[split.start :]):
+            held = None
         if held:  # what follows the known part (stored or forgotten) is stored already: an older copy of the log
             pieces.append((item, Piece(split.start, len(req.messages), held, None)))
             last[key] = held
@@ -1616,6 +1621,17 @@ def _grown(
         batched.add(last[key])
         copies.discard(key)
     return out, pieces
+
+
+def _first_in_file(seen: Seen, key: int, said: Sequence[Said]) -> bool:
+    """Whether none of these messages, found stored already, was found so earlier in this file (then noted): a log
+    concatenated twice stores its messages twice, as one replay of the file into a new database would — the second
+    time they come, they are a group that comes again, not a copy of what is stored."""
+    held = seen.held.setdefault(key, set())
+    if not held.isdisjoint(said):
+        return False
+    held.update(said)
+    return True
 
 
 def _held_already(

@@ -219,3 +219,20 @@ def test_a_later_message_said_at_a_coarse_time_is_not_taken_for_an_earlier_one(c
     summary = _add(cli, _write(tmp_path / "b.jsonl", _line("b", day, "assistant"), _line("ok", day)))
     assert summary["messages_added"] == 1
     assert _stored(db_path)[("user", "ok", day)] == 2  # the earlier "ok" and the later one
+
+
+def test_a_log_of_several_users_concatenated_twice_stores_every_group_twice(cli, db_path, tmp_path) -> None:
+    # a review of round 27: replayed once, then concatenated with itself, a one-message group of another user was
+    # found stored already (by its said-at, after the copy before it) the second time too, and stored once, not twice
+    log = [
+        _line("ok", T0 + 6000),
+        _line("ok", T0 + 7000, "assistant"),
+        json.dumps({"user_id": "u2", "session_id": "s2", "role": "user", "content": "m5", "timestamp": T0 + 8000}),
+        json.dumps({"user_id": "u1", "session_id": "s", "role": "user", "content": "yes", "timestamp": T0 + 9000}),
+    ]
+    _add(cli, _write(tmp_path / "l.jsonl", *log))
+    twice = _write(tmp_path / "ll.jsonl", *log, *log)
+    fresh = tmp_path / "fresh.db"
+    assert cli("add", "--file", twice, "--db", str(fresh), "--json").exit_code == 0
+    _add(cli, twice)
+    assert _stored(db_path) == _stored(fresh)  # what one replay of the file into a new database stores
