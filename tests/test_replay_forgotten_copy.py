@@ -289,3 +289,14 @@ def test_an_older_copy_of_a_group_stored_without_its_forgotten_messages_stores_n
     summary = json.loads(result.output)
     assert (summary["messages_added"], summary["duplicates"], summary["forgotten"]) == (0, 1, 1)
     assert _contents(db_path) == ["a", "b", "c"]
+
+
+def test_a_tombstone_written_before_m012_leaves_no_message_of_a_mixed_group_out(cli, db_path, tmp_path) -> None:
+    # text hashes alone match a whole group of two messages or more, never some of a group's messages: stored whole
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    _as_written_before_m012(db_path)
+    mixed = _write(tmp_path / "mixed.jsonl", *FULL[:2], _line("a new question", T0 + 5000))
+    result = cli("add", "--file", mixed, "--json")
+    assert result.exit_code == 0, result.output
+    assert _contents(db_path) == ["hello there", SECRET, "a new question"]
