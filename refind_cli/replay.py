@@ -42,6 +42,8 @@ from .auto_ids import (
     Repeats,
     Said,
     Split,
+    Stone,
+    auto_request_id,
     group_id,
     prefix_candidates,
     prefix_ids,
@@ -1583,9 +1585,16 @@ def _grown(
                 last[key] = held
                 copies.add(key)
                 continue
-            stone = _copy_of_forgotten(store, seen, req) if place in opened and stones[req.user_id] else None
-            if stone is not None and req.request_id not in store.known_requests(req.user_id, [req.request_id]):
-                pieces.append((item, Piece(0, len(req.messages), COPY, stone)))  # messages forgotten: a copy's
+            copy = _copy_of_forgotten(store, seen, req) if place in opened and stones[req.user_id] else None
+            if copy is not None and req.request_id not in store.known_requests(req.user_id, [req.request_id]):
+                if copy.held is None:  # messages forgotten: a copy's
+                    pieces.append((item, Piece(0, len(req.messages), COPY, copy.stone)))
+                    continue
+                # some of them: those are left out, the others stored as a group of their own
+                left, kept = _left_out(item, 0, copy.held, req.request_id[len("auto-") + 20 :])
+                pieces += [(item, piece) for piece in left]
+                if kept is not None:
+                    _keep(store, seen, kept, out, pieces, item, last, batched, copies)
                 continue
             out.append(item)
             last[key] = req.request_id
@@ -1610,9 +1619,16 @@ def _grown(
             copies.add(key)
             continue
         tail = req._replace(messages=req.messages[split.start :], ids=None)
-        stone = _copy_of_forgotten(store, seen, tail) if stones.get(req.user_id) else None
-        if stone is not None:  # what follows the known part is a copy of forgotten messages (an older copy, again)
-            pieces.append((item, Piece(split.start, len(req.messages), COPY, stone)))
+        copy = _copy_of_forgotten(store, seen, tail) if stones.get(req.user_id) else None
+        if copy is not None and copy.held is None:  # what follows the known part is a copy of forgotten messages
+            pieces.append((item, Piece(split.start, len(req.messages), COPY, copy.stone)))  # (an older copy, again)
+            continue
+        some = None if copy is None else copy.held
+        if some is not None and split.request_id not in store.known_requests(req.user_id, [split.request_id]):
+            left, kept = _left_out(item, split.start, some, "")  # some of them: left out, as in a whole group
+            pieces += [(item, piece) for piece in left]
+            if kept is not None:
+                _keep(store, seen, kept, out, pieces, item, last, batched, copies)
             continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
@@ -1632,6 +1648,40 @@ def _first_in_file(seen: Seen, key: int, said: Sequence[Said]) -> bool:
         return False
     held.update(said)
     return True
+
+
+def _keep(
+    store: Store,
+    seen: Seen,
+    kept: Ready,
+    out: list[Ready],
+    pieces: list[tuple[Ready, Piece]],
+    item: Ready,
+    last: dict[int, str],
+    batched: set[str],
+    copies: set[int],
+) -> None:
+    """What :func:`_left_out` kept of a group (forgotten messages left out) added to the batch (``out``) — unless each
+    of its messages is stored already, found by its said-at (:func:`_stored_by_said_at`): an older copy of a log whose
+    group held them with the forgotten ones, stored so before (a duplicate, as any copy's group)."""
+    req = kept.request
+    key = hash((req.user_id, req.session_id))
+    said = req.messages
+    read = _SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None
+    times = [cast("int", m[2]) for m in said]  # (each carries one: _copy_of_forgotten)
+    held = _stored_by_said_at(store, req.user_id, req.session_id, said, times, read)
+    if held is not None and not _first_in_file(seen, key, said):
+        held = None  # found stored already earlier in this file: it comes again, and is stored again
+    if held is not None:
+        first, stop = item.lines.index(kept.lines[0]), item.lines.index(kept.lines[-1]) + 1
+        pieces.append((item, Piece(first, stop, held, None)))
+        last[key] = held
+        copies.add(key)
+        return
+    out.append(kept)
+    last[key] = req.request_id
+    batched.add(last[key])
+    copies.discard(key)
 
 
 def _held_already(
@@ -1734,11 +1784,19 @@ class _SaidAt:
 COPY = ""  # a Piece's request id where its messages are a copy of forgotten ones (_copy_of_forgotten): no id known
 
 
-def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, int] | None:
-    """(id, at) of the newest tombstone covering the group's session (its user's, the session's, a request's of it)
-    that holds one of the group's messages, when tombstones hold them all — a shorter, older copy of a log cut inside
-    what was forgotten (its group's id is then one no tombstone names) — or None (:func:`_grown`, for a group whose id
-    is unknown).
+class _Copy(NamedTuple):
+    """What :func:`_copy_of_forgotten` finds of a group's messages among the tombstones covering its session."""
+
+    stone: Stone  # the newest tombstone that holds one of them
+    held: tuple[Stone | None, ...] | None = None  # when not all: each message's newest tombstone holding it, or None
+
+
+def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
+    """The newest tombstone covering the group's session (its user's, the session's, a request's of it) that holds
+    one of the group's messages, as (id, at), when tombstones hold them all — a shorter, older copy of a log cut inside
+    what was forgotten (its group's id is then one no tombstone names) — or, when m012's said hashes hold only some of
+    them, with each message's newest tombstone holding it (``held``: None for a message none holds; the group mixes
+    forgotten messages with others, :func:`_left_out`); else None (:func:`_grown`, for a group whose id is unknown).
 
     As for a group stored already (:func:`_held_already`), only messages whose said-at tells them apart are matched:
     each carries one, no two the same. A tombstone of m012 or later keeps a keyed hash of each message's role, text
@@ -1746,9 +1804,9 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, in
     count): each of the group's messages is looked up among those, in any order (a message said again, at another
     time, is new; a copy's lines reordered are the same messages), also across tombstones (two requests forgotten one
     by one). One written before keeps the text's hash alone: matched only by a group of two messages or more, as a
-    contiguous run — one message alone ("ok", "thanks") is said again word for word too often to refuse; two or
-    more in the same order, in a session a forget covered, are a copy far more often than not; a refusal is
-    reported, and a request_id on the lines stores them."""
+    contiguous run, and only whole — one message alone ("ok", "thanks") is said again word for word too often to
+    refuse; two or more in the same order, in a session a forget covered, are a copy far more often than not; a
+    refusal is reported, and a request_id on the lines stores them."""
     from .lifecycle import content_hash, said_hash
 
     said = req.messages
@@ -1763,23 +1821,55 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> tuple[int, in
             _Stone(stone=(i, at), contents=c, said=None if s is None else set(s)) for i, at, c, s in rows
         ]
     secret = sealed.key(store.conn) if stones else b""
-    missing: set[str] | None = None  # the group's said hashes no tombstone seen so far holds
-    first: tuple[int, int] | None = None  # the newest tombstone that holds one of them
+    hashes: list[str] = []  # the group's said hashes
+    missing: set[str] | None = None  # … that no tombstone seen so far holds
+    held: dict[str, Stone] = {}  # a said hash → the newest tombstone that holds it
+    first: Stone | None = None  # the newest tombstone that holds one of them
     content_hashes: list[str] = []
-    for stone in stones:
+    for stone in stones:  # (newest first)
         if stone.said is not None:
             if missing is None:
-                missing = {said_hash(secret, m[0], m[1], m[2]) for m in said}
-            if not missing.isdisjoint(stone.said):
+                hashes = [said_hash(secret, m[0], m[1], m[2]) for m in said]
+                missing = set(hashes)
+            found = missing & stone.said
+            if found:
                 first = first or stone.stone
-                missing -= stone.said
+                held.update(dict.fromkeys(found, stone.stone))
+                missing -= found
                 if not missing:
-                    return first
+                    return _Copy(first)
         elif len(said) >= 2 and stone.contents:
             content_hashes = content_hashes or [content_hash(secret, m[1]) for m in said]
             if stone.holds(content_hashes):
-                return stone.stone
-    return None
+                return _Copy(stone.stone)
+    if first is None:
+        return None
+    return _Copy(first, tuple(held.get(h) for h in hashes))
+
+
+def _left_out(item: Ready, start: int, held: Sequence[Stone | None], suffix: str) -> tuple[list[Piece], Ready | None]:
+    """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`):
+    each run of forgotten messages as a piece not stored again (a copy, reported as one), and the others as a request
+    of their own, with their lines (None when none is left): ``auto-<hash of those messages>`` (and the group's repeat
+    ``suffix``), so a replay of the same file again derives the same id and stores nothing twice. Its ``grown`` is 1
+    when ``start`` is past the group's first message (what follows a grown group's known part)."""
+    req = item.request
+    pieces: list[Piece] = []
+    kept: list[int] = []
+    for i, stone in enumerate(held, start):
+        if stone is None:
+            kept.append(i)
+        elif pieces and pieces[-1].stop == i:  # (the run goes on: named by the newest tombstone holding one of it)
+            pieces[-1] = Piece(pieces[-1].start, i + 1, COPY, max(stone, cast("Stone", pieces[-1].stone)))
+        else:
+            pieces.append(Piece(i, i + 1, COPY, stone))
+    if not kept:
+        return pieces, None
+    said = [req.messages[i] for i in kept]
+    lines = tuple(item.lines[i] for i in kept)
+    rid = auto_request_id(req.user_id, req.session_id, said) + suffix
+    rest = prepare(AddRequest(rid, req.user_id, req.session_id, _messages(said)))
+    return pieces, Ready(rest, lines[0], lines[-1], (), (), item.auto, lines, grown=int(start > 0))
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:

@@ -187,11 +187,11 @@ def test_a_reordered_copy_of_forgotten_lines_brings_nothing_back(cli, db_path, t
     assert result.exit_code == 6, result.output
     assert json.loads(result.output)["problems"][0].startswith(f"{reordered}:1-3: these messages are a copy of")
     assert _contents(db_path) == []
-    # one of them said at another time is new: the group is stored (what was said before with it too — a copy that
-    # grew lines of its own is a new history)
+    # one of them said at another time is new: stored, the forgotten one beside it not (round 27: it was stored
+    # with it, the group stored whole)
     moved = _line("thanks, noted", T0 + 5000)
-    assert cli("add", "--file", _write(tmp_path / "moved.jsonl", FULL[1], moved)).exit_code == 0
-    assert _contents(db_path) == [SECRET, "thanks, noted"]
+    assert cli("add", "--file", _write(tmp_path / "moved.jsonl", FULL[1], moved)).exit_code == 6
+    assert _contents(db_path) == ["thanks, noted"]
 
 
 def test_a_copy_of_messages_forgotten_by_two_requests_is_refused(cli, db_path, tmp_path) -> None:
@@ -213,3 +213,90 @@ def test_m013_adds_said_sessions_to_the_tombstones_of_a_database_written_before(
             assert "said_sessions" not in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
     with Store(db_path, retention_days=None) as store:
         assert "said_sessions" in {r[1] for r in store.conn.execute("PRAGMA table_info(tombstones)")}
+
+
+def test_a_group_mixing_forgotten_messages_with_new_ones_stores_only_the_new(cli, db_path, tmp_path) -> None:
+    # round 27's fuzz: a group of lines without request_id that holds forgotten messages beside new ones was stored
+    # whole (only a group the tombstones held all of was refused), so the forgotten text came back, exit 0
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    new = [_line("a new question", T0 + 5000), _line("a new answer", T0 + 6000, "assistant")]
+    mixed = _write(tmp_path / "mixed.jsonl", new[0], FULL[1], new[1], FULL[2])
+    result = cli("add", "--file", mixed, "--json")
+    assert result.exit_code == 6, result.output  # (was 0: the secret stored again)
+    summary = json.loads(result.output)
+    with Store(db_path) as store:
+        (stone,) = store.conn.execute("SELECT id, at FROM tombstones").fetchall()
+    from refind_cli.store import iso_time
+
+    copy = (
+        f"these messages are a copy of messages of user 'alice' that were forgotten (tombstone {stone[0]}, "
+        f"{iso_time(stone[1])}): not stored again (an older copy of the log, cut inside what was forgotten); to store "
+        "them as new messages said again, give their lines a request_id"
+    )
+    assert summary["problems"] == [f"{mixed}:2: {copy}", f"{mixed}:4: {copy}"]
+    assert (summary["requests_added"], summary["messages_added"], summary["forgotten"]) == (1, 2, 2)
+    assert _contents(db_path) == ["a new question", "a new answer"]
+    assert SECRET not in cli("search", "pineapple code", "--user", "alice", "--mode", "bm25").output
+    # the same file again: nothing stored twice, the same refusals
+    again = cli("add", "--file", mixed, "--json")
+    assert again.exit_code == 6, again.output
+    assert (json.loads(again.output)["problems"], json.loads(again.output)["duplicates"]) == (summary["problems"], 1)
+    assert _contents(db_path) == ["a new question", "a new answer"]
+    # --strict says the same before storing anything
+    strict = cli("add", "--file", mixed, "--strict", "--json")
+    assert strict.exit_code == 6, strict.output
+    assert json.loads(strict.output)["problems"][:2] == summary["problems"]
+    # the forgotten words said again at another time are a new message: stored with the group
+    later = _line(SECRET, T0 + 7000, "assistant")
+    result = cli("add", "--file", _write(tmp_path / "later.jsonl", new[0], FULL[1], new[1], later), "--json")
+    assert result.exit_code == 6, result.output
+    assert _contents(db_path)[-3:] == ["a new question", "a new answer", SECRET]
+
+
+def test_what_follows_a_grown_groups_known_part_leaves_forgotten_messages_out(cli, db_path, tmp_path) -> None:
+    # the grown-log path: the group's first two lines are stored (its earlier group); what follows them mixes a
+    # message forgotten from the session (stored under a request_id, then forgotten) with a new one
+    head = [_line("line 0 of the plan", T0), _line("line 1 of the plan", T0 + 1000)]
+    assert cli("add", "--file", _write(tmp_path / "a.jsonl", *head)).exit_code == 0
+    secret = _line(SECRET, T0 + 2000, "assistant", request_id="r1")
+    assert cli("add", "--file", _write(tmp_path / "r1.jsonl", secret)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--request-id", "r1", "--yes").exit_code == 0
+    grown = _write(tmp_path / "b.jsonl", *head, _line(SECRET, T0 + 2000, "assistant"), _line("one more", T0 + 3000))
+    result = cli("add", "--file", grown, "--json")
+    assert result.exit_code == 6, result.output  # (was 0: the secret stored again with "one more")
+    summary = json.loads(result.output)
+    assert summary["problems"][0].startswith(f"{grown}:3: these messages are a copy of messages of user 'alice'")
+    assert (summary["messages_added"], summary["grown"], summary["forgotten"]) == (1, 1, 1)
+    assert _contents(db_path) == ["line 0 of the plan", "line 1 of the plan", "one more"]
+    again = cli("add", "--file", grown, "--json")
+    assert again.exit_code == 6, again.output
+    assert json.loads(again.output)["messages_added"] == 0
+    assert _contents(db_path) == ["line 0 of the plan", "line 1 of the plan", "one more"]
+
+
+def test_an_older_copy_of_a_group_stored_without_its_forgotten_messages_stores_nothing(cli, db_path, tmp_path) -> None:
+    # the fuzz's shape: a log's group stored without its forgotten message; an older copy of the log, cut before its
+    # last line, is the rest of that group with the forgotten message — none of its other messages is new
+    lines = [_line("a", T0), _line("b", T0 + 1000), _line(SECRET, T0 + 2000, "assistant"), _line("c", T0 + 3000)]
+    secret = _line(SECRET, T0 + 2000, "assistant", request_id="r1")
+    assert cli("add", "--file", _write(tmp_path / "r1.jsonl", secret)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--session", "s1", "--yes").exit_code == 0
+    assert cli("add", "--file", _write(tmp_path / "log.jsonl", *lines)).exit_code == 6
+    assert _contents(db_path) == ["a", "b", "c"]
+    result = cli("add", "--file", _write(tmp_path / "older.jsonl", *lines[:3]), "--json")
+    assert result.exit_code == 6, result.output  # (stored "a" and "b" again, as a group of their own)
+    summary = json.loads(result.output)
+    assert (summary["messages_added"], summary["duplicates"], summary["forgotten"]) == (0, 1, 1)
+    assert _contents(db_path) == ["a", "b", "c"]
+
+
+def test_a_tombstone_written_before_m012_leaves_no_message_of_a_mixed_group_out(cli, db_path, tmp_path) -> None:
+    # text hashes alone match a whole group of two messages or more, never some of a group's messages: stored whole
+    assert cli("add", "--file", _write(tmp_path / "full.jsonl", *FULL)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--yes").exit_code == 0
+    _as_written_before_m012(db_path)
+    mixed = _write(tmp_path / "mixed.jsonl", *FULL[:2], _line("a new question", T0 + 5000))
+    result = cli("add", "--file", mixed, "--json")
+    assert result.exit_code == 0, result.output
+    assert _contents(db_path) == ["hello there", SECRET, "a new question"]
