@@ -832,9 +832,7 @@ class PlannerRun:
                 raise
             self.index = self.reread()
             blocks = self.index.search(query, **kw)
-        for b in blocks:
-            for i, seq in zip(b.message_ids, b.message_seqs, strict=False):
-                self.seqs.setdefault(i, set()).add(seq)
+        trace.note_seqs(self.seqs, blocks)
         return blocks
 
     def _still_stored(self, blocks: list[Block], at: str) -> tuple[list[Block], Withheld | None]:

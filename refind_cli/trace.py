@@ -47,7 +47,10 @@ from .redact import redact, redact_data
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping
 
+    from .blocks import Block
     from .store import Store
+
+    Seqs = Mapping[str, Collection[int]]  # message id → the seqs a search showed under it
 
 KINDS = (
     "start",
@@ -128,9 +131,24 @@ def quoted_ids(search: StoredSearch) -> set[str]:
     return ids
 
 
-def _outdated(store: Store, search: StoredSearch, seqs: Mapping[str, Collection[int]]) -> bool:
+def note_seqs(into: dict[str, set[int]], blocks: Iterable[Block]) -> None:
+    """Add the seq of each message these blocks show to ``into`` (message id → the seqs shown under it). A message id
+    is derived from its user, request and place, so a request expired while a search ran and stored again with other
+    text (a log replayed under the same request ids) reuses its ids; a seq is never given twice (blocks made
+    elsewhere may carry none)."""
+    for b in blocks:
+        for i, seq in zip(b.message_ids, b.message_seqs, strict=False):
+            into.setdefault(i, set()).add(seq)
+
+
+def stored_again(seqs: Seqs, message_id: str, seq: int) -> bool:
+    """Whether the stored message ``message_id`` (its ``seq``) is not the one a search showed under that id."""
+    return any(s != seq for s in seqs.get(message_id, ()))
+
+
+def _outdated(store: Store, search: StoredSearch, seqs: Seqs) -> bool:
     """True when a forget or expire that completed while the search ran removed what the trace quotes: a message it
-    shows is gone (or stored again under its id since it was shown: ``seqs``, as ``withhold._rows`` reads them), or
+    shows is gone (or stored again under its id since it was shown: :func:`stored_again`), or
     the whole user was forgotten since the search began. Runs inside the insert transaction, so no forget can commit
     between this check and the insert."""
     ids = sorted(quoted_ids(search))
@@ -140,7 +158,7 @@ def _outdated(store: Store, search: StoredSearch, seqs: Mapping[str, Collection[
         rows = store.conn.execute(
             f"SELECT id, seq FROM messages WHERE user_id = ? AND id IN ({marks})", (search.user_id, *chunk)
         ).fetchall()
-        if len(rows) < len(chunk) or any(s != seq for mid, seq in rows for s in seqs.get(mid, ())):
+        if len(rows) < len(chunk) or any(stored_again(seqs, mid, seq) for mid, seq in rows):
             return True
     forgotten = store.conn.execute(
         "SELECT 1 FROM tombstones WHERE user_id = ? AND scope = 'user' AND at >= ? LIMIT 1",
@@ -149,7 +167,7 @@ def _outdated(store: Store, search: StoredSearch, seqs: Mapping[str, Collection[
     return forgotten is not None
 
 
-def save(store: Store, search: StoredSearch, *, seqs: Mapping[str, Collection[int]] | None = None) -> bool:
+def save(store: Store, search: StoredSearch, *, seqs: Seqs | None = None) -> bool:
     """Store a search's trace; False (nothing stored) when a forget or expire removed what it quotes meanwhile
     (``seqs``: message id → the seqs the search showed under it)."""
     with store.write():

@@ -14,15 +14,16 @@ read snapshot (``Store.reading``), so its answer is the memory at one instant, t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .blocks import Block, render_line
+from .trace import note_seqs, stored_again
 
 if TYPE_CHECKING:
     from .store import Store
-    from .trace import Event
+    from .trace import Event, Seqs
 
 CHUNK = 500  # ids per query (SQLite's default limit of variables is 32,766; older builds 999)
 
@@ -175,10 +176,8 @@ def _rows(
 ) -> dict[str, tuple[Any, ...]]:
     """id → (role, content, said_at, visible to a search at ``as_of`` now) of each of these messages still stored.
 
-    A message id is derived from its user, request and place, so a request expired while the search ran and stored
-    again with other text (a log replayed under the same request ids) reuses its ids; ``seqs`` (id → every seq the
-    search showed under it) tells them apart — a seq is never given twice. A stored message whose seq is not the one
-    shown is not the message the search showed: it counts as removed."""
+    A stored message whose seq is not the one the search showed under its id (``seqs``, :func:`trace.note_seqs`) is
+    not the message the search showed — its request was stored again since — and counts as removed."""
     wanted = sorted(ids)
     predicate, params = store.visible(as_of=as_of)
     rows: dict[str, tuple[Any, ...]] = {}
@@ -189,21 +188,16 @@ def _rows(
             f"WHERE user_id = ? AND id IN ({','.join('?' * len(chunk))})",
             [*params, user_id, *chunk],
         ):
-            if seqs is not None and any(s != seq for s in seqs.get(mid, ())):
-                continue  # stored again since it was shown
+            if seqs is not None and stored_again(seqs, mid, seq):
+                continue
             rows[mid] = (role, content, said_at, bool(shown))
     return rows
 
 
-Seqs = Mapping[str, Collection[int]]  # message id → the seqs a search showed under it
-
-
 def shown_seqs(blocks: Iterable[Block], seqs: Seqs | None = None) -> dict[str, set[int]]:
-    """``seqs`` (a copy) with the seq of each message these blocks show (blocks made elsewhere may carry none)."""
+    """``seqs`` (a copy) with the seq of each message these blocks show."""
     out: dict[str, set[int]] = {i: set(s) for i, s in (seqs or {}).items()}
-    for b in blocks:
-        for i, s in zip(b.message_ids, b.message_seqs, strict=False):
-            out.setdefault(i, set()).add(s)
+    note_seqs(out, blocks)
     return out
 
 
@@ -231,5 +225,5 @@ def _without(block: Block, gone: set[str], rows: dict[str, tuple[Any, ...]]) -> 
         message_ids=tuple(ids),
         anchor_lines=(start, end),
         message_lines=tuple(starts),
-        message_seqs=tuple(seqs[i] for i in ids) if len(seqs) == len(block.message_ids) else (),
+        message_seqs=tuple(seqs[i] for i in ids) if block.message_seqs else (),
     )

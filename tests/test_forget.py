@@ -279,8 +279,7 @@ def test_forgetting_a_short_message_keeps_the_traces_that_never_showed_it(db_pat
             trace.Event("model_call", 1, 1.0, {"prompt_tokens": 10, "completion_tokens": 5}),
             trace.Event("search", 1, 2.0, {"hits": [{"n": 1, "message_ids": ids}]}),
         ]
-        at = store.clock()  # a search runs after what it shows was stored (trace._outdated)
-        return trace.StoredSearch(sid, "u", at, "a question", "agent", "m", 1.0, 1, 10, 5, None, ids, events)
+        return trace.StoredSearch(sid, "u", 1, "a question", "agent", "m", 1.0, 1, 10, 5, None, ids, events)
 
     with Store(db_path, retention_days=None) as store:
         for rid, session, text in [("r1", "chat", "ok"), ("r2", "trip", "Lisbon trip with my sister")]:
