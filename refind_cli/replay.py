@@ -48,6 +48,7 @@ from .auto_ids import (
     prefix_candidates,
     prefix_ids,
     renumbered,
+    repeat_suffix,
     split_grown,
     stored_chained,
 )
@@ -1591,7 +1592,7 @@ def _grown(
                     pieces.append((item, Piece(0, len(req.messages), COPY, copy.stone)))
                     continue
                 # some of them: those are left out, the others stored as a group of their own
-                left, kept = _left_out(item, 0, copy.held, req.request_id[len("auto-") + 20 :])
+                left, kept = _left_out(item, 0, copy.held, repeat_suffix(req.request_id))
                 pieces += [(item, piece) for piece in left]
                 if kept is not None:
                     _keep(store, seen, kept, out, pieces, item, last, batched, copies)
@@ -1739,8 +1740,7 @@ def _stored_by_said_at(
         stored = read.said_at(times)
     else:
         stored = {
-            t: (n, rid, role, _digest(text))
-            for t, (n, rid, role, text) in store.said_at_times(user, session, times).items()
+            t: (n, rid, role, _digest(text)) for t, n, rid, role, text in store.said_at_rows(user, session, times)
         }
     if len(stored) < len(said):
         return None
@@ -1761,7 +1761,7 @@ def _digest(text: str) -> bytes:
 
 
 class _SaidAt:
-    """A session's stored messages by said-at (:meth:`Store.said_at_times` of them all), read once per replay —
+    """A session's stored messages by said-at (:meth:`Store.said_at_rows` of them all), read once per replay —
     ``seen.said_at``, dropped when another process writes — where groups follow a copy: a log concatenated behind
     another, its groups of 20 cut elsewhere, would read them all once per group. Each message's text is kept as a
     digest. Messages this replay stores after the read are not in it: their copies later in the same file are stored
@@ -1776,7 +1776,7 @@ class _SaidAt:
             one: dict[str, str] = {}  # each request id and role held once, not once per message (400k: ~70 MB)
             kept = self.seen.said_at[self.where] = {
                 t: (n, one.setdefault(rid, rid), one.setdefault(role, role), _digest(text))
-                for t, n, rid, role, text in self.store.said_at_all(*self.where)
+                for t, n, rid, role, text in self.store.said_at_rows(*self.where, None)
             }
         return {t: kept[t] for t in times if t in kept}
 

@@ -1114,27 +1114,22 @@ class Store:
         ).fetchone()
         return row is not None
 
-    def said_at_times(
-        self, user_id: str, session_id: str, times: Sequence[int]
-    ) -> dict[int, tuple[int, str, str, str]]:
-        """The stored messages of this session said at these times: said-at → (how many were said then, and one's
-        request id, role and content). Where a replay looks for a group's messages stored already (a shorter, older
-        copy of a log): a message is told apart by its said-at when it is the only one of its session said then."""
-        wanted = sorted(set(times))
+    def said_at_rows(
+        self, user_id: str, session_id: str, times: Sequence[int] | None
+    ) -> Iterator[tuple[int, int, str, str, str]]:
+        """The stored messages of this session said at these times (None: at any), one row per said-at, read one at a
+        time (a session's text is never all in memory at once): (said-at, how many were said then, and one's request
+        id, role and content). Where a replay looks for a group's messages stored already (a shorter, older copy of a
+        log): a message is told apart by its said-at when it is the only one of its session said then."""
+        if times is None:
+            where, wanted = "said_at IS NOT NULL", []
+        else:
+            wanted = sorted(set(times))
+            where = f"said_at IN ({','.join('?' * len(wanted))})"
         rows = self.conn.execute(
             "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
-            f"AND said_at IN ({','.join('?' * len(wanted))}) GROUP BY said_at",
+            f"AND {where} GROUP BY said_at",
             [user_id, session_id, *wanted],
-        )
-        return {int(t): (int(n), rid, role, content) for t, n, rid, role, content in rows}
-
-    def said_at_all(self, user_id: str, session_id: str) -> Iterator[tuple[int, int, str, str, str]]:
-        """:meth:`said_at_times` of every said-at of the session, as rows (said-at, count, request id, role, content)
-        read one at a time: a session's text is never all in memory at once."""
-        rows = self.conn.execute(
-            "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
-            "AND said_at IS NOT NULL GROUP BY said_at",
-            (user_id, session_id),
         )
         for t, n, rid, role, content in rows:
             yield int(t), int(n), rid, role, content

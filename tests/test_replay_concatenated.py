@@ -135,23 +135,18 @@ def test_a_long_concatenation_reads_the_session_once(db_path, tmp_path, monkeypa
     from refind_cli.store import Store
 
     calls: list[object] = []
-    said_at_times, said_at_all = Store.said_at_times, Store.said_at_all
+    said_at_rows = Store.said_at_rows
 
     def counted(self, user_id, session_id, times):
-        calls.append(len(times))
-        return said_at_times(self, user_id, session_id, times)
-
-    def counted_all(self, user_id, session_id):
-        calls.append(None)
-        return said_at_all(self, user_id, session_id)
+        calls.append(None if times is None else len(times))
+        return said_at_rows(self, user_id, session_id, times)
 
     l1 = [_line(f"first {i}", T0 + i * 1000) for i in range(5)]
     l2 = [_line(f"second {i}", T0 + (10 + i) * 1000, ("user", "assistant")[i % 2]) for i in range(400)]
     with Store(db_path) as store:
         replay(store, _write(tmp_path / "l1.jsonl", *l1), parallel=False)
         replay(store, _write(tmp_path / "l2.jsonl", *l2), parallel=False)
-        monkeypatch.setattr(Store, "said_at_times", counted)
-        monkeypatch.setattr(Store, "said_at_all", counted_all)
+        monkeypatch.setattr(Store, "said_at_rows", counted)
         summary = replay(store, _write(tmp_path / "l12.jsonl", *l1, *l2), batch_size=3, parallel=False)
     assert summary.messages_added == 0
     assert calls == [15, None]  # the rest of the first group (after l1's lines), then the whole session once

@@ -555,16 +555,16 @@ def test_an_older_copy_cut_after_a_forgotten_full_group_stores_nothing_twice(cli
 
 
 def test_a_growing_log_looks_no_message_up_by_its_time(db_path, tmp_path, monkeypatch) -> None:
-    # what looks through a session's messages (Store.said_at_times) is asked only where nothing stored precedes a group
+    # what looks through a session's messages (Store.said_at_rows) is asked only where nothing stored precedes a group
     # in the file: never for the new groups of a log that grew, whatever the batches
-    calls: list[int] = []
-    said_at_times = Store.said_at_times
+    calls: list[int | None] = []
+    said_at_rows = Store.said_at_rows
 
     def counted(self, user_id, session_id, times):
-        calls.append(len(times))
-        return said_at_times(self, user_id, session_id, times)
+        calls.append(None if times is None else len(times))
+        return said_at_rows(self, user_id, session_id, times)
 
-    monkeypatch.setattr(Store, "said_at_times", counted)
+    monkeypatch.setattr(Store, "said_at_rows", counted)
     with Store(db_path) as store:
         for n in (3, 5 * GROUP_SIZE + 3, 7 * GROUP_SIZE):
             log = _append(tmp_path / f"log{n}.jsonl", *(_timed(i) for i in range(n)))
