@@ -354,9 +354,7 @@ class Memory:
                 f"deadline: must be a number of seconds above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g}, "
                 f"got {deadline!r}"
             )
-        from .search_config import SKIP_MODES
-
-        if skip is not None and skip not in SKIP_MODES:
+        if skip is not None and skip not in settings.SKIP_MODES:
             raise InvalidInput(f"skip: must be 'session' or 'turn' (or None), got {skip!r}")
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):

@@ -14,10 +14,10 @@ from typing import Any
 from .errors import InvalidInput
 from .index_store import DATE_WORDS
 from .kinds import MAX_KINDS, MAX_SENSES
+from .settings import SKIP_MODES as SKIP_MODES  # (named where the planner's --skip is read too)
 from .tokenize import analyze
 from .turns import TURN_UNITS, Turn, speaker_label
 
-SKIP_MODES = ("session", "turn")
 OVERLAP_POLICIES = ("repeat", "trim")
 NEIGHBOUR_ROLES = ("all", "same")
 STAMPS = ("full", "day")

@@ -47,9 +47,9 @@ ENV_LLM_RETRIES = "REFIND_LLM_RETRIES"  # retries on 429 / 5xx / timeouts, expon
 DEFAULT_AGENT_DEADLINE_S = 120.0
 MAX_AGENT_DEADLINE_S = 86_400.0
 ENV_AGENT_DEADLINE = "REFIND_AGENT_DEADLINE"  # seconds one agent search may take in all
-# What a later search of the planner skips of what earlier ones showed (search_config.SKIP_MODES): every session
-# shown (the paper's design; a search whose every hit is in one shows the turns not shown before instead) or only
-# the turns shown
+# What a later search of the planner skips of what earlier ones showed: every session shown (the paper's design; a
+# search whose every hit is in one shows the turns not shown before instead) or only the turns shown
+SKIP_MODES = ("session", "turn")
 ENV_AGENT_SKIP = "REFIND_AGENT_SKIP"
 
 OFF_WORDS = frozenset({"off", "none", "never"})
@@ -109,8 +109,6 @@ def parse_agent_deadline(value: str | float | None) -> float:
 def parse_agent_skip(value: str | None) -> str | None:
     """What the planner's later searches skip, from --skip / REFIND_AGENT_SKIP: session or turn (None when not
     given: the search's configuration decides, session by default), read only where a planner runs."""
-    from .search_config import SKIP_MODES  # (only where a planner runs: it imports the search anyway)
-
     if value is None or not value.strip():
         return None
     skip = value.strip().lower()
