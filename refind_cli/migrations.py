@@ -14,6 +14,17 @@ Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 
+# Migrations that shipped on main and were withdrawn with what they served (the replay11 merge, 124e2a7, reverted by
+# f07859f; 143c6da wrote them too): a database written in between records them beside m001-m007, and was refused as a
+# newer refind's ("upgrade refind": there is none). The next open that upgrades undoes them — the statement drops what
+# each made, its row goes — before the migrations it lacks run. replay_gaps held text-derived request ids unsealed,
+# and nothing of this version keeps it in step with forget and expire.
+WITHDRAWN = {
+    "m008_add_events_by_request": "DROP INDEX IF EXISTS events_add_by_request",
+    "m009_replay_gaps": "DROP TABLE IF EXISTS replay_gaps",
+}
+
+
 def migration(fn: Migration) -> Migration:
     MIGRATIONS.append((fn.__name__, fn))
     return fn
@@ -120,12 +131,19 @@ def apply(conn: sqlite3.Connection, now_ms: int) -> list[str]:
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
     _refuse_newer(done)
-    if all(name in done for name, _ in MIGRATIONS):
+    if all(name in done for name, _ in MIGRATIONS) and not done & WITHDRAWN.keys():
         return []
     applied = []
     conn.execute("BEGIN IMMEDIATE")  # serialise concurrent first opens; re-read under the lock
     try:
         done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        for name in sorted(done & WITHDRAWN.keys()):  # undone first: the file's schema then is m001-m007's
+            conn.execute(WITHDRAWN[name])
+            conn.execute("DELETE FROM _migrations WHERE name = ?", (name,))
+            conn.execute(
+                "INSERT INTO events (at, kind, rows, detail) VALUES (?, 'migrate', 0, ?)", (now_ms, f"{name} undone")
+            )
+            applied.append(f"{name} undone")
         for name, fn in MIGRATIONS:
             if name in done:
                 continue
@@ -182,7 +200,8 @@ def check_current(conn: sqlite3.Connection) -> None:
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if missing:
         raise RefindError(
-            f"written by an older refind (schema version {len(done)}; this version's is {len(MIGRATIONS)}); this "
+            f"written by an older refind (schema version {len(done - WITHDRAWN.keys())}; this version's is "
+            f"{len(MIGRATIONS)}); this "
             "command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "
             "export, expire, forget): refind backup copies it as it is first"
         )
@@ -195,7 +214,7 @@ def _has_migrations(conn: sqlite3.Connection) -> bool:
 
 
 def _refuse_newer(done: set[str]) -> None:
-    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    unknown = sorted(done - {name for name, _ in MIGRATIONS} - WITHDRAWN.keys())
     if unknown:  # a newer refind's schema: this version's writes would not keep what that one added
         raise RefindError(
             f"written by a newer refind (migration{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} unknown to "
