@@ -20,6 +20,10 @@ class RefindError(Exception):
         self.message = message
 
 
+class OlderDatabase(RefindError):
+    """A database an older refind wrote, met by a reader that must not upgrade it (``refind inspect``)."""
+
+
 class InvalidInput(RefindError):
     """The request or a line of input breaks the contract."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from .errors import NotFound, RefindError
+from .errors import NotFound, OlderDatabase, RefindError
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -194,12 +194,12 @@ def refuse_unknown(conn: sqlite3.Connection) -> set[str]:
 
 
 def check_current(conn: sqlite3.Connection) -> None:
-    """For a reader that must not write (``refind inspect``): :func:`refuse_unknown`, and RefindError when the
+    """For a reader that must not write (``refind inspect``): :func:`refuse_unknown`, and OlderDatabase when the
     schema is older than this version's. Reads only."""
     done = refuse_unknown(conn)
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if missing:
-        raise RefindError(
+        raise OlderDatabase(
             f"written by an older refind (schema version {len(done - WITHDRAWN.keys())}; this version's is "
             f"{len(MIGRATIONS)}); this "
             "command changes nothing; any other but refind backup upgrades it, for good (add, search, serve, mcp, "

@@ -175,6 +175,38 @@ def test_inspect_of_an_older_refinds_database_does_not_upgrade_it(cli, db_path):
     assert cli("inspect", "users", "--db", str(db_path)).exit_code == 0  # a writer upgraded it
 
 
+def test_search_and_export_of_an_older_refinds_database_on_read_only_media_say_how_to_read_it(
+    cli, read_only_mount, tmp_path
+):
+    # they read a database on read-only media as inspect does, but an older refind's must be upgraded first: they
+    # said inspect's refusal, which names them among the commands that upgrade it (exit 1)
+    folder, remount_read_only = read_only_mount
+    path = folder / "backup.db"
+    with Store(path, retention_days=None) as store:
+        add(store, "alice", "s1", ("user", "Caroline: I went hiking", T0))
+        with store.write():
+            store.conn.execute("DELETE FROM _migrations WHERE name = 'm007_settings'")
+            store.conn.execute("DROP TABLE settings")
+    remount_read_only()
+    before = _folder(path)
+    for args in (["search", "hiking", "--user", "alice", "--mode", "bm25"], ["export", "--user", "alice"]):
+        r = cli(*args, "--db", str(path), "--retention-days", "off")
+        assert r.exit_code == 9, _said(r)
+        assert _said(r) == (
+            f"error: cannot open database {path}: cannot be written (unable to open database file); the file, its "
+            "folder (SQLite creates the -wal and -shm files beside it) or the file system is read-only; and an older "
+            "refind wrote it, which this version reads only once a command that can write it has upgraded it — "
+            f"nothing was changed: `refind backup COPY --db {path}` copies it as it is to where it can be written, "
+            "and this command upgrades and reads the copy there"
+        )
+    assert _folder(path) == before
+    copy = tmp_path / "copy.db"
+    assert cli("backup", str(copy), "--db", str(path)).exit_code == 0
+    found = cli("search", "hiking", "--user", "alice", "--mode", "bm25", "--db", str(copy), "--retention-days", "off")
+    assert found.exit_code == 0 and "Caroline: I went hiking" in found.output, _said(found)
+    assert _folder(path) == before
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -166,13 +166,21 @@ def open_to_read(db: Path, retention: str | None) -> Store:
     """:func:`open_existing` for a command that only reads (``search`` in bm25 mode, ``export``): where the database
     cannot be written — a backup on read-only media, a file of another account — it is read as ``refind inspect``
     reads it (``Store(read_only=True)``, changed in nothing) instead of refused (exit 9, "cannot be written": a
-    probe of round 24). A database that can be written is opened as before (an older one is upgraded)."""
-    from ..errors import ReadOnlyDatabase
+    probe of round 24). A database that can be written is opened as before (an older one is upgraded); an older one
+    that cannot is ReadOnlyDatabase, saying how to read it (inspect's refusal lists this command among the upgraders)."""
+    from ..errors import OlderDatabase, ReadOnlyDatabase
 
     try:
         return open_existing(db, retention)
-    except ReadOnlyDatabase:
-        return open_existing(db, retention, read_only=True)
+    except ReadOnlyDatabase as cannot_write:
+        try:
+            return open_existing(db, retention, read_only=True)
+        except OlderDatabase:
+            raise ReadOnlyDatabase(
+                f"{cannot_write.message}; and an older refind wrote it, which this version reads only once a command "
+                f"that can write it has upgraded it — nothing was changed: `refind backup COPY --db {db}` copies it "
+                "as it is to where it can be written, and this command upgrades and reads the copy there"
+            ) from None
 
 
 def open_existing(db: Path, retention: str | None, *, read_only: bool = False, until: float | None = None) -> Store:
