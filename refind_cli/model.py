@@ -347,14 +347,39 @@ def _reasoning(litellm: Any, model: str) -> bool:
         return False
 
 
-def _retry_after(exc: BaseException) -> float:
-    """Seconds a provider asked us to wait (a Retry-After header of seconds), else 0."""
+def _retry_after(exc: BaseException, now: Callable[[], float] = time.time) -> float:
+    """Seconds a provider asked us to wait, else 0: its ``retry-after-ms`` (OpenAI's, milliseconds), else its
+    ``Retry-After`` — seconds, or an HTTP date (RFC 9110), counted from ``now`` and rounded up to a whole second (the
+    date's own precision); a date already past, or a value neither reads as, is 0."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or {}
     try:
-        return max(0.0, float(headers.get("retry-after") or 0))
+        millis = float(headers.get("retry-after-ms") or "nan")
     except (TypeError, ValueError):
+        millis = math.nan
+    if math.isfinite(millis):
+        return max(0.0, millis / 1000)
+    said = str(headers.get("retry-after") or "").strip()
+    try:
+        seconds = float(said or 0)
+    except ValueError:
+        seconds = _http_date_in(said, now())
+    return max(0.0, seconds) if math.isfinite(seconds) else 0.0
+
+
+def _http_date_in(said: str, now: float) -> float:
+    """Seconds from ``now`` to an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT"), rounded up; 0 if it is none."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(said)
+    except (TypeError, ValueError, IndexError):
         return 0.0
+    if when.tzinfo is None:  # RFC 9110's dates are GMT; one without a zone is read so too
+        from datetime import UTC
+
+        when = when.replace(tzinfo=UTC)
+    return float(math.ceil(when.timestamp() - now))
 
 
 def _malformed(exc: BaseException) -> bool:

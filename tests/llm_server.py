@@ -31,7 +31,8 @@ from typing import Any
 class Fail:
     status: int
     message: str = "scripted failure"
-    retry_after: float | None = None  # sent as a Retry-After header (seconds)
+    retry_after: float | str | None = None  # sent as a Retry-After header (seconds, or an HTTP date as written)
+    retry_after_ms: float | None = None  # sent as a retry-after-ms header (OpenAI's)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,9 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
             if callable(entry):  # run as the request arrives: its return value is answered as an entry
                 entry = entry()
             if isinstance(entry, Fail):
-                extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else None
+                extra = {"Retry-After": str(entry.retry_after)} if entry.retry_after is not None else {}
+                if entry.retry_after_ms is not None:
+                    extra["retry-after-ms"] = str(entry.retry_after_ms)
                 self._send(entry.status, {"error": {"message": entry.message, "type": "scripted", "code": None}}, extra)
                 return
             if isinstance(entry, Raw):

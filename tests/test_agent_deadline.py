@@ -132,6 +132,46 @@ def test_a_retry_after_past_the_deadline_is_said_as_the_providers_wait_not_as_th
     )
 
 
+@pytest.mark.parametrize("how", ["date", "ms"])
+def test_a_retry_after_as_an_http_date_or_in_milliseconds_is_the_wait_it_says(cli, hikes, llm_server, how):
+    # RFC 9110 lets Retry-After be an HTTP date, and OpenAI sends retry-after-ms: each was read as 0 (a retry after
+    # the 1 s backoff, which the provider refuses again) — now a wait of 25 s, past a 10 s deadline, stops at once
+    from email.utils import formatdate
+
+    wait = (
+        Fail(429, "slow down", retry_after=formatdate(time.time() + 25, usegmt=True))
+        if how == "date"
+        else Fail(429, "slow down", retry_after="1", retry_after_ms=25_000)  # the finer one wins, as OpenAI's does
+    )
+    llm_server.play(SEARCH, wait)
+    began = time.monotonic()
+    found = json.loads(agent_cli(cli, llm_server, "--deadline", "10", "--json").stdout)
+    assert time.monotonic() - began < 9 and len(llm_server.requests) == 2  # no retry
+    (stop,) = (e["data"] for e in found["trace"] if e["kind"] == "deadline")
+    assert stop["retry_after_s"] in ((24, 25) if how == "date" else (25,))
+    assert "(Retry-After), past the search's deadline" in stop["message"]
+
+
+def test_retry_after_reads_seconds_dates_and_milliseconds():
+    from types import SimpleNamespace
+
+    from refind_cli.model import _retry_after
+
+    def said(now: float = 1_000_000_000.0, **headers: str) -> float:
+        named = {k.replace("_", "-"): v for k, v in headers.items()}
+        return _retry_after(SimpleNamespace(response=SimpleNamespace(headers=named)), lambda: now)
+
+    assert said(retry_after="7") == 7 and said(retry_after="2.5") == 2.5 and said() == 0
+    # 1,000,000,000 s is Sun, 09 Sep 2001 01:46:40 GMT
+    assert said(retry_after="Sun, 09 Sep 2001 01:47:10 GMT") == 30
+    assert said(999_999_999.5, retry_after="Sun, 09 Sep 2001 01:47:10 GMT") == 31  # rounded up: the date's precision
+    assert said(retry_after="Sun, 09 Sep 2001 01:47:10") == 30  # no zone: GMT, as RFC 9110's dates are
+    assert said(retry_after="Sun, 09 Sep 2001 01:46:00 GMT") == 0  # already past
+    assert said(retry_after="soon") == 0 and said(retry_after="-3") == 0 and said(retry_after="nan") == 0
+    assert said(retry_after_ms="1500") == 1.5 and said(retry_after_ms="1500", retry_after="9") == 1.5
+    assert said(retry_after_ms="soon", retry_after="9") == 9  # an unreadable retry-after-ms leaves Retry-After
+
+
 def test_memory_and_the_server_keep_their_deadline(tmp_path, db_path, llm_server):
     from fastapi.testclient import TestClient
 
