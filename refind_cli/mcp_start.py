@@ -273,6 +273,7 @@ class Wire:
         self.gate = Gate(self._write, self._track)
         self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
         self.ended = False  # the client closed its end
+        self.gone = False  # the client closed the end it reads: nothing more can reach it
         self.pending: set[str] = set()  # ids of the requests passed to the SDK and not yet answered
         self.out = bytearray()  # the SDK's partial output line (what answers the pending requests)
         self.drained = threading.Condition()
@@ -475,10 +476,17 @@ class Wire:
         save(self.path, self.records)
 
     def _write(self, data: bytes) -> None:
+        """Send ``data`` to the client; once the client has closed its end (it quit, mid-call too), what is left to
+        send is dropped: the SDK's writer raised BrokenPipeError, and its task group ended the server with a
+        traceback of ~100 lines and exit 1 (a probe of round 28). The server serves on until its input ends."""
         view = memoryview(data)
         with self.out_lock:  # (one line at a time: the gate's answers and the SDK's never interleave)
-            while view:
-                view = view[os.write(self.fd_out, view) :]
+            while view and not self.gone:
+                try:
+                    view = view[os.write(self.fd_out, view) :]
+                except (BrokenPipeError, ConnectionResetError):
+                    self.gone = True
+                    print("refind mcp: the client closed its end of the output; answers are dropped", file=sys.stderr)
 
 
 class _In(io.RawIOBase):

@@ -250,3 +250,41 @@ def test_a_request_naming_a_key_twice_is_refused_not_read_as_its_last_value() ->
     ]
     once = line.replace(b'"content": "first", ', b"")
     assert _gated(once) == (once, [])  # each key once: passed on as ever
+
+
+@pytest.mark.slow
+def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_is_stored(tmp_path: Path) -> None:
+    # a probe of round 28: a client that closed its ends with a call in flight (it quit) ended `refind mcp` with the
+    # SDK's BrokenPipeError, ~100 lines of traceback and exit 1
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": "off",
+    }
+    db = tmp_path / "m.db"
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_line(INITIALIZE))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.stdout.close()  # the client stops reading: every answer from now on meets a closed pipe
+        remember = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": "said as the client quit"}},
+        }
+        proc.stdin.write(_line(INITIALIZED) + _line(remember))
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+        stderr = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    assert stderr == "refind mcp: the client closed its end of the output; answers are dropped\n"
+    from refind_cli import Memory
+
+    with Memory(db) as memory:
+        assert [m["content"] for r in memory.export(user="alice") for m in r["messages"]] == ["said as the client quit"]
