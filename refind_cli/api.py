@@ -392,7 +392,8 @@ class Memory:
     # ---- reading and the lifecycle ---------------------------------------------------------------------------
 
     def sessions(self, *, user: str, limit: int = 20) -> list[Session]:
-        """``user``'s sessions with visible messages, most recently active first (at most ``limit``)."""
+        """``user``'s sessions with visible messages, most recently active first (at most ``limit``): by their last
+        said-at, a session without any by when it was last recorded."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit: must be a positive integer, got {limit!r}")
         with self._turn():
@@ -400,7 +401,9 @@ class Memory:
             rows = self._store.conn.execute(
                 "SELECT session_id, count(*), count(DISTINCT request_id), min(said_at), max(said_at), "
                 f"max(recorded_at) FROM messages WHERE user_id = ? AND {predicate} GROUP BY session_id "
-                "ORDER BY max(coalesce(said_at, recorded_at)) DESC, max(seq) DESC LIMIT ?",
+                # a session's last said-at, else (none known) when it was recorded: a message without a said-at
+                # ranked its session by its recorded-at, so an imported session holding one came first (round 28)
+                "ORDER BY coalesce(max(said_at), max(recorded_at)) DESC, max(seq) DESC LIMIT ?",
                 [user, *params, min(limit, SQLITE_MAX_INT)],  # more than SQLite can count is all of them
             ).fetchall()
         return [Session(*row) for row in rows]

@@ -304,3 +304,19 @@ def test_odd_arguments_are_invalid_input_not_python_errors(memory: Memory, tmp_p
     assert memory.search("cat", user="alice", options=None) == memory.search("cat", user="alice")  # none: ()
     with pytest.raises(InvalidInput, match=r"options: must be a list of strings"):
         memory.search("cat", user="alice", options={"a": 1})  # (its keys were searched)
+
+
+def test_sessions_are_ordered_by_when_they_were_said_not_by_a_message_without_a_said_at(memory: Memory) -> None:
+    # a probe of round 28: one message without a said-at (5% of real traffic) ranked its session by its recorded-at,
+    # today, so an imported session from January came before June's
+    memory.add(
+        [
+            {"role": "user", "content": "January plans", "timestamp": 1672600000000},
+            {"role": "assistant", "content": "a reply logged without a time"},
+        ],
+        user="alice",
+        session="january",
+    )
+    memory.add("June plans", user="alice", session="june", at="2023-06-01T10:00Z")
+    memory.add("a note with no time at all", user="alice", session="undated")  # nothing said-at: its recorded-at
+    assert [s.session_id for s in memory.sessions(user="alice")] == ["undated", "june", "january"]
