@@ -394,6 +394,7 @@ class Memory:
     def sessions(self, *, user: str, limit: int = 20) -> list[Session]:
         """``user``'s sessions with visible messages, most recently active first (at most ``limit``): by their last
         said-at, a session without any by when it was last recorded."""
+        _text_arg("user", user)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit: must be a positive integer, got {limit!r}")
         with self._turn():
@@ -413,6 +414,9 @@ class Memory:
         said-at timestamps — what :meth:`add_many` reads back into an identical store. ``[]`` when none."""
         from .lifecycle import export_requests
 
+        _text_arg("user", user)
+        if session is not None:
+            _text_arg("session", session)
         with self._turn():
             return list(export_requests(self._store, user, session_id=session))
 
@@ -422,9 +426,10 @@ class Memory:
         there."""
         from .lifecycle import forget
 
-        for name, value in (("user", user), ("session", session), ("request_id", request_id)):
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise empty_text(name, value)
+        _text_arg("user", user)
+        for name, value in (("session", session), ("request_id", request_id)):
+            if value is not None:
+                _text_arg(name, value)
         with self._turn():
             return forget(self._store, user, session_id=session, request_id=request_id)
 
@@ -460,6 +465,13 @@ def _request(
         mode=mode,
         names=API_NAMES,
     )
+
+
+def _text_arg(name: str, value: object) -> None:
+    """A user or session id argument: a string with words (``user=None`` or ``""`` read as nobody's, and
+    :meth:`Memory.sessions` and :meth:`Memory.export` answered ``[]``, as if nothing were stored)."""
+    if not isinstance(value, str) or not value.strip():
+        raise empty_text(name, value)
 
 
 def parse_said_at(at: int | float | str | date | None) -> int | None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -320,3 +322,25 @@ def test_sessions_are_ordered_by_when_they_were_said_not_by_a_message_without_a_
     memory.add("June plans", user="alice", session="june", at="2023-06-01T10:00Z")
     memory.add("a note with no time at all", user="alice", session="undated")  # nothing said-at: its recorded-at
     assert [s.session_id for s in memory.sessions(user="alice")] == ["undated", "june", "january"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.sessions(user=None), "user: must be a string, got null"),
+        (lambda m: m.sessions(user=""), "user: must be a non-empty string"),
+        (lambda m: m.export(user=None), "user: must be a string, got null"),
+        (lambda m: m.export(user=" "), "user: must be a non-empty string, got only whitespace"),
+        (lambda m: m.export(user="alice", session=""), "session: must be a non-empty string"),
+        (lambda m: m.export(user="alice", session=2), "session: must be a string, got number"),
+        (lambda m: m.forget(user=None), "user: must be a string, got null"),
+    ],
+)
+def test_a_user_or_session_that_names_nobody_is_invalid_input_not_an_empty_answer(
+    memory: Memory, call: Callable[[Memory], object], message: str
+) -> None:
+    # a probe of round 28: sessions and export of user=None, "" or 5 (an unset variable, a typo) answered [] — as if
+    # nothing were stored — where search refused them; forget(user=None) said "nothing stored for user None"
+    _fill(memory)
+    with pytest.raises(InvalidInput, match=f"^{re.escape(message)}$"):
+        call(memory)
