@@ -37,7 +37,7 @@ from .contract import (
     search_request,
 )
 from .contract import parse_said_at as said_at
-from .errors import DatabaseLocked, InvalidInput, RefindError
+from .errors import DatabaseLocked, InvalidInput, ModelError, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
 from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
@@ -356,13 +356,20 @@ class Memory:
             )
         if skip is not None and skip not in settings.SKIP_MODES:
             raise InvalidInput(f"skip: must be 'session' or 'turn' (or None), got {skip!r}")
+        if model is not None and not isinstance(model, str) and not callable(model):
+            raise InvalidInput(
+                "model: must be a litellm model string, a complete(messages) -> Reply callable or None, "
+                f"got {type(model).__name__}"
+            )
+        if model_name is not None and not isinstance(model_name, str):
+            raise InvalidInput(f"model_name: must be a string or None, got {type(model_name).__name__}")
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
 
             complete, model_name = from_env(model, api_base)
         else:
-            complete = model
+            complete = _own_model(model)
         planner = Planner(
             model=complete,
             model_name=model_name,
@@ -465,6 +472,29 @@ def _request(
         mode=mode,
         names=API_NAMES,
     )
+
+
+def _own_model(model: Complete) -> Complete:
+    """A caller's ``complete`` as the planner calls it: an exception it raises, or an answer that is no ``Reply``, is
+    a ``ModelError`` (the search's trace stored, its id said), as a provider's failure is — a ValueError of its own
+    escaped the planner, unrecorded, and ``None`` returned was an AttributeError from inside it (round 28)."""
+    from .model import Reply
+
+    name = getattr(model, "__name__", type(model).__name__)
+
+    def complete(messages: list[dict[str, Any]]) -> Reply:
+        try:
+            reply = model(messages)
+        except RefindError:  # (its own ModelError, or the deadline's)
+            raise
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ModelError(f"the model callable {name} raised {said}") from exc
+        if not isinstance(reply, Reply):
+            raise ModelError(f"the model callable {name} returned {type(reply).__name__}, not a refind_cli.model.Reply")
+        return reply
+
+    return complete
 
 
 def _text_arg(name: str, value: object) -> None:

@@ -344,3 +344,35 @@ def test_a_user_or_session_that_names_nobody_is_invalid_input_not_an_empty_answe
     _fill(memory)
     with pytest.raises(InvalidInput, match=f"^{re.escape(message)}$"):
         call(memory)
+
+
+def test_a_model_callable_that_fails_is_a_model_error_with_its_trace_stored(memory: Memory) -> None:
+    # a probe of round 28: a callable's own ValueError escaped the planner (its trace not stored), None returned was
+    # an AttributeError from inside refind, and model=5 or model_name=5 a TypeError
+    from refind_cli import ModelError
+
+    _fill(memory)
+
+    def broken(messages: list[dict]) -> Reply:
+        raise ValueError("the local model is not loaded")
+
+    with pytest.raises(
+        ModelError, match=r"^the model callable broken raised ValueError: the local model is not loaded$"
+    ) as caught:
+        memory.agent_search("where is the trip", user="alice", model=broken)
+    assert isinstance(caught.value.__cause__, ValueError) and caught.value.search_id  # the trace, stored
+    with pytest.raises(
+        ModelError, match=r"^the model callable silent returned NoneType, not a refind_cli\.model\.Reply$"
+    ):
+
+        def silent(messages: list[dict]) -> None:
+            return None
+
+        memory.agent_search("where is the trip", user="alice", model=silent)  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidInput,
+        match=r"^model: must be a litellm model string, a complete\(messages\) -> Reply callable or None, got int$",
+    ):
+        memory.agent_search("trip", user="alice", model=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^model_name: must be a string or None, got int$"):
+        memory.agent_search("trip", user="alice", model=broken, model_name=5)  # type: ignore[arg-type]
