@@ -157,6 +157,7 @@ class Memory:
             raise
         self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
+        self._closed = False
 
     @contextlib.contextmanager
     def _turn(self, until: float | None = None) -> Iterator[None]:
@@ -172,6 +173,11 @@ class Memory:
                 "or written — retry once that call is done"
             )
         try:
+            if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
+                raise RefindError(
+                    f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
+                    "Memory to use the database"
+                )
             self._store.check_file()
             try:
                 yield
@@ -193,6 +199,7 @@ class Memory:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._store.close()
 
     def __enter__(self) -> Memory:

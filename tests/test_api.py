@@ -376,3 +376,21 @@ def test_a_model_callable_that_fails_is_a_model_error_with_its_trace_stored(memo
         memory.agent_search("trip", user="alice", model=5)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match=r"^model_name: must be a string or None, got int$"):
         memory.agent_search("trip", user="alice", model=broken, model_name=5)  # type: ignore[arg-type]
+
+
+def test_a_closed_memory_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # a probe of round 28: every call after the `with` block said sqlite3's "Cannot operate on a closed database."
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("I adopted a cat", user="alice", session="s1")
+    said = f"{memory.path}: this Memory is closed (its `with` block ended, or close() was called); open a new Memory to use the database"
+    for call in (
+        lambda: memory.search("cat", user="alice"),
+        lambda: memory.add("more", user="alice", session="s1"),
+        lambda: memory.sessions(user="alice"),
+        lambda: memory.export(user="alice"),
+    ):
+        with pytest.raises(RefindError, match=f"^{re.escape(said)}$"):
+            call()
+    memory.close()  # (again: nothing to do)
+    with Memory(tmp_path / "m.db") as again:
+        assert again.search("cat", user="alice")[0].content.endswith("I adopted a cat")
