@@ -216,13 +216,14 @@ class Memory:
         *,
         user: str,
         session: str,
-        role: str = "user",
+        role: str | None = None,
         at: int | float | str | date | None = None,
         request_id: str | None = None,
     ) -> AddOutcome:
-        """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms, read as an Add's ``timestamp``
-        is, or ISO 8601, UTC) or an
-        exchange (``content`` a list of ``{"role", "content", "timestamp"?}``) as ONE Add request, all-or-nothing.
+        """Store one message (``content`` a string, said by ``role``, ``"user"`` when left out, at ``at``: Unix ms,
+        read as an Add's ``timestamp`` is, or ISO 8601, UTC) or an exchange (``content`` a list of ``{"role",
+        "content", "timestamp"?}``, each naming its own role and time: ``role`` and ``at`` are refused beside it) as ONE
+        Add request, all-or-nothing.
 
         Without ``request_id`` the id is ``api-`` plus a hash of the payload as read (user, session, each message's
         role, content and said-at in Unix ms), so adding the same thing again — its time spelt another way too — is
@@ -233,12 +234,15 @@ class Memory:
         if not isinstance(content, (str, Sequence)) or isinstance(content, (bytes, bytearray)):
             raise InvalidInput(f"content: must be a string or a list of messages, got {type(content).__name__}")
         if isinstance(content, str):
-            messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
+            said_by = "user" if role is None else role
+            messages: list[dict[str, Any]] = [{"role": said_by, "content": content, "timestamp": parse_said_at(at)}]
             # what an earlier refind hashed: the number as given (1700000000 and -1 were hashed so, then read)
             legacy = [{**messages[0], "timestamp": at}] if _is_number(at) else messages
         else:
             if at is not None:
                 raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
+            if role is not None:  # (it was ignored: each message kept its own role, or was refused for having none)
+                raise InvalidInput("role: give each message its own role when adding a list of messages")
             messages = legacy = [_message_dict(m, i) for i, m in enumerate(content)]
         rid = "api-" if request_id is None else request_id  # (the derived id is set once the payload is read)
         body = {"request_id": rid, "user_id": user, "session_id": session, "messages": messages}

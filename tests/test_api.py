@@ -394,3 +394,15 @@ def test_a_closed_memory_says_so_and_what_to_do(tmp_path: Path) -> None:
     memory.close()  # (again: nothing to do)
     with Memory(tmp_path / "m.db") as again:
         assert again.search("cat", user="alice")[0].content.endswith("I adopted a cat")
+
+
+def test_a_role_beside_a_list_of_messages_is_refused_not_ignored(memory: Memory) -> None:
+    # a probe of round 28: role="assistant" beside a list was dropped without a word — its messages stored as "user",
+    # or refused as "messages[0].role: required" when they named none
+    exchange = [{"role": "user", "content": "What did the vet say?"}]
+    with pytest.raises(InvalidInput, match=r"^role: give each message its own role when adding a list of messages$"):
+        memory.add(exchange, user="alice", session="s1", role="assistant")
+    assert memory.export(user="alice") == []  # nothing stored
+    memory.add("The vet said rest", user="alice", session="s1", role="assistant")
+    memory.add("Thanks", user="alice", session="s1")  # left out: said by the user
+    assert [m["role"] for r in memory.export(user="alice") for m in r["messages"]] == ["assistant", "user"]
