@@ -272,6 +272,7 @@ class Memory:
         .role: …``) and nothing is stored. Otherwise one outcome per request, in order: an ``AddOutcome``, or the
         ``Conflict`` / ``Forgotten`` that refused that request alone (the others are stored).
         """
+        _flag("strict", strict)
         if requests is None or isinstance(requests, (str, bytes, Mapping)):
             raise InvalidInput(f"requests: must be a list of Add requests, got {type(requests).__name__}")
         parsed: list[AddRequest] = []
@@ -365,6 +366,7 @@ class Memory:
                 f"deadline: must be a number of seconds above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g}, "
                 f"got {deadline!r}"
             )
+        _flag("record", record)
         if skip is not None and skip not in settings.SKIP_MODES:
             raise InvalidInput(f"skip: must be 'session' or 'turn' (or None), got {skip!r}")
         if model is not None and not isinstance(model, str) and not callable(model):
@@ -457,6 +459,7 @@ class Memory:
         writer's newer policy keeps."""
         from .lifecycle import expire
 
+        _flag("dry_run", dry_run)
         with self._turn():
             return expire(self._store, user_id=user, dry_run=dry_run, unasked=True)
 
@@ -506,6 +509,12 @@ def _own_model(model: Complete) -> Complete:
         return reply
 
     return complete
+
+
+def _flag(name: str, value: object) -> None:
+    """A yes-or-no option: True or False (``dry_run="no"`` was read as yes, ``strict=0.0`` as no)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name}: must be True or False, got {value!r}")
 
 
 def _text_arg(name: str, value: object) -> None:

@@ -406,3 +406,14 @@ def test_a_role_beside_a_list_of_messages_is_refused_not_ignored(memory: Memory)
     memory.add("The vet said rest", user="alice", session="s1", role="assistant")
     memory.add("Thanks", user="alice", session="s1")  # left out: said by the user
     assert [m["role"] for r in memory.export(user="alice") for m in r["messages"]] == ["assistant", "user"]
+
+
+def test_a_yes_or_no_option_is_true_or_false(memory: Memory) -> None:
+    # a probe of round 28: expire(dry_run="no") ran as a dry run, add_many(strict="no") as strict
+    with pytest.raises(InvalidInput, match=r"^dry_run: must be True or False, got 'no'$"):
+        memory.expire(dry_run="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^strict: must be True or False, got 'no'$"):
+        memory.add_many([], strict="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^record: must be True or False, got 0$"):
+        memory.agent_search("trip", user="alice", model=lambda messages: Reply("{}"), record=0)  # type: ignore[arg-type]
+    assert memory.expire(dry_run=True).dry_run is True
