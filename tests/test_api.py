@@ -417,3 +417,12 @@ def test_a_yes_or_no_option_is_true_or_false(memory: Memory) -> None:
     with pytest.raises(InvalidInput, match=r"^record: must be True or False, got 0$"):
         memory.agent_search("trip", user="alice", model=lambda messages: Reply("{}"), record=0)  # type: ignore[arg-type]
     assert memory.expire(dry_run=True).dry_run is True
+
+
+def test_the_storage_errors_readme_names_for_a_memory_import_from_the_package() -> None:
+    # a probe of round 28: README says a Memory raises StorageError and DatabaseLocked, and
+    # `from refind_cli import DatabaseLocked` was an ImportError (only refind_cli.errors had them)
+    from refind_cli import DatabaseLocked, StorageError, errors
+
+    assert StorageError is errors.StorageError and DatabaseLocked is errors.DatabaseLocked
+    assert issubclass(DatabaseLocked, StorageError) and issubclass(StorageError, RefindError)
