@@ -486,7 +486,17 @@ class Wire:
                     view = view[os.write(self.fd_out, view) :]
                 except (BrokenPipeError, ConnectionResetError):
                     self.gone = True
-                    print("refind mcp: the client closed its end of the output; answers are dropped", file=sys.stderr)
+                    self._say_gone()
+
+    def _say_gone(self) -> None:
+        """One line on stderr: the client is gone. A client that quit closed stderr too: then nothing more can be said
+        (the line left in stderr's buffer failed again at exit, status 120)."""
+        try:
+            print(
+                "refind mcp: the client closed its end of the output; answers are dropped", file=sys.stderr, flush=True
+            )
+        except OSError:
+            sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (kept open until the process ends)
 
 
 class _In(io.RawIOBase):

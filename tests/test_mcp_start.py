@@ -253,9 +253,13 @@ def test_a_request_naming_a_key_twice_is_refused_not_read_as_its_last_value() ->
 
 
 @pytest.mark.slow
-def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_is_stored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stderr_too", [False, True])
+def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_is_stored(
+    tmp_path: Path, stderr_too: bool
+) -> None:
     # a probe of round 28: a client that closed its ends with a call in flight (it quit) ended `refind mcp` with the
-    # SDK's BrokenPipeError, ~100 lines of traceback and exit 1
+    # SDK's BrokenPipeError, ~100 lines of traceback and exit 1 (and, with stderr closed too, exit 1 by the line
+    # saying so)
     env = {
         "PYTHONPATH": str(ROOT),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -271,6 +275,8 @@ def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_i
         proc.stdin.flush()
         assert json.loads(proc.stdout.readline())["id"] == 1
         proc.stdout.close()  # the client stops reading: every answer from now on meets a closed pipe
+        if stderr_too:
+            proc.stderr.close()
         remember = {
             "jsonrpc": "2.0",
             "id": 2,
@@ -280,10 +286,11 @@ def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_i
         proc.stdin.write(_line(INITIALIZED) + _line(remember))
         proc.stdin.close()
         assert proc.wait(60) == 0
-        stderr = proc.stderr.read().decode()
+        stderr = "" if stderr_too else proc.stderr.read().decode()
     finally:
         proc.kill()
-    assert stderr == "refind mcp: the client closed its end of the output; answers are dropped\n"
+    if not stderr_too:
+        assert stderr == "refind mcp: the client closed its end of the output; answers are dropped\n"
     from refind_cli import Memory
 
     with Memory(db) as memory:
