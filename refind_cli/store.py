@@ -158,6 +158,15 @@ def _check_path(path: Path) -> None:
             f"{path / DEFAULT_DB}"
         )
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    for suffix in ("-wal", "-shm", "-journal"):  # a database made there is deleted by the next open of its neighbour
+        for named in {path, target}:
+            main = named.with_name(named.name.removesuffix(suffix))
+            if named.name.endswith(suffix) and main.name and main.is_file():
+                raise InvalidInput(
+                    f"cannot open database {path}: it is the {suffix[1:]} file SQLite keeps beside the database "
+                    f"{main}, and opening that database rewrites or deletes it (what was stored there would be lost); "
+                    f"give {main} itself, or a path of its own"
+                )
     if target.parent and not target.parent.exists():
         link = f" ({path} is a symbolic link to {target})" if target is not path else ""
         raise RefindError(f"cannot open database {path}: folder {target.parent} does not exist{link}")
