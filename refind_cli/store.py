@@ -157,6 +157,20 @@ def _check_path(path: Path) -> None:
             f"cannot open database {path}: it is a directory, not a database file; give a file's path, e.g. "
             f"{path / DEFAULT_DB}"
         )
+    if path.exists() and not path.is_file():  # (SQLite: "disk I/O error", the words of a failing disk)
+        import stat
+
+        mode = path.stat().st_mode
+        kind = (
+            "a named pipe (FIFO)"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise InvalidInput(f"cannot open database {path}: it is {kind}, not a database file; give a file's path")
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     for suffix in ("-wal", "-shm", "-journal"):  # a database made there is deleted by the next open of its neighbour
         for named in {path, target}:

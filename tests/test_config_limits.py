@@ -278,3 +278,18 @@ def test_a_databases_wal_shm_or_journal_path_is_refused_as_a_database(cli, tmp_p
     no_neighbour = tmp_path / "notes-wal"  # a name that only ends so: no database beside it
     with Memory(no_neighbour) as memory:
         memory.add("kept", user="u", session="s")
+
+
+def test_a_fifo_or_a_device_as_the_database_is_invalid_input_saying_so(cli, tmp_path) -> None:
+    # a probe of round 28: "the disk failed a read or write (disk I/O error)", exit 7 — the words of a failing disk
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    r = cli(*ADD, "--db", str(fifo))
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == (
+        f"error: cannot open database {fifo}: it is a named pipe (FIFO), not a database file; give a file's path"
+    )
+    from refind_cli import Memory
+
+    with pytest.raises(InvalidInput, match=r"^cannot open database /dev/null: it is a device, not a database file"):
+        Memory("/dev/null")
