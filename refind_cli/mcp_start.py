@@ -26,6 +26,7 @@ record cannot be keyed (or ``REFIND_MCP_CACHE=off``) the wire still gates and dr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -114,7 +115,8 @@ def save(path: Path, records: list[list[Step]]) -> None:
             f.write(json.dumps(data, ensure_ascii=False).encode())
         os.replace(tmp, path)
     except (OSError, UnicodeError):
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (REFIND_MCP_CACHE naming a file: NotADirectoryError ended the server)
+            tmp.unlink(missing_ok=True)
 
 
 def _message(line: bytes) -> dict[str, Any] | None:

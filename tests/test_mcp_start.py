@@ -99,6 +99,17 @@ def test_a_launch_answers_from_the_sdks_recorded_bytes_and_the_sdk_serves_the_re
     )  # the SDK's clean tool error
 
 
+@pytest.mark.slow
+def test_a_cache_setting_that_names_a_file_serves_without_a_record(tmp_path: Path) -> None:
+    # a probe of round 28: REFIND_MCP_CACHE naming a file ended the server with NotADirectoryError once the handshake
+    # was answered (the cleanup of the record it could not write raised), before the tool list
+    cache = tmp_path / "cache.json"
+    cache.write_text("not a folder", encoding="utf-8")
+    lines, stderr = _session(tmp_path / "m.db", cache, [*HANDSHAKE, CALL])  # (exit 0, each request answered)
+    assert [json.loads(line).get("id") for line in lines] == [1, 2, 3] and stderr == ""
+    assert cache.read_text(encoding="utf-8") == "not a folder"
+
+
 def _tampered(cache: Path) -> Path:
     """Record a handshake, then change the recorded tools/list answer (a description), as a stale record would."""
     _session(cache.parent / "m.db", cache, HANDSHAKE)
