@@ -306,3 +306,16 @@ def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_i
 
     with Memory(db) as memory:
         assert [m["content"] for r in memory.export(user="alice") for m in r["messages"]] == ["said as the client quit"]
+
+
+@pytest.mark.slow
+def test_a_prompt_this_server_does_not_offer_is_invalid_params_with_nothing_logged(tmp_path: Path) -> None:
+    # a probe of round 28: the SDK answered prompts/get of a name it does not know with error code 0 (no JSON-RPC
+    # code) and logged a traceback of ~150 lines on stderr
+    get = {"jsonrpc": "2.0", "id": 5, "method": "prompts/get", "params": {"name": "summarize"}}
+    lines, stderr = _session(tmp_path / "m.db", "off", [*HANDSHAKE, get])
+    assert json.loads(_by_id(lines)[5])["error"] == {
+        "code": -32602,
+        "message": "Unknown prompt: summarize (this server offers no prompts)",
+    }
+    assert stderr == ""
