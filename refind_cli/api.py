@@ -492,6 +492,8 @@ def _own_model(model: Complete) -> Complete:
     """A caller's ``complete`` as the planner calls it: an exception it raises, or an answer that is no ``Reply``, is
     a ``ModelError`` (the search's trace stored, its id said), as a provider's failure is — a ValueError of its own
     escaped the planner, unrecorded, and ``None`` returned was an AttributeError from inside it (round 28)."""
+    import inspect
+
     from .model import Reply
 
     name = getattr(model, "__name__", type(model).__name__)
@@ -505,6 +507,12 @@ def _own_model(model: Complete) -> Complete:
             said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise ModelError(f"the model callable {name} raised {said}") from exc
         if not isinstance(reply, Reply):
+            if inspect.iscoroutine(reply):  # an async def: never awaited here (closed: no "never awaited" warning)
+                reply.close()
+                raise ModelError(
+                    f"the model callable {name} is an async function (it returned a coroutine); give a plain "
+                    "function that returns a refind_cli.model.Reply"
+                )
             raise ModelError(f"the model callable {name} returned {type(reply).__name__}, not a refind_cli.model.Reply")
         return reply
 

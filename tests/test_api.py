@@ -426,3 +426,21 @@ def test_the_storage_errors_readme_names_for_a_memory_import_from_the_package() 
 
     assert StorageError is errors.StorageError and DatabaseLocked is errors.DatabaseLocked
     assert issubclass(DatabaseLocked, StorageError) and issubclass(StorageError, RefindError)
+
+
+def test_an_async_model_callable_is_a_model_error_saying_so(memory: Memory) -> None:
+    # a probe of round 28: agent frameworks' models are often `async def`; its coroutine was read as no Reply (and
+    # left "never awaited")
+    from refind_cli import ModelError
+
+    _fill(memory)
+
+    async def acomplete(messages: list[dict]) -> Reply:
+        return Reply("{}")
+
+    said = (
+        "the model callable acomplete is an async function (it returned a coroutine); give a plain function that "
+        "returns a refind_cli.model.Reply"
+    )
+    with pytest.raises(ModelError, match=f"^{re.escape(said)}$"):
+        memory.agent_search("where is the trip", user="alice", model=acomplete)  # type: ignore[arg-type]
