@@ -319,3 +319,31 @@ def test_a_prompt_this_server_does_not_offer_is_invalid_params_with_nothing_logg
         "message": "Unknown prompt: summarize (this server offers no prompts)",
     }
     assert stderr == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_serving_server_with_status_130(tmp_path: Path) -> None:
+    # a probe of round 28: Ctrl-C while the SDK served cancelled its session, but its reading thread, blocked on the
+    # client's stream, kept the process alive and answering nothing until the client closed it (three Ctrl-C ended
+    # it, with a traceback)
+    import signal
+
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": "off",
+    }
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(tmp_path / "m.db")]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        for message in (INITIALIZE, INITIALIZED, CALL):
+            proc.stdin.write(_line(message))
+            proc.stdin.flush()
+        assert [json.loads(proc.stdout.readline())["id"] for _ in range(2)] == [1, 3]
+        proc.send_signal(signal.SIGINT)  # the client's stdin stays open
+        assert proc.wait(20) == 130
+        assert proc.stdout.read() == b"" and proc.stderr.read() == b""
+    finally:
+        proc.kill()
