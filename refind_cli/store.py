@@ -161,15 +161,8 @@ def _check_path(path: Path) -> None:
         import stat
 
         mode = path.stat().st_mode
-        kind = (
-            "a named pipe (FIFO)"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "not a regular file"
-        )
+        kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+        kind = next((name for test, name in kinds if test(mode)), "not a regular file")
         raise InvalidInput(f"cannot open database {path}: it is {kind}, not a database file; give a file's path")
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     for suffix in ("-wal", "-shm", "-journal"):  # a database made there is deleted by the next open of its neighbour
