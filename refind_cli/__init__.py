@@ -13,7 +13,16 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .api import AddOutcome, AgentAnswer, Evidence, Memory, Session
     from .contract import SearchRequest
-    from .errors import Conflict, Forgotten, InvalidInput, ModelError, NotFound, RefindError
+    from .errors import (
+        Conflict,
+        DatabaseLocked,
+        Forgotten,
+        InvalidInput,
+        ModelError,
+        NotFound,
+        RefindError,
+        StorageError,
+    )
     from .lifecycle import ExpireResult, ForgetResult
 
 _LAZY = {
@@ -31,12 +40,15 @@ _LAZY = {
     "NotFound": "errors",
     "Forgotten": "errors",
     "ModelError": "errors",
+    "StorageError": "errors",  # the file deleted or replaced under a Memory, no space, read-only, damaged
+    "DatabaseLocked": "errors",  # (a StorageError) another writer's lock, or another thread's call past a deadline
 }
 
 __all__ = [  # the names of _LAZY (a test keeps the two lists equal)
     "AddOutcome",
     "AgentAnswer",
     "Conflict",
+    "DatabaseLocked",
     "Evidence",
     "ExpireResult",
     "ForgetResult",
@@ -48,6 +60,7 @@ __all__ = [  # the names of _LAZY (a test keeps the two lists equal)
     "RefindError",
     "SearchRequest",
     "Session",
+    "StorageError",
     "__version__",
 ]
 

@@ -37,7 +37,7 @@ from .contract import (
     search_request,
 )
 from .contract import parse_said_at as said_at
-from .errors import DatabaseLocked, InvalidInput, RefindError
+from .errors import DatabaseLocked, InvalidInput, ModelError, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
 from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
@@ -157,6 +157,7 @@ class Memory:
             raise
         self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
+        self._closed = False
 
     @contextlib.contextmanager
     def _turn(self, until: float | None = None) -> Iterator[None]:
@@ -172,6 +173,11 @@ class Memory:
                 "or written — retry once that call is done"
             )
         try:
+            if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
+                raise RefindError(
+                    f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
+                    "Memory to use the database"
+                )
             self._store.check_file()
             try:
                 yield
@@ -193,6 +199,7 @@ class Memory:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._store.close()
 
     def __enter__(self) -> Memory:
@@ -209,13 +216,14 @@ class Memory:
         *,
         user: str,
         session: str,
-        role: str = "user",
+        role: str | None = None,
         at: int | float | str | date | None = None,
         request_id: str | None = None,
     ) -> AddOutcome:
-        """Store one message (``content`` a string, said by ``role`` at ``at``: Unix ms, read as an Add's ``timestamp``
-        is, or ISO 8601, UTC) or an
-        exchange (``content`` a list of ``{"role", "content", "timestamp"?}``) as ONE Add request, all-or-nothing.
+        """Store one message (``content`` a string, said by ``role``, ``"user"`` when left out, at ``at``: Unix ms,
+        read as an Add's ``timestamp`` is, or ISO 8601, UTC) or an exchange (``content`` a list of ``{"role",
+        "content", "timestamp"?}``, each naming its own role and time: ``role`` and ``at`` are refused beside it) as ONE
+        Add request, all-or-nothing.
 
         Without ``request_id`` the id is ``api-`` plus a hash of the payload as read (user, session, each message's
         role, content and said-at in Unix ms), so adding the same thing again — its time spelt another way too — is
@@ -226,12 +234,15 @@ class Memory:
         if not isinstance(content, (str, Sequence)) or isinstance(content, (bytes, bytearray)):
             raise InvalidInput(f"content: must be a string or a list of messages, got {type(content).__name__}")
         if isinstance(content, str):
-            messages: list[dict[str, Any]] = [{"role": role, "content": content, "timestamp": parse_said_at(at)}]
+            said_by = "user" if role is None else role
+            messages: list[dict[str, Any]] = [{"role": said_by, "content": content, "timestamp": parse_said_at(at)}]
             # what an earlier refind hashed: the number as given (1700000000 and -1 were hashed so, then read)
             legacy = [{**messages[0], "timestamp": at}] if _is_number(at) else messages
         else:
             if at is not None:
                 raise InvalidInput("at: give each message its own timestamp when adding a list of messages")
+            if role is not None:  # (it was ignored: each message kept its own role, or was refused for having none)
+                raise InvalidInput("role: give each message its own role when adding a list of messages")
             messages = legacy = [_message_dict(m, i) for i, m in enumerate(content)]
         rid = "api-" if request_id is None else request_id  # (the derived id is set once the payload is read)
         body = {"request_id": rid, "user_id": user, "session_id": session, "messages": messages}
@@ -261,6 +272,7 @@ class Memory:
         .role: …``) and nothing is stored. Otherwise one outcome per request, in order: an ``AddOutcome``, or the
         ``Conflict`` / ``Forgotten`` that refused that request alone (the others are stored).
         """
+        _flag("strict", strict)
         if requests is None or isinstance(requests, (str, bytes, Mapping)):
             raise InvalidInput(f"requests: must be a list of Add requests, got {type(requests).__name__}")
         parsed: list[AddRequest] = []
@@ -354,15 +366,23 @@ class Memory:
                 f"deadline: must be a number of seconds above 0 and at most {settings.MAX_AGENT_DEADLINE_S:,g}, "
                 f"got {deadline!r}"
             )
+        _flag("record", record)
         if skip is not None and skip not in settings.SKIP_MODES:
             raise InvalidInput(f"skip: must be 'session' or 'turn' (or None), got {skip!r}")
+        if model is not None and not isinstance(model, str) and not callable(model):
+            raise InvalidInput(
+                "model: must be a litellm model string, a complete(messages) -> Reply callable or None, "
+                f"got {type(model).__name__}"
+            )
+        if model_name is not None and not isinstance(model_name, str):
+            raise InvalidInput(f"model_name: must be a string or None, got {type(model_name).__name__}")
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
 
             complete, model_name = from_env(model, api_base)
         else:
-            complete = model
+            complete = _own_model(model)
         planner = Planner(
             model=complete,
             model_name=model_name,
@@ -392,7 +412,9 @@ class Memory:
     # ---- reading and the lifecycle ---------------------------------------------------------------------------
 
     def sessions(self, *, user: str, limit: int = 20) -> list[Session]:
-        """``user``'s sessions with visible messages, most recently active first (at most ``limit``)."""
+        """``user``'s sessions with visible messages, most recently active first (at most ``limit``): by their last
+        said-at, a session without any by when it was last recorded."""
+        _text_arg("user", user)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit: must be a positive integer, got {limit!r}")
         with self._turn():
@@ -400,7 +422,9 @@ class Memory:
             rows = self._store.conn.execute(
                 "SELECT session_id, count(*), count(DISTINCT request_id), min(said_at), max(said_at), "
                 f"max(recorded_at) FROM messages WHERE user_id = ? AND {predicate} GROUP BY session_id "
-                "ORDER BY max(coalesce(said_at, recorded_at)) DESC, max(seq) DESC LIMIT ?",
+                # a session's last said-at, else (none known) when it was recorded: a message without a said-at
+                # ranked its session by its recorded-at, so an imported session holding one came first (round 28)
+                "ORDER BY coalesce(max(said_at), max(recorded_at)) DESC, max(seq) DESC LIMIT ?",
                 [user, *params, min(limit, SQLITE_MAX_INT)],  # more than SQLite can count is all of them
             ).fetchall()
         return [Session(*row) for row in rows]
@@ -410,6 +434,9 @@ class Memory:
         said-at timestamps — what :meth:`add_many` reads back into an identical store. ``[]`` when none."""
         from .lifecycle import export_requests
 
+        _text_arg("user", user)
+        if session is not None:
+            _text_arg("session", session)
         with self._turn():
             return list(export_requests(self._store, user, session_id=session))
 
@@ -419,9 +446,10 @@ class Memory:
         there."""
         from .lifecycle import forget
 
-        for name, value in (("user", user), ("session", session), ("request_id", request_id)):
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise empty_text(name, value)
+        _text_arg("user", user)
+        for name, value in (("session", session), ("request_id", request_id)):
+            if value is not None:
+                _text_arg(name, value)
         with self._turn():
             return forget(self._store, user, session_id=session, request_id=request_id)
 
@@ -431,6 +459,7 @@ class Memory:
         writer's newer policy keeps."""
         from .lifecycle import expire
 
+        _flag("dry_run", dry_run)
         with self._turn():
             return expire(self._store, user_id=user, dry_run=dry_run, unasked=True)
 
@@ -457,6 +486,50 @@ def _request(
         mode=mode,
         names=API_NAMES,
     )
+
+
+def _own_model(model: Complete) -> Complete:
+    """A caller's ``complete`` as the planner calls it: an exception it raises, or an answer that is no ``Reply``, is
+    a ``ModelError`` (the search's trace stored, its id said), as a provider's failure is — a ValueError of its own
+    escaped the planner, unrecorded, and ``None`` returned was an AttributeError from inside it (round 28)."""
+    import inspect
+
+    from .model import Reply
+
+    name = getattr(model, "__name__", type(model).__name__)
+
+    def complete(messages: list[dict[str, Any]]) -> Reply:
+        try:
+            reply = model(messages)
+        except RefindError:  # (its own ModelError, or the deadline's)
+            raise
+        except Exception as exc:
+            said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ModelError(f"the model callable {name} raised {said}") from exc
+        if not isinstance(reply, Reply):
+            if inspect.iscoroutine(reply):  # an async def: never awaited here (closed: no "never awaited" warning)
+                reply.close()
+                raise ModelError(
+                    f"the model callable {name} is an async function (it returned a coroutine); give a plain "
+                    "function that returns a refind_cli.model.Reply"
+                )
+            raise ModelError(f"the model callable {name} returned {type(reply).__name__}, not a refind_cli.model.Reply")
+        return reply
+
+    return complete
+
+
+def _flag(name: str, value: object) -> None:
+    """A yes-or-no option: True or False (``dry_run="no"`` was read as yes, ``strict=0.0`` as no)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name}: must be True or False, got {value!r}")
+
+
+def _text_arg(name: str, value: object) -> None:
+    """A user or session id argument: a string with words (``user=None`` or ``""`` read as nobody's, and
+    :meth:`Memory.sessions` and :meth:`Memory.export` answered ``[]``, as if nothing were stored)."""
+    if not isinstance(value, str) or not value.strip():
+        raise empty_text(name, value)
 
 
 def parse_said_at(at: int | float | str | date | None) -> int | None:

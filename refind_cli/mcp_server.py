@@ -219,6 +219,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         )
     tools = (remember, remember_exchange, search_memory, recent_sessions, forget_session)
     server.middleware.append(_missing_as_null({fn.__name__: _required(fn) for fn in tools}))
+    server.middleware.append(_no_prompts)
     return server
 
 
@@ -246,6 +247,19 @@ def _missing_as_null(required: dict[str, tuple[str, ...]]) -> Callable[..., Any]
         return await call_next(ctx)
 
     return middleware
+
+
+async def _no_prompts(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``prompts/get`` answered with JSON-RPC's invalid-params error: refind offers no prompt, and the SDK answered a
+    name it does not know with error code 0 (no JSON-RPC code) after logging a 150-line traceback on stderr (a probe
+    of round 28). Any other message passes as it came."""
+    params = ctx.params
+    if ctx.method == "prompts/get" and isinstance(params, Mapping) and isinstance(params.get("name"), str):
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_PARAMS
+
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params['name']} (this server offers no prompts)")
+    return await call_next(ctx)
 
 
 def _added(

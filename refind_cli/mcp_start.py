@@ -26,6 +26,7 @@ record cannot be keyed (or ``REFIND_MCP_CACHE=off``) the wire still gates and dr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -114,7 +115,8 @@ def save(path: Path, records: list[list[Step]]) -> None:
             f.write(json.dumps(data, ensure_ascii=False).encode())
         os.replace(tmp, path)
     except (OSError, UnicodeError):
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (REFIND_MCP_CACHE naming a file: NotADirectoryError ended the server)
+            tmp.unlink(missing_ok=True)
 
 
 def _message(line: bytes) -> dict[str, Any] | None:
@@ -157,8 +159,13 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
         wire = None
     if wire is None:
         start(lambda: None)()
-    else:
+        return
+    try:
         wire.answer_while(lambda: start(wire.release))()
+    finally:
+        wire.restore_sigint()
+    if wire.interrupted:  # Ctrl-C: the requests in flight were answered; the exit status says it was stopped (130)
+        raise KeyboardInterrupt
 
 
 # at the end of the input, how long the requests in flight may still take (agent mode: this + its deadline)
@@ -273,6 +280,10 @@ class Wire:
         self.gate = Gate(self._write, self._track)
         self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
         self.ended = False  # the client closed its end
+        self.gone = False  # the client closed the end it reads: nothing more can reach it
+        self.wake_r, self.wake_w = os.pipe()  # written by Ctrl-C: the reading thread takes it as the end of the input
+        self.interrupted = False
+        self.sigint: Any = None  # the SIGINT handler to restore, while Ctrl-C ends the input
         self.pending: set[str] = set()  # ids of the requests passed to the SDK and not yet answered
         self.out = bytearray()  # the SDK's partial output line (what answers the pending requests)
         self.drained = threading.Condition()
@@ -350,8 +361,32 @@ class Wire:
         return result
 
     def release(self) -> None:
-        """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again."""
+        """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again. From
+        now on Ctrl-C ends the input (:meth:`interrupt`)."""
         sys.stdin, sys.stdout = self.std
+        import signal
+
+        if threading.current_thread() is threading.main_thread() and callable(
+            handler := signal.getsignal(signal.SIGINT)  # Python's, or asyncio.run's (not when SIGINT is ignored)
+        ):
+            self.sigint = handler
+            signal.signal(signal.SIGINT, lambda signum, frame: self.interrupt())
+
+    def interrupt(self) -> None:
+        """Ctrl-C while the SDK serves: the end of the input, so the requests in flight are answered and the server
+        ends (its KeyboardInterrupt cancelled the session, whose reading thread, blocked on the client's stream, kept
+        the process alive and unanswering until the client closed it — three Ctrl-C ended it, with a traceback: a
+        probe of round 28). A second Ctrl-C is Python's own again."""
+        self.restore_sigint()
+        self.interrupted = True
+        os.write(self.wake_w, b"\0")
+
+    def restore_sigint(self) -> None:
+        if self.sigint is not None and threading.current_thread() is threading.main_thread():
+            import signal
+
+            signal.signal(signal.SIGINT, self.sigint)
+            self.sigint = None
 
     def read(self, size: int) -> bytes:
         """The SDK reads: first what was read before it loaded, then the client's stream — the lines the gate passes;
@@ -360,6 +395,8 @@ class Wire:
             if self.unread:
                 data = bytes(self.unread)
                 self.unread.clear()
+            elif self.wake_r in select.select([self.fd_in, self.wake_r], [], [])[0]:
+                data = b""  # Ctrl-C (interrupt): the end of the input
             else:
                 data = os.read(self.fd_in, max(size, 65536))
             self.ended = not data
@@ -475,10 +512,27 @@ class Wire:
         save(self.path, self.records)
 
     def _write(self, data: bytes) -> None:
+        """Send ``data`` to the client; once the client has closed its end (it quit, mid-call too), what is left to
+        send is dropped: the SDK's writer raised BrokenPipeError, and its task group ended the server with a
+        traceback of ~100 lines and exit 1 (a probe of round 28). The server serves on until its input ends."""
         view = memoryview(data)
         with self.out_lock:  # (one line at a time: the gate's answers and the SDK's never interleave)
-            while view:
-                view = view[os.write(self.fd_out, view) :]
+            while view and not self.gone:
+                try:
+                    view = view[os.write(self.fd_out, view) :]
+                except (BrokenPipeError, ConnectionResetError):
+                    self.gone = True
+                    self._say_gone()
+
+    def _say_gone(self) -> None:
+        """One line on stderr: the client is gone. A client that quit closed stderr too: then nothing more can be said
+        (the line left in stderr's buffer failed again at exit, status 120)."""
+        try:
+            print(
+                "refind mcp: the client closed its end of the output; answers are dropped", file=sys.stderr, flush=True
+            )
+        except OSError:
+            sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (kept open until the process ends)
 
 
 class _In(io.RawIOBase):

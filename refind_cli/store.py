@@ -157,7 +157,23 @@ def _check_path(path: Path) -> None:
             f"cannot open database {path}: it is a directory, not a database file; give a file's path, e.g. "
             f"{path / DEFAULT_DB}"
         )
+    if path.exists() and not path.is_file():  # (SQLite: "disk I/O error", the words of a failing disk)
+        import stat
+
+        mode = path.stat().st_mode
+        kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+        kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+        raise InvalidInput(f"cannot open database {path}: it is {kind}, not a database file; give a file's path")
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    for suffix in ("-wal", "-shm", "-journal"):  # a database made there is deleted by the next open of its neighbour
+        for named in {path, target}:
+            main = named.with_name(named.name.removesuffix(suffix))
+            if named.name.endswith(suffix) and main.name and main.is_file():
+                raise InvalidInput(
+                    f"cannot open database {path}: it is the {suffix[1:]} file SQLite keeps beside the database "
+                    f"{main}, and opening that database rewrites or deletes it (what was stored there would be lost); "
+                    f"give {main} itself, or a path of its own"
+                )
     if target.parent and not target.parent.exists():
         link = f" ({path} is a symbolic link to {target})" if target is not path else ""
         raise RefindError(f"cannot open database {path}: folder {target.parent} does not exist{link}")

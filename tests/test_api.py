@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -304,3 +306,141 @@ def test_odd_arguments_are_invalid_input_not_python_errors(memory: Memory, tmp_p
     assert memory.search("cat", user="alice", options=None) == memory.search("cat", user="alice")  # none: ()
     with pytest.raises(InvalidInput, match=r"options: must be a list of strings"):
         memory.search("cat", user="alice", options={"a": 1})  # (its keys were searched)
+
+
+def test_sessions_are_ordered_by_when_they_were_said_not_by_a_message_without_a_said_at(memory: Memory) -> None:
+    # a probe of round 28: one message without a said-at (5% of real traffic) ranked its session by its recorded-at,
+    # today, so an imported session from January came before June's
+    memory.add(
+        [
+            {"role": "user", "content": "January plans", "timestamp": 1672600000000},
+            {"role": "assistant", "content": "a reply logged without a time"},
+        ],
+        user="alice",
+        session="january",
+    )
+    memory.add("June plans", user="alice", session="june", at="2023-06-01T10:00Z")
+    memory.add("a note with no time at all", user="alice", session="undated")  # nothing said-at: its recorded-at
+    assert [s.session_id for s in memory.sessions(user="alice")] == ["undated", "june", "january"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.sessions(user=None), "user: must be a string, got null"),
+        (lambda m: m.sessions(user=""), "user: must be a non-empty string"),
+        (lambda m: m.export(user=None), "user: must be a string, got null"),
+        (lambda m: m.export(user=" "), "user: must be a non-empty string, got only whitespace"),
+        (lambda m: m.export(user="alice", session=""), "session: must be a non-empty string"),
+        (lambda m: m.export(user="alice", session=2), "session: must be a string, got number"),
+        (lambda m: m.forget(user=None), "user: must be a string, got null"),
+    ],
+)
+def test_a_user_or_session_that_names_nobody_is_invalid_input_not_an_empty_answer(
+    memory: Memory, call: Callable[[Memory], object], message: str
+) -> None:
+    # a probe of round 28: sessions and export of user=None, "" or 5 (an unset variable, a typo) answered [] — as if
+    # nothing were stored — where search refused them; forget(user=None) said "nothing stored for user None"
+    _fill(memory)
+    with pytest.raises(InvalidInput, match=f"^{re.escape(message)}$"):
+        call(memory)
+
+
+def test_a_model_callable_that_fails_is_a_model_error_with_its_trace_stored(memory: Memory) -> None:
+    # a probe of round 28: a callable's own ValueError escaped the planner (its trace not stored), None returned was
+    # an AttributeError from inside refind, and model=5 or model_name=5 a TypeError
+    from refind_cli import ModelError
+
+    _fill(memory)
+
+    def broken(messages: list[dict]) -> Reply:
+        raise ValueError("the local model is not loaded")
+
+    with pytest.raises(
+        ModelError, match=r"^the model callable broken raised ValueError: the local model is not loaded$"
+    ) as caught:
+        memory.agent_search("where is the trip", user="alice", model=broken)
+    assert isinstance(caught.value.__cause__, ValueError) and caught.value.search_id  # the trace, stored
+    with pytest.raises(
+        ModelError, match=r"^the model callable silent returned NoneType, not a refind_cli\.model\.Reply$"
+    ):
+
+        def silent(messages: list[dict]) -> None:
+            return None
+
+        memory.agent_search("where is the trip", user="alice", model=silent)  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidInput,
+        match=r"^model: must be a litellm model string, a complete\(messages\) -> Reply callable or None, got int$",
+    ):
+        memory.agent_search("trip", user="alice", model=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^model_name: must be a string or None, got int$"):
+        memory.agent_search("trip", user="alice", model=broken, model_name=5)  # type: ignore[arg-type]
+
+
+def test_a_closed_memory_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # a probe of round 28: every call after the `with` block said sqlite3's "Cannot operate on a closed database."
+    with Memory(tmp_path / "m.db") as memory:
+        memory.add("I adopted a cat", user="alice", session="s1")
+    said = f"{memory.path}: this Memory is closed (its `with` block ended, or close() was called); open a new Memory to use the database"
+    for call in (
+        lambda: memory.search("cat", user="alice"),
+        lambda: memory.add("more", user="alice", session="s1"),
+        lambda: memory.sessions(user="alice"),
+        lambda: memory.export(user="alice"),
+    ):
+        with pytest.raises(RefindError, match=f"^{re.escape(said)}$"):
+            call()
+    memory.close()  # (again: nothing to do)
+    with Memory(tmp_path / "m.db") as again:
+        assert again.search("cat", user="alice")[0].content.endswith("I adopted a cat")
+
+
+def test_a_role_beside_a_list_of_messages_is_refused_not_ignored(memory: Memory) -> None:
+    # a probe of round 28: role="assistant" beside a list was dropped without a word — its messages stored as "user",
+    # or refused as "messages[0].role: required" when they named none
+    exchange = [{"role": "user", "content": "What did the vet say?"}]
+    with pytest.raises(InvalidInput, match=r"^role: give each message its own role when adding a list of messages$"):
+        memory.add(exchange, user="alice", session="s1", role="assistant")
+    assert memory.export(user="alice") == []  # nothing stored
+    memory.add("The vet said rest", user="alice", session="s1", role="assistant")
+    memory.add("Thanks", user="alice", session="s1")  # left out: said by the user
+    assert [m["role"] for r in memory.export(user="alice") for m in r["messages"]] == ["assistant", "user"]
+
+
+def test_a_yes_or_no_option_is_true_or_false(memory: Memory) -> None:
+    # a probe of round 28: expire(dry_run="no") ran as a dry run, add_many(strict="no") as strict
+    with pytest.raises(InvalidInput, match=r"^dry_run: must be True or False, got 'no'$"):
+        memory.expire(dry_run="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^strict: must be True or False, got 'no'$"):
+        memory.add_many([], strict="no")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match=r"^record: must be True or False, got 0$"):
+        memory.agent_search("trip", user="alice", model=lambda messages: Reply("{}"), record=0)  # type: ignore[arg-type]
+    assert memory.expire(dry_run=True).dry_run is True
+
+
+def test_the_storage_errors_readme_names_for_a_memory_import_from_the_package() -> None:
+    # a probe of round 28: README says a Memory raises StorageError and DatabaseLocked, and
+    # `from refind_cli import DatabaseLocked` was an ImportError (only refind_cli.errors had them)
+    from refind_cli import DatabaseLocked, StorageError, errors
+
+    assert StorageError is errors.StorageError and DatabaseLocked is errors.DatabaseLocked
+    assert issubclass(DatabaseLocked, StorageError) and issubclass(StorageError, RefindError)
+
+
+def test_an_async_model_callable_is_a_model_error_saying_so(memory: Memory) -> None:
+    # a probe of round 28: agent frameworks' models are often `async def`; its coroutine was read as no Reply (and
+    # left "never awaited")
+    from refind_cli import ModelError
+
+    _fill(memory)
+
+    async def acomplete(messages: list[dict]) -> Reply:
+        return Reply("{}")
+
+    said = (
+        "the model callable acomplete is an async function (it returned a coroutine); give a plain function that "
+        "returns a refind_cli.model.Reply"
+    )
+    with pytest.raises(ModelError, match=f"^{re.escape(said)}$"):
+        memory.agent_search("where is the trip", user="alice", model=acomplete)  # type: ignore[arg-type]

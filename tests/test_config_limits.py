@@ -248,3 +248,48 @@ def test_no_variable_refind_or_its_tests_and_benchmarks_read_is_warned_about() -
     assert settings.misspelt_variables(dict.fromkeys(used, "1")) == []
     r = _refind(dict.fromkeys(sorted(used), ""), "--version")  # (empty: each reads as unset)
     assert (r.returncode, r.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_databases_wal_shm_or_journal_path_is_refused_as_a_database(cli, tmp_path, suffix) -> None:
+    # a probe of round 28: `--db memory.db-wal` (or Memory("memory.db-wal")) made a database there, which the next
+    # open of memory.db deleted as its stale WAL, with everything stored in it
+    main = tmp_path / "memory.db"
+    assert cli(*ADD, "--db", str(main)).exit_code == 0
+    side = tmp_path / f"memory.db{suffix}"
+    said = (
+        f"cannot open database {side}: it is the {suffix[1:]} file SQLite keeps beside the database {main}, and "
+        f"opening that database rewrites or deletes it (what was stored there would be lost); give {main} itself, or "
+        "a path of its own"
+    )
+    r = cli(*ADD, "--db", str(side))
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == f"error: {said}"
+    from refind_cli import Memory
+
+    with pytest.raises(InvalidInput, match=f"^{re.escape(said)}$"):
+        Memory(side)
+    assert not side.exists()
+    link = tmp_path / "elsewhere.db"
+    link.symlink_to(side)  # (a link to such a path is refused too)
+    with pytest.raises(InvalidInput, match="SQLite keeps beside the database"):
+        Memory(link)
+    assert not side.exists()
+    no_neighbour = tmp_path / "notes-wal"  # a name that only ends so: no database beside it
+    with Memory(no_neighbour) as memory:
+        memory.add("kept", user="u", session="s")
+
+
+def test_a_fifo_or_a_device_as_the_database_is_invalid_input_saying_so(cli, tmp_path) -> None:
+    # a probe of round 28: "the disk failed a read or write (disk I/O error)", exit 7 — the words of a failing disk
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    r = cli(*ADD, "--db", str(fifo))
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == (
+        f"error: cannot open database {fifo}: it is a named pipe (FIFO), not a database file; give a file's path"
+    )
+    from refind_cli import Memory
+
+    with pytest.raises(InvalidInput, match=r"^cannot open database /dev/null: it is a device, not a database file"):
+        Memory("/dev/null")

@@ -99,6 +99,17 @@ def test_a_launch_answers_from_the_sdks_recorded_bytes_and_the_sdk_serves_the_re
     )  # the SDK's clean tool error
 
 
+@pytest.mark.slow
+def test_a_cache_setting_that_names_a_file_serves_without_a_record(tmp_path: Path) -> None:
+    # a probe of round 28: REFIND_MCP_CACHE naming a file ended the server with NotADirectoryError once the handshake
+    # was answered (the cleanup of the record it could not write raised), before the tool list
+    cache = tmp_path / "cache.json"
+    cache.write_text("not a folder", encoding="utf-8")
+    lines, stderr = _session(tmp_path / "m.db", cache, [*HANDSHAKE, CALL])  # (exit 0, each request answered)
+    assert [json.loads(line).get("id") for line in lines] == [1, 2, 3] and stderr == ""
+    assert cache.read_text(encoding="utf-8") == "not a folder"
+
+
 def _tampered(cache: Path) -> Path:
     """Record a handshake, then change the recorded tools/list answer (a description), as a stale record would."""
     _session(cache.parent / "m.db", cache, HANDSHAKE)
@@ -250,3 +261,89 @@ def test_a_request_naming_a_key_twice_is_refused_not_read_as_its_last_value() ->
     ]
     once = line.replace(b'"content": "first", ', b"")
     assert _gated(once) == (once, [])  # each key once: passed on as ever
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stderr_too", [False, True])
+def test_a_client_that_quits_mid_call_ends_the_server_quietly_and_what_it_sent_is_stored(
+    tmp_path: Path, stderr_too: bool
+) -> None:
+    # a probe of round 28: a client that closed its ends with a call in flight (it quit) ended `refind mcp` with the
+    # SDK's BrokenPipeError, ~100 lines of traceback and exit 1 (and, with stderr closed too, exit 1 by the line
+    # saying so)
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": "off",
+    }
+    db = tmp_path / "m.db"
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_line(INITIALIZE))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.stdout.close()  # the client stops reading: every answer from now on meets a closed pipe
+        if stderr_too:
+            proc.stderr.close()
+        remember = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": "said as the client quit"}},
+        }
+        proc.stdin.write(_line(INITIALIZED) + _line(remember))
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+        stderr = "" if stderr_too else proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    if not stderr_too:
+        assert stderr == "refind mcp: the client closed its end of the output; answers are dropped\n"
+    from refind_cli import Memory
+
+    with Memory(db) as memory:
+        assert [m["content"] for r in memory.export(user="alice") for m in r["messages"]] == ["said as the client quit"]
+
+
+@pytest.mark.slow
+def test_a_prompt_this_server_does_not_offer_is_invalid_params_with_nothing_logged(tmp_path: Path) -> None:
+    # a probe of round 28: the SDK answered prompts/get of a name it does not know with error code 0 (no JSON-RPC
+    # code) and logged a traceback of ~150 lines on stderr
+    get = {"jsonrpc": "2.0", "id": 5, "method": "prompts/get", "params": {"name": "summarize"}}
+    lines, stderr = _session(tmp_path / "m.db", "off", [*HANDSHAKE, get])
+    assert json.loads(_by_id(lines)[5])["error"] == {
+        "code": -32602,
+        "message": "Unknown prompt: summarize (this server offers no prompts)",
+    }
+    assert stderr == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_serving_server_with_status_130(tmp_path: Path) -> None:
+    # a probe of round 28: Ctrl-C while the SDK served cancelled its session, but its reading thread, blocked on the
+    # client's stream, kept the process alive and answering nothing until the client closed it (three Ctrl-C ended
+    # it, with a traceback)
+    import signal
+
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": "off",
+    }
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(tmp_path / "m.db")]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        for message in (INITIALIZE, INITIALIZED, CALL):
+            proc.stdin.write(_line(message))
+            proc.stdin.flush()
+        assert [json.loads(proc.stdout.readline())["id"] for _ in range(2)] == [1, 3]
+        proc.send_signal(signal.SIGINT)  # the client's stdin stays open
+        assert proc.wait(20) == 130
+        assert proc.stdout.read() == b"" and proc.stderr.read() == b""
+    finally:
+        proc.kill()
