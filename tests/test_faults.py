@@ -323,6 +323,25 @@ def test_locked_database_is_exit_8_for_add_and_replay(cli, db_path, lock_holder,
     assert sound(db_path) == 30
 
 
+def test_a_storage_fault_under_a_replay_from_stdin_names_the_lines_to_give_again(
+    cli, db_path, lock_holder, tmp_path, monkeypatch
+):
+    """stdin cannot be read again: "the rest can be replayed with the same command" sent a user back to a command
+    that reads a new, empty stdin — or, for `producer | refind add --file -`, the producer's next lines (a probe of
+    round 28). The line says what a Ctrl-C there says: which lines to give again."""
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
+    src = write_file(tmp_path / "few.jsonl", 30)
+    replay = cli("add", "--file", "-", "--retention-days", "off", input=src.read_text(encoding="utf-8"))
+    assert replay.exit_code == 8
+    assert error_line(replay.output) == (
+        f"error: database {db_path}: {LOCKED}; stored 0 of 30 requests; <stdin> cannot be read again, and its lines "
+        "were not stored: give refind add those lines again (or the whole input: what is stored is skipped)"
+    )
+    release(lock_holder)
+    assert cli("add", "--file", "-", "--retention-days", "off", input=src.read_text(encoding="utf-8")).exit_code == 0
+    assert sound(db_path) == 30
+
+
 def test_locked_database_is_503_and_searches_go_on(make_client, db_path, monkeypatch, lock_holder):
     monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
     release(lock_holder)
