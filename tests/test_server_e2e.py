@@ -242,6 +242,47 @@ def test_a_forced_quit_answers_the_adds_still_in_flight_with_a_retryable_503(db_
     assert "Exception in ASGI application" not in "".join(server.lines)
 
 
+def test_a_forced_quit_ends_the_process_at_once_with_agent_searches_still_waiting_on_the_model(db_path, llm_server):
+    """After a second Ctrl-C the searches in flight are answered (503), but the interpreter's exit joined the search
+    threads: the process went on until each agent search's model call came back — up to its deadline, 120 s by
+    default (a probe of round 28: 40 s). It ends now."""
+    from llm_server import Slow
+
+    from refind_cli.contract import parse_add
+
+    with Store(db_path, retention_days=None) as store:
+        store.add(parse_add(add_body("seed")))
+    llm_server.play(*[Slow(30.0, '{"action": "finish_search"}') for _ in range(2)])
+    server = ServerProcess(db_path, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url)
+    answers: list[int] = []
+
+    def ask() -> None:
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            body = {"query": "where did Caroline go hiking", "user_id": "alice", "top_k": 5}
+            answers.append(http.post("/v1/memories/search", json=body).status_code)
+
+    pool = [threading.Thread(target=ask) for _ in range(2)]
+    for t in pool:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(llm_server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(llm_server.requests) == 2  # both searches wait on the model
+    server.proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)  # the forced quit
+    try:
+        server.proc.wait(10)
+    finally:
+        server.kill()
+    assert time.monotonic() - started < 10
+    for t in pool:
+        t.join()
+    assert answers == [503, 503]
+    assert "forced quit: searches still running were abandoned" in "".join(server.lines)
+
+
 def test_a_public_bind_without_a_token_refuses_to_start(cli, monkeypatch):
     monkeypatch.delenv("REFIND_SERVER_TOKEN", raising=False)
     result = cli("serve", "--host", "0.0.0.0", "--mode", "bm25")
