@@ -1247,14 +1247,19 @@ def _stopped(summary: ReplaySummary, batch: list[Ready], rest: Iterable[Chunk]) 
     fault = summary.fault
     assert fault is not None
     if isinstance(fault, FileReplaced):  # what was stored is in the file it opened: the one there now has none of it
+        again = (
+            f"{summary.source} cannot be read again: give refind add all of its lines again to store them in the "
+            "database there now"
+            if summary.once
+            else "the same command stores the whole file into the database there now"
+        )
         summary.fault = type(fault)(
-            f"{fault.message}; {stored:,} of {total:,} requests went into the file this replay opened; the same "
-            "command stores the whole file into the database there now"
+            f"{fault.message}; {stored:,} of {total:,} requests went into the file this replay opened; {again}"
         )
         return summary
-    summary.fault = type(fault)(
-        f"{fault.message}; stored {stored:,} of {total:,} requests; the rest can be replayed with the same command"
-    )
+    # stdin or a pipe cannot be read again: "the same command" would read new input (a probe of round 28)
+    again = rest_advice(summary) if summary.once else "the rest can be replayed with the same command"
+    summary.fault = type(fault)(f"{fault.message}; stored {stored:,} of {total:,} requests; {again}")
     return summary
 
 

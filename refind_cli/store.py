@@ -300,6 +300,11 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
         return DiskFull(
             f"{where}: no space left ({text}); nothing of the failed write was stored — free space and retry"
         )
+    if code == _SQLITE_IOERR and path and (limit := _size_limit(Path(path))) is not None:
+        return DiskFull(
+            f"{where}: the file size limit of this process ({limit:,} bytes, `ulimit -f`) was reached ({text}); "
+            "nothing of the failed write was stored — raise the limit and retry"
+        )
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in lowered:
         return DatabaseLocked(
             f"{where}: locked by another process past the busy timeout ({text}); nothing was written — retry once "
@@ -337,6 +342,26 @@ def _no_space(path: Path) -> bool:
         return shutil.disk_usage(path.parent if str(path.parent) else ".").free < 64 * 1024
     except OSError:
         return False
+
+
+def _size_limit(path: Path) -> int | None:
+    """The process's file size limit (RLIMIT_FSIZE: ``ulimit -f``, a container's or a service's limit) when the
+    database or its -wal has reached it: a write past it fails with EFBIG (Python ignores SIGXFSZ), which SQLite
+    reports as a plain I/O error — "the disk failed", 503 — where it is a limit like a full disk (a probe of round 28).
+    None when there is no such limit, or neither file is near it."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, ValueError, OSError):  # not on this platform
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    for file in (path, Path(f"{path}-wal")):
+        with contextlib.suppress(OSError):
+            if file.stat().st_size + 64 * 1024 > soft:  # (SQLite wrote up to the limit, a page or a frame at a time)
+                return int(soft)
+    return None
 
 
 def _writable(path: Path) -> bool:

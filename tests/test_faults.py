@@ -118,6 +118,52 @@ def test_replay_on_a_full_disk_says_what_it_stored_and_a_rerun_completes(cli, sm
     assert sound(db) == 6000
 
 
+def test_a_file_size_limit_is_a_full_disk_and_a_rerun_once_it_is_raised_completes(tmp_path):
+    """A process's file size limit (`ulimit -f`, a service's LimitFSIZE) fails SQLite's write with EFBIG, which it
+    reports as a plain I/O error: "the disk failed a read or write" (503 from the server) — a probe of round 28. It
+    is a limit like a full disk: exit 7 (507), naming the limit and what to do. Needs no mount: runs everywhere."""
+    import resource
+
+    db = tmp_path / "refind.db"
+    src = write_file(tmp_path / "big.jsonl", 6000, size=500)  # about 3.6 MB of text: past the 2 MiB limit
+    limit = 2 * 1024 * 1024
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    if hard != resource.RLIM_INFINITY and hard < limit:
+        pytest.skip("a lower hard file size limit is in force already")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    command = [
+        sys.executable,
+        "-m",
+        "refind_cli",
+        "add",
+        "--file",
+        str(src),
+        "--db",
+        str(db),
+        "--retention-days",
+        "off",
+    ]
+    limited = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard)),
+        timeout=300,
+    )
+    assert limited.returncode == 7, limited.stdout + limited.stderr
+    stored = sound(db)
+    assert 0 < stored < 6000
+    assert error_line(limited.stdout + limited.stderr) == (
+        f"error: database {db}: the file size limit of this process (2,097,152 bytes, `ulimit -f`) was reached (disk "
+        "I/O error); nothing of the failed write was stored — raise the limit and retry; "
+        f"stored {stored:,} of 6,000 requests; the rest can be replayed with the same command"
+    )
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sound(db) == 6000
+
+
 def test_json_summary_of_a_stopped_replay_carries_the_error(cli, small_disk, tmp_path):
     db = small_disk.path / "refind.db"
     src = write_file(tmp_path / "big.jsonl", 6000, size=500)
@@ -320,6 +366,25 @@ def test_locked_database_is_exit_8_for_add_and_replay(cli, db_path, lock_holder,
     )
     release(lock_holder)
     assert cli("add", "--file", str(src), "--retention-days", "off").exit_code == 0
+    assert sound(db_path) == 30
+
+
+def test_a_storage_fault_under_a_replay_from_stdin_names_the_lines_to_give_again(
+    cli, db_path, lock_holder, tmp_path, monkeypatch
+):
+    """stdin cannot be read again: "the rest can be replayed with the same command" sent a user back to a command
+    that reads a new, empty stdin — or, for `producer | refind add --file -`, the producer's next lines (a probe of
+    round 28). The line says what a Ctrl-C there says: which lines to give again."""
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
+    src = write_file(tmp_path / "few.jsonl", 30)
+    replay = cli("add", "--file", "-", "--retention-days", "off", input=src.read_text(encoding="utf-8"))
+    assert replay.exit_code == 8
+    assert error_line(replay.output) == (
+        f"error: database {db_path}: {LOCKED}; stored 0 of 30 requests; <stdin> cannot be read again, and its lines "
+        "were not stored: give refind add those lines again (or the whole input: what is stored is skipped)"
+    )
+    release(lock_holder)
+    assert cli("add", "--file", "-", "--retention-days", "off", input=src.read_text(encoding="utf-8")).exit_code == 0
     assert sound(db_path) == 30
 
 

@@ -177,3 +177,33 @@ def test_a_log_another_process_healed_retires_this_process_s_connections(tmp_pat
         pool.close()
     with Store(db, retention_days=None) as store:
         assert sorted(r[0] for r in store.conn.execute("SELECT request_id FROM requests")) == ["r1", "r2"]
+
+
+def test_a_batch_locked_out_by_another_process_answers_every_request_after_one_busy_timeout(db_path, monkeypatch):
+    """Another process held the write lock past the busy timeout: the batch failed, and each of its requests was then
+    tried alone, each waiting the busy timeout again, one after another — at the default 30 s, the 64th of 64
+    concurrent Adds was answered after 32 minutes, and every Add behind them waited as long (a probe of round 28)."""
+    from refind_cli.store import storage_error
+
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.5")
+    with Store(db_path, retention_days=None):
+        pass
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write in progress
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    started = time.monotonic()
+    futures = [writer.submit_add(parse_add(body(f"r{i}", f"Jon: message {i}"))) for i in range(12)]
+    errors = []
+    for future in futures:
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            future.result(timeout=60)
+        errors.append(storage_error(caught.value).kind)
+    elapsed = time.monotonic() - started
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert errors == ["locked"] * 12
+    assert elapsed < 3.0, f"12 locked Adds answered after {elapsed:.1f} s (busy timeout 0.5 s)"
+    assert writer.add(parse_add(body("r0", "Jon: message 0"))).status == "added"  # nothing of them was stored
+    writer.close()
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 1

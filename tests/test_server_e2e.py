@@ -208,6 +208,81 @@ def test_sigterm_finishes_in_flight_adds_and_exits_cleanly(db_path):
     assert "Application shutdown complete" in log and "Traceback" not in log
 
 
+def test_a_forced_quit_answers_the_adds_still_in_flight_with_a_retryable_503(db_path):
+    """A second Ctrl-C (or SIGTERM) while shutdown waits for requests forces the quit: uvicorn cancels them. Each was
+    answered a plain-text 500 ("Internal Server Error", not the JSON error shape) with a traceback in the log, though
+    an Add among them may have been stored (a probe of round 28: 163 of 180 Adds, 60 of those stored). Now each is a
+    JSON 503 — retried by the platform, and the replay of a stored Add is harmless."""
+    import sqlite3
+
+    server = ServerProcess(db_path)
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write: the Adds wait in the server's writer
+    answers: list[httpx.Response] = []
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=20, headers=AUTH) as http:
+            answers.append(http.post("/v1/memories/add", json=add_body(f"w{w}")))
+
+    pool = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in pool:
+        t.start()
+    time.sleep(1.0)  # all three in flight, waiting for the lock
+    server.proc.send_signal(signal.SIGINT)  # shutdown begins: it waits for them
+    time.sleep(0.5)
+    server.proc.send_signal(signal.SIGINT)  # the forced quit
+    for t in pool:
+        t.join()
+    server.proc.wait(30)
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert [a.status_code for a in answers] == [503, 503, 503]
+    assert {a.json()["error"]["type"] for a in answers} == {"unavailable"}
+    assert "the server is shutting down; retry the request" in answers[0].json()["error"]["message"]
+    assert "Exception in ASGI application" not in "".join(server.lines)
+
+
+def test_a_forced_quit_ends_the_process_at_once_with_agent_searches_still_waiting_on_the_model(db_path, llm_server):
+    """After a second Ctrl-C the searches in flight are answered (503), but the interpreter's exit joined the search
+    threads: the process went on until each agent search's model call came back — up to its deadline, 120 s by
+    default (a probe of round 28: 40 s). It ends now."""
+    from llm_server import Slow
+
+    from refind_cli.contract import parse_add
+
+    with Store(db_path, retention_days=None) as store:
+        store.add(parse_add(add_body("seed")))
+    llm_server.play(*[Slow(30.0, '{"action": "finish_search"}') for _ in range(2)])
+    server = ServerProcess(db_path, "--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url)
+    answers: list[int] = []
+
+    def ask() -> None:
+        with httpx.Client(base_url=server.url, timeout=60, headers=AUTH) as http:
+            body = {"query": "where did Caroline go hiking", "user_id": "alice", "top_k": 5}
+            answers.append(http.post("/v1/memories/search", json=body).status_code)
+
+    pool = [threading.Thread(target=ask) for _ in range(2)]
+    for t in pool:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(llm_server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(llm_server.requests) == 2  # both searches wait on the model
+    server.proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)  # the forced quit
+    try:
+        server.proc.wait(10)
+    finally:
+        server.kill()
+    assert time.monotonic() - started < 10
+    for t in pool:
+        t.join()
+    assert answers == [503, 503]
+    assert "forced quit: searches still running were abandoned" in "".join(server.lines)
+
+
 def test_a_public_bind_without_a_token_refuses_to_start(cli, monkeypatch):
     monkeypatch.delenv("REFIND_SERVER_TOKEN", raising=False)
     result = cli("serve", "--host", "0.0.0.0", "--mode", "bm25")

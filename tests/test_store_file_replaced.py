@@ -118,6 +118,38 @@ def test_a_replay_stops_at_the_first_batch_after_the_file_was_replaced(tmp_path:
     assert _requests(db) == ["r0", "r1", "r2", "r3", "r4", "r5", "theirs"]
 
 
+def test_a_replay_from_stdin_stopped_by_a_replaced_file_asks_for_all_its_lines_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stdin cannot be read again: "the same command stores the whole file" sent a user back to a command that reads
+    a new, empty stdin (a probe of round 28). What went into the old file is not in the new one: every line again."""
+    import io
+    import sys
+
+    db = tmp_path / "m.db"
+    lines = [
+        {"request_id": f"r{i}", "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": f"m{i}"}]}
+        for i in range(6)
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    replacement = _replacement(tmp_path)
+
+    def swap(done: int, total: int | None) -> None:
+        if done and replacement.exists():  # after the first batch: a restore by mv
+            os.replace(replacement, db)
+
+    store = Store(db, retention_days=None)
+    summary = replay(store, "-", batch_size=2, on_progress=swap, parallel=False)
+    store.close()
+    assert isinstance(summary.fault, FileReplaced)
+    assert summary.fault.message.endswith(
+        "; 2 of 6 requests went into the file this replay opened; <stdin> cannot be read again: give refind add all "
+        "of its lines again to store them in the database there now"
+    )
+    assert _requests(db) == ["theirs"]
+
+
 def test_a_store_that_only_read_leaves_the_log_to_whoever_opened_the_new_file(tmp_path: Path) -> None:
     """A reader drains nothing: a process that opened the restored file meanwhile shares the log named after the
     path, and its acknowledged commits must stay in the restored file, not move into the old one."""

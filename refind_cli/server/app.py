@@ -16,6 +16,7 @@ each borrowing a ``Store`` from a ``StorePool``, so slow agent searches never ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -152,6 +153,8 @@ class Runtime:
         self._scrub_lock = threading.Lock()
         self._warming: asyncio.Task[None] | None = None
         self.complete, self.model_name = model
+        self.searching = 0  # searches handed to a searcher thread and not finished (a forced quit abandons them)
+        self._searching_lock = threading.Lock()
 
     def start(self) -> None:
         self._warming = asyncio.get_running_loop().create_task(_warm_threads())
@@ -200,12 +203,18 @@ class Runtime:
         if request.normalized:
             log.info("search normalized: %s", "; ".join(_fields(request.normalized)))
         asked_at = time.perf_counter()  # agent mode's deadline counts from here: a wait for a searcher thread too
+        with self._searching_lock:
+            self.searching += 1
         return await asyncio.get_running_loop().run_in_executor(self.searchers, self._search, request, asked_at)
 
     def _search(self, request: SearchRequest, asked_at: float) -> bytes:
-        with self.pool.store() as store:
-            blocks = self._blocks(store, request, asked_at)
-        return encode_items(contract_items(blocks, request.top_k))
+        try:
+            with self.pool.store() as store:
+                blocks = self._blocks(store, request, asked_at)
+            return encode_items(contract_items(blocks, request.top_k))
+        finally:
+            with self._searching_lock:
+                self.searching -= 1
 
     def _blocks(self, store: Store, req: SearchRequest, asked_at: float) -> list[Block]:
         from dataclasses import replace
@@ -704,6 +713,23 @@ def raise_open_file_limit(want: int = 65536) -> int:
         return -1
 
 
+def _forced_quit() -> None:
+    """A second Ctrl-C forced the quit: uvicorn answered nothing more (the requests in flight got their 503s) and
+    skipped the lifespan's shutdown, but the interpreter's exit still joined the search threads — an agent search
+    waits on its model up to its deadline (120 s), and the process with it (a probe of round 28: 40 s). End the
+    process now: nothing needs closing, every write is a transaction (as under kill -9, what did not commit is
+    rolled back)."""
+    import os
+    import sys
+
+    log.warning("forced quit: searches still running were abandoned")
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
 def _check_listen(host: str, port: int) -> None:
     """Refuse to start when ``host:port`` cannot be bound (in use, no such address) before anything is opened: uvicorn
     binds only after the app's startup has run, and by then the retention policy was stored and the first sweep had
@@ -749,7 +775,10 @@ def run(cfg: ServerSettings, *, host: str, port: int, workers: int = 1) -> None:
         http=PROTOCOL_OVERRIDE or PROTOCOL,
     )
     if workers == 1:
-        common(create_app(cfg))
+        app = create_app(cfg)
+        common(app)
+        if app.state.runtime.searching:  # only after a forced quit: a graceful one waited for every request
+            _forced_quit()
         return
     create_app(cfg)  # fail here, once, if the settings or the database are wrong
     os.environ[SETTINGS_ENV] = settings_to_env(cfg)

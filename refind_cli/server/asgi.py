@@ -7,6 +7,8 @@ status and duration; an unexpected error is logged as its type and ``file:line``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -214,6 +216,18 @@ class RequestLog:
         except ClientDisconnect:  # the client went away mid-body: nothing to answer, and no server fault
             if not state["started"]:
                 state["status"] = 499
+        except asyncio.CancelledError:
+            # the event loop is going down under the request (a second Ctrl-C or SIGTERM: uvicorn's forced quit
+            # cancels every request still running) — uvicorn answered a plain-text 500 and logged a traceback for
+            # each; an Add among them may be stored or not, so say what the platform retries (a probe of round 28)
+            if not state["started"]:
+                error = RefindError(
+                    "the server is shutting down; retry the request (an Add may have been stored: its identical "
+                    "replay is harmless)"
+                )
+                error.status, error.kind = 503, "unavailable"
+                with contextlib.suppress(Exception):  # (the connection may be gone already)
+                    await error_response(error)(scope, receive, logged_send)
         except Exception as exc:
             log.error(
                 "internal error on %s %s: %s at %s",

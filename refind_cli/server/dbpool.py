@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import AddRequest
-from ..errors import FileReplaced, RefindError, StorageError
-from ..store import AddOutcome, FileIdentity, Store, file_identity
+from ..errors import DatabaseLocked, FileReplaced, RefindError, StorageError
+from ..store import AddOutcome, FileIdentity, Store, file_identity, storage_error
 from ..store import check_same_file as check_opened_file
 
 StoreFactory = Callable[[], Store]
@@ -384,7 +384,14 @@ class GroupWriter:
             return
         try:
             outcomes = store.add_many([job.request for job in jobs])
-        except Exception:
+        except Exception as exc:
+            if isinstance(storage_error(exc) if isinstance(exc, sqlite3.Error) else exc, DatabaseLocked):
+                # another process held SQLite's write lock past the busy timeout: alone, each request would wait
+                # that long again, one after another (64 Adds: 32 minutes at the default 30 s), while every Add
+                # behind them queued; each gets the same answer now (503, retried), as one Add alone would
+                for job in jobs:
+                    job.future.set_exception(exc)
+                return
             # Something below the per-request savepoints failed (disk full, I/O): nothing of the batch was
             # committed. Retry each request alone so each gets its own answer.
             for job in jobs:
