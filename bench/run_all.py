@@ -41,6 +41,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         False,
     ),
     "mcp_startup": ([], ["--rounds", "2"], False),
+    "restore": ([], ["--messages", "10000"], False),
     "backfill_size": (["--repeat", "9"], ["--pages", "40", "--repeat", "2"], False),
     "quoting": (["--repeat", "1"], ["--messages", "2000", "--traces", "40", "--repeat", "1"], False),
     "retrieval_defaults": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--only", "locomo"], True),

@@ -139,7 +139,7 @@ def _copy(path: Path, target: Path) -> dict[str, Any]:
             try:
                 # all pages in one step: one snapshot. A writer's lock (a database not in WAL mode) makes the step
                 # answer BUSY, which Python's loop retries without end: given up after the busy timeout, as a write is
-                source.backup(dest, progress=_give_up_after(busy_timeout_s()))
+                source.backup(dest, progress=give_up_after(busy_timeout_s()))
                 dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
                 integrity = [row[0] for row in dest.execute("PRAGMA integrity_check").fetchall()]
                 counts = {t: dest.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("requests", "messages")}
@@ -166,7 +166,7 @@ def _copy(path: Path, target: Path) -> dict[str, Any]:
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # what a backup step answers while a writer holds the database
 
 
-def _give_up_after(seconds: float) -> Callable[[int, int, int], None]:
+def give_up_after(seconds: float) -> Callable[[int, int, int], None]:
     """A ``Connection.backup`` progress callback that ends a backup still refused as busy ``seconds`` after it began
     (raising aborts it): "database is locked", as a write that waited out REFIND_BUSY_TIMEOUT."""
     deadline = time.monotonic() + seconds

@@ -501,3 +501,37 @@ def tombstones_table(rows: list[dict[str, Any]]) -> Table:
             f"{t['rows']:,}",
         )
     return table
+
+
+def _since(data: dict[str, Any]) -> str:
+    """What a restore undoes, as its question and its result say it."""
+    since = data.get("since_backup")
+    if not data["same_database"]:
+        return "; the backup is of another database"
+    if not since:
+        return ""
+    words = {"add": "add(s)", "forget": "forget(s)", "expire": "expire sweep(s)", "restore": "restore(s)"}
+    done = ", ".join(f"{since[k]:,} {w}" for k, w in words.items() if since.get(k))
+    return f"; undoes what was done since it was taken: {done}" if done else ""
+
+
+def restore_question(data: dict[str, Any]) -> str:
+    """``refind restore``'s confirmation question."""
+    live = data["live"]
+    now = "(none there: it is created)" if live is None else f"({live['messages']:,} messages)"
+    return (
+        f"Replace everything in {data['db']} {now} with backup {data['backup']} ({data['messages']:,} messages, "
+        f"{data['requests']:,} requests) — it brings back what the backup held, messages forgotten or expired since "
+        f"included{_since(data)}?"
+    )
+
+
+def restore_result(data: dict[str, Any]) -> str:
+    live = data["live"]
+    before = "" if live is None else f" (it held {live['messages']:,} messages, {live['tombstones']:,} tombstones)"
+    return (
+        f"restored {data['backup']} into {data['db']}{before}: {data['requests']:,} requests, "
+        f"{data['messages']:,} messages, {data['tombstones']:,} tombstones — what the backup held, messages forgotten "
+        f"or expired since it was taken included{_since(data)}"
+        + ("" if data["checkpointed"] else "; the WAL was busy (a reader): emptied by the next write's checkpoint")
+    )

@@ -236,6 +236,7 @@ ONE_COMMAND = {
     "forget": "lifecycle",
     "export": "lifecycle",
     "backup": "backup",
+    "restore": "restore",
 }
 
 
@@ -250,11 +251,11 @@ def command_app(name: str) -> typer.Typer:
 @functools.cache
 def full_app() -> typer.Typer:
     """The app with every command (built once, on first use: ``refind --help``, the tests, ``refind inspect``)."""
-    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, search, serve, traces
+    from .commands import add, backup, evaluate, inspect, lifecycle, mcp, restore, search, serve, traces
 
     full = _new_app()
     traces.register(inspect.inspect_app)  # here, not in inspect.py: traces.py imports inspect's helpers
-    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup):
+    for module in (add, search, evaluate, serve, mcp, lifecycle, inspect, backup, restore):
         module.register(full)
     return full
 

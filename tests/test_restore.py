@@ -1,0 +1,237 @@
+"""`refind restore BACKUP`: a backup put back through SQLite's online backup API, refused when it is not one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from test_server_e2e import AUTH, ServerProcess
+
+from refind_cli.api import Memory
+from refind_cli.contract import AddRequest, Message
+from refind_cli.store import Store
+
+
+def _add(store: Store, rid: str, text: str, user: str = "alice", session: str = "s1") -> None:
+    store.add(AddRequest(rid, user, session, (Message("user", text, 1_683_554_160_000),)))
+
+
+def _texts(db: Path, user: str = "alice") -> list[str]:
+    with Store(db, retention_days=None) as store:
+        return [m.content for m in store.user_messages(user)]
+
+
+@pytest.fixture
+def backed_up(db_path: Path, cli) -> Path:
+    """A database of two requests, backed up; then one forgotten and a third added."""
+    with Store(db_path, retention_days=None) as store:
+        _add(store, "r1", "the heron by the lake")
+        _add(store, "r2", "the secret plan for the garden", session="s2")
+    backup = db_path.with_name("backup.db")
+    assert cli("backup", str(backup)).exit_code == 0
+    assert cli("forget", "--user", "alice", "--session", "s2", "--yes").exit_code == 0
+    with Store(db_path, retention_days=None) as store:
+        _add(store, "r3", "an otter after the backup")
+    return backup
+
+
+def test_restore_puts_the_backup_back_says_what_it_undoes_and_records_an_event(cli, db_path, backed_up):
+    result = cli("restore", str(backed_up), "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        f"restored {backed_up} into {db_path} (it held 2 messages, 1 tombstones): 2 requests, 2 messages, "
+        "0 tombstones — what the backup held, messages forgotten or expired since it was taken included; undoes "
+        "what was done since it was taken: 1 add(s), 1 forget(s)"
+    )
+    assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+    with Store(db_path, retention_days=None) as store:
+        kind, rows, detail = store.conn.execute(
+            "SELECT kind, rows, detail FROM events ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert (kind, rows) == ("restore", 2)
+    assert json.loads(detail) == {"backup": str(backed_up), "bytes": backed_up.stat().st_size, "requests": 2}
+    assert cli("inspect", "--check").exit_code == 0
+    searched = cli("search", "otter", "--user", "alice", "--mode", "bm25", "--json")
+    assert "otter" not in searched.output  # what was stored after the backup is gone
+    data = json.loads(cli("restore", str(backed_up), "--yes", "--json").output)
+    assert (data["messages"], data["live"]["messages"], data["since_backup"]) == (2, 2, {"restore": 1})
+
+
+def test_restore_asks_on_a_terminal_and_refuses_elsewhere_without_yes(cli, db_path, backed_up, monkeypatch):
+    refused = cli("restore", str(backed_up))
+    assert refused.exit_code == 2
+    assert refused.output.strip() == (
+        f"error: refusing to replace everything in {db_path} with backup {backed_up} without confirmation: pass --yes"
+    )
+    monkeypatch.setattr("refind_cli.cli.commands.restore.on_terminal", lambda: True)
+    declined = cli("restore", str(backed_up), input="n\n")
+    assert declined.exit_code == 1
+    assert (
+        f"Replace everything in {db_path} (2 messages) with backup {backed_up} (2 messages, 2 requests) — it brings "
+        "back what the backup held, messages forgotten or expired since included; undoes what was done since it was "
+        "taken: 1 add(s), 1 forget(s)? [y/N]"
+    ) in declined.output
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]  # nothing changed
+    assert cli("restore", str(backed_up), input="y\n").exit_code == 0
+    assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+
+
+def test_restore_creates_a_database_where_none_is(cli, tmp_path, backed_up):
+    fresh = tmp_path / "new.db"
+    result = cli("restore", str(backed_up), "--db", str(fresh), "--yes")
+    assert result.exit_code == 0, result.output
+    assert _texts(fresh) == ["the heron by the lake", "the secret plan for the garden"]
+
+
+def _newer(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 0)")
+    conn.close()
+
+
+def test_restore_refuses_what_is_not_a_backup_and_changes_nothing(cli, db_path, backed_up, tmp_path):
+    missing = tmp_path / "nope.db"
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database at all" * 300)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER)")
+    conn.close()
+    newer = tmp_path / "newer.db"
+    newer.write_bytes(backed_up.read_bytes())
+    _newer(newer)
+    cases = [
+        (missing, 4, f"error: no backup at {missing}; give the path of a copy made by `refind backup`"),
+        (
+            db_path,
+            2,
+            f"error: backup {db_path} is the database itself (--db {db_path}); give the path of a copy of it",
+        ),
+        (
+            db_path.with_name(db_path.name + "-wal"),
+            2,
+            f"error: backup {db_path}-wal is the database's -wal file, not a backup; give another path",
+        ),
+        (tmp_path, 2, f"error: backup {tmp_path} is not a file; give the path of a copy made by `refind backup`"),
+        (empty, 4, f"error: backup {empty}: the file is empty, not a refind database; nothing was changed (give "),
+        (garbage, 10, f"error: backup {garbage}: damaged or not a SQLite database (file is not a database)"),
+        (other, 1, f"error: backup {other}: not a refind database but another program's (tables photos)"),
+        (newer, 1, f"error: backup {newer}: written by a newer refind (migration m999_future unknown to this version)"),
+    ]
+    with Store(db_path, retention_days=None) as store:  # (a -wal beside it, to be named as such)
+        _add(store, "r4", "kept as it is")
+        for path, code, message in cases:
+            result = cli("restore", str(path), "--yes")
+            assert (result.exit_code, " ".join(result.output.split())[: len(message)]) == (code, message), path
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup", "kept as it is"]
+
+
+def test_restore_refuses_a_damaged_backup(cli, db_path, backed_up):
+    data = bytearray(backed_up.read_bytes())
+    with sqlite3.connect(backed_up) as conn:
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
+    conn.close()
+    page = 4096 * (root - 1)
+    data[page : page + 1] = b"\x00"  # the table's root page no longer says what kind of page it is
+    backed_up.write_bytes(bytes(data))
+    result = cli("restore", str(backed_up), "--yes")
+    assert result.exit_code == 10
+    assert f"error: backup {backed_up}: " in result.output and "nothing was changed" in " ".join(result.output.split())
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+
+
+def test_an_older_refinds_backup_or_one_of_another_page_size_is_restored_upgraded(cli, db_path, backed_up):
+    with sqlite3.connect(backed_up, isolation_level=None) as conn:
+        conn.execute("PRAGMA page_size = 8192")
+        conn.execute("VACUUM")
+        conn.execute("ALTER TABLE tombstones DROP COLUMN said_sessions")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm013_said_sessions'")
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 8192
+    conn.close()
+    result = cli("restore", str(backed_up), "--yes")
+    assert result.exit_code == 0, result.output
+    assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+    with Store(db_path, retention_days=None) as store:
+        assert store.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert "m013_said_sessions" in {r[0] for r in store.conn.execute("SELECT name FROM _migrations")}
+    assert cli("inspect", "--check").exit_code == 0
+    assert sorted(p.name for p in db_path.parent.iterdir() if "restoring" in p.name) == []  # its copy removed
+    assert sqlite3.connect(backed_up).execute("PRAGMA page_size").fetchone()[0] == 8192  # the backup unchanged
+
+
+def test_restore_waits_for_another_writer_and_then_fails_as_locked(cli, db_path, backed_up, monkeypatch):
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "1")
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = cli("restore", str(backed_up), "--yes")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 8
+    assert f"error: database {db_path}: locked by another process past the busy timeout" in result.output
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+
+
+@pytest.mark.slow
+def test_a_restore_under_a_running_server_taking_adds_and_an_open_memory_serves_the_restored_content(
+    cli, db_path, backed_up
+):
+    memory = Memory(db_path, retention_days=None)
+    assert [e.content for e in memory.search("otter", user="alice")] != []
+    server = ServerProcess(db_path)
+    acked: list[tuple[float, float, str]] = []  # (sent, answered, request id) of every 200
+    stop = threading.Event()
+
+    def adder() -> None:
+        with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as http:
+            i = 0
+            while not stop.is_set():
+                sent = time.monotonic()
+                body = {"request_id": f"live{i}", "user_id": "bob", "session_id": "s1"}
+                body["messages"] = [{"role": "user", "content": f"kingfisher number{i}"}]
+                if http.post("/v1/memories/add", json=body).status_code == 200:
+                    acked.append((sent, time.monotonic(), f"live{i}"))
+                http.post("/search", json={"query": "otter", "user_id": "alice", "top_k": 5})
+                i += 1
+
+    try:
+        with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as http:
+            found = http.post("/search", json={"query": "otter", "user_id": "alice", "top_k": 5}).json()["data"]
+            assert found and "otter" in found[0]["content"]  # the server has alice's index in memory
+        thread = threading.Thread(target=adder)
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        result = cli("restore", str(backed_up), "--yes")
+        ended = time.monotonic()
+        time.sleep(0.5)
+        stop.set()
+        thread.join()
+        assert result.exit_code == 0, result.output
+        with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as http:
+            otter = http.post("/search", json={"query": "otter", "user_id": "alice", "top_k": 5}).json()["data"]
+            plan = http.post("/search", json={"query": "secret plan", "user_id": "alice", "top_k": 5}).json()["data"]
+            bob = http.post("/search", json={"query": "kingfisher", "user_id": "bob", "top_k": 1000}).json()["data"]
+    finally:
+        stop.set()
+        server.stop()
+    assert otter == [] and "secret plan" in plan[0]["content"]
+    assert [e.content for e in memory.search("otter", user="alice")] == []
+    assert "secret plan" in memory.search("secret plan", user="alice")[0].content
+    memory.close()
+    stored = {m.request_id for m in Store(db_path, retention_days=None).user_messages("bob")}
+    after = {rid for sent, _, rid in acked if sent > ended}
+    before = {rid for _, answered, rid in acked if answered < started}
+    assert after and before and after <= stored and not before & stored  # the backup had no bob
+    assert stored <= {rid for *_, rid in acked}
+    assert len(bob) >= 1 and all("kingfisher" in hit["content"] for hit in bob)
+    assert cli("inspect", "--check").exit_code == 0
