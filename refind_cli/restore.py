@@ -20,7 +20,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ class BackupInfo:
     # events of the database since the backup was taken (the same database only): add, forget, expire → count
     since: dict[str, int] | None = None
     same_database: bool = True
-    notes: list[str] = field(default_factory=list)
+    damaged: str | None = None  # the database cannot be opened: what SQLite said
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +59,7 @@ class BackupInfo:
             "live": self.live,
             "same_database": self.same_database,
             "since_backup": self.since,
+            "damaged": self.damaged,
         }
 
 
@@ -108,9 +109,12 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
     finally:
         conn.close()
     older = any(name not in done for name, _ in migrations.MIGRATIONS)
-    live, since, same = None, None, True
+    live, since, same, damaged = None, None, True, None
     if db.exists():
-        live, since, same = _live_state(db, backup_id, last_event)
+        try:
+            live, since, same = _live_state(db, backup_id, last_event)
+        except CorruptDatabase as exc:  # what a restore is for: tried as it is (restore, below)
+            damaged = str(exc.__cause__ or exc.message)
     return BackupInfo(
         backup=str(backup),
         db=str(db),
@@ -121,6 +125,7 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         page_size=page_size,
         since=since,
         same_database=same,
+        damaged=damaged,
     )
 
 
@@ -153,21 +158,53 @@ def _live_state(db: Path, backup_id: str, last_event: int) -> tuple[dict[str, in
 
 def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
     """Put ``backup`` (checked by :func:`check_backup`) back as the content of ``db`` — created when none is there —
-    in one write transaction of ``db``, then record a ``restore`` event and empty the WAL (best effort)."""
-    with sigterm_as_ctrl_c(), Store(db) as store:
-        page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
-        with _source(backup, db, info, page_size) as source:
-            return _restore(store, db, backup, info, source)
+    in one write transaction of ``db``, then record a ``restore`` event and empty the WAL (best effort). A database
+    that cannot be opened (damaged) is tried with a plain connection."""
+    with sigterm_as_ctrl_c():
+        if info.damaged is not None:
+            _into_damaged(db, backup, info)
+            with Store(db) as store:
+                return _recorded(store, backup, info)
+        with Store(db) as store:
+            page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
+            with _source(backup, db, info, page_size) as source:
+                store.check_file()  # the path still names the file this Store opened
+                _copy(source, store.conn, db)
+            return _recorded(store, backup, info)
 
 
-def _restore(store: Store, db: Path, backup: Path, info: BackupInfo, source: sqlite3.Connection) -> dict[str, Any]:
-    store.check_file()  # the path still names the file this Store opened
+def _copy(source: sqlite3.Connection, dest: sqlite3.Connection, db: Path) -> None:
     try:
         # all pages in one step: one write transaction of the database. Waits for another writer's lock as long as a
         # write does (REFIND_BUSY_TIMEOUT), then fails as locked, nothing changed
-        source.backup(store.conn, progress=give_up_after(busy_timeout_s()))
+        source.backup(dest, progress=give_up_after(busy_timeout_s()))
     except sqlite3.Error as exc:
         raise storage_error(exc, db) from exc
+
+
+def _into_damaged(db: Path, backup: Path, info: BackupInfo) -> None:
+    """The backup API into a database that refind cannot open. SQLite refuses most such files as its destination (a
+    truncated one, one whose header is overwritten): refused then, nothing changed, with what to do."""
+    with open(db, "rb") as fh:  # (not PRAGMA page_size: it reads the schema, which a damaged file may not hold)
+        header = fh.read(18)
+    page_size = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
+    page_size = 65536 if page_size == 1 else page_size or info.page_size
+    conn = sqlite3.connect(sqlite_filename(db), timeout=busy_timeout_s(), isolation_level=None)
+    try:
+        with _source(backup, db, info, page_size) as source:
+            _copy(source, conn, db)
+    except CorruptDatabase as exc:
+        raise CorruptDatabase(
+            f"database {db}: damaged ({info.damaged}), and SQLite cannot write into it either; nothing was changed "
+            "— stop every process using it, move it and its -wal and -shm files aside (`refind inspect --check "
+            "--db MOVED` says what is wrong), and run the same command again: it creates the database from the "
+            "backup"
+        ) from exc
+    finally:
+        conn.close()
+
+
+def _recorded(store: Store, backup: Path, info: BackupInfo) -> dict[str, Any]:
     with store.write():  # (a new id in the write log: the restored content is a new write of the file)
         counts = {t: _count(store.conn, t) for t in _COUNTED}
         store.record_event(

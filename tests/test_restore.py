@@ -235,3 +235,34 @@ def test_a_restore_under_a_running_server_taking_adds_and_an_open_memory_serves_
     assert stored <= {rid for *_, rid in acked}
     assert len(bob) >= 1 and all("kingfisher" in hit["content"] for hit in bob)
     assert cli("inspect", "--check").exit_code == 0
+
+
+def test_a_damaged_database_is_restored_into_where_sqlite_can_and_refused_where_it_cannot(cli, db_path, backed_up):
+    with sqlite3.connect(db_path) as conn:  # (its WAL emptied into the file: the damage below is the file's)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        last = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    data = bytearray(db_path.read_bytes())
+    data[4096 * (last - 1) :] = b"\xff" * 4096  # a page no open reads: inspect --check finds it
+    db_path.write_bytes(bytes(data))
+    assert cli("inspect", "--check").exit_code == 10
+    result = cli("restore", str(backed_up), "--yes")
+    assert result.exit_code == 0, result.output
+    assert cli("inspect", "--check").exit_code == 0
+    assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+    with open(db_path, "r+b") as fh:
+        fh.truncate(8192)  # the schema's pages gone: no open succeeds
+    before = db_path.read_bytes()
+    result = cli("restore", str(backed_up), "--yes")
+    assert result.exit_code == 10
+    assert " ".join(result.output.split()) == (
+        f"error: database {db_path}: damaged (database disk image is malformed), and SQLite cannot write into it "
+        "either; nothing was changed — stop every process using it, move it and its -wal and -shm files aside "
+        "(`refind inspect --check --db MOVED` says what is wrong), and run the same command again: it creates the "
+        "database from the backup"
+    )
+    assert db_path.read_bytes() == before
+    for name in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        name.unlink(missing_ok=True)
+    assert cli("restore", str(backed_up), "--yes").exit_code == 0
+    assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]

@@ -518,7 +518,13 @@ def _since(data: dict[str, Any]) -> str:
 def restore_question(data: dict[str, Any]) -> str:
     """``refind restore``'s confirmation question."""
     live = data["live"]
-    now = "(none there: it is created)" if live is None else f"({live['messages']:,} messages)"
+    now = (
+        f"({live['messages']:,} messages)"
+        if live is not None
+        else "(damaged: it cannot be opened)"
+        if data["damaged"]
+        else "(none there: it is created)"
+    )
     return (
         f"Replace everything in {data['db']} {now} with backup {data['backup']} ({data['messages']:,} messages, "
         f"{data['requests']:,} requests) — it brings back what the backup held, messages forgotten or expired since "
@@ -528,7 +534,13 @@ def restore_question(data: dict[str, Any]) -> str:
 
 def restore_result(data: dict[str, Any]) -> str:
     live = data["live"]
-    before = "" if live is None else f" (it held {live['messages']:,} messages, {live['tombstones']:,} tombstones)"
+    before = (
+        f" (it held {live['messages']:,} messages, {live['tombstones']:,} tombstones)"
+        if live is not None
+        else " (it was damaged)"
+        if data["damaged"]
+        else ""
+    )
     return (
         f"restored {data['backup']} into {data['db']}{before}: {data['requests']:,} requests, "
         f"{data['messages']:,} messages, {data['tombstones']:,} tombstones — what the backup held, messages forgotten "
