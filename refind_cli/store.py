@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 Clock = Callable[[], int]
-EVENT_KINDS = ("add", "expire", "forget", "migrate")  # every mutation appends one event of these kinds
+EVENT_KINDS = ("add", "expire", "forget", "migrate", "restore")  # every mutation appends one event of these kinds
 DAY_MS = 86_400_000
 SQLITE_MAX_INT = 2**63 - 1  # the largest number SQLite binds (a LIMIT above it is "all")
 

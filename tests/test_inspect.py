@@ -85,7 +85,7 @@ def test_every_inspect_command_has_json_that_parses(cli, loaded, db_path: Path) 
     assert _json(cli, "inspect", "events", "--limit", str(10**20)) == events  # past SQLite's integers: all
     bogus = cli("inspect", "events", "--kind", "adds")
     assert bogus.exit_code == 2
-    assert "--kind: 'adds' is not an event kind; the kinds are add, expire, forget, migrate" in bogus.output
+    assert "--kind: 'adds' is not an event kind; the kinds are add, expire, forget, migrate, restore" in bogus.output
 
 
 def test_every_inspect_command_renders_a_table(cli, loaded) -> None:

@@ -57,6 +57,8 @@ def test_restore_puts_the_backup_back_says_what_it_undoes_and_records_an_event(c
     assert (kind, rows) == ("restore", 2)
     assert json.loads(detail) == {"backup": str(backed_up), "bytes": backed_up.stat().st_size, "requests": 2}
     assert cli("inspect", "--check").exit_code == 0
+    events = json.loads(cli("inspect", "events", "--kind", "restore", "--json").output)
+    assert [(e["kind"], e["rows"]) for e in events] == [("restore", 2)]
     searched = cli("search", "otter", "--user", "alice", "--mode", "bm25", "--json")
     assert "otter" not in searched.output  # what was stored after the backup is gone
     data = json.loads(cli("restore", str(backed_up), "--yes", "--json").output)
