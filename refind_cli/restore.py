@@ -49,6 +49,7 @@ class BackupInfo:
     since: dict[str, int] | None = None
     same_database: bool = True
     damaged: str | None = None  # the database cannot be opened: what SQLite said
+    stamp: tuple[int, ...] = ()  # the backup file as checked (_stamp): a file changed since is not restored
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +62,11 @@ class BackupInfo:
             "since_backup": self.since,
             "damaged": self.damaged,
         }
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _open_backup(backup: Path) -> sqlite3.Connection:
@@ -119,6 +125,7 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         backup=str(backup),
         db=str(db),
         bytes=backup.stat().st_size,
+        stamp=_stamp(backup),
         counts=counts,
         live=live,
         older=older,
@@ -216,12 +223,20 @@ def _recorded(store: Store, backup: Path, info: BackupInfo) -> dict[str, Any]:
     return {**info.as_dict(), **counts, "checkpointed": checkpointed}
 
 
+def _checked(backup: Path, info: BackupInfo) -> sqlite3.Connection:
+    """The backup opened again to be copied: refused when the file changed since check_backup (replaced or written
+    to, while a confirmation was asked, say)."""
+    if not backup.exists() or _stamp(backup) != info.stamp:
+        raise RefindError(f"backup {backup} changed since it was checked; nothing was changed — run the command again")
+    return _open_backup(backup)
+
+
 @contextmanager
 def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> Iterator[sqlite3.Connection]:
     """The connection the pages are copied from: the backup itself, or — for an older refind's or one of another page
     size than the database's — a copy beside the database, upgraded and rebuilt there, removed afterwards."""
     if not info.older and info.page_size == live_page_size:
-        conn = _open_backup(backup)
+        conn = _checked(backup, info)
         try:
             yield conn
         finally:
@@ -231,7 +246,7 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
     os.close(fd)
     copy = Path(name)
     try:
-        source = _open_backup(backup)
+        source = _checked(backup, info)
         try:
             dest = sqlite3.connect(sqlite_filename(copy), isolation_level=None)
             try:

@@ -268,3 +268,22 @@ def test_a_damaged_database_is_restored_into_where_sqlite_can_and_refused_where_
         name.unlink(missing_ok=True)
     assert cli("restore", str(backed_up), "--yes").exit_code == 0
     assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+
+
+def test_a_backup_changed_while_the_confirmation_is_asked_is_not_restored(cli, db_path, backed_up, monkeypatch):
+    monkeypatch.setattr("refind_cli.cli.commands.restore.on_terminal", lambda: True)
+
+    def meanwhile(*args: object, **kwargs: object) -> bool:
+        with Store(backed_up, retention_days=None) as other:  # another process writes to it
+            _add(other, "r9", "written into the backup meanwhile")
+        return True
+
+    monkeypatch.setattr("typer.confirm", meanwhile)
+    result = cli("restore", str(backed_up))
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: backup {backed_up} changed since it was checked; nothing was changed — run the command again"
+    )
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+    assert cli("restore", str(backed_up), "--yes").exit_code == 0
+    assert _texts(db_path)[-1] == "written into the backup meanwhile"
