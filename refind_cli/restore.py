@@ -77,7 +77,8 @@ def _open_backup(backup: Path) -> sqlite3.Connection:
 
 def check_backup(db: Path, backup: Path) -> BackupInfo:
     """Refuse a BACKUP that is missing, the database itself, no refind database, a newer refind's or unsound; else
-    what it holds and what restoring it over ``db`` undoes. Reads only."""
+    what it holds and what restoring it over ``db`` undoes. Writes nothing but what opening ``db`` as any refind
+    writer does (an older refind's database is upgraded)."""
     if not backup.exists():
         raise NotFound(f"no backup at {backup}; give the path of a copy made by `refind backup`")
     if not backup.is_file():
@@ -95,7 +96,12 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         try:
             done = migrations.refuse_unknown(conn)
         except RefindError as exc:
-            raise type(exc)(f"backup {backup}: {exc.message}; nothing was changed") from None
+            said = exc.message.split(" — give --db", 1)[0]  # (another program's: not --db is to be changed)
+            if "nothing was changed" not in said:
+                said += "; nothing was changed"
+            if "another program's" in said:
+                said += " — give the path of a copy made by `refind backup`"
+            raise type(exc)(f"backup {backup}: {said}") from None
         conn.execute("BEGIN")  # one snapshot for the check and the counts
         # integrity_check, not quick_check: it also checks that every index agrees with its table (0.6 s against
         # 0.1 s for 200,000 messages, 145 MB: BENCHMARKS.md, "refind restore")
