@@ -461,6 +461,37 @@ def turn_view(data: dict[str, Any]) -> Table:
     return table
 
 
+# A listing (users, a user's sessions, events, tombstones) of more rows than this is printed as tab-separated lines
+# unless the caller asks for the table: rich measures every cell of every row before drawing, ~0.3–0.5 ms a row, so
+# 10,000 users took ~4 s, a user's 50,000 sessions ~14 s and 50,000 events (--limit 0) ~27 s, where the lines take
+# a fraction of a second (bench/slow_paths.py).
+TABLE_MAX_ROWS = 1_000
+
+
+def print_listing(table: Table, *, drawn: bool | None = None) -> None:
+    """``table`` drawn up to :data:`TABLE_MAX_ROWS` rows or when ``drawn`` is True; else its title, then its header
+    and rows as tab-separated lines (cells as the table shows them: ids with control characters, tabs and line
+    breaks escaped, so a line is a row and a tab a column), written as they are made."""
+    rows = table.row_count
+    if drawn or (drawn is None and rows <= TABLE_MAX_ROWS):
+        console().print(table)
+        return
+    why = "--plain" if drawn is False else f"over {TABLE_MAX_ROWS:,} rows; --table draws the table anyway"
+    out = sys.stdout
+    out.write(f"{_cell(table.title or '')}, as tab-separated lines ({why})\n")
+    out.write("\t".join(str(column.header) for column in table.columns) + "\n")
+    cells = [list(column.cells) for column in table.columns]
+    for i in range(rows):
+        out.write("\t".join(_cell(column[i]) for column in cells) + "\n")
+    out.flush()
+
+
+def _cell(cell: Any) -> str:
+    """A cell's text as the table shows it (a string is rich markup there: ids come as Text, already escaped)."""
+    text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def events_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows):,} event(s), newest first", title_justify="left")
     for col in ("id", "at", "kind", "user", "session", "request", "rows", "detail"):
