@@ -488,7 +488,11 @@ def print_listing(table: Table, *, drawn: bool | None = None) -> None:
 
 def _cell(cell: Any) -> str:
     """A cell's text as the table shows it (a string is rich markup there: ids come as Text, already escaped)."""
-    text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    if isinstance(cell, Text):
+        text = cell.plain
+    else:
+        text = str(cell)
+        text = Text.from_markup(text).plain if "[" in text else text
     return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
