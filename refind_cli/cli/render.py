@@ -140,6 +140,10 @@ def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing
     if not blocks:
         out.print(f"no match for {query!r}{_why(nothing, user)}", markup=False)
         return
+    chars = sum(len(block.content) for block in blocks)
+    if chars > TABLE_MAX_CHARS:
+        _plain_blocks(blocks, chars)
+        return
     for rank, block in enumerate(blocks, 1):
         body = Text()
         start, end = block.anchor_lines
@@ -152,6 +156,26 @@ def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing
         # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
         title = Text(f"#{rank}  score {block.score:.4f}  session {plain_id(block.session_id)}")
         out.print(Panel(body, title=title, title_align="left"))
+
+
+def _plain_blocks(blocks: Sequence[Block], chars: int) -> None:
+    """Evidence blocks past :data:`TABLE_MAX_CHARS` characters as plain text (rich wraps a panel's text ~1 s a MB: a
+    pasted log of 5 MB took ~5 s to show): a rule per block with its rank, score and session, its lines — the
+    anchor's marked "> ", the others indented by two spaces — and its dates and id."""
+    out = sys.stdout
+    out.write(
+        f"{len(blocks):,} result(s), {chars:,} characters, as plain text (over {TABLE_MAX_CHARS:,} characters; "
+        "--json gives the exact text)\n\n"
+    )
+    for rank, block in enumerate(blocks, 1):
+        start, end = block.anchor_lines
+        lines = [f"── #{rank}  score {block.score:.4f}  session {plain_id(block.session_id)} ──"]
+        for i, line in enumerate(block.content.split("\n")):
+            lines.append(("> " if start <= i < end else "  ") + printable(line))
+        said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
+        lines.append(f"{said}recorded {block.created_at} · id {plain_id(block.id)}")
+        out.write("\n".join(lines) + "\n\n")
+    out.flush()
 
 
 def _minute(ms: int) -> str:
