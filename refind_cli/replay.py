@@ -77,6 +77,14 @@ from .store import Prepared, Store, iso_time, prepare, storage_error
 
 GROUP_SIZE = 20
 BATCH_SIZE = 500
+# A batch ends at BATCH_SIZE requests, or sooner once it holds this many messages or characters of text: a file of
+# Adds of 5,000 messages (or of a 5 MB pasted log each) held 500 of them at once — 1.3 GB of memory for a million
+# short messages, 2.7 GB for 40 lines of 5 MB, and a file of 500 such lines would never finish (killed for memory
+# each time, the same command again). 500 requests of a replay's groups of 20 are 10,000 messages: cut as before.
+# 10,000 messages a batch cost a million short ones 1.4× the time (a commit each); 50,000 cost none (BENCHMARKS.md,
+# "Slow paths found by a probe (round 28)").
+BATCH_MESSAGES = 50_000
+BATCH_CHARS = 16 << 20
 MESSAGE_LINE_FIELDS = frozenset({"user_id", "session_id", "request_id", "role", "content", "timestamp"})
 
 
@@ -978,7 +986,8 @@ class Ready(NamedTuple):
 
 
 class Chunk(NamedTuple):
-    """One batch of the file: its requests and line errors in file order (at most ``batch_size`` requests, the
+    """One batch of the file: its requests and line errors in file order (at most ``batch_size`` requests, fewer past
+    :data:`BATCH_MESSAGES` messages or :data:`BATCH_CHARS` characters, the
     batch stored in one transaction), the lines and bytes read so far, and — when read ahead by a second process —
     each user's index segment of the chunk's requests (:meth:`Store.add_prepared`)."""
 
@@ -991,11 +1000,12 @@ class Chunk(NamedTuple):
 def _chunks(
     lines: Iterator[tuple[int, bytes]], done: Callable[[], int], strict: bool, batch_size: int, hint: Any
 ) -> Iterator[Chunk]:
-    """The file in chunks of ``batch_size`` requests. With a ``hint`` (read by a reader process: a flag in memory
+    """The file in chunks of ``batch_size`` requests, or fewer where they reach :data:`BATCH_MESSAGES` messages or
+    :data:`BATCH_CHARS` characters of text (memory is bounded by the batch, not by how big a file's lines are). With a ``hint`` (read by a reader process: a flag in memory
     shared with the writer) each chunk's index segments are built too, unless the hint says that the writer's last
     batch added nothing (a file replayed again): then the writer builds any it needs itself."""
     items: list[Ready | LineError] = []
-    requests = 0
+    requests = messages = chars = 0
     count = [0]
 
     def cut() -> Chunk:
@@ -1011,7 +1021,7 @@ def _chunks(
             if isinstance(item, _Idle):  # a live input waiting: what was read whole is committed now
                 if items:
                     yield cut()
-                    items, requests = [], 0
+                    items, requests, messages, chars = [], 0, 0, 0
                 continue
             if isinstance(item, LineError):
                 items.append(item)
@@ -1022,9 +1032,11 @@ def _chunks(
                 Ready(prepared, item.first_line, item.last_line, item.warnings, item.notes, item.auto, item.lines)
             )
             requests += 1
-            if requests >= batch_size:
+            messages += len(item.request.messages)
+            chars += sum(len(m.content) for m in item.request.messages)
+            if requests >= batch_size or messages >= BATCH_MESSAGES or chars >= BATCH_CHARS:
                 yield cut()
-                items, requests = [], 0
+                items, requests, messages, chars = [], 0, 0, 0
     except RefindError:  # the file could not be read on (a truncated .gz): what was read whole is stored first
         if items:  # (complete requests only: a group of message lines is yielded once the next line closes it)
             yield cut()

@@ -57,6 +57,18 @@ def iso_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+class ForgottenIds(NamedTuple):
+    """A user's forgotten ids as their tombstones keep them (sealed), each with (tombstone id, at) of the newest one."""
+
+    requests: dict[str, tuple[int, int]]
+    messages: dict[str, tuple[int, int]]
+
+    def newest(self, kept: str, first: str, legacy: str) -> tuple[int, int] | None:
+        """(id, at) of the newest tombstone naming a request by its id or its first message's (:func:`_as_kept`)."""
+        found = [f for f in (self.requests.get(kept), self.messages.get(first), self.messages.get(legacy)) if f]
+        return max(found) if found else None
+
+
 def _as_kept(secret: bytes, user_id: str, request_id: str) -> tuple[str, str, str]:
     """A request id as a tombstone keeps it, and its first message's id in both derivations (the first one still in
     tombstones of older databases), sealed (:mod:`refind_cli.sealed`)."""
@@ -578,6 +590,8 @@ class Store:
         self.retention_days = retention_days
         self.write_until: float | None = None  # inside busy_timeout(): when a write must stop waiting (monotonic)
         self.created = False  # this Store created the file (none was at the path): remove_if_unused may remove it
+        # each user's forgotten ids, read once while nothing changed the database (_forgotten_ids)
+        self._forgotten: dict[str, tuple[tuple[int, int | None, int], ForgottenIds]] = {}
         _check_path(self.path)
         # every write checks that the path still names this file (check_file): no holder — a replay, the server, a
         # Memory — acknowledges writes into a file deleted or replaced under it. Taken before the connection opens
@@ -1102,13 +1116,7 @@ class Store:
     def tombstone_for(self, user_id: str, request_id: str) -> tuple[int, int] | None:
         """(id, at) of the newest tombstone that removed this request of this user, or None: named by its id or its
         first message's (each as a tombstone keeps it, sealed: :mod:`refind_cli.sealed`)."""
-        kept, first, legacy = _as_kept(sealed.key(self.conn), user_id, request_id)
-        row = self.conn.execute(
-            "SELECT id, at FROM tombstones WHERE user_id = ? "
-            "AND (request_id = ? OR instr(message_ids, ?) > 0 OR instr(message_ids, ?) > 0) ORDER BY id DESC LIMIT 1",
-            (user_id, kept, json.dumps(first), json.dumps(legacy)),
-        ).fetchone()
-        return (int(row[0]), int(row[1])) if row else None
+        return self._forgotten_ids(user_id).newest(*_as_kept(sealed.key(self.conn), user_id, request_id))
 
     def session_started(self, user_id: str, session_id: str) -> bool:
         """Whether any message of this session of this user is stored."""
@@ -1236,23 +1244,42 @@ class Store:
         rest = [rid for rid in wanted if rid not in known]
         if not rest or not self.has_tombstones(user_id):
             return known
-        # one pass over the user's tombstones (a forgotten request is named by its id or by its first message's id,
-        # each as the tombstone keeps it: sealed)
+        # a forgotten request is named by its id or by its first message's id, each as the tombstone keeps it
+        # (sealed); the newest tombstone naming it either way is the one reported
         secret = sealed.key(self.conn)
-        named: dict[str, str] = {}
-        by_first: dict[str, str] = {}
+        forgotten = self._forgotten_ids(user_id)
         for rid in rest:
-            kept, first, legacy = _as_kept(secret, user_id, rid)
-            named[kept] = by_first[first] = by_first[legacy] = rid
+            stone = forgotten.newest(*_as_kept(secret, user_id, rid))
+            if stone is not None:
+                known[rid] = stone
+        return known
+
+    def _forgotten_ids(self, user_id: str) -> ForgottenIds:
+        """The request and message ids the user's tombstones keep, each with the newest tombstone keeping it — read
+        once, and again only when the user's tombstones may have changed: another connection committed (data_version),
+        or their newest id or count differs (this connection writes tombstones only by inserting them: forget). A
+        replay asks for every group of its lines, and a tombstone of a forgotten session of 200,000 messages was
+        decoded (or searched with instr) at each: a replay after such a forget took 218 s, 3 s without the forget."""
+        (version,) = self.conn.execute("PRAGMA data_version").fetchone()
+        newest, count = self.conn.execute(
+            "SELECT max(id), count(*) FROM tombstones WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        stamp = (version, newest, count)
+        cached = self._forgotten.get(user_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        requests: dict[str, tuple[int, int]] = {}
+        messages: dict[str, tuple[int, int]] = {}
         for stone, at, kept_id, ids in self.conn.execute(
             "SELECT id, at, request_id, message_ids FROM tombstones WHERE user_id = ? ORDER BY id", (user_id,)
         ):
-            if kept_id in named:
-                known[named[kept_id]] = (int(stone), int(at))
-            for mid in json.loads(ids):
-                if mid in by_first:
-                    known[by_first[mid]] = (int(stone), int(at))
-        return known
+            found = (int(stone), int(at))
+            if kept_id is not None:
+                requests[kept_id] = found
+            messages.update(dict.fromkeys(json.loads(ids), found))
+        forgotten = ForgottenIds(requests, messages)
+        self._forgotten = {user_id: (stamp, forgotten)}  # one user's at a time: a replay asks user by user
+        return forgotten
 
     def has_messages(self, user_id: str, *, as_of: int | None = None, hidden_too: bool = False) -> bool:
         """Whether the user has a visible message (retention and ``as_of`` as every read applies them); with

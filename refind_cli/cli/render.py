@@ -140,6 +140,10 @@ def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing
     if not blocks:
         out.print(f"no match for {query!r}{_why(nothing, user)}", markup=False)
         return
+    chars = sum(len(block.content) for block in blocks)
+    if chars > TABLE_MAX_CHARS:
+        _plain_blocks(blocks, chars)
+        return
     for rank, block in enumerate(blocks, 1):
         body = Text()
         start, end = block.anchor_lines
@@ -152,6 +156,26 @@ def print_blocks(blocks: Sequence[Block], *, query: str, user: str = "", nothing
         # Text, not str: ids are the caller's opaque strings, never rich markup ("[/b]" must not crash)
         title = Text(f"#{rank}  score {block.score:.4f}  session {plain_id(block.session_id)}")
         out.print(Panel(body, title=title, title_align="left"))
+
+
+def _plain_blocks(blocks: Sequence[Block], chars: int) -> None:
+    """Evidence blocks past :data:`TABLE_MAX_CHARS` characters as plain text (rich wraps a panel's text ~1 s a MB: a
+    pasted log of 5 MB took ~5 s to show): a rule per block with its rank, score and session, its lines — the
+    anchor's marked "> ", the others indented by two spaces — and its dates and id."""
+    out = sys.stdout
+    out.write(
+        f"{len(blocks):,} result(s), {chars:,} characters, as plain text (over {TABLE_MAX_CHARS:,} characters; "
+        "--json gives the exact text)\n\n"
+    )
+    for rank, block in enumerate(blocks, 1):
+        start, end = block.anchor_lines
+        lines = [f"── #{rank}  score {block.score:.4f}  session {plain_id(block.session_id)} ──"]
+        for i, line in enumerate(block.content.split("\n")):
+            lines.append(("> " if start <= i < end else "  ") + printable(line))
+        said = f"said {_minute(block.said_at)} · " if block.said_at is not None else ""
+        lines.append(f"{said}recorded {block.created_at} · id {plain_id(block.id)}")
+        out.write("\n".join(lines) + "\n\n")
+    out.flush()
 
 
 def _minute(ms: int) -> str:
@@ -459,6 +483,41 @@ def turn_view(data: dict[str, Any]) -> Table:
     _turn_rows(table, [data["turn"]], "bold")
     _turn_rows(table, data["after"], "dim")
     return table
+
+
+# A listing (users, a user's sessions, events, tombstones) of more rows than this is printed as tab-separated lines
+# unless the caller asks for the table: rich measures every cell of every row before drawing, ~0.3–0.5 ms a row, so
+# 10,000 users took ~4 s, a user's 50,000 sessions ~14 s and 50,000 events (--limit 0) ~27 s, where the lines take
+# a fraction of a second (bench/slow_paths.py).
+TABLE_MAX_ROWS = 1_000
+
+
+def print_listing(table: Table, *, drawn: bool | None = None) -> None:
+    """``table`` drawn up to :data:`TABLE_MAX_ROWS` rows or when ``drawn`` is True; else its title, then its header
+    and rows as tab-separated lines (cells as the table shows them: ids with control characters, tabs and line
+    breaks escaped, so a line is a row and a tab a column), written as they are made."""
+    rows = table.row_count
+    if drawn or (drawn is None and rows <= TABLE_MAX_ROWS):
+        console().print(table)
+        return
+    why = "--plain" if drawn is False else f"over {TABLE_MAX_ROWS:,} rows; --table draws the table anyway"
+    out = sys.stdout
+    out.write(f"{_cell(table.title or '')}, as tab-separated lines ({why})\n")
+    out.write("\t".join(str(column.header) for column in table.columns) + "\n")
+    cells = [list(column.cells) for column in table.columns]
+    for i in range(rows):
+        out.write("\t".join(_cell(column[i]) for column in cells) + "\n")
+    out.flush()
+
+
+def _cell(cell: Any) -> str:
+    """A cell's text as the table shows it (a string is rich markup there: ids come as Text, already escaped)."""
+    if isinstance(cell, Text):
+        text = cell.plain
+    else:
+        text = str(cell)
+        text = Text.from_markup(text).plain if "[" in text else text
+    return _LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def events_table(rows: list[dict[str, Any]]) -> Table:

@@ -61,12 +61,23 @@ def _shared(ctx: typer.Context, **values: Any) -> list[Any]:
     return out
 
 
-def _show(ctx: typer.Context, data: Any, as_json: bool, table: Callable[[Any], Any]) -> None:
+RowsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--table/--plain",
+        help=f"Draw the table, or print tab-separated lines (a row a line). Default: the table up to "
+        f"{render.TABLE_MAX_ROWS:,} rows, the lines past them.",
+        show_default=False,
+    ),
+]
+
+
+def _show(ctx: typer.Context, data: Any, as_json: bool, table: Callable[[Any], Any], drawn: bool | None = None) -> None:
     (as_json,) = _shared(ctx, as_json=as_json)
     if as_json:
         render.print_json(data)
     else:
-        render.console().print(table(data))
+        render.print_listing(table(data), drawn=drawn)
 
 
 @inspect_app.callback()
@@ -118,14 +129,18 @@ def _check(db: Path, as_json: bool) -> None:
 
 @inspect_app.command("users")
 def users(
-    ctx: typer.Context, db: DbOption = DEFAULT_DB, retention: RetentionOption = None, as_json: JsonOption = False
+    ctx: typer.Context,
+    db: DbOption = DEFAULT_DB,
+    retention: RetentionOption = None,
+    as_json: JsonOption = False,
+    table: RowsOption = None,
 ) -> None:
     """Every user with visible messages: sessions, requests, messages, said-at and recorded-at ranges."""
     from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.users(store)
-    _show(ctx, data, as_json, render.users_table)
+    _show(ctx, data, as_json, render.users_table, table)
 
 
 @inspect_app.command("user")
@@ -135,6 +150,7 @@ def user(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    table: RowsOption = None,
 ) -> None:
     """One user's sessions with dates and counts.
 
@@ -144,7 +160,7 @@ def user(
 
     with _open(ctx, db, retention) as store:
         data = review.user(store, user_id)
-    _show(ctx, data, as_json, render.user_sessions)
+    _show(ctx, data, as_json, render.user_sessions, table)
 
 
 @inspect_app.command("session")
@@ -205,13 +221,14 @@ def events(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    table: RowsOption = None,
 ) -> None:
     """The audit log, newest first: every add, forget, expire and migration (counts and ids, never text)."""
     from ... import review
 
     with _open(ctx, db, retention) as store:
         data = review.events(store, user_id=user_id, kind=kind, limit=limit)
-    _show(ctx, data, as_json, render.events_table)
+    _show(ctx, data, as_json, render.events_table, table)
 
 
 @inspect_app.command("tombstones")
@@ -223,10 +240,11 @@ def tombstones(
     db: DbOption = DEFAULT_DB,
     retention: RetentionOption = None,
     as_json: JsonOption = False,
+    table: RowsOption = None,
 ) -> None:
     """What forget removed, newest first: scope, ids, counts and content hashes (never text)."""
     from ... import lifecycle
 
     with _open(ctx, db, retention) as store:
         data = lifecycle.tombstones(store, user_id=user_id)
-    _show(ctx, data, as_json, render.tombstones_table)
+    _show(ctx, data, as_json, render.tombstones_table, table)
