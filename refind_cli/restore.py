@@ -28,7 +28,7 @@ from . import index_store, migrations
 from .errors import CorruptDatabase, InvalidInput, NotFound, RefindError
 from .health import give_up_after
 from .settings import busy_timeout_s
-from .signals import sigterm_as_ctrl_c
+from .signals import signals_ignored, sigterm_as_ctrl_c
 from .store import Store, reading_uri, sqlite_filename, storage_error
 
 _COUNTED = ("requests", "messages", "tombstones")
@@ -180,10 +180,23 @@ def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
                 return _recorded(store, backup, info)
         with Store(db) as store:
             page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
-            with _source(backup, db, info, page_size) as source:
-                store.check_file()  # the path still names the file this Store opened
-                _copy(source, store.conn, db)
-            return _recorded(store, backup, info)
+            before = _schema_version(store.conn)  # (the backup API's commit sets it to one more)
+            try:
+                with _source(backup, db, info, page_size) as source:
+                    store.check_file()  # the path still names the file this Store opened
+                    _copy(source, store.conn, db)
+            except KeyboardInterrupt:
+                # Ctrl-C, or SIGTERM (sigterm_as_ctrl_c), is seen by Python only after SQLite's step returns: after a
+                # step that copied every page the restore is committed, and it was said to be stopped (exit 143,
+                # 'the file it was writing was removed') with no restore event. It is finished as any, below.
+                if _schema_version(store.conn) == before:
+                    raise  # stopped before the copy committed: nothing changed
+            with signals_ignored():  # the restore is committed: its event is recorded and its result said
+                return _recorded(store, backup, info)
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA schema_version").fetchone()[0])
 
 
 def _copy(source: sqlite3.Connection, dest: sqlite3.Connection, db: Path) -> None:
