@@ -284,8 +284,10 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
             yield conn
         finally:
             conn.close()
-    except sqlite3.Error as exc:
-        raise storage_error(exc, copy) from exc
+    except sqlite3.Error as exc:  # (named as what it is: its path is a temporary name the user never gave)
+        error = storage_error(exc, copy, growing_to=info.bytes)
+        made = f"database {db}: the copy of backup {backup} made beside it to restore ({copy.name}, removed)"
+        raise type(error)(error.message.replace(f"database {copy}", made, 1)) from exc
     finally:
         for leftover in (copy, *(copy.with_name(copy.name + s) for s in ("-journal", "-wal", "-shm"))):
             with contextlib.suppress(OSError):

@@ -356,3 +356,50 @@ def test_a_signal_while_the_copy_waits_for_the_lock_changes_nothing(cli, db_path
         other.close()
     assert result.exit_code == 143, result.output
     assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+
+
+def test_a_copy_made_to_restore_that_fails_names_the_database_and_the_backup_not_its_temporary_path(
+    cli, db_path, backed_up
+):
+    """A backup of another page size is copied beside the database first. A write of that copy that failed (here the
+    process's file size limit, as a full disk) was said as 'error: database /…/.refind.db.x1y2.restoring: …': a
+    database the user never named, removed by then (a probe of round 28's review). Now it names the database, the
+    backup and what the copy was."""
+    import os
+    import re
+    import resource
+    import subprocess
+    import sys
+
+    limit = 2 * 1024 * 1024
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    if hard != resource.RLIM_INFINITY and hard < limit:
+        pytest.skip("a lower hard file size limit is in force already")
+    big = backed_up.with_name("big-8k.db")
+    with Store(big, retention_days=None) as store:
+        for i in range(600):
+            _add(store, f"b{i}", f"message {i} " + "words of a long message " * 250)
+    conn = sqlite3.connect(big, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA page_size = 8192")
+    conn.execute("VACUUM")
+    conn.close()
+    assert big.stat().st_size > limit
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    limited = subprocess.run(
+        [sys.executable, "-m", "refind_cli", "restore", str(big), "--db", str(db_path), "--yes"],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard)),
+        timeout=300,
+    )
+    assert limited.returncode == 7, limited.stdout + limited.stderr
+    said = re.sub(r"\.restoring \(|\.[a-z0-9_]{8}\.restoring", ".X.restoring", limited.stderr.strip())
+    assert said == (
+        f"error: database {db_path}: the copy of backup {big} made beside it to restore (.{db_path.name}.X.restoring, "
+        f"removed): the file size limit of this process (2,097,152 bytes, `ulimit -f`) was reached (disk I/O error); "
+        "nothing of the failed write was stored — raise the limit and retry"
+    )
+    assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+    assert [p.name for p in db_path.parent.iterdir() if "restoring" in p.name] == []
