@@ -174,6 +174,8 @@ def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
     in one write transaction of ``db``, then record a ``restore`` event and empty the WAL (best effort). A database
     that cannot be opened (damaged) is tried with a plain connection."""
     with sigterm_as_ctrl_c():
+        if info.live is None and info.damaged is None:
+            return _into_new(db, backup, info)
         if info.damaged is not None:
             _into_damaged(db, backup, info)
             with Store(db) as store:
@@ -193,6 +195,37 @@ def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
                     raise  # stopped before the copy committed: nothing changed
             with signals_ignored():  # the restore is committed: its event is recorded and its result said
                 return _recorded(store, backup, info)
+
+
+def _into_new(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
+    """Where no database was: made from the backup beside it (upgraded, its event recorded) and linked into place
+    whole, so that a restore that fails leaves nothing at ``db`` (it left a new empty database there, made before the
+    copy); one made at ``db`` meanwhile is not replaced."""
+    from .health import publish
+
+    new = _beside(db)
+    try:
+        source = _checked(backup, info)
+        try:
+            dest = sqlite3.connect(sqlite_filename(new), isolation_level=None)
+            try:
+                source.backup(dest)  # (a new file takes the backup's page size: nothing to rebuild)
+            finally:
+                dest.close()
+        finally:
+            source.close()
+        with Store(new) as store:  # upgraded where the backup is an older refind's, as any open that writes
+            result = _recorded(store, backup, info)
+        publish(
+            new,
+            db,
+            f"a database was made at {db} while the backup was restored; nothing was changed — run the command again",
+        )
+    except sqlite3.Error as exc:
+        raise _copy_error(exc, db, backup, new, info) from exc
+    finally:
+        _remove(new)
+    return result
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:
@@ -261,9 +294,7 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
         finally:
             conn.close()
         return
-    fd, name = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".restoring", dir=db.resolve().parent)
-    os.close(fd)
-    copy = Path(name)
+    copy = _beside(db)
     try:
         source = _checked(backup, info)
         try:
@@ -284,11 +315,27 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
             yield conn
         finally:
             conn.close()
-    except sqlite3.Error as exc:  # (named as what it is: its path is a temporary name the user never gave)
-        error = storage_error(exc, copy, growing_to=info.bytes)
-        made = f"database {db}: the copy of backup {backup} made beside it to restore ({copy.name}, removed)"
-        raise type(error)(error.message.replace(f"database {copy}", made, 1)) from exc
+    except sqlite3.Error as exc:
+        raise _copy_error(exc, db, backup, copy, info) from exc
     finally:
-        for leftover in (copy, *(copy.with_name(copy.name + s) for s in ("-journal", "-wal", "-shm"))):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        _remove(copy)
+
+
+def _beside(db: Path) -> Path:
+    """A new private file beside the database, for a copy of the backup (``.NAME.<random>.restoring``)."""
+    fd, name = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".restoring", dir=db.resolve().parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _remove(copy: Path) -> None:
+    for leftover in (copy, *(copy.with_name(copy.name + s) for s in ("-journal", "-wal", "-shm"))):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def _copy_error(exc: sqlite3.Error, db: Path, backup: Path, copy: Path, info: BackupInfo) -> RefindError:
+    """A failed write of the copy beside the database, named as what it is: its path is a name the user never gave."""
+    error = storage_error(exc, copy, growing_to=info.bytes)
+    made = f"database {db}: the copy of backup {backup} made beside it to restore ({copy.name}, removed)"
+    return type(error)(error.message.replace(f"database {copy}", made, 1))

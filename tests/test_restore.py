@@ -403,3 +403,38 @@ def test_a_copy_made_to_restore_that_fails_names_the_database_and_the_backup_not
     )
     assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
     assert [p.name for p in db_path.parent.iterdir() if "restoring" in p.name] == []
+
+
+def test_a_restore_that_fails_where_no_database_was_leaves_none(cli, tmp_path, backed_up, monkeypatch):
+    """Where no database is at --db, restore creates it from the backup. One that failed (the backup changed while
+    the question was asked, a full disk, Ctrl-C) said 'nothing was changed' but left a new empty database there,
+    made before the copy (a probe of round 28's review). Now the database is made from the backup beside it and
+    linked into place whole: a failure leaves nothing at --db."""
+    fresh = tmp_path / "new.db"
+    monkeypatch.setattr("refind_cli.cli.commands.restore.on_terminal", lambda: True)
+
+    def meanwhile(*args: object, **kwargs: object) -> bool:
+        with Store(backed_up, retention_days=None) as other:  # another process writes to it
+            _add(other, "r9", "written into the backup meanwhile")
+        return True
+
+    monkeypatch.setattr("typer.confirm", meanwhile)
+    result = cli("restore", str(backed_up), "--db", str(fresh))
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: backup {backed_up} changed since it was checked; nothing was changed — run the command again"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if "new.db" in p.name) == []
+    result = cli("restore", str(backed_up), "--db", str(fresh), "--yes")
+    assert result.exit_code == 0, result.output
+    assert _texts(fresh) == [
+        "the heron by the lake",
+        "the secret plan for the garden",
+        "written into the backup meanwhile",
+    ]
+    assert fresh.stat().st_mode & 0o777 == 0o600
+    assert cli("inspect", "--check", "--db", str(fresh)).exit_code == 0
+    with Store(fresh, retention_days=None) as store:
+        assert store.conn.execute("SELECT kind FROM events ORDER BY id DESC LIMIT 1").fetchone()[0] == "restore"
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sorted(p.name for p in tmp_path.iterdir() if "new.db" in p.name) == ["new.db"]
