@@ -216,9 +216,9 @@ def _into_new(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
             source.close()
         with Store(new) as store:  # upgraded where the backup is an older refind's, as any open that writes
             result = _recorded(store, backup, info)
-        publish(
+        publish(  # (where --db is a symbolic link to no file yet: where it points, as Store makes a database)
             new,
-            db,
+            Path(os.path.realpath(db)),
             f"a database was made at {db} while the backup was restored; nothing was changed — run the command again",
         )
     except sqlite3.Error as exc:

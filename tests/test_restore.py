@@ -438,3 +438,12 @@ def test_a_restore_that_fails_where_no_database_was_leaves_none(cli, tmp_path, b
         assert store.conn.execute("SELECT kind FROM events ORDER BY id DESC LIMIT 1").fetchone()[0] == "restore"
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert sorted(p.name for p in tmp_path.iterdir() if "new.db" in p.name) == ["new.db"]
+
+
+def test_a_restore_through_a_symbolic_link_to_no_file_yet_makes_the_database_where_it_points(cli, tmp_path, backed_up):
+    link, target = tmp_path / "link.db", tmp_path / "target.db"
+    link.symlink_to(target.name)
+    result = cli("restore", str(backed_up), "--db", str(link), "--yes")
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink()
+    assert _texts(target) == ["the heron by the lake", "the secret plan for the garden"]
