@@ -48,6 +48,9 @@ class BackupInfo:
     # events of the database since the backup was taken (the same database only): add, forget, expire → count
     since: dict[str, int] | None = None
     same_database: bool = True
+    # the database's writes continue the backup's (its last write is in the database's write log): else, restored
+    # from another backup since (whose events took the same ids) or more than 100,000 writes ago, 'since' is unknown
+    descends: bool = True
     damaged: str | None = None  # the database cannot be opened: what SQLite said
     stamp: tuple[int, ...] = ()  # the backup file as checked (_stamp): a file changed since is not restored
 
@@ -59,6 +62,7 @@ class BackupInfo:
             **self.counts,
             "live": self.live,
             "same_database": self.same_database,
+            "descends_from_backup": self.descends,
             "since_backup": self.since,
             "damaged": self.damaged,
         }
@@ -115,16 +119,17 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         backup_id = index_store.db_id(conn) if index_store.has_table(conn, "index_meta") else ""
         last_event = int(conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0])
+        last_write = index_store.last_write(conn) if index_store.has_table(conn, "write_log") else None
         conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise _backup_error(exc, backup) from exc
     finally:
         conn.close()
     older = any(name not in done for name, _ in migrations.MIGRATIONS)
-    live, since, same, damaged = None, None, True, None
+    live, since, same, damaged, descends = None, None, True, None, True
     if db.exists():
         try:
-            live, since, same = _live_state(db, backup_id, last_event)
+            live, since, same, descends = _live_state(db, backup_id, last_event, last_write)
         except CorruptDatabase as exc:  # what a restore is for: tried as it is (restore, below)
             damaged = str(exc.__cause__ or exc.message)
     return BackupInfo(
@@ -138,6 +143,7 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         page_size=page_size,
         since=since,
         same_database=same,
+        descends=descends,
         damaged=damaged,
     )
 
@@ -155,18 +161,25 @@ def _backup_error(exc: sqlite3.Error, backup: Path) -> RefindError:
     return type(error)(error.message.replace(f"database {backup}", f"backup {backup}", 1))
 
 
-def _live_state(db: Path, backup_id: str, last_event: int) -> tuple[dict[str, int], dict[str, int] | None, bool]:
-    """The database's counts, and (when the backup is a copy of this database) its events since the backup's last."""
+def _live_state(
+    db: Path, backup_id: str, last_event: int, last_write: int | None
+) -> tuple[dict[str, int], dict[str, int] | None, bool, bool]:
+    """The database's counts, whether it is the backup's database, and whether it descends from the backup; when it
+    does, its events since the backup's last. Event ids are reused after a restore: restore backup 1, add, then
+    restore backup 2 (taken between them) — the events with ids past backup 2's last were none, so 'undoes nothing'
+    was said while it dropped the adds made since the first restore (a probe of round 28's review)."""
     with Store(db) as store, store.reading():
         live = {t: _count(store.conn, t) for t in _COUNTED}
         if backup_id != index_store.db_id(store.conn):
-            return live, None, False
+            return live, None, False, True
+        if last_write is not None and not index_store.descends(store.conn, last_write):
+            return live, None, True, False
         rows = store.conn.execute(
             "SELECT kind, count(*) FROM events WHERE id > ? AND kind IN ('add', 'forget', 'expire', 'restore') "
             "GROUP BY kind",
             (last_event,),
         )
-        return live, dict(rows.fetchall()), True
+        return live, dict(rows.fetchall()), True, True
 
 
 def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:

@@ -447,3 +447,31 @@ def test_a_restore_through_a_symbolic_link_to_no_file_yet_makes_the_database_whe
     assert result.exit_code == 0, result.output
     assert link.is_symlink()
     assert _texts(target) == ["the heron by the lake", "the secret plan for the garden"]
+
+
+def test_restoring_a_backup_the_database_no_longer_continues_from_says_its_undoing_is_not_counted(cli, db_path):
+    """Event ids are reused after a restore. Backup 1, more adds, backup 2; restore backup 1, add again; restore
+    backup 2: the events past backup 2's last were none, so the question and the result said nothing of what it
+    undoes, while it dropped the adds made since the first restore (a probe of round 28's review)."""
+    with Store(db_path, retention_days=None) as store:
+        _add(store, "r1", "the heron by the lake")
+    first, second = db_path.with_name("first.db"), db_path.with_name("second.db")
+    assert cli("backup", str(first)).exit_code == 0
+    with Store(db_path, retention_days=None) as store:
+        for i in range(3):
+            _add(store, f"r2-{i}", f"after the first backup {i}")
+    assert cli("backup", str(second)).exit_code == 0
+    assert cli("restore", str(first), "--yes").exit_code == 0
+    with Store(db_path, retention_days=None) as store:
+        _add(store, "r3", "an otter after the first restore")
+    from refind_cli import restore as restoring
+
+    info = restoring.check_backup(db_path, second).as_dict()
+    assert (info["since_backup"], info["descends_from_backup"]) == (None, False)
+    result = cli("restore", str(second), "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith(
+        "; the database does not continue from the backup (another backup was restored since it was taken, or it is "
+        "over 100,000 writes old): what it undoes is not counted"
+    )
+    assert "an otter after the first restore" not in _texts(db_path)
