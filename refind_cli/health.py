@@ -151,7 +151,7 @@ def _copy(path: Path, target: Path) -> dict[str, Any]:
             raise CorruptDatabase(f"database {path}: the copy fails its integrity check ({'; '.join(integrity[:3])})")
         with open(partial, "rb+") as fh:
             os.fsync(fh.fileno())
-        _publish(partial, target)
+        publish(partial, target)
     except sqlite3.Error as exc:
         error = storage_error(exc, path)
         if isinstance(error, DiskFull):  # the database is only read: no space is the copy's folder's
@@ -182,14 +182,15 @@ def give_up_after(seconds: float) -> Callable[[int, int, int], None]:
 NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 
 
-def _publish(partial: Path, target: Path) -> None:
+def publish(partial: Path, target: Path, exists: str = "") -> None:
     """Give the checked copy its name without overwriting anything: a hard link fails when ``target`` exists, also
-    when it was made after backup's check (the caller then removes ``partial``). Where the file system has no hard
-    links, a rename instead, which would replace a file made at ``target`` in the instant since that check."""
+    when it was made after the caller's check (the caller then removes ``partial``; ``exists``: what it says). Where
+    the file system has no hard links, a rename instead, which would replace a file made at ``target`` in the instant
+    since that check."""
     try:
         os.link(partial, target)
     except FileExistsError:
-        raise RefindError(f"{target} already exists; give a new path (a backup never overwrites)") from None
+        raise RefindError(exists or f"{target} already exists; give a new path (a backup never overwrites)") from None
     except OSError as exc:
         if exc.errno not in NO_HARD_LINKS:
             raise RefindError(f"cannot write {target}: {exc.strerror}") from exc

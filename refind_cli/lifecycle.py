@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -170,18 +171,37 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
         return ExpireResult(days, cutoff, True, _counts(plans))
     counts: dict[str, UserExpiry] = {}
     first: int | None = None  # one cutoff for the whole run: a user expired in one step has nothing left for the next
-    while True:
-        days, cutoff, plans, step = _expire_step(store, days, unasked, user_id, first)
-        again = counts.keys() & step.keys()  # (never: each step removes all that its users had expired)
-        counts.update(_counts(step))
-        first = cutoff if first is None else first
-        if len(step) == len(plans) or again:
-            break
+    try:
+        while True:
+            days, cutoff, plans, step = _expire_step(store, days, unasked, user_id, first)
+            again = counts.keys() & step.keys()  # (never: each step removes all that its users had expired)
+            counts.update(_counts(step))
+            first = cutoff if first is None else first
+            if len(step) == len(plans) or again:
+                break
+    except (RefindError, sqlite3.Error) as exc:
+        if not counts:
+            raise
+        raise _stopped_after(exc, store, counts) from exc
     # Every real sweep truncates the WAL, also when nothing expired: that finishes the scrub of an earlier forget
     # whose checkpoint found readers in the way.
     done = checkpoint(store)
     _evict(counts)
     return ExpireResult(days, first, False, counts, done)
+
+
+def _stopped_after(exc: RefindError | sqlite3.Error, store: Store, counts: dict[str, UserExpiry]) -> RefindError:
+    """The error of a step that failed after others committed (a lock held past the busy timeout, a full disk): it
+    said 'nothing was written', while the users of the steps before it were expired."""
+    from .store import storage_error
+
+    _evict(counts)
+    error = storage_error(exc, store.path) if isinstance(exc, sqlite3.Error) else exc
+    n, users = sum(c.messages for c in counts.values()), len(counts)
+    return type(error)(
+        f"{error.message}; before it, {n:,} message{'' if n == 1 else 's'} of {users:,} user{'' if users == 1 else 's'} "
+        "were expired (committed, their events recorded) — expire again for the rest"
+    )
 
 
 # rows (messages, requests, stored searches) one expire transaction deletes at most, in whole users: a sweep of

@@ -28,7 +28,7 @@ from . import index_store, migrations
 from .errors import CorruptDatabase, InvalidInput, NotFound, RefindError
 from .health import give_up_after
 from .settings import busy_timeout_s
-from .signals import sigterm_as_ctrl_c
+from .signals import signals_ignored, sigterm_as_ctrl_c
 from .store import Store, reading_uri, sqlite_filename, storage_error
 
 _COUNTED = ("requests", "messages", "tombstones")
@@ -48,6 +48,9 @@ class BackupInfo:
     # events of the database since the backup was taken (the same database only): add, forget, expire → count
     since: dict[str, int] | None = None
     same_database: bool = True
+    # the database's writes continue the backup's (its last write is in the database's write log): else, restored
+    # from another backup since (whose events took the same ids) or more than 100,000 writes ago, 'since' is unknown
+    descends: bool = True
     damaged: str | None = None  # the database cannot be opened: what SQLite said
     stamp: tuple[int, ...] = ()  # the backup file as checked (_stamp): a file changed since is not restored
 
@@ -59,6 +62,7 @@ class BackupInfo:
             **self.counts,
             "live": self.live,
             "same_database": self.same_database,
+            "descends_from_backup": self.descends,
             "since_backup": self.since,
             "damaged": self.damaged,
         }
@@ -115,16 +119,17 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         backup_id = index_store.db_id(conn) if index_store.has_table(conn, "index_meta") else ""
         last_event = int(conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0])
+        last_write = index_store.last_write(conn) if index_store.has_table(conn, "write_log") else None
         conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise _backup_error(exc, backup) from exc
     finally:
         conn.close()
     older = any(name not in done for name, _ in migrations.MIGRATIONS)
-    live, since, same, damaged = None, None, True, None
+    live, since, same, damaged, descends = None, None, True, None, True
     if db.exists():
         try:
-            live, since, same = _live_state(db, backup_id, last_event)
+            live, since, same, descends = _live_state(db, backup_id, last_event, last_write)
         except CorruptDatabase as exc:  # what a restore is for: tried as it is (restore, below)
             damaged = str(exc.__cause__ or exc.message)
     return BackupInfo(
@@ -138,6 +143,7 @@ def check_backup(db: Path, backup: Path) -> BackupInfo:
         page_size=page_size,
         since=since,
         same_database=same,
+        descends=descends,
         damaged=damaged,
     )
 
@@ -155,18 +161,25 @@ def _backup_error(exc: sqlite3.Error, backup: Path) -> RefindError:
     return type(error)(error.message.replace(f"database {backup}", f"backup {backup}", 1))
 
 
-def _live_state(db: Path, backup_id: str, last_event: int) -> tuple[dict[str, int], dict[str, int] | None, bool]:
-    """The database's counts, and (when the backup is a copy of this database) its events since the backup's last."""
+def _live_state(
+    db: Path, backup_id: str, last_event: int, last_write: int | None
+) -> tuple[dict[str, int], dict[str, int] | None, bool, bool]:
+    """The database's counts, whether it is the backup's database, and whether it descends from the backup; when it
+    does, its events since the backup's last. Event ids are reused after a restore: restore backup 1, add, then
+    restore backup 2 (taken between them) — the events with ids past backup 2's last were none, so 'undoes nothing'
+    was said while it dropped the adds made since the first restore (a probe of round 28's review)."""
     with Store(db) as store, store.reading():
         live = {t: _count(store.conn, t) for t in _COUNTED}
         if backup_id != index_store.db_id(store.conn):
-            return live, None, False
+            return live, None, False, True
+        if last_write is not None and not index_store.descends(store.conn, last_write):
+            return live, None, True, False
         rows = store.conn.execute(
             "SELECT kind, count(*) FROM events WHERE id > ? AND kind IN ('add', 'forget', 'expire', 'restore') "
             "GROUP BY kind",
             (last_event,),
         )
-        return live, dict(rows.fetchall()), True
+        return live, dict(rows.fetchall()), True, True
 
 
 def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
@@ -174,16 +187,62 @@ def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
     in one write transaction of ``db``, then record a ``restore`` event and empty the WAL (best effort). A database
     that cannot be opened (damaged) is tried with a plain connection."""
     with sigterm_as_ctrl_c():
+        if info.live is None and info.damaged is None:
+            return _into_new(db, backup, info)
         if info.damaged is not None:
             _into_damaged(db, backup, info)
             with Store(db) as store:
                 return _recorded(store, backup, info)
         with Store(db) as store:
             page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
-            with _source(backup, db, info, page_size) as source:
-                store.check_file()  # the path still names the file this Store opened
-                _copy(source, store.conn, db)
-            return _recorded(store, backup, info)
+            before = _schema_version(store.conn)  # (the backup API's commit sets it to one more)
+            try:
+                with _source(backup, db, info, page_size) as source:
+                    store.check_file()  # the path still names the file this Store opened
+                    _copy(source, store.conn, db)
+            except KeyboardInterrupt:
+                # Ctrl-C, or SIGTERM (sigterm_as_ctrl_c), is seen by Python only after SQLite's step returns: after a
+                # step that copied every page the restore is committed, and it was said to be stopped (exit 143,
+                # 'the file it was writing was removed') with no restore event. It is finished as any, below.
+                if _schema_version(store.conn) == before:
+                    raise  # stopped before the copy committed: nothing changed
+            with signals_ignored():  # the restore is committed: its event is recorded and its result said
+                return _recorded(store, backup, info)
+
+
+def _into_new(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
+    """Where no database was: made from the backup beside it (upgraded, its event recorded) and linked into place
+    whole, so that a restore that fails leaves nothing at ``db`` (it left a new empty database there, made before the
+    copy); one made at ``db`` meanwhile is not replaced."""
+    from .health import publish
+
+    new = _beside(db)
+    try:
+        source = _checked(backup, info)
+        try:
+            dest = sqlite3.connect(sqlite_filename(new), isolation_level=None)
+            try:
+                source.backup(dest)  # (a new file takes the backup's page size: nothing to rebuild)
+            finally:
+                dest.close()
+        finally:
+            source.close()
+        with Store(new) as store:  # upgraded where the backup is an older refind's, as any open that writes
+            result = _recorded(store, backup, info)
+        publish(  # (where --db is a symbolic link to no file yet: where it points, as Store makes a database)
+            new,
+            Path(os.path.realpath(db)),
+            f"a database was made at {db} while the backup was restored; nothing was changed — run the command again",
+        )
+    except sqlite3.Error as exc:
+        raise _copy_error(exc, db, backup, new, info) from exc
+    finally:
+        _remove(new)
+    return result
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA schema_version").fetchone()[0])
 
 
 def _copy(source: sqlite3.Connection, dest: sqlite3.Connection, db: Path) -> None:
@@ -248,9 +307,7 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
         finally:
             conn.close()
         return
-    fd, name = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".restoring", dir=db.resolve().parent)
-    os.close(fd)
-    copy = Path(name)
+    copy = _beside(db)
     try:
         source = _checked(backup, info)
         try:
@@ -272,8 +329,26 @@ def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> It
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        raise storage_error(exc, copy) from exc
+        raise _copy_error(exc, db, backup, copy, info) from exc
     finally:
-        for leftover in (copy, *(copy.with_name(copy.name + s) for s in ("-journal", "-wal", "-shm"))):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        _remove(copy)
+
+
+def _beside(db: Path) -> Path:
+    """A new private file beside the database, for a copy of the backup (``.NAME.<random>.restoring``)."""
+    fd, name = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".restoring", dir=db.resolve().parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _remove(copy: Path) -> None:
+    for leftover in (copy, *(copy.with_name(copy.name + s) for s in ("-journal", "-wal", "-shm"))):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def _copy_error(exc: sqlite3.Error, db: Path, backup: Path, copy: Path, info: BackupInfo) -> RefindError:
+    """A failed write of the copy beside the database, named as what it is: its path is a name the user never gave."""
+    error = storage_error(exc, copy, growing_to=info.bytes)
+    made = f"database {db}: the copy of backup {backup} made beside it to restore ({copy.name}, removed)"
+    return type(error)(error.message.replace(f"database {copy}", made, 1))

@@ -39,3 +39,18 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
+def signals_ignored() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while the block runs (in the main thread; elsewhere nothing changes): for the end of
+    a change already committed, which must be recorded and said rather than reported as stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

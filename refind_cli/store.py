@@ -295,7 +295,7 @@ def _read_only(text: str) -> str:
     )
 
 
-def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindError:
+def storage_error(exc: sqlite3.Error, path: str | Path | None = None, *, growing_to: int = 0) -> RefindError:
     """The one mapping of a ``sqlite3`` error to refind's error family (the CLI's exit code and the server's status
     follow from the class). The write that met it was rolled back: SQLite stores no part of a transaction.
 
@@ -312,7 +312,7 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None) -> RefindE
         return DiskFull(
             f"{where}: no space left ({text}); nothing of the failed write was stored — free space and retry"
         )
-    if code == _SQLITE_IOERR and path and (limit := _size_limit(Path(path))) is not None:
+    if code == _SQLITE_IOERR and path and (limit := _size_limit(Path(path), growing_to)) is not None:
         return DiskFull(
             f"{where}: the file size limit of this process ({limit:,} bytes, `ulimit -f`) was reached ({text}); "
             "nothing of the failed write was stored — raise the limit and retry"
@@ -356,11 +356,13 @@ def _no_space(path: Path) -> bool:
         return False
 
 
-def _size_limit(path: Path) -> int | None:
+def _size_limit(path: Path, growing_to: int = 0) -> int | None:
     """The process's file size limit (RLIMIT_FSIZE: ``ulimit -f``, a container's or a service's limit) when the
     database or its -wal has reached it: a write past it fails with EFBIG (Python ignores SIGXFSZ), which SQLite
     reports as a plain I/O error — "the disk failed", 503 — where it is a limit like a full disk (a probe of round 28).
-    None when there is no such limit, or neither file is near it."""
+    None when there is no such limit, or neither file is near it. ``growing_to``: the size the failed write was making
+    the file, where the caller knows it — SQLite asks for it at once (a size hint), so a copy of a larger file fails
+    with the file still empty."""
     try:
         import resource
 
@@ -369,6 +371,8 @@ def _size_limit(path: Path) -> int | None:
         return None
     if soft == resource.RLIM_INFINITY:
         return None
+    if growing_to > soft:
+        return int(soft)
     for file in (path, Path(f"{path}-wal")):
         with contextlib.suppress(OSError):
             if file.stat().st_size + 64 * 1024 > soft:  # (SQLite wrote up to the limit, a page or a frame at a time)

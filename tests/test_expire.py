@@ -281,3 +281,41 @@ def test_a_large_expiry_commits_in_steps_so_other_writers_get_in_between(db_path
     assert store.conn.execute("SELECT count(*) FROM events WHERE kind = 'expire'").fetchone()[0] == 6
     store.close()
     assert sound(db_path) == 0
+
+
+def test_an_expiry_stopped_after_some_steps_says_what_it_removed_before(cli, db_path, monkeypatch) -> None:
+    """A sweep in steps that fails at a later step (another process held the write lock past the busy timeout; a full
+    disk) has committed its earlier steps. It said 'nothing was written — retry', while it had removed every message
+    of the users of those steps (a probe of round 28's review); now it says how many it removed and what to do."""
+    import sqlite3
+
+    monkeypatch.setattr(lifecycle, "EXPIRE_STEP_ROWS", 10)  # each user below has 6 rows: one user per step
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
+    old = Store(db_path, clock=lambda: 1_000_000_000_000, retention_days=None)  # recorded in 2001
+    for u in range(3):
+        _add(old, f"old-{u}", f"user{u}", "s1", "first", "second", "third")
+        _add(old, f"old2-{u}", f"user{u}", "s1", "fourth", "fifth")
+    old.close()
+    step = lifecycle._expire_step
+    holder = sqlite3.connect(db_path, isolation_level=None)
+
+    def one_step_then_locked(*args, **kwargs):
+        done = step(*args, **kwargs)
+        if not holder.in_transaction:
+            holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock after the first step
+        return done
+
+    monkeypatch.setattr(lifecycle, "_expire_step", one_step_then_locked)
+    try:
+        result = cli("expire")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        monkeypatch.setattr(lifecycle, "_expire_step", step)
+    assert result.exit_code == 8, result.output
+    assert result.output.strip().endswith(
+        "; before it, 5 messages of 1 user were expired (committed, their events recorded) — expire again for the rest"
+    ), result.output
+    with Store(db_path, retention_days=None) as s:
+        assert s.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 10
+    assert json.loads(cli("expire", "--json").output)["messages"] == 10

@@ -74,9 +74,9 @@ def test_sigterm_during_a_backup_removes_its_whole_hidden_copy(tmp_path: Path, d
     out.mkdir()
     # the copy made and checked, about to be given its name: SIGTERM
     args = ("backup", str(out / "b.db"), "--db", str(db))
-    done = _run(tmp_path, "health._publish", 1, *args)
+    done = _run(tmp_path, "health.publish", 1, *args)
     assert done.returncode == 143, (done.returncode, done.stderr)
     assert done.stderr == "stopped by SIGTERM; the file it was writing was removed\n"
     assert list(out.iterdir()) == []
-    assert _run(tmp_path, "health._publish", 0, *args).returncode == 0
+    assert _run(tmp_path, "health.publish", 0, *args).returncode == 0
     assert [p.name for p in out.iterdir()] == ["b.db"]

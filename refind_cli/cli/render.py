@@ -567,6 +567,11 @@ def _since(data: dict[str, Any]) -> str:
     since = data.get("since_backup")
     if not data["same_database"]:
         return "; the backup is of another database"
+    if not data.get("descends_from_backup", True):
+        return (
+            "; the database does not continue from the backup (another backup was restored since it was taken, or it "
+            "is over 100,000 writes old): what it undoes is not counted"
+        )
     if not since:
         return ""
     words = {"add": "add(s)", "forget": "forget(s)", "expire": "expire sweep(s)", "restore": "restore(s)"}
