@@ -25,6 +25,7 @@ from typing import IO, Any
 from . import index_store, sealed
 from .contract import MAX_LINE_BYTES, empty_text, request_line
 from .errors import InvalidInput, NotFound, RefindError
+from .signals import Terminated
 from .store import CHECKPOINT_TIMEOUT_S, Store
 from .trace import quoting_searches
 
@@ -183,11 +184,34 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
         if not counts:
             raise
         raise _stopped_after(exc, store, counts) from exc
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM, signals.py) between steps or in one: that one rolled back
+        if not counts:
+            raise
+        _evict(counts)
+        raise ExpireStopped(counts, "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C") from exc
     # Every real sweep truncates the WAL, also when nothing expired: that finishes the scrub of an earlier forget
     # whose checkpoint found readers in the way.
     done = checkpoint(store)
     _evict(counts)
     return ExpireResult(days, first, False, counts, done)
+
+
+class ExpireStopped(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped an expire after some of its steps committed: ``counts`` are the users those steps
+    expired (their events recorded); the step in progress was rolled back. Expiring again removes the rest."""
+
+    def __init__(self, counts: dict[str, UserExpiry], stopped_by: str) -> None:
+        super().__init__()
+        self.counts = counts
+        self.stopped_by = stopped_by
+
+    def said(self) -> str:
+        n, users = sum(c.messages for c in self.counts.values()), len(self.counts)
+        return (
+            f"stopped by {self.stopped_by}; before it, {n:,} message{'' if n == 1 else 's'} of {users:,} "
+            f"user{'' if users == 1 else 's'} were expired (committed, their events recorded) — expire again for "
+            "the rest"
+        )
 
 
 def _stopped_after(exc: RefindError | sqlite3.Error, store: Store, counts: dict[str, UserExpiry]) -> RefindError:

@@ -319,3 +319,35 @@ def test_an_expiry_stopped_after_some_steps_says_what_it_removed_before(cli, db_
     with Store(db_path, retention_days=None) as s:
         assert s.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 10
     assert json.loads(cli("expire", "--json").output)["messages"] == 10
+
+
+@pytest.mark.parametrize("signal_name", ["Ctrl-C", "SIGTERM"])
+def test_an_expiry_interrupted_after_some_steps_says_what_it_removed_before(cli, db_path, monkeypatch, signal_name):
+    """Ctrl-C (or SIGTERM) after a sweep's first step committed exited 130 saying nothing, while every message of
+    that step's users was gone (round 28's review): now it says how many, and what to do, as a stopped replay does."""
+    from refind_cli.signals import Terminated
+
+    monkeypatch.setattr(lifecycle, "EXPIRE_STEP_ROWS", 10)  # each user below has 6 rows: one user per step
+    old = Store(db_path, clock=lambda: 1_000_000_000_000, retention_days=None)  # recorded in 2001
+    for u in range(3):
+        _add(old, f"old-{u}", f"user{u}", "s1", "first", "second", "third")
+        _add(old, f"old2-{u}", f"user{u}", "s1", "fourth", "fifth")
+    old.close()
+    step = lifecycle._expire_step
+    calls = []
+
+    def one_step_then_stopped(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise Terminated if signal_name == "SIGTERM" else KeyboardInterrupt
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "_expire_step", one_step_then_stopped)
+    result = cli("expire")
+    monkeypatch.setattr(lifecycle, "_expire_step", step)
+    assert result.exit_code == (143 if signal_name == "SIGTERM" else 130), result.output
+    assert " ".join(result.output.split()) == (
+        f"stopped by {signal_name}; before it, 5 messages of 1 user were expired (committed, their events "
+        "recorded) — expire again for the rest"
+    )
+    assert json.loads(cli("expire", "--json").output)["messages"] == 10

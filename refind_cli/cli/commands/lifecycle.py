@@ -101,7 +101,11 @@ def expire(
     days = policy.given(retention)
     with open_existing(db, None) as store:
         applied = policy.apply(store, days)  # (not stored: a sweep's window is for this run)
-        result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
+        try:
+            result = lifecycle.expire(store, user_id=user, dry_run=dry_run)
+        except lifecycle.ExpireStopped as stop:  # steps committed before it: said, as a replay says what it stored
+            render.error_console().print(stop.said(), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(143 if stop.stopped_by == "SIGTERM" else 130) from None
     data = result.as_dict() | {"policy": applied.as_dict()}
     if as_json:
         render.print_json(data)
