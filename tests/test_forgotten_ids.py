@@ -80,3 +80,19 @@ def test_a_forget_since_is_seen_by_this_connection_and_by_another(db_path) -> No
             "r2": (second.tombstone_id, second.at),
             "r3": (third.tombstone_id, third.at),
         }
+
+
+def test_adds_of_users_in_turn_read_each_ones_tombstones_once(db_path) -> None:
+    # the server's batches interleave users: keeping one user's ids read made two users who forgot something decode
+    # their tombstones again at each other's Add
+    with Store(db_path, retention_days=None) as store:
+        for user in ("alice", "bob"):
+            for rid in ("r1", "r2"):
+                request = {"request_id": rid, "user_id": user, "session_id": rid}
+                store.add(parse_add(request | {"messages": [{"role": "user", "content": f"hello {rid}"}]}))
+            forget(store, user, request_id="r1")
+        reads = _tombstone_reads(store)
+        for i in range(10):
+            for user in ("alice", "bob"):
+                assert store.tombstone_for(user, "r1") is not None and store.tombstone_for(user, f"new{i}") is None
+        assert len(reads) == 2, len(reads)  # once each
