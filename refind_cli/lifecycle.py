@@ -206,12 +206,7 @@ class ExpireStopped(KeyboardInterrupt):
         self.stopped_by = stopped_by
 
     def said(self) -> str:
-        n, users = sum(c.messages for c in self.counts.values()), len(self.counts)
-        return (
-            f"stopped by {self.stopped_by}; before it, {n:,} message{'' if n == 1 else 's'} of {users:,} "
-            f"user{'' if users == 1 else 's'} were expired (committed, their events recorded) — expire again for "
-            "the rest"
-        )
+        return f"stopped by {self.stopped_by}; {_expired_before(self.counts)}"
 
 
 def _stopped_after(exc: RefindError | sqlite3.Error, store: Store, counts: dict[str, UserExpiry]) -> RefindError:
@@ -221,10 +216,15 @@ def _stopped_after(exc: RefindError | sqlite3.Error, store: Store, counts: dict[
 
     _evict(counts)
     error = storage_error(exc, store.path) if isinstance(exc, sqlite3.Error) else exc
+    return type(error)(f"{error.message}; {_expired_before(counts)}")
+
+
+def _expired_before(counts: dict[str, UserExpiry]) -> str:
+    """What the committed steps of an expire stopped midway removed, and what to do."""
     n, users = sum(c.messages for c in counts.values()), len(counts)
-    return type(error)(
-        f"{error.message}; before it, {n:,} message{'' if n == 1 else 's'} of {users:,} user{'' if users == 1 else 's'} "
-        "were expired (committed, their events recorded) — expire again for the rest"
+    return (
+        f"before it, {n:,} message{'' if n == 1 else 's'} of {users:,} user{'' if users == 1 else 's'} were expired "
+        "(committed, their events recorded) — expire again for the rest"
     )
 
 
