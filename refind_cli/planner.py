@@ -192,6 +192,17 @@ class AgentResult:
         return self
 
 
+# A reply the provider ended before the model did (its finish_reason) is carried out only when its action is a
+# whole JSON object (which a cut cannot have left in part): else the model is told why, not that its JSON was bad,
+# and a ReAct input — which runs to the end of the text, where it was cut — is never searched or kept cut short.
+CUT_REPLIES = {
+    "length": "the reply was cut off at the output token limit before it ended, so it may be incomplete; reply "
+    "with one short JSON object and nothing else",
+    "content_filter": "the provider's content filter cut the reply off before it ended, so it may be incomplete; "
+    "reply with one short JSON object",
+}
+
+
 SKIP_RULES = {
     "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
     "conversations; when every hit is in a session already shown, the hits not shown before are shown instead.",
@@ -578,10 +589,14 @@ class PlannerRun:
                     reply=_clipped(said),
                 )
                 continue
+            cut = CUT_REPLIES.get(reply.finish_reason)  # the provider ended the reply before the model did
             try:
                 action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
-                self._correct(str(exc), reply=said, form=exc.form)
+                self._correct(cut or str(exc), reply=said, form=exc.form)
+                continue
+            if cut is not None and action.form == "react":  # its input runs to the end of the text: where it was cut
+                self._correct(cut, reply=said, form=action.form)
                 continue
             self.emit(
                 "action",
@@ -645,6 +660,8 @@ class PlannerRun:
         if self.model_name is None and reply.model:
             self.model_name = reply.model
         extra: dict[str, Any] = {}
+        if reply.finish_reason not in ("", "stop", "tool_calls"):  # ("length": cut at the output token limit)
+            extra["finish_reason"] = reply.finish_reason
         if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
             extra["tool_calls"] = [
                 {"name": _clipped(c.name), "arguments": _clipped(c.arguments)} for c in reply.tool_calls

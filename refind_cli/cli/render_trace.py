@@ -17,6 +17,10 @@ from .render import plain_id, printable
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400
+FINISH_REASONS = {  # a provider's finish_reason other than "stop" / "tool_calls", as the trace says it
+    "length": "cut at the output token limit",
+    "content_filter": "cut by the provider's content filter",
+}
 FORMS = {"json": "a JSON object", "react": "ReAct text", "tool_call": "a tool call"}  # how a reply was parsed
 
 
@@ -67,6 +71,8 @@ def event(ev: Event) -> RenderableType:
         )
         if d.get("attempts", 1) > 1:
             line += f" · {d['attempts']} attempts"
+        if d.get("finish_reason"):  # the provider ended the reply before the model did
+            line += " · " + FINISH_REASONS.get(d["finish_reason"], printable(f"finish_reason {d['finish_reason']}"))
         return Group(Rule(f"step {ev.step}", align="left", style="cyan"), Text(line, style="dim"))
     if k == "action":
         t = Text()
