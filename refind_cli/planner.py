@@ -605,6 +605,7 @@ class PlannerRun:
                 args=action.args,
                 ignored=list(action.ignored),
                 form=action.form,
+                **({"more": action.more} if action.more else {}),  # actions after it in the reply: not carried out
             )
             if action.name == "finish_search":
                 self.emit("finish")
@@ -616,6 +617,12 @@ class PlannerRun:
                     self._note(action)
             except ReplyError as exc:
                 self._correct(str(exc))
+            if action.more:  # else it takes the rest as done: a note of results it has not seen, a finish
+                n = action.more
+                self.messages[-1]["content"] += (
+                    f" Only the first action of your reply was carried out; the {n} after it "
+                    f"{'were' if n != 1 else 'was'} not: send one action per reply."
+                )
         self.emit("budget", max_actions=self.max_actions)
 
     def _stop(self, cut: str | None, retry_after: float | None = None) -> None:

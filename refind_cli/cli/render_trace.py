@@ -88,6 +88,12 @@ def event(ev: Event) -> RenderableType:
             t.append(printable(f"  dates {args.get('date_from') or '…'} → {args.get('date_to') or '…'}"))
         if "results" in args:
             t.append(f"  results {', '.join(map(str, args['results']))}")
+        if d.get("more"):
+            n = d["more"]
+            t.append(
+                f"\n{n} more action{'s' if n != 1 else ''} in the same reply not carried out (one per reply)",
+                style="yellow",
+            )
         if d.get("ignored"):
             ignored = ", ".join(printable(str(name)) for name in d["ignored"])  # (the model's own keys)
             t.append(f"\nignored fields the planner may not set: {ignored}", style="yellow")
