@@ -737,7 +737,7 @@ class PlannerRun:
                 fallback = {"fallback_skip": "turn", "fallback_skipped": len(self.seen_turns)}
         hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
-        shown = views(hits, self.hit_chars)
+        shown = views(hits, self.hit_chars, self.hits_per_search)
         self.last_hits = hits
         if hits:
             self.last_shown = hits
@@ -948,12 +948,14 @@ def fit(content: str, anchor_lines: tuple[int, int], limit: int, starts: Sequenc
     return "\n".join(lines[i] for i in sorted(keep)), len(lines) - len(keep)
 
 
-def views(hits: Sequence[Block], hit_chars: int) -> list[HitView]:
+def views(hits: Sequence[Block], hit_chars: int, per_search: int = 0) -> list[HitView]:
     """What the planner is shown of one search's hits: each fitted to ``hit_chars`` by leaving out neighbours; a hit
-    whose anchor alone is longer is shown whole while the search's views stay within ``hit_chars × len(hits)``
-    characters, and withheld past that (the planner is told its size and may still keep it by number). Real logs hold
-    pasted pages of tens of thousands of characters; five such hits would overflow a planner's context window."""
-    budget, used, out = hit_chars * len(hits), 0, []
+    whose anchor alone is longer is shown whole while the search's views stay within ``hit_chars × per_search``
+    characters (what a search of ``per_search`` hits may show; at least ``hit_chars × len(hits)``), and withheld past
+    that (the planner is told its size and may still keep it by number). Real logs hold pasted pages of tens of
+    thousands of characters; five such hits would overflow a planner's context window. (The room was ``hit_chars ×
+    len(hits)``: a search finding one 6,000-character message withheld it — the planner never read what it found.)"""
+    budget, used, out = hit_chars * max(len(hits), per_search), 0, []
     for b in hits:
         text, left_out = fit(b.content, b.anchor_lines, hit_chars, b.message_lines)
         if len(text) > hit_chars and used + len(text) > budget:
