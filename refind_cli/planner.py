@@ -213,8 +213,12 @@ SKIP_RULES = {
 def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "session") -> str:
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
     return Template(text).safe_substitute(
-        max_actions=max_actions, hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
+        actions=_actions(max_actions), hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
     )
+
+
+def _actions(n: int) -> str:
+    return f"{n} action{'s' if n != 1 else ''}"
 
 
 def agent_search(
@@ -644,7 +648,7 @@ class PlannerRun:
             lines += [f"  ({chr(65 + i) if i < 26 else i + 1}) {o}" for i, o in enumerate(self.options)]
         if latest:
             lines.append(f"The latest message in this chat log was said on {latest}.")
-        lines.append(f"You have {self.max_actions} actions. Reply with one JSON object.")
+        lines.append(f"You have {_actions(self.max_actions)}. Reply with one JSON object.")
         return "\n".join(lines)
 
     def _forgotten_since_shown(self) -> bool:
