@@ -66,6 +66,9 @@ class Reply:
     attempts: int = 1
     model: str = ""
     tool_calls: tuple[ToolCall, ...] = ()  # native tool calls, when the provider sent any
+    # why the provider ended the reply, as it said: "stop", "tool_calls", "length" (cut at the output token limit),
+    # "content_filter" (cut by its filter) … ("" when it did not say)
+    finish_reason: str = ""
 
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
@@ -213,6 +216,7 @@ def litellm_complete(
             attempts=attempt,
             model=model,
             tool_calls=_tool_calls(message),
+            finish_reason=_finish_reason(choices[0]),
         )
 
     return complete
@@ -455,6 +459,12 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
                 arguments = "<arguments that are not JSON>"
         calls.append(ToolCall(name=str(getattr(function, "name", None) or ""), arguments=arguments or ""))
     return tuple(calls)
+
+
+def _finish_reason(choice: Any) -> str:
+    """Why the provider ended its reply (a choice's ``finish_reason``), as short text; "" when it did not say."""
+    reason = getattr(choice, "finish_reason", None)
+    return reason[:40] if isinstance(reason, str) else ""
 
 
 MAX_COUNT = 2**53  # a token count past this is no count (SQLite refused 10**30 as an INTEGER when the trace was saved)

@@ -192,6 +192,17 @@ class AgentResult:
         return self
 
 
+# A reply the provider ended before the model did (its finish_reason) is carried out only when its action is a
+# whole JSON object (which a cut cannot have left in part): else the model is told why, not that its JSON was bad,
+# and a ReAct input — which runs to the end of the text, where it was cut — is never searched or kept cut short.
+CUT_REPLIES = {
+    "length": "the reply was cut off at the output token limit before it ended, so it may be incomplete; reply "
+    "with one short JSON object and nothing else",
+    "content_filter": "the provider's content filter cut the reply off before it ended, so it may be incomplete; "
+    "reply with one short JSON object",
+}
+
+
 SKIP_RULES = {
     "session": "Sessions already shown by an earlier search are skipped, so a later search always shows new "
     "conversations; when every hit is in a session already shown, the hits not shown before are shown instead.",
@@ -202,8 +213,12 @@ SKIP_RULES = {
 def system_prompt(*, max_actions: int, hits_per_search: int, skip: str = "session") -> str:
     text = resources.files("refind_cli").joinpath("prompts/planner.md").read_text(encoding="utf-8")
     return Template(text).safe_substitute(
-        max_actions=max_actions, hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
+        actions=_actions(max_actions), hits_per_search=hits_per_search, skip_rule=SKIP_RULES[skip]
     )
+
+
+def _actions(n: int) -> str:
+    return f"{n} action{'s' if n != 1 else ''}"
 
 
 def agent_search(
@@ -578,10 +593,14 @@ class PlannerRun:
                     reply=_clipped(said),
                 )
                 continue
+            cut = CUT_REPLIES.get(reply.finish_reason)  # the provider ended the reply before the model did
             try:
                 action = parse_reply(reply.content, reply.tool_calls)
             except ReplyError as exc:
-                self._correct(str(exc), reply=said, form=exc.form)
+                self._correct(cut or str(exc), reply=said, form=exc.form)
+                continue
+            if cut is not None and action.form == "react":  # its input runs to the end of the text: where it was cut
+                self._correct(cut, reply=said, form=action.form)
                 continue
             self.emit(
                 "action",
@@ -590,6 +609,7 @@ class PlannerRun:
                 args=action.args,
                 ignored=list(action.ignored),
                 form=action.form,
+                **({"more": action.more} if action.more else {}),  # actions after it in the reply: not carried out
             )
             if action.name == "finish_search":
                 self.emit("finish")
@@ -601,6 +621,12 @@ class PlannerRun:
                     self._note(action)
             except ReplyError as exc:
                 self._correct(str(exc))
+            if action.more:  # else it takes the rest as done: a note of results it has not seen, a finish
+                n = action.more
+                self.messages[-1]["content"] += (
+                    f" Only the first action of your reply was carried out; the {n} after it "
+                    f"{'were' if n != 1 else 'was'} not: send one action per reply."
+                )
         self.emit("budget", max_actions=self.max_actions)
 
     def _stop(self, cut: str | None, retry_after: float | None = None) -> None:
@@ -622,7 +648,7 @@ class PlannerRun:
             lines += [f"  ({chr(65 + i) if i < 26 else i + 1}) {o}" for i, o in enumerate(self.options)]
         if latest:
             lines.append(f"The latest message in this chat log was said on {latest}.")
-        lines.append(f"You have {self.max_actions} actions. Reply with one JSON object.")
+        lines.append(f"You have {_actions(self.max_actions)}. Reply with one JSON object.")
         return "\n".join(lines)
 
     def _forgotten_since_shown(self) -> bool:
@@ -645,6 +671,8 @@ class PlannerRun:
         if self.model_name is None and reply.model:
             self.model_name = reply.model
         extra: dict[str, Any] = {}
+        if reply.finish_reason not in ("", "stop", "tool_calls"):  # ("length": cut at the output token limit)
+            extra["finish_reason"] = reply.finish_reason
         if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
             extra["tool_calls"] = [
                 {"name": _clipped(c.name), "arguments": _clipped(c.arguments)} for c in reply.tool_calls
@@ -713,7 +741,7 @@ class PlannerRun:
                 fallback = {"fallback_skip": "turn", "fallback_skipped": len(self.seen_turns)}
         hits, _ = self._still_stored(hits, "search")  # neither the model nor the trace sees what was forgotten since
         self.stats.searches += 1
-        shown = views(hits, self.hit_chars)
+        shown = views(hits, self.hit_chars, self.hits_per_search)
         self.last_hits = hits
         if hits:
             self.last_shown = hits
@@ -924,12 +952,14 @@ def fit(content: str, anchor_lines: tuple[int, int], limit: int, starts: Sequenc
     return "\n".join(lines[i] for i in sorted(keep)), len(lines) - len(keep)
 
 
-def views(hits: Sequence[Block], hit_chars: int) -> list[HitView]:
+def views(hits: Sequence[Block], hit_chars: int, per_search: int = 0) -> list[HitView]:
     """What the planner is shown of one search's hits: each fitted to ``hit_chars`` by leaving out neighbours; a hit
-    whose anchor alone is longer is shown whole while the search's views stay within ``hit_chars × len(hits)``
-    characters, and withheld past that (the planner is told its size and may still keep it by number). Real logs hold
-    pasted pages of tens of thousands of characters; five such hits would overflow a planner's context window."""
-    budget, used, out = hit_chars * len(hits), 0, []
+    whose anchor alone is longer is shown whole while the search's views stay within ``hit_chars × per_search``
+    characters (what a search of ``per_search`` hits may show; at least ``hit_chars × len(hits)``), and withheld past
+    that (the planner is told its size and may still keep it by number). Real logs hold pasted pages of tens of
+    thousands of characters; five such hits would overflow a planner's context window. (The room was ``hit_chars ×
+    len(hits)``: a search finding one 6,000-character message withheld it — the planner never read what it found.)"""
+    budget, used, out = hit_chars * max(len(hits), per_search), 0, []
     for b in hits:
         text, left_out = fit(b.content, b.anchor_lines, hit_chars, b.message_lines)
         if len(text) > hit_chars and used + len(text) > budget:

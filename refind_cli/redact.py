@@ -7,6 +7,7 @@ some providers echo the request, key included. Everything that leaves ``model.py
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -53,10 +54,31 @@ def configured_secrets() -> list[str]:
 
 
 def redact(text: str, *extra: str | None) -> str:
-    """``text`` with every configured secret (and ``extra``) and every key-shaped string replaced by MARK."""
-    for secret in [*(e for e in extra if e and len(e) >= MIN_SECRET_CHARS), *configured_secrets()]:
+    """``text`` with every configured secret (and ``extra``) and every key-shaped string replaced by MARK — a secret
+    also where JSON text escapes its characters (a model's reply, a tool call's arguments: ``\\/``, ``\\u0061``),
+    which reads back as the secret itself."""
+    secrets = [*(e for e in extra if e and len(e) >= MIN_SECRET_CHARS), *configured_secrets()]
+    for secret in secrets:
         text = text.replace(secret, MARK)
+    if "\\" in text:
+        for secret in secrets:
+            text = _json_escaped(secret).sub(MARK, text)
     return _SHAPES.sub(MARK, text)
+
+
+@functools.lru_cache(maxsize=64)
+def _json_escaped(secret: str) -> re.Pattern[str]:
+    """``secret`` as JSON text may write it, escaped once or again (JSON quoted inside JSON): each character as
+    itself or as ``\\uXXXX`` (hex in either case), a "/" also as ``\\/``."""
+    parts = []
+    for c in secret:
+        alts = [re.escape(c)]
+        if ord(c) < 0x10000:
+            alts.append(r"\\+u" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h for h in f"{ord(c):04x}"))
+        if c == "/":
+            alts.append(r"\\+/")
+        parts.append(f"(?:{'|'.join(alts)})")
+    return re.compile("".join(parts))
 
 
 def redact_data(data: object) -> object:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .contract import LONE_SURROGATE
@@ -102,6 +102,7 @@ class Action:
     args: dict[str, Any] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()  # fields the planner sent that no action takes (user ids, …): never used
     form: str = "json"  # which form of reply it was parsed from: json | react | tool_call
+    more: int = 0  # further actions the reply held after this one: never carried out (one action per reply)
 
 
 def parse_reply(text: str, tool_calls: Sequence[ToolCall] = ()) -> Action:
@@ -110,10 +111,10 @@ def parse_reply(text: str, tool_calls: Sequence[ToolCall] = ()) -> Action:
     body = _THINK.sub("", text or "")
     if tool_calls:
         return _native_call(tool_calls, body)
-    objects, error = _objects(body)
+    objects, error, more = _objects(body)
     for obj in objects:
         if "action" in obj:
-            return _action(obj.get("action"), _inputs(obj), form="json")
+            return replace(_action(obj.get("action"), _inputs(obj), form="json"), more=more)
     react = _react(body)
     if react is not None:
         return react
@@ -145,8 +146,14 @@ _TOO_DEEP = "the reply nests JSON too deeply to read; reply with one flat JSON o
 def _decode(text: str, start: int, form: str | None) -> Any:
     """The JSON value starting at ``start`` (trailing text ignored). JSONDecodeError when invalid; ReplyError when
     nested past what the decoder can recurse into (``json`` raises RecursionError there, which must never escape)."""
+    return _decode_at(text, start, form)[0]
+
+
+def _decode_at(text: str, start: int, form: str | None) -> tuple[Any, int]:
+    """:func:`_decode`, and where the value ends."""
     try:
-        return unicode(_DECODER.raw_decode(text, start)[0])
+        value, end = _DECODER.raw_decode(text, start)
+        return unicode(value), end
     except RecursionError:
         raise ReplyError(_TOO_DEEP, form=form) from None
     except ValueError as exc:  # an integer past Python's limit on digits (int_max_str_digits): invalid JSON here
@@ -170,11 +177,14 @@ def unicode(value: Any) -> Any:
     return value
 
 
-def _objects(body: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | None]:
-    """Every JSON object that starts at a "{" of the reply (nested ones too), in order, and the first decode error
-    (its position counted from the start of the object it was in)."""
+def _objects(body: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | None, int]:
+    """Every JSON object that starts at a "{" of the reply (nested ones too), in order, up to the first naming an
+    action; the first decode error (its position counted from the start of the object it was in); and how many
+    objects naming an action follow that one (a model sending several actions in one reply, a JSON array of them)."""
     found: list[dict[str, Any]] = []
     error: json.JSONDecodeError | None = None
+    more = 0
+    acted = False  # an object naming an action was found: the reply's; the rest are only counted
     start = body.find("{")
     tried = 0
     while start >= 0:
@@ -182,17 +192,27 @@ def _objects(body: str) -> tuple[list[dict[str, Any]], json.JSONDecodeError | No
         if tried > MAX_OBJECTS:  # each attempt may read to the end of the text: bounded, never quadratic
             break
         try:
-            value = _decode(body, start, None)
+            value, end = _decode_at(body, start, None)
         except json.JSONDecodeError as exc:
-            if error is None:
+            if error is None and not acted:
                 error = json.JSONDecodeError(exc.msg, exc.doc, exc.pos - start)
+        except ReplyError:
+            if not acted:
+                raise
+            break
         else:
-            if isinstance(value, dict):
+            if isinstance(value, dict) and "action" in value:
+                if acted:
+                    more += 1
+                else:
+                    found.append(value)
+                    acted = True
+                start = body.find("{", end)  # (what it holds is its own: not another action)
+                continue
+            if isinstance(value, dict) and not acted:
                 found.append(value)
-                if "action" in value:  # the first object naming an action is the reply; nothing after it is read
-                    break
         start = body.find("{", start + 1)
-    return found, error
+    return found, error, more
 
 
 def _key(name: str) -> str:
@@ -336,7 +356,8 @@ def _react(body: str) -> Action | None:
     fields = _react_input(name, _FENCE.sub("", text.strip()).strip())
     if thought or "thought" not in fields:
         fields["thought"] = thought
-    return _action(raw_name, fields, form="react")
+    more = len(_ACTION_LINE.findall(body, line.end()))  # further "Action:" lines: a reply of several steps
+    return replace(_action(raw_name, fields, form="react"), more=more)
 
 
 def _react_input(name: str | None, text: str) -> dict[str, Any]:

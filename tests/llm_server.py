@@ -12,6 +12,8 @@ Each POST to ``/v1/chat/completions`` (or ``/chat/completions``) consumes the ne
   (a ``str``, a ``Fail`` …);
 - ``Tools((name, arguments), …)``: answered 200 with native tool calls in OpenAI's shape (``arguments`` a dict, sent
   as its JSON text, or the text itself), and ``content`` beside them (None by default).
+- ``Cut(entry, finish_reason)``: answered as ``entry`` (a ``str`` or ``Tools``) but with that ``finish_reason``
+  ("length": the provider cut the reply at its output token limit).
 
 Every request body and its headers are recorded in ``requests``. When the script runs out the server answers
 ``default`` when set, else 500.
@@ -76,6 +78,12 @@ class Tools:
                 for i, (name, args) in enumerate(self.calls)
             ],
         }
+
+
+@dataclass(frozen=True)
+class Cut:
+    entry: Any  # a str or Tools
+    finish_reason: str = "length"
 
 
 @dataclass
@@ -161,6 +169,9 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                 trickle, entry = entry.seconds, entry.content
             if callable(entry):  # (Slow's or Trickle's content: run once the wait is over)
                 entry = entry()
+            ended = None
+            if isinstance(entry, Cut):
+                entry, ended = entry.entry, entry.finish_reason
             prompt = sum(_tokens(str(m.get("content", ""))) for m in body.get("messages", []))
             if isinstance(entry, Tools):
                 message, finish = entry.message(), "tool_calls"
@@ -175,7 +186,7 @@ def start(llm: ScriptedLLM) -> ThreadingHTTPServer:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                    "choices": [{"index": 0, "finish_reason": ended or finish, "message": message}],
                     "usage": {
                         "prompt_tokens": prompt,
                         "completion_tokens": completion,

@@ -339,3 +339,16 @@ def test_a_bad_budget_stops_agent_mode_only(cli, filled, llm_server, monkeypatch
         assert r.exit_code == 2
         assert f"--max-actions / REFIND_MAX_ACTIONS: {value!r} is not a whole number from 1 to 50" in r.output
     assert llm_server.requests == []  # refused before any model call
+
+
+def test_a_budget_of_one_action_is_said_in_the_singular_to_the_model_and_in_the_trace(cli, filled, llm_server):
+    # "You have at most 1 actions", "budget of 1 actions used up", "1 LLM calls"
+    llm_server.play(SEARCH)
+    live = agent_cli(cli, llm_server, "--trace", "--max-actions", "1")
+    assert live.exit_code == 0, live.output
+    system, opening = (m["content"] for m in llm_server.requests[0]["messages"])
+    assert "You have at most 1 action in total." in system and "You have 1 action. Reply" in opening
+    said = " ".join(live.output.split())
+    assert "budget 1 action · 5 hits per search" in said and "budget of 1 action used up" in said
+    assert "· 1 LLM call ·" in said
+    assert "1 LLM calls" not in said and "1 actions" not in said

@@ -361,6 +361,24 @@ def test_a_hit_longer_than_the_search_may_show_is_withheld_never_cut(store, llm_
     assert block.content == {b.id: b for b in S.search(store, "alice", "kayak", top_k=5)}[block.id].content
 
 
+def test_a_search_of_few_hits_shows_a_long_one_whole_within_what_a_full_search_may_show(store, llm_server):
+    # README: withheld only past 5 × 4,000 characters. The room was 4,000 × the hits found: a search finding one
+    # 6,000-character message withheld it, and the planner kept or dropped what it had never read
+    diary = "kayak diary " + "paddled the bay at dawn " * 250  # ~6,000 characters, one message
+    add(store, "alice", "long", ("user", diary, T0))
+    add(store, "alice", "other", ("user", "Caroline: nothing to see", T0 + DAY))
+    llm_server.play(search_("kayak"), note(1), FINISH)
+    result = run(store, llm_server)
+    shown = llm_server.requests[1]["messages"][-1]["content"]
+    assert diary in shown and "withheld" not in shown
+    (hit,) = events(result, "search")[0].data["hits"]
+    assert hit["content"].endswith(diary) and hit["chars"] == len(result.blocks[0].content) > 4_000
+    # past what a full search may show (5 × 600 here) it is withheld still, one hit or five
+    llm_server.play(search_("kayak"), FINISH)
+    small = run(store, llm_server, hit_chars=600)
+    assert events(small, "search")[0].data["hits"][0]["content"] is None
+
+
 def test_the_planner_sees_a_long_hit_with_context_left_out_and_its_anchor_whole(store, llm_server):
     ctx = [("user", f"context line {i} " + "x" * 250, T0 + i * 60_000) for i in range(4)]
     anchor = ("user", "kayak " + "y" * 700, T0 + 90_000)

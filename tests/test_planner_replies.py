@@ -396,3 +396,44 @@ def test_a_reply_of_endless_braces_costs_a_bounded_number_of_decodes(monkeypatch
     with pytest.raises(ReplyError, match="not valid JSON"):
         parse_reply("{ " * 100_000 + "}")
     assert len(calls) == R.MAX_OBJECTS
+
+
+# ---- several actions in one reply ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "more"),
+    [
+        ('[{"action": "search_chatrecord", "keywords": "hiking"}, {"action": "take_note", "results": [1]}]', 1),
+        ('{"action": "search_chatrecord", "keywords": "hiking"}\n{"action": "finish_search"}', 1),
+        (react("search_chatrecord", "hiking") + "\nAction: take_note\nAction Input: [1]\nAction: finish_search", 2),
+        ('{"action": "search_chatrecord", "action_input": {"keywords": "hiking", "action": "x"}}', 0),  # (its own)
+        ('{"action": "search_chatrecord", "keywords": "hiking"} then {"results": [1]}', 0),  # names no action
+    ],
+)
+def test_a_reply_of_several_actions_carries_out_the_first_and_counts_the_rest(text, more):
+    action = parse_reply(text)
+    assert (action.name, action.args["keywords"], action.more) == ("search_chatrecord", "hiking", more)
+
+
+def test_the_model_is_told_the_actions_after_the_first_were_not_carried_out_and_the_trace_counts_them(
+    cli, memory, llm_server
+):
+    # The note riding on the search was dropped unsaid: the model went on as if it had kept result 1, the trace
+    # showed only the search
+    both = '[{"action": "search_chatrecord", "keywords": "hiking Mount"}, {"action": "take_note", "results": [1]}]'
+    llm_server.play(both, FINISH)
+    args = ("search", "hiking", "--user", "alice", "--mode", "agent", "--model", "openai/scripted")
+    out = cli(*args, "--api-base", llm_server.url, "--json")
+    assert out.exit_code == 0, out.output
+    (action, _) = (e for e in json.loads(out.stdout)["trace"] if e["kind"] == "action")
+    assert action["data"]["name"] == "search_chatrecord" and action["data"]["more"] == 1
+    told = llm_server.requests[1]["messages"][-1]["content"]
+    assert "[1] session hike" in told
+    assert told.endswith(
+        "3 actions left. Only the first action of your reply was carried out; the 1 after it was not: send one "
+        "action per reply."
+    )
+    llm_server.play(both, FINISH)
+    live = cli(*args, "--api-base", llm_server.url, "--trace")
+    assert "1 more action in the same reply not carried out (one per reply)" in " ".join(live.output.split())

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from helpers import T0, add, agent_cli
-from llm_server import Fail
+from llm_server import Fail, Tools
 
 ESC = "\x1b]0;owned\x07\x1b[2J"  # retitles and clears a terminal that receives it raw
 NOTE = '{"action": "take_note", "results": [1]}'
@@ -164,6 +164,42 @@ def test_a_key_the_provider_echoes_is_redacted_in_the_live_trace_and_the_json_as
     assert correction["data"]["reply"] == "you sent Bearer [redacted]"
     stored = cli("inspect", "--json", "search", json.loads(r.stdout)["search_id"])
     assert json.loads(stored.stdout)["events"] == json.loads(r.stdout)["trace"]
+
+
+def test_a_key_the_model_echoes_json_escaped_is_redacted_in_its_reply_its_tool_call_and_the_stored_trace(
+    cli, store, llm_server, monkeypatch
+):
+    key = "Zm9vYmFy/c2VjcmV0+a2V5"  # a base64 token: JSON may write its "/" as "\\/"
+    monkeypatch.setenv("REFIND_API_KEY", key)
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    slashed, unicoded = key.replace("/", "\\/"), "\\u005a" + key[1:]  # both read back as the key itself
+    llm_server.play(
+        '{"thought": "the key is ' + slashed + '", "action": "search_chatrecord", "keywords": "hiking"}',
+        Tools(("take_note", '{"results": [1], "thought": "' + unicoded + '"}')),
+        FINISH,
+    )
+    r = agent(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    stored = json.loads(cli("inspect", "--json", "search", found["search_id"]).stdout)["events"]
+    for events in (found["trace"], stored):
+        for text in strings(events):  # each field as a reader gets it: the reply's JSON escapes still in it
+            assert not any(form in text for form in (key, slashed, unicoded)), text
+        calls = [e["data"] for e in events if e["kind"] == "model_call"]
+        assert calls[0]["reply"] == (
+            '{"thought": "the key is [redacted]", "action": "search_chatrecord", "keywords": "hiking"}'
+        )
+        assert calls[1]["tool_calls"][0]["arguments"] == '{"results": [1], "thought": "[redacted]"}'
+
+
+def strings(data: object) -> list[str]:
+    if isinstance(data, str):
+        return [data]
+    if isinstance(data, dict):
+        return [s for v in data.values() for s in strings(v)]
+    if isinstance(data, list):
+        return [s for v in data for s in strings(v)]
+    return []
 
 
 def test_a_stored_trace_holding_a_lone_surrogate_is_not_blamed_on_the_arguments(cli, store, llm_server):

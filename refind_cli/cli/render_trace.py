@@ -17,7 +17,16 @@ from .render import plain_id, printable
 
 LINE_CHARS = 220  # a hit's line is cut here in the rendering (the stored trace keeps it whole)
 REPLY_CHARS = 400
+FINISH_REASONS = {  # a provider's finish_reason other than "stop" / "tool_calls", as the trace says it
+    "length": "cut at the output token limit",
+    "content_filter": "cut by the provider's content filter",
+}
 FORMS = {"json": "a JSON object", "react": "ReAct text", "tool_call": "a tool call"}  # how a reply was parsed
+
+
+def counted(n: object, word: str) -> str:
+    """``n word``, the word plural unless n is 1 ("1 action", "4 actions", "1 LLM call")."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s" if isinstance(n, int) else f"{n} {word}s"
 
 
 def _cut(text: str, n: int) -> str:
@@ -45,9 +54,9 @@ def event(ev: Event) -> RenderableType:
         for i, o in enumerate(d.get("options") or []):
             head.append(f"\n  ({chr(65 + i) if i < 26 else i + 1}) {printable(str(o))}")
         head.append(
-            f"\nuser {plain_id(str(d.get('user_id')))} · model {plain_id(str(d.get('model') or '?'))} · budget {d.get('max_actions')} "
-            f"actions · {d.get('hits_per_search')} hits per search · skip seen {d.get('skip')}s · "
-            f"top_k {d.get('top_k')} · {d.get('turns', 0):,} turns"
+            f"\nuser {plain_id(str(d.get('user_id')))} · model {plain_id(str(d.get('model') or '?'))} · budget "
+            f"{counted(d.get('max_actions'), 'action')} · {counted(d.get('hits_per_search'), 'hit')} per search · "
+            f"skip seen {d.get('skip')}s · top_k {d.get('top_k')} · {counted(d.get('turns', 0), 'turn')}"
             + (f" · latest {d['latest']}" if d.get("latest") else "")
             + (
                 f" · only dates {d.get('date_from') or '…'} → {d.get('date_to') or '…'}"
@@ -67,6 +76,8 @@ def event(ev: Event) -> RenderableType:
         )
         if d.get("attempts", 1) > 1:
             line += f" · {d['attempts']} attempts"
+        if d.get("finish_reason"):  # the provider ended the reply before the model did
+            line += " · " + FINISH_REASONS.get(d["finish_reason"], printable(f"finish_reason {d['finish_reason']}"))
         return Group(Rule(f"step {ev.step}", align="left", style="cyan"), Text(line, style="dim"))
     if k == "action":
         t = Text()
@@ -82,6 +93,12 @@ def event(ev: Event) -> RenderableType:
             t.append(printable(f"  dates {args.get('date_from') or '…'} → {args.get('date_to') or '…'}"))
         if "results" in args:
             t.append(f"  results {', '.join(map(str, args['results']))}")
+        if d.get("more"):
+            n = d["more"]
+            t.append(
+                f"\n{n} more action{'s' if n != 1 else ''} in the same reply not carried out (one per reply)",
+                style="yellow",
+            )
         if d.get("ignored"):
             ignored = ", ".join(printable(str(name)) for name in d["ignored"])  # (the model's own keys)
             t.append(f"\nignored fields the planner may not set: {ignored}", style="yellow")
@@ -139,7 +156,7 @@ def event(ev: Event) -> RenderableType:
             t.append("\nthe reply was: ", style="bold").append(_cut(d["reply"], REPLY_CHARS))
         return t
     if k == "budget":
-        return Text(f"budget of {d.get('max_actions')} actions used up", style="yellow")
+        return Text(f"budget of {counted(d.get('max_actions'), 'action')} used up", style="yellow")
     if k == "deadline":
         secs = d.get("deadline_s")
         secs = f"{secs:g}" if isinstance(secs, int | float) else printable(str(secs))
@@ -181,7 +198,7 @@ def event(ev: Event) -> RenderableType:
         ids = d.get("ids") or []
         body = Text(
             f"{len(ids)} block{'s' if len(ids) != 1 else ''} via {d.get('path')} (limit {d.get('limit')}) · "
-            f"{s.get('llm_calls', 0)} LLM calls · {s.get('prompt_tokens', 0):,} + "
+            f"{counted(s.get('llm_calls', 0), 'LLM call')} · {s.get('prompt_tokens', 0):,} + "
             f"{s.get('completion_tokens', 0):,} tokens · {_cost(s.get('cost'))} · "
             f"{s.get('duration_ms', 0):,.0f} ms ({s.get('model_ms', 0):,.0f} ms in the model)"
         )

@@ -79,6 +79,8 @@ def run_agent(
     render.print_blocks(blocks, query=request.query)
     if result.withheld is not None:  # forgotten while the planner ran: left out, and said so
         render.console().print(result.withheld.line(), style="yellow", markup=False, highlight=False)
+    from ..render_trace import counted
+
     s = result.stats
     stored = (
         f"`refind inspect search {result.search_id}` shows its trace"
@@ -86,7 +88,7 @@ def run_agent(
         else f"its trace was not stored: {result.unrecorded or 'it was not recorded'}"
     )
     render.console().print(
-        f"agent search {result.search_id or '(not stored)'} · {s.llm_calls} LLM calls · "
+        f"agent search {result.search_id or '(not stored)'} · {counted(s.llm_calls, 'LLM call')} · "
         f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
         + (f" · {result.stopped(deadline_s)}" if result.deadline_passed else "")
         + f" — {stored}",
