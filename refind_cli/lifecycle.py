@@ -19,7 +19,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import IO, Any
 
 from . import index_store, sealed
@@ -175,8 +175,12 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     try:
         while True:
             days, cutoff, plans, step = _expire_step(store, days, unasked, user_id, first)
-            again = counts.keys() & step.keys()  # (never: each step removes all that its users had expired)
-            counts.update(_counts(step))
+            # a user met again: rows older than the run's cutoff stored since its step (another process's clock
+            # stepped back) — rare, and counted on top of what its first step removed, not in place of it
+            again = counts.keys() & step.keys()
+            for uid, met in _counts(step).items():
+                had = counts.get(uid)
+                counts[uid] = met if had is None else UserExpiry(*(a + b for a, b in zip(astuple(had), astuple(met))))
             first = cutoff if first is None else first
             if len(step) == len(plans) or again:
                 break
