@@ -198,6 +198,14 @@ def litellm_complete(
                             retry_after=asked_past,
                         ) from None
                     raise ModelError(f"model {model}: {said} (gave up after {attempts})") from None
+                asked = _retry_after(exc)
+                if asked > MAX_WAIT_S:  # a retry at the cap would be refused again: said now, not after 30 s
+                    said = _describe(exc, api_key)
+                    raise ModelError(
+                        f"model {model}: {said} (gave up after {attempt} attempt{'s' if attempt != 1 else ''}: the "
+                        f"provider asked to retry after {asked:g} s, past refind's {MAX_WAIT_S:g} s cap on a wait — "
+                        "retry the search later)"
+                    ) from None
                 sleep(wait)
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []
