@@ -43,8 +43,9 @@ from ..contract import SEARCH_MODES, SearchRequest, empty_text
 from ..errors import InvalidInput, RefindError, StorageError
 from ..store import Store, iso_time, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, failure, read_add, read_search
+from .asgi import MB, BodyLimit, RequestLog, error_response, failure, printable, read_add, read_search
 from .dbpool import GroupWriter, SerialStore, StorePool, check_same_file, file_key, open_anew
+from .fault_log import FaultLog
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
 from .warm import Warmer
@@ -461,6 +462,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     digest = cfg.digest()
     deps = [Depends(token_check(digest))] if digest else []
 
+    faults = app.state.faults = FaultLog()  # a full disk refuses every Add: logged once, then counted
+
     def errors(exc: Exception, scope: Scope) -> JSONResponse | None:
         """The answer to what a route raised: a RefindError's own; for a storage fault (no space 507, locked or
         read-only 503, damaged 500) the store's one mapping — the transaction rolled back, so nothing of the request
@@ -471,7 +474,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         if isinstance(exc, sqlite3.Error):
             error = storage_error(exc, cfg.db)
             if isinstance(error, StorageError):
-                log.warning("storage fault on %s %s: %s", scope.get("method"), scope.get("path"), error.kind)
+                faults.refused(error.kind, printable(scope.get("method")), printable(scope.get("path")))
                 return error_response(error)
         return None
 
@@ -589,7 +592,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     app.add_middleware(ContractRoutes, add=rt.add, search=rt.search, errors=errors)  # innermost: POST Add/Search
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, inflight=cfg.max_inflight_bytes)
     app.add_middleware(EdgeGuard, token_sha256=digest, allow_hosts=cfg.allow_hosts)  # before routing: 401, 403
-    app.add_middleware(RequestLog)
+    app.add_middleware(RequestLog, faults=faults)
     return app
 
 
