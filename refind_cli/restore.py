@@ -333,11 +333,13 @@ def _source(
                     dest.execute("PRAGMA journal_mode = DELETE")
                     dest.execute(f"PRAGMA page_size = {live_page_size}")
                     dest.execute("VACUUM")  # (rewrites every page at the new size)
+                dest.execute("PRAGMA journal_mode = WAL")  # (here, unsynced: a Store's open would sync every page)
             finally:
                 dest.close()
         finally:
             source.close()
         with Store(copy) as store:  # upgraded where the backup is an older refind's, as any command that writes it
+            store.conn.execute("PRAGMA synchronous = OFF")  # (its close's checkpoint need not sync the copy either)
             counts = _record(store, backup, info)
         conn = _open_backup(copy)
         try:
