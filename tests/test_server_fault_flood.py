@@ -111,3 +111,26 @@ def test_refusals_are_counted_and_said_once_per_period(caplog: pytest.LogCapture
         "storage fault: 50 more writes refused in the last 11 s: no_space (51 since it began 11 s ago)",
         "storage fault over: writes succeed again, after 52 refused (no_space) over 13.0 s",
     ]
+
+
+def test_requests_refused_because_the_file_was_replaced_are_logged(
+    make_client, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database file deleted or replaced under the server is a storage fault (503, 'restart the server'), raised as
+    refind's own error: no line of the log said so — the operator saw 503s in the access log and nothing else (a
+    probe of round 29). Now it is logged as the other faults are, once, then counted."""
+    import shutil
+
+    client = make_client()
+    body = {"request_id": "r1", "user_id": "alice", "session_id": "s1", "messages": [{"role": "user", "content": "hi"}]}
+    assert client.post("/v1/memories/add", json=body).status_code == 200
+    shutil.copy(db_path, db_path.with_name("copy.db"))
+    os.replace(db_path.with_name("copy.db"), db_path)  # `mv copy.db refind.db` under the server
+    with caplog.at_level(logging.INFO, logger="refind.server"):
+        for i in range(5):
+            assert client.post("/v1/memories/add", json={**body, "request_id": f"n{i}"}).status_code == 503
+    said = [r.getMessage() for r in caplog.records if "storage fault" in r.getMessage()]
+    assert said == [
+        "storage fault on POST /v1/memories/add: file_replaced (more writes refused by it are counted: one line every "
+        "10 s)"
+    ]

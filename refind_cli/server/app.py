@@ -40,7 +40,7 @@ from starlette.types import Scope
 
 from .. import settings as defaults
 from ..contract import SEARCH_MODES, SearchRequest, empty_text
-from ..errors import InvalidInput, RefindError, StorageError
+from ..errors import FileReplaced, InvalidInput, RefindError, StorageError
 from ..store import Store, iso_time, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
 from .asgi import MB, BodyLimit, RequestLog, error_response, failure, printable, read_add, read_search
@@ -469,18 +469,15 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         read-only 503, damaged 500) the store's one mapping — the transaction rolled back, so nothing of the request
         is stored, and the next request tries again (recovery needs no restart). None for anything else: not a
         fault of the file, RequestLog logs it (type and file:line) and answers the JSON 500."""
-        if isinstance(exc, RefindError):
-            return error_response(exc)
-        if isinstance(exc, sqlite3.Error):
-            error = storage_error(exc, cfg.db)
-            if isinstance(error, StorageError):
-                faults.refused(error.kind, printable(scope.get("method")), printable(scope.get("path")))
-                return error_response(error)
-        return None
+        error = storage_error(exc, cfg.db) if isinstance(exc, sqlite3.Error) else exc
+        if isinstance(error, StorageError):  # (also one raised as such: the file deleted or replaced under it)
+            what = "file_replaced" if isinstance(error, FileReplaced) else error.kind
+            faults.refused(what, printable(scope.get("method")), printable(scope.get("path")))
+        return error_response(error) if isinstance(error, RefindError) else None
 
     @app.exception_handler(RefindError)
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
-        return error_response(exc)
+        return errors(exc, request.scope) or error_response(exc)
 
     @app.exception_handler(sqlite3.Error)
     async def _storage_error(request: Request, exc: sqlite3.Error) -> JSONResponse:
