@@ -287,15 +287,21 @@ class Runtime:
 
     # -- retention --
 
-    def sweep(self) -> None:
+    def sweep(self, removed: dict[str, int] | None = None) -> None:
         """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
         off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
         checkpoint found readers in the way (``checkpointed: false``). Nobody asked for this one: it never deletes what
-        the policy stored now keeps (another writer may have lengthened it, or turned it off, since this started)."""
-        from ..lifecycle import expire
+        the policy stored now keeps (another writer may have lengthened it, or turned it off, since this started).
+        ``removed``: each user's messages removed by the sweep's committed steps, as they commit."""
+        from ..lifecycle import UserExpiry, expire
+
+        def committed(step: dict[str, UserExpiry]) -> None:
+            for user, counts in step.items():
+                if removed is not None:
+                    removed[user] = removed.get(user, 0) + counts.messages
 
         with self.cfg.open_store() as store:
-            result = expire(store, unasked=True)
+            result = expire(store, unasked=True, on_step=committed)
         if result.messages:  # what the sweep removed, in counts only (a probe of round 25: 200,000 went unsaid)
             log.info(
                 "retention sweep: %d message%s of %d user%s recorded before %s removed (retention %g days)",
@@ -311,10 +317,29 @@ class Runtime:
         wait = 0.0  # once at startup, then every interval
         while not self._stop.wait(wait):
             wait = self.cfg.expire_interval_s
-            try:
-                self.sweep()
-            except Exception as exc:  # keep serving; say what kind of failure without any data
+            self.sweep_logged()
+
+    def sweep_logged(self) -> None:
+        """One sweep of the loop: a failure is logged, never raised (the server keeps serving). A sweep that failed
+        at a later step says what its committed steps removed: 'retention sweep failed' alone read as nothing
+        removed (a probe of round 29)."""
+        removed: dict[str, int] = {}
+        try:
+            self.sweep(removed)
+        except Exception as exc:  # keep serving; say what kind of failure without any data
+            n, users = sum(removed.values()), len(removed)
+            if not n:
                 log.warning("retention sweep failed: %s", failure(exc, self.cfg.db))
+                return
+            log.warning(
+                "retention sweep failed after removing %d message%s of %d user%s (committed, their events recorded; "
+                "the next sweep removes the rest): %s",
+                n,
+                "" if n == 1 else "s",
+                users,
+                "" if users == 1 else "s",
+                failure(exc, self.cfg.db),
+            )
 
 
 SCRUB_RETRY_S = 5.0  # how often a forget's truncate of the -wal is tried again while readers are in its way
