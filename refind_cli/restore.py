@@ -295,7 +295,10 @@ def _record(store: Store, backup: Path, info: BackupInfo) -> dict[str, int]:
         store.record_event(
             "restore",
             rows=counts["messages"],
-            detail={"backup": str(backup), "bytes": info.bytes, "requests": counts["requests"]},
+            # what it undoes goes with it (the events that told of it do): a forget undone, its messages back, is
+            # on record — None where it is not counted (another database's backup, one the file no longer continues)
+            detail={"backup": str(backup), "bytes": info.bytes, "requests": counts["requests"]}
+            | ({} if info.live is None else {"undoes": info.since}),
         )
     return counts
 

@@ -55,7 +55,13 @@ def test_restore_puts_the_backup_back_says_what_it_undoes_and_records_an_event(c
         ).fetchone()
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert (kind, rows) == ("restore", 2)
-    assert json.loads(detail) == {"backup": str(backed_up), "bytes": backed_up.stat().st_size, "requests": 2}
+    # what it undid is on record: the add and the forget events it drops told of them
+    assert json.loads(detail) == {
+        "backup": str(backed_up),
+        "bytes": backed_up.stat().st_size,
+        "requests": 2,
+        "undoes": {"add": 1, "forget": 1},
+    }
     assert cli("inspect", "--check").exit_code == 0
     events = json.loads(cli("inspect", "events", "--kind", "restore", "--json").output)
     assert [(e["kind"], e["rows"]) for e in events] == [("restore", 2)]
