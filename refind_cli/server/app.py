@@ -138,6 +138,7 @@ class Runtime:
 
         self.cfg = cfg
         self.writer = GroupWriter(cfg.open_store)
+        self.faults = FaultLog()  # a full disk refuses every Add: logged once, then counted
         self.pool = StorePool(cfg.open_store, max_idle=64, on_replaced=self.writer.recheck)
         self.warmer = Warmer(self.pool.store) if cfg.warm else None
         # Searches run on their own threads through asyncio's executor hand-off: ~0.3 ms less event-loop CPU per search
@@ -235,6 +236,11 @@ class Runtime:
         if agent is None:
             return found.blocks
         fault = next((e.data.get("type") for e in agent.events if e.kind == "unrecorded"), None)
+        if fault is None:
+            self.faults.recorded()
+        elif agent.withheld is None and not agent.deadline_passed:  # a full disk meets every trace: counted
+            self.faults.unrecorded(str(fault))
+            return found.blocks
         if agent.withheld is not None or agent.deadline_passed or fault:  # the contract has no room for these
             log.info(
                 "agent search %s%s%s%s",
@@ -487,7 +493,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     digest = cfg.digest()
     deps = [Depends(token_check(digest))] if digest else []
 
-    faults = app.state.faults = FaultLog()  # a full disk refuses every Add: logged once, then counted
+    faults = rt.faults
 
     def errors(exc: Exception, scope: Scope) -> JSONResponse | None:
         """The answer to what a route raised: a RefindError's own; for a storage fault (no space 507, locked or
