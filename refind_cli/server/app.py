@@ -504,7 +504,8 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
         if isinstance(error, StorageError):  # (also one raised as such: the file deleted or replaced under it)
             what = "file_replaced" if isinstance(error, FileReplaced) else error.kind
             faults.refused(what, printable(scope.get("method")), printable(scope.get("path")))
-        return error_response(error) if isinstance(error, RefindError) else None
+            return error_response(error)
+        return error_response(exc) if isinstance(exc, RefindError) else None
 
     @app.exception_handler(RefindError)
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
