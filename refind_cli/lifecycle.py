@@ -17,9 +17,9 @@ import hashlib
 import hmac
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import IO, Any
 
 from . import index_store, sealed
@@ -147,13 +147,21 @@ class ExpireResult:
         }
 
 
-def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, unasked: bool = False) -> ExpireResult:
+def expire(
+    store: Store,
+    *,
+    user_id: str | None = None,
+    dry_run: bool = False,
+    unasked: bool = False,
+    on_step: Callable[[dict[str, UserExpiry]], None] | None = None,
+) -> ExpireResult:
     """Delete every message (and its request row) recorded before the retention cutoff, now.
 
     Also removes stored planner searches older than the window, and any that quote an expired message. Counts are
     per user; ``dry_run`` counts without deleting. With retention off nothing expires. ``unasked``: an expiry nobody
     asked for at this moment (the server's sweep, ``Memory.expire``) applies the longer of the store's window and
-    the policy stored now (retention.unasked_window): it never deletes what that policy keeps.
+    the policy stored now (retention.unasked_window): it never deletes what that policy keeps. ``on_step``: told
+    each step's counts once it committed (a sweep that fails at a later step says what the ones before removed).
     """
     if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):  # `--user "$U"`, U unset
         raise empty_text("user", user_id, " (leave it out to expire every user)")
@@ -175,8 +183,15 @@ def expire(store: Store, *, user_id: str | None = None, dry_run: bool = False, u
     try:
         while True:
             days, cutoff, plans, step = _expire_step(store, days, unasked, user_id, first)
-            again = counts.keys() & step.keys()  # (never: each step removes all that its users had expired)
-            counts.update(_counts(step))
+            # a user met again: rows older than the run's cutoff stored since its step (another process's clock
+            # stepped back) — rare, and counted on top of what its first step removed, not in place of it
+            again = counts.keys() & step.keys()
+            committed = _counts(step)
+            if on_step is not None:
+                on_step(committed)
+            for uid, met in committed.items():
+                had = counts.get(uid)
+                counts[uid] = met if had is None else UserExpiry(*(a + b for a, b in zip(astuple(had), astuple(met))))
             first = cutoff if first is None else first
             if len(step) == len(plans) or again:
                 break

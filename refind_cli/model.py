@@ -174,18 +174,20 @@ def litellm_complete(
                     ) from None
                 if not retryable(exc):  # a bad request, an unknown model, … : retrying cannot help
                     raise ModelError(f"model {model}: {_describe(exc, api_key)}") from None
-                wait = min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), _retry_after(exc)))
+                asked = _retry_after(exc)  # the provider's own wait (0: none asked)
+                wait = min(MAX_WAIT_S, max(backoff_s * 2 ** (attempt - 1), asked))
                 left = time_left()
                 # no retry starts past the deadline; an attempt the deadline cut short (it timed out sooner than the
                 # model's own timeout) failed because of it — but a provider that answered an error every time, retries
                 # spent, is a model error whatever the deadline (was: any deadline under the timeout said "deadline")
                 cut_short = timeout < timeout_s and isinstance(exc, litellm.Timeout)
-                deadline = left is not None and left <= wait and (cut_short or attempt <= retries)
+                # (a wait asked past the time left counts, also where the cap would have retried sooner: the provider
+                # refuses a retry before the time it asked)
+                deadline = left is not None and (left <= wait or asked > left) and (cut_short or attempt <= retries)
                 if deadline or attempt > retries:
                     said = _unreachable(exc, api_base) or _describe(exc, api_key)
                     attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
-                    if deadline:
-                        asked = _retry_after(exc)  # the provider's own wait, when it alone ends past the deadline
+                    if deadline:  # (the provider's own wait named where it alone ends past the deadline)
                         asked_past = asked if left is not None and 0 < left < asked < math.inf else None
                         why = (
                             "the search's deadline passed"
@@ -201,6 +203,13 @@ def litellm_complete(
                             retry_after=asked_past,
                         ) from None
                     raise ModelError(f"model {model}: {said} (gave up after {attempts})") from None
+                if asked > MAX_WAIT_S:  # a retry at the cap would be refused again: said now, not after 30 s
+                    said = _unreachable(exc, api_base) or _describe(exc, api_key)
+                    raise ModelError(
+                        f"model {model}: {said} (gave up after {attempt} attempt{'s' if attempt != 1 else ''}: the "
+                        f"provider asked to retry after {asked:g} s, past refind's {MAX_WAIT_S:g} s cap on a wait — "
+                        "retry the search later)"
+                    ) from None
                 sleep(wait)
         usage = getattr(response, "usage", None)
         choices = getattr(response, "choices", None) or []

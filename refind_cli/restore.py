@@ -10,6 +10,11 @@ Before anything is written the backup is checked (a refind database, not a newer
 ``PRAGMA integrity_check``); one of an older refind, or with another page size than the database's (SQLite cannot copy
 pages of another size into a database in WAL mode), is first copied beside the database, upgraded or rebuilt there,
 and that copy is restored.
+
+The restore's ``restore`` event is part of what is copied: the backup is first copied beside the database, the event
+recorded in that copy, and the copy put into the database — one commit holds the restored content and its event, so a
+``kill -9`` anywhere leaves the database as it was or restored with the event that says so (recorded after the copy,
+a kill between the two left a restore that ``inspect`` and the write log could not tell).
 """
 
 from __future__ import annotations
@@ -184,30 +189,31 @@ def _live_state(
 
 def restore(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
     """Put ``backup`` (checked by :func:`check_backup`) back as the content of ``db`` — created when none is there —
-    in one write transaction of ``db``, then record a ``restore`` event and empty the WAL (best effort). A database
+    with its ``restore`` event, in one write transaction of ``db``, then empty the WAL (best effort). A database
     that cannot be opened (damaged) is tried with a plain connection."""
     with sigterm_as_ctrl_c():
         if info.live is None and info.damaged is None:
             return _into_new(db, backup, info)
         if info.damaged is not None:
-            _into_damaged(db, backup, info)
+            restored = _into_damaged(db, backup, info)
             with Store(db) as store:
-                return _recorded(store, backup, info)
+                return _result(store, info, restored)
         with Store(db) as store:
             page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
             before = _schema_version(store.conn)  # (the backup API's commit sets it to one more)
+            counts: dict[str, int] = {}
             try:
-                with _source(backup, db, info, page_size) as source:
+                with _source(backup, db, info, page_size) as (source, counts):
                     store.check_file()  # the path still names the file this Store opened
                     _copy(source, store.conn, db)
             except KeyboardInterrupt:
                 # Ctrl-C, or SIGTERM (sigterm_as_ctrl_c), is seen by Python only after SQLite's step returns: after a
                 # step that copied every page the restore is committed, and it was said to be stopped (exit 143,
                 # 'the file it was writing was removed') with no restore event. It is finished as any, below.
-                if _schema_version(store.conn) == before:
+                if _schema_version(store.conn) == before or not counts:
                     raise  # stopped before the copy committed: nothing changed
-            with signals_ignored():  # the restore is committed: its event is recorded and its result said
-                return _recorded(store, backup, info)
+            with signals_ignored():  # the restore and its event are committed: its result is said
+                return _result(store, info, counts)
 
 
 def _into_new(db: Path, backup: Path, info: BackupInfo) -> dict[str, Any]:
@@ -254,7 +260,7 @@ def _copy(source: sqlite3.Connection, dest: sqlite3.Connection, db: Path) -> Non
         raise storage_error(exc, db) from exc
 
 
-def _into_damaged(db: Path, backup: Path, info: BackupInfo) -> None:
+def _into_damaged(db: Path, backup: Path, info: BackupInfo) -> dict[str, int]:
     """The backup API into a database that refind cannot open. SQLite refuses most such files as its destination (a
     truncated one, one whose header is overwritten): refused then, nothing changed, with what to do."""
     with open(db, "rb") as fh:  # (not PRAGMA page_size: it reads the schema, which a damaged file may not hold)
@@ -263,8 +269,9 @@ def _into_damaged(db: Path, backup: Path, info: BackupInfo) -> None:
     page_size = 65536 if page_size == 1 else page_size or info.page_size
     conn = sqlite3.connect(sqlite_filename(db), timeout=busy_timeout_s(), isolation_level=None)
     try:
-        with _source(backup, db, info, page_size) as source:
+        with _source(backup, db, info, page_size) as (source, counts):
             _copy(source, conn, db)
+        return counts
     except CorruptDatabase as exc:
         raise CorruptDatabase(
             f"database {db}: damaged ({info.damaged}), and SQLite cannot write into it either; nothing was changed "
@@ -277,13 +284,27 @@ def _into_damaged(db: Path, backup: Path, info: BackupInfo) -> None:
 
 
 def _recorded(store: Store, backup: Path, info: BackupInfo) -> dict[str, Any]:
+    counts = _record(store, backup, info)
+    return _result(store, info, counts)
+
+
+def _record(store: Store, backup: Path, info: BackupInfo) -> dict[str, int]:
+    """The ``restore`` event, recorded in the content to be restored; its counts."""
     with store.write():  # (a new id in the write log: the restored content is a new write of the file)
         counts = {t: _count(store.conn, t) for t in _COUNTED}
         store.record_event(
             "restore",
             rows=counts["messages"],
-            detail={"backup": str(backup), "bytes": info.bytes, "requests": counts["requests"]},
+            # what it undoes goes with it (the events that told of it do): a forget undone, its messages back, is
+            # on record — None where it is not counted (another database's backup, one the file no longer continues)
+            detail={"backup": str(backup), "bytes": info.bytes, "requests": counts["requests"]}
+            | ({} if info.live is None else {"undoes": info.since}),
         )
+    return counts
+
+
+def _result(store: Store, info: BackupInfo, counts: dict[str, int]) -> dict[str, Any]:
+    """The WAL emptied (best effort) once the restore committed; what the result says."""
     checkpointed = store.checkpoint(2.0)
     return {**info.as_dict(), **counts, "checkpointed": checkpointed}
 
@@ -297,35 +318,35 @@ def _checked(backup: Path, info: BackupInfo) -> sqlite3.Connection:
 
 
 @contextmanager
-def _source(backup: Path, db: Path, info: BackupInfo, live_page_size: int) -> Iterator[sqlite3.Connection]:
-    """The connection the pages are copied from: the backup itself, or — for an older refind's or one of another page
-    size than the database's — a copy beside the database, upgraded and rebuilt there, removed afterwards."""
-    if not info.older and info.page_size == live_page_size:
-        conn = _checked(backup, info)
-        try:
-            yield conn
-        finally:
-            conn.close()
-        return
+def _source(
+    backup: Path, db: Path, info: BackupInfo, live_page_size: int
+) -> Iterator[tuple[sqlite3.Connection, dict[str, int]]]:
+    """The connection the pages are copied from — a copy of the backup beside the database, holding the restore's
+    event (upgraded first where the backup is an older refind's, rebuilt where its page size is not the database's),
+    removed afterwards — and the counts the event recorded."""
     copy = _beside(db)
     try:
         source = _checked(backup, info)
         try:
             dest = sqlite3.connect(sqlite_filename(copy), isolation_level=None)
             try:
+                dest.execute("PRAGMA synchronous = OFF")  # (a scratch file: a crash leaves nothing to keep)
                 source.backup(dest)
-                dest.execute("PRAGMA journal_mode = DELETE")
-                dest.execute(f"PRAGMA page_size = {live_page_size}")
-                dest.execute("VACUUM")  # (rewrites every page at the new size)
+                if info.older or info.page_size != live_page_size:
+                    dest.execute("PRAGMA journal_mode = DELETE")
+                    dest.execute(f"PRAGMA page_size = {live_page_size}")
+                    dest.execute("VACUUM")  # (rewrites every page at the new size)
+                dest.execute("PRAGMA journal_mode = WAL")  # (here, unsynced: a Store's open would sync every page)
             finally:
                 dest.close()
         finally:
             source.close()
-        if info.older:
-            Store(copy).close()  # upgraded, as any command that writes it would
+        with Store(copy) as store:  # upgraded where the backup is an older refind's, as any command that writes it
+            store.conn.execute("PRAGMA synchronous = OFF")  # (its close's checkpoint need not sync the copy either)
+            counts = _record(store, backup, info)
         conn = _open_backup(copy)
         try:
-            yield conn
+            yield conn, counts
         finally:
             conn.close()
     except sqlite3.Error as exc:

@@ -419,3 +419,34 @@ def test_a_call_the_deadline_cut_short_counts_as_running_until_it_ends():
     while model.calls_left_running() and time.monotonic() < until:
         time.sleep(0.01)
     assert not model.calls_left_running()
+
+
+def test_a_retry_after_past_the_cap_fails_at_once_saying_what_the_provider_asked(cli, hikes, llm_server):
+    # a 429 asking 120 s, no deadline near: the retry waited refind's 30 s cap, and the provider, asked again 90 s
+    # early, refused it again. Now it fails at once (exit 5), saying what the provider asked and the cap
+    llm_server.play(Fail(429, "slow down", retry_after=120), FINISH)
+    began = time.monotonic()
+    r = agent_cli(cli, llm_server, "--deadline", "200")
+    assert time.monotonic() - began < 20  # no 30 s wait
+    assert r.exit_code == 5, r.output
+    assert len(llm_server.requests) == 1
+    said = " ".join(r.output.split())
+    assert "HTTP 429" in said and "slow down" in said
+    assert (
+        "(gave up after 1 attempt: the provider asked to retry after 120 s, past refind's 30 s cap on a wait — retry "
+        "the search later)"
+    ) in said
+
+
+def test_a_retry_after_past_the_cap_and_the_deadline_is_said_as_past_the_deadline_at_once(cli, hikes, llm_server):
+    # 120 s asked with 60 s left: a retry at the 30 s cap would have started within the deadline — and been refused
+    # by the provider, asked again 90 s early. It is the provider's wait past the deadline, said at once
+    llm_server.play(Fail(429, "slow down", retry_after=120), FINISH)
+    began = time.monotonic()
+    r = agent_cli(cli, llm_server, "--deadline", "60")
+    assert time.monotonic() - began < 20  # no 30 s wait
+    assert r.exit_code == 5, r.output
+    assert len(llm_server.requests) == 1
+    assert "(gave up after 1 attempt: the provider asked to wait 120 s (Retry-After), past the search's deadline" in (
+        " ".join(r.output.split())
+    )

@@ -155,3 +155,32 @@ def test_traces_finishing_together_in_the_server_each_wait_only_their_own_deadli
             s.close()
     assert all(why is not None and "locked" in why for _, why in waited)
     assert max(w for w, _ in waited) < 3.5  # the sixth waited ~6 s in turn behind the others
+
+
+def test_traces_not_stored_one_search_after_another_are_logged_once_then_once_over(
+    db_path, llm_server, monkeypatch, caplog
+):
+    """Each agent search whose trace a storage fault kept out logged a line of its own ('trace not stored'): a full
+    disk under a stream of searches flooded the operator's log as refused Adds did (a probe of round 29). Now the
+    first is logged, the next ones counted, and the first trace stored again says the fault is over."""
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.2")
+    caplog.set_level(logging.INFO, logger="refind.server")
+    app = agent_app(db_path, llm_server)
+    body = {"query": "hiking", "user_id": "alice", "top_k": 5}
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+        with write_lock_held(db_path):
+            for _ in range(4):
+                llm_server.play(SEARCH, NOTE, FINISH)
+                assert client.post("/v1/memories/search", json=body).status_code == 200
+        llm_server.play(SEARCH, NOTE, FINISH)
+        assert client.post("/v1/memories/search", json=body).status_code == 200
+    said = [r.getMessage() for r in caplog.records if "trace" in r.getMessage()]
+    assert said == [
+        "agent search (not stored): trace not stored (locked) (more agent search traces not stored by it are "
+        "counted: one line every 10 s)",
+        said[-1],
+    ]
+    assert said[-1].startswith("storage fault over: traces are stored again, after 4 not stored (locked) over ")
+    assert stored_searches(db_path) == 1

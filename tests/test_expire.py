@@ -351,3 +351,33 @@ def test_an_expiry_interrupted_after_some_steps_says_what_it_removed_before(cli,
         "recorded) — expire again for the rest"
     )
     assert json.loads(cli("expire", "--json").output)["messages"] == 10
+
+
+def test_a_user_met_again_by_a_later_step_is_counted_for_both_steps(db_path, monkeypatch) -> None:
+    """A later step of the same run meets a user again when rows older than its cutoff were stored after that user's
+    step (another process whose clock stepped back). The counts of the second step replaced the first's
+    (``counts.update``): the result said 1 message expired of alice while 4 were, and their 2 events say so."""
+    monkeypatch.setattr(lifecycle, "EXPIRE_STEP_ROWS", 5)  # each user below has 4 rows: one user per step
+    old = Store(db_path, clock=lambda: CLOCK_T0, retention_days=None)
+    _add(old, "old-a", "alice", "s1", "first", "second", "third")
+    _add(old, "old-b", "bob", "s1", "first", "second", "third")
+    clock = Clock(CLOCK_T0 + 40 * DAY_MS)
+    store = Store(db_path, clock=clock, retention_days=30)
+    step = lifecycle._expire_step
+    steps = 0
+
+    def then_an_old_row(*args, **kwargs):
+        nonlocal steps
+        done = step(*args, **kwargs)
+        steps += 1
+        if steps == 1:  # alice's step committed; another process stores a row for her with a clock stepped back
+            _add(old, "late-a", "alice", "s1", "stored late, recorded long ago")
+        return done
+
+    monkeypatch.setattr(lifecycle, "_expire_step", then_an_old_row)
+    result = lifecycle.expire(store)
+    events = store.conn.execute("SELECT sum(rows) FROM events WHERE kind = 'expire' AND user_id = 'alice'").fetchone()
+    store.close()
+    old.close()
+    assert events[0] == 4
+    assert (result.users["alice"].messages, result.users["alice"].requests) == (4, 2)

@@ -55,7 +55,13 @@ def test_restore_puts_the_backup_back_says_what_it_undoes_and_records_an_event(c
         ).fetchone()
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert (kind, rows) == ("restore", 2)
-    assert json.loads(detail) == {"backup": str(backed_up), "bytes": backed_up.stat().st_size, "requests": 2}
+    # what it undid is on record: the add and the forget events it drops told of them
+    assert json.loads(detail) == {
+        "backup": str(backed_up),
+        "bytes": backed_up.stat().st_size,
+        "requests": 2,
+        "undoes": {"add": 1, "forget": 1},
+    }
     assert cli("inspect", "--check").exit_code == 0
     events = json.loads(cli("inspect", "events", "--kind", "restore", "--json").output)
     assert [(e["kind"], e["rows"]) for e in events] == [("restore", 2)]
@@ -475,3 +481,58 @@ def test_restoring_a_backup_the_database_no_longer_continues_from_says_its_undoi
         "over 100,000 writes old): what it undoes is not counted"
     )
     assert "an otter after the first restore" not in _texts(db_path)
+
+
+KILLED_RESTORE = """
+import os, signal, sys
+from pathlib import Path
+from refind_cli import restore
+from refind_cli.store import Store
+
+db, backup, point = sys.argv[1:4]
+info = restore.check_backup(Path(db), Path(backup))
+
+def kill(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if point == "copied":  # SQLite's step copied every page and committed
+    restore.give_up_after = lambda seconds: lambda status, remaining, total: kill() if status == 101 else None
+else:  # as the restore event is written
+    Store.record_event = kill
+restore.restore(Path(db), Path(backup), info)
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["copied", "event"])
+def test_a_restore_killed_at_any_point_is_done_with_its_event_or_not_done(cli, db_path, backed_up, point):
+    """The restore event was written in a transaction of its own after the copy committed: a kill -9 between the two
+    left the backup's content in the database and no event, so `refind inspect` and the write log could not say a
+    restore had happened (round 28's review). Now the event is recorded in the copy that is restored: killed at any
+    point, the database is restored with its event, or untouched; a rerun restores it."""
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_RESTORE, str(db_path), str(backed_up), point],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("REFIND_")},
+        timeout=120,
+    )
+    assert child.returncode == -9, f"the kill at {point} did not happen: {child.stdout}{child.stderr}"
+    assert cli("inspect", "--check").exit_code == 0
+    restored = _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+    if not restored:
+        assert _texts(db_path) == ["the heron by the lake", "an otter after the backup"]
+    events = json.loads(cli("inspect", "events", "--kind", "restore", "--json").output)
+    assert len(events) == (1 if restored else 0), (point, restored, events)
+    assert restored == (point == "copied")
+    for leftover in db_path.parent.glob(f".{db_path.name}.*.restoring*"):  # what a kill -9 leaves beside it
+        leftover.unlink()
+    if not restored:
+        assert cli("restore", str(backed_up), "--yes").exit_code == 0
+        assert _texts(db_path) == ["the heron by the lake", "the secret plan for the garden"]
+        assert len(json.loads(cli("inspect", "events", "--kind", "restore", "--json").output)) == 1

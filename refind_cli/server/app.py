@@ -40,11 +40,12 @@ from starlette.types import Scope
 
 from .. import settings as defaults
 from ..contract import SEARCH_MODES, SearchRequest, empty_text
-from ..errors import InvalidInput, RefindError, StorageError
+from ..errors import FileReplaced, InvalidInput, RefindError, StorageError
 from ..store import Store, iso_time, storage_error
 from .api_schema import ADD_RESPONSE, ADD_SCHEMA, ERROR_SCHEMA, SEARCH_RESPONSE, SEARCH_SCHEMA, json_content, operation
-from .asgi import MB, BodyLimit, RequestLog, error_response, failure, read_add, read_search
+from .asgi import MB, BodyLimit, RequestLog, error_response, failure, printable, read_add, read_search
 from .dbpool import GroupWriter, SerialStore, StorePool, check_same_file, file_key, open_anew
+from .fault_log import FaultLog
 from .guard import EdgeGuard, token_check
 from .routes import ContractRoutes
 from .warm import Warmer
@@ -137,6 +138,7 @@ class Runtime:
 
         self.cfg = cfg
         self.writer = GroupWriter(cfg.open_store)
+        self.faults = FaultLog()  # a full disk refuses every Add: logged once, then counted
         self.pool = StorePool(cfg.open_store, max_idle=64, on_replaced=self.writer.recheck)
         self.warmer = Warmer(self.pool.store) if cfg.warm else None
         # Searches run on their own threads through asyncio's executor hand-off: ~0.3 ms less event-loop CPU per search
@@ -234,6 +236,11 @@ class Runtime:
         if agent is None:
             return found.blocks
         fault = next((e.data.get("type") for e in agent.events if e.kind == "unrecorded"), None)
+        if fault is None:
+            self.faults.recorded()
+        elif agent.withheld is None and not agent.deadline_passed:  # a full disk meets every trace: counted
+            self.faults.unrecorded(str(fault))
+            return found.blocks
         if agent.withheld is not None or agent.deadline_passed or fault:  # the contract has no room for these
             log.info(
                 "agent search %s%s%s%s",
@@ -286,15 +293,21 @@ class Runtime:
 
     # -- retention --
 
-    def sweep(self) -> None:
+    def sweep(self, removed: dict[str, int] | None = None) -> None:
         """Delete what fell out of the retention window (the read-time predicate already hides it). With retention
         off nothing expires, but the sweep still truncates the WAL: it finishes the scrub of a forget whose own
         checkpoint found readers in the way (``checkpointed: false``). Nobody asked for this one: it never deletes what
-        the policy stored now keeps (another writer may have lengthened it, or turned it off, since this started)."""
-        from ..lifecycle import expire
+        the policy stored now keeps (another writer may have lengthened it, or turned it off, since this started).
+        ``removed``: each user's messages removed by the sweep's committed steps, as they commit."""
+        from ..lifecycle import UserExpiry, expire
+
+        def committed(step: dict[str, UserExpiry]) -> None:
+            for user, counts in step.items():
+                if removed is not None:
+                    removed[user] = removed.get(user, 0) + counts.messages
 
         with self.cfg.open_store() as store:
-            result = expire(store, unasked=True)
+            result = expire(store, unasked=True, on_step=committed)
         if result.messages:  # what the sweep removed, in counts only (a probe of round 25: 200,000 went unsaid)
             log.info(
                 "retention sweep: %d message%s of %d user%s recorded before %s removed (retention %g days)",
@@ -310,10 +323,29 @@ class Runtime:
         wait = 0.0  # once at startup, then every interval
         while not self._stop.wait(wait):
             wait = self.cfg.expire_interval_s
-            try:
-                self.sweep()
-            except Exception as exc:  # keep serving; say what kind of failure without any data
+            self.sweep_logged()
+
+    def sweep_logged(self) -> None:
+        """One sweep of the loop: a failure is logged, never raised (the server keeps serving). A sweep that failed
+        at a later step says what its committed steps removed: 'retention sweep failed' alone read as nothing
+        removed (a probe of round 29)."""
+        removed: dict[str, int] = {}
+        try:
+            self.sweep(removed)
+        except Exception as exc:  # keep serving; say what kind of failure without any data
+            n, users = sum(removed.values()), len(removed)
+            if not n:
                 log.warning("retention sweep failed: %s", failure(exc, self.cfg.db))
+                return
+            log.warning(
+                "retention sweep failed after removing %d message%s of %d user%s (committed, their events recorded; "
+                "the next sweep removes the rest): %s",
+                n,
+                "" if n == 1 else "s",
+                users,
+                "" if users == 1 else "s",
+                failure(exc, self.cfg.db),
+            )
 
 
 SCRUB_RETRY_S = 5.0  # how often a forget's truncate of the -wal is tried again while readers are in its way
@@ -461,23 +493,23 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     digest = cfg.digest()
     deps = [Depends(token_check(digest))] if digest else []
 
+    faults = rt.faults
+
     def errors(exc: Exception, scope: Scope) -> JSONResponse | None:
         """The answer to what a route raised: a RefindError's own; for a storage fault (no space 507, locked or
         read-only 503, damaged 500) the store's one mapping — the transaction rolled back, so nothing of the request
         is stored, and the next request tries again (recovery needs no restart). None for anything else: not a
         fault of the file, RequestLog logs it (type and file:line) and answers the JSON 500."""
-        if isinstance(exc, RefindError):
-            return error_response(exc)
-        if isinstance(exc, sqlite3.Error):
-            error = storage_error(exc, cfg.db)
-            if isinstance(error, StorageError):
-                log.warning("storage fault on %s %s: %s", scope.get("method"), scope.get("path"), error.kind)
-                return error_response(error)
-        return None
+        error = storage_error(exc, cfg.db) if isinstance(exc, sqlite3.Error) else exc
+        if isinstance(error, StorageError):  # (also one raised as such: the file deleted or replaced under it)
+            what = "file_replaced" if isinstance(error, FileReplaced) else error.kind
+            faults.refused(what, printable(scope.get("method")), printable(scope.get("path")))
+            return error_response(error)
+        return error_response(exc) if isinstance(exc, RefindError) else None
 
     @app.exception_handler(RefindError)
     async def _refind_error(request: Request, exc: RefindError) -> JSONResponse:
-        return error_response(exc)
+        return errors(exc, request.scope) or error_response(exc)
 
     @app.exception_handler(sqlite3.Error)
     async def _storage_error(request: Request, exc: sqlite3.Error) -> JSONResponse:
@@ -589,7 +621,7 @@ def create_app(cfg: ServerSettings | None = None) -> FastAPI:
     app.add_middleware(ContractRoutes, add=rt.add, search=rt.search, errors=errors)  # innermost: POST Add/Search
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, inflight=cfg.max_inflight_bytes)
     app.add_middleware(EdgeGuard, token_sha256=digest, allow_hosts=cfg.allow_hosts)  # before routing: 401, 403
-    app.add_middleware(RequestLog)
+    app.add_middleware(RequestLog, faults=faults)
     return app
 
 

@@ -35,6 +35,7 @@ from ..contract import (
     unique_keys,
 )
 from ..errors import InvalidInput, RefindError, StorageError
+from .fault_log import FaultLog
 
 access_log = logging.getLogger("refind.access")
 log = logging.getLogger("refind.server")
@@ -194,10 +195,12 @@ class BodyLimit:
 
 
 class RequestLog:
-    """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500."""
+    """One access line per request, and the last word on errors: anything unexpected becomes a JSON 500. A request
+    answered 2xx ends the run of storage faults of its sort (``faults``: what the log says of them)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, faults: FaultLog | None = None) -> None:
         self.app = app
+        self.faults = faults
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -241,6 +244,8 @@ class RequestLog:
                 error.status, error.kind = 500, "internal"
                 await error_response(error)(scope, receive, logged_send)
         finally:
+            if self.faults is not None and 200 <= state["status"] < 300:
+                self.faults.succeeded(scope.get("method"), scope.get("path"))
             access_log.info(
                 "%s %s %d %.1fms",
                 printable(scope.get("method")),
