@@ -229,7 +229,10 @@ def test_a_serve_that_cannot_start_stores_no_policy(db_path, cli, monkeypatch):
     for name in ("REFIND_RETENTION_DAYS", "REFIND_API_BASE", "REFIND_MODEL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     assert cli("add", "hi", "--user", "alice", "--session", "s1").exit_code == 0
-    result = cli("serve", "--mode", "agent", "--retention-days", "3")
+    from test_server_e2e import _free_port
+
+    # a free port: another process holding the default one (8000) failed it for that, not for the missing model
+    result = cli("serve", "--mode", "agent", "--retention-days", "3", "--port", str(_free_port()))
     assert result.exit_code == 5, result.output
     assert _stored(cli) is None
 
