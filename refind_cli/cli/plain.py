@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -15,6 +15,32 @@ def print_json(data: Any) -> None:
     character (:func:`writes_unicode`), every non-ASCII one is a ``\\uXXXX`` escape: the same JSON, never a crash."""
     sys.stdout.write(json.dumps(data, ensure_ascii=not writes_unicode(sys.stdout), indent=2) + "\n")
     sys.stdout.flush()
+
+
+def print_json_streamed(data: dict[str, Any]) -> None:
+    """:func:`print_json` of ``data``, byte for byte, where a value that is an iterator (a session's turns) is written
+    an item at a time as it is read: a list of 200,000 turns is never held, nor one string of all of it."""
+    ensure_ascii = not writes_unicode(sys.stdout)
+    out = sys.stdout
+    out.write("{")
+    for n, (key, value) in enumerate(data.items()):
+        out.write(("," if n else "") + "\n  " + json.dumps(key, ensure_ascii=ensure_ascii) + ": ")
+        if not isinstance(value, Iterator):
+            out.write(_indented(value, ensure_ascii))
+            continue
+        empty = True
+        for item in value:
+            out.write(("[" if empty else ",") + "\n    " + _indented(item, ensure_ascii, "    "))
+            empty = False
+        out.write("[]" if empty else "\n  ]")
+    out.write("\n}\n" if data else "}\n")
+    out.flush()
+
+
+def _indented(value: Any, ensure_ascii: bool, prefix: str = "  ") -> str:
+    """``value`` as json.dumps(indent=2) writes it ``prefix`` deep (a line break inside a JSON string is escaped,
+    so every one in the text starts a line)."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=2).replace("\n", "\n" + prefix)
 
 
 def writes_unicode(stream: Any) -> bool:
