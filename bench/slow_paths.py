@@ -18,7 +18,8 @@ Cases (the inputs are generated, seeded, into a temporary directory):
   events --limit 0`` of the same database's 50,000 events; ``inspect_users``: ``refind inspect users`` of 10,000 users.
 - ``inspect_session_json`` / ``inspect_session_plain``: ``refind inspect session`` (``--json`` / the default, plain
   text past its limits) of one session of 200,000 messages; ``inspect_turn``: ``refind inspect turn`` (``--json``)
-  of its middle turn. What the two trees print is compared byte for byte (round 29).
+  of its middle turn; ``inspect_check``: ``refind inspect --check --json`` of the database of 10,000 users. What the
+  two trees print is compared byte for byte (round 29).
 
 What the replays stored is compared between the trees (ids and text of every message, in order): answers must not
 change. The search and inspect cases print other text by design (plain lines past a limit, not a table).
@@ -152,15 +153,22 @@ def setup_inspect_events(tmp: Path) -> Case:
     return Case(["inspect", "events", "--limit", "0", "--db", "{db}"], template=_sessions_db(tmp), writes=False)
 
 
+def setup_inspect_check(tmp: Path) -> Case:
+    case = setup_inspect_users(tmp)
+    return Case(["inspect", "--check", "--json", "--db", "{db}"], template=case.template, writes=False, compare=True)
+
+
 def setup_inspect_users(tmp: Path) -> Case:
-    log = tmp / "users.jsonl"
-    rng = random.Random(3)
-    with log.open("w") as out:
-        for u in range(10_000):
-            messages = [{"role": "user", "content": _words(8)(rng), "timestamp": T0 + i} for i in range(20)]
-            out.write(json.dumps({"request_id": "r", "user_id": f"user{u}", "session_id": "s", "messages": messages}))
-            out.write("\n")
-    db = _made(tmp, "users", ["add", "--file", str(log), "--quiet", "--db", "{db}"])
+    db = tmp / "users.db"
+    if not db.exists():
+        log = tmp / "users.jsonl"
+        rng = random.Random(3)
+        with log.open("w") as out:
+            for u in range(10_000):
+                messages = [{"role": "user", "content": _words(8)(rng), "timestamp": T0 + i} for i in range(20)]
+                line = {"request_id": "r", "user_id": f"user{u}", "session_id": "s", "messages": messages}
+                out.write(json.dumps(line) + "\n")
+        _made(tmp, "users", ["add", "--file", str(log), "--quiet", "--db", "{db}"])
     return Case(["inspect", "users", "--db", "{db}"], template=db, writes=False)
 
 
@@ -212,6 +220,7 @@ CASES: dict[str, Callable[[Path], Case]] = {
     "inspect_session_json": setup_inspect_session_json,
     "inspect_session_plain": setup_inspect_session_plain,
     "inspect_turn": setup_inspect_turn,
+    "inspect_check": setup_inspect_check,
 }
 
 

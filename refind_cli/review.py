@@ -256,21 +256,16 @@ def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[st
             )
         user_id, session_id, seq = row
         keys = [user_id, session_id, *params]
-        ordered = _ORDERED.format(predicate=predicate)
-        at, of = store.conn.execute(
-            ordered + "SELECT (SELECT pos FROM r WHERE seq = ?), (SELECT count(*) FROM r)", [*keys, seq]
-        ).fetchone()
         reach = min(neighbours, SQLITE_MAX_INT // 2)
-        near = list(
-            _in_order(
-                store,
-                store.conn.execute(
-                    ordered + "SELECT r.seq, length(CAST(m.content AS BLOB)) FROM r JOIN messages m ON m.seq = r.seq "
-                    "WHERE r.pos BETWEEN ? AND ? ORDER BY r.pos",
-                    [*keys, at - reach, at + reach],
-                ),
-            )
-        )
+        keys = store.conn.execute(  # (one statement: the session's order is worked out once)
+            _ORDERED.format(predicate=predicate) + ", t AS (SELECT pos FROM r WHERE seq = ?) "
+            "SELECT r.pos, (SELECT count(*) FROM r), r.seq, length(CAST(m.content AS BLOB)) "
+            "FROM t, r JOIN messages m ON m.seq = r.seq WHERE r.pos BETWEEN t.pos - ? AND t.pos + ? ORDER BY r.pos",
+            [user_id, session_id, *params, seq, reach, reach],
+        ).fetchall()
+        (at,) = [pos for pos, _, s, _ in keys if s == seq]
+        of = keys[0][1]
+        near = list(_in_order(store, iter([(s, length) for _, _, s, length in keys])))
     first = max(0, at - reach)
     return {
         "user_id": user_id,
