@@ -236,12 +236,6 @@ def session_turns(store: Store, user_id: str, session_id: str) -> Iterator[dict[
     return (_turn_dict(m) for m in _in_order(store, itertools.chain([first], keys)))
 
 
-def session(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
-    """One session's transcript as turns with their stable ids, in order (whole: :func:`session_turns` streams)."""
-    with store.reading():
-        return {"user_id": user_id, "session_id": session_id, "turns": list(session_turns(store, user_id, session_id))}
-
-
 def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
     """One turn by id (or the turn holding the message with that id), with up to ``neighbours`` turns either side
     inside its session; only those turns' rows are read."""
