@@ -16,6 +16,10 @@ Cases (the inputs are generated, seeded, into a temporary directory):
 - ``search_big_message``: ``refind search`` (not ``--json``) whose result is a 5 MB pasted log.
 - ``inspect_user``: ``refind inspect user`` of a user of 50,000 sessions; ``inspect_events``: ``refind inspect
   events --limit 0`` of the same database's 50,000 events; ``inspect_users``: ``refind inspect users`` of 10,000 users.
+- ``inspect_session_json`` / ``inspect_session_plain``: ``refind inspect session`` (``--json`` / the default, plain
+  text past its limits) of one session of 200,000 messages; ``inspect_turn``: ``refind inspect turn`` (``--json``)
+  of its middle turn; ``inspect_check``: ``refind inspect --check --json`` of the database of 10,000 users. What the
+  two trees print is compared byte for byte (round 29).
 
 What the replays stored is compared between the trees (ids and text of every message, in order): answers must not
 change. The search and inspect cases print other text by design (plain lines past a limit, not a table).
@@ -149,16 +153,54 @@ def setup_inspect_events(tmp: Path) -> Case:
     return Case(["inspect", "events", "--limit", "0", "--db", "{db}"], template=_sessions_db(tmp), writes=False)
 
 
+def setup_inspect_check(tmp: Path) -> Case:
+    case = setup_inspect_users(tmp)
+    return Case(["inspect", "--check", "--json", "--db", "{db}"], template=case.template, writes=False, compare=True)
+
+
 def setup_inspect_users(tmp: Path) -> Case:
-    log = tmp / "users.jsonl"
-    rng = random.Random(3)
-    with log.open("w") as out:
-        for u in range(10_000):
-            messages = [{"role": "user", "content": _words(8)(rng), "timestamp": T0 + i} for i in range(20)]
-            out.write(json.dumps({"request_id": "r", "user_id": f"user{u}", "session_id": "s", "messages": messages}))
-            out.write("\n")
-    db = _made(tmp, "users", ["add", "--file", str(log), "--quiet", "--db", "{db}"])
+    db = tmp / "users.db"
+    if not db.exists():
+        log = tmp / "users.jsonl"
+        rng = random.Random(3)
+        with log.open("w") as out:
+            for u in range(10_000):
+                messages = [{"role": "user", "content": _words(8)(rng), "timestamp": T0 + i} for i in range(20)]
+                line = {"request_id": "r", "user_id": f"user{u}", "session_id": "s", "messages": messages}
+                out.write(json.dumps(line) + "\n")
+        _made(tmp, "users", ["add", "--file", str(log), "--quiet", "--db", "{db}"])
     return Case(["inspect", "users", "--db", "{db}"], template=db, writes=False)
+
+
+def _session_db(tmp: Path) -> Path:
+    db = tmp / "session.db"
+    if not db.exists():
+        _made(
+            tmp,
+            "session",
+            ["add", "--file", str(_lines(tmp / "big.jsonl", 200_000, "big", "note")), "--quiet", "--db", "{db}"],
+        )
+    return db
+
+
+def setup_inspect_session_json(tmp: Path) -> Case:
+    args = ["inspect", "session", "u", "big", "--json", "--db", "{db}"]
+    return Case(args, template=_session_db(tmp), writes=False, compare=True)
+
+
+def setup_inspect_session_plain(tmp: Path) -> Case:
+    args = ["inspect", "session", "u", "big", "--db", "{db}"]
+    return Case(args, template=_session_db(tmp), writes=False, compare=True)
+
+
+def setup_inspect_turn(tmp: Path) -> Case:
+    db = _session_db(tmp)
+    conn = sqlite3.connect(db)
+    try:
+        (middle,) = conn.execute("SELECT id FROM messages ORDER BY seq LIMIT 1 OFFSET 100000").fetchone()
+    finally:
+        conn.close()
+    return Case(["inspect", "turn", middle, "--json", "--db", "{db}"], template=db, writes=False, compare=True)
 
 
 def _replay_case(setup: Callable[[Path], Path]) -> Callable[[Path], Case]:
@@ -175,6 +217,10 @@ CASES: dict[str, Callable[[Path], Case]] = {
     "inspect_user": setup_inspect_user,
     "inspect_events": setup_inspect_events,
     "inspect_users": setup_inspect_users,
+    "inspect_session_json": setup_inspect_session_json,
+    "inspect_session_plain": setup_inspect_session_plain,
+    "inspect_turn": setup_inspect_turn,
+    "inspect_check": setup_inspect_check,
 }
 
 
@@ -184,15 +230,23 @@ class Case:
     template: Path | None = None  # copied to {db} before each run (None: a new database)
     writes: bool = True  # False: run on the template itself (it only reads)
     exits: tuple[int, ...] = (0,)
+    compare: bool = False  # True: what the two trees print must be the same, byte for byte
 
 
-def run(tree: Path, args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of ``python -m refind_cli ARGS`` run from ``tree``."""
+def run(
+    tree: Path, args: list[str], ok: tuple[int, ...] = (0,), printed: hashlib._Hash | None = None
+) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of ``python -m refind_cli ARGS`` run from ``tree`` (its stdout into ``printed``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")} | {"PYTHONPATH": str(tree)}
-    with tempfile.TemporaryFile() as err:  # a file, not a pipe: a replay's thousands of refused lines fill a pipe
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:  # files, not pipes: a replay's thousands
+        # of refused lines fill a pipe
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "refind_cli", *args], cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=err
+            [sys.executable, "-m", "refind_cli", *args],
+            cwd=tree,
+            env=env,
+            stdout=out if printed is not None else subprocess.DEVNULL,
+            stderr=err,
         )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
@@ -202,6 +256,10 @@ def run(tree: Path, args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float,
                 f"{tree}: refind {' '.join(args[:2])} exited {os.waitstatus_to_exitcode(status)}: "
                 + err.read()[-2000:].decode(errors="replace")
             )
+        if printed is not None:
+            out.seek(0)
+            while chunk := out.read(1 << 20):
+                printed.update(chunk)
     return seconds, usage.ru_maxrss / 1024
 
 
@@ -237,15 +295,18 @@ def main(argv: list[str] | None = None) -> int:
                         if case.template is not None:
                             shutil.copyfile(case.template, db)
                     args = [a.replace("{db}", str(db)) for a in case.args]
-                    times[tree].append(run(where, args, case.exits))
+                    printed = hashlib.sha256() if case.compare else None
+                    times[tree].append(run(where, args, case.exits, printed))
                     if case.writes:
                         answers[tree] = stored(db)
+                    elif printed is not None:
+                        answers[tree] = printed.hexdigest()
             row = {tree: (min(s for s, _ in t), max(m for _, m in t)) for tree, t in times.items()}
             (ts, tm), (bs, bm) = row["this"], row["base"]
             same = "—" if not answers else "same" if answers["this"] == answers["base"] else "DIFFERENT"
             print(
                 f"{name:20} this {ts:6.2f} s {tm:7.0f} MiB | base {bs:6.2f} s {bm:7.0f} MiB | "
-                f"time {ts / bs:4.2f}× memory {tm / bm:4.2f}× | stored: {same}",
+                f"time {ts / bs:4.2f}× memory {tm / bm:4.2f}× | {'printed' if case.compare else 'stored'}: {same}",
                 flush=True,
             )
     return 0

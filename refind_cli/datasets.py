@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -231,6 +232,10 @@ def _read_json(path: Path) -> Any:
         raise InvalidInput(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such file or folder'}") from None
     except OSError as exc:  # the file could not be read (a permission, a damaged .gz): not the set's shape
         raise RefindError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    except EOFError:  # a .gz cut short (click took it for Ctrl-D: "Aborted!", naming nothing)
+        raise RefindError(f"{path}: cannot read it: the .gz file ends before its compressed data does") from None
+    except zlib.error as exc:  # a .gz whose compressed data is damaged (a traceback)
+        raise RefindError(f"{path}: cannot read it: the .gz file's compressed data is damaged ({exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read it as JSON: {exc}") from exc
     except RecursionError:  # json recurses once per level of nesting

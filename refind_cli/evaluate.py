@@ -384,9 +384,15 @@ def evaluate(
         list(datasets.load(path, fmt, role_faithful=settings.role_faithful, skipped=skipped, detected=detected)),
         settings.limit,
     )
+    total = sum(len(s.questions) for s in samples)
+    if not total:  # (a recall of 0.000 over no question read as a measurement)
+        left = "; ".join(f"{n:,} {reason}" for reason, n in skipped.as_dict().items()) or "the set holds none"
+        raise InvalidInput(
+            f"{path}: no question to score, read as {datasets.NAMES[fmt]} ({left}): nothing to measure; "
+            "is this the labelled set, and of this format? (--format)"
+        )
     systems = systems if systems is not None else systems_for(settings)
     warm_up()
-    total = sum(len(s.questions) for s in samples)
     warm = settings.warm_up and settings.mode == "bm25"
     tallies = {name: Tally() for name in systems}
     explainer, missed = _explainer(settings), []

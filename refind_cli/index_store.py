@@ -1033,13 +1033,7 @@ def verify(conn: sqlite3.Connection) -> list[str]:
     if stale_analyzer(conn) is not None:  # not damage: rebuilt on the next open (health.check says so as a note)
         return []
     mark = watermark(conn)
-    expected: dict[int, tuple[str, str, int | None, DocInfo]] = {
-        seq: (user, content, said, (session, said, recorded, idx))
-        for seq, user, content, said, session, recorded, idx in conn.execute(
-            f"SELECT {ROW_COLUMNS} FROM messages WHERE seq <= ?", (mark,)
-        )
-    }
-    seen: set[int] = set()
+    seen: set[int] = set()  # (the seqs only: the messages' text is read a segment at a time, never the whole file's)
     for seg_id, user_id, n_docs, lo, hi, blob in conn.execute(
         "SELECT id, user_id, docs, min_seq, max_seq, blob FROM index_segments ORDER BY id"
     ):
@@ -1055,9 +1049,9 @@ def verify(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"segment {seg_id}: its row disagrees with its contents")
         if seg.meta is None:
             problems.append(f"segment {seg_id}: it lacks its messages' sessions and dates (written before m005)")
-        for d, (seq, length, counts) in enumerate(
-            zip(seg.seqs.tolist(), seg.lengths.tolist(), seg.doc_terms(), strict=True)
-        ):
+        seqs = seg.seqs.tolist()
+        expected = _stored(conn, seqs, mark)
+        for d, (seq, length, counts) in enumerate(zip(seqs, seg.lengths.tolist(), seg.doc_terms(), strict=True)):
             if seq in seen:
                 problems.append(f"segment {seg_id}: message seq {seq} is indexed twice")
                 continue
@@ -1079,10 +1073,28 @@ def verify(conn: sqlite3.Connection) -> list[str]:
     )
     if orphans:
         problems.append(f"{orphans} part(s) of postings belong to no segment")
-    missing = sorted(set(expected) - seen)
+    missing, first = 0, None
+    for (seq,) in conn.execute("SELECT seq FROM messages WHERE seq <= ? ORDER BY seq", (mark,)):
+        if seq not in seen:
+            missing += 1
+            first = seq if first is None else first
     if missing:
-        problems.append(f"{len(missing)} stored message(s) missing from the index (first seq {missing[0]})")
+        problems.append(f"{missing} stored message(s) missing from the index (first seq {first})")
     return problems
+
+
+def _stored(conn: sqlite3.Connection, seqs: list[int], mark: int) -> dict[int, tuple[str, str, int | None, DocInfo]]:
+    """The stored messages (by the watermark) of ``seqs``: user, text, said-at and what the index keeps of them."""
+    out: dict[int, tuple[str, str, int | None, DocInfo]] = {}
+    for i in range(0, len(seqs), 500):
+        chunk = seqs[i : i + 500]
+        rows = conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM messages WHERE seq <= ? AND seq IN ({', '.join('?' * len(chunk))})",
+            [mark, *chunk],
+        )
+        for seq, user, content, said, session, recorded, idx in rows:
+            out[seq] = (user, content, said, (session, said, recorded, idx))
+    return out
 
 
 def _info(meta: DocMeta, d: int) -> DocInfo:

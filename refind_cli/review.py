@@ -8,8 +8,10 @@ recorded-at (when this store received it) are kept apart everywhere. Returns pla
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -143,60 +145,130 @@ def _message_dict(m: StoredMessage) -> dict[str, Any]:
     }
 
 
-def _session_messages(store: Store, user_id: str, session_id: str) -> list[StoredMessage]:
+# A session's messages in the order the index sees them (turns.session_order): by said-at, an undated message taking
+# the said-at of the latest dated one that arrived before it (none: first), then arrival. SQLite orders them, so only
+# what is printed passes through Python: ``g`` numbers the runs that start at a dated message, ``said`` is that
+# message's said-at for the whole run (NULL, sorting first, before any dated one).
+_ORDERED = """
+WITH k AS (
+    SELECT seq, said_at, count(said_at) OVER (ORDER BY seq) AS g
+    FROM messages WHERE user_id = ? AND session_id = ? AND {predicate}
+),
+o AS (SELECT seq, max(said_at) OVER (PARTITION BY g) AS said FROM k),
+r AS (SELECT seq, row_number() OVER (ORDER BY said, seq) - 1 AS pos FROM o)
+"""
+_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
+# The messages in order are read by their seq, up to this many, or this many bytes of text, a read (SQLite sorting
+# the rows whole would hold the text in its sorter: +17 MiB for a session of 30 MB).
+_FETCH_ROWS = 500
+_FETCH_BYTES = 1 << 20
+
+
+def _turn_dict(m: StoredMessage) -> dict[str, Any]:
+    """A turn as the index sees it (the retrieval's default unit, a message), with its stable id."""
+    return {
+        "id": m.id,
+        "session_id": m.session_id,
+        "said_at": m.said_at,
+        "recorded_at": m.recorded_at,
+        "messages": [_message_dict(m)],
+    }
+
+
+def _in_order(store: Store, keys: Iterator[tuple[int, int]]) -> Iterator[StoredMessage]:
+    """The messages of ``keys`` ((seq, bytes of text), in order) read a batch at a time."""
+    batch: list[int] = []
+    size = 0
+    for seq, length in keys:
+        if batch and (len(batch) >= _FETCH_ROWS or size + length > _FETCH_BYTES):
+            yield from _read(store, batch)
+            batch, size = [], 0
+        batch.append(seq)
+        size += length
+    yield from _read(store, batch)
+
+
+def _read(store: Store, seqs: list[int]) -> Iterator[StoredMessage]:
+    if not seqs:
+        return
+    rows = store.conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq IN ({', '.join('?' * len(seqs))})", seqs
+    ).fetchall()
+    by_seq = {row[0]: row for row in rows}
+    for seq in seqs:
+        yield StoredMessage(*by_seq[seq])
+
+
+def _absent(user_id: str, session_id: str) -> NotFound:
+    return NotFound(f"no visible messages in session {session_id!r} of user {user_id!r}")
+
+
+def session_size(store: Store, user_id: str, session_id: str) -> tuple[int, int]:
+    """(turns, characters of their messages) of one session, read a message at a time; NotFound when none is
+    visible. Inside :meth:`Store.reading` with :func:`session_turns`, the two agree."""
     predicate, params = store.visible()
     rows = store.conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE user_id = ? AND session_id = ? AND {predicate} ORDER BY seq",
+        f"SELECT content FROM messages WHERE user_id = ? AND session_id = ? AND {predicate}",
         [user_id, session_id, *params],
     )
-    return [StoredMessage(*r) for r in rows]
+    turns = chars = 0
+    for (content,) in rows:
+        turns += 1
+        chars += len(content)  # (not SQLite's length(), which stops at a NUL)
+    if not turns:
+        raise _absent(user_id, session_id)
+    return turns, chars
 
 
-def _turns(messages: list[StoredMessage]) -> list[dict[str, Any]]:
-    """The session as the index sees it: the retrieval's turns (default unit), chronological, with stable ids."""
-    from .search_config import SearchConfig
-    from .turns import build_turns
-
-    return [
-        {
-            "id": t.id,
-            "session_id": t.session_id,
-            "said_at": t.said_at,
-            "recorded_at": t.recorded_at,
-            "messages": [_message_dict(m) for m in t.messages],
-        }
-        for t in build_turns(messages, SearchConfig().turn_unit)
-    ]
-
-
-def session(store: Store, user_id: str, session_id: str) -> dict[str, Any]:
-    """One session's transcript as turns with their stable ids, in order."""
-    messages = _session_messages(store, user_id, session_id)
-    if not messages:
-        raise NotFound(f"no visible messages in session {session_id!r} of user {user_id!r}")
-    return {"user_id": user_id, "session_id": session_id, "turns": _turns(messages)}
+def session_turns(store: Store, user_id: str, session_id: str) -> Iterator[dict[str, Any]]:
+    """One session's transcript as turns with their stable ids, in order, read a few rows at a time as the iterator
+    is (a session of 200,000 messages is never held whole); NotFound, before any, when none is visible. Inside
+    :meth:`Store.reading` (the rows are read by seq as the iterator goes)."""
+    predicate, params = store.visible()
+    keys = store.conn.execute(
+        _ORDERED.format(predicate=predicate)
+        + "SELECT r.seq, length(CAST(m.content AS BLOB)) FROM r JOIN messages m ON m.seq = r.seq ORDER BY r.pos",
+        [user_id, session_id, *params],
+    )
+    first = keys.fetchone()
+    if first is None:
+        raise _absent(user_id, session_id)
+    return (_turn_dict(m) for m in _in_order(store, itertools.chain([first], keys)))
 
 
 def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
     """One turn by id (or the turn holding the message with that id), with up to ``neighbours`` turns either side
-    inside its session."""
-    predicate, params = store.visible()
-    row = store.conn.execute(
-        f"SELECT user_id, session_id FROM messages WHERE id = ? AND {predicate}", [turn_id, *params]
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"no visible turn with id {turn_id!r} (ids are shown by `refind inspect session USER SESSION`)")
-    user_id, session_id = row
-    turns = _turns(_session_messages(store, user_id, session_id))
-    at = next(i for i, t in enumerate(turns) if any(m["id"] == turn_id for m in t["messages"]))
+    inside its session; only those turns' rows are read."""
+    with store.reading():
+        predicate, params = store.visible()
+        row = store.conn.execute(
+            f"SELECT user_id, session_id, seq FROM messages WHERE id = ? AND {predicate}", [turn_id, *params]
+        ).fetchone()
+        if row is None:
+            raise NotFound(
+                f"no visible turn with id {turn_id!r} (ids are shown by `refind inspect session USER SESSION`)"
+            )
+        user_id, session_id, seq = row
+        keys = [user_id, session_id, *params]
+        reach = min(neighbours, SQLITE_MAX_INT // 2)
+        keys = store.conn.execute(  # (one statement: the session's order is worked out once)
+            _ORDERED.format(predicate=predicate) + ", t AS (SELECT pos FROM r WHERE seq = ?) "
+            "SELECT r.pos, (SELECT count(*) FROM r), r.seq, length(CAST(m.content AS BLOB)) "
+            "FROM t, r JOIN messages m ON m.seq = r.seq WHERE r.pos BETWEEN t.pos - ? AND t.pos + ? ORDER BY r.pos",
+            [user_id, session_id, *params, seq, reach, reach],
+        ).fetchall()
+        (at,) = [pos for pos, _, s, _ in keys if s == seq]
+        of = keys[0][1]
+        near = list(_in_order(store, iter([(s, length) for _, _, s, length in keys])))
+    first = max(0, at - reach)
     return {
         "user_id": user_id,
         "session_id": session_id,
-        "turn": turns[at],
+        "turn": _turn_dict(near[at - first]),
         "position": at,
-        "of": len(turns),
-        "before": turns[max(0, at - neighbours) : at],
-        "after": turns[at + 1 : at + 1 + neighbours],
+        "of": of,
+        "before": [_turn_dict(m) for m in near[: at - first]],
+        "after": [_turn_dict(m) for m in near[at - first + 1 :]],
     }
 
 

@@ -273,3 +273,51 @@ def test_a_missing_set_is_invalid_input_whether_or_not_its_format_is_given(cli, 
     missing = tmp_path / "nope.json"
     r = cli("eval", str(missing), "--mode", "bm25", *(["--format", fmt] if fmt else []))
     assert r.exit_code == 2 and r.output == f"error: {missing}: no such file or folder\n", r.output
+
+
+def _gz_of_the_set(tmp_path, damage):
+    import gzip
+
+    data = bytearray(gzip.compress((EVAL / "locomo_small.json").read_bytes()))
+    path = tmp_path / "set.json.gz"
+    path.write_bytes(damage(data))
+    return path
+
+
+def _flipped(data):
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(b ^ 0xA5 for b in data[middle : middle + 8])
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda data: bytes(data[: len(data) // 2]), "the .gz file ends before its compressed data does"),  # "Aborted!"
+        (_flipped, "the .gz file's compressed data is damaged (Error -3 while decompressing data: "),  # a traceback
+    ],
+)
+@pytest.mark.parametrize("fmt", [None, "locomo"])
+def test_a_damaged_gz_set_is_one_error_line_naming_it(cli, tmp_path, damage, said, fmt):
+    path = _gz_of_the_set(tmp_path, damage)
+    r = cli("eval", str(path), *(["--format", fmt] if fmt else []))
+    assert r.exit_code == 1, r.output  # (a file that cannot be read, as `refind add` of a damaged .gz)
+    assert r.output.startswith(f"error: {path}: cannot read it: {said}") and r.output.count("\n") == 1, r.output
+
+
+def test_a_set_of_no_question_to_score_is_refused_not_measured_as_recall_0(cli, tmp_path):
+    data = json.loads((EVAL / "locomo_small.json").read_text(encoding="utf-8"))
+    for sample in data:
+        for qa in sample["qa"]:
+            qa["evidence"] = []
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    r = cli("eval", str(path), "--json")
+    assert r.exit_code == 2, r.output  # it printed recall 0.000 for both systems, 0 questions, exit 0
+    assert r.output == (
+        f"error: {path}: no question to score, read as LoCoMo (1 locomo category 5 (not scored); 6 locomo question "
+        "without evidence): nothing to measure; is this the labelled set, and of this format? (--format)\n"
+    )
+    path.write_text("[]", encoding="utf-8")
+    r = cli("eval", str(path), "--format", "locomo")
+    assert r.exit_code == 2 and "read as LoCoMo (the set holds none): nothing to measure" in r.output, r.output

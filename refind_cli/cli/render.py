@@ -15,9 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .plain import print_json as print_json  # the commands print JSON through render too
+from .plain import print_json_streamed as print_json_streamed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from ..blocks import Block
     from ..retrieval import NoMatch
@@ -415,7 +416,7 @@ def transcript_chars(turns: Sequence[dict[str, Any]]) -> int:
     return sum(len(m["content"]) for t in turns for m in t["messages"])
 
 
-def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -> Iterator[str]:
+def plain_turns(turns: Iterable[dict[str, Any]], *, marked: str | None = None) -> Iterator[str]:
     """The turns as plain text, a chunk per turn: a rule naming the turn id (and "the turn" for ``marked``), then
     each message as ``[said at] role: content`` — every message whole, control characters shown as ``\\x..`` as
     in the tables, a message's further lines indented by two spaces so that none reads as the start of another."""
@@ -427,13 +428,18 @@ def plain_turns(turns: Sequence[dict[str, Any]], *, marked: str | None = None) -
 
 
 def _print_transcript(
-    title: str, turns: Sequence[dict[str, Any]], drawn: Callable[[], Table], *, table: bool | None, marked: str = ""
+    title: str,
+    turns: Iterable[dict[str, Any]],
+    drawn: Callable[[], Table],
+    *,
+    table: bool | None,
+    size: tuple[int, int],
+    marked: str = "",
 ) -> None:
-    """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters and :data:`TABLE_MAX_MESSAGES` messages or when ``table``
-    is True; else the title
-    and :func:`plain_turns`, written as they are made."""
-    chars = transcript_chars(turns)
-    messages = sum(len(t["messages"]) for t in turns)
+    """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters and :data:`TABLE_MAX_MESSAGES` messages (``size``) or when
+    ``table`` is True; else the title and :func:`plain_turns`, written as they are made (``turns`` may be read as
+    they are written)."""
+    messages, chars = size
     if table or (table is None and chars <= TABLE_MAX_CHARS and messages <= TABLE_MAX_MESSAGES):
         console().print(drawn())
         return
@@ -449,19 +455,30 @@ def _print_transcript(
     out.flush()
 
 
-def print_session(data: dict[str, Any], *, table: bool | None = None) -> None:
-    """A session's transcript: :func:`session_transcript`, or plain text past the table's limits."""
-    _print_transcript(_session_title(data), data["turns"], lambda: session_transcript(data), table=table)
+def print_session(data: dict[str, Any], *, table: bool | None = None, size: tuple[int, int] | None = None) -> None:
+    """A session's transcript: :func:`session_transcript`, or plain text past the table's limits. ``data["turns"]``
+    may be an iterator (review.session_turns, read as it is printed) when ``size`` gives its (turns, characters):
+    a turn is a message there."""
+    if size is None:
+        size = (sum(len(t["messages"]) for t in data["turns"]), transcript_chars(data["turns"]))
+    title = _session_title(data, size[0])
+    _print_transcript(
+        title, data["turns"], lambda: session_transcript({**data, "turns": list(data["turns"])}), table=table, size=size
+    )
 
 
 def print_turn(data: dict[str, Any], *, table: bool | None = None) -> None:
     """A turn with its neighbours: :func:`turn_view`, or plain text past the table's limits."""
     turns = [*data["before"], data["turn"], *data["after"]]
-    _print_transcript(_turn_title(data), turns, lambda: turn_view(data), table=table, marked=data["turn"]["id"])
+    size = (sum(len(t["messages"]) for t in turns), transcript_chars(turns))
+    _print_transcript(
+        _turn_title(data), turns, lambda: turn_view(data), table=table, size=size, marked=data["turn"]["id"]
+    )
 
 
-def _session_title(data: dict[str, Any]) -> str:
-    return f"session {plain_id(data['session_id'])} of user {plain_id(data['user_id'])}: {len(data['turns']):,} turn(s)"
+def _session_title(data: dict[str, Any], turns: int | None = None) -> str:
+    turns = len(data["turns"]) if turns is None else turns
+    return f"session {plain_id(data['session_id'])} of user {plain_id(data['user_id'])}: {turns:,} turn(s)"
 
 
 def _turn_title(data: dict[str, Any]) -> str:

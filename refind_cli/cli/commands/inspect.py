@@ -179,13 +179,14 @@ def session(
     """
     from ... import review
 
-    with _open(ctx, db, retention) as store:
-        data = review.session(store, user_id, session_id)
     (as_json,) = _shared(ctx, as_json=as_json)
-    if as_json:
-        render.print_json(data)
-    else:
-        render.print_session(data, table=table)
+    with _open(ctx, db, retention) as store, store.reading():  # printed as read: one snapshot, the size agreeing
+        turns = review.session_turns(store, user_id, session_id)
+        data = {"user_id": user_id, "session_id": session_id, "turns": turns}
+        if as_json:
+            render.print_json_streamed(data)
+        else:
+            render.print_session(data, table=table, size=review.session_size(store, user_id, session_id))
 
 
 @inspect_app.command("turn")
