@@ -26,7 +26,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -531,13 +531,18 @@ def _memdaily_files(folder: Path) -> list[Path]:
     return files
 
 
+def _in_folder(path: Path, file: Path) -> AbstractContextManager[None]:
+    """A folder's file names where in it a fault lies; a file given itself is named once, by the error."""
+    return _at(file.name) if path.is_dir() else nullcontext()
+
+
 def _memdaily(path: Path, skipped: Skipped) -> Iterator[Sample]:
     files = _memdaily_files(path) if path.is_dir() else [path]
     for file in files:
         timelines = _expect_list(_read_json(file), file)
         stem = file.name.split(".")[0]
         for start in range(0, len(timelines), MEMDAILY_GROUP):
-            with _at(file.name):
+            with _in_folder(path, file):
                 sample = load_memdaily_group(
                     f"{stem}:{start // MEMDAILY_GROUP}", timelines[start : start + MEMDAILY_GROUP], skipped, start
                 )
@@ -595,7 +600,7 @@ def _realtalk(path: Path, skipped: Skipped) -> Iterator[Sample]:
         data = _read_json(file)
         if not isinstance(data, dict):
             raise InvalidInput(f"{file}: expected one REALTALK chat (a JSON object) per file")
-        with _at(file.name):
+        with _in_folder(path, file):
             sample = load_realtalk_chat(file.name.split(".")[0], data, skipped)
         yield sample
 

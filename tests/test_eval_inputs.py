@@ -321,3 +321,13 @@ def test_a_set_of_no_question_to_score_is_refused_not_measured_as_recall_0(cli, 
     path.write_text("[]", encoding="utf-8")
     r = cli("eval", str(path), "--format", "locomo")
     assert r.exit_code == 2 and "read as LoCoMo (the set holds none): nothing to measure" in r.output, r.output
+
+
+@pytest.mark.parametrize("fmt", ["memdaily", "realtalk"])
+def test_a_misshapen_file_given_alone_is_named_once(cli, tmp_path, fmt):
+    # a folder's fault names the file in it; a file given itself was named twice ("X.json: X.json item 0 has no tid")
+    path = tmp_path / "X.json"
+    path.write_text('[{"x": 1}]' if fmt == "memdaily" else '{"session_2": "see the other file"}', encoding="utf-8")
+    r = cli("eval", str(path), "--format", fmt)
+    where = "item 0 has no tid" if fmt == "memdaily" else "session_2: a session is a list of messages, got str"
+    assert r.exit_code == 2 and r.output.startswith(f"error: {path}: {where}: is this a "), r.output
