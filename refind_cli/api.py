@@ -11,7 +11,9 @@ Every option is keyword-only; every failure is a :class:`~refind_cli.errors.Refi
 field, ``Conflict``, ``Forgotten``, ``NotFound``, ``ModelError``); results are plain frozen dataclasses. Searches go
 through :func:`refind_cli.retrieval.retrieve` with a :class:`~refind_cli.contract.SearchRequest` built by
 :func:`~refind_cli.contract.search_request` — exactly as ``refind search`` does. A ``Memory`` may be shared by
-threads (calls take turns on its one SQLite connection); litellm is imported only by :meth:`Memory.agent_search`.
+threads: its calls take turns on its SQLite connection, except :meth:`Memory.agent_search`, which runs on a connection
+of its own (lent by a :class:`~refind_cli.store_pool.StorePool`), so an add, a forget or a BM25 search is answered
+while a planner waits on its model. litellm is imported only by :meth:`Memory.agent_search`.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from .contract import (
     search_request,
 )
 from .contract import parse_said_at as said_at
-from .errors import DatabaseLocked, InvalidInput, ModelError, RefindError
+from .errors import FileReplaced, InvalidInput, ModelError, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
-from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
+from .store import SQLITE_MAX_INT, AddOutcome, Store, check_same_file, storage_error, system_clock
+from .store_pool import StorePool
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -158,48 +161,99 @@ class Memory:
         self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
         self._closed = False
+        # agent searches run on connections of their own: a planner waiting on its model (tens of seconds) held the
+        # one connection, and an add sent meanwhile waited for it (round 29)
+        self._searchers = StorePool(self._open_searcher, max_idle=4)
+        self._opening = threading.local()  # the deadline of the agent search opening a connection (_open_searcher)
 
     @contextlib.contextmanager
-    def _turn(self, until: float | None = None) -> Iterator[None]:
-        """One call at a time, on the file this Memory opened (StorageError, nothing read or written, when that
-        file was deleted or replaced since: its connection would go on with a file no later open sees), and a
-        storage fault (no space, locked, read-only, damaged) as its RefindError. ``until`` (``time.monotonic()``):
-        an agent search's deadline bounds its wait for another thread's call on this Memory (DatabaseLocked)."""
-        if until is None:
-            self._lock.acquire()
-        elif not self._lock.acquire(timeout=max(0.0, until - time.monotonic())):
-            raise DatabaseLocked(
-                f"{self.path}: busy with another call on this Memory until the search's deadline; nothing was read "
-                "or written — retry once that call is done"
-            )
+    def _turn(self) -> Iterator[None]:
+        """One call at a time on this Memory's connection, on the file this Memory opened (StorageError, nothing read
+        or written, when that file was deleted or replaced since: its connection would go on with a file no later
+        open sees), and a storage fault (no space, locked, read-only, damaged) as its RefindError."""
+        self._lock.acquire()
         try:
-            if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
-                raise RefindError(
-                    f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
-                    "Memory to use the database"
-                )
+            self._refuse_closed()
             self._store.check_file()
-            try:
+            with self._faults():
                 yield
-            except sqlite3.Error as exc:
-                raise storage_error(exc, self._store.path) from exc
-            except UnicodeEncodeError as exc:  # an id holding a lone surrogate, bound as SQLite text
-                if "surrogates not allowed" not in exc.reason:
-                    raise
-                bad = exc.object[exc.start]
-                raise InvalidInput(
-                    f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
-                ) from None
         finally:
             self._lock.release()
+
+    def _refuse_closed(self) -> None:
+        if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
+            raise RefindError(
+                f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
+                "Memory to use the database"
+            )
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """A storage fault (no space, locked, read-only, damaged) as its RefindError; a lone surrogate as
+        InvalidInput."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._store.path) from exc
+        except UnicodeEncodeError as exc:  # an id holding a lone surrogate, bound as SQLite text
+            if "surrogates not allowed" not in exc.reason:
+                raise
+            bad = exc.object[exc.start]
+            raise InvalidInput(
+                f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
+            ) from None
+
+    @contextlib.contextmanager
+    def _own_connection(self, until: float | None) -> Iterator[Store]:
+        """A connection of its own for one agent search, lent by the pool and not shared with any other call while
+        it runs, so the Memory's other calls go on meanwhile. The same checks as :meth:`_turn`: closed, the file
+        deleted or replaced (the lend checks it, and a connection opened now must be of the Memory's file)."""
+        self._refuse_closed()
+        self._opening.until = until
+        try:
+            with self._searchers.store() as store, self._faults():
+                yield store
+        finally:
+            self._opening.until = None
+
+    def _open_searcher(self) -> Store:
+        """A new connection to the file this Memory opened, never to another one now at its path (nor a new file
+        created there): refused as :meth:`Store.check_file` refuses a call."""
+        opened = self._store
+        check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+        try:
+            store = Store(
+                opened.path,
+                clock=opened.clock,
+                retention_days=opened.retention_days,
+                until=getattr(self._opening, "until", None),
+            )
+        except sqlite3.Error as exc:
+            raise storage_error(exc, opened.path) from exc
+        store.remedy = REOPEN
+        try:
+            if store.identity != opened.identity:  # deleted or replaced between the check and the open
+                check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+                raise FileReplaced(
+                    f"database {opened.path}: the file was replaced while this Memory opened it; {REOPEN}"
+                )
+        except FileReplaced:
+            if store.created:  # the file was deleted under the Memory: the new one this open made goes too
+                store.remove_if_unused()
+            store.close()
+            raise
+        return store
 
     @property
     def path(self) -> str:
         return str(self._store.path)
 
     def close(self) -> None:
+        """Close the database. A later call raises; an agent search running on another thread finishes on its own
+        connection (its answer returned, its trace stored), which is closed as it ends."""
         with self._lock:
             self._closed = True
+            self._searchers.close()
             self._store.close()
 
     def __enter__(self) -> Memory:
@@ -342,8 +396,6 @@ class Memory:
         forgotten or expired while the search ran (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
         answer.
         """
-        import time
-
         from .retrieval import Planner, retrieve
 
         asked_at = time.perf_counter()  # the deadline counts from here: loading litellm is part of the search
@@ -393,8 +445,8 @@ class Memory:
             on_event=on_event,
             record=record,
         )
-        with self._turn(until=planner.ends_at()):
-            found = retrieve(self._store, request, planner=planner)
+        with self._own_connection(planner.ends_at()) as store:
+            found = retrieve(store, request, planner=planner)
         result = found.agent
         if result is None:  # retrieve answers an agent-mode request with the planner's result
             raise RefindError("agent search returned no planner result")

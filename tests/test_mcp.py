@@ -422,6 +422,48 @@ def test_agent_mode_says_what_it_withheld_when_a_forget_came_while_it_ran(tmp_pa
     _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
 
 
+def test_a_remember_is_answered_while_an_agent_search_waits_on_its_model(tmp_path: Path, llm_server: Any) -> None:
+    # what an agent does: search, and store the user's turn meanwhile. Before round 29 the remember took turns on the
+    # server's one connection and waited for the whole search (here: until the held model was released)
+    import threading
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="alice", session="a1", at="2023-05-02")
+    asked, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        asked.set()
+        release.wait(60)
+        return '{"action": "finish_search"}'
+
+    llm_server.play(held)
+
+    async def script(client: Any) -> None:
+        search = asyncio.create_task(client.call_tool("search_memory", {"query": "where did we go hiking"}))
+        while not asked.is_set():
+            await asyncio.sleep(0.01)
+        try:
+            stored = _data(
+                await asyncio.wait_for(client.call_tool("remember", {"content": "I love the Enchantments"}), 10)
+            )
+            assert stored["stored"] is True
+            assert _data(await asyncio.wait_for(client.call_tool("recent_sessions", {}), 10))["sessions"]
+            # read-your-writes: a search sent after the remember's answer finds it
+            llm_server.play(
+                '{"action": "search_chatrecord", "keywords": "Enchantments"}', '{"action": "take_note", "results": [1]}'
+            )
+            found = _data(await asyncio.wait_for(client.call_tool("search_memory", {"query": "Enchantments"}), 30))
+            assert "I love the Enchantments" in json.dumps(found["evidence"])
+            assert not search.done()  # the first search was held all along
+        finally:
+            release.set()
+        assert _data(await search)["mode"] == "agent"
+
+    llm_server.default = '{"action": "finish_search"}'
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+
+
 @pytest.mark.parametrize("missing", ["mcp", "mcp_types"])
 def test_a_missing_sdk_is_one_clear_error(cli, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     import importlib.util
