@@ -14,6 +14,7 @@ This module imports the SDK at its top; only ``refind mcp`` imports it, on a thr
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -21,6 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -93,7 +95,17 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         lifespan=lifespan,
     )
 
-    def remember(
+    # The writes run one after another in the order they arrived: the SDK runs each call on a thread of its own, and
+    # remembers an agent sent without waiting for each answer were stored in whichever order their threads took the
+    # connection (40 sent: 4-6 out of order) — and a forget_session sent after a remember could run before it
+    # (round 29). An asyncio.Lock wakes its waiters first come, first served; searches do not queue behind it.
+    in_order = asyncio.Lock()
+
+    async def written(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        async with in_order:
+            return await anyio.to_thread.run_sync(write)
+
+    async def remember(
         content: Annotated[Any, Field(description="The message text, verbatim.", json_schema_extra=_TEXT)],
         role: Role = "user",
         session: SessionArg = None,
@@ -101,9 +113,10 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
     ) -> dict[str, Any]:
         names = {"messages[0].content": "content", "messages[0].role": "role"}
         message = {"role": role, "content": _text("content", content)}
-        return _added(memory, cfg, [message], _text("session", session, optional=True), _at(at), names)
+        said_in, when = _text("session", session, optional=True), _at(at)
+        return await written(lambda: _added(memory, cfg, [message], said_in, when, names))
 
-    def remember_exchange(
+    async def remember_exchange(
         user_message: Annotated[Any, Field(description="What the user said, verbatim.", json_schema_extra=_TEXT)],
         assistant_reply: Annotated[
             Any, Field(description="What the assistant answered, verbatim.", json_schema_extra=_TEXT)
@@ -116,7 +129,8 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             {"role": "assistant", "content": _text("assistant_reply", assistant_reply)},
         ]
         names = {"messages[0].content": "user_message", "messages[1].content": "assistant_reply"}
-        return _added(memory, cfg, messages, _text("session", session, optional=True), _at(at), names)
+        said_in, when = _text("session", session, optional=True), _at(at)
+        return await written(lambda: _added(memory, cfg, messages, said_in, when, names))
 
     def search_memory(
         query: Annotated[Any, Field(description="What to look for: keywords or a question.", json_schema_extra=_TEXT)],
@@ -189,15 +203,19 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             ]
         }
 
-    def forget_session(
+    async def forget_session(
         session: Annotated[Any, Field(description="The session id to delete for good.", json_schema_extra=_TEXT)],
     ) -> dict[str, Any]:
         session = _text("session", session)
-        try:
-            result = memory.forget(user=cfg.user, session=session)
-        except RefindError as exc:
-            raise ToolError(_field_message(exc)) from None
-        return {"session_id": session, "messages": result.messages, "tombstone_id": result.tombstone_id}
+
+        def forget() -> dict[str, Any]:
+            try:
+                result = memory.forget(user=cfg.user, session=session)
+            except RefindError as exc:
+                raise ToolError(_field_message(exc)) from None
+            return {"session_id": session, "messages": result.messages, "tombstone_id": result.tombstone_id}
+
+        return await written(forget)
 
     search_doc = (
         f"Search this user's memory ({'an LLM planner runs several keyword searches' if cfg.mode == 'agent' else 'BM25 keyword search'}) "

@@ -464,6 +464,27 @@ def test_a_remember_is_answered_while_an_agent_search_waits_on_its_model(tmp_pat
     _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
 
 
+def test_writes_sent_without_waiting_are_stored_in_the_order_they_were_sent(tmp_path: Path) -> None:
+    # an agent sends its remembers (and a forget) without waiting for each answer: before round 29 each ran on a
+    # thread of its own and took the connection in whichever order (40 sent: 4-6 stored out of order; a test of 100 failed 5 times in 5), and a forget
+    # sent after the remembers of its session could run before some of them, which were then kept
+    db = tmp_path / "m.db"
+    outcome: list[Any] = []
+
+    async def script(client: Any) -> None:
+        calls = [client.call_tool("remember", {"content": f"turn {n}", "session": "order"}) for n in range(100)]
+        calls += [client.call_tool("remember", {"content": f"forget me {n}", "session": "gone"}) for n in range(5)]
+        calls.append(client.call_tool("forget_session", {"session": "gone"}))
+        outcome.extend(await asyncio.gather(*calls))
+
+    _drive(_params(db, "--allow-forget"), script)
+    assert all(not r.is_error for r in outcome), [r.content for r in outcome if r.is_error]
+    assert _data(outcome[-1])["messages"] == 5  # every remember sent before it
+    with Memory(db) as memory:
+        stored = [r["messages"][0]["content"] for r in memory.export(user="alice")]
+    assert stored == [f"turn {n}" for n in range(100)]
+
+
 @pytest.mark.parametrize("missing", ["mcp", "mcp_types"])
 def test_a_missing_sdk_is_one_clear_error(cli, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     import importlib.util
