@@ -428,6 +428,11 @@ class Memory:
             )
         if model_name is not None and not isinstance(model_name, str):
             raise InvalidInput(f"model_name: must be a string or None, got {type(model_name).__name__}")
+        if model_name is not None and not model_name.strip():  # (read as unset, as model="" was)
+            raise InvalidInput(
+                f"model_name: {model_name!r} names nothing; give the name its traces record, or leave it out (None) "
+                "for the callable's own"
+            )
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env

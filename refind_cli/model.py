@@ -278,9 +278,33 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     return value
 
 
+def blank_model(given_as: str, value: str) -> InvalidInput:
+    """A model name that names nothing (empty, or spaces alone), refused naming where it was given: it was read as
+    "not given" and the default model (a paid provider's) was asked instead, or refused as "no model configured"
+    (round 29). An empty REFIND_MODEL counts as unset, as every REFIND_* variable does."""
+    instead = "unset it for" if given_as == settings.ENV_MODEL else f"leave it out for {settings.ENV_MODEL} or"
+    return InvalidInput(
+        f"{given_as}: {value!r} names no model; give a litellm model string, or {instead} the default "
+        f"({settings.DEFAULT_MODEL})"
+    )
+
+
+def chosen_model(model: str | None, *, given_as: str = "model") -> str:
+    """The model to ask: ``model`` as given, else REFIND_MODEL (an empty one is unset), else the default; a blank one
+    given (``given_as``) or set is refused (:func:`blank_model`)."""
+    if model is not None:
+        if not model.strip():
+            raise blank_model(given_as, model)
+        return model
+    variable = os.environ.get(settings.ENV_MODEL) or None
+    if variable is not None and not variable.strip():
+        raise blank_model(settings.ENV_MODEL, variable)
+    return variable or settings.DEFAULT_MODEL
+
+
 def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Complete, str]:
     """The litellm ``Complete`` configured by flags, else REFIND_MODEL / REFIND_API_BASE / REFIND_LLM_*."""
-    name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
+    name = chosen_model(model)
     base = api_base or os.environ.get(settings.ENV_API_BASE) or None
     timeout = settings.positive_number(
         settings.ENV_LLM_TIMEOUT,

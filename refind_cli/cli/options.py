@@ -198,11 +198,22 @@ def open_existing(db: Path, retention: str | None, *, read_only: bool = False, u
 
 
 # Agent mode (the planner)
+def a_model(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """An empty or blank --model (or a blank REFIND_MODEL) is refused (exit 2), naming where it came from: `--model
+    ""` was read as no flag, and the default model asked (`mcp`: bm25 mode, silently). An empty variable is unset."""
+    if value is not None and not value.strip() and not ctx.resilient_parsing:
+        from ..model import blank_model
+
+        raise blank_model(given_as(ctx, param), value)
+    return value
+
+
 ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
         envvar=settings.ENV_MODEL,
+        callback=a_model,
         help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL}).",
     ),
 ]

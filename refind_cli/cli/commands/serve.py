@@ -17,6 +17,7 @@ from ..options import (
     MaxActionsOption,
     RetentionOption,
     SkipOption,
+    a_model,
     mode_source,
     refuse_memory_db,
     remember_db,
@@ -57,6 +58,7 @@ def serve(
         typer.Option(
             "--model",
             envvar=settings.ENV_MODEL,
+            callback=a_model,
             help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).",
         ),
     ] = None,
