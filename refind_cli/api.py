@@ -389,7 +389,8 @@ class Memory:
 
         ``model``: a litellm model string (keys from the provider's usual variables; ``api_base`` for a local
         OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
-        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
+        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens
+        (one that raises is not called again, and said once as a ``RuntimeWarning``: the search goes on).
         ``deadline``: seconds the whole search may take (default 120): past it the planner stops and returns what it
         kept (``deadline_passed``). ``skip``: what later searches skip of what earlier ones showed, ``"session"``
         (every session shown; the default) or ``"turn"`` (only the hits shown). The evidence never holds a message
@@ -433,6 +434,11 @@ class Memory:
                 f"model_name: {model_name!r} names nothing; give the name its traces record, or leave it out (None) "
                 "for the callable's own"
             )
+        if on_event is not None and not callable(on_event):  # (a TypeError at the first step: the search lost)
+            raise InvalidInput(
+                f"on_event: must be a callable taking each trace event, or None, got {type(on_event).__name__}"
+            )
+        progress = None if on_event is None else _Progress(on_event)
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
@@ -447,12 +453,19 @@ class Memory:
             deadline_s=float(deadline),
             skip=skip,
             asked_at=asked_at,
-            on_event=on_event,
+            on_event=progress,
             record=record,
         )
-        with self._own_connection(planner.ends_at()) as store:
-            found = retrieve(store, request, planner=planner)
+        try:
+            with self._own_connection(planner.ends_at()) as store:
+                found = retrieve(store, request, planner=planner)
+        except RefindError as exc:
+            if progress is not None:
+                progress.report(exc.search_id)
+            raise
         result = found.agent
+        if progress is not None:
+            progress.report(None if result is None else result.search_id)
         if result is None:  # retrieve answers an agent-mode request with the planner's result
             raise RefindError("agent search returned no planner result")
         return AgentAnswer(
@@ -543,6 +556,42 @@ def _request(
         mode=mode,
         names=API_NAMES,
     )
+
+
+class _Progress:
+    """A caller's ``on_event`` as the planner calls it: the first exception it raises is kept, it is not called again
+    for that search, and the search goes on (its evidence returned, its trace stored); :meth:`report` then says it
+    once, as a ``RuntimeWarning`` naming where it raised. Before round 29 it escaped the planner: the search, its
+    model calls paid for, was lost with its trace. (KeyboardInterrupt and the like still stop the search.)"""
+
+    def __init__(self, on_event: Callable[[Event], None]) -> None:
+        self.on_event = on_event
+        self.failed: tuple[Exception, Event] | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:
+            self.failed = (exc, event)
+
+    def report(self, search_id: str | None) -> None:
+        if self.failed is None:
+            return
+        import traceback
+        import warnings
+
+        exc, event = self.failed
+        said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        stored = f"its trace is stored: `refind inspect search {search_id}`" if search_id else "its trace is not stored"
+        warnings.warn(
+            f"on_event raised {said} ({frame.filename}:{frame.lineno}, given the {event.kind!r} event of step "
+            f"{event.step}); it was not called again for this search, which went on: {stored}",
+            RuntimeWarning,
+            stacklevel=3,  # (the caller's agent_search line)
+        )
 
 
 def _own_model(model: Complete) -> Complete:
