@@ -464,6 +464,48 @@ def test_a_remember_is_answered_while_an_agent_search_waits_on_its_model(tmp_pat
     _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
 
 
+def test_a_remember_is_answered_while_more_agent_searches_wait_than_the_sdk_has_threads(
+    tmp_path: Path, llm_server: Any
+) -> None:
+    # the SDK runs a tool on one of anyio's 40 shared threads: with 40 agent searches waiting on the model, a
+    # remember (and recent_sessions) waited for one of them to end. Searches and writes have threads of their own now
+    import threading
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="alice", session="a1", at="2023-05-02")
+    asked: list[int] = []
+    release = threading.Event()
+
+    def held() -> str:
+        asked.append(1)
+        release.wait(60)
+        return '{"action": "finish_search"}'
+
+    searches = 42
+    llm_server.play(*[held] * searches)
+
+    async def script(client: Any) -> None:
+        held_calls = [
+            asyncio.create_task(client.call_tool("search_memory", {"query": f"hiking {n}"})) for n in range(searches)
+        ]
+        try:
+            for _ in range(3000):
+                if len(asked) >= 40:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(asked) >= 40
+            stored = _data(await asyncio.wait_for(client.call_tool("remember", {"content": "still listening"}), 10))
+            assert stored["stored"] is True
+            assert _data(await asyncio.wait_for(client.call_tool("recent_sessions", {}), 10))["sessions"]
+        finally:
+            release.set()
+        for call in held_calls:
+            assert _data(await call)["mode"] == "agent"
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+
+
 def test_writes_sent_without_waiting_are_stored_in_the_order_they_were_sent(tmp_path: Path) -> None:
     # an agent sends its remembers (and a forget) without waiting for each answer: before round 29 each ran on a
     # thread of its own and took the connection in whichever order (40 sent: 4-6 stored out of order; a test of 100 failed 5 times in 5), and a forget
