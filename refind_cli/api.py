@@ -42,7 +42,15 @@ from .contract import parse_said_at as said_at
 from .errors import FileReplaced, InvalidInput, ModelError, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
-from .store import SQLITE_MAX_INT, AddOutcome, Store, check_same_file, storage_error, system_clock
+from .store import (
+    SQLITE_MAX_INT,
+    AddOutcome,
+    Store,
+    check_same_file,
+    file_identity,
+    storage_error,
+    system_clock,
+)
 from .store_pool import StorePool
 
 if TYPE_CHECKING:
@@ -165,6 +173,7 @@ class Memory:
         # one connection, and an add sent meanwhile waited for it (round 29)
         self._searchers = StorePool(self._open_searcher, max_idle=4)
         self._opening = threading.local()  # the deadline of the agent search opening a connection (_open_searcher)
+        self._wal = file_identity(self._store.wal_path)  # the -wal file its connection writes (_own_connection)
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -209,6 +218,13 @@ class Memory:
         it runs, so the Memory's other calls go on meanwhile. The same checks as :meth:`_turn`: closed, the file
         deleted or replaced (the lend checks it, and a connection opened now must be of the Memory's file)."""
         self._refuse_closed()
+        if self._wal is not None and file_identity(self._store.wal_path) != self._wal:
+            # its -wal file was deleted (or replaced) under it: a connection opened now would start a second one beside
+            # the one this Memory's connection still writes, and its next add failed ("disk I/O error"). The search
+            # takes turns on that one connection, as every call did before round 29.
+            with self._turn():
+                yield self._store
+            return
         self._opening.until = until
         try:
             with self._searchers.store() as store, self._faults():

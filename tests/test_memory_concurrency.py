@@ -150,3 +150,23 @@ def test_close_while_an_agent_search_runs_lets_it_finish_and_refuses_later_calls
     with Memory(tmp_path / "m.db") as again:  # nothing lost: the search's trace is there, the add refused is not
         assert [r["messages"][0]["content"] for r in again.export(user="u")] == ["We went hiking on Mount Rainier"]
         assert again._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 1
+
+
+def test_a_deleted_wal_file_costs_no_add_and_no_search(tmp_path: Path) -> None:
+    # `rm m.db-wal` under an open Memory: its connection goes on with the deleted log (as every call did before round
+    # 29); an agent search's own connection, opened now, started a second -wal beside it, and the next add failed
+    # ("disk I/O error"). The search takes turns on the Memory's connection instead, and nothing is lost
+    db = tmp_path / "m.db"
+    memory = Memory(db, retention_days=None)
+    memory.add("We went hiking on Mount Rainier", user="u", session="a1", at=T0)
+    assert memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99)).search_id
+    Path(f"{db}-wal").unlink()
+    memory.add("hiking by Lake Tahoe", user="u", session="a2", at=T0 + 60_000)
+    answer = memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99))
+    assert [e.session_id for e in answer.evidence] == ["a1", "a2"]
+    assert memory.add("hiking the Enchantments", user="u", session="a3", at=T0 + 120_000).status == "added"
+    memory.close()
+    with Memory(db) as again:
+        stored = [r["messages"][0]["content"] for r in again.export(user="u")]
+        assert stored == ["We went hiking on Mount Rainier", "hiking by Lake Tahoe", "hiking the Enchantments"]
+        assert again._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 2
