@@ -300,3 +300,57 @@ def test_memory_agent_search_refuses_a_blank_model_or_model_name(tmp_path) -> No
                 "the callable's own"
             )
         assert memory._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0
+
+
+BLANK_BASE = (
+    "--api-base: {!r} names no server; give its URL (such as http://127.0.0.1:11434/v1), or leave it out for "
+    "REFIND_API_BASE or the provider's own address"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "variable", "message"),
+    [
+        # `--api-base "$BASE"` with BASE unset asked the model's provider at its own address: the memory sent to a
+        # cloud provider (its key in the environment) instead of the local server meant
+        (["--api-base", ""], None, BLANK_BASE.format("")),
+        (["--api-base", " "], None, BLANK_BASE.format(" ")),
+        (
+            [],
+            " ",
+            "REFIND_API_BASE: ' ' names no server; give its URL (such as http://127.0.0.1:11434/v1), or unset it for "
+            "the provider's own address",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["search", "mcp"])
+def test_a_blank_api_base_is_refused_naming_where_it_was_given(
+    cli, store, monkeypatch, command, args, variable, message
+):
+    add(store, "alice", "s1", ("user", "we went hiking"), at=T0)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")  # the provider's own key, which must not be used
+    if variable is not None:
+        monkeypatch.setenv("REFIND_API_BASE", variable)
+    argv = {
+        "search": ["search", "hiking", "--user", "alice", "--mode", "agent", "--deadline", "3"],
+        "mcp": ["mcp", "--user", "alice"],
+    }[command]
+    r = cli(*argv, "--model", "openai/llama3", *args)
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == f"error: {message}"
+
+
+def test_memory_agent_search_refuses_a_blank_api_base(tmp_path, monkeypatch) -> None:
+    from refind_cli import Memory
+    from refind_cli.errors import InvalidInput
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    with Memory(tmp_path / "m.db", retention_days=None) as memory:
+        memory.add("we went hiking", user="alice", session="s1", at=T0)
+        with pytest.raises(InvalidInput) as refused:  # was: the provider asked at its own address
+            memory.agent_search("hiking", user="alice", model="openai/llama3", api_base="", deadline=3)
+        assert refused.value.message == (
+            "api_base: '' names no server; give its URL (such as http://127.0.0.1:11434/v1), or leave it out for "
+            "REFIND_API_BASE or the provider's own address"
+        )
+        assert memory._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0

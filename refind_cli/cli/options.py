@@ -217,11 +217,25 @@ ModelOption = Annotated[
         help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL}).",
     ),
 ]
+
+
+def an_api_base(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """An empty or blank --api-base (or a blank REFIND_API_BASE) is refused (exit 2), naming where it came from:
+    `--api-base ""` was read as no flag, and the model's provider asked at its own address. An empty variable is
+    unset."""
+    if value is not None and not value.strip() and not ctx.resilient_parsing:
+        from ..model import blank_api_base
+
+        raise blank_api_base(given_as(ctx, param), value)
+    return value
+
+
 ApiBaseOption = Annotated[
     str | None,
     typer.Option(
         "--api-base",
         envvar=settings.ENV_API_BASE,
+        callback=an_api_base,
         help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1.",
     ),
 ]

@@ -18,6 +18,7 @@ from ..options import (
     RetentionOption,
     SkipOption,
     a_model,
+    an_api_base,
     mode_source,
     refuse_memory_db,
     remember_db,
@@ -65,7 +66,10 @@ def serve(
     api_base: Annotated[
         str | None,
         typer.Option(
-            "--api-base", envvar=settings.ENV_API_BASE, help="Agent mode: base URL of an OpenAI-compatible API."
+            "--api-base",
+            envvar=settings.ENV_API_BASE,
+            callback=an_api_base,
+            help="Agent mode: base URL of an OpenAI-compatible API.",
         ),
     ] = None,
     max_actions: MaxActionsOption = None,
