@@ -41,7 +41,7 @@ _LAZY = {
     "Forgotten": "errors",
     "ModelError": "errors",
     "StorageError": "errors",  # the file deleted or replaced under a Memory, no space, read-only, damaged
-    "DatabaseLocked": "errors",  # (a StorageError) another writer's lock, or another thread's call past a deadline
+    "DatabaseLocked": "errors",  # (a StorageError) another writer's lock
 }
 
 __all__ = [  # the names of _LAZY (a test keeps the two lists equal)

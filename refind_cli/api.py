@@ -11,7 +11,9 @@ Every option is keyword-only; every failure is a :class:`~refind_cli.errors.Refi
 field, ``Conflict``, ``Forgotten``, ``NotFound``, ``ModelError``); results are plain frozen dataclasses. Searches go
 through :func:`refind_cli.retrieval.retrieve` with a :class:`~refind_cli.contract.SearchRequest` built by
 :func:`~refind_cli.contract.search_request` — exactly as ``refind search`` does. A ``Memory`` may be shared by
-threads (calls take turns on its one SQLite connection); litellm is imported only by :meth:`Memory.agent_search`.
+threads: its calls take turns on its SQLite connection, except :meth:`Memory.agent_search`, which runs on a connection
+of its own (lent by a :class:`~refind_cli.store_pool.StorePool`), so an add, a forget or a BM25 search is answered
+while a planner waits on its model. litellm is imported only by :meth:`Memory.agent_search`.
 """
 
 from __future__ import annotations
@@ -37,10 +39,19 @@ from .contract import (
     search_request,
 )
 from .contract import parse_said_at as said_at
-from .errors import DatabaseLocked, InvalidInput, ModelError, RefindError
+from .errors import FileReplaced, InvalidInput, ModelError, RefindError
 from .retention import UNSET, Unset
 from .retention import apply as apply_retention
-from .store import SQLITE_MAX_INT, AddOutcome, Store, storage_error, system_clock
+from .store import (
+    SQLITE_MAX_INT,
+    AddOutcome,
+    Store,
+    check_same_file,
+    file_identity,
+    storage_error,
+    system_clock,
+)
+from .store_pool import StorePool
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -158,48 +169,107 @@ class Memory:
         self._store.remedy = REOPEN  # what its file checks tell a Memory's caller, before a call and at its writes
         self._lock = threading.RLock()
         self._closed = False
+        # agent searches run on connections of their own: a planner waiting on its model (tens of seconds) held the
+        # one connection, and an add sent meanwhile waited for it (round 29)
+        self._searchers = StorePool(self._open_searcher, max_idle=4)
+        self._opening = threading.local()  # the deadline of the agent search opening a connection (_open_searcher)
+        self._wal = file_identity(self._store.wal_path)  # the -wal file its connection writes (_own_connection)
 
     @contextlib.contextmanager
-    def _turn(self, until: float | None = None) -> Iterator[None]:
-        """One call at a time, on the file this Memory opened (StorageError, nothing read or written, when that
-        file was deleted or replaced since: its connection would go on with a file no later open sees), and a
-        storage fault (no space, locked, read-only, damaged) as its RefindError. ``until`` (``time.monotonic()``):
-        an agent search's deadline bounds its wait for another thread's call on this Memory (DatabaseLocked)."""
-        if until is None:
-            self._lock.acquire()
-        elif not self._lock.acquire(timeout=max(0.0, until - time.monotonic())):
-            raise DatabaseLocked(
-                f"{self.path}: busy with another call on this Memory until the search's deadline; nothing was read "
-                "or written — retry once that call is done"
-            )
+    def _turn(self) -> Iterator[None]:
+        """One call at a time on this Memory's connection, on the file this Memory opened (StorageError, nothing read
+        or written, when that file was deleted or replaced since: its connection would go on with a file no later
+        open sees), and a storage fault (no space, locked, read-only, damaged) as its RefindError."""
+        self._lock.acquire()
         try:
-            if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
-                raise RefindError(
-                    f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
-                    "Memory to use the database"
-                )
+            self._refuse_closed()
             self._store.check_file()
-            try:
+            with self._faults():
                 yield
-            except sqlite3.Error as exc:
-                raise storage_error(exc, self._store.path) from exc
-            except UnicodeEncodeError as exc:  # an id holding a lone surrogate, bound as SQLite text
-                if "surrogates not allowed" not in exc.reason:
-                    raise
-                bad = exc.object[exc.start]
-                raise InvalidInput(
-                    f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
-                ) from None
         finally:
             self._lock.release()
+
+    def _refuse_closed(self) -> None:
+        if self._closed:  # (sqlite3's "Cannot operate on a closed database." said nothing of what to do)
+            raise RefindError(
+                f"{self.path}: this Memory is closed (its `with` block ended, or close() was called); open a new "
+                "Memory to use the database"
+            )
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """A storage fault (no space, locked, read-only, damaged) as its RefindError; a lone surrogate as
+        InvalidInput."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self._store.path) from exc
+        except UnicodeEncodeError as exc:  # an id holding a lone surrogate, bound as SQLite text
+            if "surrogates not allowed" not in exc.reason:
+                raise
+            bad = exc.object[exc.start]
+            raise InvalidInput(
+                f"an argument contains an unpaired UTF-16 surrogate (\\u{ord(bad):04x}), which is not Unicode text"
+            ) from None
+
+    @contextlib.contextmanager
+    def _own_connection(self, until: float | None) -> Iterator[Store]:
+        """A connection of its own for one agent search, lent by the pool and not shared with any other call while
+        it runs, so the Memory's other calls go on meanwhile. The same checks as :meth:`_turn`: closed, the file
+        deleted or replaced (the lend checks it, and a connection opened now must be of the Memory's file)."""
+        self._refuse_closed()
+        if self._wal is not None and file_identity(self._store.wal_path) != self._wal:
+            # its -wal file was deleted (or replaced) under it: a connection opened now would start a second one beside
+            # the one this Memory's connection still writes, and its next add failed ("disk I/O error"). The search
+            # takes turns on that one connection, as every call did before round 29.
+            with self._turn():
+                yield self._store
+            return
+        self._opening.until = until
+        try:
+            with self._searchers.store() as store, self._faults():
+                yield store
+        finally:
+            self._opening.until = None
+
+    def _open_searcher(self) -> Store:
+        """A new connection to the file this Memory opened, never to another one now at its path (nor a new file
+        created there): refused as :meth:`Store.check_file` refuses a call."""
+        opened = self._store
+        check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+        try:
+            store = Store(
+                opened.path,
+                clock=opened.clock,
+                retention_days=opened.retention_days,
+                until=getattr(self._opening, "until", None),
+            )
+        except sqlite3.Error as exc:
+            raise storage_error(exc, opened.path) from exc
+        store.remedy = REOPEN
+        try:
+            if store.identity != opened.identity:  # deleted or replaced between the check and the open
+                check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+                raise FileReplaced(
+                    f"database {opened.path}: the file was replaced while this Memory opened it; {REOPEN}"
+                )
+        except FileReplaced:
+            if store.created:  # the file was deleted under the Memory: the new one this open made goes too
+                store.remove_if_unused()
+            store.close()
+            raise
+        return store
 
     @property
     def path(self) -> str:
         return str(self._store.path)
 
     def close(self) -> None:
+        """Close the database. A later call raises; an agent search running on another thread finishes on its own
+        connection (its answer returned, its trace stored), which is closed as it ends."""
         with self._lock:
             self._closed = True
+            self._searchers.close()
             self._store.close()
 
     def __enter__(self) -> Memory:
@@ -335,15 +405,14 @@ class Memory:
 
         ``model``: a litellm model string (keys from the provider's usual variables; ``api_base`` for a local
         OpenAI-compatible server), a ``complete(messages) -> Reply`` callable (``model_name``: the name its traces
-        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens.
+        record), or ``None`` for REFIND_MODEL / REFIND_API_BASE. The trace is stored (``record``) and each step passed to ``on_event`` as it happens
+        (one that raises is not called again, and said once as a ``RuntimeWarning``: the search goes on).
         ``deadline``: seconds the whole search may take (default 120): past it the planner stops and returns what it
         kept (``deadline_passed``). ``skip``: what later searches skip of what earlier ones showed, ``"session"``
         (every session shown; the default) or ``"turn"`` (only the hits shown). The evidence never holds a message
         forgotten or expired while the search ran (``withheld`` says what was left out). ``ModelError`` when the model cannot be used — never a silent BM25
         answer.
         """
-        import time
-
         from .retrieval import Planner, retrieve
 
         asked_at = time.perf_counter()  # the deadline counts from here: loading litellm is part of the search
@@ -376,6 +445,16 @@ class Memory:
             )
         if model_name is not None and not isinstance(model_name, str):
             raise InvalidInput(f"model_name: must be a string or None, got {type(model_name).__name__}")
+        if model_name is not None and not model_name.strip():  # (read as unset, as model="" was)
+            raise InvalidInput(
+                f"model_name: {model_name!r} names nothing; give the name its traces record, or leave it out (None) "
+                "for the callable's own"
+            )
+        if on_event is not None and not callable(on_event):  # (a TypeError at the first step: the search lost)
+            raise InvalidInput(
+                f"on_event: must be a callable taking each trace event, or None, got {type(on_event).__name__}"
+            )
+        progress = None if on_event is None else _Progress(on_event)
         model_name = model_name or getattr(model, "__name__", None)
         if model is None or isinstance(model, str):
             from .model import from_env
@@ -390,12 +469,19 @@ class Memory:
             deadline_s=float(deadline),
             skip=skip,
             asked_at=asked_at,
-            on_event=on_event,
+            on_event=progress,
             record=record,
         )
-        with self._turn(until=planner.ends_at()):
-            found = retrieve(self._store, request, planner=planner)
+        try:
+            with self._own_connection(planner.ends_at()) as store:
+                found = retrieve(store, request, planner=planner)
+        except RefindError as exc:
+            if progress is not None:
+                progress.report(exc.search_id)
+            raise
         result = found.agent
+        if progress is not None:
+            progress.report(None if result is None else result.search_id)
         if result is None:  # retrieve answers an agent-mode request with the planner's result
             raise RefindError("agent search returned no planner result")
         return AgentAnswer(
@@ -486,6 +572,42 @@ def _request(
         mode=mode,
         names=API_NAMES,
     )
+
+
+class _Progress:
+    """A caller's ``on_event`` as the planner calls it: the first exception it raises is kept, it is not called again
+    for that search, and the search goes on (its evidence returned, its trace stored); :meth:`report` then says it
+    once, as a ``RuntimeWarning`` naming where it raised. Before round 29 it escaped the planner: the search, its
+    model calls paid for, was lost with its trace. (KeyboardInterrupt and the like still stop the search.)"""
+
+    def __init__(self, on_event: Callable[[Event], None]) -> None:
+        self.on_event = on_event
+        self.failed: tuple[Exception, Event] | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:
+            self.failed = (exc, event)
+
+    def report(self, search_id: str | None) -> None:
+        if self.failed is None:
+            return
+        import traceback
+        import warnings
+
+        exc, event = self.failed
+        said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        stored = f"its trace is stored: `refind inspect search {search_id}`" if search_id else "its trace is not stored"
+        warnings.warn(
+            f"on_event raised {said} ({frame.filename}:{frame.lineno}, given the {event.kind!r} event of step "
+            f"{event.step}); it was not called again for this search, which went on: {stored}",
+            RuntimeWarning,
+            stacklevel=3,  # (the caller's agent_search line)
+        )
 
 
 def _own_model(model: Complete) -> Complete:

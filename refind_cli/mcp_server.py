@@ -14,6 +14,7 @@ This module imports the SDK at its top; only ``refind mcp`` imports it, on a thr
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -21,11 +22,13 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from . import __version__
+from . import __version__, settings
 from .api import Evidence, Memory
 from .contract import ROLES, parse_said_at
 from .errors import Forgotten, RefindError
@@ -93,7 +96,25 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         lifespan=lifespan,
     )
 
-    def remember(
+    # The writes run one after another in the order they arrived: the SDK runs each call on a thread of its own, and
+    # remembers an agent sent without waiting for each answer were stored in whichever order their threads took the
+    # connection (40 sent: 4-6 out of order) — and a forget_session sent after a remember could run before it
+    # (round 29). An asyncio.Lock wakes its waiters first come, first served; searches do not queue behind it.
+    # Searches and writes each run on threads of their own (anyio's shared 40 are left to the other tools): with 40
+    # agent searches waiting on the model, a remember waited for one of them to end (round 29).
+    in_order = asyncio.Lock()
+    lanes: dict[str, anyio.CapacityLimiter] = {}
+
+    def lane(name: str, threads: int) -> anyio.CapacityLimiter:
+        if name not in lanes:  # (made on the event loop, in a call: a limiter belongs to its loop)
+            lanes[name] = anyio.CapacityLimiter(threads)
+        return lanes[name]
+
+    async def written(write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        async with in_order:
+            return await anyio.to_thread.run_sync(write, limiter=lane("writes", 1))
+
+    async def remember(
         content: Annotated[Any, Field(description="The message text, verbatim.", json_schema_extra=_TEXT)],
         role: Role = "user",
         session: SessionArg = None,
@@ -101,9 +122,10 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
     ) -> dict[str, Any]:
         names = {"messages[0].content": "content", "messages[0].role": "role"}
         message = {"role": role, "content": _text("content", content)}
-        return _added(memory, cfg, [message], _text("session", session, optional=True), _at(at), names)
+        said_in, when = _text("session", session, optional=True), _at(at)
+        return await written(lambda: _added(memory, cfg, [message], said_in, when, names))
 
-    def remember_exchange(
+    async def remember_exchange(
         user_message: Annotated[Any, Field(description="What the user said, verbatim.", json_schema_extra=_TEXT)],
         assistant_reply: Annotated[
             Any, Field(description="What the assistant answered, verbatim.", json_schema_extra=_TEXT)
@@ -116,9 +138,10 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             {"role": "assistant", "content": _text("assistant_reply", assistant_reply)},
         ]
         names = {"messages[0].content": "user_message", "messages[1].content": "assistant_reply"}
-        return _added(memory, cfg, messages, _text("session", session, optional=True), _at(at), names)
+        said_in, when = _text("session", session, optional=True), _at(at)
+        return await written(lambda: _added(memory, cfg, messages, said_in, when, names))
 
-    def search_memory(
+    async def search_memory(
         query: Annotated[Any, Field(description="What to look for: keywords or a question.", json_schema_extra=_TEXT)],
         top_k: TopK = 10,
         date_from: Annotated[
@@ -140,33 +163,37 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
         top_k = _count("top_k", top_k)
         date_from = _text("date_from", date_from, optional=True)
         date_to = _text("date_to", date_to, optional=True)
-        try:
-            if cfg.mode == "agent":
-                answer = memory.agent_search(
-                    query,
-                    user=cfg.user,
-                    model=cfg.model,
-                    model_name=cfg.model_name,
-                    max_actions=cfg.max_actions,
-                    deadline=cfg.deadline_s,
-                    skip=cfg.skip,
-                    top_k=top_k,
-                    date_from=date_from,
-                    date_to=date_to,
+
+        def find() -> dict[str, Any]:
+            try:
+                if cfg.mode == "agent":
+                    answer = memory.agent_search(
+                        query,
+                        user=cfg.user,
+                        model=cfg.model,
+                        model_name=cfg.model_name,
+                        max_actions=cfg.max_actions,
+                        deadline=cfg.deadline_s,
+                        skip=cfg.skip,
+                        top_k=top_k,
+                        date_from=date_from,
+                        date_to=date_to,
+                    )
+                    found: dict[str, Any] = {"mode": cfg.mode, "evidence": [_evidence(e) for e in answer.evidence]}
+                    if answer.withheld is not None:  # forgotten or expired while the planner ran: said, never shown
+                        found["withheld"] = answer.withheld
+                    if answer.deadline_passed:
+                        found["deadline_passed"] = True
+                    return found
+                evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
+            except RefindError as exc:
+                stored = (
+                    f" (agent search {exc.search_id}: `refind inspect search {exc.search_id}`)" if exc.search_id else ""
                 )
-                found: dict[str, Any] = {"mode": cfg.mode, "evidence": [_evidence(e) for e in answer.evidence]}
-                if answer.withheld is not None:  # forgotten or expired while the planner ran: said, never shown
-                    found["withheld"] = answer.withheld
-                if answer.deadline_passed:
-                    found["deadline_passed"] = True
-                return found
-            evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)
-        except RefindError as exc:
-            stored = (
-                f" (agent search {exc.search_id}: `refind inspect search {exc.search_id}`)" if exc.search_id else ""
-            )
-            raise ToolError(_field_message(exc) + stored) from None
-        return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
+                raise ToolError(_field_message(exc) + stored) from None
+            return {"mode": cfg.mode, "evidence": [_evidence(e) for e in evidence]}
+
+        return await anyio.to_thread.run_sync(find, limiter=lane("searches", settings.DEFAULT_SEARCH_THREADS))
 
     def recent_sessions(
         limit: Limit = 10,
@@ -189,15 +216,19 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
             ]
         }
 
-    def forget_session(
+    async def forget_session(
         session: Annotated[Any, Field(description="The session id to delete for good.", json_schema_extra=_TEXT)],
     ) -> dict[str, Any]:
         session = _text("session", session)
-        try:
-            result = memory.forget(user=cfg.user, session=session)
-        except RefindError as exc:
-            raise ToolError(_field_message(exc)) from None
-        return {"session_id": session, "messages": result.messages, "tombstone_id": result.tombstone_id}
+
+        def forget() -> dict[str, Any]:
+            try:
+                result = memory.forget(user=cfg.user, session=session)
+            except RefindError as exc:
+                raise ToolError(_field_message(exc)) from None
+            return {"session_id": session, "messages": result.messages, "tombstone_id": result.tombstone_id}
+
+        return await written(forget)
 
     search_doc = (
         f"Search this user's memory ({'an LLM planner runs several keyword searches' if cfg.mode == 'agent' else 'BM25 keyword search'}) "

@@ -291,10 +291,55 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     return value
 
 
+def blank_model(given_as: str, value: str) -> InvalidInput:
+    """A model name that names nothing (empty, or spaces alone), refused naming where it was given: it was read as
+    "not given" and the default model (a paid provider's) was asked instead, or refused as "no model configured"
+    (round 29). An empty REFIND_MODEL counts as unset, as every REFIND_* variable does."""
+    instead = "unset it for" if given_as == settings.ENV_MODEL else f"leave it out for {settings.ENV_MODEL} or"
+    return InvalidInput(
+        f"{given_as}: {value!r} names no model; give a litellm model string, or {instead} the default "
+        f"({settings.DEFAULT_MODEL})"
+    )
+
+
+def chosen_model(model: str | None, *, given_as: str = "model") -> str:
+    """The model to ask: ``model`` as given, else REFIND_MODEL (an empty one is unset), else the default; a blank one
+    given (``given_as``) or set is refused (:func:`blank_model`)."""
+    if model is not None:
+        if not model.strip():
+            raise blank_model(given_as, model)
+        return model
+    variable = os.environ.get(settings.ENV_MODEL) or None
+    if variable is not None and not variable.strip():
+        raise blank_model(settings.ENV_MODEL, variable)
+    return variable or settings.DEFAULT_MODEL
+
+
+def blank_api_base(given_as: str, value: str) -> InvalidInput:
+    """An api base that names no server (empty, or spaces alone), refused naming where it was given: ``--api-base
+    "$BASE"`` with BASE unset was read as "not given", and the model's provider was asked at its own address — the
+    user's memory sent to a cloud provider (its key in the environment) instead of the local server (round 29)."""
+    instead = "unset it for" if given_as == settings.ENV_API_BASE else f"leave it out for {settings.ENV_API_BASE} or"
+    return InvalidInput(
+        f"{given_as}: {value!r} names no server; give its URL (such as http://127.0.0.1:11434/v1), or {instead} the "
+        "provider's own address"
+    )
+
+
+def chosen_api_base(api_base: str | None, *, given_as: str = "api_base") -> str | None:
+    """The api base to use: ``api_base`` as given (a blank one refused, :func:`blank_api_base`), else REFIND_API_BASE
+    (an empty one is unset; its shape is checked by :func:`litellm_complete`), else None (the provider's own)."""
+    if api_base is not None:
+        if not api_base.strip():
+            raise blank_api_base(given_as, api_base)
+        return api_base
+    return os.environ.get(settings.ENV_API_BASE) or None
+
+
 def from_env(model: str | None = None, api_base: str | None = None) -> tuple[Complete, str]:
     """The litellm ``Complete`` configured by flags, else REFIND_MODEL / REFIND_API_BASE / REFIND_LLM_*."""
-    name = model or os.environ.get(settings.ENV_MODEL) or settings.DEFAULT_MODEL
-    base = api_base or os.environ.get(settings.ENV_API_BASE) or None
+    name = chosen_model(model)
+    base = chosen_api_base(api_base)
     timeout = settings.positive_number(
         settings.ENV_LLM_TIMEOUT,
         os.environ.get(settings.ENV_LLM_TIMEOUT),

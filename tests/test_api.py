@@ -224,6 +224,47 @@ def test_agent_search_with_a_scripted_model(memory: Memory) -> None:
     assert answer.trace[0]["kind"]
 
 
+def test_an_on_event_callback_that_raises_costs_neither_the_search_nor_its_trace(memory: Memory) -> None:
+    # before round 29 the callback's ValueError escaped the planner: the search, its model calls paid for, was lost,
+    # and its trace was never stored
+    from refind_cli import trace
+    from refind_cli.trace import Event
+
+    _fill(memory)
+    replies = iter(
+        [
+            {"action": "search_chatrecord", "keywords": "Lisbon"},
+            {"action": "take_note", "results": [1]},
+            {"action": "finish_search"},
+        ]
+    )
+
+    def scripted(messages: list[dict]) -> Reply:
+        return Reply(json.dumps(next(replies)), prompt_tokens=7, completion_tokens=3)
+
+    seen: list[str] = []
+
+    def progress(event: Event) -> None:
+        seen.append(event.kind)
+        if event.kind == "search":
+            raise ValueError("my progress bar broke")
+
+    with pytest.warns(RuntimeWarning) as warned:
+        answer = memory.agent_search("where is the trip", user="alice", model=scripted, top_k=2, on_event=progress)
+    assert [e.session_id for e in answer.evidence] == ["s1"] and answer.llm_calls == 3  # the search went on
+    assert seen[-1] == "search" and seen.count("search") == 1  # not called again once it raised
+    assert [str(w.message) for w in warned] == [  # said once, naming the callback's line and the stored trace
+        f"on_event raised ValueError: my progress bar broke ({__file__}:{progress.__code__.co_firstlineno + 3}, given "
+        f"the 'search' event of step 1); it was not called again for this search, which went on: its trace is "
+        f"stored: `refind inspect search {answer.search_id}`"
+    ]
+    assert warned[0].filename == __file__  # pointing at the caller's agent_search line
+    kinds = [e.kind for e in trace.load(memory._store, answer.search_id).events]
+    assert kinds[: len(seen)] == seen and "finish" in kinds  # the whole trace, stored
+    with pytest.raises(InvalidInput, match=r"^on_event: must be a callable taking each trace event, or None, got int$"):
+        memory.agent_search("where is the trip", user="alice", model=scripted, on_event=5)  # type: ignore[arg-type]
+
+
 def test_one_memory_can_be_shared_by_threads(memory: Memory) -> None:
     errors: list[BaseException] = []
 

@@ -422,6 +422,111 @@ def test_agent_mode_says_what_it_withheld_when_a_forget_came_while_it_ran(tmp_pa
     _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
 
 
+def test_a_remember_is_answered_while_an_agent_search_waits_on_its_model(tmp_path: Path, llm_server: Any) -> None:
+    # what an agent does: search, and store the user's turn meanwhile. Before round 29 the remember took turns on the
+    # server's one connection and waited for the whole search (here: until the held model was released)
+    import threading
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="alice", session="a1", at="2023-05-02")
+    asked, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        asked.set()
+        release.wait(60)
+        return '{"action": "finish_search"}'
+
+    llm_server.play(held)
+
+    async def script(client: Any) -> None:
+        search = asyncio.create_task(client.call_tool("search_memory", {"query": "where did we go hiking"}))
+        while not asked.is_set():
+            await asyncio.sleep(0.01)
+        try:
+            stored = _data(
+                await asyncio.wait_for(client.call_tool("remember", {"content": "I love the Enchantments"}), 10)
+            )
+            assert stored["stored"] is True
+            assert _data(await asyncio.wait_for(client.call_tool("recent_sessions", {}), 10))["sessions"]
+            # read-your-writes: a search sent after the remember's answer finds it
+            llm_server.play(
+                '{"action": "search_chatrecord", "keywords": "Enchantments"}', '{"action": "take_note", "results": [1]}'
+            )
+            found = _data(await asyncio.wait_for(client.call_tool("search_memory", {"query": "Enchantments"}), 30))
+            assert "I love the Enchantments" in json.dumps(found["evidence"])
+            assert not search.done()  # the first search was held all along
+        finally:
+            release.set()
+        assert _data(await search)["mode"] == "agent"
+
+    llm_server.default = '{"action": "finish_search"}'
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+
+
+def test_a_remember_is_answered_while_more_agent_searches_wait_than_the_sdk_has_threads(
+    tmp_path: Path, llm_server: Any
+) -> None:
+    # the SDK runs a tool on one of anyio's 40 shared threads: with 40 agent searches waiting on the model, a
+    # remember (and recent_sessions) waited for one of them to end. Searches and writes have threads of their own now
+    import threading
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="alice", session="a1", at="2023-05-02")
+    asked: list[int] = []
+    release = threading.Event()
+
+    def held() -> str:
+        asked.append(1)
+        release.wait(60)
+        return '{"action": "finish_search"}'
+
+    searches = 42
+    llm_server.play(*[held] * searches)
+
+    async def script(client: Any) -> None:
+        held_calls = [
+            asyncio.create_task(client.call_tool("search_memory", {"query": f"hiking {n}"})) for n in range(searches)
+        ]
+        try:
+            for _ in range(3000):
+                if len(asked) >= 40:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(asked) >= 40
+            stored = _data(await asyncio.wait_for(client.call_tool("remember", {"content": "still listening"}), 10))
+            assert stored["stored"] is True
+            assert _data(await asyncio.wait_for(client.call_tool("recent_sessions", {}), 10))["sessions"]
+        finally:
+            release.set()
+        for call in held_calls:
+            assert _data(await call)["mode"] == "agent"
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+
+
+def test_writes_sent_without_waiting_are_stored_in_the_order_they_were_sent(tmp_path: Path) -> None:
+    # an agent sends its remembers (and a forget) without waiting for each answer: before round 29 each ran on a
+    # thread of its own and took the connection in whichever order (40 sent: 4-6 stored out of order; a test of 100 failed 5 times in 5), and a forget
+    # sent after the remembers of its session could run before some of them, which were then kept
+    db = tmp_path / "m.db"
+    outcome: list[Any] = []
+
+    async def script(client: Any) -> None:
+        calls = [client.call_tool("remember", {"content": f"turn {n}", "session": "order"}) for n in range(100)]
+        calls += [client.call_tool("remember", {"content": f"forget me {n}", "session": "gone"}) for n in range(5)]
+        calls.append(client.call_tool("forget_session", {"session": "gone"}))
+        outcome.extend(await asyncio.gather(*calls))
+
+    _drive(_params(db, "--allow-forget"), script)
+    assert all(not r.is_error for r in outcome), [r.content for r in outcome if r.is_error]
+    assert _data(outcome[-1])["messages"] == 5  # every remember sent before it
+    with Memory(db) as memory:
+        stored = [r["messages"][0]["content"] for r in memory.export(user="alice")]
+    assert stored == [f"turn {n}" for n in range(100)]
+
+
 @pytest.mark.parametrize("missing", ["mcp", "mcp_types"])
 def test_a_missing_sdk_is_one_clear_error(cli, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     import importlib.util

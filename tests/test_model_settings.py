@@ -222,3 +222,135 @@ def test_a_server_that_answers_then_resets_is_not_said_to_be_absent():
     finally:
         listener.close()
     assert "could not connect" not in failed.value.message and "nothing answered" not in failed.value.message
+
+
+BLANK_FLAG = (
+    "--model: {!r} names no model; give a litellm model string, or leave it out for REFIND_MODEL or the default "
+    "(openai/gpt-4o-mini)"
+)
+BLANKS = [
+    # `--model "$M"` with M unset asked the default model (a paid provider's) as if no flag were given (`mcp`: ran
+    # bm25, silently; `serve`: served)
+    (["--model", ""], None, BLANK_FLAG.format("")),
+    (["--model", " "], None, BLANK_FLAG.format(" ")),  # (it said "no model configured", exit 5)
+    (
+        [],
+        " ",
+        "REFIND_MODEL: ' ' names no model; give a litellm model string, or unset it for the default (openai/gpt-4o-mini)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "variable", "message"),
+    [
+        (command, *blank)
+        for command in ("search", "mcp", "serve")
+        for blank in BLANKS
+        if (command, blank[0]) != ("serve", ["--model", ""])  # (before round 29 it served for good: a hung test)
+    ],
+)
+def test_a_blank_model_is_refused_naming_where_it_was_given(
+    cli, store, llm_server, monkeypatch, command, args, variable, message
+):
+    add(store, "alice", "s1", ("user", "we went hiking"), at=T0)
+    if variable is not None:
+        monkeypatch.setenv("REFIND_MODEL", variable)
+    argv = {
+        "search": ["search", "hiking", "--user", "alice", "--mode", "agent"],
+        "mcp": ["mcp", "--user", "alice"],
+        "serve": ["serve", "--mode", "agent"],
+    }[command]
+    r = cli(*argv, *args, "--api-base", llm_server.url)
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == f"error: {message}"
+    assert llm_server.requests == []
+
+
+def test_an_empty_refind_model_is_unset_as_every_refind_variable_is(cli, store, llm_server, monkeypatch):
+    add(store, "alice", "s1", ("user", "we went hiking"), at=T0)
+    monkeypatch.setenv("REFIND_MODEL", "")
+    llm_server.play('{"action": "finish_search"}')
+    r = cli("search", "hiking", "--user", "alice", "--mode", "agent", "--api-base", llm_server.url)
+    assert r.exit_code == 0, r.output
+    assert [body["model"] for body in llm_server.requests] == ["gpt-4o-mini"]  # the default, as documented
+
+
+def test_memory_agent_search_refuses_a_blank_model_or_model_name(tmp_path) -> None:
+    from refind_cli import Memory
+    from refind_cli.errors import InvalidInput
+    from refind_cli.model import Reply
+
+    def complete(messages):
+        return Reply('{"action": "finish_search"}', prompt_tokens=1, completion_tokens=1)
+
+    with Memory(tmp_path / "m.db", retention_days=None) as memory:
+        memory.add("we went hiking", user="alice", session="s1", at=T0)
+        for blank in ("", "  "):
+            with pytest.raises(InvalidInput) as refused:  # was: REFIND_MODEL, else the default model, asked
+                memory.agent_search("hiking", user="alice", model=blank)
+            assert refused.value.message == (
+                f"model: {blank!r} names no model; give a litellm model string, or leave it out for REFIND_MODEL or "
+                "the default (openai/gpt-4o-mini)"
+            )
+            with pytest.raises(InvalidInput) as refused:  # was: the callable's own name, recorded
+                memory.agent_search("hiking", user="alice", model=complete, model_name=blank)
+            assert refused.value.message == (
+                f"model_name: {blank!r} names nothing; give the name its traces record, or leave it out (None) for "
+                "the callable's own"
+            )
+        assert memory._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0
+
+
+BLANK_BASE = (
+    "--api-base: {!r} names no server; give its URL (such as http://127.0.0.1:11434/v1), or leave it out for "
+    "REFIND_API_BASE or the provider's own address"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "variable", "message"),
+    [
+        # `--api-base "$BASE"` with BASE unset asked the model's provider at its own address: the memory sent to a
+        # cloud provider (its key in the environment) instead of the local server meant
+        (["--api-base", ""], None, BLANK_BASE.format("")),
+        (["--api-base", " "], None, BLANK_BASE.format(" ")),
+        (
+            [],
+            " ",
+            "REFIND_API_BASE: ' ' names no server; give its URL (such as http://127.0.0.1:11434/v1), or unset it for "
+            "the provider's own address",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["search", "mcp"])
+def test_a_blank_api_base_is_refused_naming_where_it_was_given(
+    cli, store, monkeypatch, command, args, variable, message
+):
+    add(store, "alice", "s1", ("user", "we went hiking"), at=T0)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")  # the provider's own key, which must not be used
+    if variable is not None:
+        monkeypatch.setenv("REFIND_API_BASE", variable)
+    argv = {
+        "search": ["search", "hiking", "--user", "alice", "--mode", "agent", "--deadline", "3"],
+        "mcp": ["mcp", "--user", "alice"],
+    }[command]
+    r = cli(*argv, "--model", "openai/llama3", *args)
+    assert r.exit_code == 2, r.output
+    assert " ".join(r.output.split()) == f"error: {message}"
+
+
+def test_memory_agent_search_refuses_a_blank_api_base(tmp_path, monkeypatch) -> None:
+    from refind_cli import Memory
+    from refind_cli.errors import InvalidInput
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    with Memory(tmp_path / "m.db", retention_days=None) as memory:
+        memory.add("we went hiking", user="alice", session="s1", at=T0)
+        with pytest.raises(InvalidInput) as refused:  # was: the provider asked at its own address
+            memory.agent_search("hiking", user="alice", model="openai/llama3", api_base="", deadline=3)
+        assert refused.value.message == (
+            "api_base: '' names no server; give its URL (such as http://127.0.0.1:11434/v1), or leave it out for "
+            "REFIND_API_BASE or the provider's own address"
+        )
+        assert memory._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 0

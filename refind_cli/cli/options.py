@@ -198,19 +198,44 @@ def open_existing(db: Path, retention: str | None, *, read_only: bool = False, u
 
 
 # Agent mode (the planner)
+def a_model(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """An empty or blank --model (or a blank REFIND_MODEL) is refused (exit 2), naming where it came from: `--model
+    ""` was read as no flag, and the default model asked (`mcp`: bm25 mode, silently). An empty variable is unset."""
+    if value is not None and not value.strip() and not ctx.resilient_parsing:
+        from ..model import blank_model
+
+        raise blank_model(given_as(ctx, param), value)
+    return value
+
+
 ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
         envvar=settings.ENV_MODEL,
+        callback=a_model,
         help=f"litellm model string for agent mode (default {settings.DEFAULT_MODEL}).",
     ),
 ]
+
+
+def an_api_base(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """An empty or blank --api-base (or a blank REFIND_API_BASE) is refused (exit 2), naming where it came from:
+    `--api-base ""` was read as no flag, and the model's provider asked at its own address. An empty variable is
+    unset."""
+    if value is not None and not value.strip() and not ctx.resilient_parsing:
+        from ..model import blank_api_base
+
+        raise blank_api_base(given_as(ctx, param), value)
+    return value
+
+
 ApiBaseOption = Annotated[
     str | None,
     typer.Option(
         "--api-base",
         envvar=settings.ENV_API_BASE,
+        callback=an_api_base,
         help="Base URL of an OpenAI-compatible server (ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1.",
     ),
 ]

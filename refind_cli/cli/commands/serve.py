@@ -17,6 +17,8 @@ from ..options import (
     MaxActionsOption,
     RetentionOption,
     SkipOption,
+    a_model,
+    an_api_base,
     mode_source,
     refuse_memory_db,
     remember_db,
@@ -57,13 +59,17 @@ def serve(
         typer.Option(
             "--model",
             envvar=settings.ENV_MODEL,
+            callback=a_model,
             help=f"Agent mode: the litellm model (default {settings.DEFAULT_MODEL}).",
         ),
     ] = None,
     api_base: Annotated[
         str | None,
         typer.Option(
-            "--api-base", envvar=settings.ENV_API_BASE, help="Agent mode: base URL of an OpenAI-compatible API."
+            "--api-base",
+            envvar=settings.ENV_API_BASE,
+            callback=an_api_base,
+            help="Agent mode: base URL of an OpenAI-compatible API.",
         ),
     ] = None,
     max_actions: MaxActionsOption = None,
