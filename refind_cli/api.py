@@ -174,6 +174,8 @@ class Memory:
         self._searchers = StorePool(self._open_searcher, max_idle=4)
         self._opening = threading.local()  # the deadline of the agent search opening a connection (_open_searcher)
         self._wal = file_identity(self._store.wal_path)  # the -wal file its connection writes (_own_connection)
+        # the file as named now: a relative path given, a later chdir must not point a search's connection elsewhere
+        self._file = self._store.path.absolute()
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -236,10 +238,10 @@ class Memory:
         """A new connection to the file this Memory opened, never to another one now at its path (nor a new file
         created there): refused as :meth:`Store.check_file` refuses a call."""
         opened = self._store
-        check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+        check_same_file(self._file, opened.identity, holder=opened.holder, remedy=REOPEN)
         try:
             store = Store(
-                opened.path,
+                self._file,
                 clock=opened.clock,
                 retention_days=opened.retention_days,
                 until=getattr(self._opening, "until", None),
@@ -249,7 +251,7 @@ class Memory:
         store.remedy = REOPEN
         try:
             if store.identity != opened.identity:  # deleted or replaced between the check and the open
-                check_same_file(opened.path, opened.identity, holder=opened.holder, remedy=REOPEN)
+                check_same_file(self._file, opened.identity, holder=opened.holder, remedy=REOPEN)
                 raise FileReplaced(
                     f"database {opened.path}: the file was replaced while this Memory opened it; {REOPEN}"
                 )

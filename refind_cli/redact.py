@@ -69,7 +69,7 @@ def redact(text: str, *extra: str | None) -> str:
 @functools.lru_cache(maxsize=64)
 def _json_escaped(secret: str) -> re.Pattern[str]:
     """``secret`` as JSON text may write it, escaped once or again (JSON quoted inside JSON): each character as
-    itself or as ``\\uXXXX`` (hex in either case), a "/" also as ``\\/``."""
+    itself or as ``\\uXXXX`` (hex in either case), a "/" also as ``\\/``, a '"' as ``\\"`` and a backslash as ``\\\\``."""
     parts = []
     for c in secret:
         alts = [re.escape(c)]
@@ -77,6 +77,10 @@ def _json_escaped(secret: str) -> re.Pattern[str]:
             alts.append(r"\\+u" + "".join(f"[{h}{h.upper()}]" if h.isalpha() else h for h in f"{ord(c):04x}"))
         if c == "/":
             alts.append(r"\\+/")
+        elif c == '"':  # (JSON always escapes these two: a key holding one was never redacted where it was echoed)
+            alts.append(r'\\+"')
+        elif c == "\\":
+            alts.append(r"\\{2,}")
         parts.append(f"(?:{'|'.join(alts)})")
     return re.compile("".join(parts))
 

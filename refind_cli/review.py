@@ -8,9 +8,9 @@ recorded-at (when this store received it) are kept apart everywhere. Returns pla
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
@@ -157,7 +157,6 @@ WITH k AS (
 o AS (SELECT seq, max(said_at) OVER (PARTITION BY g) AS said FROM k),
 r AS (SELECT seq, row_number() OVER (ORDER BY said, seq) - 1 AS pos FROM o)
 """
-_COLUMNS = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS.split(", "))
 # The messages in order are read by their seq, up to this many, or this many bytes of text, a read (SQLite sorting
 # the rows whole would hold the text in its sorter: +17 MiB for a session of 30 MB).
 _FETCH_ROWS = 500
@@ -196,7 +195,8 @@ def _read(store: Store, seqs: list[int]) -> Iterator[StoredMessage]:
     ).fetchall()
     by_seq = {row[0]: row for row in rows}
     for seq in seqs:
-        yield StoredMessage(*by_seq[seq])
+        if (row := by_seq.get(seq)) is not None:  # (forgotten since the order was read: never printed)
+            yield StoredMessage(*row)
 
 
 def _absent(user_id: str, session_id: str) -> NotFound:
@@ -222,18 +222,23 @@ def session_size(store: Store, user_id: str, session_id: str) -> tuple[int, int]
 
 def session_turns(store: Store, user_id: str, session_id: str) -> Iterator[dict[str, Any]]:
     """One session's transcript as turns with their stable ids, in order, read a few rows at a time as the iterator
-    is (a session of 200,000 messages is never held whole); NotFound, before any, when none is visible. Inside
-    :meth:`Store.reading` (the rows are read by seq as the iterator goes)."""
+    is (a session of 200,000 messages is never held whole: its order is, as two arrays of integers); NotFound, before
+    any, when none is visible. The order is read now (inside :meth:`Store.reading` with :func:`session_size`, the two
+    agree); the rows as the iterator goes, each batch a read of its own, so no read stays open while the output
+    waits on its reader (`| less`): a forget's truncate of the WAL (its scrub) is not held up by it, and a message
+    forgotten meanwhile is not printed."""
     predicate, params = store.visible()
-    keys = store.conn.execute(
+    seqs, lengths = array("q"), array("q")
+    for seq, length in store.conn.execute(
         _ORDERED.format(predicate=predicate)
         + "SELECT r.seq, length(CAST(m.content AS BLOB)) FROM r JOIN messages m ON m.seq = r.seq ORDER BY r.pos",
         [user_id, session_id, *params],
-    )
-    first = keys.fetchone()
-    if first is None:
+    ):
+        seqs.append(seq)
+        lengths.append(length)
+    if not seqs:
         raise _absent(user_id, session_id)
-    return (_turn_dict(m) for m in _in_order(store, itertools.chain([first], keys)))
+    return (_turn_dict(m) for m in _in_order(store, zip(seqs, lengths, strict=True)))
 
 
 def turn(store: Store, turn_id: str, *, neighbours: int = NEIGHBOURS) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from helpers import T0, add, agent_app, agent_cli
+from llm_server import Slow
+
+from refind_cli.store import Store
 
 SEARCH = '{"action": "search_chatrecord", "keywords": "hiking"}'
 NOTE = '{"action": "take_note", "results": [1]}'
@@ -174,6 +178,17 @@ def test_traces_not_stored_one_search_after_another_are_logged_once_then_once_ov
             for _ in range(4):
                 llm_server.play(SEARCH, NOTE, FINISH)
                 assert client.post("/v1/memories/search", json=body).status_code == 200
+        # a trace dropped because a forget removed what it quotes while the search ran is no trace stored: the
+        # fault's run goes on (it was said over, though nothing had been stored)
+        llm_server.play(SEARCH, NOTE, Slow(2.0, FINISH))
+        forget = threading.Timer(1.0, lambda: client.delete("/v1/memories", params={"user_id": "alice"}))
+        forget.start()
+        dropped = client.post("/v1/memories/search", json=body)
+        forget.join()
+        assert dropped.status_code == 200 and dropped.json()["data"] == []
+        assert not [r for r in caplog.records if "over" in r.getMessage()]
+        with Store(db_path, retention_days=None) as store:
+            add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0), request_id="again")
         llm_server.play(SEARCH, NOTE, FINISH)
         assert client.post("/v1/memories/search", json=body).status_code == 200
     said = [r.getMessage() for r in caplog.records if "trace" in r.getMessage()]

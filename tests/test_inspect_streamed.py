@@ -191,3 +191,37 @@ def test_a_turn_in_a_big_session_reads_its_neighbours_only(big_session, tmp_path
         2,
     )
     assert turn - small < 8, (small, turn)  # the whole session laid out: ~+40 MiB
+
+
+PAGED = 1_200  # more than one read of rows (_FETCH_ROWS): the command is still reading when its reader pauses
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "plain"])
+def test_a_reader_slow_to_take_the_output_holds_up_no_forget(cli, db_path, as_json) -> None:
+    # `refind inspect session u s | less`: the output waits on its reader. It held one read open all along (round
+    # 29's streaming), so a forget meanwhile waited 2 s and could not truncate the WAL (`checkpointed: false`: the
+    # text it removed stayed in the files), and the messages it forgot were printed after it had answered
+    with Store(db_path, retention_days=None) as s:
+        for r in range(0, PAGED, 100):
+            messages = [
+                {"role": "user", "content": f"msg{i:06d} " + "y" * 1000, "timestamp": T0 + i} for i in range(r, r + 100)
+            ]
+            s.add(parse_add({"request_id": f"r{r}", "user_id": "u", "session_id": "paged", "messages": messages}))
+        s.add(parse_add({"request_id": "o", "user_id": "u", "session_id": "other", "messages": messages[:1]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")} | {"PYTHONPATH": str(ROOT)}
+    args = ["inspect", "session", "u", "paged", "--db", str(db_path), *(["--json"] if as_json else [])]
+    reader = subprocess.Popen([sys.executable, "-m", "refind_cli", *args], env=env, stdout=subprocess.PIPE)
+    try:
+        assert reader.stdout is not None
+        first = reader.stdout.read(1000)  # it is printing; what follows waits in the full pipe
+        other = cli("forget", "--user", "u", "--session", "other", "--yes", "--json")
+        assert other.exit_code == 0, other.output
+        assert json.loads(other.output)["checkpointed"] is True
+        paged = cli("forget", "--user", "u", "--session", "paged", "--yes", "--json")
+        assert json.loads(paged.output)["checkpointed"] is True
+        printed = (first + reader.stdout.read()).decode()
+    finally:
+        reader.kill()
+        reader.wait(30)
+    assert reader.returncode == 0
+    assert 0 < printed.count("msg0") < PAGED  # what was read before the forget, not what it removed after

@@ -170,3 +170,21 @@ def test_a_deleted_wal_file_costs_no_add_and_no_search(tmp_path: Path) -> None:
         stored = [r["messages"][0]["content"] for r in again.export(user="u")]
         assert stored == ["We went hiking on Mount Rainier", "hiking by Lake Tahoe", "hiking the Enchantments"]
         assert again._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 2
+
+
+def test_a_memory_opened_by_a_relative_path_searches_the_same_file_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Memory("m.db"), then the program changes its working directory (a notebook's %cd, a library's os.chdir): the
+    # agent search's own connection opened "m.db" in the new directory — refused as "the file was deleted or
+    # replaced" (FileReplaced) while add and search went on with the file the Memory opened
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    with Memory("m.db", retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier", user="u", session="a1", at=T0)
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        answer = memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99))
+        assert [e.session_id for e in answer.evidence] == ["a1"]
+        assert answer.search_id is not None
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # no database made where the search looked

@@ -66,6 +66,9 @@ def test_a_full_disk_under_a_flood_of_adds_is_logged_once_then_once_over(db_path
             assert 200 in statuses and statuses[-150:] == [507] * 150, statuses
             searched = http.post("/search", json={"query": "mountains", "user_id": "alice", "top_k": 2})
             assert searched.status_code == 200  # a read succeeding ends no run of refused writes
+            again = http.post("/v1/memories/search/", json={"query": "mountains", "user_id": "alice", "top_k": 2})
+            assert again.status_code == 200  # nor the same route with a slash (was: a write, the run said over)
+            assert http.get("/health").status_code == 200  # nor a probe of /health
             assert http.post("/v1/memories/add", json=_body(500)).status_code == 507
             resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (hard, hard))  # space is back
             assert http.post("/v1/memories/add", json=_body(501)).status_code == 200
@@ -110,6 +113,30 @@ def test_refusals_are_counted_and_said_once_per_period(caplog: pytest.LogCapture
         "storage fault over: reads succeed again, after 1 refused (locked) over 0.0 s",
         "storage fault: 50 more writes refused in the last 11 s: no_space (51 since it began 11 s ago)",
         "storage fault over: writes succeed again, after 52 refused (no_space) over 13.0 s",
+    ]
+
+
+def test_only_a_request_of_the_same_sort_that_reads_or_writes_the_database_ends_a_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a supervisor's GET /health every few seconds (200: the file is there) ended a run of searches refused by a
+    # damaged file: "storage fault over: reads succeed again" while every search still failed, and the next one was
+    # a first line again; a search sent to /v1/memories/search/ (the same route) was a write, ending a full disk's run
+    faults = FaultLog(clock=lambda: 100.0)
+    with caplog.at_level(logging.INFO, logger="refind.server"):
+        faults.refused("no_space", "POST", "/v1/memories/add")
+        faults.refused("corrupt", "POST", "/v1/memories/search/")
+        for method, path in (("GET", "/health"), ("HEAD", "/health"), ("GET", "/openapi.json"), ("GET", "/docs")):
+            faults.succeeded(method, path)
+        faults.refused("corrupt", "POST", "/search")  # counted: the run went on
+        faults.succeeded("POST", "/v1/memories/search/")
+        faults.refused("no_space", "POST", "/add")  # counted: a search ends no run of writes
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "storage fault on POST /v1/memories/add: no_space (more writes refused by it are counted: one line every 10 s)",
+        "storage fault on POST /v1/memories/search/: corrupt (more reads refused by it are counted: one line every "
+        "10 s)",
+        "storage fault over: reads succeed again, after 2 refused (corrupt) over 0.0 s",
     ]
 
 

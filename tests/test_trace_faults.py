@@ -192,6 +192,34 @@ def test_a_key_the_model_echoes_json_escaped_is_redacted_in_its_reply_its_tool_c
         assert calls[1]["tool_calls"][0]["arguments"] == '{"results": [1], "thought": "[redacted]"}'
 
 
+def test_a_key_holding_a_quote_or_a_backslash_is_redacted_where_the_model_echoes_it_in_json(
+    cli, store, llm_server, monkeypatch
+):
+    # JSON always escapes '"' and '\\' (as \\" and \\\\): a configured key holding one was never redacted in a reply
+    # that echoed it, once or twice escaped — the trace kept the key, which reads back from its JSON as itself
+    key = 'Zm9v"YmFy\\c2VjcmV0'
+    monkeypatch.setenv("REFIND_API_KEY", key)
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    once = json.dumps(key)[1:-1]
+    twice = json.dumps(once)[1:-1]
+    llm_server.play(
+        '{"thought": "the key is ' + once + '", "action": "search_chatrecord", "keywords": "hiking"}',
+        Tools(("take_note", '{"results": [1], "thought": "' + twice + '"}')),
+        FINISH,
+    )
+    r = agent(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    stored = json.loads(cli("inspect", "--json", "search", found["search_id"]).stdout)["events"]
+    for events in (found["trace"], stored):
+        for text in strings(events):
+            assert not any(form in text for form in (key, once, twice)), text
+        calls = [e["data"] for e in events if e["kind"] == "model_call"]
+        assert calls[0]["reply"] == (
+            '{"thought": "the key is [redacted]", "action": "search_chatrecord", "keywords": "hiking"}'
+        )
+
+
 def strings(data: object) -> list[str]:
     if isinstance(data, str):
         return [data]

@@ -237,7 +237,8 @@ class Runtime:
             return found.blocks
         fault = next((e.data.get("type") for e in agent.events if e.kind == "unrecorded"), None)
         if fault is None:
-            self.faults.recorded()
+            if agent.search_id is not None:  # (None: dropped, a forget removed what it quotes — nothing was stored)
+                self.faults.recorded()
         elif agent.withheld is None and not agent.deadline_passed:  # a full disk meets every trace: counted
             self.faults.unrecorded(str(fault))
             return found.blocks

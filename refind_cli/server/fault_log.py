@@ -23,9 +23,15 @@ READS = frozenset({"/search", "/v1/memories/search"})  # POSTs that only read: a
 WHAT = {"write": "writes refused", "read": "reads refused", "trace": "agent search traces not stored"}
 
 
+UNSTORED = frozenset({"GET", "HEAD"})  # /health, the API docs: they read nothing stored, so their success ends no run
+
+
 def sort_of(method: object, path: object) -> str:
-    """``read`` or ``write``: the sort of request whose success ends a run of faults."""
-    return "read" if method in ("GET", "HEAD") or path in READS else "write"
+    """``read`` or ``write``: the sort of request whose success ends a run of faults. A search's path with a trailing
+    slash is the same route (routes.ContractRoutes): a read."""
+    if isinstance(path, str) and path.endswith("/") and path[:-1] in READS:
+        path = path[:-1]
+    return "read" if method in UNSTORED or path in READS else "write"
 
 
 @dataclass
@@ -73,7 +79,10 @@ class FaultLog:
                 run.said, run.unsaid = now, 0
 
     def succeeded(self, method: object, path: object) -> None:
-        """A request answered without error: the runs of faults of its sort are over."""
+        """A request answered without error: the runs of faults of its sort are over. A GET or HEAD (a supervisor's
+        /health every few seconds while every search failed) reads nothing stored: it ends none."""
+        if method in UNSTORED:
+            return
         self._over(sort_of(method, path))
 
     def recorded(self) -> None:

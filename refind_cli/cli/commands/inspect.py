@@ -180,13 +180,15 @@ def session(
     from ... import review
 
     (as_json,) = _shared(ctx, as_json=as_json)
-    with _open(ctx, db, retention) as store, store.reading():  # printed as read: one snapshot, the size agreeing
-        turns = review.session_turns(store, user_id, session_id)
+    with _open(ctx, db, retention) as store:
+        with store.reading():  # the order and the size from one snapshot; the rows are read as printed, no read held
+            turns = review.session_turns(store, user_id, session_id)
+            size = None if as_json else review.session_size(store, user_id, session_id)
         data = {"user_id": user_id, "session_id": session_id, "turns": turns}
-        if as_json:
+        if size is None:
             render.print_json_streamed(data)
         else:
-            render.print_session(data, table=table, size=review.session_size(store, user_id, session_id))
+            render.print_session(data, table=table, size=size)
 
 
 @inspect_app.command("turn")
