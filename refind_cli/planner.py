@@ -454,6 +454,9 @@ def _checked(store: Store, result: AgentResult) -> AgentResult:
     return result
 
 
+REREADS = 3  # times a planner's search reads its index again after forgets changed it under the search
+
+
 class PlannerRun:
     """One planner run over an index built beforehand: the conversation, the last hits, the skip set, what was kept.
     :meth:`run` returns the evidence with its trace; it stores nothing."""
@@ -850,16 +853,19 @@ class PlannerRun:
 
     def _index_search(self, query: str, **kw: Any) -> list[Block]:
         """``self.index.search``; when a forget or expire deleted text the index still points at (IndexChanged: it
-        reads a turn's text when it shows it), the index is read again, once, and searched again."""
+        reads a turn's text when it shows it), the index is read again and searched again — up to REREADS times, as
+        a BM25 search reads it again (forgets in a row, each landing between a read and its search, failed an agent
+        search "search again" after one)."""
         from .index_store import IndexChanged
 
-        try:
-            blocks = self.index.search(query, **kw)
-        except IndexChanged:
-            if self.reread is None:
-                raise
-            self.index = self.reread()
-            blocks = self.index.search(query, **kw)
+        for reread in range(REREADS + 1):
+            try:
+                blocks = self.index.search(query, **kw)
+                break
+            except IndexChanged:
+                if self.reread is None or reread == REREADS:
+                    raise
+                self.index = self.reread()
         trace.note_seqs(self.seqs, blocks)
         return blocks
 

@@ -307,3 +307,33 @@ def test_a_kept_note_forgotten_while_the_planner_ran_leaves_its_place_to_the_bes
     ]
     assert trace["evidence"]["data"]["limit"] == 2 and "left_out" not in trace["evidence"]["data"]
     assert found["withheld"]["blocks"] == 1
+
+
+def test_forgets_in_a_row_under_the_planners_search_read_its_index_again_each_time(
+    cli, store, db_path, llm_server, monkeypatch
+):
+    # each forget lands between the index's read and its search: one re-read was all a planner's search had, and the
+    # second forget failed it "the user's messages were forgotten … search again" (exit 3; a review of round 29:
+    # 2–6 of a stress run's agent searches, once a Memory's agent search no longer waits for its forgets)
+    from refind_cli import planner
+
+    two_hikes(store)
+    add(store, "alice", "lake", ("user", "Caroline: hiking around the lake at dawn", T0 + 2 * DAY))
+    original, rereads = planner._reread, []
+
+    def reread(*args, **kw):
+        index = original(*args, **kw)
+        rereads.append(1)
+        if len(rereads) == 1:  # another process's forget, right after this read
+            forgetting(db_path, session_id="camp")()
+        return index
+
+    monkeypatch.setattr(planner, "_reread", reread)
+    llm_server.play(forgetting(db_path, then=SEARCH, session_id="hike"), NOTE, FINISH)
+    r = agent_cli(cli, llm_server, "--json")
+    assert r.exit_code == 0, r.output
+    found = json.loads(r.stdout)
+    search = next(e for e in found["trace"] if e["kind"] == "search")
+    assert [h["session_id"] for h in search["data"]["hits"]] == ["lake"]
+    assert len(rereads) == 2
+    assert "Mount Rainier" not in json.dumps(found) and "Lake Tahoe" not in json.dumps(found)
