@@ -18,7 +18,7 @@ from .errors import FileReplaced, StorageError
 from .store import Store, file_identity
 
 StoreFactory = Callable[[], Store]
-log = logging.getLogger("refind.server")
+log = logging.getLogger("refind.store")  # (the server's and a Memory's alike: not refind.server)
 
 
 _WRITE_LOCKS: dict[str, threading.RLock] = {}
