@@ -852,21 +852,46 @@ class Store:
         user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
         requests were all added, built from the written rows for any other."""
         requests = list(requests)
-        with self.write():
-            now = self.clock()
-            stored = index_store.max_seq(self.conn)
-            # one above every seq ever given: never one that a forgotten or expired message had
-            batch = _Batch(next_seq=index_store.last_seq(self.conn, stored) + 1)
-            together = self._add_together(requests, now, batch) if len(requests) > 1 else None
-            outcomes = together if together is not None else self._add_each(requests, now, batch)
-            self.bump_users(batch.added)  # users.version goes up by one per request added
-            if batch.written:
-                index_store.mark_assigned(self.conn, batch.next_seq - 1)
-            # the maintained index changes in the same transaction, from the rows just written (not read back)
-            if batch.written and index_store.indexing(self.conn, stored):
-                index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
-                index_store.mark_indexed(self.conn, batch.next_seq - 1)
+        try:
+            with self.write():
+                now = self.clock()
+                stored = index_store.max_seq(self.conn)
+                # one above every seq ever given: never one that a forgotten or expired message had
+                batch = _Batch(next_seq=index_store.last_seq(self.conn, stored) + 1)
+                together = self._add_together(requests, now, batch) if len(requests) > 1 else None
+                outcomes = together if together is not None else self._add_each(requests, now, batch)
+                self.bump_users(batch.added)  # users.version goes up by one per request added
+                if batch.written:
+                    index_store.mark_assigned(self.conn, batch.next_seq - 1)
+                # the maintained index changes in the same transaction, from the rows just written (not read back)
+                if batch.written and index_store.indexing(self.conn, stored):
+                    index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
+                    index_store.mark_indexed(self.conn, batch.next_seq - 1)
+        except sqlite3.OperationalError:
+            # The write was refused (a full disk, `ulimit -f`, a read-only file, a lock held too long): requests that
+            # are all identical replays of stored ones need nothing written, and are answered so — a client sending
+            # its batch again after a timeout was told to retry what was stored (507) — never a transaction's
+            # own bookkeeping (its write log entry) failing them.
+            replayed = self._replayed(requests)
+            if replayed is None:
+                raise
+            return replayed
         return outcomes
+
+    def _replayed(self, requests: list[Prepared]) -> list[AddOutcome | RefindError] | None:
+        """``duplicate`` for each of ``requests`` when every one is an identical replay of a stored request that
+        retention still keeps (one read snapshot); None when any is not, or the read fails."""
+        try:
+            with self.reading():
+                stored = self._stored_requests(requests)
+                cutoff = self.retention_cutoff() if stored else None
+        except sqlite3.Error:
+            return None
+        for req in requests:
+            row = stored.get((req.user_id, req.request_id))
+            if row is None or row[0] != req.digest or (cutoff is not None and row[1] < cutoff):
+                return None
+        return [AddOutcome(r.request_id, r.user_id, r.session_id, "duplicate", 0) for r in requests]
 
     def _add_each(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError]:
         """Store each request in its own savepoint: a request that fails (its ids collide with stored ones) is rolled

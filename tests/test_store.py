@@ -337,3 +337,63 @@ def test_a_read_only_database_has_one_message_at_open_and_at_write(tmp_path: Pat
         f"database {db}: cannot be written (attempt to write a readonly database); the file, its folder (SQLite "
         "creates the -wal and -shm files beside it) or the file system is read-only"
     )
+
+
+_FULL_DISK_REPLAY = """
+import json, resource, sys
+from refind_cli.contract import AddRequest, Message
+from refind_cli.store import Store, storage_error
+db = sys.argv[1]
+store = Store(db, retention_days=None)
+first = AddRequest("r1", "u1", "s1", (Message("user", "hello", None),))
+store.add(first)
+store.checkpoint()
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+said = {}
+try:
+    store.add(AddRequest("r2", "u1", "s1", (Message("user", "x" * 500_000, None),)))
+except Exception as exc:
+    said["new"] = type(storage_error(exc, db) if not hasattr(exc, "kind") else exc).__name__
+for name, request in (("replay", first), ("both", [first, first])):
+    try:
+        out = store.add(request) if name == "replay" else store.add_many(request)
+        said[name] = out.status if name == "replay" else [o.status for o in out]
+    except Exception as exc:
+        said[name] = type(exc).__name__
+print(json.dumps(said))
+"""
+
+
+def test_an_identical_replay_is_answered_when_the_disk_refuses_writes(tmp_path: Path) -> None:
+    # README: "an identical replay 200 (nothing written)"; every write transaction also notes itself in the write
+    # log, so on a full disk (here `ulimit -f`) a client sending its stored batch again got 507 "retry" (a review of
+    # round 29): it is answered from what is stored, and a new request is still refused
+    import json
+    import subprocess
+    import sys
+
+    db = tmp_path / "refind.db"
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK_REPLAY, str(db)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"new": "DiskFull", "replay": "duplicate", "both": ["duplicate", "duplicate"]}
+
+
+def test_an_identical_replay_is_answered_while_another_process_holds_the_write_lock(db_path: Path) -> None:
+    from refind_cli.errors import DatabaseLocked
+    from refind_cli.store import storage_error
+
+    with Store(db_path, retention_days=None) as store:
+        store.add(req("r1"))
+        other = sqlite3.connect(db_path)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with store.busy_timeout(0.05):
+                assert store.add(req("r1")).status == "duplicate"
+                with pytest.raises(sqlite3.OperationalError) as refused:
+                    store.add(req("r2"))
+                assert isinstance(storage_error(refused.value, db_path), DatabaseLocked)
+                with pytest.raises(sqlite3.OperationalError):  # one new request among them: the batch is refused
+                    store.add_many([req("r1"), req("r3")])
+        finally:
+            other.rollback()
+            other.close()
