@@ -70,6 +70,13 @@ def test_a_full_disk_under_a_flood_of_adds_is_logged_once_then_once_over(db_path
             assert again.status_code == 200  # nor the same route with a slash (was: a write, the run said over)
             assert http.get("/health").status_code == 200  # nor a probe of /health
             assert http.post("/v1/memories/add", json=_body(500)).status_code == 507
+            # an identical replay of a stored Add: 200, nothing written (it was 507 "retry" on a full disk), and it
+            # ends no run of refused writes — nothing was written
+            stored = statuses.index(200)
+            replayed = http.post("/v1/memories/add", json=_body(stored))
+            assert replayed.status_code == 200 and replayed.json()["request_id"] == f"r{stored}", replayed.text
+            assert set(replayed.json()) == {"success", "request_id", "user_id", "session_id"}
+            assert http.post("/v1/memories/add", json=_body(503)).status_code == 507
             resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (hard, hard))  # space is back
             assert http.post("/v1/memories/add", json=_body(501)).status_code == 200
             assert http.post("/v1/memories/add", json=_body(502)).status_code == 200
@@ -77,7 +84,7 @@ def test_a_full_disk_under_a_flood_of_adds_is_logged_once_then_once_over(db_path
     finally:
         proc.terminate()
         proc.wait(30)
-    refused = statuses.count(507) + 1
+    refused = statuses.count(507) + 2
     faults = [line.split(": ", 1)[1].strip() for line in lines if "storage fault" in line]
     assert len(faults) <= 3, faults  # (a summary line only where the flood lasted past EVERY_S)
     assert faults == [

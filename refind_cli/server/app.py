@@ -192,12 +192,11 @@ class Runtime:
         outcome = await asyncio.wrap_future(self.writer.submit_add(request))  # resolves after COMMIT
         if self.warmer is not None:
             self.warmer.touch(request.user_id)  # the user's next search finds its index loaded (warm.py)
-        return {
-            "success": True,
-            "request_id": outcome.request_id,
-            "user_id": outcome.user_id,
-            "session_id": outcome.session_id,
-        }
+        answer = AddAnswer(
+            success=True, request_id=outcome.request_id, user_id=outcome.user_id, session_id=outcome.session_id
+        )
+        answer.wrote = outcome.status != "duplicate"
+        return answer
 
     async def search(self, body: bytes) -> bytes:
         """The search response, already encoded (top_k 100 blocks can be megabytes: not on the event loop)."""
@@ -351,6 +350,13 @@ class Runtime:
 
 SCRUB_RETRY_S = 5.0  # how often a forget's truncate of the -wal is tried again while readers are in its way
 LOGGED_NOTES = 5  # fields a "normalized" log line names at most (an Add of 10,000 messages in seconds: one line)
+
+
+class AddAnswer(dict[str, Any]):
+    """An Add's response body (the contract's fields), and whether it wrote anything: an identical replay wrote
+    nothing, so it ends no run of storage faults in the log (fault_log) — it is answered 200 on a full disk too."""
+
+    wrote = True
 
 
 def _fields(notes: tuple[str, ...]) -> list[str]:

@@ -244,7 +244,7 @@ class RequestLog:
                 error.status, error.kind = 500, "internal"
                 await error_response(error)(scope, receive, logged_send)
         finally:
-            if self.faults is not None and 200 <= state["status"] < 300:
+            if self.faults is not None and 200 <= state["status"] < 300 and not scope.get("refind.nothing_written"):
                 self.faults.succeeded(scope.get("method"), scope.get("path"))
             access_log.info(
                 "%s %s %d %.1fms",
