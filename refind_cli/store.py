@@ -46,6 +46,18 @@ DAY_MS = 86_400_000
 SQLITE_MAX_INT = 2**63 - 1  # the largest number SQLite binds (a LIMIT above it is "all")
 
 
+def _grant(conn: sqlite3.Connection, path: Path) -> bool:
+    """``migrations.grant`` for a write transaction; False (no grant, nothing written) when the file cannot be
+    written at all (read-only): the transaction may still read, and change nothing (:meth:`Store.write`)."""
+    try:
+        migrations.grant(conn)
+    except sqlite3.OperationalError as exc:
+        if not isinstance(storage_error(exc, path), ReadOnlyDatabase):
+            raise
+        return False
+    return True
+
+
 def system_clock() -> int:
     """Now, in Unix milliseconds (UTC)."""
     return time.time_ns() // 1_000_000
@@ -668,6 +680,7 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")  # (the open's own may have been shorter)
         self.conn = conn
         self._drained = False  # _drain_wal ran
+        self._schema_changed = False  # the write transaction in progress changed the schema (Store.changed)
         self._db: sqlite_utils.Database | None = None
         self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)
 
@@ -790,7 +803,14 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[sqlite_utils.Database]:
-        """A write transaction that holds SQLite's write lock from its first statement."""
+        """A write transaction that holds SQLite's write lock from its first statement.
+
+        One that changed nothing — no row (``total_changes`` did not move) and no schema (DDL, which SQLite does not
+        count: its code calls :meth:`changed`) — is rolled back: no write-log entry, no page written. An identical
+        replay, a forget or expire with nothing to remove then answers as it would anywhere, also while a full disk,
+        a file size limit or a read-only file refuses every write (its own grant and write-log rows were all it
+        wrote). On a read-only file its grant is refused at once: the transaction goes on without one, and a
+        statement that writes is refused as read-only, as it would have been."""
         if self.conn.in_transaction:
             with self.db.atomic():
                 yield self.db
@@ -798,8 +818,13 @@ class Store:
         self.check_file()  # (outside the transaction: a moved file's log is drained before the refusal)
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            migrations.grant(self.conn)  # this transaction may change messages, requests, tombstones (m009)
+            _grant(self.conn, self.path)
+            before = self.conn.total_changes  # (after the grant's own row)
+            self._schema_changed = False
             yield self.db
+            if self.conn.total_changes == before and not self._schema_changed:
+                self.conn.execute("ROLLBACK")  # nothing to commit (the grant is undone with it)
+                return
             index_store.mark_written(self.conn)  # what a process's cached indexes check they descend from
             migrations.revoke(self.conn)  # never committed: an older refind's writes stay refused
         except BaseException:
@@ -815,6 +840,11 @@ class Store:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+
+    def changed(self) -> None:
+        """Inside :meth:`write`: this transaction changed the schema (CREATE, ALTER, DROP…), which ``total_changes``
+        does not count — commit it (and mark the write log) even when no row changed."""
+        self._schema_changed = True
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -597,3 +597,44 @@ def test_wal_deleted_under_a_running_server_loses_nothing_acknowledged(make_clie
         if Path(f"{db_path}{suffix}").exists():
             shutil.copy(f"{db_path}{suffix}", snapshot / f"refind.db{suffix}")
     assert sound(snapshot / "refind.db") == 10
+
+
+def test_writes_that_change_nothing_succeed_on_a_read_only_file_system(cli, make_client, small_disk, tmp_path):
+    """A replay of a stored log (CLI and HTTP) and a forget of nothing write nothing (Store.write rolls a no-op back,
+    its grant refused at once): answered as on any disk — before, each was refused read-only (exit 9, 503) on its
+    write-log row; a new request still is."""
+    db = small_disk.path / "refind.db"
+    log = write_file(tmp_path / "log.jsonl", 2, size=200)
+    assert cli("add", "--file", str(log), "--db", str(db)).exit_code == 0
+    leave_wal(db)
+    small_disk.remount("ro")
+    try:
+        again = cli("add", "--file", str(log), "--db", str(db))
+        assert again.exit_code == 0, again.output
+        assert re.search(r"identical replays skipped\s*│\s*2\b", again.output), again.output
+        nothing = cli("forget", "--user", "alice", "--session", "never", "--yes", "--db", str(db))
+        assert nothing.exit_code == 4
+        assert error_line(nothing.output) == "error: nothing stored for session 'never' of user 'alice'"
+        client = make_client(db=db)
+        assert client.post("/v1/memories/add", json=request(1, size=200)).status_code == 200
+        assert client.post("/v1/memories/add", json=request(5, size=200)).status_code == 503
+    finally:
+        small_disk.remount("rw")
+    assert sound(db) == 2
+
+
+def test_a_replay_and_an_expire_with_nothing_due_succeed_on_a_full_disk(cli, small_disk, tmp_path):
+    db = small_disk.path / "refind.db"
+    log = write_file(tmp_path / "log.jsonl", 2, size=200)
+    assert cli("add", "--file", str(log), "--db", str(db), "--retention-days", "30").exit_code == 0
+    leave_wal(db)
+    filler = small_disk.fill()
+    again = cli("add", "--file", str(log), "--db", str(db))
+    assert again.exit_code == 0, again.output
+    assert re.search(r"identical replays skipped\s*│\s*2\b", again.output), again.output
+    expired = cli("expire", "--db", str(db))
+    assert expired.exit_code == 0, expired.output
+    assert "nothing to expire" in expired.output
+    assert cli("add", "--file", str(write_file(tmp_path / "more.jsonl", 5, size=200)), "--db", str(db)).exit_code != 0
+    filler.unlink()
+    assert sound(db) == 2
