@@ -868,19 +868,33 @@ class Store:
             raise outcome
         return outcome
 
-    def add_many(self, requests: Iterable[AddRequest]) -> list[AddOutcome | RefindError]:
+    def add_many(
+        self, requests: Iterable[AddRequest], *, replays_when_locked: bool = True
+    ) -> list[AddOutcome | RefindError]:
         """Store many requests in one transaction, each inside its own savepoint (all-or-nothing per request).
 
         Returns one outcome per request, in order: an AddOutcome, or the RefindError that refused it.
+        ``replays_when_locked``: see :meth:`add_prepared`.
         """
-        return self.add_prepared(prepare(r) for r in requests)
+        return self.add_prepared((prepare(r) for r in requests), replays_when_locked=replays_when_locked)
 
     def add_prepared(
-        self, requests: Iterable[Prepared], *, segments: Mapping[str, index_store.Segment] | None = None
+        self,
+        requests: Iterable[Prepared],
+        *,
+        segments: Mapping[str, index_store.Segment] | None = None,
+        replays_when_locked: bool = True,
     ) -> list[AddOutcome | RefindError]:
         """``add_many`` of requests prepared beforehand. ``segments``: each user's index segment of all of that
         user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
-        requests were all added, built from the written rows for any other."""
+        requests were all added, built from the written rows for any other.
+
+        Requests that are all identical replays of stored ones write nothing (:meth:`write` rolls a transaction that
+        changed nothing back), so a full disk, a file size limit or a read-only file refuses none of them. Another
+        process holding the write lock past the busy timeout refuses the transaction before anything is read: with
+        ``replays_when_locked`` such a batch is then answered from what is stored (:meth:`stored_replays`, one
+        read) when every request in it is an identical replay, and the lock's error is raised otherwise (the
+        server's writer, which answers each request of a refused batch, reads them itself)."""
         requests = list(requests)
         try:
             with self.write():
@@ -897,31 +911,31 @@ class Store:
                 if batch.written and index_store.indexing(self.conn, stored):
                     index_store.write_segments(self.conn, _segments(batch, now, segments or {}))
                     index_store.mark_indexed(self.conn, batch.next_seq - 1)
-        except sqlite3.OperationalError:
-            # The write was refused (a full disk, `ulimit -f`, a read-only file, a lock held too long): requests that
-            # are all identical replays of stored ones need nothing written, and are answered so — a client sending
-            # its batch again after a timeout was told to retry what was stored (507) — never a transaction's
-            # own bookkeeping (its write log entry) failing them.
-            replayed = self._replayed(requests)
-            if replayed is None:
+        except sqlite3.OperationalError as exc:
+            # a client sending its stored batch again after a timeout must not be told to retry what was stored
+            if not replays_when_locked or not isinstance(storage_error(exc, self.path), DatabaseLocked):
                 raise
-            return replayed
+            replayed = self.stored_replays(requests)
+            if replayed is None or any(r is None for r in replayed):
+                raise
+            return [r for r in replayed if r is not None]
         return outcomes
 
-    def _replayed(self, requests: list[Prepared]) -> list[AddOutcome | RefindError] | None:
-        """``duplicate`` for each of ``requests`` when every one is an identical replay of a stored request that
-        retention still keeps (one read snapshot); None when any is not, or the read fails."""
+    def stored_replays(self, requests: Sequence[Prepared]) -> list[AddOutcome | None] | None:
+        """For each of ``requests``: ``duplicate`` when it is an identical replay of a stored request that retention
+        still keeps, else None (one read snapshot, no write lock); None in place of the list when the read fails."""
         try:
             with self.reading():
-                stored = self._stored_requests(requests)
+                stored = self._stored_requests(list(requests))
                 cutoff = self.retention_cutoff() if stored else None
         except sqlite3.Error:
             return None
+        answers: list[AddOutcome | None] = []
         for req in requests:
             row = stored.get((req.user_id, req.request_id))
-            if row is None or row[0] != req.digest or (cutoff is not None and row[1] < cutoff):
-                return None
-        return [AddOutcome(r.request_id, r.user_id, r.session_id, "duplicate", 0) for r in requests]
+            kept = row is not None and row[0] == req.digest and (cutoff is None or row[1] >= cutoff)
+            answers.append(AddOutcome(req.request_id, req.user_id, req.session_id, "duplicate", 0) if kept else None)
+        return answers
 
     def _add_each(self, requests: list[Prepared], now: int, batch: _Batch) -> list[AddOutcome | RefindError]:
         """Store each request in its own savepoint: a request that fails (its ids collide with stored ones) is rolled

@@ -207,3 +207,38 @@ def test_a_batch_locked_out_by_another_process_answers_every_request_after_one_b
     writer.close()
     with Store(db_path, retention_days=None) as store:
         assert store.counts()["requests"] == 1
+
+
+def test_identical_replays_in_a_batch_locked_out_by_another_process_are_answered_from_what_is_stored(
+    db_path, monkeypatch
+):
+    """Another process holds the write lock past the busy timeout: the batch is refused, and every request in it was
+    answered 503 — also an identical replay of a stored request, which needs nothing written. It is answered from what
+    is stored now (one read, on that refused path); the new requests of the same batch are still 503."""
+    from refind_cli.store import storage_error
+
+    monkeypatch.setenv("REFIND_BUSY_TIMEOUT", "0.5")
+    with Store(db_path, retention_days=None) as store:
+        store.add(parse_add(body("r1", "Jon: stored")))
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write in progress
+    writer = GroupWriter(lambda: SerialStore(db_path, retention_days=None))
+    try:
+        # the writer waits on the lock with the first; the replay meets a new request in a batch (the same one or
+        # the next: neither is ever alone)
+        futures = {
+            rid: writer.submit_add(parse_add(body(rid, text)))
+            for rid, text in (("r9", "Jon: new"), ("r1", "Jon: stored"), ("r2", "Jon: new too"))
+        }
+        assert futures["r1"].result(timeout=60).status == "duplicate"
+        for rid in ("r9", "r2"):
+            with pytest.raises(sqlite3.OperationalError) as caught:
+                futures[rid].result(timeout=60)
+            assert storage_error(caught.value).kind == "locked"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert writer.add(parse_add(body("r2", "Jon: new too"))).status == "added"  # nothing of them was stored
+    writer.close()
+    with Store(db_path, retention_days=None) as store:
+        assert store.counts()["requests"] == 2
