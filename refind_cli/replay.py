@@ -643,7 +643,7 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             yield LineError(
                 n,
                 f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})"
-                + _lone_returns(text, exc),
+                + _lone_returns(exc),
                 regroups=True,
             )
             continue
@@ -808,11 +808,11 @@ def _loads(text: str) -> Any:
     return _DECODER.decode(text)
 
 
-def _lone_returns(text: bytes, exc: json.JSONDecodeError) -> str:
+def _lone_returns(exc: json.JSONDecodeError) -> str:
     """What to add to the refusal of a line that holds several JSON values parted by carriage returns alone: a file
     whose lines end in "\\r" (a classic Mac editor's) is one line to a reader of "\\n" lines, "Extra data at column
     64" said nothing of why (a probe of round 30). JSON never holds a raw "\\r" inside a string."""
-    if exc.msg != "Extra data" or b"\r" not in text[: exc.pos + 1]:
+    if exc.msg != "Extra data" or "\r" not in exc.doc[: exc.pos]:  # (the text decoded: pos counts characters)
         return ""
     return (
         "; its lines end in a carriage return alone (\\r), and refind reads lines that end in \\n or \\r\\n: convert "

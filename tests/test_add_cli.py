@@ -781,6 +781,8 @@ def test_a_file_of_lines_ending_in_a_carriage_return_alone_is_refused_saying_so(
     line = json.dumps({"user_id": "u", "session_id": "s", "role": "user", "content": "one"}, separators=(",", ":"))
     path = tmp_path / "mac.jsonl"
     path.write_bytes((line + "\r" + line.replace("one", "two") + "\r").encode())
+    accented = tmp_path / "accents.jsonl"  # (characters of several bytes before the "\r": counted as characters)
+    accented.write_bytes((line.replace("one", "été ☕") + "\r" + line + "\r").encode())
     result = cli("add", "--file", str(path), "--json", "--quiet")
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["problems"] == [
@@ -788,6 +790,8 @@ def test_a_file_of_lines_ending_in_a_carriage_return_alone_is_refused_saying_so(
         "refind reads lines that end in \\n or \\r\\n: convert the file (tr '\\r' '\\n' < FILE), nothing of this "
         "line was stored"
     ]
+    (problem,) = json.loads(cli("add", "--file", str(accented), "--json", "--quiet").output)["problems"]
+    assert problem.startswith(f"{accented}:1: not valid JSON (Extra data at column 66); its lines end in a carriage")
     # two values on one line without a carriage return: the plain refusal, as before
     other = jsonl(tmp_path / "two.jsonl", line + " " + line)
     problems = json.loads(cli("add", "--file", other, "--json", "--quiet").output)["problems"]
