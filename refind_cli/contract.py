@@ -290,24 +290,30 @@ def number_text(text: str) -> int | float | None:
     return float(stripped) if "." in stripped else int(stripped)
 
 
-# RFC 3339's form (its T and Z in either case, §5.6) and ISO 8601's basic one (20240310T100000Z), each with its zone
+# RFC 3339's form (its T and Z in either case, §5.6) and ISO 8601's basic one (20240310T100000Z), each with its zone:
+# Z, or an offset of hours and minutes or of hours alone (ISO 8601's ±hh: PostgreSQL's text output, "…10:00:00+00");
+# a fraction of a second after a point or, as ISO 8601 allows, a comma
 _ZONED = re.compile(
-    r"(?:\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?|\d{8}[Tt]\d{4}(?:\d\d(?:\.\d{1,9})?)?)"
-    r"(?:[Zz]|[+-]\d\d:?\d\d)",
+    r"(?:\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?|\d{8}[Tt]\d{4}(?:\d\d(?:[.,]\d{1,9})?)?)"
+    r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)",
     re.ASCII,
 )
 
 
-def _zoned_time(text: str) -> int | None:
+def _zoned_time(text: str, name: str = "timestamp") -> int | None:
     """Unix ms of an ISO 8601 time that names its zone (``Z`` or an offset) — one instant, whoever reads it — else
-    None (a bare date or a time without its zone says no instant: refused as before)."""
+    None (a bare date or a time without its zone says no instant: refused as before). One written so that names no
+    time that exists is refused as such, not as "got string" as if no time had been sent."""
     raw = text.strip()
     if len(raw) > 40 or not _ZONED.fullmatch(raw):
         return None
     try:
         return parse_date(raw.upper())
     except InvalidInput:  # (a month 13, a 25th hour; a leap second, :60, which Python's datetime cannot hold)
-        return None
+        raise InvalidInput(
+            f"{name}: {text!r} is written as an ISO 8601 time but names none that exists (a day past its month's end, "
+            "an hour past 23, a minute or second past 59, an offset past 23:59)"
+        ) from None
 
 
 def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None = None) -> int | None:
@@ -323,7 +329,7 @@ def parse_timestamp(value: Any, name: str = "timestamp", notes: list[str] | None
             plain = value.isascii() and value.isdigit()
             notes.append(f"{name}: {'a string of digits' if plain else f'the string {value!r}'} read as a number")
         value = number
-    elif isinstance(value, str) and (ms := _zoned_time(value)) is not None:  # "2024-03-10T10:00:00Z": one instant
+    elif isinstance(value, str) and (ms := _zoned_time(value, name)) is not None:  # "2024-03-10T10:00:00Z": one instant
         if not MIN_TIMESTAMP_MS <= ms < MAX_TIMESTAMP_MS:
             raise InvalidInput(f"{name}: {value!r} is outside the dates refind stores, {STORED_DATES}")
         if notes is not None:
@@ -521,7 +527,7 @@ def _bare_day(raw: str) -> date | None:
         except ValueError:
             continue
     try:
-        return date.fromisoformat(raw.removesuffix("Z"))
+        return date.fromisoformat(raw.removesuffix("Z").removesuffix("z"))
     except ValueError:
         return None
 
@@ -543,7 +549,8 @@ def parse_date(text: str, *, end: bool = False) -> int:
     try:
         if raw.isdigit():
             raise ValueError(raw)
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        # (RFC 3339's z in lower case too, §5.6: what an Add's timestamp reads was refused by --at and --date-from)
+        dt = datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1] in "Zz" else raw)
     except ValueError:
         raise InvalidInput(
             f"date {raw!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD or an ISO 8601 time such as 2023-05-08T13:56"

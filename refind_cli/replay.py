@@ -642,7 +642,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
         except json.JSONDecodeError as exc:  # ("Unterminated string starting at": its message ends in "at")
             yield LineError(
                 n,
-                f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})",
+                f"not valid JSON ({exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno})"
+                + _lone_returns(exc),
                 regroups=True,
             )
             continue
@@ -676,7 +677,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             yield from flush()
             yield LineError(
                 n,
-                "neither an Add request (an object with messages) nor a message (an object with role and content)",
+                "neither an Add request (an object with messages) nor a message (an object with role and content)"
+                + _an_array(obj),
                 regroups=_regroups(obj),
             )
             continue
@@ -804,6 +806,29 @@ def _loads(text: str) -> Any:
     if text.startswith("\ufeff"):  # what json.loads refuses before decoding
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     return _DECODER.decode(text)
+
+
+def _lone_returns(exc: json.JSONDecodeError) -> str:
+    """What to add to the refusal of a line that holds several JSON values parted by carriage returns alone: a file
+    whose lines end in "\\r" (a classic Mac editor's) is one line to a reader of "\\n" lines, "Extra data at column
+    64" said nothing of why (a probe of round 30). JSON never holds a raw "\\r" inside a string."""
+    if exc.msg != "Extra data" or "\r" not in exc.doc[: exc.pos]:  # (the text decoded: pos counts characters)
+        return ""
+    return (
+        "; its lines end in a carriage return alone (\\r), and refind reads lines that end in \\n or \\r\\n: convert "
+        "the file (tr '\\r' '\\n' < FILE), nothing of this line was stored"
+    )
+
+
+def _an_array(obj: Any) -> str:
+    """What to add to the refusal of a line that is a JSON array of objects (a whole file written as one array, or
+    a list of messages without its request): replayed as one bad line, said as such (a probe of round 30)."""
+    if not isinstance(obj, list) or not obj or not all(isinstance(item, dict) for item in obj):
+        return ""
+    return (
+        f"; it is a JSON array of {len(obj):,} objects: write one object per line (jq -c '.[]' < FILE), nothing of "
+        "this line was stored"
+    )
 
 
 def _parse_message_line(

@@ -774,3 +774,40 @@ def test_a_utf32_file_is_named_as_such(cli, tmp_path) -> None:
     assert result.exit_code == 2
     (problem,) = json.loads(result.output)["problems"]
     assert "the file is UTF-32" in problem and "iconv -f UTF-32" in problem
+
+
+def test_a_file_of_lines_ending_in_a_carriage_return_alone_is_refused_saying_so(cli, db_path, tmp_path) -> None:
+    # a classic Mac editor's "\r" line ends: one line to refind, refused as "Extra data at column 64" (round 30)
+    line = json.dumps({"user_id": "u", "session_id": "s", "role": "user", "content": "one"}, separators=(",", ":"))
+    path = tmp_path / "mac.jsonl"
+    path.write_bytes((line + "\r" + line.replace("one", "two") + "\r").encode())
+    accented = tmp_path / "accents.jsonl"  # (characters of several bytes before the "\r": counted as characters)
+    accented.write_bytes((line.replace("one", "été ☕") + "\r" + line + "\r").encode())
+    result = cli("add", "--file", str(path), "--json", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["problems"] == [
+        f"{path}:1: not valid JSON (Extra data at column 64); its lines end in a carriage return alone (\\r), and "
+        "refind reads lines that end in \\n or \\r\\n: convert the file (tr '\\r' '\\n' < FILE), nothing of this "
+        "line was stored"
+    ]
+    (problem,) = json.loads(cli("add", "--file", str(accented), "--json", "--quiet").output)["problems"]
+    assert problem.startswith(f"{accented}:1: not valid JSON (Extra data at column 66); its lines end in a carriage")
+    # two values on one line without a carriage return: the plain refusal, as before
+    other = jsonl(tmp_path / "two.jsonl", line + " " + line)
+    problems = json.loads(cli("add", "--file", other, "--json", "--quiet").output)["problems"]
+    assert problems == [f"{other}:1: not valid JSON (Extra data at column 64)"]
+    assert not db_path.exists() or rows(db_path) == []
+
+
+def test_a_line_that_is_an_array_of_messages_is_refused_saying_so(cli, db_path, tmp_path) -> None:
+    # a whole file written as one JSON array: "neither an Add request … nor a message" said nothing of why (round 30)
+    message = {"user_id": "u", "session_id": "s", "role": "user", "content": "one"}
+    path = jsonl(tmp_path / "array.json", json.dumps([message, {**message, "content": "two"}]), json.dumps([1, 2]))
+    result = cli("add", "--file", path, "--json", "--quiet")
+    assert result.exit_code == 2, result.output
+    shape = "neither an Add request (an object with messages) nor a message (an object with role and content)"
+    assert json.loads(result.output)["problems"] == [
+        f"{path}:1: {shape}; it is a JSON array of 2 objects: write one object per line (jq -c '.[]' < FILE), "
+        "nothing of this line was stored",
+        f"{path}:2: {shape}",  # (an array of no objects: no such advice)
+    ]

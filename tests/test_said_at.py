@@ -121,6 +121,9 @@ def test_a_request_stored_under_its_legacy_id_is_a_replay_not_a_duplicate(tmp_pa
         ("1700000000", MS, "at: 1700000000 read as Unix seconds (×1000 = 1700000000000 ms)"),
         ("20231114", 1_699_920_000_000, None),  # a compact ISO date: 8 digits
         ("2023-11-14T22:13:20Z", MS, None),
+        # RFC 3339's z in lower case, which an Add's timestamp reads: `at` refused it (a probe of round 30)
+        ("2023-11-14T22:13:20z", MS, None),
+        ("2023-11-15 06:13:20+08", MS, None),
     ],
 )
 def test_parse_said_at_reads_a_number_as_a_timestamp_and_a_date_as_a_date(given, stored, note) -> None:
@@ -205,6 +208,11 @@ def test_memory_add_reads_at_as_a_timestamp_is_read(tmp_path: Path) -> None:
         ("2023-11-14t22:13:20z", MS, "messages[0].timestamp (ISO time)"),  # RFC 3339 §5.6: either case (a probe)
         ("20231114T221320Z", MS, "messages[0].timestamp (ISO time)"),  # ISO 8601's basic form
         ("20231115T061320.000+0800", MS, "messages[0].timestamp (ISO time)"),
+        # an offset of hours alone (ISO 8601's ±hh), as PostgreSQL writes a timestamptz as text, and a decimal comma:
+        # a 422, the whole Add lost (a probe of round 30)
+        ("2023-11-15 06:13:20+08", MS, "messages[0].timestamp (ISO time)"),
+        ("2023-11-14 14:13:20.000000-08", MS, "messages[0].timestamp (ISO time)"),
+        ("2023-11-14T22:13:20,000Z", MS, "messages[0].timestamp (ISO time)"),
     ],
 )
 def test_http_reads_a_number_or_a_zoned_time_sent_as_a_string(
@@ -243,6 +251,16 @@ def test_http_reads_a_number_or_a_zoned_time_sent_as_a_string(
         ),
         ("2023-11-14", "messages[0].timestamp: must be Unix milliseconds (an integer) or null, got string"),
         ("9999-01-01T00:00Z", "messages[0].timestamp: '9999-01-01T00:00Z' is outside the dates refind stores"),
+        # written as a time with its zone, naming none: said so, not "got string (read too: … an ISO 8601 time …)"
+        (
+            "2023-02-29T10:00:00Z",
+            "messages[0].timestamp: '2023-02-29T10:00:00Z' is written as an ISO 8601 time but names none that exists",
+        ),
+        (
+            "2023-12-31T23:59:60Z",
+            "messages[0].timestamp: '2023-12-31T23:59:60Z' is written as an ISO 8601 time but names none that exists",
+        ),
+        ("2023-11-14T22:13:20+24:00", "messages[0].timestamp: '2023-11-14T22:13:20+24:00' is written as an ISO 8601"),
     ],
 )
 def test_http_still_refuses_what_is_no_number(make_client, timestamp, message) -> None:
@@ -250,6 +268,27 @@ def test_http_still_refuses_what_is_no_number(make_client, timestamp, message) -
     body["messages"] = [{"role": "user", "content": "x", "timestamp": timestamp}]  # type: ignore[assignment]
     response = make_client().post("/v1/memories/add", json=body)
     assert response.status_code == 422 and response.json()["error"]["message"].startswith(message)
+
+
+def test_a_date_bound_reads_a_lower_case_z_as_an_upper_case_one() -> None:
+    # `--date-from 2023-11-14T22:13:20z` was "is not a date" (a probe of round 30)
+    assert parse_date("2023-11-14T22:13:20z") == parse_date("2023-11-14T22:13:20Z") == MS
+    assert parse_date("2023-11-14z", end=True) == parse_date("2023-11-14Z", end=True) == 1_700_006_399_999
+
+
+def test_cli_replay_stores_a_line_timed_as_postgresql_writes_a_time(cli, db_path: Path, tmp_path: Path) -> None:
+    # `SELECT now()::text` — "2023-11-15 06:13:20.5+08" — was an invalid line, its message not stored (exit 2)
+    source = tmp_path / "log.jsonl"
+    line = {"user_id": "u", "session_id": "s", "role": "user"}
+    source.write_text(
+        "".join(
+            json.dumps({**line, "content": c, "timestamp": t}) + "\n"
+            for c, t in (("a", "2023-11-15 06:13:20.5+08"), ("b", "2023-11-14 14:13:21-08"))
+        )
+    )
+    result = cli("add", "--file", str(source))
+    assert result.exit_code == 0, result.output
+    assert _said(db_path) == [MS + 500, MS + 1000]
 
 
 def test_a_replay_line_reads_a_number_sent_as_a_string(tmp_path: Path) -> None:
