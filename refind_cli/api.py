@@ -106,6 +106,9 @@ class AgentAnswer:
     trace: list[dict[str, Any]]
     deadline_passed: bool = False  # the deadline stopped the planner: the evidence is what it had by then
     withheld: dict[str, Any] | None = None  # what the evidence left out: forgotten or expired while it ran, and why
+    # why the process's end stopped the planner (an MCP client that quit, SIGTERM, Ctrl-C): the evidence is what it
+    # had by then (None: it was not)
+    interrupted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -515,6 +518,7 @@ class Memory:
             result.trace_dicts(),
             result.deadline_passed,
             None if result.withheld is None else result.withheld.as_dict(),
+            result.interrupted,
         )
 
     # ---- reading and the lifecycle ---------------------------------------------------------------------------
