@@ -69,6 +69,8 @@ class Reply:
     # why the provider ended the reply, as it said: "stop", "tool_calls", "length" (cut at the output token limit),
     # "content_filter" (cut by its filter) … ("" when it did not say)
     finish_reason: str = ""
+    # the model's refusal (OpenAI's ``message.refusal``: it declined to answer, its content null), as it said it
+    refusal: str = ""
 
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
@@ -262,6 +264,7 @@ def litellm_complete(
             model=model,
             tool_calls=_tool_calls(message),
             finish_reason=_finish_reason(choices[0]),
+            refusal=_refusal(message),
         )
 
     return complete
@@ -558,6 +561,13 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
                 arguments = "<arguments that are not JSON>"
         calls.append(ToolCall(name=str(getattr(function, "name", None) or ""), arguments=arguments or ""))
     return tuple(calls)
+
+
+def _refusal(message: Any) -> str:
+    """OpenAI's ``message.refusal`` (the model declined), which litellm's Message carries as sent (1.110); "" when
+    none, or when it is not text."""
+    refusal = getattr(message, "refusal", None)
+    return refusal if isinstance(refusal, str) else ""
 
 
 def _finish_reason(choice: Any) -> str:

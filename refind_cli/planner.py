@@ -610,6 +610,11 @@ class PlannerRun:
                     raise ModelError(exc.gave_up) from None
                 self._stop(exc.message, exc.retry_after)
                 return
+            if reply.refusal.strip() and not reply.content.strip() and not reply.tool_calls:
+                # the model declined (OpenAI's message.refusal, content null): said as such, and the search ends
+                # with what it has — an empty reply's "not valid JSON" correction asked it again, up to the budget
+                self.emit("refused", refusal=_clipped(reply.refusal), llm_calls=self.stats.llm_calls)
+                return
             said = _said(reply)
             if len(said) > MAX_REPLY_CHARS:  # not read: a reply of megabytes held the search past its deadline
                 self._correct(
@@ -707,6 +712,8 @@ class PlannerRun:
         extra: dict[str, Any] = {}
         if reply.finish_reason not in ("", "stop", "tool_calls"):  # ("length": cut at the output token limit)
             extra["finish_reason"] = reply.finish_reason
+        if reply.refusal:  # (only when the model refused: a text reply's event is unchanged)
+            extra["refusal"] = _clipped(reply.refusal)
         if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
             extra["tool_calls"] = [
                 {"name": _clipped(c.name), "arguments": _clipped(c.arguments)} for c in reply.tool_calls

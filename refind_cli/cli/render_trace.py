@@ -179,6 +179,8 @@ def event(ev: Event) -> RenderableType:
         if d.get("message"):
             t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
         return t
+    if k == "refused":
+        return Text(printable(f"the model refused: {d.get('refusal')} — the planner stopped"), style="bold yellow")
     if k == "forgotten":
         return Text(
             "a hit the model was shown was forgotten while the search ran: the planner stopped, the model is not "
