@@ -89,6 +89,11 @@ class Evidence:
         return asdict(self)
 
 
+class _WalLost(Exception):
+    """The -wal file of a Memory's connection was deleted (or replaced) as the pool was to open a connection of its
+    own for an agent search (:meth:`Memory._open_searcher`): the search takes turns on the Memory's connection."""
+
+
 @dataclass(frozen=True)
 class AgentAnswer:
     """What the LLM planner found, with what it cost and where its trace is stored."""
@@ -101,6 +106,9 @@ class AgentAnswer:
     trace: list[dict[str, Any]]
     deadline_passed: bool = False  # the deadline stopped the planner: the evidence is what it had by then
     withheld: dict[str, Any] | None = None  # what the evidence left out: forgotten or expired while it ran, and why
+    # why the process's end stopped the planner (an MCP client that quit, SIGTERM, Ctrl-C): the evidence is what it
+    # had by then (None: it was not)
+    interrupted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -220,25 +228,40 @@ class Memory:
         it runs, so the Memory's other calls go on meanwhile. The same checks as :meth:`_turn`: closed, the file
         deleted or replaced (the lend checks it, and a connection opened now must be of the Memory's file)."""
         self._refuse_closed()
-        if self._wal is not None and file_identity(self._store.wal_path) != self._wal:
-            # its -wal file was deleted (or replaced) under it: a connection opened now would start a second one beside
-            # the one this Memory's connection still writes, and its next add failed ("disk I/O error"). The search
-            # takes turns on that one connection, as every call did before round 29.
-            with self._turn():
-                yield self._store
-            return
-        self._opening.until = until
-        try:
-            with self._searchers.store() as store, self._faults():
-                yield store
-        finally:
-            self._opening.until = None
+        with contextlib.ExitStack() as held:
+            store: Store | None = None
+            if not self._wal_lost():
+                self._opening.until = until
+                try:
+                    store = held.enter_context(self._searchers.store())
+                except _WalLost:  # deleted since the check above, before the lend opened a connection (round 30)
+                    store = None
+                finally:
+                    self._opening.until = None
+            if store is None:
+                # its -wal file was deleted (or replaced) under it: a connection opened now would start a second one
+                # beside the one this Memory's connection still writes, and its next add failed ("disk I/O error").
+                # The search takes turns on that one connection, as every call did before round 29.
+                held.enter_context(self._turn())
+                store = self._store
+            else:
+                held.enter_context(self._faults())
+            yield store
+
+    def _wal_lost(self) -> bool:
+        """Whether the -wal file this Memory's connection writes is no longer the one at its path."""
+        return self._wal is not None and file_identity(self._store.wal_path) != self._wal
 
     def _open_searcher(self) -> Store:
         """A new connection to the file this Memory opened, never to another one now at its path (nor a new file
         created there): refused as :meth:`Store.check_file` refuses a call."""
         opened = self._store
         check_same_file(self._file, opened.identity, holder=opened.holder, remedy=REOPEN)
+        # checked again here, as the pool opens (or, having healed an idle one's lost -wal, reopens) a connection:
+        # the -wal deleted after _own_connection's check started a second one (round 30). What is left is the
+        # moment between this check and SQLite's own open of the log, which no lock of this process can hold shut
+        if self._wal_lost():
+            raise _WalLost
         try:
             store = Store(
                 self._file,
@@ -495,6 +518,7 @@ class Memory:
             result.trace_dicts(),
             result.deadline_passed,
             None if result.withheld is None else result.withheld.as_dict(),
+            result.interrupted,
         )
 
     # ---- reading and the lifecycle ---------------------------------------------------------------------------

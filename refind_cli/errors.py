@@ -77,6 +77,12 @@ class DeadlineReached(ModelError):
         self.retry_after = retry_after
 
 
+class Interrupted(ModelError):
+    """The process is ending (an MCP client quit, SIGTERM, Ctrl-C: ``model.interrupt``) during an agent search's model
+    call, or before the next attempt could start. The planner catches it and returns what it has, its trace marked
+    interrupted; it reaches a user only from a ``complete`` called outside a planner."""
+
+
 class StorageError(RefindError):
     """The database file could not be used as asked (no space, locked, read-only, damaged). Nothing partial is
     stored: the transaction that met it rolled back. Raised by ``store.storage_error`` from a ``sqlite3`` error."""

@@ -153,8 +153,9 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     directory = settings.mcp_cache_dir()
     path = None if directory is None or sys.platform == "win32" else cache_file(cfg, directory)
     drain_s = cfg.deadline_s + DRAIN_EXTRA_S if cfg.mode == "agent" else DRAIN_EXTRA_S
+    on_end = _stop_agent_searches if cfg.mode == "agent" else _nothing
     try:  # (no record to answer from, or none to keep: the wire still checks every line and drains at the end)
-        wire = None if sys.platform == "win32" else Wire(path, [] if path is None else load(path), drain_s)
+        wire = None if sys.platform == "win32" else Wire(path, [] if path is None else load(path), drain_s, on_end)
     except OSError:  # no standard descriptors to hold
         wire = None
     if wire is None:
@@ -163,13 +164,37 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     try:
         wire.answer_while(lambda: start(wire.release))()
     finally:
-        wire.restore_sigint()
-    if wire.interrupted:  # Ctrl-C: the requests in flight were answered; the exit status says it was stopped (130)
+        wire.restore_signals()
+    if wire.interrupted == "SIGTERM":  # the requests in flight were answered; the exit status says so (143)
+        from .signals import Terminated
+
+        raise Terminated
+    if wire.interrupted:  # Ctrl-C: likewise (130)
         raise KeyboardInterrupt
+
+
+def _stop_agent_searches(why: str) -> None:
+    """The session is ending (the client closed its input — an MCP client quitting does, then SIGTERMs the server 2 s
+    later — or SIGTERM, Ctrl-C): the agent searches in flight stop now and answer what they have, their traces stored
+    marked interrupted. They waited on the model for up to their deadline, and the client's SIGTERM ended the process
+    with their traces never stored (round 30)."""
+    from .model import interrupt
+
+    interrupt(why)
+
+
+def _nothing(why: str) -> None:
+    """bm25 mode: a search in flight ends by itself in milliseconds."""
 
 
 # at the end of the input, how long the requests in flight may still take (agent mode: this + its deadline)
 DRAIN_EXTRA_S = 30.0
+
+
+def _default(handler: Any) -> bool:
+    import signal
+
+    return handler in (signal.SIG_DFL, None)
 
 
 class Gate:
@@ -273,17 +298,24 @@ class Wire:
     the client sends checked by a :class:`Gate`, and the end of its input held back from the SDK until the requests
     in flight are answered (the SDK ends its session at once, and a ``remember`` stored meanwhile went unanswered)."""
 
-    def __init__(self, path: Path | None, records: list[list[Step]], drain_s: float = DRAIN_EXTRA_S) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        records: list[list[Step]],
+        drain_s: float = DRAIN_EXTRA_S,
+        on_end: Callable[[str], None] = lambda why: None,
+    ) -> None:
         import fcntl
 
         self.path, self.records, self.drain_s = path, records, drain_s
+        self.on_end = on_end  # told once why the input ended: the client closed it, or a signal (interrupt)
         self.gate = Gate(self._write, self._track)
         self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
         self.ended = False  # the client closed its end
         self.gone = False  # the client closed the end it reads: nothing more can reach it
-        self.wake_r, self.wake_w = os.pipe()  # written by Ctrl-C: the reading thread takes it as the end of the input
-        self.interrupted = False
-        self.sigint: Any = None  # the SIGINT handler to restore, while Ctrl-C ends the input
+        self.wake_r, self.wake_w = os.pipe()  # written by a signal: the reading thread takes it as the end of the input
+        self.interrupted: str | None = None  # "Ctrl-C" or "SIGTERM", once one ended the input
+        self.handlers: dict[int, Any] = {}  # the signal handlers to restore, while Ctrl-C and SIGTERM end the input
         self.pending: set[str] = set()  # ids of the requests passed to the SDK and not yet answered
         self.out = bytearray()  # the SDK's partial output line (what answers the pending requests)
         self.drained = threading.Condition()
@@ -362,31 +394,41 @@ class Wire:
 
     def release(self) -> None:
         """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again. From
-        now on Ctrl-C ends the input (:meth:`interrupt`)."""
+        now on Ctrl-C and SIGTERM end the input (:meth:`interrupt`)."""
         sys.stdin, sys.stdout = self.std
         import signal
 
-        if threading.current_thread() is threading.main_thread() and callable(
-            handler := signal.getsignal(signal.SIGINT)  # Python's, or asyncio.run's (not when SIGINT is ignored)
-        ):
-            self.sigint = handler
-            signal.signal(signal.SIGINT, lambda signum, frame: self.interrupt())
+        if threading.current_thread() is not threading.main_thread():
+            return
+        # Ctrl-C: Python's, or asyncio.run's (not when SIGINT is ignored); SIGTERM: the default, which ended the
+        # process at once — an agent search's trace never stored (not when the program handles it itself)
+        for signum, name, ours in ((signal.SIGINT, "Ctrl-C", callable), (signal.SIGTERM, "SIGTERM", _default)):
+            if ours(handler := signal.getsignal(signum)):
+                self.handlers[signum] = handler
+                signal.signal(signum, self._on_signal(name))
 
-    def interrupt(self) -> None:
-        """Ctrl-C while the SDK serves: the end of the input, so the requests in flight are answered and the server
-        ends (its KeyboardInterrupt cancelled the session, whose reading thread, blocked on the client's stream, kept
-        the process alive and unanswering until the client closed it — three Ctrl-C ended it, with a traceback: a
-        probe of round 28). A second Ctrl-C is Python's own again."""
-        self.restore_sigint()
-        self.interrupted = True
+    def _on_signal(self, name: str) -> Callable[[int, Any], None]:
+        return lambda _signum, _frame: self.interrupt(name)
+
+    def interrupt(self, name: str = "Ctrl-C") -> None:
+        """Ctrl-C (or SIGTERM) while the SDK serves: the end of the input, so the requests in flight are answered —
+        an agent search's with what it has (:attr:`on_end`) — and the server ends (its KeyboardInterrupt cancelled
+        the session, whose reading thread, blocked on the client's stream, kept the process alive and unanswering
+        until the client closed it — three Ctrl-C ended it, with a traceback: a probe of round 28). A second one is
+        Python's own again."""
+        self.restore_signals()
+        if self.interrupted is None:
+            self.interrupted = name
+        self.on_end(name)
         os.write(self.wake_w, b"\0")
 
-    def restore_sigint(self) -> None:
-        if self.sigint is not None and threading.current_thread() is threading.main_thread():
+    def restore_signals(self) -> None:
+        if self.handlers and threading.current_thread() is threading.main_thread():
             import signal
 
-            signal.signal(signal.SIGINT, self.sigint)
-            self.sigint = None
+            for signum, handler in self.handlers.items():
+                signal.signal(signum, handler)
+            self.handlers.clear()
 
     def read(self, size: int) -> bytes:
         """The SDK reads: first what was read before it loaded, then the client's stream — the lines the gate passes;
@@ -399,6 +441,8 @@ class Wire:
                 data = b""  # Ctrl-C (interrupt): the end of the input
             else:
                 data = os.read(self.fd_in, max(size, 65536))
+                if not data:  # (once: the input ends only once)
+                    self.on_end("the client closed its input")
             self.ended = not data
             passed = self.gate.feed(data)
             self.ready += passed

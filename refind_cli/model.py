@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import settings
-from .errors import DeadlineReached, InvalidInput, ModelError
+from .errors import DeadlineReached, Interrupted, InvalidInput, ModelError
 from .redact import redact
 
 DEFAULT_TIMEOUT_S = settings.DEFAULT_LLM_TIMEOUT_S
@@ -69,6 +69,8 @@ class Reply:
     # why the provider ended the reply, as it said: "stop", "tool_calls", "length" (cut at the output token limit),
     # "content_filter" (cut by its filter) … ("" when it did not say)
     finish_reason: str = ""
+    # the model's refusal (OpenAI's ``message.refusal``: it declined to answer, its content null), as it said it
+    refusal: str = ""
 
 
 Complete = Callable[[list[dict[str, Any]]], Reply]
@@ -95,6 +97,35 @@ def time_left() -> float | None:
     return None if at is None else at - time.monotonic()
 
 
+# The process is ending (an MCP client quit, SIGTERM, Ctrl-C): every agent search in it stops where it is and returns
+# what it has, its trace marked interrupted (:func:`interrupt`). One way only: a process is not un-ended.
+_INTERRUPTED: list[str] = []  # why, once interrupted
+_WAITING: set[threading.Event] = set()  # the model calls being waited on (_within), woken by interrupt()
+_STOPPED = threading.Event()  # set by interrupt(): ends a retry's backoff (_pause)
+
+
+def interrupt(reason: str) -> None:
+    """Stop every agent search of this process: a model call being waited on is abandoned at once (left to finish in
+    its thread, its answer unread) and no call or retry starts after it; each planner then stops and returns what it
+    has, its trace ending with an ``interrupted`` event saying ``reason``. Safe in a signal handler (no lock: the set's
+    copy and each Event's set are single steps under the GIL)."""
+    if not _INTERRUPTED:
+        _INTERRUPTED.append(reason)
+    _STOPPED.set()
+    for woken in list(_WAITING):
+        woken.set()
+
+
+def interruption() -> str | None:
+    """Why this process's agent searches were stopped (:func:`interrupt`); None while they may run."""
+    return _INTERRUPTED[0] if _INTERRUPTED else None
+
+
+def _pause(seconds: float) -> None:
+    """A retry's backoff, ended early by :func:`interrupt`."""
+    _STOPPED.wait(seconds)
+
+
 def litellm_complete(
     model: str,
     api_base: str | None = None,
@@ -103,7 +134,7 @@ def litellm_complete(
     max_tokens: int | None = None,
     retries: int = DEFAULT_RETRIES,
     backoff_s: float = DEFAULT_BACKOFF_S,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = _pause,
 ) -> Complete:
     """A ``Complete`` backed by litellm. Fails fast (ModelError) when the model or its credentials are missing, and
     (InvalidInput) on an api base that is not an http(s) URL."""
@@ -148,6 +179,8 @@ def litellm_complete(
         attempt = 0
         while True:
             attempt += 1
+            if (why := interruption()) is not None:
+                raise Interrupted(f"model {model}: the search was interrupted ({why}) before the call could start")
             left = time_left()
             if left is not None and left <= 0:
                 raise DeadlineReached(f"model {model}: the search's deadline passed before the call could start")
@@ -157,6 +190,11 @@ def litellm_complete(
                 response = call(messages, timeout) if left is None else _within(left, partial(call, messages, timeout))
                 break
             except _Overran:
+                if (why := interruption()) is not None:
+                    raise Interrupted(
+                        f"model {model}: the search was interrupted ({why}) before the provider's answer was in "
+                        f"(attempt {attempt})"
+                    ) from None
                 raise DeadlineReached(
                     f"model {model}: the search's deadline passed before the provider's answer was in (attempt "
                     f"{attempt})"
@@ -226,6 +264,7 @@ def litellm_complete(
             model=model,
             tool_calls=_tool_calls(message),
             finish_reason=_finish_reason(choices[0]),
+            refusal=_refusal(message),
         )
 
     return complete
@@ -268,7 +307,7 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
     """``call()``, waited on for at most ``seconds`` (else _Overran; the call is left to finish in its daemon thread,
     its answer unread). The timeout litellm passes to httpx bounds each read, not the whole answer: a provider that
     sends its answer a few bytes at a time outlived the deadline by as long as it kept sending."""
-    done = threading.Event()
+    woken = threading.Event()  # the call ended, or the process is interrupted (interrupt)
     outcome: list[tuple[bool, Any]] = []
 
     def run() -> None:
@@ -277,13 +316,22 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
         except BaseException as exc:  # raised again in the caller's thread
             outcome.append((False, exc))
         finally:
-            done.set()
+            woken.set()
 
     thread = threading.Thread(target=run, name="refind-model-call", daemon=True)
-    thread.start()
-    if not done.wait(seconds):
-        with _LEFT_LOCK:
-            _LEFT_RUNNING[:] = [t for t in _LEFT_RUNNING if t.is_alive()] + [thread]
+    _WAITING.add(woken)  # (before the check: an interrupt() after it wakes this wait)
+    try:
+        if _INTERRUPTED:
+            woken.set()
+        else:
+            thread.start()
+            woken.wait(seconds)
+    finally:
+        _WAITING.discard(woken)
+    if not outcome:
+        if thread.is_alive():
+            with _LEFT_LOCK:
+                _LEFT_RUNNING[:] = [t for t in _LEFT_RUNNING if t.is_alive()] + [thread]
         raise _Overran
     ok, value = outcome[0]
     if not ok:
@@ -513,6 +561,13 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
                 arguments = "<arguments that are not JSON>"
         calls.append(ToolCall(name=str(getattr(function, "name", None) or ""), arguments=arguments or ""))
     return tuple(calls)
+
+
+def _refusal(message: Any) -> str:
+    """OpenAI's ``message.refusal`` (the model declined), which litellm's Message carries as sent (1.110); "" when
+    none, or when it is not text."""
+    refusal = getattr(message, "refusal", None)
+    return refusal if isinstance(refusal, str) else ""
 
 
 def _finish_reason(choice: Any) -> str:

@@ -58,8 +58,17 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings, trace
 from .contract import date_bound
-from .errors import CorruptDatabase, DeadlineReached, FileReplaced, InvalidInput, ModelError, RefindError, StorageError
-from .model import Complete, Reply, ToolCall, deadline
+from .errors import (
+    CorruptDatabase,
+    DeadlineReached,
+    FileReplaced,
+    Interrupted,
+    InvalidInput,
+    ModelError,
+    RefindError,
+    StorageError,
+)
+from .model import Complete, Reply, ToolCall, deadline, interruption
 from .redact import redact, redact_data
 from .reply import ACTIONS, Action, ReplyError, parse_reply, unicode
 from .trace import Event
@@ -157,6 +166,13 @@ class AgentResult:
     deadline_at: float | None = None  # when the search must end (time.monotonic()); its trace waits no longer
     unrecorded: str | None = None  # why its trace was not stored, when record_search did not store it
     seqs: dict[str, set[int]] = field(default_factory=dict)  # message id → the seqs its searches showed (withhold)
+
+    @property
+    def interrupted(self) -> str | None:
+        """Why the process's end stopped the planner (``model.interrupt``; its evidence is what it had by then), or
+        None when it did not."""
+        event = next((e for e in self.events if e.kind == "interrupted"), None)
+        return None if event is None else str(event.data.get("reason") or "interrupted")
 
     @property
     def deadline_passed(self) -> bool:
@@ -572,6 +588,9 @@ class PlannerRun:
         if len(index) == 0:  # nothing to search: asking the model would only cost money
             return
         while self.step < self.max_actions:
+            if (why := interruption()) is not None:  # the process is ending: what it has is the evidence
+                self._interrupted(why)
+                return
             if time.monotonic() >= self.deadline_at:
                 self._stop(None)
                 return
@@ -580,6 +599,9 @@ class PlannerRun:
             self.step += 1
             try:
                 reply = self._call()
+            except Interrupted as exc:  # the model call was abandoned: it may answer, but nobody waits for it
+                self._interrupted(interruption() or "interrupted", exc.message)
+                return
             except DeadlineReached as exc:  # the deadline cut the call short: what was kept so far is the evidence
                 if exc.gave_up is not None and not self.stats.llm_calls:
                     # … but a provider that has answered this search nothing but errors is a model failure, as it is
@@ -587,6 +609,11 @@ class PlannerRun:
                     # the same outage answered both ways, by the deadline alone)
                     raise ModelError(exc.gave_up) from None
                 self._stop(exc.message, exc.retry_after)
+                return
+            if reply.refusal.strip() and not reply.content.strip() and not reply.tool_calls:
+                # the model declined (OpenAI's message.refusal, content null): said as such, and the search ends
+                # with what it has — an empty reply's "not valid JSON" correction asked it again, up to the budget
+                self.emit("refused", refusal=_clipped(reply.refusal), llm_calls=self.stats.llm_calls)
                 return
             said = _said(reply)
             if len(said) > MAX_REPLY_CHARS:  # not read: a reply of megabytes held the search past its deadline
@@ -644,6 +671,15 @@ class PlannerRun:
             data["ready_ms"] = round(self.ready_ms)
         self.emit("deadline", **data)
 
+    def _interrupted(self, why: str, cut: str | None = None) -> None:
+        """The process is ending (``model.interrupt``: an MCP client quit, SIGTERM, Ctrl-C): between actions (``cut``
+        None) or during a model call (``cut``: what the model seam said). The evidence follows the deadline's policy;
+        the trace, stored by the caller as ever, says so."""
+        data: dict[str, Any] = {"reason": why, "llm_calls": self.stats.llm_calls}
+        if cut is not None:
+            data["message"] = cut
+        self.emit("interrupted", **data)
+
     def _opening(self, latest: str | None) -> str:
         lines = [f"Question: {self.question}"]
         if self.options:
@@ -676,6 +712,8 @@ class PlannerRun:
         extra: dict[str, Any] = {}
         if reply.finish_reason not in ("", "stop", "tool_calls"):  # ("length": cut at the output token limit)
             extra["finish_reason"] = reply.finish_reason
+        if reply.refusal:  # (only when the model refused: a text reply's event is unchanged)
+            extra["refusal"] = _clipped(reply.refusal)
         if reply.tool_calls:  # only when the provider sent any, so a text reply's event is unchanged
             extra["tool_calls"] = [
                 {"name": _clipped(c.name), "arguments": _clipped(c.arguments)} for c in reply.tool_calls

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -54,3 +54,34 @@ def signals_ignored() -> Iterator[None]:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def stopping(stop: Callable[[str], None]) -> Iterator[list[str]]:
+    """Ctrl-C and SIGTERM call ``stop`` with the signal's name ("Ctrl-C", "SIGTERM") while the block runs, instead of
+    ending it where it is: for work that can stop early and keep what it did (an agent search stores its trace). The
+    list yielded holds the name of the first that came; after it each signal is its own again (a second Ctrl-C raises
+    KeyboardInterrupt). In the main thread, for the handlers Python starts with (elsewhere nothing changes)."""
+    caught: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    saved: dict[int, Any] = {}
+
+    def restore() -> None:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        saved.clear()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        restore()
+        caught.append("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C")
+        stop(caught[0])
+
+    for signum, own in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is own:
+            saved[signum] = signal.signal(signum, on_signal)
+    try:
+        yield caught
+    finally:
+        restore()

@@ -23,6 +23,11 @@ the database re-renders exactly as it rendered live. Kinds, in the order a searc
                 planner stopped and the evidence is what it had by then. The deadline counts from the question:
                 ``ready_ms`` (when 100 ms or more) says how much of it passed before the planner began (loading
                 the model — litellm's import takes seconds in a new process — and reading the index)
+``interrupted`` the process running the search was ending (an MCP client that quit, SIGTERM, Ctrl-C): its reason,
+                the model calls made, and the message of the call it abandoned (when it was waiting on one); the
+                planner stopped and the evidence is what it had by then
+``refused``     the model refused to answer (OpenAI's ``message.refusal``, its content empty): the refusal as it
+                said it, and the model calls made; the planner stopped and the evidence is what it had by then
 ``finish``      the planner said it is done
 ``fallback``    why the evidence does not come from kept notes, and where it comes from instead
 ``withheld``    messages left out of a search's hits before the planner saw them (``at: search``) or of the evidence
@@ -61,6 +66,8 @@ KINDS = (
     "correction",
     "budget",
     "deadline",
+    "interrupted",
+    "refused",
     "forgotten",
     "finish",
     "fallback",

@@ -172,6 +172,40 @@ def test_a_deleted_wal_file_costs_no_add_and_no_search(tmp_path: Path) -> None:
         assert again._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 2
 
 
+@pytest.mark.parametrize("searched_before", [False, True])
+def test_a_wal_file_deleted_between_the_memorys_check_and_the_pools_lend_starts_no_second_wal(
+    tmp_path: Path, searched_before: bool
+) -> None:
+    # round 30: `rm m.db-wal` landing after Memory._own_connection found the -wal in place, before the pool lent a
+    # connection: the pool opened a new one (or, with one idle, healed through it and opened another), which started
+    # a second -wal beside the deleted one the Memory's connection still writes. Forced here in that order: the -wal
+    # is deleted (really) just as the check has passed and the lend begins
+    db = tmp_path / "m.db"
+    memory = Memory(db, retention_days=None)
+    memory.add("We went hiking on Mount Rainier", user="u", session="a1", at=T0)
+    if searched_before:  # a connection of the pool's is idle, opened with the first -wal
+        assert memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99)).search_id
+    lend = memory._searchers.store
+
+    @contextmanager
+    def deleted_then_lent() -> Iterator[Any]:
+        Path(f"{db}-wal").unlink()
+        with lend() as store:
+            yield store
+
+    memory._searchers.store = deleted_then_lent  # type: ignore[method-assign]
+    memory.add("hiking by Lake Tahoe", user="u", session="a2", at=T0 + 60_000)
+    answer = memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99))
+    assert [e.session_id for e in answer.evidence] == ["a1", "a2"]
+    memory._searchers.store = lend  # type: ignore[method-assign]
+    assert memory.add("hiking the Enchantments", user="u", session="a3", at=T0 + 120_000).status == "added"
+    memory.close()
+    with Memory(db) as again:
+        stored = [r["messages"][0]["content"] for r in again.export(user="u")]
+        assert stored == ["We went hiking on Mount Rainier", "hiking by Lake Tahoe", "hiking the Enchantments"]
+        assert again._store.conn.execute("SELECT count(*) FROM searches").fetchone()[0] == 1 + searched_before
+
+
 def test_a_memory_opened_by_a_relative_path_searches_the_same_file_after_a_chdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

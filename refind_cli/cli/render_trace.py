@@ -174,6 +174,13 @@ def event(ev: Event) -> RenderableType:
                 f" (it began {d['ready_ms'] / 1000:.1f} s after the question: loading the model, reading the index)"
             )
         return t
+    if k == "interrupted":
+        t = Text(printable(f"interrupted ({d.get('reason')}): the planner stopped"), style="bold yellow")
+        if d.get("message"):
+            t.append(printable(f" (during a model call: {d['message']})"), style="yellow")
+        return t
+    if k == "refused":
+        return Text(printable(f"the model refused: {d.get('refusal')} — the planner stopped"), style="bold yellow")
     if k == "forgotten":
         return Text(
             "a hit the model was shown was forgotten while the search ran: the planner stopped, the model is not "

@@ -56,9 +56,14 @@ def run_agent(
         on_event=on_event,
         skip=skip,
     )
-    # the open's waits for another process's lock end by the deadline too (an upgraded file's migration or index
-    # catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)
-    with open_existing(db, retention, until=planner.ends_at()) as store:
+    from ...model import interrupt
+    from ...signals import stopping
+
+    # Ctrl-C or SIGTERM stops the planner where it is (a model call it waits on is abandoned): the search answers
+    # what it has and stores its trace marked interrupted, then exits 130 / 143 — it ended the process with nothing
+    # stored (round 30). The open's waits for another process's lock end by the deadline too (an upgraded file's
+    # migration or index catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)
+    with stopping(interrupt) as caught, open_existing(db, retention, until=planner.ends_at()) as store:
         found = retrieve(store, request, planner=planner)
     result = found.agent
     assert result is not None  # an agent-mode request
@@ -70,11 +75,13 @@ def run_agent(
                 "search_id": result.search_id,
                 "path": result.path,
                 "deadline_passed": result.deadline_passed,
+                "interrupted": result.interrupted is not None,
                 "withheld": None if result.withheld is None else result.withheld.as_dict(),
                 "stats": result.stats.as_dict(),
                 "trace": result.trace_dicts(),
             }
         )
+        _stopped_by(caught)
         return
     render.print_blocks(blocks, query=request.query)
     if result.withheld is not None:  # forgotten while the planner ran: left out, and said so
@@ -91,7 +98,17 @@ def run_agent(
         f"agent search {result.search_id or '(not stored)'} · {counted(s.llm_calls, 'LLM call')} · "
         f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
         + (f" · {result.stopped(deadline_s)}" if result.deadline_passed else "")
+        + (f" · stopped by {result.interrupted}" if result.interrupted is not None else "")
         + f" — {stored}",
         markup=False,
         highlight=False,
     )
+    _stopped_by(caught)
+
+
+def _stopped_by(caught: list[str]) -> None:
+    """The exit status of a search Ctrl-C (130) or SIGTERM (143) stopped, once its answer is printed."""
+    if caught:
+        import typer
+
+        raise typer.Exit(143 if caught[0] == "SIGTERM" else 130)

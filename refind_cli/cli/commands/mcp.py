@@ -109,12 +109,16 @@ def mcp(
     )
     refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has
     from ...retention import given
+    from ...signals import Terminated
 
-    with Memory(os.fspath(db), retention_days=given(retention), writer="refind mcp") as memory:
+    try:
+        with Memory(os.fspath(db), retention_days=given(retention), writer="refind mcp") as memory:
 
-        def start(on_running: Callable[[], None]) -> Callable[[], None]:
-            from ...mcp_server import runner  # the SDK: imported while the first requests are answered
+            def start(on_running: Callable[[], None]) -> Callable[[], None]:
+                from ...mcp_server import runner  # the SDK: imported while the first requests are answered
 
-            return runner(memory, cfg, on_running)
+                return runner(memory, cfg, on_running)
 
-        serve(cfg, start)
+            serve(cfg, start)
+    except Terminated:  # SIGTERM ended the input: what was in flight is answered (and stored); nothing to say
+        raise typer.Exit(143) from None

@@ -1,0 +1,173 @@
+"""An agent search stopped by the process's end — an MCP client that quits (it closes stdin, then SIGTERMs the
+server, as the SDK's stdio client does), SIGTERM or Ctrl-C — stores what the planner did so far as a trace marked
+interrupted: what it searched, what it kept, why it ended. Real `refind mcp` / `refind search` subprocesses, litellm
+over HTTP to the scripted server on loopback, which holds its reply until the test ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+from refind_cli import Memory
+
+pytestmark = pytest.mark.slow  # subprocesses that import the SDK and litellm (seconds each)
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+SEARCH = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "search_memory", "arguments": {"query": "where did we go hiking", "top_k": 3}},
+}
+
+
+def _env() -> dict[str, str]:
+    return {
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": os.environ.get("PATH", ""),
+        "REFIND_MCP_CACHE": "off",
+        "REFIND_API_KEY": "sk-test-placeholder",
+    }
+
+
+def _line(message: object) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def _db(tmp_path: Path) -> Path:
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier last weekend", user="alice", session="a1", at="2023-05-02")
+        memory.add("Lake Tahoe camping trip with the kids", user="alice", session="a2", at="2023-05-03")
+    return db
+
+
+def _held_after_a_search_and_a_note(llm_server: Any) -> tuple[threading.Event, threading.Event]:
+    """The model searches, keeps result 1, then its third reply is held until ``release`` (set when the test ends)."""
+    asked, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        asked.set()
+        release.wait(120)
+        return '{"action": "finish_search"}'
+
+    llm_server.play(
+        '{"thought": "look", "action": "search_chatrecord", "keywords": "hiking"}',
+        '{"thought": "keep", "action": "take_note", "results": [1]}',
+        held,
+    )
+    return asked, release
+
+
+def _stored(db: Path) -> list[Any]:
+    from refind_cli import trace
+    from refind_cli.store import Store
+
+    with Store(db, retention_days=None) as store:
+        return trace.recent(store, user_id="alice")
+
+
+def _assert_interrupted(db: Path, why: str) -> None:
+    """One stored search: it searched, kept result 1, and was interrupted (``why``) while the model was asked."""
+    (stored,) = _stored(db)
+    kinds = [e.kind for e in stored.events]
+    assert kinds[:1] == ["start"] and "search" in kinds and "note" in kinds, kinds
+    (stop,) = [e for e in stored.events if e.kind == "interrupted"]
+    assert stop.data["reason"] == why and stop.data["llm_calls"] == 2
+    assert kinds[-1] == "evidence" and stored.events[-1].data["path"] == "notes"
+    assert stored.returned_ids and stored.llm_calls == 2
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "why"),
+    [
+        ("stdin closed", 0, "the client closed its input"),
+        ("SIGTERM", 143, "SIGTERM"),
+        ("Ctrl-C", 130, "Ctrl-C"),
+    ],
+)
+def test_an_mcp_client_that_quits_mid_agent_search_leaves_its_trace_stored_as_interrupted(
+    tmp_path: Path, llm_server: Any, how: str, code: int, why: str
+) -> None:
+    # round 30: the search's trace was never stored — after the end of its input the server waited for the held model
+    # (up to the deadline + 30 s), and the client's SIGTERM 2 s later (the SDK's stdio client) ended it at once; a
+    # SIGTERM alone ended it at once too
+    db = _db(tmp_path)
+    asked, release = _held_after_a_search_and_a_note(llm_server)
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    argv += ["--model", "openai/scripted", "--api-base", llm_server.url]
+    proc = subprocess.Popen(argv, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + _line(SEARCH))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        assert asked.wait(60), "the planner never asked the model a third time"
+        if how == "stdin closed":
+            proc.stdin.close()
+        else:  # the client's stdin stays open
+            proc.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+        ended = proc.wait(60)
+        assert not release.is_set()  # the model is still held: the server ended without waiting for it
+        out, err = proc.stdout.read(), proc.stderr.read().decode()
+    finally:
+        release.set()
+        proc.kill()
+    assert ended == code, err
+    assert err == ""
+    answer = json.loads(out.splitlines()[0])  # the search is answered with what the planner had
+    assert answer["id"] == 2
+    found = json.loads(answer["result"]["content"][0]["text"])
+    assert found["interrupted"] is True
+    assert [e["session_id"] for e in found["evidence"]] == ["a1"]
+    _assert_interrupted(db, why)
+
+
+@pytest.mark.parametrize(("signum", "code", "why"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_refind_search_stopped_mid_agent_search_answers_and_stores_its_trace_as_interrupted(
+    tmp_path: Path, llm_server: Any, signum: int, code: int, why: str
+) -> None:
+    # round 30: SIGTERM ended `refind search` at once and Ctrl-C with a traceback, the search's trace never stored
+    db = _db(tmp_path)
+    asked, release = _held_after_a_search_and_a_note(llm_server)
+    argv = [sys.executable, "-m", "refind_cli", "search", "where did we go hiking", "--user", "alice", "--db", str(db)]
+    argv += ["--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url, "--json", "--top-k", "3"]
+    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert asked.wait(60), "the planner never asked the model a third time"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+        assert not release.is_set()  # the model is still held: the search ended without waiting for it
+    finally:
+        release.set()
+        proc.kill()
+    assert proc.returncode == code, err
+    found = json.loads(out)
+    assert found["interrupted"] is True and found["deadline_passed"] is False
+    assert [b["id"] for b in found["data"]] == _stored(db)[0].returned_ids
+    assert found["search_id"] == _stored(db)[0].id
+    _assert_interrupted(db, why)
+    shown = subprocess.run(  # the stored trace renders the stop as --trace would have
+        [sys.executable, "-m", "refind_cli", "inspect", "search", found["search_id"], "--db", str(db)],
+        env={**_env(), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"interrupted ({why}): the planner stopped" in shown.stdout, shown.stderr
