@@ -161,8 +161,11 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     if wire is None:
         start(lambda: None)()
         return
-    try:
-        wire.answer_while(lambda: start(wire.release))()
+    from .model import interruptible  # (no litellm: that is imported by the first model call)
+
+    try:  # (interruptible: the session's interruption ends with it — an in-process caller's later searches go on)
+        with interruptible():
+            wire.answer_while(lambda: start(wire.release))()
     finally:
         wire.restore_signals()
     if wire.interrupted == "SIGTERM":  # the requests in flight were answered; the exit status says so (143)

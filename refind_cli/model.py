@@ -98,10 +98,32 @@ def time_left() -> float | None:
 
 
 # The process is ending (an MCP client quit, SIGTERM, Ctrl-C): every agent search in it stops where it is and returns
-# what it has, its trace marked interrupted (:func:`interrupt`). One way only: a process is not un-ended.
+# what it has, its trace marked interrupted (:func:`interrupt`). Until the last :func:`interruptible` block around the
+# work that ended is left (an in-process caller goes on: a test, a program running `refind mcp` or `refind search`
+# in-process); outside any such block, one way only.
 _INTERRUPTED: list[str] = []  # why, once interrupted
 _WAITING: set[threading.Event] = set()  # the model calls being waited on (_within), woken by interrupt()
 _STOPPED = threading.Event()  # set by interrupt(): ends a retry's backoff (_pause)
+_SCOPES = [0]  # interruptible blocks open (under _SCOPE_LOCK; interrupt() takes no lock: a signal handler calls it)
+_SCOPE_LOCK = threading.Lock()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """The work inside (a `refind mcp` session, a `refind search --mode agent`) may be ended by :func:`interrupt`; when
+    the last such block open in the process is left, the interruption is over: later agent searches of the process
+    ask the model again. Without it every later search in the process answered 'interrupted' with no model call, and
+    each retry's backoff was skipped (round 30 review)."""
+    with _SCOPE_LOCK:
+        _SCOPES[0] += 1
+    try:
+        yield
+    finally:
+        with _SCOPE_LOCK:
+            _SCOPES[0] -= 1
+            if not _SCOPES[0]:
+                _STOPPED.clear()
+                _INTERRUPTED.clear()
 
 
 def interrupt(reason: str) -> None:

@@ -56,14 +56,19 @@ def run_agent(
         on_event=on_event,
         skip=skip,
     )
-    from ...model import interrupt
+    from ...model import interrupt, interruptible
     from ...signals import stopping
 
     # Ctrl-C or SIGTERM stops the planner where it is (a model call it waits on is abandoned): the search answers
     # what it has and stores its trace marked interrupted, then exits 130 / 143 — it ended the process with nothing
     # stored (round 30). The open's waits for another process's lock end by the deadline too (an upgraded file's
     # migration or index catch-up under another writer waited the whole busy timeout: BENCHMARKS.md)
-    with stopping(interrupt) as caught, open_existing(db, retention, until=planner.ends_at()) as store:
+    # (interruptible: the interruption ends with the search — an in-process caller's later searches ask the model)
+    with (
+        interruptible(),
+        stopping(interrupt) as caught,
+        open_existing(db, retention, until=planner.ends_at()) as store,
+    ):
         found = retrieve(store, request, planner=planner)
     result = found.agent
     assert result is not None  # an agent-mode request
