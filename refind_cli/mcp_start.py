@@ -163,17 +163,41 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
         return
     from .model import interruptible  # (no litellm: that is imported by the first model call)
 
+    found = _handlers()
     try:  # (interruptible: the session's interruption ends with it — an in-process caller's later searches go on)
         with interruptible():
             wire.answer_while(lambda: start(wire.release))()
     finally:
         wire.restore_signals()
+        _put_back(found)
     if wire.interrupted == "SIGTERM":  # the requests in flight were answered; the exit status says so (143)
         from .signals import Terminated
 
         raise Terminated
     if wire.interrupted:  # Ctrl-C: likewise (130)
         raise KeyboardInterrupt
+
+
+def _handlers() -> dict[int, Any]:
+    """The Ctrl-C and SIGTERM handlers :func:`serve` found (main thread only; none not set from Python)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: h for s in (signal.SIGINT, signal.SIGTERM) if (h := signal.getsignal(s)) is not None}
+
+
+def _put_back(found: dict[int, Any]) -> None:
+    """The handlers :func:`serve` found, in place again when it returns. The wire puts back the one it replaced
+    (:meth:`Wire.restore_signals`) — for Ctrl-C, asyncio.run's, which asyncio.run leaves in place when it ends if
+    another handler is installed then (the wire's): a caller in the same process was left asyncio.run's handler for
+    a finished session, and later code that installs its own only over Python's (``signals.stopping``: a later
+    ``refind search --mode agent`` in the process; asyncio.run) installed none (round 30 review)."""
+    import signal
+
+    for signum, handler in found.items():
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 def _stop_agent_searches(why: str) -> None:
