@@ -5,14 +5,14 @@ the first pass (each user's first question: what the contest asks) and the later
 
   .venv/bin/pip install py-spy          # into the venv only: not a requirement of refind
   .venv/bin/python bench/http_breakdown.py ../shared/datasets/longmemeval_s_dev.json.gz
-  .venv/bin/python bench/http_breakdown.py ../shared/datasets/locomo10.json --baseline /tmp/base --repeat 2
+  .venv/bin/python bench/http_breakdown.py ../shared/datasets/locomo10.json --baseline ../base --repeat 2
 
-py-spy runs with ``--gil``: only the thread holding the GIL is sampled, so the samples add up to the CPU the server's
-Python spends (checked against the process's user + system time from /proc, printed beside them). Each sample is
-put in one bucket — the innermost frame that names one (``BUCKETS``, first match from the leaf outward) — and shown
-as milliseconds per request. When the samples and /proc disagree by more than a quarter, the machine was busy (a
-thread holding the GIL while the OS runs another process is sampled all the same): the shares then say little of
-CPU. Without py-spy, only the CPU per Add and per search is printed.
+py-spy runs with ``--gil``: only the thread holding the GIL is sampled, so the samples add up to the CPU the server
+spends holding it (printed beside the process's user + system time from /proc; an Add's SQLite work runs without the
+GIL and is not sampled). Each sample is put in one bucket — the innermost frame that names one (``BUCKETS``, first
+match from the leaf outward) — and shown as milliseconds per request. When the samples and /proc disagree by more
+than a quarter, the machine was busy (a thread holding the GIL while the OS runs another process is sampled all the
+same): the shares then say little of CPU. Without py-spy, only the CPU per Add and per search is printed.
 
 ``--baseline DIR``: the same replay against a server run from another checkout (e.g. a detached worktree of main),
 alternating with this tree's, ``--repeat`` times each: the CPU per request of both under the same load.
