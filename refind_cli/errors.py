@@ -78,7 +78,7 @@ class DeadlineReached(ModelError):
 
 
 class Interrupted(ModelError):
-    """The process is ending (an MCP client quit, SIGTERM, Ctrl-C: ``model.interrupt``) during an agent search's model
+    """The process is ending (SIGTERM — an MCP client quitting sends it — or Ctrl-C: ``model.interrupt``) during an agent search's model
     call, or before the next attempt could start. The planner catches it and returns what it has, its trace marked
     interrupted; it reaches a user only from a ``complete`` called outside a planner."""
 

@@ -184,7 +184,7 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                         found["withheld"] = answer.withheld
                     if answer.deadline_passed:
                         found["deadline_passed"] = True
-                    if answer.interrupted is not None:  # the client quit (or SIGTERM, Ctrl-C) while it ran
+                    if answer.interrupted is not None:  # SIGTERM (a client quitting) or Ctrl-C while it ran
                         found["interrupted"] = True
                     return found
                 evidence = memory.search(query, user=cfg.user, top_k=top_k, date_from=date_from, date_to=date_to)

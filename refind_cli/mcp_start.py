@@ -153,9 +153,9 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     directory = settings.mcp_cache_dir()
     path = None if directory is None or sys.platform == "win32" else cache_file(cfg, directory)
     drain_s = cfg.deadline_s + DRAIN_EXTRA_S if cfg.mode == "agent" else DRAIN_EXTRA_S
-    on_end = _stop_agent_searches if cfg.mode == "agent" else _nothing
+    on_stop = _stop_agent_searches if cfg.mode == "agent" else _nothing
     try:  # (no record to answer from, or none to keep: the wire still checks every line and drains at the end)
-        wire = None if sys.platform == "win32" else Wire(path, [] if path is None else load(path), drain_s, on_end)
+        wire = None if sys.platform == "win32" else Wire(path, [] if path is None else load(path), drain_s, on_stop)
     except OSError:  # no standard descriptors to hold
         wire = None
     if wire is None:
@@ -201,10 +201,10 @@ def _put_back(found: dict[int, Any]) -> None:
 
 
 def _stop_agent_searches(why: str) -> None:
-    """The session is ending (the client closed its input — an MCP client quitting does, then SIGTERMs the server 2 s
-    later — or SIGTERM, Ctrl-C): the agent searches in flight stop now and answer what they have, their traces stored
-    marked interrupted. They waited on the model for up to their deadline, and the client's SIGTERM ended the process
-    with their traces never stored (round 30)."""
+    """SIGTERM or Ctrl-C: the agent searches in flight stop now and answer what they have, their traces stored marked
+    interrupted. An MCP client quitting closes the server's input, then SIGTERMs it 2 s later, which ended the process
+    with a search waiting on its model and its trace never stored (round 30). Closing the input alone stops nothing:
+    a client that pipes its requests and closes at once gets every answer in full."""
     from .model import interrupt
 
     interrupt(why)
@@ -330,12 +330,12 @@ class Wire:
         path: Path | None,
         records: list[list[Step]],
         drain_s: float = DRAIN_EXTRA_S,
-        on_end: Callable[[str], None] = lambda why: None,
+        on_stop: Callable[[str], None] = lambda why: None,
     ) -> None:
         import fcntl
 
         self.path, self.records, self.drain_s = path, records, drain_s
-        self.on_end = on_end  # told once why the input ended: the client closed it, or a signal (interrupt)
+        self.on_stop = on_stop  # told which signal ended the input (interrupt): SIGTERM or Ctrl-C
         self.gate = Gate(self._write, self._track)
         self.ready = bytearray()  # lines the gate passed, not yet read by the SDK
         self.ended = False  # the client closed its end
@@ -439,14 +439,14 @@ class Wire:
 
     def interrupt(self, name: str = "Ctrl-C") -> None:
         """Ctrl-C (or SIGTERM) while the SDK serves: the end of the input, so the requests in flight are answered —
-        an agent search's with what it has (:attr:`on_end`) — and the server ends (its KeyboardInterrupt cancelled
+        an agent search's with what it has (:attr:`on_stop`) — and the server ends (its KeyboardInterrupt cancelled
         the session, whose reading thread, blocked on the client's stream, kept the process alive and unanswering
         until the client closed it — three Ctrl-C ended it, with a traceback: a probe of round 28). A second one is
         Python's own again."""
         self.restore_signals()
         if self.interrupted is None:
             self.interrupted = name
-        self.on_end(name)
+        self.on_stop(name)
         os.write(self.wake_w, b"\0")
 
     def restore_signals(self) -> None:
@@ -467,9 +467,9 @@ class Wire:
             elif self.wake_r in select.select([self.fd_in, self.wake_r], [], [])[0]:
                 data = b""  # Ctrl-C (interrupt): the end of the input
             else:
+                # (the end of the input stops nothing: what the client asked before closing it is answered in full
+                # — a client piping its requests closes at once; one quitting SIGTERMs the server 2 s later)
                 data = os.read(self.fd_in, max(size, 65536))
-                if not data:  # (once: the input ends only once)
-                    self.on_end("the client closed its input")
             self.ended = not data
             passed = self.gate.feed(data)
             self.ready += passed

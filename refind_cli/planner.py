@@ -672,7 +672,7 @@ class PlannerRun:
         self.emit("deadline", **data)
 
     def _interrupted(self, why: str, cut: str | None = None) -> None:
-        """The process is ending (``model.interrupt``: an MCP client quit, SIGTERM, Ctrl-C): between actions (``cut``
+        """The process is ending (``model.interrupt``: SIGTERM, Ctrl-C): between actions (``cut``
         None) or during a model call (``cut``: what the model seam said). The evidence follows the deadline's policy;
         the trace, stored by the caller as ever, says so."""
         data: dict[str, Any] = {"reason": why, "llm_calls": self.stats.llm_calls}

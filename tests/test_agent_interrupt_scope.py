@@ -63,8 +63,8 @@ def test_a_search_after_an_interrupted_one_in_the_same_process_asks_the_model(cl
     assert answer.interrupted is None and answer.llm_calls == 2
 
 
-# a program that runs `refind mcp` in-process, then searches with the library: its input ends (the client closed it),
-# which interrupts the session's agent searches, then the program goes on, its signal handlers Python's own again
+# a program that runs `refind mcp` in-process, then searches with the library: Ctrl-C ends the session, which
+# interrupts its agent searches, then the program goes on, its signal handlers Python's own again
 IN_PROCESS_MCP = """
 import sys
 from refind_cli import Memory
@@ -87,7 +87,7 @@ print(json.dumps(handlers), file=sys.stderr)
 
 
 @pytest.mark.slow  # a subprocess that imports the SDK and litellm
-def test_a_search_after_an_in_process_mcp_session_whose_client_quit_asks_the_model(tmp_path, llm_server) -> None:
+def test_a_search_after_an_in_process_mcp_session_stopped_by_ctrl_c_asks_the_model(tmp_path, llm_server) -> None:
     from test_agent_interrupted import INITIALIZE, INITIALIZED, _db, _env, _line
     from test_agent_interrupted import SEARCH as SEARCH_MEMORY
 
@@ -108,7 +108,7 @@ def test_a_search_after_an_in_process_mcp_session_whose_client_quit_asks_the_mod
         proc.stdin.flush()
         assert json.loads(proc.stdout.readline())["id"] == 1
         assert asked.wait(60), "the planner never asked the model a second time"
-        proc.stdin.close()  # the session's search is interrupted
+        proc.send_signal(signal.SIGINT)  # the session's search is interrupted
         ended = proc.wait(60)
         out, err = proc.stdout.read(), proc.stderr.read().decode()
     finally:
@@ -116,7 +116,7 @@ def test_a_search_after_an_in_process_mcp_session_whose_client_quit_asks_the_mod
         proc.kill()
     assert ended == 0, err
     assert json.loads(json.loads(out.splitlines()[0])["result"]["content"][0]["text"])["interrupted"] is True
-    # was {"interrupted": "the client closed its input", "llm_calls": 0}: the session's end outlived it
+    # was {"interrupted": "Ctrl-C", "llm_calls": 0}: the session's end outlived it
     assert json.loads(err.splitlines()[-2]) == {"interrupted": None, "llm_calls": 2}
     # and the session left the process's Ctrl-C handler as it found it: it left asyncio.run's for the finished
     # session (the wire put it back after asyncio.run ended), so a later `refind search --mode agent` in the process

@@ -94,10 +94,22 @@ def _assert_interrupted(db: Path, why: str) -> None:
     assert stored.returned_ids and stored.llm_calls == 2
 
 
+def _mcp(tmp_path: Path, llm_server: Any) -> tuple[Path, subprocess.Popen[bytes]]:
+    db = _db(tmp_path)
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    argv += ["--model", "openai/scripted", "--api-base", llm_server.url]
+    proc = subprocess.Popen(argv, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + _line(SEARCH))
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    return db, proc
+
+
 @pytest.mark.parametrize(
     ("how", "code", "why"),
     [
-        ("stdin closed", 0, "the client closed its input"),
+        ("stdin closed, then SIGTERM", 143, "SIGTERM"),  # what the SDK's stdio client does when it quits
         ("SIGTERM", 143, "SIGTERM"),
         ("Ctrl-C", 130, "Ctrl-C"),
     ],
@@ -108,21 +120,16 @@ def test_an_mcp_client_that_quits_mid_agent_search_leaves_its_trace_stored_as_in
     # round 30: the search's trace was never stored — after the end of its input the server waited for the held model
     # (up to the deadline + 30 s), and the client's SIGTERM 2 s later (the SDK's stdio client) ended it at once; a
     # SIGTERM alone ended it at once too
-    db = _db(tmp_path)
     asked, release = _held_after_a_search_and_a_note(llm_server)
-    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
-    argv += ["--model", "openai/scripted", "--api-base", llm_server.url]
-    proc = subprocess.Popen(argv, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    db, proc = _mcp(tmp_path, llm_server)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
-        proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + _line(SEARCH))
-        proc.stdin.flush()
-        assert json.loads(proc.stdout.readline())["id"] == 1
         assert asked.wait(60), "the planner never asked the model a third time"
-        if how == "stdin closed":
+        if how.startswith("stdin closed"):
             proc.stdin.close()
-        else:  # the client's stdin stays open
-            proc.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+            with pytest.raises(subprocess.TimeoutExpired):  # closing the input alone stops no search
+                proc.wait(1)
+        proc.send_signal(signal.SIGINT if how == "Ctrl-C" else signal.SIGTERM)
         ended = proc.wait(60)
         assert not release.is_set()  # the model is still held: the server ended without waiting for it
         out, err = proc.stdout.read(), proc.stderr.read().decode()
@@ -137,6 +144,31 @@ def test_an_mcp_client_that_quits_mid_agent_search_leaves_its_trace_stored_as_in
     assert found["interrupted"] is True
     assert [e["session_id"] for e in found["evidence"]] == ["a1"]
     _assert_interrupted(db, why)
+
+
+def test_a_client_that_closes_its_input_gets_its_agent_search_answered_in_full(tmp_path: Path, llm_server: Any) -> None:
+    # a client that pipes its requests and closes its input at once (`printf … | refind mcp`) is answered as one that
+    # waits: the end of the input stops no search (only SIGTERM or Ctrl-C does)
+    asked, release = _held_after_a_search_and_a_note(llm_server)
+    db, proc = _mcp(tmp_path, llm_server)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        assert asked.wait(60), "the planner never asked the model a third time"
+        proc.stdin.close()
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(1)
+        release.set()  # the model answers: finish_search
+        ended = proc.wait(60)
+        out, err = proc.stdout.read(), proc.stderr.read().decode()
+    finally:
+        release.set()
+        proc.kill()
+    assert ended == 0, err
+    found = json.loads(json.loads(out.splitlines()[0])["result"]["content"][0]["text"])
+    assert "interrupted" not in found
+    assert [e["session_id"] for e in found["evidence"]] == ["a1"]
+    (stored,) = _stored(db)
+    assert "interrupted" not in [e.kind for e in stored.events] and stored.llm_calls == 3
 
 
 @pytest.mark.parametrize(("signum", "code", "why"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
