@@ -526,8 +526,11 @@ def _bare_day(raw: str) -> date | None:
             return datetime.strptime(raw, fmt).date()
         except ValueError:
             continue
+    stem = raw[:-1] if raw[-1:] in ("Z", "z") else raw  # (one Z: "2023-06-30zZ" was read as 30 June)
+    if stem.isdigit() and len(stem) != 8:  # (digits alone: parse_date's rule — "2023111506Z" was 15 November 00:00)
+        return None
     try:
-        return date.fromisoformat(raw.removesuffix("Z").removesuffix("z"))
+        return date.fromisoformat(stem)
     except ValueError:
         return None
 

@@ -522,14 +522,17 @@ class _Gunzip:
 
 
 class Overlong(bytes):
-    """Stands for a line longer than MAX_LINE_BYTES: its bytes were skipped, never held (``size``: how many)."""
+    """Stands for a line longer than MAX_LINE_BYTES: its bytes were skipped, never held (``size``: how many;
+    ``returns``: a carriage return was among them, not at its end — a file whose lines end in "\\r" alone is one
+    line to this reader, :func:`_lone_returns`)."""
 
     size: int = 0
+    returns: bool = False
 
 
-def _overlong(size: int) -> Overlong:
+def _overlong(size: int, returns: bool) -> Overlong:
     line = Overlong()
-    line.size = size
+    line.size, line.returns = size, returns
     return line
 
 
@@ -540,9 +543,26 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
     limit = MAX_LINE_BYTES
     parts: list[bytes] = []  # the pieces of the current, unfinished line
     size = 0  # its length so far (parts are dropped once it passes the limit)
+    # a carriage return inside the current line (not its last byte: a CRLF file's), looked for once it passes the limit
+    returns = False
+    last_cr = False  # the line's bytes so far end in one
+
+    def grow(piece: bytes) -> None:
+        nonlocal parts, size, returns, last_cr
+        if not piece:
+            return
+        size += len(piece)
+        if size <= limit:
+            parts.append(piece)
+            return
+        if parts:  # passing the limit now: what was kept (all of it inside the line) is looked at once, and dropped
+            returns = any(b"\r" in part for part in parts)
+            parts = []
+        returns = returns or last_cr or b"\r" in piece[:-1]
+        last_cr = piece.endswith(b"\r")
 
     def finish() -> bytes:
-        return _overlong(size) if size > limit else b"".join(parts)
+        return _overlong(size, returns) if size > limit else b"".join(parts)
 
     while True:
         data = stream.read(chunk)
@@ -553,19 +573,12 @@ def _iter_lines(stream: IO[bytes], chunk: int = 1 << 20) -> Iterator[bytes]:
             break
         pieces = data.split(b"\n")
         if len(pieces) > 1:
-            size += len(pieces[0])
-            if size <= limit:
-                parts.append(pieces[0])
+            grow(pieces[0])
             yield finish()
             for line in pieces[1:-1]:
-                yield line if len(line) <= limit else _overlong(len(line))
-            parts, size = [], 0
-        tail = pieces[-1]
-        size += len(tail)
-        if size <= limit:
-            parts.append(tail)
-        else:
-            parts = []
+                yield line if len(line) <= limit else _overlong(len(line), b"\r" in line[:-1])
+            parts, size, returns, last_cr = [], 0, False, False
+        grow(pieces[-1])
     if size:
         yield finish()
 
@@ -612,7 +625,8 @@ def parse_lines(lines: Iterable[tuple[int, bytes]], *, strict: bool = False) -> 
             yield from flush()
             yield LineError(
                 n,
-                f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; split its messages",
+                f"line of {raw.size:,} bytes, over the limit of {MAX_LINE_BYTES:,} bytes; "
+                + (_RETURNS_ADVICE if raw.returns else "split its messages"),
                 regroups=True,  # (not read: it may be a message line without request_id)
             )
             continue
@@ -814,10 +828,14 @@ def _lone_returns(exc: json.JSONDecodeError) -> str:
     64" said nothing of why (a probe of round 30). JSON never holds a raw "\\r" inside a string."""
     if exc.msg != "Extra data" or "\r" not in exc.doc[: exc.pos]:  # (the text decoded: pos counts characters)
         return ""
-    return (
-        "; its lines end in a carriage return alone (\\r), and refind reads lines that end in \\n or \\r\\n: convert "
-        "the file (tr '\\r' '\\n' < FILE), nothing of this line was stored"
-    )
+    return "; " + _RETURNS_ADVICE
+
+
+# (also said of such a file past MAX_LINE_BYTES, one line of it all: "split its messages" told nothing of why)
+_RETURNS_ADVICE = (
+    "its lines end in a carriage return alone (\\r), and refind reads lines that end in \\n or \\r\\n: convert the "
+    "file (tr '\\r' '\\n' < FILE), nothing of this line was stored"
+)
 
 
 def _an_array(obj: Any) -> str:

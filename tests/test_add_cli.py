@@ -6,6 +6,7 @@ import gzip
 import json
 import sqlite3
 
+import pytest
 from conftest import FIXTURES
 
 from refind_cli import replay
@@ -811,3 +812,55 @@ def test_a_line_that_is_an_array_of_messages_is_refused_saying_so(cli, db_path, 
         "nothing of this line was stored",
         f"{path}:2: {shape}",  # (an array of no objects: no such advice)
     ]
+
+
+def test_a_file_of_carriage_return_lines_past_the_line_limit_is_refused_saying_so(
+    cli, db_path, tmp_path, monkeypatch
+) -> None:
+    # such a file is one line: past MAX_LINE_BYTES it was refused as "split its messages", which said nothing of why
+    # (a review of round 30; under the limit it says so since round 30)
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 400)
+    line = json.dumps({"user_id": "u", "session_id": "s", "role": "user", "content": "one"}, separators=(",", ":"))
+    mac = tmp_path / "mac.jsonl"
+    mac.write_bytes(("\r".join([line] * 12) + "\r").encode())
+    result = cli("add", "--file", str(mac), "--json", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["problems"] == [
+        f"{mac}:1: line of {mac.stat().st_size:,} bytes, over the limit of 400 bytes; its lines end in a carriage "
+        "return alone (\\r), and refind reads lines that end in \\n or \\r\\n: convert the file (tr '\\r' '\\n' < "
+        "FILE), nothing of this line was stored"
+    ]
+    # a long line of a CRLF file (its "\r" the line's last byte) is refused as any long line
+    crlf = tmp_path / "crlf.jsonl"
+    crlf.write_bytes((line.replace("one", "x" * 500) + "\r\n" + line + "\r\n").encode())
+    problems = json.loads(cli("add", "--file", str(crlf), "--json", "--quiet").output)["problems"]
+    assert problems == [f"{crlf}:1: line of {len(line) + 498:,} bytes, over the limit of 400 bytes; split its messages"]
+    assert [r[3] for r in rows(db_path)] == ["one"]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_a_carriage_return_inside_a_line_past_the_limit_is_found_in_any_chunk(monkeypatch, chunk) -> None:
+    import io
+
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 40)
+    data = b"\n".join(
+        [
+            b"a" * 30 + b"\r" + b"b" * 30,  # a carriage return before the line passes the limit
+            b"c" * 50 + b"\r" + b"d",  # after
+            b"e" * 50 + b"\r",  # a CRLF line's end
+            b"f" * 50,
+            b"short\r",
+            b"g" * 45 + b"\r",  # the file's last line, its end a carriage return
+        ]
+    )
+    lines = list(replay._iter_lines(io.BytesIO(data), chunk=chunk))
+    assert [(type(x).__name__, getattr(x, "returns", None)) for x in lines] == [
+        ("Overlong", True),
+        ("Overlong", True),
+        ("Overlong", False),
+        ("Overlong", False),
+        ("bytes", None),
+        ("Overlong", False),
+    ]
+    assert [x.size for x in lines if isinstance(x, replay.Overlong)] == [61, 52, 51, 50, 46]
+    assert lines[4] == b"short\r"

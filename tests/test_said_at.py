@@ -158,6 +158,23 @@ def test_digits_alone_are_a_date_only_as_yyyymmdd() -> None:
     assert parse_said_at("2023050812345", "at") == 2_023_050_812_345
 
 
+def test_digits_and_a_z_are_no_day_with_its_time_dropped(cli, db_path: Path) -> None:
+    # "2023111506Z" (the 15th at 06:00 UTC, written without its T) was read as the 15th at 00:00 — a said-at stored
+    # six hours early, a --date-from that let the night in — while "2023111506" is refused; "2023-11-14zZ" was the
+    # 14th (a review of round 30: the lower-case z made both spellings pass)
+    for given in ("2023111506Z", "2023111506z", "202311150613Z", "2023-11-14zZ", "2023-11-14Zz"):
+        with pytest.raises(InvalidInput, match="is not a date"):
+            parse_date(given)
+        with pytest.raises(InvalidInput, match=r"is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor"):
+            parse_said_at(given, "at")
+    refused = cli("add", "x", "-u", "u", "-s", "s", "--at", "2023111506Z")
+    assert refused.exit_code == 2, refused.output
+    assert "error: --at: '2023111506Z' is not an ISO 8601 time" in " ".join(refused.output.split()), refused.output
+    assert not db_path.exists() or _said(db_path) == []
+    # a date with its Z, in either case, is still its day
+    assert parse_date("20231114Z") == parse_date("2023-11-14z") == parse_date("2023-11-14") == 1_699_920_000_000
+
+
 def test_cli_add_reads_at_and_timestamp_as_the_contract_reads_a_timestamp(cli, db_path: Path) -> None:
     # `--at -1` was refused while `--timestamp -1` was read; `--at` and `--timestamp` refused a fraction HTTP floors
     for flag, value, said in (
