@@ -109,6 +109,7 @@ class AgentAnswer:
     # why the process's end stopped the planner (an MCP client that quit, SIGTERM, Ctrl-C): the evidence is what it
     # had by then (None: it was not)
     interrupted: str | None = None
+    refused: str | None = None  # what the model said declining the search (its evidence is what it had by then)
 
 
 @dataclass(frozen=True)
@@ -519,6 +520,7 @@ class Memory:
             result.deadline_passed,
             None if result.withheld is None else result.withheld.as_dict(),
             result.interrupted,
+            result.refused,
         )
 
     # ---- reading and the lifecycle ---------------------------------------------------------------------------

@@ -184,6 +184,8 @@ def build(memory: Memory, cfg: McpSettings, on_running: Callable[[], None] = lam
                         found["withheld"] = answer.withheld
                     if answer.deadline_passed:
                         found["deadline_passed"] = True
+                    if answer.refused is not None:  # the model declined: the evidence is what the planner had
+                        found["refused"] = True
                     if answer.interrupted is not None:  # SIGTERM (a client quitting) or Ctrl-C while it ran
                         found["interrupted"] = True
                     return found

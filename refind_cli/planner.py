@@ -175,6 +175,13 @@ class AgentResult:
         return None if event is None else str(event.data.get("reason") or "interrupted")
 
     @property
+    def refused(self) -> str | None:
+        """What the model said declining the search (OpenAI's ``message.refusal``; clipped and redacted as its trace
+        event), or None when it did not decline."""
+        event = next((e for e in self.events if e.kind == "refused"), None)
+        return None if event is None else str(event.data.get("refusal") or "refused")
+
+    @property
     def deadline_passed(self) -> bool:
         """The deadline stopped the planner (its evidence is what it had by then)."""
         return any(e.kind == "deadline" for e in self.events)

@@ -368,6 +368,23 @@ def test_agent_mode_runs_the_planner_over_the_fixed_user_only(tmp_path: Path, ll
     assert "Nightjar" not in llm_server.bodies_text()  # the planner was never shown bob's memory
 
 
+def test_agent_mode_says_the_model_refused(tmp_path: Path, llm_server: Any) -> None:
+    from test_planner_refusal import _refusing
+
+    db = tmp_path / "agent.db"
+    with Memory(db, retention_days=None) as memory:
+        memory.add("We went hiking on Mount Rainier last weekend", user="alice", session="a1", at="2023-05-02")
+    llm_server.play('{"action": "search_chatrecord", "keywords": "hiking"}', _refusing())
+    found: list[dict[str, Any]] = []
+
+    async def script(client: Any) -> None:
+        found.append(_data(await client.call_tool("search_memory", {"query": "where did we go hiking", "top_k": 3})))
+
+    _drive(_params(db, "--model", "openai/scripted", "--api-base", llm_server.url), script)
+    assert found[0]["refused"] is True  # (the trace alone said so)
+    assert [e["session_id"] for e in found[0]["evidence"]] == ["a1"]  # what its one search showed
+
+
 def test_a_failed_agent_search_names_its_stored_trace(tmp_path: Path, llm_server: Any) -> None:
     from llm_server import Fail
 

@@ -62,3 +62,32 @@ def test_the_rendered_trace_says_the_model_refused(cli, store, llm_server):
     out = agent_cli(cli, llm_server, "--trace")
     assert out.exit_code == 0, out.output
     assert f"the model refused: {REFUSAL} — the planner stopped" in " ".join(out.output.split())
+
+
+def test_a_refusal_is_said_in_the_answer_not_only_in_the_trace(cli, store, llm_server, db_path):
+    # --json, the summary line and the library's AgentAnswer say the model declined, as they say a deadline or an
+    # interruption: the evidence is what the planner had (before, only the trace's events told it)
+    add(store, "alice", "hike", ("user", "Caroline: I went hiking at Mount Rainier", T0))
+    llm_server.play('{"action": "search_chatrecord", "keywords": "hiking"}', _refusing())
+    found = json.loads(agent_cli(cli, llm_server, "--json").stdout)
+    assert found["refused"] is True and found["interrupted"] is False and found["deadline_passed"] is False
+    llm_server.play('{"action": "search_chatrecord", "keywords": "hiking"}', '{"action": "finish_search"}')
+    assert json.loads(agent_cli(cli, llm_server, "--json").stdout)["refused"] is False
+    llm_server.play(_refusing())
+    out = agent_cli(cli, llm_server)
+    assert out.exit_code == 0, out.output
+    assert "· the model refused —" in " ".join(out.output.split())
+
+    from refind_cli import Memory
+
+    with Memory(db_path, retention_days=None) as memory:
+        llm_server.play(_refusing())
+        answer = memory.agent_search(
+            "where did Caroline go hiking", user="alice", model="openai/scripted", api_base=llm_server.url
+        )
+        assert answer.refused == REFUSAL and answer.path == "direct_bm25"
+        llm_server.play('{"action": "finish_search"}')
+        answer = memory.agent_search(
+            "where did Caroline go hiking", user="alice", model="openai/scripted", api_base=llm_server.url
+        )
+        assert answer.refused is None

@@ -81,6 +81,7 @@ def run_agent(
                 "path": result.path,
                 "deadline_passed": result.deadline_passed,
                 "interrupted": result.interrupted is not None,
+                "refused": result.refused is not None,
                 "withheld": None if result.withheld is None else result.withheld.as_dict(),
                 "stats": result.stats.as_dict(),
                 "trace": result.trace_dicts(),
@@ -104,6 +105,7 @@ def run_agent(
         f"{s.prompt_tokens + s.completion_tokens:,} tokens · {s.duration_ms:,.0f} ms"
         + (f" · {result.stopped(deadline_s)}" if result.deadline_passed else "")
         + (f" · stopped by {result.interrupted}" if result.interrupted is not None else "")
+        + (" · the model refused" if result.refused is not None else "")
         + f" — {stored}",
         markup=False,
         highlight=False,
