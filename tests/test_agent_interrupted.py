@@ -16,18 +16,12 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from test_mcp_start import INITIALIZE, INITIALIZED
 
 from refind_cli import Memory
 
 pytestmark = pytest.mark.slow  # subprocesses that import the SDK and litellm (seconds each)
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 SEARCH = {
     "jsonrpc": "2.0",
     "id": 2,
