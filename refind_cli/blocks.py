@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .index import TurnIndex, neighbours
+from .turns import speaker_label
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +50,17 @@ class Block(NamedTuple):  # a NamedTuple, not a frozen dataclass: a third of the
 def format_time(ms: int | None, *, seconds: bool = False) -> str:
     if ms is None:
         return ""
+    return _stamp(ms, seconds)
+
+
+# A search's lines and blocks repeat their times (a session's messages share a recorded-at, a question asked again
+# shows the same turns): each text is made once and remembered (typed: an int and a float of one value may differ).
+STAMPS = 4_096  # times remembered by each of the two caches below (~1.2 MB each when full, by tracemalloc)
+
+
+@lru_cache(maxsize=STAMPS, typed=True)
+def _stamp(ms: int, seconds: bool) -> str:
+    """``format_time`` of a known said-at."""
     if type(ms) is int and FAST_TIME_MS[0] <= ms < FAST_TIME_MS[1]:
         days, rem = divmod(ms // 1000, 86_400)
         hm = f"{_day(days)} {_TWO[rem // 3600]}:{_TWO[rem % 3600 // 60]}"
@@ -57,6 +69,7 @@ def format_time(ms: int | None, *, seconds: bool = False) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
+@lru_cache(maxsize=STAMPS, typed=True)
 def iso_utc(ms: int) -> str:
     if type(ms) is int and FAST_TIME_MS[0] <= ms < FAST_TIME_MS[1]:
         secs, milli = divmod(ms, 1000)
@@ -207,10 +220,13 @@ def _render(
         chosen = compose(idx, pos, cfg, shown, scores if match is None else match, n=n, anchor=anchor, spare=grows)
         messages: list[StoredMessage] = []  # chronological; the anchor's are chosen[pos], all of them
         lead = 0  # how many come before the anchor's first
-        for j in sorted(chosen):
-            if j < pos:
-                lead += len(chosen[j])
-            messages += chosen[j]
+        if len(chosen) == 1:  # (most blocks past the first few: the anchor alone)
+            messages = chosen[pos]
+        else:
+            for j in sorted(chosen):
+                if j < pos:
+                    lead += len(chosen[j])
+                messages += chosen[j]
         texts = block_lines(messages, lead, cfg)
         ids = [m.id for m in messages]
         starts: list[int] = []  # each message's first line in the block
@@ -345,10 +361,11 @@ def defers(turn: Turn, cfg: SearchConfig) -> bool:
         return False
     if cfg.defer_people:
         return True
-    role, label = turn.voice
-    return role == "assistant" or not _a_name(label)
+    first = turn.messages[0]  # (turn.voice, its label read only when the role leaves it to decide)
+    return first.role == "assistant" or not _a_name(speaker_label(first.content))
 
 
+@lru_cache(maxsize=4_096)  # (a user's turns have a few labels: their speakers' names)
 def _a_name(label: str | None) -> bool:
     """Whether a turn's ``Name: `` label names a person: not a role, at most four words, no sentence punctuation
     ("Kate", "Fahim Khan", "李雷" — not "user", nor "Our trip, the whole story" of "Our trip, the whole story: …")."""
@@ -516,10 +533,13 @@ def block_lines(messages: Sequence[StoredMessage], anchor: int, cfg: SearchConfi
         if k == anchor or not stamp:
             out.append(render_line(m.said_at, m.role, m.content, stamp=stamp))
             continue
-        near = [k - 1] if k > anchor else [k + 1, k - 1] if k else [k + 1]
-        if cfg.stamps == "day" and all(days[j] == days[k] for j in near):
+        # the lines next to it toward the anchor: the one above it (below the anchor), else the one below it and the
+        # one above it, if any (written out, not as all(… for j in near): a generator costs more than the test)
+        toward = k - 1 if k > anchor else k + 1
+        above = k - 1 if 0 < k < anchor else toward
+        if cfg.stamps == "day" and days[toward] == days[k] == days[above]:
             stamp = stamp[len(days[k]) + 1 :]
-        if cfg.roles == "change" and all(messages[j].role == m.role for j in near):
+        if cfg.roles == "change" and messages[toward].role == m.role == messages[above].role:
             out.append(f"[{stamp}] {m.content}")
         else:
             out.append(f"[{stamp}] {m.role}: {m.content}")

@@ -1,5 +1,6 @@
 """Fast paths on the search path give exactly their reference's answers: block times by arithmetic
-(blocks.format_time / iso_utc) are the text datetime writes; expand.max_edits skips its per-character scan for ASCII
+(blocks.format_time / iso_utc) are the text datetime writes, made once per value; a block's lines are the ones the
+neighbour rule written with all(…) gives (blocks.block_lines); expand.max_edits skips its per-character scan for ASCII
 words with the same result."""
 
 from __future__ import annotations
@@ -7,8 +8,11 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from refind_cli.blocks import FAST_TIME_MS, format_time, iso_utc
+from refind_cli import blocks
+from refind_cli.blocks import FAST_TIME_MS, block_lines, format_time, iso_utc, render_line
 from refind_cli.expand import max_edits
+from refind_cli.search_config import SearchConfig
+from refind_cli.store import StoredMessage
 
 
 def reference_time(ms: int, *, seconds: bool = False) -> str:
@@ -33,6 +37,57 @@ def test_block_times_are_datetimes_text_across_and_around_the_fast_range():
     assert format_time(None) == ""
     assert format_time(1_683_554_160_000) == "2023-05-08 13:56"
     assert iso_utc(1_683_554_160_123) == "2023-05-08T13:56:00.123Z"
+
+
+def test_a_time_shown_again_is_not_formatted_again():
+    # a search's blocks repeat their times (a session's recorded-at, the turns of a question asked again): each text
+    # is made once and remembered; an int and a float of one value are remembered apart (their paths differ)
+    ms = 1_683_554_160_123
+    blocks._stamp.cache_clear()
+    iso_utc.cache_clear()
+    for _ in range(3):
+        assert format_time(ms) == "2023-05-08 13:56"
+        assert format_time(ms, seconds=True) == "2023-05-08 13:56:00"
+        assert iso_utc(ms) == "2023-05-08T13:56:00.123Z"
+    assert (blocks._stamp.cache_info().misses, blocks._stamp.cache_info().hits) == (2, 4)
+    assert (iso_utc.cache_info().misses, iso_utc.cache_info().hits) == (1, 2)
+    assert format_time(float(ms)) == reference_time(ms)
+    assert blocks._stamp.cache_info().misses == 3
+
+
+def reference_block_lines(messages: list[StoredMessage], anchor: int, cfg: SearchConfig) -> list[str]:
+    """block_lines as round 29 wrote it: the lines next to a line toward the anchor tested with all(…)."""
+    stamps = [format_time(m.said_at) for m in messages]
+    days = [stamp.rpartition(" ")[0] for stamp in stamps]
+    out: list[str] = []
+    for k, m in enumerate(messages):
+        stamp = stamps[k]
+        if k == anchor or not stamp:
+            out.append(render_line(m.said_at, m.role, m.content, stamp=stamp))
+            continue
+        near = [k - 1] if k > anchor else [k + 1, k - 1] if k else [k + 1]
+        if cfg.stamps == "day" and all(days[j] == days[k] for j in near):
+            stamp = stamp[len(days[k]) + 1 :]
+        if cfg.roles == "change" and all(messages[j].role == m.role for j in near):
+            out.append(f"[{stamp}] {m.content}")
+        else:
+            out.append(f"[{stamp}] {m.role}: {m.content}")
+    return out
+
+
+def test_block_lines_are_the_neighbour_rule_written_with_all():
+    rng = random.Random(30)
+    day = 86_400_000
+    configs = [SearchConfig(stamps=s, roles=r) for s in ("day", "full") for r in ("change", "every")]
+    for _ in range(3_000):
+        size = rng.randint(2, 7)
+        at = [1_700_000_000_000 + rng.choice((0, 0, day, 2 * day)) + rng.randrange(3_600_000) for _ in range(size)]
+        messages = [
+            StoredMessage(k, f"m{k}", "u", "s", "r", k, rng.choice(("user", "assistant")), f"text {k}", said, said)
+            for k, said in enumerate(None if rng.random() < 0.1 else t for t in sorted(at))
+        ]
+        anchor, cfg = rng.randrange(size), rng.choice(configs)
+        assert block_lines(messages, anchor, cfg) == reference_block_lines(messages, anchor, cfg)
 
 
 ALPHABETS = ((0x00C0, 0x024F), (0x0370, 0x03FF), (0x1F00, 0x1FFF), (0x0400, 0x052F), (0x0530, 0x058F), (0x10A0, 0x10FF))
