@@ -197,3 +197,40 @@ def test_refind_search_stopped_mid_agent_search_answers_and_stores_its_trace_as_
         timeout=60,
     )
     assert f"interrupted ({why}): the planner stopped" in shown.stdout, shown.stderr
+
+
+@pytest.mark.parametrize("when", ["while the model is asked", "while its trace waits for the lock"])
+def test_an_interrupted_agent_search_gives_up_its_trace_while_another_process_holds_the_write_lock(
+    tmp_path: Path, llm_server: Any, when: str
+) -> None:
+    # round 30 review: SQLite's busy wait runs in C, where no signal handler runs — a SIGTERM while the trace's store
+    # waited for another process's write lock took effect only once the wait ended, at the search's deadline (120 s
+    # by default; 30 here), the trace then unrecorded as "locked". Now the wait is taken in slices that look at the
+    # interruption: it gives up at once, says why, and exits 143 with the answer printed.
+    import sqlite3
+    import time
+
+    db = _db(tmp_path)
+    asked, release = _held_after_a_search_and_a_note(llm_server)
+    argv = [sys.executable, "-m", "refind_cli", "search", "where did we go hiking", "--user", "alice", "--db", str(db)]
+    argv += ["--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url, "--top-k", "3"]
+    argv += ["--deadline", "30"]
+    proc = subprocess.Popen(argv, env={**_env(), "COLUMNS": "300"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    holder = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        assert asked.wait(60), "the planner never asked the model a third time"
+        holder.execute("BEGIN IMMEDIATE")  # another process's writer: holds the write lock until the test ends
+        if when == "while its trace waits for the lock":
+            release.set()  # the model answers finish_search; the search goes on to store its trace, and waits
+            time.sleep(1)  # (not asserted: a SIGTERM before the wait begins meets the same wait, interrupted)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        release.set()
+        proc.kill()
+        holder.close()
+    assert proc.returncode == 143, err
+    text = out.decode()
+    assert "its trace was not stored: interrupted while waiting for another process's lock" in text, text + err.decode()
+    assert "Mount Rainier" in text  # the evidence is answered all the same
+    assert _stored(db) == []  # nothing was written
