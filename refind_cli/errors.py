@@ -113,6 +113,11 @@ class DatabaseLocked(StorageError):
     kind = "locked"
 
 
+class LockWaitInterrupted(DatabaseLocked):
+    """An interrupted agent search (SIGTERM, Ctrl-C) stopped waiting for another process's write lock to store its
+    trace (``Store.busy_timeout``'s ``stop``): nothing was written."""
+
+
 class ReadOnlyDatabase(StorageError):
     """The database file or its folder cannot be written."""
 

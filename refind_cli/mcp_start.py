@@ -35,7 +35,7 @@ import re
 import select
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,6 +144,37 @@ def _id(message: dict[str, Any]) -> str:
     return json.dumps(message.get("id"))  # 1 and "1" are different ids
 
 
+_NOTED: list[str] = []  # a SIGTERM that came while `refind mcp` started (:func:`starting`), before its wire took it
+
+
+def _note(_signum: int, _frame: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends the process
+    _NOTED.append("SIGTERM")
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """While the block runs (`refind mcp` from its launch), a first SIGTERM is noted, not acted on, until the wire
+    takes it (:func:`serve`): then it ends the input once what the client already sent is read — answered, stored —
+    and the server exits 143. Agent mode imports litellm (seconds) before the wire exists, and the SDK (seconds) before
+    it served: an MCP client quitting that early (it closes the input, then SIGTERMs 2 s later) ended the server
+    with nothing it had sent stored or answered (round 30 review). In the main thread, over Python's default only."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or not _default(signal.getsignal(signal.SIGTERM)):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _note)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _note:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _NOTED.clear()
+
+
 def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
     """Serve one client over stdin/stdout until it closes the stream. ``start(on_running)`` imports the SDK and
     builds the server (:func:`refind_cli.mcp_server.runner`, which calls ``on_running`` once its transport holds
@@ -166,6 +197,9 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     found = _handlers()
     try:  # (interruptible: the session's interruption ends with it — an in-process caller's later searches go on)
         with interruptible():
+            wire.catch_sigterm()  # from now: while the SDK loads too, what the client sent is read first
+            if _NOTED:  # (came while starting): the end of the input, once what was sent is read
+                wire.interrupt("SIGTERM")
             wire.answer_while(lambda: start(wire.release))()
     finally:
         wire.restore_signals()
@@ -419,20 +453,33 @@ class Wire:
         sys.stdin, sys.stdout = self.streams
         return result
 
+    def catch_sigterm(self) -> None:
+        """From now on SIGTERM ends the input (:meth:`interrupt`) — also while the SDK loads: what the client sent
+        until then is read first (:meth:`read`). Over the default, which ended the process at once (an agent
+        search's trace never stored), or :func:`starting`'s (a second SIGTERM is then the default again); not when
+        the program handles it itself."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread() or self.interrupted:
+            return
+        handler = signal.getsignal(signal.SIGTERM)
+        if _default(handler) or handler is _note:
+            self.handlers[signal.SIGTERM] = signal.SIG_DFL if handler is _note else handler
+            signal.signal(signal.SIGTERM, self._on_signal("SIGTERM"))
+
     def release(self) -> None:
         """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again. From
-        now on Ctrl-C and SIGTERM end the input (:meth:`interrupt`)."""
+        now on Ctrl-C ends the input too (:meth:`interrupt`)."""
         sys.stdin, sys.stdout = self.std
         import signal
 
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread() or self.interrupted:
             return
-        # Ctrl-C: Python's, or asyncio.run's (not when SIGINT is ignored); SIGTERM: the default, which ended the
-        # process at once — an agent search's trace never stored (not when the program handles it itself)
-        for signum, name, ours in ((signal.SIGINT, "Ctrl-C", callable), (signal.SIGTERM, "SIGTERM", _default)):
-            if ours(handler := signal.getsignal(signum)):
-                self.handlers[signum] = handler
-                signal.signal(signum, self._on_signal(name))
+        self.catch_sigterm()  # (a caller that did not: serve calls it first)
+        # Ctrl-C: Python's, or asyncio.run's (not when SIGINT is ignored)
+        if callable(handler := signal.getsignal(signal.SIGINT)):
+            self.handlers[signal.SIGINT] = handler
+            signal.signal(signal.SIGINT, self._on_signal("Ctrl-C"))
 
     def _on_signal(self, name: str) -> Callable[[int, Any], None]:
         return lambda _signum, _frame: self.interrupt(name)
@@ -465,7 +512,10 @@ class Wire:
                 data = bytes(self.unread)
                 self.unread.clear()
             elif self.wake_r in select.select([self.fd_in, self.wake_r], [], [])[0]:
-                data = b""  # Ctrl-C (interrupt): the end of the input
+                # Ctrl-C or SIGTERM (interrupt): the end of the input — once the lines the client already sent are
+                # read, never waiting for more (a SIGTERM early in the start ended the input with its initialize
+                # still in the pipe, unanswered: round 30 review)
+                data = self._sent()
             else:
                 # (the end of the input stops nothing: what the client asked before closing it is answered in full
                 # — a client piping its requests closes at once; one quitting SIGTERMs the server 2 s later)
@@ -482,6 +532,12 @@ class Wire:
             with self.lock:
                 self._heard(data)
         return data
+
+    def _sent(self) -> bytes:
+        """What the client has sent and the wire not read yet, without waiting; ``b""`` when nothing is there."""
+        if self.fd_in in select.select([self.fd_in], [], [], 0)[0]:
+            return os.read(self.fd_in, 65536)
+        return b""
 
     def _track(self, message: Any) -> None:
         """Note a request passed to the SDK (a model of the SDK's): pending until the SDK answers it."""

@@ -64,6 +64,7 @@ from .errors import (
     FileReplaced,
     Interrupted,
     InvalidInput,
+    LockWaitInterrupted,
     ModelError,
     RefindError,
     StorageError,
@@ -400,8 +401,9 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         seqs=result.seqs,
     )
     try:
-        # waits for another process's write lock no longer than the search may still take (at least a moment)
-        with store.busy_timeout(settings.lock_wait_s(result.deadline_at)):
+        # waits for another process's write lock no longer than the search may still take (at least a moment), and
+        # not at all once SIGTERM or Ctrl-C interrupted it (the process is ending: a kill would follow)
+        with store.busy_timeout(settings.lock_wait_s(result.deadline_at), stop=interruption):
             stored = record()
     except (sqlite3.Error, StorageError) as exc:
         from .store import storage_error
@@ -410,7 +412,10 @@ def record_search(store: Store, result: AgentResult) -> AgentResult:
         if not isinstance(fault, StorageError) or isinstance(fault, FileReplaced | CorruptDatabase):
             raise fault from exc  # the file itself is gone or damaged: nothing of it can be trusted to answer
         # A record of the search, not the search: the evidence was found (and the model paid), so it is returned.
-        result.unrecorded = _UNRECORDED.get(fault.kind, "the database could not store it")
+        if isinstance(fault, LockWaitInterrupted):
+            result.unrecorded = "interrupted while waiting for another process's lock"
+        else:
+            result.unrecorded = _UNRECORDED.get(fault.kind, "the database could not store it")
         result.events.append(
             Event(
                 "unrecorded",

@@ -31,6 +31,7 @@ from .errors import (
     FileReplaced,
     Forgotten,
     InvalidInput,
+    LockWaitInterrupted,
     NotFound,
     ReadOnlyDatabase,
     RefindError,
@@ -414,6 +415,7 @@ def _writable(path: Path) -> bool:
 # whether the path still names it (Store.check_file); the long-lived holders (the server, a Memory, `refind mcp`)
 # ask before each read too.
 FileIdentity = tuple[int, int]
+LOCK_SLICE_S = 0.1  # an interruptible write's wait for the lock: how long one wait in C lasts before stop is asked
 CHECKPOINT_TIMEOUT_S = 2.0  # how long a forget, sweep or drain waits for readers before it reports the WAL busy
 REOPEN = "open the database again (run the command again, restart the server)"  # Store.write's remedy
 
@@ -613,6 +615,7 @@ class Store:
         self.clock = clock
         self.retention_days = retention_days
         self.write_until: float | None = None  # inside busy_timeout(): when a write must stop waiting (monotonic)
+        self.write_stop: Callable[[], str | None] | None = None  # inside busy_timeout(): why a write stops waiting
         self.created = False  # this Store created the file (none was at the path): remove_if_unused may remove it
         # each user's forgotten ids, read once while nothing changed the database (_forgotten_ids)
         self._forgotten: dict[str, tuple[tuple[int, int | None, int], ForgottenIds]] = {}
@@ -722,16 +725,47 @@ class Store:
                 self._drained = True
 
     @contextmanager
-    def busy_timeout(self, seconds: float) -> Iterator[None]:
+    def busy_timeout(self, seconds: float, stop: Callable[[], str | None] | None = None) -> Iterator[None]:
         """Writes inside wait at most ``seconds`` for another process's write lock (then fail as locked), instead of
-        the connection's own busy timeout (REFIND_BUSY_TIMEOUT)."""
+        the connection's own busy timeout (REFIND_BUSY_TIMEOUT). With ``stop`` (an agent search's trace:
+        ``model.interruption``), :meth:`write` waits for the lock in slices of :data:`LOCK_SLICE_S` and gives up
+        (:class:`LockWaitInterrupted`) once ``stop`` names a reason: SQLite's busy wait runs in C, where a SIGTERM's
+        handler does not run, and an interrupted search waited out the whole deadline (120 s) to exit."""
         before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
         self.write_until = time.monotonic() + seconds  # a wait before SQLite's (the server's write queue) counts too
+        self.write_stop = stop
         try:
             yield
         finally:
             self.write_until = None
+            self.write_stop = None
+            self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
+
+    def _begin_immediate(self) -> None:
+        """``BEGIN IMMEDIATE``: inside :meth:`busy_timeout` with a ``stop``, its wait for another process's write lock
+        is taken in short slices, each followed by a look at ``stop`` — for as long in all as without it."""
+        stop, until = self.write_stop, self.write_until
+        if stop is None or until is None:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        before = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        try:
+            while True:
+                left = max(until - time.monotonic(), 0.0)
+                self.conn.execute(f"PRAGMA busy_timeout = {int(min(left, LOCK_SLICE_S) * 1000)}")
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc).lower() or time.monotonic() >= until:
+                        raise
+                    if (why := stop()) is not None:
+                        raise LockWaitInterrupted(
+                            f"database {self.path}: interrupted ({why}) while waiting for another process's lock; "
+                            "nothing was written"
+                        ) from None
+        finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(before)}")
 
     def checkpoint(self, timeout_s: float | None = None) -> bool:
@@ -816,7 +850,7 @@ class Store:
                 yield self.db
             return
         self.check_file()  # (outside the transaction: a moved file's log is drained before the refusal)
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._begin_immediate()
         try:
             _grant(self.conn, self.path)
             before = self.conn.total_changes  # (after the grant's own row)

@@ -197,3 +197,97 @@ def test_refind_search_stopped_mid_agent_search_answers_and_stores_its_trace_as_
         timeout=60,
     )
     assert f"interrupted ({why}): the planner stopped" in shown.stdout, shown.stderr
+
+
+@pytest.mark.parametrize("when", ["while the model is asked", "while its trace waits for the lock"])
+def test_an_interrupted_agent_search_gives_up_its_trace_while_another_process_holds_the_write_lock(
+    tmp_path: Path, llm_server: Any, when: str
+) -> None:
+    # round 30 review: SQLite's busy wait runs in C, where no signal handler runs — a SIGTERM while the trace's store
+    # waited for another process's write lock took effect only once the wait ended, at the search's deadline (120 s
+    # by default; 30 here), the trace then unrecorded as "locked". Now the wait is taken in slices that look at the
+    # interruption: it gives up at once, says why, and exits 143 with the answer printed.
+    import sqlite3
+    import time
+
+    db = _db(tmp_path)
+    asked, release = _held_after_a_search_and_a_note(llm_server)
+    argv = [sys.executable, "-m", "refind_cli", "search", "where did we go hiking", "--user", "alice", "--db", str(db)]
+    argv += ["--mode", "agent", "--model", "openai/scripted", "--api-base", llm_server.url, "--top-k", "3"]
+    argv += ["--deadline", "30"]
+    proc = subprocess.Popen(argv, env={**_env(), "COLUMNS": "300"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    holder = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        assert asked.wait(60), "the planner never asked the model a third time"
+        holder.execute("BEGIN IMMEDIATE")  # another process's writer: holds the write lock until the test ends
+        if when == "while its trace waits for the lock":
+            release.set()  # the model answers finish_search; the search goes on to store its trace, and waits
+            time.sleep(1)  # (not asserted: a SIGTERM before the wait begins meets the same wait, interrupted)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        release.set()
+        proc.kill()
+        holder.close()
+    assert proc.returncode == 143, err
+    text = out.decode()
+    assert "its trace was not stored: interrupted while waiting for another process's lock" in text, text + err.decode()
+    assert "Mount Rainier" in text  # the evidence is answered all the same
+    assert _stored(db) == []  # nothing was written
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler of its own for SIGTERM now (Linux: its SigCgt mask)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process's signal mask in /proc")
+@pytest.mark.parametrize("closed", [True, False], ids=["stdin closed, then SIGTERM", "SIGTERM"])
+def test_sigterm_while_agent_mode_mcp_starts_answers_and_stores_what_the_client_sent(
+    tmp_path: Path, llm_server: Any, closed: bool
+) -> None:
+    # round 30 review: agent mode imports litellm (seconds) before the wire handled SIGTERM — an SDK-style client that
+    # sent initialize and a remember, closed its input and SIGTERMed got exit -15, nothing stored or answered; and a
+    # handler installed earlier ended the input on the signal before reading the lines still in the pipe (initialize
+    # unanswered). Now the first SIGTERM from the launch on is noted, what the client sent is read, answered and
+    # stored, then the server exits 143. The signal is sent as soon as the process catches it: at its launch, before
+    # litellm and the SDK load (the SigCgt mask and the mapped libraries in /proc, Linux only).
+    db = _db(tmp_path)
+    remember = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "sent just before the client quit"}},
+    }
+    argv = [sys.executable, "-m", "refind_cli", "mcp", "--user", "alice", "--db", str(db), "--retention-days", "off"]
+    argv += ["--model", "openai/scripted", "--api-base", llm_server.url]
+    proc = subprocess.Popen(argv, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + _line(remember))
+        proc.stdin.flush()
+        if closed:
+            proc.stdin.close()
+        while True:  # (the interpreter starting: Python's default would end it)
+            assert proc.poll() is None
+            loaded = Path(f"/proc/{proc.pid}/maps").read_text()  # read first: what it had loaded before the handler
+            if _catches_sigterm(proc.pid):
+                break
+        # still starting: litellm (agent mode's import) and the SDK had not loaded pydantic's core yet
+        assert "pydantic_core" not in loaded
+        proc.send_signal(signal.SIGTERM)
+        ended = proc.wait(60)  # (the input left open, when it was: the signal alone ends it)
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = proc.stdout.read(), proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        if not proc.stdin.closed:
+            proc.stdin.close()
+    assert ended == 143, err
+    answers = {m["id"]: m for m in map(json.loads, out.splitlines())}
+    assert set(answers) == {1, 2}, out
+    assert "result" in answers[1] and answers[2]["result"]["isError"] is False, answers
+    with Memory(db, retention_days=None) as memory:
+        assert "sent just before the client quit" in json.dumps(memory.export(user="alice"))

@@ -66,59 +66,64 @@ def mcp(
     deadline: DeadlineOption = None,
     skip: SkipOption = None,
 ) -> None:
-    if user is None or not user.strip():
-        raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
-    from ...contract import SEARCH_MODES, check_id, empty_text
+    from ...mcp_start import starting
 
-    check_id("--user", user)  # at launch: every remember would be refused, naming an argument no tool has
-    if session is not None:
-        if not session.strip():
-            raise empty_text("--session", session, " (leave it out for mcp-<launch time>)")
-        check_id("--session", session)
+    # from the launch: a SIGTERM is noted until the wire takes it — agent mode imports litellm (seconds) first — and
+    # what the client sent before it is then answered and stored, exit 143 (it ended the process, nothing stored)
+    with starting():
+        if user is None or not user.strip():
+            raise InvalidInput(f"--user: required (or set {settings.ENV_USER}): the one user this server serves")
+        from ...contract import SEARCH_MODES, check_id, empty_text
 
-    mode = (mode or ("agent" if model else "bm25")).strip().lower()
-    if mode not in SEARCH_MODES:
-        raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
-    complete, model_name, budget = None, None, settings.DEFAULT_MAX_ACTIONS
-    deadline_s, agent_skip = settings.DEFAULT_AGENT_DEADLINE_S, None
-    if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
-        from ...model import from_env
+        check_id("--user", user)  # at launch: every remember would be refused, naming an argument no tool has
+        if session is not None:
+            if not session.strip():
+                raise empty_text("--session", session, " (leave it out for mcp-<launch time>)")
+            check_id("--session", session)
 
-        budget = settings.parse_max_actions(max_actions)
-        deadline_s = settings.parse_agent_deadline(deadline)
-        agent_skip = settings.parse_agent_skip(skip)
-        complete, model_name = from_env(model, api_base)
-    from datetime import UTC, datetime
-    from importlib.util import find_spec
+        mode = (mode or ("agent" if model else "bm25")).strip().lower()
+        if mode not in SEARCH_MODES:
+            raise InvalidInput(f"--mode: must be agent or bm25, got {mode!r}")
+        complete, model_name, budget = None, None, settings.DEFAULT_MAX_ACTIONS
+        deadline_s, agent_skip = settings.DEFAULT_AGENT_DEADLINE_S, None
+        if mode == "agent":  # resolve the model and its credentials now: fail at launch, not on the first search
+            from ...model import from_env
 
-    if find_spec("mcp") is None or find_spec("mcp_types") is None:  # a dependency, but an install may predate it
-        raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'")
-    from ...api import Memory
-    from ...mcp_start import McpSettings, serve
+            budget = settings.parse_max_actions(max_actions)
+            deadline_s = settings.parse_agent_deadline(deadline)
+            agent_skip = settings.parse_agent_skip(skip)
+            complete, model_name = from_env(model, api_base)
+        from datetime import UTC, datetime
+        from importlib.util import find_spec
 
-    cfg = McpSettings(
-        user=user,
-        session=session or datetime.now(UTC).strftime("mcp-%Y%m%dT%H%M%SZ"),
-        mode=mode,
-        model=complete,
-        model_name=model_name,
-        max_actions=budget,
-        deadline_s=deadline_s,
-        skip=agent_skip,
-        allow_forget=allow_forget,
-    )
-    refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has
-    from ...retention import given
-    from ...signals import Terminated
+        if find_spec("mcp") is None or find_spec("mcp_types") is None:  # a dependency, but an install may predate it
+            raise RefindError("refind mcp needs the mcp package: pip install 'mcp>=2,<3'")
+        from ...api import Memory
+        from ...mcp_start import McpSettings, serve
 
-    try:
-        with Memory(os.fspath(db), retention_days=given(retention), writer="refind mcp") as memory:
+        cfg = McpSettings(
+            user=user,
+            session=session or datetime.now(UTC).strftime("mcp-%Y%m%dT%H%M%SZ"),
+            mode=mode,
+            model=complete,
+            model_name=model_name,
+            max_actions=budget,
+            deadline_s=deadline_s,
+            skip=agent_skip,
+            allow_forget=allow_forget,
+        )
+        refuse_memory_db(db)  # remember would answer "stored" for what the next launch no longer has
+        from ...retention import given
+        from ...signals import Terminated
 
-            def start(on_running: Callable[[], None]) -> Callable[[], None]:
-                from ...mcp_server import runner  # the SDK: imported while the first requests are answered
+        try:
+            with Memory(os.fspath(db), retention_days=given(retention), writer="refind mcp") as memory:
 
-                return runner(memory, cfg, on_running)
+                def start(on_running: Callable[[], None]) -> Callable[[], None]:
+                    from ...mcp_server import runner  # the SDK: imported while the first requests are answered
 
-            serve(cfg, start)
-    except Terminated:  # SIGTERM ended the input: what was in flight is answered (and stored); nothing to say
-        raise typer.Exit(143) from None
+                    return runner(memory, cfg, on_running)
+
+                serve(cfg, start)
+        except Terminated:  # SIGTERM ended the input: what was in flight is answered (and stored); nothing to say
+            raise typer.Exit(143) from None
