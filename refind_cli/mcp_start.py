@@ -175,6 +175,19 @@ def starting() -> Iterator[None]:
         _NOTED.clear()
 
 
+def _unnoted() -> None:
+    """SIGTERM is the default's again where :func:`starting` noted it: served without a wire, nothing would act on a
+    noted one (it was ignored while the SDK served); one noted already ends the server now (143)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _note:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _NOTED:
+        from .signals import Terminated
+
+        raise Terminated
+
+
 def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
     """Serve one client over stdin/stdout until it closes the stream. ``start(on_running)`` imports the SDK and
     builds the server (:func:`refind_cli.mcp_server.runner`, which calls ``on_running`` once its transport holds
@@ -190,6 +203,7 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
     except OSError:  # no standard descriptors to hold
         wire = None
     if wire is None:
+        _unnoted()  # (nothing would read a SIGTERM noted now: the default's again)
         start(lambda: None)()
         return
     from .model import interruptible  # (no litellm: that is imported by the first model call)

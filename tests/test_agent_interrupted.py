@@ -291,3 +291,34 @@ def test_sigterm_while_agent_mode_mcp_starts_answers_and_stores_what_the_client_
     assert "result" in answers[1] and answers[2]["result"]["isError"] is False, answers
     with Memory(db, retention_days=None) as memory:
         assert "sent just before the client quit" in json.dumps(memory.export(user="alice"))
+
+
+# served without a wire (no standard descriptors to hold, or Windows): SIGTERM must still end the server — the
+# launch's handler (mcp_start.starting) only notes a first one, for a wire that never comes
+NO_WIRE = """
+import os, signal, sys, time, types
+from refind_cli import mcp_start
+
+class NoWire:
+    def __init__(self, *args, **kwargs):
+        raise OSError("no standard descriptors")
+
+mcp_start.Wire = NoWire
+
+def start(on_running):
+    def run():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        print("served on after SIGTERM", flush=True)
+    return run
+
+with mcp_start.starting():
+    mcp_start.serve(types.SimpleNamespace(mode=sys.argv[1], deadline_s=120.0), start)
+"""
+
+
+@pytest.mark.parametrize("mode", ["bm25", "agent"])
+def test_sigterm_ends_an_mcp_server_served_without_a_wire(mode: str) -> None:
+    out = subprocess.run([sys.executable, "-c", NO_WIRE, mode], env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == -signal.SIGTERM, (out.returncode, out.stdout, out.stderr)
+    assert "served on" not in out.stdout
