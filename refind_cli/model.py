@@ -97,8 +97,8 @@ def time_left() -> float | None:
     return None if at is None else at - time.monotonic()
 
 
-# The process is ending (SIGTERM — an MCP client quitting sends it — or Ctrl-C): every agent search in it stops where it is and returns
-# what it has, its trace marked interrupted (:func:`interrupt`). Until the last :func:`interruptible` block around the
+# The process is ending (SIGTERM — an MCP client quitting sends it — or Ctrl-C): every agent search in it stops where
+# it is and returns what it has, its trace marked interrupted (:func:`interrupt`). Until the last :func:`interruptible` block around the
 # work that ended is left (an in-process caller goes on: a test, a program running `refind mcp` or `refind search`
 # in-process); outside any such block, one way only.
 _INTERRUPTED: list[str] = []  # why, once interrupted

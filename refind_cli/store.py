@@ -683,7 +683,6 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")  # (the open's own may have been shorter)
         self.conn = conn
         self._drained = False  # _drain_wal ran
-        self._schema_changed = False  # the write transaction in progress changed the schema (Store.changed)
         self._db: sqlite_utils.Database | None = None
         self.index_db_id: str | None = None  # the search index's id of this file (index_cache reads it once)
 
@@ -839,8 +838,8 @@ class Store:
     def write(self) -> Iterator[sqlite_utils.Database]:
         """A write transaction that holds SQLite's write lock from its first statement.
 
-        One that changed nothing — no row (``total_changes`` did not move) and no schema (DDL, which SQLite does not
-        count: its code calls :meth:`changed`) — is rolled back: no write-log entry, no page written. An identical
+        One that changed nothing — no row (``total_changes`` did not move) and no schema (DDL, which ``total_changes``
+        does not count: the file's ``schema_version`` did not move) — is rolled back: no write-log entry, no page written. An identical
         replay, a forget or expire with nothing to remove then answers as it would anywhere, also while a full disk,
         a file size limit or a read-only file refuses every write (its own grant and write-log rows were all it
         wrote). On a read-only file its grant is refused at once: the transaction goes on without one, and a
@@ -853,10 +852,9 @@ class Store:
         self._begin_immediate()
         try:
             _grant(self.conn, self.path)
-            before = self.conn.total_changes  # (after the grant's own row)
-            self._schema_changed = False
+            before = self.conn.total_changes, self._schema_version()  # (after the grant's own row)
             yield self.db
-            if self.conn.total_changes == before and not self._schema_changed:
+            if (self.conn.total_changes, self._schema_version()) == before:
                 self.conn.execute("ROLLBACK")  # nothing to commit (the grant is undone with it)
                 return
             index_store.mark_written(self.conn)  # what a process's cached indexes check they descend from
@@ -875,10 +873,9 @@ class Store:
                     self.conn.execute("ROLLBACK")
                 raise
 
-    def changed(self) -> None:
-        """Inside :meth:`write`: this transaction changed the schema (CREATE, ALTER, DROP…), which ``total_changes``
-        does not count — commit it (and mark the write log) even when no row changed."""
-        self._schema_changed = True
+    def _schema_version(self) -> int:
+        """SQLite's count of the file's schema changes (CREATE, ALTER, DROP…: what ``total_changes`` does not see)."""
+        return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
 
     @contextmanager
     def reading(self) -> Iterator[None]:
