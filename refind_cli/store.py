@@ -899,22 +899,18 @@ class Store:
             raise outcome
         return outcome
 
-    def add_many(
-        self, requests: Iterable[AddRequest], *, replays_when_locked: bool = True
-    ) -> list[AddOutcome | RefindError]:
+    def add_many(self, requests: Iterable[AddRequest]) -> list[AddOutcome | RefindError]:
         """Store many requests in one transaction, each inside its own savepoint (all-or-nothing per request).
 
         Returns one outcome per request, in order: an AddOutcome, or the RefindError that refused it.
-        ``replays_when_locked``: see :meth:`add_prepared`.
         """
-        return self.add_prepared((prepare(r) for r in requests), replays_when_locked=replays_when_locked)
+        return self.add_prepared(prepare(r) for r in requests)
 
     def add_prepared(
         self,
         requests: Iterable[Prepared],
         *,
         segments: Mapping[str, index_store.Segment] | None = None,
-        replays_when_locked: bool = True,
     ) -> list[AddOutcome | RefindError]:
         """``add_many`` of requests prepared beforehand. ``segments``: each user's index segment of all of that
         user's ``requests`` in order, built ahead (seqs and recorded-at are placed here); used for a user whose
@@ -922,10 +918,10 @@ class Store:
 
         Requests that are all identical replays of stored ones write nothing (:meth:`write` rolls a transaction that
         changed nothing back), so a full disk, a file size limit or a read-only file refuses none of them. Another
-        process holding the write lock past the busy timeout refuses the transaction before anything is read: with
-        ``replays_when_locked`` such a batch is then answered from what is stored (:meth:`stored_replays`, one
-        read) when every request in it is an identical replay, and the lock's error is raised otherwise (the
-        server's writer, which answers each request of a refused batch, reads them itself)."""
+        process holding the write lock past the busy timeout refuses the transaction before anything is read: such a
+        batch is then answered from what is stored (:meth:`stored_replays`, one read) when every request in it is
+        an identical replay, and the lock's error is raised otherwise (the server's writer then answers each
+        request of the refused batch from that read itself)."""
         requests = list(requests)
         try:
             with self.write():
@@ -944,7 +940,7 @@ class Store:
                     index_store.mark_indexed(self.conn, batch.next_seq - 1)
         except sqlite3.OperationalError as exc:
             # a client sending its stored batch again after a timeout must not be told to retry what was stored
-            if not replays_when_locked or not isinstance(storage_error(exc, self.path), DatabaseLocked):
+            if not isinstance(storage_error(exc, self.path), DatabaseLocked):
                 raise
             replayed = self.stored_replays(requests)
             if replayed is None or any(r is None for r in replayed):

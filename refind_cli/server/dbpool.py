@@ -252,14 +252,14 @@ class GroupWriter:
         if not jobs:
             return
         try:
-            outcomes = store.add_many([job.request for job in jobs], replays_when_locked=False)
+            outcomes = store.add_many([job.request for job in jobs])
         except Exception as exc:
             if isinstance(storage_error(exc) if isinstance(exc, sqlite3.Error) else exc, DatabaseLocked):
                 # another process held SQLite's write lock past the busy timeout: alone, each request would wait
                 # that long again, one after another (64 Adds: 32 minutes at the default 30 s), while every Add
                 # behind them queued; each gets the same answer now (503, retried), as one Add alone would — but an
                 # identical replay of a stored request, which needs nothing written, is answered from what is
-                # stored (one read, on this refused path only)
+                # stored (read on this refused path only)
                 replayed = store.stored_replays([prepare(job.request) for job in jobs]) or [None] * len(jobs)
                 for job, answer in zip(jobs, replayed):
                     if answer is None:
