@@ -201,7 +201,11 @@ class BaselineBM25:
         if scores is None:
             return Hits([])
         k = min(top_k, len(messages))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(messages) else np.arange(len(messages))
+        top = np.arange(len(messages))
+        if k < len(messages):  # the k best, ties at the cut in arrival order too (argpartition picks any of them)
+            cut = scores[np.argpartition(-scores, k - 1)[k - 1]]
+            above = np.flatnonzero(scores > cut)
+            top = np.concatenate([above, np.flatnonzero(scores == cut)[: k - len(above)]])
         # highest score first; ties in arrival order
         ranked = sorted((i for i in top.tolist() if scores[i] > 0), key=lambda i: (-scores[i], i))
         return Hits([render_message(messages[i]) for i in ranked])
