@@ -69,7 +69,7 @@ class EvalSettings:
     role_faithful: bool = False
     options: bool = True  # pass a question's multiple-choice options (MemDaily's choices) to the search
     query_suffix: str = ""  # appended to every question, e.g. an instruction ("Answer in one word.")
-    tokenizer: str = "analyze"  # the tokenizer of BOTH systems (plain = the English-only baseline splitter)
+    tokenizer: str = "analyze"  # the baseline's tokenizer (plain = the English-only splitter); refind's is its own
     variants: tuple[tuple[str, str], ...] = ()  # SearchConfig overrides, KEY=VALUE as given
     baseline: bool = True
     warm_up: bool = True  # ask each user's first question once untimed (never in agent mode: it costs LLM calls)
