@@ -66,6 +66,7 @@ BENCHES: dict[str, tuple[list[str], list[str], bool]] = {
         ["--dataset", str(DATASETS / "memdaily_dev"), "--questions", "20", "--rounds", "1"],
         True,
     ),
+    "independent_eval": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS), "--limit", "50"], True),
     "redaction_collisions": (["--datasets", str(DATASETS)], ["--datasets", str(DATASETS)], True),
     "long_query": ([], ["--turns", "5000", "--rounds", "1"], False),
     "languages": ([], [], False),

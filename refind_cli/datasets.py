@@ -291,8 +291,9 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 
 
 def split_evidence(entry: str) -> list[str]:
-    """LoCoMo evidence entries sometimes pack several dia_ids: ``"D8:6; D9:17"``, ``"D9:1 D4:4"``."""
-    return [part for part in re.split(r"[;,\s]+", entry) if part]
+    """LoCoMo evidence entries sometimes pack several dia_ids: ``"D8:6; D9:17"``, ``"D9:1 D4:4"``; REALTALK's end one
+    with a full stop: ``"D13:4. D14:4"``, ``"D20:6."`` (the id before it names its message)."""
+    return [part.rstrip(".") for part in re.split(r"[;,\s]+", entry) if part.rstrip(".")]
 
 
 def _dia_key(dia_id: str) -> tuple[int, int] | None:

@@ -69,7 +69,7 @@ class EvalSettings:
     role_faithful: bool = False
     options: bool = True  # pass a question's multiple-choice options (MemDaily's choices) to the search
     query_suffix: str = ""  # appended to every question, e.g. an instruction ("Answer in one word.")
-    tokenizer: str = "analyze"  # the tokenizer of BOTH systems (plain = the English-only baseline splitter)
+    tokenizer: str = "analyze"  # the baseline's tokenizer (plain = the English-only splitter); refind's is its own
     variants: tuple[tuple[str, str], ...] = ()  # SearchConfig overrides, KEY=VALUE as given
     baseline: bool = True
     warm_up: bool = True  # ask each user's first question once untimed (never in agent mode: it costs LLM calls)
@@ -201,7 +201,11 @@ class BaselineBM25:
         if scores is None:
             return Hits([])
         k = min(top_k, len(messages))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(messages) else np.arange(len(messages))
+        top = np.arange(len(messages))
+        if k < len(messages):  # the k best, ties at the cut in arrival order too (argpartition picks any of them)
+            cut = scores[np.argpartition(-scores, k - 1)[k - 1]]
+            above = np.flatnonzero(scores > cut)
+            top = np.concatenate([above, np.flatnonzero(scores == cut)[: k - len(above)]])
         # highest score first; ties in arrival order
         ranked = sorted((i for i in top.tolist() if scores[i] > 0), key=lambda i: (-scores[i], i))
         return Hits([render_message(messages[i]) for i in ranked])

@@ -115,6 +115,9 @@ def test_locomo_questions_evidence_and_what_is_skipped():
         ("D9:1 D4:4 D4:6", ["D9:1", "D4:4", "D4:6"]),
         ("D1:2,D1:3", ["D1:2", "D1:3"]),
         ("D3:7", ["D3:7"]),
+        ("D13:4. D14:4", ["D13:4", "D14:4"]),  # REALTALK's Chat_1: D13:4 was dropped as naming no message
+        ("D20:6.", ["D20:6"]),  # REALTALK's Chat_7
+        ("D:56", ["D:56"]),  # still names no message (dropped and counted, as "D17;39" is)
     ],
 )
 def test_locomo_evidence_entries_are_split(entry, ids):
@@ -255,6 +258,23 @@ def test_realtalk_evidence_categories_and_what_is_dropped():
         "realtalk message without text": 1,
         "realtalk question without resolvable evidence": 1,
     }
+
+
+def test_realtalk_evidence_id_ending_a_sentence_names_its_message(tmp_path):
+    # REALTALK writes "D13:4. D14:4" and "D20:6.": the full stop made the id name no message, so a question lost
+    # that evidence, or was left out when it had no other (found by an independent scorer, round 31)
+    data = raw(REALTALK / "Chat_1_Ana_Ben.json")
+    (qa,) = [qa for qa in data["qa"] if qa["question"] == "When did Ben sign up for pottery?"]
+    qa["evidence"] = ["D2:1. D1:2."]
+    (tmp_path / "Chat_1_Ana_Ben.json").write_text(json.dumps(data), encoding="utf-8")
+    skipped = Skipped()
+    (chat,) = load(tmp_path / "Chat_1_Ana_Ben.json", "realtalk", skipped=skipped)
+    (question,) = [q for q in chat.questions if q.text == "When did Ben sign up for pottery?"]
+    assert question.evidence == (
+        "Ben: Great, I went kayaking on the lake with my brother",
+        "Ben: I signed up for a pottery class",
+    )
+    assert skipped.counts["realtalk evidence id that names no message (dropped)"] == 2  # as before: D1:4, D9:9
 
 
 # ---- dates a loader cannot read --------------------------------------------------------------------------------
