@@ -169,7 +169,7 @@ def _at(part: str) -> Iterator[None]:
 def _checked(samples: Iterator[Sample], path: Path, fmt: str, *, given: bool) -> Iterator[Sample]:
     """A file that is not of the format it was read as fails with a message naming where and what it lacks, in
     words (no Python exception names), and asking whether it is of that format."""
-    hint = f"--format {fmt}" if given else "its shape says so; --format reads it as another"
+    hint = _given_hint(path, fmt) if given else "its shape says so; --format reads it as another"
     try:
         yield from samples
     except _Misshapen as bad:
@@ -178,6 +178,19 @@ def _checked(samples: Iterator[Sample], path: Path, fmt: str, *, given: bool) ->
         ) from (bad.exc)
     except _SHAPE_ERRORS as exc:
         raise InvalidInput(f"{path}: {_wrong('the set', exc)}: is this a {NAMES[fmt]} file? ({hint})") from exc
+
+
+def _given_hint(path: Path, fmt: str) -> str:
+    """Why a set that failed was read as ``fmt``: the user's ``--format``, and which format its shape says, if one
+    (the bare flag once read as advice to pass the very flag that had just failed)."""
+    said = f"read as one because of --format {fmt}"
+    try:
+        shape = detect_format(path)
+    except RefindError:
+        return said
+    if shape == fmt:
+        return said
+    return f"{said}; its shape says {NAMES[shape]}: pass --format {shape}, or leave --format out"
 
 
 def _place(where: list[str]) -> str:

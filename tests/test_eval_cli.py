@@ -80,7 +80,10 @@ def test_eval_errors_are_one_line(cli):
     bad = cli("eval", str(EVAL / "locomo_small.json"), "--variant", "nope=1")
     assert bad.exit_code == 2 and "no such field" in bad.output  # invalid input
     wrong = cli("eval", str(EVAL / "locomo_small.json"), "--format", "memdaily")
-    assert wrong.exit_code == 2 and "is this a MemDaily file? (--format memdaily)" in wrong.output  # invalid input
+    assert (
+        wrong.exit_code == 2
+        and "is this a MemDaily file? (read as one because of --format memdaily; its shape says LoCoMo" in wrong.output
+    )  # invalid input
     missing = cli("eval", str(EVAL / "nope.json"))
     assert missing.exit_code == 2 and missing.output == f"error: {EVAL / 'nope.json'}: no such file or folder\n"
     mode = cli("eval", str(EVAL / "locomo_small.json"), "--mode", "fast")
@@ -92,7 +95,18 @@ def test_a_set_read_as_another_format_is_invalid_input_naming_the_item_and_field
     path = EVAL / "locomo_small.json"
     r = cli("eval", str(path), "--format", "longmemeval")
     assert r.exit_code == 2
-    assert r.output == f"error: {path}: item 0 has no question_id: is this a LongMemEval file? (--format longmemeval)\n"
+    assert r.output == (
+        f"error: {path}: item 0 has no question_id: is this a LongMemEval file? (read as one because of --format "
+        "longmemeval; its shape says LoCoMo: pass --format locomo, or leave --format out)\n"
+    )  # the hint once read "(--format longmemeval)": advice to pass the very flag that had just failed
+
+
+def test_a_set_of_no_known_shape_read_under_format_names_only_the_flag(cli, tmp_path):
+    path = tmp_path / "odd.json"
+    path.write_text('[{"question_id": "q1"}]', encoding="utf-8")  # no shape detect_format knows
+    r = cli("eval", str(path), "--format", "longmemeval")
+    assert r.exit_code == 2
+    assert r.output.endswith("is this a LongMemEval file? (read as one because of --format longmemeval)\n"), r.output
 
 
 def test_eval_realtalk_folder_by_format(cli):
