@@ -233,15 +233,14 @@ class BaselineBM25:
         return messages, (retriever.get_scores_from_ids(ids) if ids else None)
 
 
-def search_config(variants: Sequence[tuple[str, str]] = (), tokenizer: str = "analyze") -> SearchConfig:
-    """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type."""
+def search_config(variants: Sequence[tuple[str, str]] = ()) -> SearchConfig:
+    """refind's SearchConfig with KEY=VALUE overrides, each value parsed to the field's type (``--tokenizer`` is the
+    baseline's alone: refind's analyzer is not a setting)."""
     from .search_config import SearchConfig
 
     config = SearchConfig()
     names = {f.name: f for f in dataclasses.fields(config)}
     changes: dict[str, Any] = {}
-    if tokenizer != "analyze" and "tokenizer" in names:
-        changes["tokenizer"] = tokenizer
     for key, raw in variants:
         if key not in names:
             raise InvalidInput(f"--variant {key}: SearchConfig has no such field; known: {', '.join(sorted(names))}")
@@ -337,7 +336,7 @@ def systems_for(
     if settings.mode not in SEARCH_MODES:
         raise InvalidInput(f"unknown mode {settings.mode!r}; use one of {', '.join(SEARCH_MODES)}")
     _check_misses(settings)
-    config = search_config(settings.variants, settings.tokenizer)
+    config = search_config(settings.variants)
     if settings.mode == "agent" and model_from is not None:
         planner_kwargs["model"], planner_kwargs["model_name"] = model_from()
     main = refind_agent(config, **planner_kwargs) if settings.mode == "agent" else refind_bm25(config)
@@ -483,7 +482,7 @@ def _explainer(settings: EvalSettings) -> Explainer | None:
         return None
     from .misses import Explainer
 
-    return Explainer(search_config(settings.variants, settings.tokenizer), settings.top_k)
+    return Explainer(search_config(settings.variants), settings.top_k)
 
 
 def _plain_rank(

@@ -232,7 +232,10 @@ def test_evaluate_default_systems_on_fixture():
 
 
 def test_wrong_format_is_an_error_not_a_traceback():
-    with pytest.raises(InvalidInput, match=r"is this a MemDaily file\? \(--format memdaily\)"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"is this a MemDaily file\? \(read as one because of --format memdaily; its shape says LoCoMo",
+    ):
         evaluate(LOCOMO, fmt="memdaily", systems={})
     with pytest.raises(RefindError, match="unknown format"):
         evaluate(LOCOMO, fmt="csv", systems={})
