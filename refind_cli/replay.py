@@ -1543,7 +1543,12 @@ def _grown(
     with exactly its messages (role, content and said-at, each said-at the only one of its millisecond in the session)
     and holds more, they are known as part of it and not stored again. Where nothing stored precedes it in the file (it
     is its session's first there, or follows a piece forgotten since), its messages are looked up by their said-ats
-    (:func:`_held_already`)."""
+    (:func:`_held_already`).
+
+    A group (or what follows a grown group's known part) stored neither whole nor as a copy of forgotten messages may
+    still hold messages stored already: an earlier replay stored its group without a line it refused (or that was
+    fixed since). Those are left out, one by one, and the others stored as a group of their own
+    (:func:`_stored_apart`)."""
     fresh, last, copies = seen.fresh, seen.last, seen.copies
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
