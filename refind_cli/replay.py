@@ -1494,8 +1494,11 @@ class Seen:
     version: int | None = None  # the database's data_version at the last batch: another process's commit changes it
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
     copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
-    said_at: dict[tuple[str, str], dict[int, tuple[int, str, str, bytes]]] = field(default_factory=dict)  # (_SaidAt)
+    said_at: dict[tuple[str, str], dict[int, _Kept]] = field(default_factory=dict)  # (_SaidAt)
     held: dict[int, set[Said]] = field(default_factory=dict)  # per session, the messages found stored already (copies)
+    latest: dict[tuple[str, str], int | None] = field(default_factory=dict)  # (user, session) → its latest said-at
+    looked: set[tuple[str, str]] = field(default_factory=set)  # (user, session) whose messages _stored_apart read
+    matched: set[int] = field(default_factory=set)  # hashes of the requests that hold exactly a part of the file so far
 
 
 @dataclass
@@ -1540,13 +1543,19 @@ def _grown(
     with exactly its messages (role, content and said-at, each said-at the only one of its millisecond in the session)
     and holds more, they are known as part of it and not stored again. Where nothing stored precedes it in the file (it
     is its session's first there, or follows a piece forgotten since), its messages are looked up by their said-ats
-    (:func:`_held_already`)."""
+    (:func:`_held_already`).
+
+    A group (or what follows a grown group's known part) stored neither whole nor as a copy of forgotten messages may
+    still hold messages stored already: an earlier replay stored its group without a line it refused (or that was
+    fixed since). Those are left out, one by one, and the others stored as a group of their own
+    (:func:`_stored_apart`)."""
     fresh, last, copies = seen.fresh, seen.last, seen.copies
     version = store.conn.execute("PRAGMA data_version").fetchone()[0]
     if version != seen.version:  # (also the first batch: nothing is fresh yet)
         fresh.clear()  # another process wrote: a session this replay began may hold a copy's lines now
         seen.stones.clear()  # (and a forget may have written a tombstone)
         seen.said_at.clear()
+        seen.latest.clear()
         seen.version = version
     looked: dict[int, str] = {}  # the places of the groups that may have grown, and their users
     opened: set[int] = set()  # the places of the requests in sessions that held something when this replay met them
@@ -1594,6 +1603,7 @@ def _grown(
     out: list[Ready] = []
     pieces: list[tuple[Ready, Piece]] = []
     batched: set[str] = set()  # the ids of the requests of ``out``: stored with this batch, none of them yet
+    noted = [0]  # how many of ``out`` are noted in ``seen.matched`` (_note)
     for place, item in enumerate(batch):  # in file order: repeats are counted as the groups come
         key = hash((item.request.user_id, item.request.session_id))
         if not item.auto:
@@ -1657,12 +1667,20 @@ def _grown(
                 if kept is not None:
                     _keep(store, seen, kept, out, pieces, item, last, batched, copies)
                 continue
+            apart = None
+            if place in opened and req.request_id not in known.get(req.user_id, {}):
+                _note(seen, out, noted)
+                apart = _stored_apart(store, seen, req, copied=key in copies)
+            if apart is not None:  # some of its messages stored already (a group an older refind stored without a line)
+                _leave_out(item, 0, apart, repeat_suffix(req.request_id), out, pieces, last, batched, copies)
+                continue
             out.append(item)
             last[key] = req.request_id
             batched.add(last[key])
             copies.discard(key)
             continue
         pieces += [(item, piece) for piece in split.known]
+        seen.matched.update(hash(piece.request_id) for piece in split.known)  # (each holds exactly its part)
         if split.again is not None:  # expired since it was stored: stored again, as any expired request replayed
             stop = split.again.stop
             head = AddRequest(split.again.request_id, req.user_id, req.session_id, _messages(req.messages[:stop]))
@@ -1691,13 +1709,30 @@ def _grown(
             if kept is not None:
                 _keep(store, seen, kept, out, pieces, item, last, batched, copies)
             continue
+        tail = tail._replace(request_id=split.request_id)
+        _note(seen, out, noted)
+        apart = _stored_apart(store, seen, tail, copied=key in copies)
+        if apart is not None:  # some of what follows the known part is stored already (a line refused before)
+            _leave_out(item, split.start, apart, "", out, pieces, last, batched, copies)
+            continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
         out.append(Ready(rest, item.lines[split.start], item.last_line, (), (), grown=1))
         last[key] = split.request_id
         batched.add(last[key])
         copies.discard(key)
+    _note(seen, out, noted)
     return out, pieces
+
+
+def _note(seen: Seen, out: list[Ready], noted: list[int]) -> None:
+    """The ids of the batch's requests so far (stored, or known already: each holds exactly its part of the file), in
+    sessions that held something when this replay met them, noted in ``seen.matched`` (``noted``: how many of ``out``
+    were noted before)."""
+    for item in out[noted[0] :]:
+        if hash((item.request.user_id, item.request.session_id)) not in seen.fresh:
+            seen.matched.add(hash(item.request.request_id))
+    noted[0] = len(out)
 
 
 def _first_in_file(seen: Seen, key: int, said: Sequence[Said]) -> bool:
@@ -1796,17 +1831,12 @@ def _stored_by_said_at(
     session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
     kept (stored past retention counts as not stored: stored again, as a whole group would be); else None. ``read``:
     the session's messages read once (:class:`_SaidAt`), else those said at these times are read here."""
-    if read is not None:
-        stored = read.said_at(times)
-    else:
-        stored = {
-            t: (n, rid, role, _digest(text)) for t, n, rid, role, text in store.said_at_rows(user, session, times)
-        }
+    stored = read.said_at(times) if read is not None else _said_at(store, user, session, times)
     if len(stored) < len(said):
         return None
     held: list[str] = []
     for (role, content, _), at in zip(said, times):
-        n, request_id, kept_role, kept = stored[at]
+        n, _, request_id, kept_role, kept = stored[at]
         if n != 1 or kept_role != role or kept != _digest(content) or not request_id.startswith(("auto-", CHAINED)):
             return None
         held.append(request_id)
@@ -1820,6 +1850,23 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+class _Kept(NamedTuple):
+    """What a session holds at one said-at (:meth:`Store.said_at_rows`), a message's text as its digest."""
+
+    n: int  # how many of its messages were said then
+    same: bool  # … all of them one message (the same role and text): its copies
+    request_id: str  # their requests' ids, joined by NUL (one id where n is 1)
+    role: str  # (one's)
+    digest: bytes
+
+
+def _said_at(store: Store, user: str, session: str, times: Sequence[int]) -> dict[int, _Kept]:
+    return {
+        t: _Kept(n, same, rid, role, _digest(text))
+        for t, n, same, rid, role, text in store.said_at_rows(user, session, times)
+    }
+
+
 class _SaidAt:
     """A session's stored messages by said-at (:meth:`Store.said_at_rows` of them all), read once per replay —
     ``seen.said_at``, dropped when another process writes — where groups follow a copy: a log concatenated behind
@@ -1830,13 +1877,13 @@ class _SaidAt:
     def __init__(self, store: Store, seen: Seen, user: str, session: str) -> None:
         self.store, self.seen, self.where = store, seen, (user, session)
 
-    def said_at(self, times: Sequence[int]) -> dict[int, tuple[int, str, str, bytes]]:
+    def said_at(self, times: Sequence[int]) -> dict[int, _Kept]:
         kept = self.seen.said_at.get(self.where)
         if kept is None:
             one: dict[str, str] = {}  # each request id and role held once, not once per message (400k: ~70 MB)
             kept = self.seen.said_at[self.where] = {
-                t: (n, one.setdefault(rid, rid), one.setdefault(role, role), _digest(text))
-                for t, n, rid, role, text in self.store.said_at_rows(*self.where, None)
+                t: _Kept(n, same, one.setdefault(rid, rid), one.setdefault(role, role), _digest(text))
+                for t, n, same, rid, role, text in self.store.said_at_rows(*self.where, None)
             }
         return {t: kept[t] for t in times if t in kept}
 
@@ -1907,22 +1954,33 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     return _Copy(first, tuple(held.get(h) for h in hashes))
 
 
-def _left_out(item: Ready, start: int, held: Sequence[Stone | None], suffix: str) -> tuple[list[Piece], Ready | None]:
-    """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`):
-    each run of forgotten messages as a piece not stored again (a copy, reported as one), and the others as a request
-    of their own, with their lines (None when none is left): ``auto-<hash of those messages>`` (and the group's repeat
-    ``suffix``), so a replay of the same file again derives the same id and stores nothing twice. Its ``grown`` is 1
-    when ``start`` is past the group's first message (what follows a grown group's known part)."""
+def _left_out(
+    item: Ready, start: int, held: Sequence[Stone | str | None], suffix: str
+) -> tuple[list[Piece], Ready | None]:
+    """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`), or
+    that are stored already (``held`` naming the request each is stored in, :func:`_stored_apart`): each run of
+    forgotten messages as a piece not stored again (a copy, reported as one), each run of stored ones as a piece known
+    already (a duplicate), and the others as a request of their own, with their lines (None when none is left):
+    ``auto-<hash of those messages>`` (and the group's repeat ``suffix``), so a replay of the same file again derives
+    the same id and stores nothing twice. Its ``grown`` is 1 when ``start`` is past the group's first message (what
+    follows a grown group's known part)."""
     req = item.request
     pieces: list[Piece] = []
     kept: list[int] = []
-    for i, stone in enumerate(held, start):
-        if stone is None:
+    for i, mark in enumerate(held, start):
+        if mark is None:
             kept.append(i)
-        elif pieces and pieces[-1].stop == i:  # (the run goes on: named by the newest tombstone holding one of it)
-            pieces[-1] = Piece(pieces[-1].start, i + 1, COPY, max(stone, cast("Stone", pieces[-1].stone)))
+            continue
+        before = pieces[-1] if pieces and pieces[-1].stop == i else None
+        if isinstance(mark, str):  # stored already, in request ``mark``
+            if before is not None and before.stone is None:  # (the run goes on: named by its last message's request)
+                pieces[-1] = Piece(before.start, i + 1, mark, None)
+            else:
+                pieces.append(Piece(i, i + 1, mark, None))
+        elif before is not None and before.stone is not None:  # (named by the newest tombstone holding one of it)
+            pieces[-1] = Piece(before.start, i + 1, COPY, max(mark, before.stone))
         else:
-            pieces.append(Piece(i, i + 1, COPY, stone))
+            pieces.append(Piece(i, i + 1, COPY, mark))
     if not kept:
         return pieces, None
     said = [req.messages[i] for i in kept]
@@ -1930,6 +1988,107 @@ def _left_out(item: Ready, start: int, held: Sequence[Stone | None], suffix: str
     rid = auto_request_id(req.user_id, req.session_id, said) + suffix
     rest = prepare(AddRequest(rid, req.user_id, req.session_id, _messages(said)))
     return pieces, Ready(rest, lines[0], lines[-1], (), (), item.auto, lines, grown=int(start > 0))
+
+
+def _leave_out(
+    item: Ready,
+    start: int,
+    held: Sequence[str | None],
+    suffix: str,
+    out: list[Ready],
+    pieces: list[tuple[Ready, Piece]],
+    last: dict[int, str],
+    batched: set[str],
+    copies: set[int],
+) -> None:
+    """A group's messages from ``start`` on, some stored already (:func:`_stored_apart`), added to the batch: those as
+    pieces known already, the others (if any) as a request of their own (:func:`_left_out`). The session is then
+    marked as following a copy (``copies``): its next groups, shifted by the line the earlier replay lacked, hold
+    messages stored already too, and are looked up in the session's messages read once (:class:`_SaidAt`)."""
+    left, kept = _left_out(item, start, held, suffix)
+    pieces += [(item, piece) for piece in left]
+    key = hash((item.request.user_id, item.request.session_id))
+    if kept is None:
+        last[key] = next(rid for rid in reversed(held) if rid is not None)
+    else:
+        out.append(kept)
+        last[key] = kept.request.request_id
+        batched.add(last[key])
+    copies.add(key)
+
+
+def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> list[str | None] | None:
+    """For a group whose id (and its prefixes') no store knows — or what follows a grown group's known part, ``req``
+    under the id it would be stored with — that is neither stored whole nor a copy of forgotten messages (:func:`_grown`):
+    the request each message is stored in already (None for one that is not), when some are; else None.
+
+    Such messages were stored by an earlier replay in a group without one of this group's lines: a line an older
+    refind refused (a timestamp it could not read, read now), or one fixed since it was reported; the bigger group's
+    hash (and so its prefixes') is new. Stored whole again, every other message was a duplicate; now only the lines
+    the earlier replay lacked are stored, as a request of their own (:func:`_left_out`), which the next replay finds
+    stored as the rest: nothing is stored twice.
+
+    Looked up only where they can be: every message carries a said-at and no two different ones of the group share
+    one; its id is unknown; and one of its said-ats is no later than the latest of its session's stored messages
+    (read once per session and replay, ``seen.latest``: a growing log's new groups come after it, and nothing is looked
+    up for them). The messages said then are read for the session's first group looked up so; for the next (the
+    session's next groups of 20, shifted by the line; a group after one that held stored messages, ``copied``) the
+    session's messages are read once (:class:`_SaidAt`): a log of a session's older lines, none stored, read the
+    session once per group.
+
+    A message is taken as stored when every message of its session said at its millisecond is that message (same role
+    and text; the only one, or its copies), in a kept request with a derived id (``auto-``, ``auto+``) that is not
+    exactly a part of the file met before (``seen.matched``: a group stored or known as it is, the known part of a
+    grown group — those copies are that part's: a group that comes again in the file, or a log grown by a copy of a
+    line, is stored again, as a fresh replay of the file stores it) — as a multiset: as many of its copies in the group
+    as such requests hold, less one found so earlier in this file (a message found stored is noted in ``seen.held``). Without said-ats, or with coarse ones (a session's date on every line), a new
+    "ok" is the old one word for word: such a group is stored whole, as before (a duplicate at worst, never a message
+    lost)."""
+    said = req.messages
+    by_time: dict[int, Said] = {}
+    for message in said:
+        if message[2] is None or by_time.setdefault(message[2], message) != message:
+            return None
+    user, session = req.user_id, req.session_id
+    where = (user, session)
+    if where not in seen.latest:
+        seen.latest[where] = store.latest_said_at(user, session)
+    latest = seen.latest[where]
+    if latest is None or min(by_time) > latest:
+        return None
+    if req.request_id in store.known_requests(user, [req.request_id]):  # (a group of one line: not looked up yet)
+        return None
+    if copied or where in seen.looked:
+        stored = _SaidAt(store, seen, user, session).said_at(list(by_time))
+    else:  # (the session's first group looked up so: its messages said then; the next reads the session once)
+        seen.looked.add(where)
+        stored = _said_at(store, user, session, list(by_time))
+    found_before = seen.held.get(hash((user, session)), set())
+    holding: dict[int, list[str]] = {}  # said-at → the requests holding its message that may be taken for this group's
+    for at, (role, content, _) in by_time.items():
+        kept = stored.get(at)
+        if kept is not None and kept.same and kept.role == role and kept.digest == _digest(content):
+            holding[at] = [
+                rid
+                for rid in kept.request_id.split("\0")
+                if rid.startswith(("auto-", CHAINED)) and hash(rid) not in seen.matched
+            ]
+    requests = {rid for rids in holding.values() for rid in rids}
+    if not requests:
+        return None
+    alive = store.known_requests(user, requests)  # (stored past retention: not stored, as a whole group would be)
+    left: dict[int, list[str]] = {}
+    for at, rids in holding.items():
+        rids = [rid for rid in rids if rid in alive and alive[rid] is None]
+        left[at] = rids[1:] if by_time[at] in found_before else rids
+    held: list[str | None] = []
+    for message in said:
+        kept_in = left.get(cast("int", message[2]))
+        held.append(kept_in.pop(0) if kept_in else None)
+    if not any(held):
+        return None
+    seen.held.setdefault(hash((user, session)), set()).update(m for m, rid in zip(said, held) if rid is not None)
+    return held
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:

@@ -1273,23 +1273,34 @@ class Store:
 
     def said_at_rows(
         self, user_id: str, session_id: str, times: Sequence[int] | None
-    ) -> Iterator[tuple[int, int, str, str, str]]:
+    ) -> Iterator[tuple[int, int, bool, str, str, str]]:
         """The stored messages of this session said at these times (None: at any), one row per said-at, read one at a
-        time (a session's text is never all in memory at once): (said-at, how many were said then, and one's request
-        id, role and content). Where a replay looks for a group's messages stored already (a shorter, older copy of a
-        log): a message is told apart by its said-at when it is the only one of its session said then."""
+        time (a session's text is never all in memory at once): (said-at, how many were said then, whether they are
+        all one message — the same role and content —, their request ids joined by NUL, and one's role and content).
+        Where a replay looks
+        for a group's messages stored already (a shorter, older copy of a log; a group stored without a line an older
+        refind refused): a message is told apart by its said-at when it is the only one of its session said then (or
+        every message said then is the same one: its copies)."""
         if times is None:
             where, wanted = "said_at IS NOT NULL", []
         else:
             wanted = sorted(set(times))
             where = f"said_at IN ({','.join('?' * len(wanted))})"
         rows = self.conn.execute(
-            "SELECT said_at, count(*), request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
-            f"AND {where} GROUP BY said_at",
+            "SELECT said_at, count(*), min(role) = max(role) AND min(content) = max(content), "
+            "group_concat(request_id, char(0)), role, content "
+            f"FROM messages WHERE user_id = ? AND session_id = ? AND {where} GROUP BY said_at",
             [user_id, session_id, *wanted],
         )
-        for t, n, rid, role, content in rows:
-            yield int(t), int(n), rid, role, content
+        for t, n, same, rid, role, content in rows:
+            yield int(t), int(n), bool(same), rid, role, content
+
+    def latest_said_at(self, user_id: str, session_id: str) -> int | None:
+        """The latest said-at of this session's stored messages (None when none carries one)."""
+        row = self.conn.execute(
+            "SELECT max(said_at) FROM messages WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def sessions_with_request_prefix(self, user_id: str, prefix: str) -> set[str]:
         """The sessions of this user that hold a request whose id begins with ``prefix`` (a replay's chained requests,

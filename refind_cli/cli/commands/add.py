@@ -278,7 +278,7 @@ def _replay(
             err.print(
                 "hint: once fixed, replay a file of the invalid lines only: message lines without a request_id are "
                 "grouped into requests by their content, so replaying the whole file would store the valid lines "
-                "grouped with a fixed one a second time",
+                "grouped with a fixed one a second time (unless each of them carries a timestamp that tells it apart)",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
