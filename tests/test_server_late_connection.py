@@ -75,5 +75,6 @@ def test_a_connection_accepted_as_the_listener_closes_is_closed_unanswered(db_pa
         server.should_exit = True
         serving.join(30)
     assert not serving.is_alive()
+    loop.close()
     with Store(db_path, retention_days=None) as store:
         assert store.counts()["requests"] == 0
