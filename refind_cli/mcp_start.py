@@ -144,48 +144,70 @@ def _id(message: dict[str, Any]) -> str:
     return json.dumps(message.get("id"))  # 1 and "1" are different ids
 
 
-_NOTED: list[str] = []  # a SIGTERM that came while `refind mcp` started (:func:`starting`), before its wire took it
+_NOTED: list[str] = []  # SIGTERM or Ctrl-C, come while `refind mcp` started (:func:`starting`), before its wire took it
 
 
-def _note(_signum: int, _frame: Any) -> None:
+def _python_default(signum: int) -> Any:
+    """The handler Python starts with for ``signum``: Ctrl-C raises KeyboardInterrupt; SIGTERM ends the process."""
     import signal
 
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends the process
-    _NOTED.append("SIGTERM")
+    return signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+
+
+def _note(signum: int, _frame: Any) -> None:
+    import signal
+
+    signal.signal(signum, _python_default(signum))  # a second one is Python's again: it ends the process
+    _NOTED.append("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C")
+
+
+def _noted_signals() -> tuple[int, ...]:
+    import signal
+
+    return (signal.SIGINT, signal.SIGTERM)  # (SIGTERM last: a process that catches it has both noted)
 
 
 @contextlib.contextmanager
 def starting() -> Iterator[None]:
-    """While the block runs (`refind mcp` from its launch), a first SIGTERM is noted, not acted on, until the wire
-    takes it (:func:`serve`): then it ends the input once what the client already sent is read — answered, stored —
-    and the server exits 143. Agent mode imports litellm (seconds) before the wire exists, and the SDK (seconds) before
-    it served: an MCP client quitting that early (it closes the input, then SIGTERMs 2 s later) ended the server
-    with nothing it had sent stored or answered (round 30 review). In the main thread, over Python's default only."""
+    """While the block runs (`refind mcp` from its launch), a first SIGTERM or Ctrl-C is noted, not acted on, until the
+    wire takes it (:func:`serve`): then it ends the input once what the client already sent is read — answered,
+    stored — and the server exits 143 (130 for Ctrl-C). Agent mode imports litellm (seconds) before the wire exists,
+    and the SDK (seconds) before it served: an MCP client quitting that early (it closes the input, then SIGTERMs 2 s
+    later) ended the server with nothing it had sent stored or answered (round 30 review); Ctrl-C then raised
+    KeyboardInterrupt in an import, the same (round 31). In the main thread, each over Python's own handler only."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread() or not _default(signal.getsignal(signal.SIGTERM)):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _note)
+    taken = []
+    for signum in _noted_signals():
+        found = signal.getsignal(signum)
+        if found is _python_default(signum) or (signum == signal.SIGTERM and found is None):
+            signal.signal(signum, _note)
+            taken.append(signum)
     try:
         yield
     finally:
-        if signal.getsignal(signal.SIGTERM) is _note:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum in taken:
+            if signal.getsignal(signum) is _note:
+                signal.signal(signum, _python_default(signum))
         _NOTED.clear()
 
 
 def _unnoted() -> None:
-    """SIGTERM is the default's again where :func:`starting` noted it: served without a wire, nothing would act on a
-    noted one (it was ignored while the SDK served); one noted already ends the server now (143)."""
+    """SIGTERM and Ctrl-C are Python's again where :func:`starting` noted them: served without a wire, nothing would
+    act on a noted one (it was ignored while the SDK served); one noted already ends the server now (143, or 130)."""
     import signal
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _note:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if threading.current_thread() is threading.main_thread():
+        for signum in _noted_signals():
+            if signal.getsignal(signum) is _note:
+                signal.signal(signum, _python_default(signum))
     if _NOTED:
         from .signals import Terminated
 
-        raise Terminated
+        raise Terminated if _NOTED[0] == "SIGTERM" else KeyboardInterrupt
 
 
 def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], None]]) -> None:
@@ -213,7 +235,7 @@ def serve(cfg: McpSettings, start: Callable[[Callable[[], None]], Callable[[], N
         with interruptible():
             wire.catch_sigterm()  # from now: while the SDK loads too, what the client sent is read first
             if _NOTED:  # (came while starting): the end of the input, once what was sent is read
-                wire.interrupt("SIGTERM")
+                wire.interrupt(_NOTED[0])
             wire.answer_while(lambda: start(wire.release))()
     finally:
         wire.restore_signals()
@@ -480,6 +502,9 @@ class Wire:
         if _default(handler) or handler is _note:
             self.handlers[signal.SIGTERM] = signal.SIG_DFL if handler is _note else handler
             signal.signal(signal.SIGTERM, self._on_signal("SIGTERM"))
+        if signal.getsignal(signal.SIGINT) is _note:  # `refind mcp` (starting): Ctrl-C too, from now on
+            self.handlers[signal.SIGINT] = signal.default_int_handler
+            signal.signal(signal.SIGINT, self._on_signal("Ctrl-C"))
 
     def release(self) -> None:
         """The SDK's transport holds the streams: ``sys.stdin``/``sys.stdout`` are the process's own again. From
@@ -490,8 +515,8 @@ class Wire:
         if threading.current_thread() is not threading.main_thread() or self.interrupted:
             return
         self.catch_sigterm()  # (a caller that did not: serve calls it first)
-        # Ctrl-C: Python's, or asyncio.run's (not when SIGINT is ignored)
-        if callable(handler := signal.getsignal(signal.SIGINT)):
+        # Ctrl-C: Python's, or asyncio.run's (not when SIGINT is ignored, nor taken already: catch_sigterm)
+        if signal.SIGINT not in self.handlers and callable(handler := signal.getsignal(signal.SIGINT)):
             self.handlers[signal.SIGINT] = handler
             signal.signal(signal.SIGINT, self._on_signal("Ctrl-C"))
 

@@ -131,3 +131,60 @@ def test_many_short_messages_print_as_plain_text(cli, db_path: Path) -> None:
     out = cli("inspect", "session", "alice", "chatty").output
     assert "┃" not in out and f"(over {render.TABLE_MAX_MESSAGES:,} messages; --table draws the table anyway)" in out
     assert out.count("] user: ok\n") == n
+
+
+def test_the_table_of_a_session_past_its_limits_is_drawn_in_pages_as_it_is_read(
+    cli, db_path: Path, monkeypatch
+) -> None:
+    """`--table` of a session of 50,000 messages printed nothing for ~26 s and held 430 MB (round 29's note): rich
+    measured every cell of the whole transcript before drawing its first line. Past the table's limits it is drawn as
+    tables of up to PAGE_MESSAGES messages, fixed column widths (the pages line up), each printed when full."""
+    monkeypatch.setattr(render, "TABLE_MAX_MESSAGES", 10)
+    monkeypatch.setattr(render, "PAGE_MESSAGES", 5)
+    with Store(db_path, retention_days=None) as store:
+        store.add(
+            parse_add(
+                {
+                    "request_id": "r1",
+                    "user_id": "alice",
+                    "session_id": "long",
+                    "messages": [
+                        {"role": "user", "content": f"message number {i} " * (1 + i % 3), "timestamp": T0 + i * 60_000}
+                        for i in range(12)
+                    ],
+                }
+            )
+        )
+    result = cli("inspect", "session", "alice", "long", "--table")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    chars = sum(len(f"message number {i} " * (1 + i % 3)) for i in range(12))
+    assert out.startswith(
+        f"session long of user alice: 12 turn(s), {chars:,} characters, as tables of up to 5 messages (over 10 "
+        "messages)\n┏"
+    )
+    assert out.count("┃ turn id") == 3  # 5 + 5 + 2 messages
+    widths = {len(line) for line in out.splitlines() if line[:1] in "┏┃┡│├└"}
+    assert widths == {80}  # (CliRunner's console: 80 columns) every page's lines alike
+    turns = json.loads(cli("inspect", "session", "alice", "long", "--json").output)["turns"]
+    for t in turns:
+        assert f"│ {t['id']} │" in out
+    # a session within a page is still drawn whole, as before
+    monkeypatch.setattr(render, "PAGE_MESSAGES", 500)
+    whole = cli("inspect", "session", "alice", "long", "--table").output
+    assert whole.startswith("session long of user alice: 12 turn(s)  ") and whole.count("┃ turn id") == 1
+
+
+def test_each_page_is_printed_before_the_next_turns_are_read(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(render, "PAGE_MESSAGES", 2)
+    printed_when_read: list[str] = []
+
+    def turns():
+        for i in range(5):
+            printed_when_read.append(capsys.readouterr().out)  # what reached stdout before turn i was read
+            yield {"id": f"{i:024x}", "messages": [{"role": "user", "content": f"text {i}", "said_at": T0}]}
+
+    render.print_paged_transcript("session s of user u: 5 turn(s)", turns(), size=(5, 30))
+    last = capsys.readouterr().out
+    assert [out.count("┃ turn id") for out in printed_when_read] == [0, 0, 1, 0, 1]
+    assert last.count("┃ turn id") == 1 and f"{4:024x}" in last

@@ -374,12 +374,14 @@ def _turn_rows(table: Table, turns: list[dict[str, Any]], style: str = "") -> No
             )
 
 
-def _turn_table(title: str) -> Table:
+def _turn_table(title: str | None, *, widths: int | None = None) -> Table:
+    """The transcript's table; with ``widths`` (the content column's), every column of a fixed width."""
+    fixed = widths is not None
     table = Table(title=title, title_justify="left", show_lines=True)
-    table.add_column("turn id", no_wrap=True)
-    table.add_column("role")
-    table.add_column("said at", no_wrap=True)
-    table.add_column("content", overflow="fold")
+    table.add_column("turn id", no_wrap=True, width=_ID_WIDTH if fixed else None)
+    table.add_column("role", width=_ROLE_WIDTH if fixed else None, overflow="fold" if fixed else "ellipsis")
+    table.add_column("said at", no_wrap=True, width=_WHEN_WIDTH if fixed else None)
+    table.add_column("content", overflow="fold", width=widths)
     return table
 
 
@@ -456,15 +458,61 @@ def _print_transcript(
 
 
 def print_session(data: dict[str, Any], *, table: bool | None = None, size: tuple[int, int] | None = None) -> None:
-    """A session's transcript: :func:`session_transcript`, or plain text past the table's limits. ``data["turns"]``
-    may be an iterator (review.session_turns, read as it is printed) when ``size`` gives its (turns, characters):
-    a turn is a message there."""
+    """A session's transcript: :func:`session_transcript`, or plain text past the table's limits, or (``table``
+    True past them, and more than a page) :func:`print_paged_transcript`. ``data["turns"]`` may be an iterator
+    (review.session_turns, read as it is printed) when ``size`` gives its (turns, characters): a turn is a message
+    there."""
     if size is None:
         size = (sum(len(t["messages"]) for t in data["turns"]), transcript_chars(data["turns"]))
     title = _session_title(data, size[0])
+    if table and _over_limits(*size) and (size[0] > PAGE_MESSAGES or size[1] > PAGE_CHARS):
+        print_paged_transcript(title, data["turns"], size=size)
+        return
     _print_transcript(
         title, data["turns"], lambda: session_transcript({**data, "turns": list(data["turns"])}), table=table, size=size
     )
+
+
+def _over_limits(messages: int, chars: int) -> str:
+    """What the transcript is over, as a title says it ("" when it is drawn as a table by default)."""
+    if chars > TABLE_MAX_CHARS:
+        return f"{TABLE_MAX_CHARS:,} characters"
+    return f"{TABLE_MAX_MESSAGES:,} messages" if messages > TABLE_MAX_MESSAGES else ""
+
+
+# A transcript past the table's limits that the caller asked to see as a table is drawn as tables of at most this many
+# messages (or characters), one after another, as the session is read: rich measured every cell of the whole
+# transcript before drawing its first line, so a session of 50,000 short messages printed nothing for 36 s and peaked
+# at 332 MiB (bench/inspect_session.py; round 29 noted 26 s, 430 MB). A page's columns have fixed widths — those a
+# long transcript gets at that console width — so the pages line up, and nothing is measured.
+PAGE_MESSAGES = 500
+PAGE_CHARS = TABLE_MAX_CHARS
+_ID_WIDTH, _ROLE_WIDTH, _WHEN_WIDTH = 24, 9, 20  # a message id; "assistant"; "2023-06-01 08:00:00Z"
+_FRAME = 5 + 4 * 2  # a table's five vertical lines and its cells' padding
+
+
+def print_paged_transcript(title: str, turns: Iterable[dict[str, Any]], *, size: tuple[int, int]) -> None:
+    """``turns`` as tables of up to :data:`PAGE_MESSAGES` messages or :data:`PAGE_CHARS` characters, each printed as
+    soon as it is full (``turns`` may be read as they are printed), under one line naming the session and its size."""
+    out = console()
+    content_width = max(8, out.width - _ID_WIDTH - _ROLE_WIDTH - _WHEN_WIDTH - _FRAME)
+    chars = size[1]
+    heading = (
+        f"{title}, {chars:,} characters, as tables of up to {PAGE_MESSAGES:,} messages (over {_over_limits(*size)})"
+    )
+    out.print(Text(heading), soft_wrap=True)  # one line, as the plain text's (ids in it escaped: plain_id)
+    page, rows, page_chars = None, 0, 0
+    for t in turns:
+        if page is None:
+            page = _turn_table(None, widths=content_width)
+        _turn_rows(page, [t])
+        rows += len(t["messages"])
+        page_chars += sum(len(m["content"]) for m in t["messages"])
+        if rows >= PAGE_MESSAGES or page_chars >= PAGE_CHARS:
+            out.print(page)
+            page, rows, page_chars = None, 0, 0
+    if page is not None:
+        out.print(page)
 
 
 def print_turn(data: dict[str, Any], *, table: bool | None = None) -> None:
