@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
 from refind_cli.cli import render
 from refind_cli.contract import parse_add
@@ -188,3 +189,36 @@ def test_each_page_is_printed_before_the_next_turns_are_read(capsys, monkeypatch
     last = capsys.readouterr().out
     assert [out.count("┃ turn id") for out in printed_when_read] == [0, 0, 1, 0, 1]
     assert last.count("┃ turn id") == 1 and f"{4:024x}" in last
+
+
+@pytest.mark.parametrize("columns", [60, 70])
+def test_a_narrow_console_s_pages_keep_each_turn_id_and_time_whole(
+    cli, db_path: Path, monkeypatch, columns: int
+) -> None:
+    """A page's columns had fixed widths 24 + 9 + 20 + 8 (+ 13 of frame): below 72 columns rich cut every column
+    evenly, the turn id too ("004787eabe5d41b408c…", which `inspect turn` cannot take) and the time
+    ("2023-06-01 08:0…"); the whole table keeps them down to 59 columns. Now the role and the content give way."""
+    monkeypatch.setattr(render, "TABLE_MAX_MESSAGES", 3)
+    monkeypatch.setattr(render, "PAGE_MESSAGES", 2)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with Store(db_path, retention_days=None) as store:
+        store.add(
+            parse_add(
+                {
+                    "request_id": "r1",
+                    "user_id": "alice",
+                    "session_id": "long",
+                    "messages": [
+                        {"role": "assistant", "content": f"reply {i} 你好世界", "timestamp": T0 + i * 60_000}
+                        for i in range(5)
+                    ],
+                }
+            )
+        )
+    out = cli("inspect", "session", "alice", "long", "--table").output
+    assert out.count("┃ turn id") == 3  # 2 + 2 + 1 messages
+    assert {cell_len(line) for line in out.splitlines() if line[:1] in "┏┃┡│├└"} == {columns}  # (你: 2 cells)
+    turns = json.loads(cli("inspect", "session", "alice", "long", "--json").output)["turns"]
+    for i, t in enumerate(turns):
+        assert f"│ {t['id']} │" in out
+        assert f"│ 2023-06-01 08:{i:02d}:00Z │" in out

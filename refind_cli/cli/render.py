@@ -374,14 +374,16 @@ def _turn_rows(table: Table, turns: list[dict[str, Any]], style: str = "") -> No
             )
 
 
-def _turn_table(title: str | None, *, widths: int | None = None) -> Table:
-    """The transcript's table; with ``widths`` (the content column's), every column of a fixed width."""
+def _turn_table(title: str | None, *, widths: tuple[int, int] | None = None) -> Table:
+    """The transcript's table; with ``widths`` (the role's and the content's columns), every column of a fixed
+    width."""
     fixed = widths is not None
+    role_width, content_width = widths if widths is not None else (None, None)
     table = Table(title=title, title_justify="left", show_lines=True)
     table.add_column("turn id", no_wrap=True, width=_ID_WIDTH if fixed else None)
-    table.add_column("role", width=_ROLE_WIDTH if fixed else None, overflow="fold" if fixed else "ellipsis")
+    table.add_column("role", width=role_width, overflow="fold" if fixed else "ellipsis")
     table.add_column("said at", no_wrap=True, width=_WHEN_WIDTH if fixed else None)
-    table.add_column("content", overflow="fold", width=widths)
+    table.add_column("content", overflow="fold", width=content_width)
     return table
 
 
@@ -491,11 +493,21 @@ _ID_WIDTH, _ROLE_WIDTH, _WHEN_WIDTH = 24, 9, 20  # a message id; "assistant"; "2
 _FRAME = 5 + 4 * 2  # a table's five vertical lines and its cells' padding
 
 
+def _page_widths(width: int) -> tuple[int, int]:
+    """A page's role and content columns at a console ``width``: the id and the time keep theirs, as a whole table's
+    do (``inspect turn ID`` takes the id), and the role and the content share what is left — the content 8 at least,
+    then the role as wide as "assistant", else both narrower. (Fixed widths past the console's were cut evenly by
+    rich, ids and times too: "004787eabe5d41b408c…", "2023-06-01 08:0…" at 60 columns.)"""
+    left = max(2, width - _ID_WIDTH - _WHEN_WIDTH - _FRAME)
+    role = max(1, min(_ROLE_WIDTH, left - 8))
+    return role, max(1, left - role)
+
+
 def print_paged_transcript(title: str, turns: Iterable[dict[str, Any]], *, size: tuple[int, int]) -> None:
     """``turns`` as tables of up to :data:`PAGE_MESSAGES` messages or :data:`PAGE_CHARS` characters, each printed as
     soon as it is full (``turns`` may be read as they are printed), under one line naming the session and its size."""
     out = console()
-    content_width = max(8, out.width - _ID_WIDTH - _ROLE_WIDTH - _WHEN_WIDTH - _FRAME)
+    widths = _page_widths(out.width)
     chars = size[1]
     heading = (
         f"{title}, {chars:,} characters, as tables of up to {PAGE_MESSAGES:,} messages (over {_over_limits(*size)})"
@@ -504,7 +516,7 @@ def print_paged_transcript(title: str, turns: Iterable[dict[str, Any]], *, size:
     page, rows, page_chars = None, 0, 0
     for t in turns:
         if page is None:
-            page = _turn_table(None, widths=content_width)
+            page = _turn_table(None, widths=widths)
         _turn_rows(page, [t])
         rows += len(t["messages"])
         page_chars += sum(len(m["content"]) for m in t["messages"])
