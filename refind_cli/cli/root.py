@@ -27,7 +27,7 @@ Replay a conversation, then search it:
 
 \b
   refind add --file fixtures/conversations.jsonl
-  refind search "where did Caroline go hiking" --user alice --mode bm25
+  refind search "where was the Lisbon hotel" --user alice --mode bm25
 
 A replay file is JSONL; each line is either an Add request in the contest's shape
 
