@@ -34,3 +34,50 @@ def test_the_root_helps_example_finds_what_it_asks(runner, db_path, monkeypatch)
     top = json.loads(result.output)["data"][0]["content"].lower()
     asked = {word.strip("?").lower() for word in search[2].split()} - {"where", "was", "did", "the", "go"}
     assert asked and all(word in top for word in asked), (asked, top)
+
+
+def test_a_replay_log_given_as_db_is_named_as_such_and_left_alone(cli, tmp_path):
+    log = tmp_path / "chat.jsonl"
+    log.write_text('{"user_id": "u", "session_id": "s", "role": "user", "content": "hi"}\n')
+    before = log.read_bytes()
+    said = (
+        f"error: cannot open database {log}: damaged or not a SQLite database (file is not a database); it holds JSON "
+        f"text, not a database: a JSONL log is replayed with `refind add --file {log}`, and --db names the database "
+        "to store it in"
+    )
+    for args in (("search", "hi", "--user", "u", "--mode", "bm25"), ("add", "hi", "--user", "u", "--session", "s")):
+        result = cli(*args, "--db", str(log))
+        assert result.exit_code == 10, result.output
+        assert error_lines(result.output) == [said]
+    assert log.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.jsonl"]  # no -wal, -shm, nor a database made
+
+
+def test_text_that_is_not_json_keeps_the_damaged_database_advice(cli, tmp_path):
+    notes = tmp_path / "notes.db"
+    notes.write_text("these are not the bytes of a database\n")
+    result = cli("search", "hi", "--user", "u", "--mode", "bm25", "--db", str(notes))
+    assert result.exit_code == 10
+    assert "restore a copy made by `refind backup`" in error_lines(result.output)[0]
+
+
+def test_a_misspelt_db_names_the_database_beside_it(runner, tmp_path, monkeypatch):
+    from refind_cli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REFIND_DB", raising=False)
+    assert runner.invoke(app, ["add", "hi", "--user", "u", "--session", "s", "--db", "demo.db"]).exit_code == 0
+    (tmp_path / "demo.jsonl").write_text("{}\n")  # not a database: never suggested
+    typo = runner.invoke(app, ["search", "hi", "--user", "u", "--mode", "bm25", "--db", "demo.bd"])
+    assert typo.exit_code == 4
+    assert error_lines(typo.output) == [
+        "error: no database at demo.bd (give --db PATH or set REFIND_DB); did you mean demo.db?"
+    ]
+    left_out = runner.invoke(app, ["search", "hi", "--user", "u", "--mode", "bm25"])
+    assert left_out.exit_code == 4
+    assert error_lines(left_out.output) == [
+        "error: no database at refind.db (give --db PATH or set REFIND_DB); SQLite databases in this folder: demo.db"
+    ]
+    other = runner.invoke(app, ["search", "hi", "--user", "u", "--mode", "bm25", "--db", "work.db"])
+    assert error_lines(other.output) == ["error: no database at work.db (give --db PATH or set REFIND_DB)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db", "demo.jsonl"]
