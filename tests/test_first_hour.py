@@ -61,6 +61,52 @@ def test_text_that_is_not_json_keeps_the_damaged_database_advice(cli, tmp_path):
     assert "restore a copy made by `refind backup`" in error_lines(result.output)[0]
 
 
+def test_a_file_name_given_as_the_message_points_at_the_file_flag(cli, db_path, tmp_path):
+    log = tmp_path / "chat.jsonl"
+    log.write_text('{"user_id": "u", "session_id": "s", "role": "user", "content": "hi"}\n')
+    refused = cli("add", str(log))
+    assert refused.exit_code == 2
+    assert error_lines(refused.output) == [
+        f"error: one message needs --user and --session; {log} is a file: to replay its lines give --file {log}"
+    ]
+    assert not db_path.exists()
+    stored = cli("add", str(log), "--user", "u", "--session", "s")  # a message may be a file's name: stored, said
+    assert stored.exit_code == 0, stored.output
+    rid = stored.output.split("request ")[1].split(" ")[0]
+    assert error_lines(stored.output) == [
+        f"warning: the message stored is the name of a file ({log}), not its lines; to replay the file give --file "
+        f"{log} (`refind forget --user u --request-id {rid} --yes` removes this message)"
+    ]
+    plain = cli("add", "no file has this name", "--user", "u", "--session", "s")
+    assert plain.exit_code == 0 and error_lines(plain.output) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "name", "start"),
+    [
+        (("search", "-5 degrees", "--user", "u", "--mode", "bm25"), "QUERY", "-5"),
+        (("add", "-1 for that", "--user", "u", "--session", "s"), "TEXT", "-1"),
+    ],
+)
+def test_a_text_that_begins_with_a_dash_is_told_to_follow_double_dash(cli, db_path, args, name, start):
+    assert cli("add", "--user", "u", "--session", "s0", "--", "-5 degrees and -1 for that").exit_code == 0
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert error_lines(result.output) == [
+        f"Error: No such option: {start} (if it begins the {name}, put the {name} after '--', which ends the options: "
+        f"refind {args[0]} [OPTIONS] -- '{start}…')"
+    ]
+    done = cli(args[0], *args[2:], "--", args[1])  # as the hint says
+    assert done.exit_code == 0, done.output
+    assert args[1] in cli("export", "--user", "u").output
+
+
+def test_an_option_typo_keeps_clicks_suggestion_alone(cli):
+    result = cli("search", "hi", "--usr", "u")
+    assert result.exit_code == 2
+    assert error_lines(result.output) == ["Error: No such option: --usr (Possible options: --user)"]
+
+
 def test_a_misspelt_db_names_the_database_beside_it(runner, tmp_path, monkeypatch):
     from refind_cli.cli import app
 
