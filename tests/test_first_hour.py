@@ -127,3 +127,19 @@ def test_a_misspelt_db_names_the_database_beside_it(runner, tmp_path, monkeypatc
     other = runner.invoke(app, ["search", "hi", "--user", "u", "--mode", "bm25", "--db", "work.db"])
     assert error_lines(other.output) == ["error: no database at work.db (give --db PATH or set REFIND_DB)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db", "demo.jsonl"]
+
+
+def test_a_missing_session_or_user_says_where_they_are_listed(cli):
+    assert cli("add", "hi", "--user", "alice smith", "--session", "s1").exit_code == 0
+    cases = {
+        ("inspect", "session", "alice smith", "s2"): "error: no visible messages in session 's2' of user 'alice smith' "
+        "(`refind inspect user 'alice smith'` lists its sessions)",
+        ("export", "--user", "alice smith", "--session", "s2"): "error: nothing to export: no visible messages for "
+        "session 's2' of user 'alice smith' (`refind inspect user 'alice smith'` lists its sessions)",
+        ("export", "--user", "bob"): "error: nothing to export: no visible messages for user 'bob' (`refind inspect "
+        "users` lists the users)",
+    }
+    for args, said in cases.items():
+        result = cli(*args)
+        assert result.exit_code == 4, args
+        assert error_lines(result.output) == [said]
