@@ -143,3 +143,18 @@ def test_a_missing_session_or_user_says_where_they_are_listed(cli):
         result = cli(*args)
         assert result.exit_code == 4, args
         assert error_lines(result.output) == [said]
+
+
+def test_a_backup_into_a_folder_names_a_file_in_it(cli, tmp_path):
+    assert cli("add", "hi", "--user", "u", "--session", "s").exit_code == 0
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    result = cli("backup", str(folder))
+    assert result.exit_code == 1
+    assert error_lines(result.output) == [
+        f"error: {folder} is a folder; give the path of a new file in it, e.g. {folder}/backup-refind.db (a backup "
+        "never overwrites)"
+    ]
+    assert list(folder.iterdir()) == []
+    done = cli("backup", str(folder / "backup-refind.db"))  # as it says
+    assert done.exit_code == 0, done.output
