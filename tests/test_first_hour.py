@@ -158,3 +158,34 @@ def test_a_backup_into_a_folder_names_a_file_in_it(cli, tmp_path):
     assert list(folder.iterdir()) == []
     done = cli("backup", str(folder / "backup-refind.db"))  # as it says
     assert done.exit_code == 0, done.output
+
+
+EXPECTED = "expected YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, an ISO 8601 time such as 2023-05-08T13:56, or Unix ms"
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        ("2023-13-01", " (there is no month 13)"),
+        ("2023/02/30", " (February 2023 has 28 days)"),
+        ("20230229", " (February 2023 has 28 days)"),
+        ("2023-04-31T10:00", " (April 2023 has 30 days)"),
+        ("08/05/2023", " (day and month in either order; write the year first: 2023-08-05 or 2023-05-08)"),
+        ("May 8 2023", ""),  # (no shape refind reads: the shapes listed are the answer)
+    ],
+)
+def test_a_date_that_does_not_exist_says_why(cli, given, why):
+    assert cli("add", "hi", "--user", "u", "--session", "s", "--at", "2023-05-08").exit_code == 0
+    result = cli("search", "hi", "--user", "u", "--mode", "bm25", "--date-from", given)
+    assert result.exit_code == 2
+    assert error_lines(result.output) == [f"error: --date-from: date {given!r} is not a date{why}: {EXPECTED}"]
+
+
+def test_a_said_at_that_does_not_exist_says_why(cli, db_path):
+    result = cli("add", "hi", "--user", "u", "--session", "s", "--at", "2023-02-30")
+    assert result.exit_code == 2
+    assert error_lines(result.output) == [
+        "error: --at: '2023-02-30' is not an ISO 8601 time (February 2023 has 28 days) such as 2023-05-08T13:56 or "
+        "2023-05-08, nor Unix ms"
+    ]
+    assert not db_path.exists()
