@@ -377,6 +377,8 @@ def _holds_json(path: Path) -> bool:
     """Whether the file begins as JSON text does (``{`` or ``[`` after a byte order mark or white space): a replay
     log given as --db, which SQLite calls only "not a database"."""
     try:
+        if not path.is_file():  # (a named pipe's open would wait for a writer)
+            return False
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError:
@@ -486,7 +488,8 @@ def _databases_beside(path: Path) -> str:
 
     folder = path.parent
     try:
-        names = sorted(e.name for e in itertools.islice(os.scandir(folder), 1000) if _is_sqlite(Path(e.path)))
+        entries = list(itertools.islice(os.scandir(folder), 1000))
+        names = sorted(e.name for e in entries if e.is_file() and _is_sqlite(Path(e.path)))  # (a FIFO's open waits)
     except OSError:
         return ""
     close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
@@ -499,8 +502,10 @@ def _databases_beside(path: Path) -> str:
 
 
 def _is_sqlite(path: Path) -> bool:
-    """Whether the file begins with SQLite's header."""
+    """Whether the file (a regular one: opening a named pipe would wait for a writer) begins with SQLite's header."""
     try:
+        if not path.is_file():
+            return False
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
     except OSError:

@@ -189,3 +189,25 @@ def test_a_said_at_that_does_not_exist_says_why(cli, db_path):
         "2023-05-08, nor Unix ms"
     ]
     assert not db_path.exists()
+
+
+def test_a_named_pipe_beside_a_missing_database_is_not_opened(tmp_path):
+    """The typo hint reads the first bytes of the files beside the path: a named pipe there must be passed by (its
+    open waits for a writer: the command hung). A real process, so that a regression fails instead of hanging the
+    suite."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "demo.db")  # the very name the typo is close to
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFIND_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "refind_cli", "search", "hi", "--user", "u", "--mode", "bm25", "--db", "demo.bd"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,  # (a guard against a hang, not a measurement)
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip() == "error: no database at demo.bd (give --db PATH or set REFIND_DB)"
