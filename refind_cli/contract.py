@@ -413,7 +413,8 @@ def parse_said_at(value: int | float | str | date | None, name: str, notes: list
                 f"{name}: {value!r} is not a date (in digits a date is YYYYMMDD, such as 20231101) nor Unix ms"
             ) from None
         raise InvalidInput(
-            f"{name}: {value!r} is not an ISO 8601 time such as 2023-05-08T13:56 or 2023-05-08, nor Unix ms"
+            f"{name}: {value!r} is not an ISO 8601 time{_why_not(text)} such as 2023-05-08T13:56 or 2023-05-08, nor "
+            "Unix ms"
         ) from None
     return check_said_at(ms, name, value)
 
@@ -685,9 +686,28 @@ def parse_when(value: object, name: str, *, end: bool = False) -> int | None:
         return parse_date(text, end=end)
     except InvalidInput:
         raise InvalidInput(
-            f"{name}: date {text!r} is not a date: expected YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, an ISO 8601 time such "
-            "as 2023-05-08T13:56, or Unix ms"
+            f"{name}: date {text!r} is not a date{_why_not(text)}: expected YYYY/MM/DD, YYYY-MM-DD, YYYYMMDD, an ISO "
+            "8601 time such as 2023-05-08T13:56, or Unix ms"
         ) from None
+
+
+def _why_not(text: str) -> str:
+    """What is wrong with a date written in a shape refind reads, or in one people write whose order is ambiguous
+    (the refusal listed the shapes, which ``2023-02-30`` is in, and no more)."""
+    import calendar
+    import re
+
+    if match := re.fullmatch(r"(\d{4})([-/]?)(\d{1,2})\2(\d{1,2})(?:[T ].*)?", text):
+        year, month, day = int(match[1]), int(match[3]), int(match[4])
+        if not 1 <= month <= 12:
+            return f" (there is no month {month})"
+        days = calendar.monthrange(year, month)[1] if year else 31
+        if not 1 <= day <= days:
+            return f" ({calendar.month_name[month]} {year} has {days} days)"
+    elif match := re.fullmatch(r"(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})", text):
+        a, b, year_text = int(match[1]), int(match[2]), match[3]
+        return f" (day and month in either order; write the year first: {year_text}-{a:02}-{b:02} or {year_text}-{b:02}-{a:02})"
+    return ""
 
 
 def _bound_ms(number: int, name: str, given: str) -> int:

@@ -111,6 +111,11 @@ def backup(path: Path, target: Path) -> dict[str, Any]:
     database as of one commit even while ``refind serve`` writes (in WAL mode the writers are not blocked). Written
     to a new private file beside it (never one that was there: not the database, not a user's file), checked, then
     renamed: ``target`` is either a whole, sound copy or absent, readable by its owner only, as the database is."""
+    if target.is_dir():  # `refind backup backups/`: a folder is no copy's name; one inside it is
+        raise RefindError(
+            f"{target} is a folder; give the path of a new file in it, e.g. {target / ('backup-' + path.name)} (a "
+            "backup never overwrites)"
+        )
     if target.exists():
         raise RefindError(f"{target} already exists; give a new path (a backup never overwrites)")
     if not target.parent.is_dir():

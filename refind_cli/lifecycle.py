@@ -562,6 +562,12 @@ def export(
         requests += 1
         messages += len(request["messages"])
     if not requests:
-        what = f"session {session_id!r} of user {user_id!r}" if session_id is not None else f"user {user_id!r}"
-        raise NotFound(f"nothing to export: no visible messages for {what}")
+        from .review import sessions_of
+
+        what, where = (
+            (f"session {session_id!r} of user {user_id!r}", sessions_of(user_id))
+            if session_id is not None
+            else (f"user {user_id!r}", "`refind inspect users` lists the users")
+        )
+        raise NotFound(f"nothing to export: no visible messages for {what} ({where})")
     return ExportResult(user_id, session_id, requests, messages)

@@ -200,7 +200,14 @@ def _read(store: Store, seqs: list[int]) -> Iterator[StoredMessage]:
 
 
 def _absent(user_id: str, session_id: str) -> NotFound:
-    return NotFound(f"no visible messages in session {session_id!r} of user {user_id!r}")
+    return NotFound(f"no visible messages in session {session_id!r} of user {user_id!r} ({sessions_of(user_id)})")
+
+
+def sessions_of(user_id: str) -> str:
+    """Where a user's sessions are listed, for a refusal that names a session that is not there."""
+    from shlex import quote
+
+    return f"`refind inspect user {quote(user_id)}` lists its sessions"
 
 
 def session_size(store: Store, user_id: str, session_id: str) -> tuple[int, int]:

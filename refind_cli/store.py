@@ -351,6 +351,13 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None, *, growing
     if code in (_SQLITE_READONLY, _SQLITE_PERM) or "readonly" in lowered or "read-only" in lowered:
         return ReadOnlyDatabase(f"{where}: {_read_only(text)}")
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in lowered or "not a database" in lowered:
+        if path and _holds_json(Path(path)):  # `--db log.jsonl`: not damaged, the wrong file
+            from shlex import quote
+
+            return CorruptDatabase(
+                f"{where}: damaged or not a SQLite database ({text}); it holds JSON text, not a database: a JSONL log "
+                f"is replayed with `refind add --file {quote(str(path))}`, and --db names the database to store it in"
+            )
         return CorruptDatabase(
             f"{where}: damaged or not a SQLite database ({text}); restore a copy made by `refind backup` "
             "(`refind inspect --check` reports what is wrong)"
@@ -364,6 +371,19 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None, *, growing
     error = RefindError(f"{where}: {text}")  # not a fault of the file (a bug, a schema from elsewhere): exit 1, 500
     error.status, error.kind = 500, "internal"
     return error
+
+
+def _holds_json(path: Path) -> bool:
+    """Whether the file begins as JSON text does (``{`` or ``[`` after a byte order mark or white space): a replay
+    log given as --db, which SQLite calls only "not a database"."""
+    try:
+        if not path.is_file():  # (a named pipe's open would wait for a writer)
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 
 def _no_space(path: Path) -> bool:
@@ -454,7 +474,42 @@ def no_database(path: Path) -> NotFound:
     beside the path, which may be it."""
     left = interrupted_removals(Path(path))
     hint = f"; {left[0]} beside it was left by an interrupted removal: rename it back if it is yours" if left else ""
-    return NotFound(f"no database at {path} (give --db PATH or set REFIND_DB){hint}")
+    return NotFound(f"no database at {path} (give --db PATH or set REFIND_DB){hint or _databases_beside(Path(path))}")
+
+
+def _databases_beside(path: Path) -> str:
+    """A hint naming the SQLite files in ``path``'s folder: the one its name is a typo of (``demo.bd``,
+    ``deom.db``), or those there when ``path`` is the default (--db left out: `refind search` after `make demo`)."""
+    import difflib
+    import itertools
+    import os
+
+    from .settings import DEFAULT_DB
+
+    folder = path.parent
+    try:
+        entries = list(itertools.islice(os.scandir(folder), 1000))
+        names = sorted(e.name for e in entries if e.is_file() and _is_sqlite(Path(e.path)))  # (a FIFO's open waits)
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
+    if close:
+        return f"; did you mean {folder / close[0]}?"
+    if names and str(path) == DEFAULT_DB:
+        listed = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
+        return f"; SQLite databases in this folder: {listed}"
+    return ""
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether the file (a regular one: opening a named pipe would wait for a writer) begins with SQLite's header."""
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _aside_name(path: Path, token: str) -> str:

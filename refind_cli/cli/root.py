@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoSuchOption  # (typer's own click: its usage errors are of these classes)
 from typer.core import TyperGroup
 
 from ..errors import InvalidInput, RefindError, StorageError
@@ -27,7 +28,7 @@ Replay a conversation, then search it:
 
 \b
   refind add --file fixtures/conversations.jsonl
-  refind search "where did Caroline go hiking" --user alice --mode bm25
+  refind search "where was the Lisbon hotel" --user alice --mode bm25
 
 A replay file is JSONL; each line is either an Add request in the contest's shape
 
@@ -94,9 +95,33 @@ class RefindGroup(TyperGroup):
                     soft_wrap=True,
                 )
             raise typer.Exit(exc.exit_code) from None
+        except NoSuchOption as exc:
+            _dash_hint(exc)
+            raise
         except Terminated:  # (signals.py: a file being written was removed, as on Ctrl-C; click said "Aborted!", 1)
             print("stopped by SIGTERM; the file it was writing was removed", file=sys.stderr)
             raise typer.Exit(143) from None
+
+
+def _dash_hint(exc: NoSuchOption) -> None:
+    """Name the way out of an "option" that is the start of a command's text: `refind search "-5 degrees"` and
+    `refind add "-1 for that" …` read it as an option (click's "No such option: -5", nothing more); after ``--``
+    it is the text. Only where no option is close to it (``--usr`` keeps click's "Possible options: --user")."""
+    command = getattr(exc.ctx, "command", None)
+    texts = [p for p in getattr(command, "params", []) if p.param_type_name == "argument"]
+    long = exc.option_name[:2] == "--" and exc.option_name[2:3].isalpha()
+    if exc.possibilities or len(texts) != 1 or long or exc.ctx is None:
+        return
+    name = (texts[0].metavar or texts[0].name or "text").upper()
+    words: list[str] = []
+    ctx = exc.ctx
+    while ctx.parent is not None:  # the command's words below the program's own name (whatever runs it)
+        words.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    exc.message += (
+        f" (if it begins the {name}, put the {name} after '--', which ends the options: "
+        f"refind {' '.join(words)} [OPTIONS] -- '{exc.option_name}…')"
+    )
 
 
 def _refuse_repeats(ctx: Any, name: str | None, command: Any, args: list[str]) -> None:

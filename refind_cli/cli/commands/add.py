@@ -93,6 +93,17 @@ def add(
     with open_store(db, retention) as store:
         outcome = store.add(request)
         kept = _remember(store, retention, source, as_json=as_json)
+    if _names_a_file(text):  # stored as asked (it may be meant), but said: `refind add log.jsonl` forgot --file
+        from shlex import quote
+
+        undo = f"refind forget --user {quote(user or '')} --request-id {quote(outcome.request_id)} --yes"
+        render.error_console().print(
+            f"warning: the message stored is the name of a file ({text}), not its lines; to replay the file give "
+            f"--file {quote(text or '')} (`{undo}` removes this message)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     result = {
         "success": True,
         "request_id": outcome.request_id,
@@ -122,7 +133,10 @@ def _one_request(
     """The Add request of one message from the shell, checked whole (a refused one opens no database, so creates
     none); a timestamp read as seconds is said on stderr, and the id below is derived from the milliseconds."""
     if not user or not session:
-        raise InvalidInput("one message needs --user and --session")
+        from shlex import quote
+
+        hint = f"; {text} is a file: to replay its lines give --file {quote(text)}" if _names_a_file(text) else ""
+        raise InvalidInput(f"one message needs --user and --session{hint}")
     if timestamp is not None and at is not None:
         raise InvalidInput("give --timestamp or --at, not both")
     notes: list[str] = []
@@ -150,6 +164,18 @@ def _one_request(
             if said.startswith(f"{field}:"):
                 raise InvalidInput(flag + said[len(field) :]) from None
         raise
+
+
+def _names_a_file(text: str | None) -> bool:
+    """Whether a message from the shell is the path of a file there (`refind add log.jsonl`: --file left out)."""
+    import os
+
+    if not text or len(text) > 4096 or "\n" in text or "\0" in text:
+        return False
+    try:
+        return os.path.isfile(text)
+    except (OSError, ValueError):
+        return False
 
 
 # a one-message Add request's fields, by the flag or argument that gave each
