@@ -469,12 +469,17 @@ def file_identity(path: str | Path) -> FileIdentity | None:
     return st.st_dev, st.st_ino
 
 
-def no_database(path: Path) -> NotFound:
+def no_database(path: Path, *, from_variable: bool = False) -> NotFound:
     """The refusal of a command that needs a database where none is — naming a file an interrupted removal left
-    beside the path, which may be it."""
+    beside the path, which may be it, and the variable when REFIND_DB, not --db, gave the path."""
     left = interrupted_removals(Path(path))
     hint = f"; {left[0]} beside it was left by an interrupted removal: rename it back if it is yours" if left else ""
-    return NotFound(f"no database at {path} (give --db PATH or set REFIND_DB){hint or _databases_beside(Path(path))}")
+    how = (
+        "REFIND_DB names it: give --db PATH or set REFIND_DB to another"
+        if from_variable
+        else ("give --db PATH or set REFIND_DB")
+    )
+    return NotFound(f"no database at {path} ({how}){hint or _databases_beside(Path(path))}")
 
 
 def _databases_beside(path: Path) -> str:

@@ -129,6 +129,27 @@ def test_a_misspelt_db_names_the_database_beside_it(runner, tmp_path, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db", "demo.jsonl"]
 
 
+def test_a_missing_database_that_refind_db_named_says_so(runner, tmp_path, monkeypatch):
+    # "no database at X (give --db PATH …)" read as if the user had typed X, when a shell profile's REFIND_DB had
+    from refind_cli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REFIND_DB", "old.db")
+    for argv in (["search", "hi", "--user", "u", "--mode", "bm25"], ["inspect", "users"], ["export", "--user", "u"]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 4, argv
+        assert error_lines(r.output) == [
+            "error: no database at old.db (REFIND_DB names it: give --db PATH or set REFIND_DB to another)"
+        ], argv
+    # the flag named it (the variable set but overridden, or unset) — in the same process, after those
+    flagged = runner.invoke(app, ["inspect", "--db", "old2.db", "users"])
+    assert error_lines(flagged.output) == ["error: no database at old2.db (give --db PATH or set REFIND_DB)"]
+    monkeypatch.delenv("REFIND_DB")
+    same = runner.invoke(app, ["search", "hi", "--user", "u", "--mode", "bm25", "--db", "old.db"])
+    assert error_lines(same.output) == ["error: no database at old.db (give --db PATH or set REFIND_DB)"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_session_or_user_says_where_they_are_listed(cli):
     assert cli("add", "hi", "--user", "alice smith", "--session", "s1").exit_code == 0
     cases = {

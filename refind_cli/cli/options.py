@@ -28,12 +28,25 @@ def db_path(value: str | Path) -> Path:
     return Path(value)
 
 
+# The path REFIND_DB gave a command's --db (None: the flag or the default did), for what a refusal says of it.
+DB_FROM_VARIABLE: ContextVar[str | None] = ContextVar("refind_db_from_variable", default=None)
+
+
+def _note_db_source(ctx: typer.Context, param: typer.CallbackParam, value: Path) -> Path:
+    """Note a --db that REFIND_DB set: "no database at X" then says the variable names X (a path set long ago in a
+    shell profile is easily forgotten; the refusal read as if the user had typed it)."""
+    from_variable = getattr(ctx.get_parameter_source(param.name or ""), "name", None) == "ENVIRONMENT"
+    DB_FROM_VARIABLE.set(str(value) if from_variable else None)  # (set each time: one process may run many commands)
+    return value
+
+
 DbOption = Annotated[
     Path,
     typer.Option(
         "--db",
         envvar=settings.ENV_DB,
         parser=db_path,
+        callback=_note_db_source,
         metavar="<path>",
         help="SQLite database file.",
         show_default=True,
@@ -189,7 +202,7 @@ def open_existing(db: Path, retention: str | None, *, read_only: bool = False, u
     if not Path(db).exists():
         from ..store import no_database
 
-        raise no_database(db)
+        raise no_database(db, from_variable=str(db) == DB_FROM_VARIABLE.get())
     if Path(db).is_file() and Path(db).stat().st_size == 0:
         from ..migrations import EMPTY
 
