@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1495,7 +1495,7 @@ class Seen:
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
     copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
     said_at: dict[tuple[str, str], dict[int, _Kept]] = field(default_factory=dict)  # (_SaidAt)
-    held: dict[int, set[Said]] = field(default_factory=dict)  # per session, the messages found stored already (copies)
+    held: dict[int, Counter[Said]] = field(default_factory=dict)  # per session, the copies found stored already
     latest: dict[tuple[str, str], int | None] = field(default_factory=dict)  # (user, session) → its latest said-at
     looked: set[tuple[str, str]] = field(default_factory=set)  # (user, session) whose messages _stored_apart read
     matched: set[int] = field(default_factory=set)  # hashes of the requests that hold exactly a part of the file so far
@@ -1739,8 +1739,8 @@ def _first_in_file(seen: Seen, key: int, said: Sequence[Said]) -> bool:
     """Whether none of these messages, found stored already, was found so earlier in this file (then noted): a log
     concatenated twice stores its messages twice, as one replay of the file into a new database would — the second
     time they come, they are a group that comes again, not a copy of what is stored."""
-    held = seen.held.setdefault(key, set())
-    if not held.isdisjoint(said):
+    held = seen.held.setdefault(key, Counter())
+    if not held.keys().isdisjoint(said):
         return False
     held.update(said)
     return True
@@ -2041,7 +2041,9 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     exactly a part of the file met before (``seen.matched``: a group stored or known as it is, the known part of a
     grown group — those copies are that part's: a group that comes again in the file, or a log grown by a copy of a
     line, is stored again, as a fresh replay of the file stores it) — as a multiset: as many of its copies in the group
-    as such requests hold, less one found so earlier in this file (a message found stored is noted in ``seen.held``). Without said-ats, or with coarse ones (a session's date on every line), a new
+    as such requests hold, less those found so earlier in this file (each copy found stored is counted in
+    ``seen.held``: an earlier group of the file that took two copies leaves none for a later one). Without said-ats, or
+    with coarse ones (a session's date on every line), a new
     "ok" is the old one word for word: such a group is stored whole, as before (a duplicate at worst, never a message
     lost)."""
     said = req.messages
@@ -2063,7 +2065,7 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     else:  # (the session's first group looked up so: its messages said then; the next reads the session once)
         seen.looked.add(where)
         stored = _said_at(store, user, session, list(by_time))
-    found_before = seen.held.get(hash((user, session)), set())
+    found_before = seen.held.get(hash((user, session)), Counter())
     holding: dict[int, list[str]] = {}  # said-at → the requests holding its message that may be taken for this group's
     for at, (role, content, _) in by_time.items():
         kept = stored.get(at)
@@ -2080,14 +2082,14 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     left: dict[int, list[str]] = {}
     for at, rids in holding.items():
         rids = [rid for rid in rids if rid in alive and alive[rid] is None]
-        left[at] = rids[1:] if by_time[at] in found_before else rids
+        left[at] = rids[found_before[by_time[at]] :]  # (less the copies an earlier group of the file took)
     held: list[str | None] = []
     for message in said:
         kept_in = left.get(cast("int", message[2]))
         held.append(kept_in.pop(0) if kept_in else None)
     if not any(held):
         return None
-    seen.held.setdefault(hash((user, session)), set()).update(m for m, rid in zip(said, held) if rid is not None)
+    seen.held.setdefault(hash((user, session)), Counter()).update(m for m, rid in zip(said, held) if rid is not None)
     return held
 
 

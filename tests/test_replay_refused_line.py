@@ -237,3 +237,19 @@ def test_a_line_said_twice_in_the_group_is_matched_as_a_multiset(db_path, tmp_pa
         assert replay(store, log, parallel=False).messages_added == 1
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path) == ["line 0", "line 0", "line 1"]
+
+
+def test_copies_taken_by_an_earlier_group_of_the_file_are_not_taken_again(db_path, tmp_path) -> None:
+    # "yes" said twice at one time and stored twice; the file says it a third time in a later group of the session
+    # (after another session's line). The first group takes both stored copies; the later group must not take one of
+    # them again (round 31's review: the file's third "yes" was counted a duplicate and never stored — a message lost)
+    yes = _line(2, content="yes")
+    old = [yes, yes, _line(3)]
+    full = [_line(0), yes, yes, _line(3), _line(50, session="s2"), yes]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", old), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.duplicates) == (3, 1)  # line 0, line 50, the third "yes"; one run known
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 3", "line 50", "yes", "yes", "yes"]
