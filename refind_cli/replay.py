@@ -43,6 +43,7 @@ from .auto_ids import (
     Said,
     Split,
     Stone,
+    apart_request_id,
     auto_request_id,
     group_id,
     prefix_candidates,
@@ -1672,7 +1673,7 @@ def _grown(
                 _note(seen, out, noted)
                 apart = _stored_apart(store, seen, req, copied=key in copies)
             if apart is not None:  # some of its messages stored already (a group an older refind stored without a line)
-                _leave_out(item, 0, apart, repeat_suffix(req.request_id), out, pieces, last, batched, copies)
+                _leave_out(item, 0, apart, out, pieces, last, batched, copies)
                 continue
             out.append(item)
             last[key] = req.request_id
@@ -1713,7 +1714,7 @@ def _grown(
         _note(seen, out, noted)
         apart = _stored_apart(store, seen, tail, copied=key in copies)
         if apart is not None:  # some of what follows the known part is stored already (a line refused before)
-            _leave_out(item, split.start, apart, "", out, pieces, last, batched, copies)
+            _leave_out(item, split.start, apart, out, pieces, last, batched, copies)
             continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
@@ -1955,7 +1956,7 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
 
 
 def _left_out(
-    item: Ready, start: int, held: Sequence[Stone | str | None], suffix: str
+    item: Ready, start: int, held: Sequence[Stone | str | None], suffix: str, *, apart: bool = False
 ) -> tuple[list[Piece], Ready | None]:
     """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`), or
     that are stored already (``held`` naming the request each is stored in, :func:`_stored_apart`): each run of
@@ -1963,7 +1964,9 @@ def _left_out(
     already (a duplicate), and the others as a request of their own, with their lines (None when none is left):
     ``auto-<hash of those messages>`` (and the group's repeat ``suffix``), so a replay of the same file again derives
     the same id and stores nothing twice. Its ``grown`` is 1 when ``start`` is past the group's first message (what
-    follows a grown group's known part)."""
+    follows a grown group's known part). With ``apart`` (messages stored already, :func:`_stored_apart`) the others'
+    id is :func:`auto_ids.apart_request_id` of the group's id and them: ``auto-<hash of those messages>`` is the id a
+    later group of the file made of the same lines gets, which would then be taken for a duplicate of them (lost)."""
     req = item.request
     pieces: list[Piece] = []
     kept: list[int] = []
@@ -1985,7 +1988,10 @@ def _left_out(
         return pieces, None
     said = [req.messages[i] for i in kept]
     lines = tuple(item.lines[i] for i in kept)
-    rid = auto_request_id(req.user_id, req.session_id, said) + suffix
+    if apart:
+        rid = apart_request_id(req.user_id, req.session_id, req.request_id, said)
+    else:
+        rid = auto_request_id(req.user_id, req.session_id, said) + suffix
     rest = prepare(AddRequest(rid, req.user_id, req.session_id, _messages(said)))
     return pieces, Ready(rest, lines[0], lines[-1], (), (), item.auto, lines, grown=int(start > 0))
 
@@ -1994,7 +2000,6 @@ def _leave_out(
     item: Ready,
     start: int,
     held: Sequence[str | None],
-    suffix: str,
     out: list[Ready],
     pieces: list[tuple[Ready, Piece]],
     last: dict[int, str],
@@ -2005,7 +2010,7 @@ def _leave_out(
     pieces known already, the others (if any) as a request of their own (:func:`_left_out`). The session is then
     marked as following a copy (``copies``): its next groups, shifted by the line the earlier replay lacked, hold
     messages stored already too, and are looked up in the session's messages read once (:class:`_SaidAt`)."""
-    left, kept = _left_out(item, start, held, suffix)
+    left, kept = _left_out(item, start, held, "", apart=True)
     pieces += [(item, piece) for piece in left]
     key = hash((item.request.user_id, item.request.session_id))
     if kept is None:

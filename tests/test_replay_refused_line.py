@@ -253,3 +253,17 @@ def test_copies_taken_by_an_earlier_group_of_the_file_are_not_taken_again(db_pat
         assert (summary.messages_added, summary.duplicates) == (3, 1)  # line 0, line 50, the third "yes"; one run known
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path) == ["line 0", "line 3", "line 50", "yes", "yes", "yes"]
+
+
+def test_a_later_group_of_the_same_lines_as_what_was_left_out_is_stored_too(db_path, tmp_path) -> None:
+    # line 2 stored by an earlier replay: the group [1, 2, 3] stores lines 1 and 3 alone. A later group of the file
+    # made of lines 1 and 3 (after another session's line) is another group, stored again as a replay into a new
+    # database stores it — round 31's review: it got the very id of the left-out lines, auto-<hash of 1 and 3>, and
+    # was counted a duplicate of them (two messages lost, exit 0)
+    full = [_line(1), _line(2), _line(3), _line(50, session="s2"), _line(1), _line(3)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(2)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 5  # lines 1, 3, 50, 1, 3
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 1", "line 1", "line 2", "line 3", "line 3", "line 50"]
