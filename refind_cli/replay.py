@@ -2047,7 +2047,10 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     grown group — those copies are that part's: a group that comes again in the file, or a log grown by a copy of a
     line, is stored again, as a fresh replay of the file stores it) — as a multiset: as many of its copies in the group
     as such requests hold, less those found so earlier in this file (each copy found stored is counted in
-    ``seen.held``: an earlier group of the file that took two copies leaves none for a later one). Without said-ats, or
+    ``seen.held``: an earlier group of the file that took two copies leaves none for a later one). A message whose
+    millisecond holds other messages too (an edited line beside its old text) is taken as stored only where one of the
+    requests found holding the group's other messages holds it (:meth:`Store.said_at_in_requests`): what an earlier
+    replay stored of this group, found by the next. Without said-ats, or
     with coarse ones (a session's date on every line), a new
     "ok" is the old one word for word: such a group is stored whole, as before (a duplicate at worst, never a message
     lost)."""
@@ -2083,6 +2086,11 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     requests = {rid for rids in holding.values() for rid in rids}
     if not requests:
         return None
+    shared = [at for at, kept in stored.items() if not kept.same]  # (said-ats that hold other messages too)
+    if shared:  # … the group's message among them in a request that holds its other messages (an earlier replay's)
+        for at, rid, role, content in store.said_at_in_requests(user, session, requests, shared):
+            if by_time[at][:2] == (role, content) and hash(rid) not in seen.matched:
+                holding.setdefault(at, []).append(rid)
     alive = store.known_requests(user, requests)  # (stored past retention: not stored, as a whole group would be)
     left: dict[int, list[str]] = {}
     for at, rids in holding.items():

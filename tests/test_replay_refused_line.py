@@ -267,3 +267,18 @@ def test_a_later_group_of_the_same_lines_as_what_was_left_out_is_stored_too(db_p
         assert replay(store, log, parallel=False).messages_added == 5  # lines 1, 3, 50, 1, 3
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path) == ["line 0", "line 1", "line 1", "line 2", "line 3", "line 3", "line 50"]
+
+
+def test_a_line_edited_before_a_new_line_is_stored_once(db_path, tmp_path) -> None:
+    # line 1 edited and a line appended: the edit and the new line are stored together. Replayed again, the edited
+    # line shares its millisecond with the old text (two messages then, told apart by neither), but it is stored in
+    # the very request that holds the group's new line: found there, not stored a second time (round 31's review: the
+    # second replay stored it again, as a request of its own)
+    edited = [_line(0), _line(1, content="line 1, edited"), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(1)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", edited)
+        assert replay(store, log, parallel=False).messages_added == 2
+        assert replay(store, log, parallel=False).messages_added == 0
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 1", "line 1, edited", "line 2"]
