@@ -1581,6 +1581,7 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
+    _note_known(store, seen, batch, opened, looked, known)
     # the prefixes of the groups whose ids are unknown, hashed once and looked up at once too (numbered as the batch
     # begins: _split looks up on its own what a group numbered otherwise, after a repeat or a grown group earlier in
     # the batch, needs besides)
@@ -1724,6 +1725,25 @@ def _grown(
         copies.discard(key)
     _note(seen, out, noted)
     return out, pieces
+
+
+def _note_known(
+    store: Store, seen: Seen, batch: list[Ready], opened: set[int], looked: dict[int, str], known: dict[str, Known]
+) -> None:
+    """The batch's groups stored already as they are (their own ids known: each a duplicate, whatever comes before it
+    in the file) noted in ``seen.matched`` before any group of the batch is looked at: a part of the file, whose
+    copies no earlier group of the batch may take as its own (:func:`_stored_apart`) — that group would take a
+    message the file says once more, and the later group, a duplicate, store nothing of it: one message lost."""
+    singles: dict[str, list[str]] = {}  # (the groups of one message, not looked up with the others)
+    for place in opened:
+        req = batch[place].request
+        if place in looked:
+            if req.request_id in known[req.user_id]:
+                seen.matched.add(hash(req.request_id))
+        elif batch[place].auto:
+            singles.setdefault(req.user_id, []).append(req.request_id)
+    for user, ids in singles.items():
+        seen.matched.update(hash(rid) for rid in store.known_requests(user, ids))
 
 
 def _note(seen: Seen, out: list[Ready], noted: list[int]) -> None:

@@ -282,3 +282,20 @@ def test_a_line_edited_before_a_new_line_is_stored_once(db_path, tmp_path) -> No
         assert replay(store, log, parallel=False).messages_added == 0
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path) == ["line 0", "line 1", "line 1, edited", "line 2"]
+
+
+@pytest.mark.parametrize(("first", "later"), [([2, 7], [0, 1, 2]), ([1, 2], [2])])
+def test_copies_held_by_a_later_group_of_the_file_itself_are_not_taken(
+    db_path, tmp_path, first: list[int], later: list[int]
+) -> None:
+    # the stored request is itself a later group of the file (known by its id: a duplicate); an earlier group of the
+    # file saying line 2 again at the same time must not take that request's copy of it — the file says line 2
+    # twice, and a replay into a new database stores it twice (round 31's review: stored once, exit 0)
+    stored = [_line(i) for i in later]
+    full = [*(_line(i) for i in first), _line(50, session="s2"), *stored]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [*stored, _line(51, session="s3"), _line(22)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 3  # the first group and line 50
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path).count("line 2") == 2
