@@ -1650,6 +1650,7 @@ def _grown(
                     batched,
                     stones[req.user_id],
                     copied=_SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None,
+                    matched=seen.matched,
                 )
             if held is not None and not _first_in_file(seen, key, req.messages):
                 held = None  # found stored already earlier in this file: it comes again, and is stored again
@@ -1690,7 +1691,14 @@ def _grown(
             batched.add(head.request_id)
         after = split.known[-1].request_id if split.known else None
         held = after and _held_already(
-            store, req.user_id, req.session_id, after, req.messages[split.start :], batched, stones[req.user_id]
+            store,
+            req.user_id,
+            req.session_id,
+            after,
+            req.messages[split.start :],
+            batched,
+            stones[req.user_id],
+            matched=seen.matched,
         )
         if held and not _first_in_file(seen, key, req.messages[split.start :]):
             held = None
@@ -1786,7 +1794,7 @@ def _keep(
     said = req.messages
     read = _SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None
     times = [cast("int", m[2]) for m in said]  # (each carries one: _copy_of_forgotten)
-    held = _stored_by_said_at(store, req.user_id, req.session_id, said, times, read)
+    held = _stored_by_said_at(store, req.user_id, req.session_id, said, times, read, matched=seen.matched)
     if held is not None and not _first_in_file(seen, key, said):
         held = None  # found stored already earlier in this file: it comes again, and is stored again
     if held is not None:
@@ -1811,6 +1819,7 @@ def _held_already(
     stones: bool,
     *,
     copied: _SaidAt | None = None,
+    matched: set[int] | frozenset[int] = frozenset(),
 ) -> str | None:
     """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
     next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
@@ -1835,23 +1844,33 @@ def _held_already(
         request_id, total, stored = found
         if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
             # (the same length: its own id, known or not, says whether it is stored)
-            return _stored_by_said_at(store, user, session, said, times, copied)
+            return _stored_by_said_at(store, user, session, said, times, copied, matched=matched)
     if after is not None and copied is None:
         if after in batched:  # stored with this batch, unless it was forgotten (refused)
             if not stones or store.known_requests(user, [after]).get(after) is None:
                 return None
         elif store.holds_request(user, after):
             return None
-    return _stored_by_said_at(store, user, session, said, times, copied)
+    return _stored_by_said_at(store, user, session, said, times, copied, matched=matched)
 
 
 def _stored_by_said_at(
-    store: Store, user: str, session: str, said: Sequence[Said], times: list[int], read: _SaidAt | None = None
+    store: Store,
+    user: str,
+    session: str,
+    said: Sequence[Said],
+    times: list[int],
+    read: _SaidAt | None = None,
+    *,
+    matched: set[int] | frozenset[int] = frozenset(),
 ) -> str | None:
     """The id of the request the last of these messages is stored in when each is stored — the only message of the
     session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
     kept (stored past retention counts as not stored: stored again, as a whole group would be); else None. ``read``:
-    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here."""
+    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here. Not in a
+    request that is exactly a part of the file (``matched``, ``Seen.matched``: a group of it stored or known as it is,
+    before or later in the batch): the file says these messages again, and a replay into a new database stores them
+    again."""
     stored = read.said_at(times) if read is not None else _said_at(store, user, session, times)
     if len(stored) < len(said):
         return None
@@ -1859,6 +1878,8 @@ def _stored_by_said_at(
     for (role, content, _), at in zip(said, times):
         n, _, request_id, kept_role, kept = stored[at]
         if n != 1 or kept_role != role or kept != _digest(content) or not request_id.startswith(("auto-", CHAINED)):
+            return None
+        if hash(request_id) in matched:
             return None
         held.append(request_id)
     requests = list(dict.fromkeys(held))

@@ -299,3 +299,18 @@ def test_copies_held_by_a_later_group_of_the_file_itself_are_not_taken(
         assert replay(store, log, parallel=False).messages_added == 3  # the first group and line 50
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path).count("line 2") == 2
+
+
+def test_a_line_of_a_grown_group_said_again_after_a_left_out_line_is_stored(db_path, tmp_path) -> None:
+    # the file's first group grew from a stored one ([0, 1, 2] known) and its new part holds line 22, stored already
+    # (left out: the session is then "after a copy"); line 2 said again in a later group of the file is not an older
+    # copy of the known part — that part is the file's own — and is stored, as a replay into a new database stores it
+    # (round 31's review: taken for an older copy of the stored request, stored once)
+    old = [_line(0), _line(1), _line(2), _line(51, session="s3"), _line(22)]
+    full = [_line(0), _line(1), _line(2), _line(21), _line(22), _line(50, session="s2"), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", old), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 3  # lines 21, 50 and 2 again
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path).count("line 2") == 2
