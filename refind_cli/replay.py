@@ -1948,7 +1948,8 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     forgotten messages with others, :func:`_left_out`); else None (:func:`_grown`, for a group whose id is unknown).
 
     As for a group stored already (:func:`_held_already`), only messages whose said-at tells them apart are matched:
-    each carries one, no two the same. A tombstone of m012 or later keeps a keyed hash of each message's role, text
+    each carries one, no two different ones the same (a line said twice at one time, as :func:`_stored_apart` takes
+    one: a group stored apart and forgotten is a copy when replayed again). A tombstone of m012 or later keeps a keyed hash of each message's role, text
     and said-at (and, since m013, its session sealed: only the messages forgotten from the group's own session
     count): each of the group's messages is looked up among those, in any order (a message said again, at another
     time, is new; a copy's lines reordered are the same messages), also across tombstones (two requests forgotten one
@@ -1959,9 +1960,10 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     from .lifecycle import content_hash, said_hash
 
     said = req.messages
-    times = [m[2] for m in said]
-    if None in times or len(set(times)) < len(times):
-        return None
+    by_time: dict[int | None, Said] = {}
+    for message in said:  # (a line said twice at one time is one message, logged twice: a group stored apart holds it)
+        if message[2] is None or by_time.setdefault(message[2], message) != message:
+            return None
     where = (req.user_id, req.session_id)
     stones = seen.stones.get(where)
     if stones is None:

@@ -314,3 +314,19 @@ def test_a_line_of_a_grown_group_said_again_after_a_left_out_line_is_stored(db_p
         assert replay(store, log, parallel=False).messages_added == 3  # lines 21, 50 and 2 again
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path).count("line 2") == 2
+
+
+def test_a_group_stored_apart_and_forgotten_is_not_stored_again(db_path, tmp_path) -> None:
+    # lines 0 and 2 stored; the whole log (line 1 said twice at one time, a line logged twice) stores line 1's two
+    # copies apart, under an id of their own. The session forgotten, the same log replayed again is a copy of what
+    # was forgotten — its group's own id named by no tombstone, its messages by their said hashes (an identical line
+    # at one time is one message said twice) — and stores nothing (round 31's review: stored whole again, exit 0)
+    full = [_line(0), _line(1), _line(1), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(2)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 2
+        forget(store, "u1", session_id="s1")
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.forgotten) == (0, 1)
+    assert _stored(db_path) == []
