@@ -140,11 +140,6 @@ def _suffixed(rid: str, nth: int) -> str:
 _BASE = len("auto-") + 20  # an auto id without its repeat suffix
 
 
-def repeat_suffix(rid: str) -> str:
-    """An auto id's repeat suffix ("-2" for the second group of a file with that id; "" for the first)."""
-    return rid[_BASE:]
-
-
 def renumbered(rid: str, repeats: Repeats) -> str:
     """A group's id given its repeat suffix again by ``repeats`` (recorded there): what its parser gave it, unless a
     grown group before it was counted as the earlier group it began with (:func:`split_grown`)."""

@@ -44,12 +44,10 @@ from .auto_ids import (
     Split,
     Stone,
     apart_request_id,
-    auto_request_id,
     group_id,
     prefix_candidates,
     prefix_ids,
     renumbered,
-    repeat_suffix,
     split_grown,
     stored_chained,
 )
@@ -1665,7 +1663,7 @@ def _grown(
                     pieces.append((item, Piece(0, len(req.messages), COPY, copy.stone)))
                     continue
                 # some of them: those are left out, the others stored as a group of their own
-                left, kept = _left_out(item, 0, copy.held, repeat_suffix(req.request_id))
+                left, kept = _left_out(item, 0, copy.held)
                 pieces += [(item, piece) for piece in left]
                 if kept is not None:
                     _keep(store, seen, kept, out, pieces, item, last, batched, copies)
@@ -1714,7 +1712,7 @@ def _grown(
             continue
         some = None if copy is None else copy.held
         if some is not None and split.request_id not in store.known_requests(req.user_id, [split.request_id]):
-            left, kept = _left_out(item, split.start, some, "")  # some of them: left out, as in a whole group
+            left, kept = _left_out(item, split.start, some)  # some of them: left out, as in a whole group
             pieces += [(item, piece) for piece in left]
             if kept is not None:
                 _keep(store, seen, kept, out, pieces, item, last, batched, copies)
@@ -1998,18 +1996,15 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     return _Copy(first, tuple(held.get(h) for h in hashes))
 
 
-def _left_out(
-    item: Ready, start: int, held: Sequence[Stone | str | None], suffix: str, *, apart: bool = False
-) -> tuple[list[Piece], Ready | None]:
+def _left_out(item: Ready, start: int, held: Sequence[Stone | str | None]) -> tuple[list[Piece], Ready | None]:
     """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`), or
     that are stored already (``held`` naming the request each is stored in, :func:`_stored_apart`): each run of
     forgotten messages as a piece not stored again (a copy, reported as one), each run of stored ones as a piece known
     already (a duplicate), and the others as a request of their own, with their lines (None when none is left):
-    ``auto-<hash of those messages>`` (and the group's repeat ``suffix``), so a replay of the same file again derives
-    the same id and stores nothing twice. Its ``grown`` is 1 when ``start`` is past the group's first message (what
-    follows a grown group's known part). With ``apart`` (messages stored already, :func:`_stored_apart`) the others'
-    id is :func:`auto_ids.apart_request_id` of the group's id and them: ``auto-<hash of those messages>`` is the id a
-    later group of the file made of the same lines gets, which would then be taken for a duplicate of them (lost)."""
+    :func:`auto_ids.apart_request_id` of the group's id (its repeat suffix included) and those messages, so a replay of
+    the same file again derives the same id and stores nothing twice — not ``auto-<hash of those messages>``, the id a
+    later group of the file made of the same lines gets, which was then taken for a duplicate of them (lost). Its
+    ``grown`` is 1 when ``start`` is past the group's first message (what follows a grown group's known part)."""
     req = item.request
     pieces: list[Piece] = []
     kept: list[int] = []
@@ -2031,10 +2026,7 @@ def _left_out(
         return pieces, None
     said = [req.messages[i] for i in kept]
     lines = tuple(item.lines[i] for i in kept)
-    if apart:
-        rid = apart_request_id(req.user_id, req.session_id, req.request_id, said)
-    else:
-        rid = auto_request_id(req.user_id, req.session_id, said) + suffix
+    rid = apart_request_id(req.user_id, req.session_id, req.request_id, said)
     rest = prepare(AddRequest(rid, req.user_id, req.session_id, _messages(said)))
     return pieces, Ready(rest, lines[0], lines[-1], (), (), item.auto, lines, grown=int(start > 0))
 
@@ -2053,7 +2045,7 @@ def _leave_out(
     pieces known already, the others (if any) as a request of their own (:func:`_left_out`). The session is then
     marked as following a copy (``copies``): its next groups, shifted by the line the earlier replay lacked, hold
     messages stored already too, and are looked up in the session's messages read once (:class:`_SaidAt`)."""
-    left, kept = _left_out(item, start, held, "", apart=True)
+    left, kept = _left_out(item, start, held)
     pieces += [(item, piece) for piece in left]
     key = hash((item.request.user_id, item.request.session_id))
     if kept is None:

@@ -330,3 +330,19 @@ def test_a_group_stored_apart_and_forgotten_is_not_stored_again(db_path, tmp_pat
         summary = replay(store, log, parallel=False)
         assert (summary.messages_added, summary.forgotten) == (0, 1)
     assert _stored(db_path) == []
+
+
+def test_what_a_group_keeps_beside_forgotten_lines_is_not_a_later_group_of_the_file(db_path, tmp_path) -> None:
+    # lines 18 and 19 stored and forgotten; the file's first group of 20 is lines 0-17 and those two (a copy of what
+    # was forgotten: left out, lines 0-17 stored as a request of their own), its second group lines 0-17 again. That
+    # second group is another group, stored as a replay into a new database stores it — round 31's review: it got the
+    # very id of the kept lines (auto-<hash of lines 0-17>), a duplicate: 18 messages missing until the next replay
+    first = [_line(i) for i in range(GROUP_SIZE)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", first[18:]), parallel=False)
+        forget(store, "u1", session_id="s1")
+        log = _write(tmp_path / "log.jsonl", [*first, *first[:18]])
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.forgotten) == (36, 1)
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == sorted(2 * [f"line {i}" for i in range(18)])
