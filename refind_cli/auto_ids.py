@@ -79,6 +79,17 @@ def auto_request_id(user_id: str, session_id: str, messages: Sequence[Said]) -> 
     return _closed(digest, "auto-")
 
 
+def apart_request_id(user_id: str, session_id: str, group: str, messages: Sequence[Said]) -> str:
+    """The id of what a replay stores of the group ``group`` (its id) when some of its messages are stored already
+    (``replay._stored_apart``: a line an earlier replay refused): a hash of ``[user, session, "apart:<group>", […]]``,
+    never the payload a group of the file hashes — a later group of the file made of the very same lines is another
+    group, stored again (as a replay into a new database stores it), not a duplicate of these. The same group
+    replayed again derives the same id: nothing is stored twice."""
+    digest = _opened(user_id, session_id, "apart:" + group)
+    digest.update(",".join(_message(said) for said in messages).encode("utf-8"))
+    return _closed(digest, "auto-")
+
+
 def _opened(user_id: str, session_id: str, after: str | None) -> Any:
     head = [user_id, session_id] if after is None else [user_id, session_id, after]
     return hashlib.sha256((_encode(head)[:-1] + ",[").encode("utf-8"))
@@ -127,11 +138,6 @@ def _suffixed(rid: str, nth: int) -> str:
 
 
 _BASE = len("auto-") + 20  # an auto id without its repeat suffix
-
-
-def repeat_suffix(rid: str) -> str:
-    """An auto id's repeat suffix ("-2" for the second group of a file with that id; "" for the first)."""
-    return rid[_BASE:]
 
 
 def renumbered(rid: str, repeats: Repeats) -> str:

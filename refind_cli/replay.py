@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,12 +43,11 @@ from .auto_ids import (
     Said,
     Split,
     Stone,
-    auto_request_id,
+    apart_request_id,
     group_id,
     prefix_candidates,
     prefix_ids,
     renumbered,
-    repeat_suffix,
     split_grown,
     stored_chained,
 )
@@ -1495,7 +1494,7 @@ class Seen:
     stones: dict[tuple[str, str], list[_Stone]] = field(default_factory=dict)  # (user, session) → what covers it
     copies: set[int] = field(default_factory=set)  # the sessions whose last group so far was stored already (a copy)
     said_at: dict[tuple[str, str], dict[int, _Kept]] = field(default_factory=dict)  # (_SaidAt)
-    held: dict[int, set[Said]] = field(default_factory=dict)  # per session, the messages found stored already (copies)
+    held: dict[int, Counter[Said]] = field(default_factory=dict)  # per session, the copies found stored already
     latest: dict[tuple[str, str], int | None] = field(default_factory=dict)  # (user, session) → its latest said-at
     looked: set[tuple[str, str]] = field(default_factory=set)  # (user, session) whose messages _stored_apart read
     matched: set[int] = field(default_factory=set)  # hashes of the requests that hold exactly a part of the file so far
@@ -1580,6 +1579,7 @@ def _grown(
     for place, user in looked.items():
         by_user.setdefault(user, []).append(batch[place].request.request_id)
     known = {user: store.known_requests(user, ids) for user, ids in by_user.items()}  # the parser's ids, at once
+    _note_known(store, seen, batch, opened, looked, known)
     # the prefixes of the groups whose ids are unknown, hashed once and looked up at once too (numbered as the batch
     # begins: _split looks up on its own what a group numbered otherwise, after a repeat or a grown group earlier in
     # the batch, needs besides)
@@ -1648,6 +1648,7 @@ def _grown(
                     batched,
                     stones[req.user_id],
                     copied=_SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None,
+                    matched=seen.matched,
                 )
             if held is not None and not _first_in_file(seen, key, req.messages):
                 held = None  # found stored already earlier in this file: it comes again, and is stored again
@@ -1662,7 +1663,7 @@ def _grown(
                     pieces.append((item, Piece(0, len(req.messages), COPY, copy.stone)))
                     continue
                 # some of them: those are left out, the others stored as a group of their own
-                left, kept = _left_out(item, 0, copy.held, repeat_suffix(req.request_id))
+                left, kept = _left_out(item, 0, copy.held)
                 pieces += [(item, piece) for piece in left]
                 if kept is not None:
                     _keep(store, seen, kept, out, pieces, item, last, batched, copies)
@@ -1672,7 +1673,7 @@ def _grown(
                 _note(seen, out, noted)
                 apart = _stored_apart(store, seen, req, copied=key in copies)
             if apart is not None:  # some of its messages stored already (a group an older refind stored without a line)
-                _leave_out(item, 0, apart, repeat_suffix(req.request_id), out, pieces, last, batched, copies)
+                _leave_out(item, 0, apart, out, pieces, last, batched, copies)
                 continue
             out.append(item)
             last[key] = req.request_id
@@ -1688,7 +1689,14 @@ def _grown(
             batched.add(head.request_id)
         after = split.known[-1].request_id if split.known else None
         held = after and _held_already(
-            store, req.user_id, req.session_id, after, req.messages[split.start :], batched, stones[req.user_id]
+            store,
+            req.user_id,
+            req.session_id,
+            after,
+            req.messages[split.start :],
+            batched,
+            stones[req.user_id],
+            matched=seen.matched,
         )
         if held and not _first_in_file(seen, key, req.messages[split.start :]):
             held = None
@@ -1704,7 +1712,7 @@ def _grown(
             continue
         some = None if copy is None else copy.held
         if some is not None and split.request_id not in store.known_requests(req.user_id, [split.request_id]):
-            left, kept = _left_out(item, split.start, some, "")  # some of them: left out, as in a whole group
+            left, kept = _left_out(item, split.start, some)  # some of them: left out, as in a whole group
             pieces += [(item, piece) for piece in left]
             if kept is not None:
                 _keep(store, seen, kept, out, pieces, item, last, batched, copies)
@@ -1713,7 +1721,7 @@ def _grown(
         _note(seen, out, noted)
         apart = _stored_apart(store, seen, tail, copied=key in copies)
         if apart is not None:  # some of what follows the known part is stored already (a line refused before)
-            _leave_out(item, split.start, apart, "", out, pieces, last, batched, copies)
+            _leave_out(item, split.start, apart, out, pieces, last, batched, copies)
             continue
         messages = _messages(req.messages[split.start :])
         rest = prepare(AddRequest(split.request_id, req.user_id, req.session_id, messages))
@@ -1723,6 +1731,25 @@ def _grown(
         copies.discard(key)
     _note(seen, out, noted)
     return out, pieces
+
+
+def _note_known(
+    store: Store, seen: Seen, batch: list[Ready], opened: set[int], looked: dict[int, str], known: dict[str, Known]
+) -> None:
+    """The batch's groups stored already as they are (their own ids known: each a duplicate, whatever comes before it
+    in the file) noted in ``seen.matched`` before any group of the batch is looked at: a part of the file, whose
+    copies no earlier group of the batch may take as its own (:func:`_stored_apart`) — that group would take a
+    message the file says once more, and the later group, a duplicate, store nothing of it: one message lost."""
+    singles: dict[str, list[str]] = {}  # (the groups of one message, not looked up with the others)
+    for place in opened:
+        req = batch[place].request
+        if place in looked:
+            if req.request_id in known[req.user_id]:
+                seen.matched.add(hash(req.request_id))
+        elif batch[place].auto:
+            singles.setdefault(req.user_id, []).append(req.request_id)
+    for user, ids in singles.items():
+        seen.matched.update(hash(rid) for rid in store.known_requests(user, ids))
 
 
 def _note(seen: Seen, out: list[Ready], noted: list[int]) -> None:
@@ -1739,8 +1766,8 @@ def _first_in_file(seen: Seen, key: int, said: Sequence[Said]) -> bool:
     """Whether none of these messages, found stored already, was found so earlier in this file (then noted): a log
     concatenated twice stores its messages twice, as one replay of the file into a new database would — the second
     time they come, they are a group that comes again, not a copy of what is stored."""
-    held = seen.held.setdefault(key, set())
-    if not held.isdisjoint(said):
+    held = seen.held.setdefault(key, Counter())
+    if not held.keys().isdisjoint(said):
         return False
     held.update(said)
     return True
@@ -1765,7 +1792,7 @@ def _keep(
     said = req.messages
     read = _SaidAt(store, seen, req.user_id, req.session_id) if key in copies else None
     times = [cast("int", m[2]) for m in said]  # (each carries one: _copy_of_forgotten)
-    held = _stored_by_said_at(store, req.user_id, req.session_id, said, times, read)
+    held = _stored_by_said_at(store, req.user_id, req.session_id, said, times, read, matched=seen.matched)
     if held is not None and not _first_in_file(seen, key, said):
         held = None  # found stored already earlier in this file: it comes again, and is stored again
     if held is not None:
@@ -1790,6 +1817,7 @@ def _held_already(
     stones: bool,
     *,
     copied: _SaidAt | None = None,
+    matched: set[int] | frozenset[int] = frozenset(),
 ) -> str | None:
     """The id of a request stored already that holds these messages (:func:`_grown`), else None: the request stored
     next in this session after ``after`` (its first when None) when it begins with exactly these messages and holds
@@ -1814,23 +1842,33 @@ def _held_already(
         request_id, total, stored = found
         if total > len(said) and request_id.startswith(("auto-", CHAINED)) and [tuple(m) for m in said] == stored:
             # (the same length: its own id, known or not, says whether it is stored)
-            return _stored_by_said_at(store, user, session, said, times, copied)
+            return _stored_by_said_at(store, user, session, said, times, copied, matched=matched)
     if after is not None and copied is None:
         if after in batched:  # stored with this batch, unless it was forgotten (refused)
             if not stones or store.known_requests(user, [after]).get(after) is None:
                 return None
         elif store.holds_request(user, after):
             return None
-    return _stored_by_said_at(store, user, session, said, times, copied)
+    return _stored_by_said_at(store, user, session, said, times, copied, matched=matched)
 
 
 def _stored_by_said_at(
-    store: Store, user: str, session: str, said: Sequence[Said], times: list[int], read: _SaidAt | None = None
+    store: Store,
+    user: str,
+    session: str,
+    said: Sequence[Said],
+    times: list[int],
+    read: _SaidAt | None = None,
+    *,
+    matched: set[int] | frozenset[int] = frozenset(),
 ) -> str | None:
     """The id of the request the last of these messages is stored in when each is stored — the only message of the
     session said at its said-at, of the same role and text — in a request with a derived id (``auto-``, ``auto+``),
     kept (stored past retention counts as not stored: stored again, as a whole group would be); else None. ``read``:
-    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here."""
+    the session's messages read once (:class:`_SaidAt`), else those said at these times are read here. Not in a
+    request that is exactly a part of the file (``matched``, ``Seen.matched``: a group of it stored or known as it is,
+    before or later in the batch): the file says these messages again, and a replay into a new database stores them
+    again."""
     stored = read.said_at(times) if read is not None else _said_at(store, user, session, times)
     if len(stored) < len(said):
         return None
@@ -1838,6 +1876,8 @@ def _stored_by_said_at(
     for (role, content, _), at in zip(said, times):
         n, _, request_id, kept_role, kept = stored[at]
         if n != 1 or kept_role != role or kept != _digest(content) or not request_id.startswith(("auto-", CHAINED)):
+            return None
+        if hash(request_id) in matched:
             return None
         held.append(request_id)
     requests = list(dict.fromkeys(held))
@@ -1906,7 +1946,8 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     forgotten messages with others, :func:`_left_out`); else None (:func:`_grown`, for a group whose id is unknown).
 
     As for a group stored already (:func:`_held_already`), only messages whose said-at tells them apart are matched:
-    each carries one, no two the same. A tombstone of m012 or later keeps a keyed hash of each message's role, text
+    each carries one, no two different ones the same (a line said twice at one time, as :func:`_stored_apart` takes
+    one: a group stored apart and forgotten is a copy when replayed again). A tombstone of m012 or later keeps a keyed hash of each message's role, text
     and said-at (and, since m013, its session sealed: only the messages forgotten from the group's own session
     count): each of the group's messages is looked up among those, in any order (a message said again, at another
     time, is new; a copy's lines reordered are the same messages), also across tombstones (two requests forgotten one
@@ -1917,9 +1958,10 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     from .lifecycle import content_hash, said_hash
 
     said = req.messages
-    times = [m[2] for m in said]
-    if None in times or len(set(times)) < len(times):
-        return None
+    by_time: dict[int | None, Said] = {}
+    for message in said:  # (a line said twice at one time is one message, logged twice: a group stored apart holds it)
+        if message[2] is None or by_time.setdefault(message[2], message) != message:
+            return None
     where = (req.user_id, req.session_id)
     stones = seen.stones.get(where)
     if stones is None:
@@ -1954,16 +1996,15 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     return _Copy(first, tuple(held.get(h) for h in hashes))
 
 
-def _left_out(
-    item: Ready, start: int, held: Sequence[Stone | str | None], suffix: str
-) -> tuple[list[Piece], Ready | None]:
+def _left_out(item: Ready, start: int, held: Sequence[Stone | str | None]) -> tuple[list[Piece], Ready | None]:
     """A group's messages from ``start`` on, of which tombstones hold some (``held``, :func:`_copy_of_forgotten`), or
     that are stored already (``held`` naming the request each is stored in, :func:`_stored_apart`): each run of
     forgotten messages as a piece not stored again (a copy, reported as one), each run of stored ones as a piece known
     already (a duplicate), and the others as a request of their own, with their lines (None when none is left):
-    ``auto-<hash of those messages>`` (and the group's repeat ``suffix``), so a replay of the same file again derives
-    the same id and stores nothing twice. Its ``grown`` is 1 when ``start`` is past the group's first message (what
-    follows a grown group's known part)."""
+    :func:`auto_ids.apart_request_id` of the group's id (its repeat suffix included) and those messages, so a replay of
+    the same file again derives the same id and stores nothing twice — not ``auto-<hash of those messages>``, the id a
+    later group of the file made of the same lines gets, which was then taken for a duplicate of them (lost). Its
+    ``grown`` is 1 when ``start`` is past the group's first message (what follows a grown group's known part)."""
     req = item.request
     pieces: list[Piece] = []
     kept: list[int] = []
@@ -1985,7 +2026,7 @@ def _left_out(
         return pieces, None
     said = [req.messages[i] for i in kept]
     lines = tuple(item.lines[i] for i in kept)
-    rid = auto_request_id(req.user_id, req.session_id, said) + suffix
+    rid = apart_request_id(req.user_id, req.session_id, req.request_id, said)
     rest = prepare(AddRequest(rid, req.user_id, req.session_id, _messages(said)))
     return pieces, Ready(rest, lines[0], lines[-1], (), (), item.auto, lines, grown=int(start > 0))
 
@@ -1994,7 +2035,6 @@ def _leave_out(
     item: Ready,
     start: int,
     held: Sequence[str | None],
-    suffix: str,
     out: list[Ready],
     pieces: list[tuple[Ready, Piece]],
     last: dict[int, str],
@@ -2005,7 +2045,7 @@ def _leave_out(
     pieces known already, the others (if any) as a request of their own (:func:`_left_out`). The session is then
     marked as following a copy (``copies``): its next groups, shifted by the line the earlier replay lacked, hold
     messages stored already too, and are looked up in the session's messages read once (:class:`_SaidAt`)."""
-    left, kept = _left_out(item, start, held, suffix)
+    left, kept = _left_out(item, start, held)
     pieces += [(item, piece) for piece in left]
     key = hash((item.request.user_id, item.request.session_id))
     if kept is None:
@@ -2041,7 +2081,12 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     exactly a part of the file met before (``seen.matched``: a group stored or known as it is, the known part of a
     grown group — those copies are that part's: a group that comes again in the file, or a log grown by a copy of a
     line, is stored again, as a fresh replay of the file stores it) — as a multiset: as many of its copies in the group
-    as such requests hold, less one found so earlier in this file (a message found stored is noted in ``seen.held``). Without said-ats, or with coarse ones (a session's date on every line), a new
+    as such requests hold, less those found so earlier in this file (each copy found stored is counted in
+    ``seen.held``: an earlier group of the file that took two copies leaves none for a later one). A message whose
+    millisecond holds other messages too (an edited line beside its old text) is taken as stored only where one of the
+    requests found holding the group's other messages holds it (:meth:`Store.said_at_in_requests`): what an earlier
+    replay stored of this group, found by the next. Without said-ats, or
+    with coarse ones (a session's date on every line), a new
     "ok" is the old one word for word: such a group is stored whole, as before (a duplicate at worst, never a message
     lost)."""
     said = req.messages
@@ -2063,7 +2108,7 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     else:  # (the session's first group looked up so: its messages said then; the next reads the session once)
         seen.looked.add(where)
         stored = _said_at(store, user, session, list(by_time))
-    found_before = seen.held.get(hash((user, session)), set())
+    found_before = seen.held.get(hash((user, session)), Counter())
     holding: dict[int, list[str]] = {}  # said-at → the requests holding its message that may be taken for this group's
     for at, (role, content, _) in by_time.items():
         kept = stored.get(at)
@@ -2076,18 +2121,23 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     requests = {rid for rids in holding.values() for rid in rids}
     if not requests:
         return None
+    shared = [at for at, kept in stored.items() if not kept.same]  # (said-ats that hold other messages too)
+    if shared:  # … the group's message among them in a request that holds its other messages (an earlier replay's)
+        for at, rid, role, content in store.said_at_in_requests(user, session, requests, shared):
+            if by_time[at][:2] == (role, content) and hash(rid) not in seen.matched:
+                holding.setdefault(at, []).append(rid)
     alive = store.known_requests(user, requests)  # (stored past retention: not stored, as a whole group would be)
     left: dict[int, list[str]] = {}
     for at, rids in holding.items():
         rids = [rid for rid in rids if rid in alive and alive[rid] is None]
-        left[at] = rids[1:] if by_time[at] in found_before else rids
+        left[at] = rids[found_before[by_time[at]] :]  # (less the copies an earlier group of the file took)
     held: list[str | None] = []
     for message in said:
         kept_in = left.get(cast("int", message[2]))
         held.append(kept_in.pop(0) if kept_in else None)
     if not any(held):
         return None
-    seen.held.setdefault(hash((user, session)), set()).update(m for m, rid in zip(said, held) if rid is not None)
+    seen.held.setdefault(hash((user, session)), Counter()).update(m for m, rid in zip(said, held) if rid is not None)
     return held
 
 

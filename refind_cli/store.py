@@ -13,7 +13,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -1354,6 +1354,20 @@ class Store:
         )
         for t, n, same, rid, role, content in rows:
             yield int(t), int(n), bool(same), rid, role, content
+
+    def said_at_in_requests(
+        self, user_id: str, session_id: str, request_ids: Collection[str], times: Sequence[int]
+    ) -> list[tuple[int, str, str, str]]:
+        """The messages of these requests of this session said at these times: (said-at, request id, role, content),
+        one row per message. Where a replay finds a message whose millisecond holds other messages too (an edited
+        line beside its old text) in a request that holds the group's other messages."""
+        ids, wanted = sorted(set(request_ids)), sorted(set(times))
+        rows = self.conn.execute(
+            "SELECT said_at, request_id, role, content FROM messages WHERE user_id = ? AND session_id = ? "
+            f"AND request_id IN ({','.join('?' * len(ids))}) AND said_at IN ({','.join('?' * len(wanted))})",
+            [user_id, session_id, *ids, *wanted],
+        )
+        return [(int(t), rid, role, content) for t, rid, role, content in rows]
 
     def latest_said_at(self, user_id: str, session_id: str) -> int | None:
         """The latest said-at of this session's stored messages (None when none carries one)."""

@@ -237,3 +237,112 @@ def test_a_line_said_twice_in_the_group_is_matched_as_a_multiset(db_path, tmp_pa
         assert replay(store, log, parallel=False).messages_added == 1
         assert replay(store, log, parallel=False).messages_added == 0
     assert _stored(db_path) == ["line 0", "line 0", "line 1"]
+
+
+def test_copies_taken_by_an_earlier_group_of_the_file_are_not_taken_again(db_path, tmp_path) -> None:
+    # "yes" said twice at one time and stored twice; the file says it a third time in a later group of the session
+    # (after another session's line). The first group takes both stored copies; the later group must not take one of
+    # them again (round 31's review: the file's third "yes" was counted a duplicate and never stored — a message lost)
+    yes = _line(2, content="yes")
+    old = [yes, yes, _line(3)]
+    full = [_line(0), yes, yes, _line(3), _line(50, session="s2"), yes]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", old), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.duplicates) == (3, 1)  # line 0, line 50, the third "yes"; one run known
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 3", "line 50", "yes", "yes", "yes"]
+
+
+def test_a_later_group_of_the_same_lines_as_what_was_left_out_is_stored_too(db_path, tmp_path) -> None:
+    # line 2 stored by an earlier replay: the group [1, 2, 3] stores lines 1 and 3 alone. A later group of the file
+    # made of lines 1 and 3 (after another session's line) is another group, stored again as a replay into a new
+    # database stores it — round 31's review: it got the very id of the left-out lines, auto-<hash of 1 and 3>, and
+    # was counted a duplicate of them (two messages lost, exit 0)
+    full = [_line(1), _line(2), _line(3), _line(50, session="s2"), _line(1), _line(3)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(2)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 5  # lines 1, 3, 50, 1, 3
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 1", "line 1", "line 2", "line 3", "line 3", "line 50"]
+
+
+def test_a_line_edited_before_a_new_line_is_stored_once(db_path, tmp_path) -> None:
+    # line 1 edited and a line appended: the edit and the new line are stored together. Replayed again, the edited
+    # line shares its millisecond with the old text (two messages then, told apart by neither), but it is stored in
+    # the very request that holds the group's new line: found there, not stored a second time (round 31's review: the
+    # second replay stored it again, as a request of its own)
+    edited = [_line(0), _line(1, content="line 1, edited"), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(1)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", edited)
+        assert replay(store, log, parallel=False).messages_added == 2
+        assert replay(store, log, parallel=False).messages_added == 0
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == ["line 0", "line 1", "line 1, edited", "line 2"]
+
+
+@pytest.mark.parametrize(("first", "later"), [([2, 7], [0, 1, 2]), ([1, 2], [2])])
+def test_copies_held_by_a_later_group_of_the_file_itself_are_not_taken(
+    db_path, tmp_path, first: list[int], later: list[int]
+) -> None:
+    # the stored request is itself a later group of the file (known by its id: a duplicate); an earlier group of the
+    # file saying line 2 again at the same time must not take that request's copy of it — the file says line 2
+    # twice, and a replay into a new database stores it twice (round 31's review: stored once, exit 0)
+    stored = [_line(i) for i in later]
+    full = [*(_line(i) for i in first), _line(50, session="s2"), *stored]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [*stored, _line(51, session="s3"), _line(22)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 3  # the first group and line 50
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path).count("line 2") == 2
+
+
+def test_a_line_of_a_grown_group_said_again_after_a_left_out_line_is_stored(db_path, tmp_path) -> None:
+    # the file's first group grew from a stored one ([0, 1, 2] known) and its new part holds line 22, stored already
+    # (left out: the session is then "after a copy"); line 2 said again in a later group of the file is not an older
+    # copy of the known part — that part is the file's own — and is stored, as a replay into a new database stores it
+    # (round 31's review: taken for an older copy of the stored request, stored once)
+    old = [_line(0), _line(1), _line(2), _line(51, session="s3"), _line(22)]
+    full = [_line(0), _line(1), _line(2), _line(21), _line(22), _line(50, session="s2"), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", old), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 3  # lines 21, 50 and 2 again
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path).count("line 2") == 2
+
+
+def test_a_group_stored_apart_and_forgotten_is_not_stored_again(db_path, tmp_path) -> None:
+    # lines 0 and 2 stored; the whole log (line 1 said twice at one time, a line logged twice) stores line 1's two
+    # copies apart, under an id of their own. The session forgotten, the same log replayed again is a copy of what
+    # was forgotten — its group's own id named by no tombstone, its messages by their said hashes (an identical line
+    # at one time is one message said twice) — and stores nothing (round 31's review: stored whole again, exit 0)
+    full = [_line(0), _line(1), _line(1), _line(2)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", [_line(0), _line(2)]), parallel=False)
+        log = _write(tmp_path / "log.jsonl", full)
+        assert replay(store, log, parallel=False).messages_added == 2
+        forget(store, "u1", session_id="s1")
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.forgotten) == (0, 1)
+    assert _stored(db_path) == []
+
+
+def test_what_a_group_keeps_beside_forgotten_lines_is_not_a_later_group_of_the_file(db_path, tmp_path) -> None:
+    # lines 18 and 19 stored and forgotten; the file's first group of 20 is lines 0-17 and those two (a copy of what
+    # was forgotten: left out, lines 0-17 stored as a request of their own), its second group lines 0-17 again. That
+    # second group is another group, stored as a replay into a new database stores it — round 31's review: it got the
+    # very id of the kept lines (auto-<hash of lines 0-17>), a duplicate: 18 messages missing until the next replay
+    first = [_line(i) for i in range(GROUP_SIZE)]
+    with Store(db_path) as store:
+        replay(store, _write(tmp_path / "old.jsonl", first[18:]), parallel=False)
+        forget(store, "u1", session_id="s1")
+        log = _write(tmp_path / "log.jsonl", [*first, *first[:18]])
+        summary = replay(store, log, parallel=False)
+        assert (summary.messages_added, summary.forgotten) == (36, 1)
+        assert replay(store, log, parallel=False).messages_added == 0
+    assert _stored(db_path) == sorted(2 * [f"line {i}" for i in range(18)])
