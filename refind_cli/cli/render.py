@@ -443,15 +443,12 @@ def _print_transcript(
     """``drawn()`` up to :data:`TABLE_MAX_CHARS` characters and :data:`TABLE_MAX_MESSAGES` messages (``size``) or when
     ``table`` is True; else the title and :func:`plain_turns`, written as they are made (``turns`` may be read as
     they are written)."""
-    messages, chars = size
-    if table or (table is None and chars <= TABLE_MAX_CHARS and messages <= TABLE_MAX_MESSAGES):
+    over = _over_limits(*size)
+    if table or (table is None and not over):
         console().print(drawn())
         return
-    if table is False:
-        why = "--plain"
-    else:
-        over = f"{TABLE_MAX_CHARS:,} characters" if chars > TABLE_MAX_CHARS else f"{TABLE_MAX_MESSAGES:,} messages"
-        why = f"over {over}; --table draws the table anyway"
+    why = "--plain" if table is False else f"over {over}; --table draws the table anyway"
+    chars = size[1]
     out = sys.stdout
     out.write(f"{plain_id(title)}, {chars:,} characters, as plain text ({why})\n\n")
     for chunk in plain_turns(turns, marked=marked or None):
