@@ -376,14 +376,19 @@ def storage_error(exc: sqlite3.Error, path: str | Path | None = None, *, growing
 def _holds_json(path: Path) -> bool:
     """Whether the file begins as JSON text does (``{`` or ``[`` after a byte order mark or white space): a replay
     log given as --db, which SQLite calls only "not a database"."""
+    return _file_head(path, 4096).removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
+
+
+def _file_head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a regular file (b"" for anything else, or one that cannot be read): opening a
+    named pipe would wait for a writer — a hint must never hang the command it explains."""
     try:
-        if not path.is_file():  # (a named pipe's open would wait for a writer)
-            return False
+        if not path.is_file():
+            return b""
         with open(path, "rb") as fh:
-            head = fh.read(4096)
+            return fh.read(size)
     except OSError:
-        return False
-    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
+        return b""
 
 
 def _no_space(path: Path) -> bool:
@@ -474,11 +479,9 @@ def no_database(path: Path, *, from_variable: bool = False) -> NotFound:
     beside the path, which may be it, and the variable when REFIND_DB, not --db, gave the path."""
     left = interrupted_removals(Path(path))
     hint = f"; {left[0]} beside it was left by an interrupted removal: rename it back if it is yours" if left else ""
-    how = (
-        "REFIND_DB names it: give --db PATH or set REFIND_DB to another"
-        if from_variable
-        else ("give --db PATH or set REFIND_DB")
-    )
+    how = "give --db PATH or set REFIND_DB"
+    if from_variable:
+        how = "REFIND_DB names it: give --db PATH or set REFIND_DB to another"
     return NotFound(f"no database at {path} ({how}){hint or _databases_beside(Path(path))}")
 
 
@@ -507,14 +510,8 @@ def _databases_beside(path: Path) -> str:
 
 
 def _is_sqlite(path: Path) -> bool:
-    """Whether the file (a regular one: opening a named pipe would wait for a writer) begins with SQLite's header."""
-    try:
-        if not path.is_file():
-            return False
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
+    """Whether the file (a regular one: :func:`_file_head`) begins with SQLite's header."""
+    return _file_head(path, 16) == b"SQLite format 3\x00"
 
 
 def _aside_name(path: Path, token: str) -> str:
