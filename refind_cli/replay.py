@@ -1958,10 +1958,8 @@ def _copy_of_forgotten(store: Store, seen: Seen, req: Prepared) -> _Copy | None:
     from .lifecycle import content_hash, said_hash
 
     said = req.messages
-    by_time: dict[int | None, Said] = {}
-    for message in said:  # (a line said twice at one time is one message, logged twice: a group stored apart holds it)
-        if message[2] is None or by_time.setdefault(message[2], message) != message:
-            return None
+    if _told_apart(said) is None:
+        return None
     where = (req.user_id, req.session_id)
     stones = seen.stones.get(where)
     if stones is None:
@@ -2090,10 +2088,9 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
     "ok" is the old one word for word: such a group is stored whole, as before (a duplicate at worst, never a message
     lost)."""
     said = req.messages
-    by_time: dict[int, Said] = {}
-    for message in said:
-        if message[2] is None or by_time.setdefault(message[2], message) != message:
-            return None
+    by_time = _told_apart(said)
+    if by_time is None:
+        return None
     user, session = req.user_id, req.session_id
     where = (user, session)
     if where not in seen.latest:
@@ -2139,6 +2136,16 @@ def _stored_apart(store: Store, seen: Seen, req: Prepared, *, copied: bool) -> l
         return None
     seen.held.setdefault(hash((user, session)), Counter()).update(m for m, rid in zip(said, held) if rid is not None)
     return held
+
+
+def _told_apart(said: Sequence[Said]) -> dict[int, Said] | None:
+    """The messages by said-at when their said-ats tell them apart — each carries one, no two different messages share
+    one (a line said twice at one time is one message, logged twice: a group stored apart holds it) — else None."""
+    by_time: dict[int, Said] = {}
+    for message in said:
+        if message[2] is None or by_time.setdefault(message[2], message) != message:
+            return None
+    return by_time
 
 
 def _messages(said: Sequence[Said]) -> tuple[Message, ...]:
