@@ -168,6 +168,7 @@ def test_the_table_of_a_session_past_its_limits_is_drawn_in_pages_as_it_is_read(
     widths = {len(line) for line in out.splitlines() if line[:1] in "┏┃┡│├└"}
     assert widths == {80}  # (CliRunner's console: 80 columns) every page's lines alike
     turns = json.loads(cli("inspect", "session", "alice", "long", "--json").output)["turns"]
+    assert len(turns) == 12  # (the loop below checks each one)
     for t in turns:
         assert f"│ {t['id']} │" in out
     # a session within a page is still drawn whole, as before
@@ -219,6 +220,7 @@ def test_a_narrow_console_s_pages_keep_each_turn_id_and_time_whole(
     assert out.count("┃ turn id") == 3  # 2 + 2 + 1 messages
     assert {cell_len(line) for line in out.splitlines() if line[:1] in "┏┃┡│├└"} == {columns}  # (你: 2 cells)
     turns = json.loads(cli("inspect", "session", "alice", "long", "--json").output)["turns"]
+    assert len(turns) == 5  # (the loop below checks each one)
     for i, t in enumerate(turns):
         assert f"│ {t['id']} │" in out
         assert f"│ 2023-06-01 08:{i:02d}:00Z │" in out

@@ -186,9 +186,11 @@ def test_a_wal_file_deleted_between_the_memorys_check_and_the_pools_lend_starts_
     if searched_before:  # a connection of the pool's is idle, opened with the first -wal
         assert memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99)).search_id
     lend = memory._searchers.store
+    lends: list[int] = []
 
     @contextmanager
     def deleted_then_lent() -> Iterator[Any]:
+        lends.append(1)
         Path(f"{db}-wal").unlink()
         with lend() as store:
             yield store
@@ -197,6 +199,7 @@ def test_a_wal_file_deleted_between_the_memorys_check_and_the_pools_lend_starts_
     memory.add("hiking by Lake Tahoe", user="u", session="a2", at=T0 + 60_000)
     answer = memory.agent_search("hiking", user="u", model=HeldModel(SEARCH, NOTE, hold_at=99))
     assert [e.session_id for e in answer.evidence] == ["a1", "a2"]
+    assert lends == [1]  # the search went through the lend, the -wal deleted there: the race was run
     memory._searchers.store = lend  # type: ignore[method-assign]
     assert memory.add("hiking the Enchantments", user="u", session="a3", at=T0 + 120_000).status == "added"
     memory.close()
